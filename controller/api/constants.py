@@ -1,0 +1,107 @@
+"""Every label, annotation, gate, finalizer, condition type and reason string tasq uses.
+
+The one place these strings live (DESIGN.md §1); every other module imports them from here.
+Values follow Kueue v1beta1 and the original TAS KEP so Kueue manifests work unchanged.
+"""
+
+from typing import Final
+
+GROUP: Final = "kueue.x-k8s.io"
+VERSION_V1BETA1: Final = "v1beta1"
+VERSION_V1ALPHA1: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION_V1BETA1}"
+
+# Kinds and their REST resources.
+KIND_TOPOLOGY: Final = "Topology"
+KIND_RESOURCE_FLAVOR: Final = "ResourceFlavor"
+KIND_CLUSTER_QUEUE: Final = "ClusterQueue"
+KIND_LOCAL_QUEUE: Final = "LocalQueue"
+KIND_WORKLOAD: Final = "Workload"
+PLURAL_TOPOLOGIES: Final = "topologies"
+PLURAL_RESOURCE_FLAVORS: Final = "resourceflavors"
+PLURAL_CLUSTER_QUEUES: Final = "clusterqueues"
+PLURAL_LOCAL_QUEUES: Final = "localqueues"
+PLURAL_WORKLOADS: Final = "workloads"
+
+# Labels on Jobs and pods.
+LABEL_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"
+LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
+LABEL_JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
+LABEL_JOB_NAME: Final = "batch.kubernetes.io/job-name"
+LABEL_CONTROLLER_UID: Final = "batch.kubernetes.io/controller-uid"
+
+# Job annotations of the original TAS KEP (value: a level label; `auto` for prefer only).
+ANNOTATION_REQUIRE_TOPOLOGY: Final = "kueue.x-k8s.io/require-topology"
+ANNOTATION_PREFER_TOPOLOGY: Final = "kueue.x-k8s.io/prefer-topology"
+TOPOLOGY_AUTO: Final = "auto"
+
+# Kueue's pod-template annotations.
+ANNOTATION_PODSET_REQUIRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-required-topology"
+ANNOTATION_PODSET_PREFERRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-preferred-topology"
+ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
+
+# What admission writes on the pod template (the KEP's names).
+ANNOTATION_TOPOLOGY_WORKLOAD: Final = "kueue.x-k8s.io/topology-workload"
+ANNOTATION_TOPOLOGY_PODSET: Final = "kueue.x-k8s.io/topology-podset"
+
+# The scheduling gate that holds pods until the TopologyUngater releases them.
+SCHEDULING_GATE_TOPOLOGY: Final = "kueue.x-k8s.io/topology"
+
+# Gang labels accepted from other systems (later work).
+LABEL_POD_GROUP_NAME: Final = "pod-group.scheduling.x-k8s.io/name"
+LABEL_POD_GROUP_MIN_AVAILABLE: Final = "pod-group.scheduling.x-k8s.io/min-available"
+LABEL_KUEUE_POD_GROUP_NAME: Final = "kueue.x-k8s.io/pod-group-name"
+ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT: Final = "kueue.x-k8s.io/pod-group-total-count"
+
+# Finalizers.
+FINALIZER_RESOURCE_IN_USE: Final = "kueue.x-k8s.io/resource-in-use"
+FINALIZER_MANAGED: Final = "kueue.x-k8s.io/managed"
+
+# Workload condition types (Kueue's).
+CONDITION_QUOTA_RESERVED: Final = "QuotaReserved"
+CONDITION_ADMITTED: Final = "Admitted"
+CONDITION_PODS_READY: Final = "PodsReady"
+CONDITION_EVICTED: Final = "Evicted"
+CONDITION_FINISHED: Final = "Finished"
+CONDITION_PREEMPTED: Final = "Preempted"
+
+# ClusterQueue / LocalQueue condition type.
+CONDITION_ACTIVE: Final = "Active"
+
+# Condition reasons (PascalCase, Kueue's where Kueue has one).
+REASON_QUOTA_RESERVED: Final = "QuotaReserved"
+REASON_ADMITTED: Final = "Admitted"
+REASON_PENDING: Final = "Pending"
+REASON_INADMISSIBLE: Final = "Inadmissible"
+REASON_POD_SET_TOPOLOGY_UNFIT: Final = "PodSetTopologyUnfit"
+REASON_TOPOLOGY_LEVEL_MISSING: Final = "TopologyLevelMissing"
+REASON_QUOTA_EXCEEDED: Final = "QuotaExceeded"
+REASON_FLAVOR_NOT_FOUND: Final = "FlavorNotFound"
+REASON_TOPOLOGY_NOT_FOUND: Final = "TopologyNotFound"
+REASON_CLUSTER_QUEUE_NOT_FOUND: Final = "ClusterQueueNotFound"
+REASON_LOCAL_QUEUE_NOT_FOUND: Final = "LocalQueueNotFound"
+REASON_NAMESPACE_MISMATCH: Final = "NamespaceMismatch"
+REASON_STRICT_FIFO_BLOCKED: Final = "StrictFIFOBlocked"
+REASON_JOB_FINISHED: Final = "JobFinished"
+REASON_SUCCEEDED: Final = "Succeeded"
+REASON_FAILED: Final = "Failed"
+REASON_EVICTED_BY_PREEMPTION: Final = "Preempted"
+REASON_READY: Final = "Ready"
+REASON_PODS_READY: Final = "PodsReady"
+REASON_INVALID: Final = "Invalid"
+
+# Queueing strategies.
+QUEUEING_BEST_EFFORT_FIFO: Final = "BestEffortFIFO"
+QUEUEING_STRICT_FIFO: Final = "StrictFIFO"
+
+# Resources with special meaning.
+RESOURCE_PODS: Final = "pods"
+RESOURCE_CPU: Final = "cpu"
+RESOURCE_MEMORY: Final = "memory"
+
+# Field managers and the operator's identity.
+FIELD_MANAGER: Final = "tasq"
+CONTROLLER_NAME: Final = "tasq.x-k8s.io/controller"
+
+# The devcluster's kubelet reads how long a pod runs from this annotation.
+ANNOTATION_DEVCLUSTER_RUN_SECONDS: Final = "devcluster.tasq.io/run-seconds"

@@ -1,0 +1,207 @@
+"""Light, fast read-only views of the core objects tasq reads: Node, Pod and Job.
+
+Built from plain dicts (as the API, the devcluster or a YAML file gives them) without pydantic,
+because the cache holds tens of thousands of them. Also computes a pod's effective requests the
+way kube-scheduler does. Used by the cache, the topology engine, admission and `tasq simulate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.api import constants as c
+from controller.api.quantity import Resources, add_into, resources_from
+from controller.api.selectors import NodeSelectorTerm, Taint, Toleration, required_node_affinity_terms
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    allocatable: Resources
+    ready: bool
+    unschedulable: bool
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> NodeView:
+        meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+        conditions = status.get("conditions") or []
+        ready = any(cd.get("type") == "Ready" and cd.get("status") == "True" for cd in conditions)
+        return cls(
+            name=str(meta.get("name", "")),
+            labels=dict(meta.get("labels") or {}),
+            taints=tuple(Taint.from_dict(t) for t in spec.get("taints") or []),
+            allocatable=resources_from(status.get("allocatable")),
+            ready=ready,
+            unschedulable=bool(spec.get("unschedulable", False)),
+        )
+
+
+def container_requests(container: Mapping[str, Any]) -> Resources:
+    """A container's requests; limits stand in for absent requests (API server defaulting)."""
+    resources = container.get("resources") or {}
+    req = resources_from(resources.get("requests"))
+    for name, milli in resources_from(resources.get("limits")).items():
+        req.setdefault(name, milli)
+    return req
+
+
+def _max_into(acc: Resources, other: Mapping[str, int]) -> None:
+    for k, v in other.items():
+        if v > acc.get(k, 0):
+            acc[k] = v
+
+
+def pod_requests(pod_spec: Mapping[str, Any]) -> Resources:
+    """Effective pod requests as kube-scheduler computes them, without the `pods` resource.
+
+    max(sum of app containers + restartable (sidecar) init containers, each init container step
+    (the init container plus the sidecars started before it)), plus the pod overhead.
+    """
+    regular: Resources = {}
+    for ctr in pod_spec.get("containers") or []:
+        add_into(regular, container_requests(ctr))
+    init_peak: Resources = {}
+    sidecars: Resources = {}
+    for ctr in pod_spec.get("initContainers") or []:
+        req = container_requests(ctr)
+        if ctr.get("restartPolicy") == "Always":
+            add_into(sidecars, req)
+            _max_into(init_peak, sidecars)
+        else:
+            step = dict(sidecars)
+            add_into(step, req)
+            _max_into(init_peak, step)
+    add_into(regular, sidecars)
+    _max_into(regular, init_peak)
+    add_into(regular, resources_from(pod_spec.get("overhead")))
+    return {k: v for k, v in regular.items() if v > 0}
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool
+
+
+def owner_refs(obj: Mapping[str, Any]) -> tuple[OwnerRef, ...]:
+    return tuple(OwnerRef(str(o.get("apiVersion", "")), str(o.get("kind", "")), str(o.get("name", "")),
+                          str(o.get("uid", "")), bool(o.get("controller", False)))
+                 for o in _meta(obj).get("ownerReferences") or [])
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    node_name: str
+    phase: str
+    requests: Resources
+    """Effective requests (pod_requests) plus 1 `pods` (1000 milli)."""
+    scheduling_gates: tuple[str, ...]
+    node_selector: Mapping[str, str]
+    tolerations: tuple[Toleration, ...]
+    affinity_terms: tuple[NodeSelectorTerm, ...]
+    owners: tuple[OwnerRef, ...]
+    deleting: bool
+    creation_timestamp: str = ""
+    conditions: tuple[Mapping[str, Any], ...] = field(default=())
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> PodView:
+        meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+        requests = pod_requests(spec)
+        requests[c.RESOURCE_PODS] = 1000
+        return cls(
+            namespace=str(meta.get("namespace", "")),
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+            node_name=str(spec.get("nodeName") or ""),
+            phase=str(status.get("phase") or "Pending"),
+            requests=requests,
+            scheduling_gates=tuple(str(g.get("name", "")) for g in spec.get("schedulingGates") or []),
+            node_selector=dict(spec.get("nodeSelector") or {}),
+            tolerations=tuple(Toleration.from_dict(t) for t in spec.get("tolerations") or []),
+            affinity_terms=required_node_affinity_terms(spec),
+            owners=owner_refs(obj),
+            deleting=bool(meta.get("deletionTimestamp")),
+            creation_timestamp=str(meta.get("creationTimestamp") or ""),
+            conditions=tuple(status.get("conditions") or ()),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    parallelism: int
+    completions: int | None
+    completion_mode: str
+    suspend: bool
+    template: Mapping[str, Any]
+    creation_timestamp: str
+    conditions: tuple[Mapping[str, Any], ...]
+
+    @property
+    def queue_name(self) -> str | None:
+        return self.labels.get(c.LABEL_QUEUE_NAME)
+
+    @property
+    def finished(self) -> str | None:
+        """"Complete" or "Failed" once the Job has that condition with status True."""
+        for cond in self.conditions:
+            if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+                return str(cond["type"])
+        return None
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> JobView:
+        meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+        parallelism = spec.get("parallelism")
+        completions = spec.get("completions")
+        return cls(
+            namespace=str(meta.get("namespace", "")),
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+            parallelism=1 if parallelism is None else int(parallelism),
+            completions=None if completions is None else int(completions),
+            completion_mode=str(spec.get("completionMode") or "NonIndexed"),
+            suspend=bool(spec.get("suspend", False)),
+            template=spec.get("template") or {},
+            creation_timestamp=str(meta.get("creationTimestamp") or ""),
+            conditions=tuple(status.get("conditions") or ()),
+        )
+
+
+def tolerations_from(items: Sequence[Mapping[str, Any]] | None) -> tuple[Toleration, ...]:
+    return tuple(Toleration.from_dict(t) for t in items or [])
