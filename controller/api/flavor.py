@@ -1,0 +1,107 @@
+"""The ResourceFlavor kind, in both topology forms, and its one normalised topology view.
+
+Kueue names a Topology object (`spec.topologyName`); the original TAS KEP writes the levels
+inline (`spec.topology.levels`). `resolve_topology` turns either into a `FlavorTopology`, telling
+"no topology" (None) apart from "names a Topology that does not exist" (`missing`).
+Used by the admission cycle, the cache, the validators and `tasq simulate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+
+from controller.api.meta import ApiModel, KubeObject, omitempty_dict, omitempty_list
+from controller.api.selectors import Taint, Toleration
+from controller.api.topology import Topology
+
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class NodeTaint(ApiModel):
+    key: str
+    value: str | None = None
+    effect: TaintEffect
+    time_added: str | None = None
+
+    def to_selector(self) -> Taint:
+        return Taint.from_dict(self.to_dict())
+
+
+class FlavorToleration(ApiModel):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = None
+    effect: TaintEffect | None = None
+    toleration_seconds: int | None = None
+
+    def to_selector(self) -> Toleration:
+        return Toleration.from_dict(self.to_dict())
+
+
+class InlineTopology(ApiModel):
+    """The KEP's inline form: level node labels, widest first."""
+
+    levels: list[str] = Field(min_length=1, max_length=16)
+
+
+class ResourceFlavorSpec(ApiModel):
+    node_labels: dict[str, str] = omitempty_dict()
+    node_taints: list[NodeTaint] = omitempty_list()
+    tolerations: list[FlavorToleration] = omitempty_list()
+    topology_name: str | None = None
+    topology: InlineTopology | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorTopology:
+    """A flavor's topology after resolving either form.
+
+    `name` is the Topology's name (the flavor's own name for the inline form); `levels` is empty
+    exactly when the flavor names a Topology that does not exist (`missing`).
+    """
+
+    name: str
+    levels: tuple[str, ...]
+    inline: bool
+
+    @property
+    def missing(self) -> bool:
+        return not self.levels
+
+
+class ResourceFlavor(KubeObject):
+    spec: ResourceFlavorSpec = Field(default_factory=ResourceFlavorSpec)
+
+    @property
+    def has_topology(self) -> bool:
+        return self.spec.topology_name is not None or self.spec.topology is not None
+
+    def resolve_topology(self, topologies_by_name: Mapping[str, Topology]) -> FlavorTopology | None:
+        """None without a topology; otherwise the levels, empty when the named Topology is absent.
+
+        The Kueue form wins when a flavor carries both (the validators reject that combination).
+        """
+        if self.spec.topology_name is not None:
+            topo = topologies_by_name.get(self.spec.topology_name)
+            levels = topo.level_labels if topo is not None else ()
+            return FlavorTopology(self.spec.topology_name, levels, inline=False)
+        if self.spec.topology is not None:
+            return FlavorTopology(self.name, tuple(self.spec.topology.levels), inline=True)
+        return None
+
+    def topology_levels(self, topologies_by_name: Mapping[str, Topology]) -> tuple[str, ...] | None:
+        """The level labels, widest first; None for no topology or a missing Topology."""
+        resolved = self.resolve_topology(topologies_by_name)
+        if resolved is None or resolved.missing:
+            return None
+        return resolved.levels
+
+    def taints(self) -> tuple[Taint, ...]:
+        return tuple(t.to_selector() for t in self.spec.node_taints)
+
+    def selector_tolerations(self) -> tuple[Toleration, ...]:
+        return tuple(t.to_selector() for t in self.spec.tolerations)

@@ -1,0 +1,192 @@
+"""Shared pieces of every tasq API model: the pydantic base, ObjectMeta, Condition, quantities.
+
+Field names are snake_case in Python and Kueue's camelCase on the wire; both are accepted on
+input. Empty optional lists and maps are omitted on output, as Go's `omitempty` does. Used by the
+kind modules (topology, flavor, queues, workload), by `controller.api.crds` and by all callers
+that parse or write our objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from controller.api.quantity import parse as parse_quantity_text
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+def _quantity_text(value: object) -> str:
+    """Accept a quantity string or integer, keep the text as written (the API server keeps it)."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ValueError(f"quantity must be a string or an integer, got {type(value).__name__}")
+    parse_quantity_text(value)  # raises QuantityError (a ValueError) for non-quantities
+    return str(value)
+
+
+QuantityStr = Annotated[str, BeforeValidator(_quantity_text)]
+"""A resource quantity: a string on the wire, an integer accepted on input."""
+
+
+def _is_empty(value: object) -> bool:
+    return not value
+
+
+def omitempty_list() -> Any:
+    """An optional list field that defaults to empty and is left out of the output when empty."""
+    return Field(default_factory=list, exclude_if=_is_empty)
+
+
+def omitempty_dict() -> Any:
+    """An optional map field that defaults to empty and is left out of the output when empty."""
+    return Field(default_factory=dict, exclude_if=_is_empty)
+
+
+class ApiModel(BaseModel):
+    """Base of every wire model: camelCase aliases, both names accepted, unknown fields dropped.
+
+    Unknown fields are dropped because the API server prunes them too (structural schemas).
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="ignore",
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form: camelCase keys, no nulls, no empty optional lists or maps."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class OwnerReference(ApiModel):
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ObjectMeta(ApiModel):
+    """metav1.ObjectMeta; fields tasq does not model (managedFields...) are kept as they came."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = None
+    generate_name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] = omitempty_dict()
+    annotations: dict[str, str] = omitempty_dict()
+    owner_references: list[OwnerReference] = omitempty_list()
+    finalizers: list[str] = omitempty_list()
+
+
+class LabelSelectorRequirement(ApiModel):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = omitempty_list()
+
+
+class LabelSelector(ApiModel):
+    """metav1.LabelSelector; an empty selector matches everything (Kueue's namespaceSelector)."""
+
+    match_labels: dict[str, str] = omitempty_dict()
+    match_expressions: list[LabelSelectorRequirement] = omitempty_list()
+
+
+class Condition(ApiModel):
+    """metav1.Condition, with all the fields the API server requires of it."""
+
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str
+    last_transition_time: str
+    observed_generation: int | None = None
+
+
+def format_time(now: datetime) -> str:
+    """RFC 3339 in UTC with second precision, as metav1.Time serialises."""
+    if now.tzinfo is None:
+        raise ValueError("format_time needs an aware datetime")
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def find_condition(conditions: Sequence[Condition], type_: str) -> Condition | None:
+    for cond in conditions:
+        if cond.type == type_:
+            return cond
+    return None
+
+
+def set_condition(conditions: list[Condition], type_: str, status: ConditionStatus, reason: str,
+                  message: str, now: datetime, observed_generation: int | None = None) -> bool:
+    """Add or update one condition in place, as meta.SetStatusCondition does; True when it changed.
+
+    lastTransitionTime moves only when the status flips, so a message refresh keeps the time the
+    condition became what it is.
+    """
+    existing = find_condition(conditions, type_)
+    if existing is None:
+        conditions.append(Condition(type=type_, status=status, reason=reason, message=message,
+                                    last_transition_time=format_time(now),
+                                    observed_generation=observed_generation))
+        return True
+    changed = False
+    if existing.status != status:
+        existing.status = status
+        existing.last_transition_time = format_time(now)
+        changed = True
+    updates: tuple[tuple[str, object], ...] = (
+        ("reason", reason), ("message", message), ("observed_generation", observed_generation))
+    for field, value in updates:
+        if getattr(existing, field) != value:
+            setattr(existing, field, value)
+            changed = True
+    return changed
+
+
+def remove_condition(conditions: list[Condition], type_: str) -> bool:
+    """Remove a condition type in place; True when it was there."""
+    before = len(conditions)
+    conditions[:] = [cd for cd in conditions if cd.type != type_]
+    return len(conditions) != before
+
+
+class KubeObject(ApiModel):
+    """apiVersion/kind/metadata, the envelope every kind shares."""
+
+    api_version: str | None = None
+    kind: str | None = None
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+    @classmethod
+    def from_dict(cls, obj: dict[str, Any]) -> Self:
+        return cls.model_validate(obj)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or ""
+
+    @property
+    def key(self) -> str:
+        """`namespace/name`, or `name` for cluster-scoped objects."""
+        ns = self.metadata.namespace
+        return f"{ns}/{self.name}" if ns else self.name
+

@@ -1,0 +1,140 @@
+"""The ClusterQueue and LocalQueue kinds: quotas per flavor, queueing policy, queue statuses.
+
+A ClusterQueue lists resource groups; each group covers some resources and gives, flavor by
+flavor in order of preference, a nominal quota (and optional borrowing/lending limits) for each.
+A LocalQueue points a namespace at a ClusterQueue. Used by the admission cycle, the queue status
+writers, the validators and `tasq simulate`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from controller.api import constants as c
+from controller.api.meta import (
+    ApiModel,
+    Condition,
+    KubeObject,
+    LabelSelector,
+    QuantityStr,
+    find_condition,
+    omitempty_list,
+)
+
+QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
+StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
+PreemptionPolicy = Literal["Never", "LowerPriority", "Any", "LowerOrNewerEqualPriority"]
+
+
+class ResourceQuota(ApiModel):
+    name: str
+    nominal_quota: QuantityStr
+    borrowing_limit: QuantityStr | None = None
+    lending_limit: QuantityStr | None = None
+
+
+class FlavorQuotas(ApiModel):
+    name: str
+    resources: list[ResourceQuota] = Field(min_length=1, max_length=16)
+
+
+class ResourceGroup(ApiModel):
+    covered_resources: list[str] = Field(min_length=1, max_length=16)
+    flavors: list[FlavorQuotas] = Field(min_length=1, max_length=16)
+
+
+class BorrowWithinCohort(ApiModel):
+    policy: Literal["Never", "LowerPriority"] | None = None
+    max_priority_threshold: int | None = None
+
+
+class ClusterQueuePreemption(ApiModel):
+    reclaim_within_cohort: PreemptionPolicy | None = None
+    borrow_within_cohort: BorrowWithinCohort | None = None
+    within_cluster_queue: PreemptionPolicy | None = None
+
+
+class FlavorFungibility(ApiModel):
+    when_can_borrow: Literal["Borrow", "TryNextFlavor"] | None = None
+    when_can_preempt: Literal["Preempt", "TryNextFlavor"] | None = None
+
+
+class ClusterQueueSpec(ApiModel):
+    resource_groups: list[ResourceGroup] = omitempty_list()
+    cohort: str | None = None
+    queueing_strategy: QueueingStrategy = c.QUEUEING_BEST_EFFORT_FIFO
+    namespace_selector: LabelSelector | None = None
+    preemption: ClusterQueuePreemption | None = None
+    flavor_fungibility: FlavorFungibility | None = None
+    stop_policy: StopPolicy | None = None
+
+
+class ResourceUsage(ApiModel):
+    name: str
+    total: QuantityStr | None = None
+    borrowed: QuantityStr | None = None
+
+
+class FlavorUsage(ApiModel):
+    name: str
+    resources: list[ResourceUsage] = omitempty_list()
+
+
+class ClusterQueueStatus(ApiModel):
+    pending_workloads: int | None = None
+    reserving_workloads: int | None = None
+    admitted_workloads: int | None = None
+    flavors_reservation: list[FlavorUsage] = omitempty_list()
+    flavors_usage: list[FlavorUsage] = omitempty_list()
+    conditions: list[Condition] = omitempty_list()
+
+
+class ClusterQueue(KubeObject):
+    spec: ClusterQueueSpec = Field(default_factory=ClusterQueueSpec)
+    status: ClusterQueueStatus | None = None
+
+    @property
+    def flavor_names(self) -> tuple[str, ...]:
+        """Every flavor the queue names, in resource-group then preference order."""
+        return tuple(fq.name for rg in self.spec.resource_groups for fq in rg.flavors)
+
+    @property
+    def stopped(self) -> bool:
+        return self.spec.stop_policy in ("Hold", "HoldAndDrain")
+
+    def condition(self, type_: str) -> Condition | None:
+        return find_condition(self.status.conditions, type_) if self.status else None
+
+
+class LocalQueueSpec(ApiModel):
+    cluster_queue: str
+    stop_policy: StopPolicy | None = None
+
+
+class LocalQueueResourceUsage(ApiModel):
+    name: str
+    total: QuantityStr | None = None
+
+
+class LocalQueueFlavorUsage(ApiModel):
+    name: str
+    resources: list[LocalQueueResourceUsage] = omitempty_list()
+
+
+class LocalQueueStatus(ApiModel):
+    pending_workloads: int | None = None
+    reserving_workloads: int | None = None
+    admitted_workloads: int | None = None
+    conditions: list[Condition] = omitempty_list()
+    flavors_reservation: list[LocalQueueFlavorUsage] = omitempty_list()
+    flavor_usage: list[LocalQueueFlavorUsage] = omitempty_list()
+
+
+class LocalQueue(KubeObject):
+    spec: LocalQueueSpec
+    status: LocalQueueStatus | None = None
+
+    def condition(self, type_: str) -> Condition | None:
+        return find_condition(self.status.conditions, type_) if self.status else None

@@ -1,0 +1,28 @@
+"""The Topology kind: the ordered node labels (widest first) that define a topology's levels.
+
+Served as v1alpha1 (Kueue's version) and v1beta1 with the same schema. ResourceFlavors name a
+Topology by `topologyName`; the cache and the topology engine read its `level_labels`.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from controller.api.meta import ApiModel, KubeObject
+
+
+class TopologyLevel(ApiModel):
+    node_label: str
+
+
+class TopologySpec(ApiModel):
+    levels: list[TopologyLevel] = Field(min_length=1, max_length=16)
+
+
+class Topology(KubeObject):
+    spec: TopologySpec
+
+    @property
+    def level_labels(self) -> tuple[str, ...]:
+        """The level node labels, widest first."""
+        return tuple(level.node_label for level in self.spec.levels)

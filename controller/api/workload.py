@@ -1,0 +1,153 @@
+"""The Workload kind: what a Job asks for (PodSets) and what admission granted (Admission).
+
+`status.admission` holds, per PodSet, the chosen flavors, the resource usage and the
+TopologyAssignment as the KEP's slices (`nodeLabels` + `count`). Condition helpers take `now`
+as a parameter so pure code can use them. Parsed on every Workload event, so kept light: pod
+templates stay plain dicts. Used by the job reconciler, the admission cycle and the ungater.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from controller.api import constants as c
+from controller.api.meta import (
+    ApiModel,
+    Condition,
+    ConditionStatus,
+    KubeObject,
+    QuantityStr,
+    find_condition,
+    omitempty_dict,
+    omitempty_list,
+    set_condition,
+)
+
+DEFAULT_POD_SET_NAME = "main"
+
+
+class PodSetTopologyRequest(ApiModel):
+    """At most one of required/preferred/unconstrained; the validators enforce that."""
+
+    required: str | None = None
+    preferred: str | None = None
+    unconstrained: bool | None = None
+    pod_index_label: str | None = None
+
+
+class PodSet(ApiModel):
+    name: str = DEFAULT_POD_SET_NAME
+    count: int = Field(default=1, ge=0)
+    min_count: int | None = Field(default=None, ge=1)
+    template: dict[str, Any] = Field(default_factory=dict)
+    topology_request: PodSetTopologyRequest | None = None
+
+
+class WorkloadSpec(ApiModel):
+    pod_sets: list[PodSet] = Field(min_length=1, max_length=8)
+    queue_name: str | None = None
+    priority_class_name: str | None = None
+    priority_class_source: str | None = None
+    priority: int | None = None
+    active: bool | None = None
+
+
+class TopologySlice(ApiModel):
+    """`count` pods go to the domain whose level labels have these values."""
+
+    node_labels: dict[str, str] = omitempty_dict()
+    count: int = Field(ge=0)
+
+
+class TopologyAssignment(ApiModel):
+    slices: list[TopologySlice] = omitempty_list()
+
+    @property
+    def total_count(self) -> int:
+        return sum(s.count for s in self.slices)
+
+
+class PodSetAssignment(ApiModel):
+    name: str
+    flavors: dict[str, str] = omitempty_dict()
+    resource_usage: dict[str, QuantityStr] = omitempty_dict()
+    count: int | None = Field(default=None, ge=0)
+    topology_assignment: TopologyAssignment | None = None
+
+
+class Admission(ApiModel):
+    cluster_queue: str
+    pod_set_assignments: list[PodSetAssignment] = omitempty_list()
+
+    def assignment(self, pod_set: str) -> PodSetAssignment | None:
+        return next((a for a in self.pod_set_assignments if a.name == pod_set), None)
+
+
+class RequeueState(ApiModel):
+    count: int | None = None
+    requeue_at: str | None = None
+
+
+class WorkloadStatus(ApiModel):
+    admission: Admission | None = None
+    conditions: list[Condition] = omitempty_list()
+    requeue_state: RequeueState | None = None
+
+
+class Workload(KubeObject):
+    spec: WorkloadSpec
+    status: WorkloadStatus | None = None
+
+    # -- spec helpers ---------------------------------------------------------------------------
+
+    @property
+    def queue_name(self) -> str:
+        return self.spec.queue_name or ""
+
+    @property
+    def priority(self) -> int:
+        return self.spec.priority or 0
+
+    @property
+    def active(self) -> bool:
+        """Kueue's default: a Workload is active unless `spec.active` is false."""
+        return self.spec.active is not False
+
+    def pod_set(self, name: str) -> PodSet | None:
+        return next((ps for ps in self.spec.pod_sets if ps.name == name), None)
+
+    # -- status helpers -------------------------------------------------------------------------
+
+    @property
+    def admission(self) -> Admission | None:
+        return self.status.admission if self.status else None
+
+    def condition(self, type_: str) -> Condition | None:
+        return find_condition(self.status.conditions, type_) if self.status else None
+
+    def condition_true(self, type_: str) -> bool:
+        cond = self.condition(type_)
+        return cond is not None and cond.status == "True"
+
+    def set_condition(self, type_: str, status: ConditionStatus, reason: str, message: str,
+                      now: datetime) -> bool:
+        """Add or update a condition (time moves only on a status flip); True when it changed."""
+        if self.status is None:
+            self.status = WorkloadStatus()
+        return set_condition(self.status.conditions, type_, status, reason, message, now,
+                             observed_generation=self.metadata.generation)
+
+    @property
+    def has_quota_reservation(self) -> bool:
+        return self.condition_true(c.CONDITION_QUOTA_RESERVED)
+
+    @property
+    def is_admitted(self) -> bool:
+        return self.condition_true(c.CONDITION_ADMITTED)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.condition_true(c.CONDITION_FINISHED)
