@@ -14,7 +14,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from controller.api.meta import ApiModel, KubeObject, omitempty_dict, omitempty_list
+from controller.api.meta import (
+    ApiModel,
+    DnsSubdomainStr,
+    KubeObject,
+    LabelKeyStr,
+    omitempty_dict,
+    omitempty_list,
+)
 from controller.api.selectors import Taint, Toleration
 from controller.api.topology import Topology
 
@@ -22,7 +29,7 @@ TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
 class NodeTaint(ApiModel):
-    key: str
+    key: LabelKeyStr
     value: str | None = None
     effect: TaintEffect
     time_added: str | None = None
@@ -45,14 +52,14 @@ class FlavorToleration(ApiModel):
 class InlineTopology(ApiModel):
     """The KEP's inline form: level node labels, widest first."""
 
-    levels: list[str] = Field(min_length=1, max_length=16)
+    levels: list[LabelKeyStr] = Field(min_length=1, max_length=16)
 
 
 class ResourceFlavorSpec(ApiModel):
     node_labels: dict[str, str] = omitempty_dict()
     node_taints: list[NodeTaint] = omitempty_list()
     tolerations: list[FlavorToleration] = omitempty_list()
-    topology_name: str | None = None
+    topology_name: DnsSubdomainStr | None = None
     topology: InlineTopology | None = None
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 from controller.api.quantity import parse as parse_quantity_text
@@ -28,8 +28,35 @@ def _quantity_text(value: object) -> str:
     return str(value)
 
 
-QuantityStr = Annotated[str, BeforeValidator(_quantity_text)]
+# The API server's quantity grammar (apimachinery's), as Kueue's CRDs carry it.
+QUANTITY_PATTERN: Final = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+                           r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+DNS_LABEL_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+LABEL_KEY_PATTERN: Final = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                            r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
+CONDITION_REASON_PATTERN: Final = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+QuantityStr = Annotated[str, BeforeValidator(_quantity_text), WithJsonSchema({
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "pattern": QUANTITY_PATTERN,
+    "x-kubernetes-int-or-string": True,
+})]
 """A resource quantity: a string on the wire, an integer accepted on input."""
+
+
+def schema_only(**constraints: JsonValue) -> Any:
+    """Constraints the CRD schema (and so the API server) enforces but parsing does not re-check.
+
+    Parsing stays lenient and cheap: the server has already applied these to stored objects,
+    and the validators report them with field paths for manifests that never met a server.
+    """
+    return Field(json_schema_extra=constraints)
+
+
+DnsLabelStr = Annotated[str, schema_only(maxLength=63, pattern=DNS_LABEL_PATTERN)]
+DnsSubdomainStr = Annotated[str, schema_only(maxLength=253, pattern=DNS_SUBDOMAIN_PATTERN)]
+LabelKeyStr = Annotated[str, schema_only(maxLength=317, pattern=LABEL_KEY_PATTERN)]
 
 
 def _is_empty(value: object) -> bool:
@@ -109,12 +136,12 @@ class LabelSelector(ApiModel):
 class Condition(ApiModel):
     """metav1.Condition, with all the fields the API server requires of it."""
 
-    type: str
+    type: Annotated[str, schema_only(maxLength=316, pattern=LABEL_KEY_PATTERN)]
     status: ConditionStatus
-    reason: str
-    message: str
-    last_transition_time: str
-    observed_generation: int | None = None
+    reason: Annotated[str, schema_only(minLength=1, maxLength=1024, pattern=CONDITION_REASON_PATTERN)]
+    message: Annotated[str, schema_only(maxLength=32768)]
+    last_transition_time: Annotated[str, schema_only(format="date-time")]
+    observed_generation: int | None = Field(default=None, ge=0)
 
 
 def format_time(now: datetime) -> str:

@@ -16,6 +16,7 @@ from controller.api import constants as c
 from controller.api.meta import (
     ApiModel,
     Condition,
+    DnsSubdomainStr,
     KubeObject,
     LabelSelector,
     QuantityStr,
@@ -36,7 +37,7 @@ class ResourceQuota(ApiModel):
 
 
 class FlavorQuotas(ApiModel):
-    name: str
+    name: DnsSubdomainStr
     resources: list[ResourceQuota] = Field(min_length=1, max_length=16)
 
 
@@ -63,7 +64,7 @@ class FlavorFungibility(ApiModel):
 
 class ClusterQueueSpec(ApiModel):
     resource_groups: list[ResourceGroup] = omitempty_list()
-    cohort: str | None = None
+    cohort: DnsSubdomainStr | None = None
     queueing_strategy: QueueingStrategy = c.QUEUEING_BEST_EFFORT_FIFO
     namespace_selector: LabelSelector | None = None
     preemption: ClusterQueuePreemption | None = None
@@ -109,7 +110,7 @@ class ClusterQueue(KubeObject):
 
 
 class LocalQueueSpec(ApiModel):
-    cluster_queue: str
+    cluster_queue: DnsSubdomainStr
     stop_policy: StopPolicy | None = None
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from controller.api.meta import ApiModel, KubeObject
+from controller.api.meta import ApiModel, KubeObject, LabelKeyStr
 
 
 class TopologyLevel(ApiModel):
-    node_label: str
+    node_label: LabelKeyStr
 
 
 class TopologySpec(ApiModel):

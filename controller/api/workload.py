@@ -18,7 +18,10 @@ from controller.api.meta import (
     ApiModel,
     Condition,
     ConditionStatus,
+    DnsLabelStr,
+    DnsSubdomainStr,
     KubeObject,
+    LabelKeyStr,
     QuantityStr,
     find_condition,
     omitempty_dict,
@@ -32,14 +35,14 @@ DEFAULT_POD_SET_NAME = "main"
 class PodSetTopologyRequest(ApiModel):
     """At most one of required/preferred/unconstrained; the validators enforce that."""
 
-    required: str | None = None
-    preferred: str | None = None
+    required: LabelKeyStr | None = None
+    preferred: LabelKeyStr | None = None
     unconstrained: bool | None = None
-    pod_index_label: str | None = None
+    pod_index_label: LabelKeyStr | None = None
 
 
 class PodSet(ApiModel):
-    name: str = DEFAULT_POD_SET_NAME
+    name: DnsLabelStr = DEFAULT_POD_SET_NAME
     count: int = Field(default=1, ge=0)
     min_count: int | None = Field(default=None, ge=1)
     template: dict[str, Any] = Field(default_factory=dict)
@@ -48,8 +51,8 @@ class PodSet(ApiModel):
 
 class WorkloadSpec(ApiModel):
     pod_sets: list[PodSet] = Field(min_length=1, max_length=8)
-    queue_name: str | None = None
-    priority_class_name: str | None = None
+    queue_name: DnsSubdomainStr | None = None
+    priority_class_name: DnsSubdomainStr | None = None
     priority_class_source: str | None = None
     priority: int | None = None
     active: bool | None = None
@@ -71,7 +74,7 @@ class TopologyAssignment(ApiModel):
 
 
 class PodSetAssignment(ApiModel):
-    name: str
+    name: DnsLabelStr
     flavors: dict[str, str] = omitempty_dict()
     resource_usage: dict[str, QuantityStr] = omitempty_dict()
     count: int | None = Field(default=None, ge=0)
@@ -79,7 +82,7 @@ class PodSetAssignment(ApiModel):
 
 
 class Admission(ApiModel):
-    cluster_queue: str
+    cluster_queue: DnsSubdomainStr
     pod_set_assignments: list[PodSetAssignment] = omitempty_list()
 
     def assignment(self, pod_set: str) -> PodSetAssignment | None:
