@@ -1,0 +1,87 @@
+"""Field errors: what every validator returns, one value per problem, never an exception.
+
+`FieldError` renders as Kubernetes does (`spec.podSets[0].count: Invalid value: -1: must be
+greater than or equal to 0`); the constructors below name the error types of apimachinery's
+field package so messages read the same as the API server's. Used by every validator module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class FieldPath:
+    """A Kubernetes field path (`spec.podSets[0].template`, `metadata.labels[a/b]`), immutable."""
+
+    text: str
+
+    def child(self, name: str) -> FieldPath:
+        return FieldPath(f"{self.text}.{name}" if self.text else name)
+
+    def index(self, i: int) -> FieldPath:
+        return FieldPath(f"{self.text}[{i}]")
+
+    def key(self, k: str) -> FieldPath:
+        return FieldPath(f"{self.text}[{k}]")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+ROOT = FieldPath("")
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One problem at one field path; `str()` is the line the API server would print."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def render(value: Any) -> str:
+    """A value as apimachinery quotes it in messages: strings quoted, numbers and booleans bare."""
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def quoted_list(values: Iterable[str]) -> str:
+    return ", ".join(render(v) for v in values)
+
+
+def required(path: FieldPath, detail: str = "") -> FieldError:
+    return FieldError(str(path), "Required value" + (f": {detail}" if detail else ""))
+
+
+def invalid(path: FieldPath, value: Any, detail: str) -> FieldError:
+    return FieldError(str(path), f"Invalid value: {render(value)}: {detail}")
+
+
+def unsupported(path: FieldPath, value: Any, supported: Iterable[str]) -> FieldError:
+    return FieldError(str(path), f"Unsupported value: {render(value)}: supported values: "
+                                 f"{quoted_list(supported)}")
+
+
+def duplicate(path: FieldPath, value: Any) -> FieldError:
+    return FieldError(str(path), f"Duplicate value: {render(value)}")
+
+
+def too_many(path: FieldPath, actual: int, limit: int) -> FieldError:
+    return FieldError(str(path), f"Too many: {actual}: must have at most {limit} items")
+
+
+def forbidden(path: FieldPath, detail: str) -> FieldError:
+    return FieldError(str(path), f"Forbidden: {detail}")
+
+
+def wrong_type(path: FieldPath, value: Any, want: str) -> FieldError:
+    return FieldError(str(path), f"Invalid value: {render(value)}: must be {want}")

@@ -1,0 +1,56 @@
+"""Validation of ResourceFlavor objects, in both the Kueue and the original-KEP topology forms.
+
+A flavor names its topology either by `spec.topologyName` (Kueue) or inline with
+`spec.topology.levels` (the TAS KEP); never both, and a topology flavor must select nodes by
+at least one nodeLabel. Limits (8 labels, taints, tolerations) are Kueue's. Called by dispatching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from webhooks.validation import formats, meta, placement, shapes, topology
+from webhooks.validation.errors import ROOT, FieldError, forbidden, required
+
+MAX_NODE_LABELS: Final = 8
+MAX_TAINTS: Final = 8
+MAX_TOLERATIONS: Final = 8
+SPEC = ROOT.child("spec")
+
+
+def _inline_topology(spec: Mapping[str, Any], errs: list[FieldError]) -> bool:
+    """Validate `spec.topology.levels` (KEP form); True when an inline topology is present."""
+    inline = shapes.mapping(spec, "topology", SPEC.child("topology"), errs)
+    if inline is None:
+        return False
+    path = SPEC.child("topology").child("levels")
+    items = shapes.sequence(inline, "levels", path, errs) or []
+    errs.extend(topology.levels(path, [(path.index(i), label) for i, label in enumerate(items)]))
+    return True
+
+
+def validate_resource_flavor(obj: Mapping[str, Any]) -> list[FieldError]:
+    """Every error in a ResourceFlavor object."""
+    errs: list[FieldError] = []
+    meta.object_meta(obj, errs)
+    spec = shapes.mapping(obj, "spec", SPEC, errs) or {}
+    labels = shapes.string_map(spec, "nodeLabels", SPEC.child("nodeLabels"), errs)
+    errs.extend(placement.node_labels(SPEC.child("nodeLabels"), labels, MAX_NODE_LABELS))
+    errs.extend(placement.taints(SPEC.child("nodeTaints"),
+                                 shapes.sequence(spec, "nodeTaints", SPEC.child("nodeTaints"), errs),
+                                 MAX_TAINTS))
+    errs.extend(placement.tolerations(SPEC.child("tolerations"),
+                                      shapes.sequence(spec, "tolerations", SPEC.child("tolerations"), errs),
+                                      MAX_TOLERATIONS))
+    name = shapes.string(spec, "topologyName", SPEC.child("topologyName"), errs)
+    if name is not None:
+        errs.extend(formats.dns_subdomain(SPEC.child("topologyName"), name))
+    has_inline = _inline_topology(spec, errs)
+    if name is not None and has_inline:
+        errs.append(forbidden(SPEC.child("topology"),
+                              "must not be set together with spec.topologyName (use one form)"))
+    if (name is not None or has_inline) and not labels:
+        errs.append(required(SPEC.child("nodeLabels"),
+                             "a flavor with a topology needs at least 1 node label"))
+    return errs

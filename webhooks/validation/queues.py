@@ -1,0 +1,189 @@
+"""Validation of ClusterQueue and LocalQueue objects.
+
+ClusterQueue rules are Kueue's: each resource is covered by exactly one resource group, every
+flavor of a group lists the group's covered resources in the same order, a flavor appears once
+per queue, at most 16 groups, 16 flavors per group and 64 resources, quotas are non-negative,
+and borrowing/lending limits need a cohort. Called by `webhooks.validation.dispatching`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from controller.api import constants as c
+from webhooks.validation import formats, meta, placement, shapes
+from webhooks.validation.errors import (
+    ROOT,
+    FieldError,
+    FieldPath,
+    duplicate,
+    forbidden,
+    invalid,
+    quoted_list,
+    required,
+    too_many,
+    unsupported,
+)
+
+MAX_RESOURCE_GROUPS: Final = 16
+MAX_FLAVORS_PER_GROUP: Final = 16
+MAX_RESOURCES: Final = 64
+QUEUEING_STRATEGIES: Final = (c.QUEUEING_BEST_EFFORT_FIFO, c.QUEUEING_STRICT_FIFO)
+RECLAIM_POLICIES: Final = ("Never", "LowerPriority", "Any")
+WITHIN_CQ_POLICIES: Final = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
+BORROW_POLICIES: Final = ("Never", "LowerPriority")
+SPEC = ROOT.child("spec")
+
+
+def _covered_resources(groups: list[tuple[FieldPath, Mapping[str, Any]]],
+                       errs: list[FieldError]) -> list[list[str]]:
+    """Phase 1: each group's covered resources; afterwards every name is reported once if reused."""
+    seen: set[str] = set()
+    covered: list[list[str]] = []
+    for group_path, group in groups:
+        path = group_path.child("coveredResources")
+        names = shapes.sequence(group, "coveredResources", path, errs)
+        if not names:
+            errs.append(required(path, "a resource group covers at least 1 resource"))
+        elif len(names) > MAX_RESOURCES:
+            errs.append(too_many(path, len(names), MAX_RESOURCES))
+        valid: list[str] = []
+        for i, name in enumerate(names or []):
+            name_errs = formats.qualified_name(path.index(i), name)
+            errs.extend(name_errs)
+            if name_errs:
+                continue
+            if name in seen:
+                errs.append(duplicate(path.index(i), name))
+            seen.add(name)
+            valid.append(name)
+        covered.append(valid)
+    return covered
+
+
+def _quota(path: FieldPath, item: Mapping[str, Any], cohort: str | None) -> list[FieldError]:
+    """One resource quota: nominalQuota required; all quantities valid; limits only with a cohort."""
+    errs: list[FieldError] = []
+    if item.get("nominalQuota") is None:
+        errs.append(required(path.child("nominalQuota")))
+    for field in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+        if item.get(field) is None:
+            continue
+        errs.extend(formats.quantity(path.child(field), item[field]))
+        if field != "nominalQuota" and not cohort:
+            errs.append(forbidden(path.child(field), "must be empty when the ClusterQueue has no cohort"))
+    return errs
+
+
+def _flavor_quotas(path: FieldPath, flavor: Mapping[str, Any], covered: list[str],
+                   cohort: str | None, errs: list[FieldError]) -> None:
+    """Phase 2b: one flavor lists exactly `covered`, in order, each with a valid quota."""
+    resources_path = path.child("resources")
+    resources = shapes.sequence(flavor, "resources", resources_path, errs) or []
+    if len(resources) > MAX_RESOURCES:
+        errs.append(too_many(resources_path, len(resources), MAX_RESOURCES))
+    if len(resources) != len(covered):
+        errs.append(invalid(resources_path, f"{len(resources)} item(s)",
+                            f"must list exactly the {len(covered)} covered resource(s) "
+                            f"{quoted_list(covered)} in that order"))
+    for i, (item_path, item) in enumerate(shapes.objects(resources, resources_path, errs)):
+        name = item.get("name")
+        if i < len(covered) and name != covered[i]:
+            errs.append(invalid(item_path.child("name"), name,
+                                f"must be {covered[i]!r}: a flavor lists the group's coveredResources "
+                                "in the same order"))
+        errs.extend(_quota(item_path, item, cohort))
+
+
+def _flavors(groups: list[tuple[FieldPath, Mapping[str, Any]]], covered: list[list[str]],
+             cohort: str | None, errs: list[FieldError]) -> None:
+    """Phase 2: flavors of every group; names unique across the whole ClusterQueue."""
+    seen: set[str] = set()
+    for (group_path, group), group_covered in zip(groups, covered, strict=True):
+        path = group_path.child("flavors")
+        flavors = shapes.sequence(group, "flavors", path, errs)
+        if not flavors:
+            errs.append(required(path, "a resource group has at least 1 flavor"))
+        elif len(flavors) > MAX_FLAVORS_PER_GROUP:
+            errs.append(too_many(path, len(flavors), MAX_FLAVORS_PER_GROUP))
+        for flavor_path, flavor in shapes.objects(flavors, path, errs):
+            name = flavor.get("name")
+            errs.extend(formats.dns_subdomain(flavor_path.child("name"), name if name is not None else ""))
+            if isinstance(name, str) and name:
+                if name in seen:
+                    errs.append(duplicate(flavor_path.child("name"), name))
+                seen.add(name)
+            _flavor_quotas(flavor_path, flavor, group_covered, cohort, errs)
+
+
+def _preemption(spec: Mapping[str, Any], errs: list[FieldError]) -> None:
+    """Phase 3b: the preemption policies are enums."""
+    path = SPEC.child("preemption")
+    preemption = shapes.mapping(spec, "preemption", path, errs)
+    if preemption is None:
+        return
+    for field, allowed in (("reclaimWithinCohort", RECLAIM_POLICIES),
+                           ("withinClusterQueue", WITHIN_CQ_POLICIES)):
+        value = shapes.string(preemption, field, path.child(field), errs)
+        if value is not None and value not in allowed:
+            errs.append(unsupported(path.child(field), value, allowed))
+    borrow = shapes.mapping(preemption, "borrowWithinCohort", path.child("borrowWithinCohort"), errs)
+    policy_path = path.child("borrowWithinCohort").child("policy")
+    policy = shapes.string(borrow, "policy", policy_path, errs)
+    if policy is not None and policy not in BORROW_POLICIES:
+        errs.append(unsupported(policy_path, policy, BORROW_POLICIES))
+
+
+def _queue_settings(spec: Mapping[str, Any], errs: list[FieldError]) -> str | None:
+    """Phase 3: cohort, queueingStrategy, namespaceSelector, preemption; returns the cohort."""
+    cohort = shapes.string(spec, "cohort", SPEC.child("cohort"), errs)
+    if cohort:
+        errs.extend(formats.dns_subdomain(SPEC.child("cohort"), cohort))
+    strategy = shapes.string(spec, "queueingStrategy", SPEC.child("queueingStrategy"), errs)
+    if strategy is not None and strategy not in QUEUEING_STRATEGIES:
+        errs.append(unsupported(SPEC.child("queueingStrategy"), strategy, QUEUEING_STRATEGIES))
+    selector = shapes.mapping(spec, "namespaceSelector", SPEC.child("namespaceSelector"), errs)
+    if selector is not None:
+        errs.extend(placement.label_selector(SPEC.child("namespaceSelector"), selector))
+    _preemption(spec, errs)
+    return cohort
+
+
+def validate_cluster_queue(obj: Mapping[str, Any]) -> list[FieldError]:
+    """Every error in a ClusterQueue object."""
+    errs: list[FieldError] = []
+    meta.object_meta(obj, errs)
+    spec = shapes.mapping(obj, "spec", SPEC, errs) or {}
+    cohort = _queue_settings(spec, errs)
+    groups_path = SPEC.child("resourceGroups")
+    raw_groups = shapes.sequence(spec, "resourceGroups", groups_path, errs)
+    if raw_groups is not None and len(raw_groups) > MAX_RESOURCE_GROUPS:
+        errs.append(too_many(groups_path, len(raw_groups), MAX_RESOURCE_GROUPS))
+    groups = shapes.objects(raw_groups, groups_path, errs)
+    covered = _covered_resources(groups, errs)
+    _flavors(groups, covered, cohort, errs)
+    return errs
+
+
+def validate_local_queue(obj: Mapping[str, Any]) -> list[FieldError]:
+    """Every error in a LocalQueue object: it must name a valid ClusterQueue."""
+    errs: list[FieldError] = []
+    meta.object_meta(obj, errs)
+    spec = shapes.mapping(obj, "spec", SPEC, errs) or {}
+    cq = shapes.string(spec, "clusterQueue", SPEC.child("clusterQueue"), errs)
+    if cq is None and "clusterQueue" not in spec:
+        errs.append(required(SPEC.child("clusterQueue")))
+    elif cq is not None:
+        errs.extend(formats.dns_subdomain(SPEC.child("clusterQueue"), cq))
+    return errs
+
+
+def validate_local_queue_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
+    """A LocalQueue cannot be re-pointed at another ClusterQueue (Kueue: field is immutable)."""
+    errs = validate_local_queue(new)
+    old_cq = (old.get("spec") or {}).get("clusterQueue")
+    new_cq = (new.get("spec") or {}).get("clusterQueue")
+    if old_cq != new_cq:
+        errs.append(invalid(SPEC.child("clusterQueue"), new_cq, "field is immutable"))
+    return errs

@@ -1,0 +1,133 @@
+"""Validation of Workload objects, their pod sets and topology requests, and their updates.
+
+Kueue's rules: 1-8 pod sets with unique DNS-label names, count >= 0, 0 < minCount <= count,
+a pod template with containers, and at most one of required/preferred/unconstrained per
+topology request. Once quota is reserved the pod sets and queue name are immutable.
+Called by `webhooks.validation.dispatching`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from controller.api import constants as c
+from webhooks.validation import formats, meta, pod_templates, shapes
+from webhooks.validation.errors import (
+    ROOT,
+    FieldError,
+    FieldPath,
+    duplicate,
+    invalid,
+    quoted_list,
+    required,
+    too_many,
+    wrong_type,
+)
+
+MAX_POD_SETS: Final = 8
+TOPOLOGY_MODES: Final = ("preferred", "required", "unconstrained")
+SPEC = ROOT.child("spec")
+
+
+def topology_request(path: FieldPath, request: Mapping[str, Any]) -> list[FieldError]:
+    """A PodSetTopologyRequest: at most one mode; levels are label names; `auto` only preferred."""
+    errs: list[FieldError] = []
+    present = [mode for mode in TOPOLOGY_MODES if request.get(mode) is not None]
+    if len(present) > 1:
+        errs.append(invalid(path, {m: request[m] for m in present},
+                            f"must specify at most one of {quoted_list(TOPOLOGY_MODES)}"))
+    for mode in ("required", "preferred"):
+        level = request.get(mode)
+        if level is None:
+            continue
+        errs.extend(formats.qualified_name(path.child(mode), level))
+        if mode == "required" and level == c.TOPOLOGY_AUTO:
+            errs.append(invalid(path.child(mode), level,
+                                f"{c.TOPOLOGY_AUTO!r} is only allowed for \"preferred\""))
+    unconstrained = request.get("unconstrained")
+    if unconstrained is not None and not isinstance(unconstrained, bool):
+        errs.append(wrong_type(path.child("unconstrained"), unconstrained, "a boolean"))
+    label = request.get("podIndexLabel")
+    if label is not None:
+        errs.extend(formats.qualified_name(path.child("podIndexLabel"), label))
+    return errs
+
+
+def _counts(path: FieldPath, pod_set: Mapping[str, Any], errs: list[FieldError]) -> None:
+    count = shapes.integer(pod_set, "count", path.child("count"), errs)
+    if count is None and "count" not in pod_set:
+        errs.append(required(path.child("count")))
+    elif count is not None and count < 0:
+        errs.append(invalid(path.child("count"), count, "must be greater than or equal to 0"))
+    min_count = shapes.integer(pod_set, "minCount", path.child("minCount"), errs)
+    if min_count is None:
+        return
+    if min_count < 1:
+        errs.append(invalid(path.child("minCount"), min_count, "must be greater than 0"))
+    elif count is not None and min_count > count:
+        errs.append(invalid(path.child("minCount"), min_count,
+                            f"must be less than or equal to count ({count})"))
+
+
+def pod_sets(items: list[Any] | None, errs: list[FieldError]) -> None:
+    """`spec.podSets`: 1-8 items, unique names, counts, templates, topology requests."""
+    path = SPEC.child("podSets")
+    if not items:
+        errs.append(required(path, "at least 1 pod set is required"))
+    elif len(items) > MAX_POD_SETS:
+        errs.append(too_many(path, len(items), MAX_POD_SETS))
+    seen: set[str] = set()
+    for item_path, pod_set in shapes.objects(items, path, errs):
+        name = pod_set.get("name")
+        errs.extend(formats.dns_label(item_path.child("name"), name if name is not None else ""))
+        if isinstance(name, str) and name:
+            if name in seen:
+                errs.append(duplicate(item_path.child("name"), name))
+            seen.add(name)
+        _counts(item_path, pod_set, errs)
+        template = shapes.mapping(pod_set, "template", item_path.child("template"), errs)
+        if template is not None or "template" not in pod_set:
+            errs.extend(pod_templates.pod_template(item_path.child("template"), template))
+        request = shapes.mapping(pod_set, "topologyRequest", item_path.child("topologyRequest"), errs)
+        if request is not None:
+            errs.extend(topology_request(item_path.child("topologyRequest"), request))
+
+
+def validate_workload(obj: Mapping[str, Any]) -> list[FieldError]:
+    """Every error in a Workload object."""
+    errs: list[FieldError] = []
+    meta.object_meta(obj, errs)
+    spec = shapes.mapping(obj, "spec", SPEC, errs)
+    if spec is None:
+        return [*errs, required(SPEC)]
+    queue = shapes.string(spec, "queueName", SPEC.child("queueName"), errs)
+    if queue:
+        errs.extend(formats.dns_subdomain(SPEC.child("queueName"), queue))
+    shapes.integer(spec, "priority", SPEC.child("priority"), errs)
+    pod_sets(shapes.sequence(spec, "podSets", SPEC.child("podSets"), errs), errs)
+    return errs
+
+
+def has_quota_reserved(obj: Mapping[str, Any]) -> bool:
+    """True when the Workload holds quota: an admission is recorded or QuotaReserved is True."""
+    status = obj.get("status") or {}
+    if status.get("admission"):
+        return True
+    return any(cond.get("type") == c.CONDITION_QUOTA_RESERVED and cond.get("status") == "True"
+               for cond in status.get("conditions") or [] if isinstance(cond, Mapping))
+
+
+def validate_workload_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
+    """Kueue's update rules: podSets and queueName are frozen while quota is reserved."""
+    errs = validate_workload(new)
+    if not has_quota_reserved(old):
+        return errs
+    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+    if old_spec.get("podSets") != new_spec.get("podSets"):
+        errs.append(FieldError(str(SPEC.child("podSets")),
+                               "Invalid value: field is immutable once quota is reserved"))
+    if old_spec.get("queueName") != new_spec.get("queueName"):
+        errs.append(invalid(SPEC.child("queueName"), new_spec.get("queueName"),
+                            "field is immutable once quota is reserved"))
+    return errs
