@@ -9,7 +9,7 @@ templates stay plain dicts. Used by the job reconciler, the admission cycle and 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -26,6 +26,7 @@ from controller.api.meta import (
     find_condition,
     omitempty_dict,
     omitempty_list,
+    schema_only,
     set_condition,
 )
 
@@ -62,7 +63,7 @@ class TopologySlice(ApiModel):
     """`count` pods go to the domain whose level labels have these values."""
 
     node_labels: dict[str, str] = omitempty_dict()
-    count: int = Field(ge=0)
+    count: int = Field(ge=1)
 
 
 class TopologyAssignment(ApiModel):
@@ -90,8 +91,8 @@ class Admission(ApiModel):
 
 
 class RequeueState(ApiModel):
-    count: int | None = None
-    requeue_at: str | None = None
+    count: int | None = Field(default=None, ge=0)
+    requeue_at: Annotated[str, schema_only(format="date-time")] | None = None
 
 
 class WorkloadStatus(ApiModel):

@@ -1,0 +1,323 @@
+"""CustomResourceDefinitions (apiextensions.k8s.io/v1) generated from the pydantic models.
+
+Turns each kind's pydantic JSON schema into a structural OpenAPI v3 schema (refs inlined,
+`nullable` instead of null unions, int-or-string quantities, preserved pod templates) and wraps
+it with names, scope, versions, the status subresource and Kueue's printer columns. Also turns a
+CRD schema back into plain JSON Schema (`crd_json_schema`) for tests and offline validation.
+Used by `tasq crds`, the devcluster and the tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import yaml
+
+from controller.api import constants as c
+from controller.api.flavor import ResourceFlavor
+from controller.api.meta import KubeObject
+from controller.api.queues import ClusterQueue, LocalQueue
+from controller.api.topology import Topology
+from controller.api.workload import Workload
+
+CATEGORY: Final = "kueue"
+INT_OR_STRING: Final = "x-kubernetes-int-or-string"
+PRESERVE_UNKNOWN: Final = "x-kubernetes-preserve-unknown-fields"
+
+Schema = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PrinterColumn:
+    name: str
+    type: str
+    json_path: str
+    description: str
+    priority: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"description": self.description, "jsonPath": self.json_path,
+                               "name": self.name}
+        if self.priority:
+            out["priority"] = self.priority
+        out["type"] = self.type
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    """Everything about one kind that is not in its model: names, scope, versions, columns."""
+
+    kind: str
+    plural: str
+    short_name: str
+    namespaced: bool
+    model: type[KubeObject]
+    served_versions: tuple[str, ...]
+    storage_version: str
+    columns: tuple[PrinterColumn, ...]
+    has_status: bool = True
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{c.GROUP}"
+
+    @property
+    def file_name(self) -> str:
+        """controller-gen's naming, so the files sit where Kueue users look for them."""
+        return f"{c.GROUP}_{self.plural}.yaml"
+
+
+AGE: Final = PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time this object was created")
+
+KINDS: Final[tuple[KindSpec, ...]] = (
+    KindSpec(c.KIND_TOPOLOGY, c.PLURAL_TOPOLOGIES, "topo", False, Topology,
+             (c.VERSION_V1ALPHA1, c.VERSION_V1BETA1), c.VERSION_V1BETA1, (AGE,), has_status=False),
+    KindSpec(c.KIND_RESOURCE_FLAVOR, c.PLURAL_RESOURCE_FLAVORS, "rf", False, ResourceFlavor,
+             (c.VERSION_V1BETA1,), c.VERSION_V1BETA1, (AGE,), has_status=False),
+    KindSpec(c.KIND_CLUSTER_QUEUE, c.PLURAL_CLUSTER_QUEUES, "cq", False, ClusterQueue,
+             (c.VERSION_V1BETA1,), c.VERSION_V1BETA1, (
+                 PrinterColumn("Cohort", "string", ".spec.cohort", "Cohort that this ClusterQueue belongs to"),
+                 PrinterColumn("Strategy", "string", ".spec.queueingStrategy",
+                               "The queueing strategy used to prioritize workloads", priority=1),
+                 PrinterColumn("Pending Workloads", "integer", ".status.pendingWorkloads",
+                               "Number of pending workloads"),
+                 PrinterColumn("Admitted Workloads", "integer", ".status.admittedWorkloads",
+                               "Number of admitted workloads that haven't finished yet"),
+             )),
+    KindSpec(c.KIND_LOCAL_QUEUE, c.PLURAL_LOCAL_QUEUES, "lq", True, LocalQueue,
+             (c.VERSION_V1BETA1,), c.VERSION_V1BETA1, (
+                 PrinterColumn("ClusterQueue", "string", ".spec.clusterQueue",
+                               "Backing ClusterQueue"),
+                 PrinterColumn("Pending Workloads", "integer", ".status.pendingWorkloads",
+                               "Number of pending workloads"),
+                 PrinterColumn("Admitted Workloads", "integer", ".status.admittedWorkloads",
+                               "Number of admitted workloads that haven't finished yet"),
+             )),
+    KindSpec(c.KIND_WORKLOAD, c.PLURAL_WORKLOADS, "wl", True, Workload,
+             (c.VERSION_V1BETA1,), c.VERSION_V1BETA1, (
+                 PrinterColumn("Queue", "string", ".spec.queueName", "Name of the queue this workload was submitted to"),
+                 PrinterColumn("Reserved in", "string", ".status.admission.clusterQueue",
+                               "Name of the ClusterQueue where the workload is reserving quota"),
+                 PrinterColumn("Admitted", "string", f'.status.conditions[?(@.type=="{c.CONDITION_ADMITTED}")].status',
+                               "Admission status"),
+                 PrinterColumn("Finished", "string", f'.status.conditions[?(@.type=="{c.CONDITION_FINISHED}")].status',
+                               "Workload finished"),
+                 AGE,
+             )),
+)
+
+# Lists that server-side apply should merge by key rather than replace whole (metav1 conventions).
+_LIST_MAP_KEYS: Final = {"conditions": ("type",), "podSets": ("name",)}
+
+_ENVELOPE: Final[Schema] = {
+    "apiVersion": {"description": "APIVersion defines the versioned schema of this representation of an object.",
+                   "type": "string"},
+    "kind": {"description": "Kind is a string value representing the REST resource this object represents.",
+             "type": "string"},
+    "metadata": {"type": "object"},
+}
+
+
+def kind_spec(kind: str) -> KindSpec:
+    for spec in KINDS:
+        if spec.kind == kind:
+            return spec
+    raise KeyError(kind)
+
+
+# ---------------------------------------------------------------------------------------------
+# Phase 1: pydantic's JSON schema -> one self-contained tree (no $defs / $ref).
+
+
+def _inline_refs(node: Any, defs: Mapping[str, Schema]) -> Any:
+    """Replace every `$ref` by a copy of its definition; the result shares no nodes with `defs`.
+
+    Pydantic emits a `$defs` table (models used more than once or nested); structural schemas
+    forbid `$ref`, so each use gets its own copy. The models have no recursive types.
+    """
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            target = _inline_refs(defs[ref.rsplit("/", 1)[-1]], defs)
+            siblings = {k: _inline_refs(v, defs) for k, v in node.items() if k != "$ref"}
+            return {**target, **siblings}
+        return {k: _inline_refs(v, defs) for k, v in node.items() if k != "$defs"}
+    if isinstance(node, list):
+        return [_inline_refs(v, defs) for v in node]
+    return node
+
+
+# ---------------------------------------------------------------------------------------------
+# Phase 2: JSON Schema idioms -> OpenAPI v3 structural idioms, node by node.
+
+
+def _unwrap_optional(node: Schema) -> Schema:
+    """`anyOf: [X, {type: null}]` (pydantic's `X | None`) becomes X with `nullable: true`."""
+    options = node.get("anyOf")
+    if not isinstance(options, list) or {"type": "null"} not in options:
+        return node
+    rest = [o for o in options if o != {"type": "null"}]
+    merged = {k: v for k, v in node.items() if k != "anyOf"}
+    if len(rest) == 1:
+        merged = {**rest[0], **merged}
+    else:
+        merged["anyOf"] = rest
+    merged["nullable"] = True
+    return merged
+
+
+def _structural(node: Any, field: str = "") -> Any:
+    """One node rewritten for the API server; `field` is the property name that holds it.
+
+    Drops titles, descriptions from docstrings and `default: null`; a free-form object
+    (`additionalProperties: true`, e.g. a pod template) keeps unknown fields instead.
+    """
+    if not isinstance(node, dict):
+        return node
+    node = _unwrap_optional(node)
+    out: Schema = {}
+    for key, value in node.items():
+        if key in ("title", "description") or (key == "default" and value is None):
+            continue
+        if key == "properties":
+            out[key] = {name: _structural(sub, name) for name, sub in value.items()}
+        elif key == "additionalProperties" and value is True:
+            out[PRESERVE_UNKNOWN] = True
+        elif key in ("items", "additionalProperties", "not"):
+            out[key] = _structural(value)
+        elif key in ("anyOf", "allOf", "oneOf"):
+            out[key] = [_structural(v) for v in value]
+        else:
+            out[key] = value
+    if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
+        out[PRESERVE_UNKNOWN] = True
+    keys = _LIST_MAP_KEYS.get(field)
+    if keys is not None and out.get("type") == "array":
+        out["x-kubernetes-list-map-keys"] = list(keys)
+        out["x-kubernetes-list-type"] = "map"
+    return _sorted(out)
+
+
+def _sorted(node: Schema) -> Schema:
+    """Keys in alphabetical order, as controller-gen writes them, so output is byte-stable."""
+    return {k: node[k] for k in sorted(node)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Phase 3: the kind's object schema with Kubernetes' envelope and the CRD around it.
+
+
+def openapi_schema(model: type[KubeObject]) -> Schema:
+    """The structural openAPIV3Schema of one kind: envelope fields fixed, spec/status from the model."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    tree = _structural(_inline_refs(raw, raw.get("$defs", {})))
+    props = dict(tree.get("properties", {}))
+    props.update(_ENVELOPE)
+    tree["properties"] = _sorted(props)
+    tree["type"] = "object"
+    if tree.get("required"):
+        tree["required"] = sorted(tree["required"])
+    return _sorted(tree)
+
+
+def _version(spec: KindSpec, name: str, schema: Schema) -> dict[str, Any]:
+    version: dict[str, Any] = {}
+    if spec.columns:
+        version["additionalPrinterColumns"] = [col.to_dict() for col in spec.columns]
+    version["name"] = name
+    version["schema"] = {"openAPIV3Schema": schema}
+    version["served"] = True
+    version["storage"] = name == spec.storage_version
+    if spec.has_status:
+        version["subresources"] = {"status": {}}
+    return version
+
+
+def crd(spec: KindSpec) -> dict[str, Any]:
+    """The full CustomResourceDefinition of one kind."""
+    schema = openapi_schema(spec.model)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": spec.crd_name},
+        "spec": {
+            "group": c.GROUP,
+            "names": {
+                "categories": [CATEGORY],
+                "kind": spec.kind,
+                "listKind": f"{spec.kind}List",
+                "plural": spec.plural,
+                "shortNames": [spec.short_name],
+                "singular": spec.kind.lower(),
+            },
+            "scope": "Namespaced" if spec.namespaced else "Cluster",
+            "versions": [_version(spec, name, schema) for name in spec.served_versions],
+        },
+    }
+
+
+def all_crds() -> dict[str, dict[str, Any]]:
+    """Every CRD tasq serves, by file name, in KINDS order."""
+    return {spec.file_name: crd(spec) for spec in KINDS}
+
+
+def render_yaml(obj: Mapping[str, Any]) -> str:
+    """Byte-stable YAML: key order as built (already fixed), no aliases, wide lines."""
+
+    class _NoAliases(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    text: str = yaml.dump(dict(obj), Dumper=_NoAliases, sort_keys=False, default_flow_style=False,
+                          width=120, allow_unicode=True)
+    return "---\n" + text
+
+
+# ---------------------------------------------------------------------------------------------
+# The reverse: a CRD version's schema as plain JSON Schema (for `jsonschema` validators).
+
+
+def _to_json_schema(node: Any, reject_unknown: bool) -> Any:
+    """OpenAPI v3 node -> JSON Schema node: nullable becomes a null alternative, int-or-string
+    becomes integer|string, and (when asked) objects with listed properties refuse other fields.
+    """
+    if not isinstance(node, dict):
+        return node
+    out: Schema = {}
+    for key, value in node.items():
+        if key.startswith("x-kubernetes-") or key == "nullable":
+            continue
+        if key == "properties":
+            out[key] = {k: _to_json_schema(v, reject_unknown) for k, v in value.items()}
+        elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
+            out[key] = _to_json_schema(value, reject_unknown)
+        elif key in ("anyOf", "allOf", "oneOf"):
+            out[key] = [_to_json_schema(v, reject_unknown) for v in value]
+        else:
+            out[key] = value
+    if node.get(INT_OR_STRING) and "anyOf" not in out and "allOf" not in out:
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if reject_unknown and "properties" in out and "additionalProperties" not in out \
+            and not node.get(PRESERVE_UNKNOWN):
+        out["additionalProperties"] = False
+    if node.get("nullable"):
+        out = {"anyOf": [out, {"type": "null"}]}
+    return out
+
+
+def crd_json_schema(crd_obj: Mapping[str, Any], version: str, *, reject_unknown: bool = False) -> Schema:
+    """The JSON Schema (draft 2020-12 compatible) of one served version of a CRD.
+
+    `reject_unknown=True` makes fields the schema does not list an error instead of being
+    silently accepted (the API server would prune them), which is what a round-trip test wants.
+    Raises KeyError when the CRD does not serve `version`.
+    """
+    for v in crd_obj["spec"]["versions"]:
+        if v["name"] == version:
+            root = v["schema"]["openAPIV3Schema"]
+            out: Schema = _to_json_schema(root, reject_unknown)
+            return out
+    raise KeyError(f"{crd_obj['metadata']['name']} does not serve version {version!r}")

@@ -1,0 +1,70 @@
+"""`tasq crds`: write the generated CRDs to `crds/`, or check that the checked-in files are current.
+
+The YAML comes from `controller.api.crds` (byte-stable), one file per kind. `--check` writes
+nothing and exits 1 naming every file that differs, is missing or should not be there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from controller.api.crds import all_crds, render_yaml
+
+# The repository's crds/ directory (this file is controller/commands/crds.py).
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "crds"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("crds", help="regenerate crds/ from the API models (or --check it)")
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR,
+                        help="directory of the CRD YAML files (default: the repository's crds/)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 and name the files that are out of date")
+    parser.set_defaults(handler=run)
+
+
+def rendered() -> dict[str, str]:
+    """File name -> exact file content, for every CRD."""
+    return {name: render_yaml(obj) for name, obj in all_crds().items()}
+
+
+def stale_files(directory: Path, wanted: dict[str, str]) -> list[tuple[str, str]]:
+    """(file name, why) for each file that differs from `wanted`, is missing, or is unexpected."""
+    problems: list[tuple[str, str]] = []
+    for name, content in wanted.items():
+        path = directory / name
+        if not path.is_file():
+            problems.append((name, "missing"))
+        elif path.read_text(encoding="utf-8") != content:
+            problems.append((name, "differs"))
+    if directory.is_dir():
+        for path in sorted(directory.glob("*.yaml")):
+            if path.name not in wanted:
+                problems.append((path.name, "not generated (remove it)"))
+    return sorted(problems)
+
+
+def run(args: argparse.Namespace) -> int:
+    directory: Path = args.dir
+    wanted = rendered()
+    if args.check:
+        problems = stale_files(directory, wanted)
+        if problems:
+            listing = ", ".join(f"{name} ({why})" for name, why in problems)
+            print(f"crds out of date in {directory}: {listing}; run `tasq crds` to regenerate",
+                  file=sys.stderr)
+            return 1
+        print(f"crds OK: {len(wanted)} file(s) in {directory} match the models")
+        return 0
+    directory.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for name, content in wanted.items():
+        path = directory / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != content:
+            path.write_text(content, encoding="utf-8")
+            written += 1
+    print(f"crds: wrote {written} of {len(wanted)} file(s) to {directory}")
+    return 0
