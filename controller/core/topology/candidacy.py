@@ -1,0 +1,118 @@
+"""Node candidacy: which nodes of a flavor's topology may host a given pod set, and why not.
+
+A node's static reason (not ready, unschedulable, missing flavor or level label) is computed once
+when the tree learns the node; the pod-set part (taints against pod + flavor tolerations, the pod's
+nodeSelector and required node affinity) depends on the pod set's signature, so `FlavorTopology`
+keeps one `CandidateMask` per distinct signature and patches it node by node as nodes change.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.api.selectors import NodeSelectorTerm, Toleration, node_matches_pod, untolerated_taint
+from controller.api.views import NodeView
+
+# Exclusion reasons, in the order they are checked and listed in messages.
+NOT_READY = "not ready"
+UNSCHEDULABLE = "unschedulable"
+NODE_SELECTOR = "node selector"
+NODE_AFFINITY = "node affinity"
+_KIND_ORDER = ("not ready", "unschedulable", "missing label", "taint", "node selector",
+               "node affinity", "resource")
+
+
+def missing_label(key: str, value: str | None = None) -> str:
+    return f'missing label "{key}"' if value is None else f'missing label "{key}={value}"'
+
+
+def taint_reason(taint: object) -> str:
+    return f'taint "{taint}"'
+
+
+def resource_reason(resource: str) -> str:
+    return f'resource "{resource}"'
+
+
+def reason_sort_key(reason: str) -> tuple[int, str]:
+    """Message order: the order the checks run in, then the quoted name."""
+    for i, kind in enumerate(_KIND_ORDER):
+        if reason.startswith(kind):
+            return i, reason
+    return len(_KIND_ORDER), reason
+
+
+def static_reason(view: NodeView, levels: Sequence[str], node_labels: Mapping[str, str]) -> str | None:
+    """Why a node can never host this flavor's pods (whatever the pod set), or None."""
+    if not view.ready:
+        return NOT_READY
+    if view.unschedulable:
+        return UNSCHEDULABLE
+    for key in sorted(node_labels):
+        if view.labels.get(key) != node_labels[key]:
+            return missing_label(key, node_labels[key])
+    for key in levels:
+        if key not in view.labels:
+            return missing_label(key)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """What candidacy depends on in a pod set; equal signatures share one mask."""
+
+    node_selector: tuple[tuple[str, str], ...]
+    affinity_terms: tuple[NodeSelectorTerm, ...]
+    tolerations: tuple[Toleration, ...]
+
+    @classmethod
+    def of(cls, node_selector: Mapping[str, str], affinity_terms: Sequence[NodeSelectorTerm],
+           tolerations: Sequence[Toleration]) -> Signature:
+        return cls(tuple(sorted(node_selector.items())), tuple(affinity_terms), tuple(tolerations))
+
+
+def podset_reason(view: NodeView, signature: Signature, flavor_tolerations: Sequence[Toleration]) -> str | None:
+    """Why a statically fine node cannot host pods of this signature, or None."""
+    taint = untolerated_taint(view.taints, (*signature.tolerations, *flavor_tolerations))
+    if taint is not None:
+        return taint_reason(taint)
+    if not node_matches_pod(view.name, view.labels, dict(signature.node_selector), ()):
+        return NODE_SELECTOR
+    if not node_matches_pod(view.name, view.labels, {}, signature.affinity_terms):
+        return NODE_AFFINITY
+    return None
+
+
+class CandidateMask:
+    """`mask[slot]` is True for candidate nodes; `reasons[slot]` says why an occupied slot is not."""
+
+    __slots__ = ("mask", "reasons", "signature")
+
+    def __init__(self, signature: Signature, size: int) -> None:
+        self.signature = signature
+        self.mask: npt.NDArray[np.bool_] = np.zeros(size, dtype=bool)
+        self.reasons: dict[int, str] = {}
+
+    def refresh(self, slot: int, view: NodeView | None, static: str | None,
+                flavor_tolerations: Sequence[Toleration]) -> None:
+        """Re-evaluate one slot after its node was added, changed or removed (view None)."""
+        if slot >= self.mask.shape[0]:
+            grown = np.zeros(max(slot + 1, 2 * self.mask.shape[0]), dtype=bool)
+            grown[: self.mask.shape[0]] = self.mask
+            self.mask = grown
+        self.reasons.pop(slot, None)
+        if view is None:
+            self.mask[slot] = False
+            return
+        reason = static if static is not None else podset_reason(view, self.signature, flavor_tolerations)
+        self.mask[slot] = reason is None
+        if reason is not None:
+            self.reasons[slot] = reason
+
+    def tally(self) -> Counter[str]:
+        return Counter(self.reasons.values())

@@ -1,0 +1,85 @@
+"""Results of the topology engine: a TopologyAssignment per pod set and its per-node Placement on
+success, or a failure value carrying a PascalCase reason, a deterministic message and the data behind
+it (per-domain fit counts, exclusion tally). Produced by `assigning.assign`; read by admission, which
+writes `TopologyAssignment.to_dict()` into the Workload status and passes `placement` to `Usage.reserve`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.api.quantity import Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """`count` pods go to the domain whose labels are `node_labels` (a value for every level)."""
+
+    node_labels: Mapping[str, str]
+    count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nodeLabels": dict(self.node_labels), "count": self.count}
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyAssignment:
+    """The KEP's slice form; slices sorted by their label values (level order)."""
+
+    levels: tuple[str, ...]
+    slices: tuple[Slice, ...]
+
+    @property
+    def count(self) -> int:
+        return sum(s.count for s in self.slices)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"slices": [s.to_dict() for s in self.slices]}
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where every pod of a workload's pod sets went, node by node, for `Usage.reserve`.
+
+    `pods[podset][node]` is a pod count; `resources[node]` the summed requests (milli) on that node.
+    """
+
+    pods: Mapping[str, Mapping[str, int]]
+    resources: Mapping[str, Resources]
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentSuccess:
+    """Every pod set fits: one TopologyAssignment per pod set, in the order they were given."""
+
+    assignments: tuple[TopologyAssignment, ...]
+    placement: Placement
+    ok: bool = field(default=True, init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentFailure:
+    """No placement for pod set `podset` (earlier pod sets may have fitted; nothing is kept).
+
+    `level` is the level the fit counts refer to (the requested one, or the widest when spreading);
+    `fit` the most pods any acceptable placement could hold; `best` the best domain's path at
+    `level` (None when nothing fits at all); `domain_fits` every domain at `level` with room, most
+    first (path, count); `excluded` the tally of nodes excluded by reason, in message order.
+    """
+
+    reason: str
+    message: str
+    podset: str
+    count: int = 0
+    fit: int = 0
+    level: str | None = None
+    best: str | None = None
+    domain_fits: tuple[tuple[str, int], ...] = ()
+    total_nodes: int = 0
+    excluded: tuple[tuple[str, int], ...] = ()
+    ok: bool = field(default=False, init=False)
+
+
+AssignmentOutcome = AssignmentSuccess | AssignmentFailure

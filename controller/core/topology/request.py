@@ -1,0 +1,59 @@
+"""What the topology engine is asked to place: one pod set, its per-pod requests and its topology mode.
+
+Built by the admission cycle from a Workload's podSets (or by tests directly); read by `assigning`.
+`PodSetRequest.from_template` computes the effective requests as kube-scheduler does, plus 1 `pods`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from controller.api import constants as c
+from controller.api.quantity import Resources
+from controller.api.selectors import NodeSelectorTerm, Toleration, required_node_affinity_terms
+from controller.api.views import pod_requests, tolerations_from
+
+TopologyMode = Literal["required", "preferred", "unconstrained"]
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """How a pod set must be packed; `level` None means the lowest level (the KEP's `auto`)."""
+
+    mode: TopologyMode
+    level: str | None = None
+
+
+UNCONSTRAINED = TopologyRequest("unconstrained", None)
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetRequest:
+    """One pod set to place: `count` pods each needing `requests` (milli-units, `pods` included)."""
+
+    name: str
+    count: int
+    requests: Mapping[str, int]
+    topology: TopologyRequest = UNCONSTRAINED
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity_terms: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+    @classmethod
+    def from_template(cls, name: str, template: Mapping[str, Any], count: int,
+                      topology: TopologyRequest = UNCONSTRAINED) -> PodSetRequest:
+        """From a pod template (`{"metadata":..., "spec":...}`) as a Job or Workload carries it."""
+        spec: Mapping[str, Any] = template.get("spec") or {}
+        requests: Resources = pod_requests(spec)
+        requests[c.RESOURCE_PODS] = 1000
+        return cls(
+            name=name,
+            count=count,
+            requests=requests,
+            topology=topology,
+            node_selector=dict(spec.get("nodeSelector") or {}),
+            affinity_terms=required_node_affinity_terms(spec),
+            tolerations=tolerations_from(spec.get("tolerations")),
+        )

@@ -1,0 +1,234 @@
+"""The static topology of one ResourceFlavor: its nodes in slots, their allocatable, their domain at
+every level, and the candidacy masks per pod-set signature.
+
+Built once from the node set (`FlavorTopology.build`) and patched node by node by the cache
+(`upsert_node`, `remove_node`); never rebuilt per cycle. Per-cycle usage lives in `usage.Usage`.
+Read by `assigning`. Domains are identified per level by an integer id; a domain's key is the tuple
+of label values from the widest level down to its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.api.selectors import Toleration
+from controller.api.views import NodeView
+from controller.core.topology.candidacy import CandidateMask, Signature, static_reason
+from controller.core.topology.usage import MILLI_CAP, NodeRegistry
+
+Int64Array = npt.NDArray[np.int64]
+DomainKey = tuple[str, ...]
+
+
+class LevelDomains:
+    """The domains of one level: ids are dense, assigned in order of first appearance, never reused."""
+
+    __slots__ = ("_parent_array", "_rank", "id_of", "keys", "parent")
+
+    def __init__(self) -> None:
+        self.keys: list[DomainKey] = []
+        self.id_of: dict[DomainKey, int] = {}
+        self.parent: list[int] = []
+        self._rank: Int64Array | None = None
+        self._parent_array: Int64Array | None = None
+
+    def intern(self, key: DomainKey, parent: int) -> int:
+        found = self.id_of.get(key)
+        if found is not None:
+            return found
+        self.id_of[key] = len(self.keys)
+        self.keys.append(key)
+        self.parent.append(parent)
+        self._rank = None
+        self._parent_array = None
+        return len(self.keys) - 1
+
+    def rank(self) -> Int64Array:
+        """rank[id]: position of the domain when all are sorted by label values (ties broken by it)."""
+        if self._rank is None:
+            order = sorted(range(len(self.keys)), key=self.keys.__getitem__)
+            rank = np.empty(len(self.keys), dtype=np.int64)
+            rank[np.asarray(order, dtype=np.int64)] = np.arange(len(self.keys), dtype=np.int64)
+            self._rank = rank
+        return self._rank
+
+    def parents(self) -> Int64Array:
+        if self._parent_array is None:
+            self._parent_array = np.asarray(self.parent, dtype=np.int64)
+        return self._parent_array
+
+
+class FlavorTopology:
+    """Static per-flavor tree; see the module docstring. Slots of removed nodes are reused."""
+
+    def __init__(self, name: str, levels: tuple[str, ...], node_labels: Mapping[str, str],
+                 flavor_tolerations: Sequence[Toleration]) -> None:
+        self.name = name
+        self.levels = tuple(levels)
+        self.node_labels = dict(node_labels)
+        self.flavor_tolerations = tuple(flavor_tolerations)
+        self.version = 0
+        self.domains = [LevelDomains() for _ in self.levels]
+        self._slot_of: dict[str, int] = {}
+        self._views: list[NodeView | None] = []
+        self._static: list[str | None] = []
+        self._free_slots: list[int] = []
+        self._resource_col: dict[str, int] = {}
+        self._alloc: Int64Array = np.zeros((0, 0), dtype=np.int64)
+        self._domain_of: list[Int64Array] = [np.zeros(0, dtype=np.int64) for _ in self.levels]
+        self._masks: dict[Signature, CandidateMask] = {}
+        self._rows: tuple[NodeRegistry, int, Int64Array] | None = None
+        self._name_rank: tuple[int, Int64Array] | None = None
+
+    @classmethod
+    def build(cls, name: str, levels: tuple[str, ...], node_labels: Mapping[str, str],
+              flavor_tolerations: Sequence[Toleration], nodes: Iterable[NodeView]) -> FlavorTopology:
+        topo = cls(name, levels, node_labels, flavor_tolerations)
+        views = list(nodes)
+        topo._grow(len(views))
+        for view in views:
+            topo.upsert_node(view)
+        return topo
+
+    # -- node changes --------------------------------------------------------------------------
+
+    @property
+    def slots(self) -> int:
+        """Number of slots in use or free; arrays are indexed by slot below this bound."""
+        return len(self._views)
+
+    @property
+    def node_count(self) -> int:
+        return len(self._slot_of)
+
+    def view(self, slot: int) -> NodeView | None:
+        return self._views[slot]
+
+    def slot_of(self, name: str) -> int | None:
+        return self._slot_of.get(name)
+
+    def upsert_node(self, view: NodeView) -> None:
+        """Add a node or apply a change to it; a change that equals the known node is a no-op."""
+        slot = self._slot_of.get(view.name)
+        if slot is not None and self._views[slot] == view:
+            return
+        if slot is None:
+            slot = self._free_slots.pop() if self._free_slots else self._append_slot()
+            self._slot_of[view.name] = slot
+        self._views[slot] = view
+        static = static_reason(view, self.levels, self.node_labels)
+        self._static[slot] = static
+        self._set_alloc(slot, view.allocatable)
+        self._set_domains(slot, view if static is None or not static.startswith("missing") else None)
+        self._changed(slot)
+
+    def remove_node(self, name: str) -> None:
+        slot = self._slot_of.pop(name, None)
+        if slot is None:
+            return
+        self._views[slot] = None
+        self._static[slot] = None
+        self._alloc[slot, :] = 0
+        self._set_domains(slot, None)
+        self._free_slots.append(slot)
+        self._changed(slot)
+
+    def _append_slot(self) -> int:
+        slot = len(self._views)
+        self._grow(slot + 1)
+        self._views.append(None)
+        self._static.append(None)
+        return slot
+
+    def _grow(self, need: int) -> None:
+        """Make the per-slot arrays hold at least `need` rows (doubling, so appends are amortised O(1))."""
+        have = self._alloc.shape[0]
+        if need <= have:
+            return
+        size = max(need, 2 * have, 16)
+        alloc = np.zeros((size, self._alloc.shape[1]), dtype=np.int64)
+        alloc[:have] = self._alloc
+        self._alloc = alloc
+        for i, arr in enumerate(self._domain_of):
+            grown = np.full(size, -1, dtype=np.int64)
+            grown[:have] = arr
+            self._domain_of[i] = grown
+
+    def _set_alloc(self, slot: int, allocatable: Mapping[str, int]) -> None:
+        for resource in allocatable:
+            if resource not in self._resource_col:
+                self._resource_col[resource] = len(self._resource_col)
+        if len(self._resource_col) > self._alloc.shape[1]:
+            wider = np.zeros((self._alloc.shape[0], len(self._resource_col) + 4), dtype=np.int64)
+            wider[:, : self._alloc.shape[1]] = self._alloc
+            self._alloc = wider
+        row = self._alloc[slot]
+        row[:] = 0
+        for resource, milli in allocatable.items():
+            row[self._resource_col[resource]] = min(max(milli, 0), MILLI_CAP)
+
+    def _set_domains(self, slot: int, view: NodeView | None) -> None:
+        """Record the node's domain at every level; -1 everywhere when it has no place in the tree."""
+        parent = -1
+        for i in range(len(self.levels)):
+            if view is None:
+                self._domain_of[i][slot] = -1
+                continue
+            parent = self.domains[i].intern(tuple(view.labels[k] for k in self.levels[: i + 1]), parent)
+            self._domain_of[i][slot] = parent
+
+    def _changed(self, slot: int) -> None:
+        self.version += 1
+        view = self._views[slot]
+        for mask in self._masks.values():
+            mask.refresh(slot, view, self._static[slot], self.flavor_tolerations)
+
+    # -- reads for the assignment --------------------------------------------------------------
+
+    def candidates(self, signature: Signature) -> CandidateMask:
+        """The candidacy mask for a pod-set signature, computed on first use and then kept current."""
+        mask = self._masks.get(signature)
+        if mask is None:
+            mask = CandidateMask(signature, self.slots)
+            for slot, view in enumerate(self._views):
+                mask.refresh(slot, view, self._static[slot], self.flavor_tolerations)
+            self._masks[signature] = mask
+        return mask
+
+    def domain_of(self, level: int) -> Int64Array:
+        """domain id per slot at `level` (-1: no domain), trimmed to `slots`."""
+        return self._domain_of[level][: self.slots]
+
+    def allocatable(self, resources: Sequence[str]) -> Int64Array:
+        """[slots x len(resources)] allocatable in milli; a resource no node has is all zeros."""
+        out = np.zeros((self.slots, len(resources)), dtype=np.int64)
+        for j, resource in enumerate(resources):
+            col = self._resource_col.get(resource)
+            if col is not None:
+                out[:, j] = self._alloc[: self.slots, col]
+        return out
+
+    def rows_in(self, registry: NodeRegistry) -> Int64Array:
+        """Row of every slot in a usage registry (empty slots point at row 0 and are never candidates)."""
+        cached = self._rows
+        if cached is not None and cached[0] is registry and cached[1] == self.version:
+            return cached[2]
+        rows = np.zeros(self.slots, dtype=np.int64)
+        for slot, view in enumerate(self._views):
+            if view is not None:
+                rows[slot] = registry.row(view.name)
+        self._rows = (registry, self.version, rows)
+        return rows
+
+    def name_rank(self) -> Int64Array:
+        """rank[slot] of each node by name, to break ties between nodes deterministically."""
+        if self._name_rank is None or self._name_rank[0] != self.version:
+            names = [v.name if v is not None else "" for v in self._views]
+            order = sorted(range(len(names)), key=names.__getitem__)
+            rank = np.empty(len(names), dtype=np.int64)
+            rank[np.asarray(order, dtype=np.int64)] = np.arange(len(names), dtype=np.int64)
+            self._name_rank = (self.version, rank)
+        return self._name_rank[1]

@@ -1,0 +1,211 @@
+"""Per-cycle usage: what is already taken on every node, whichever flavor looks at it.
+
+Holds, per node, the requests of bound non-terminal pods (tasq's or not; each includes 1000 milli
+`pods`) plus the reservations of admitted workloads whose pods are not bound yet. One Usage serves
+the whole cluster (rows keyed by node name in a shared, append-only `NodeRegistry`), so flavors whose
+node sets overlap see the same free capacity. Fed incrementally by the cache; cloned per admission
+cycle (a numpy copy plus copy-on-write maps). Read by `assigning`, which never mutates it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.api import constants as c
+from controller.api.views import PodView
+
+MILLI_CAP = 1 << 62
+"""Milli amounts are clamped here so int64 arithmetic (alloc - used) can never overflow.
+(2^62 milli is 4.6e15 whole units: no real allocatable reaches it.)"""
+
+Int64Array = npt.NDArray[np.int64]
+
+
+class NodeRegistry:
+    """Node name -> row and resource name -> column; append-only, shared by a Usage and its clones."""
+
+    __slots__ = ("cols", "rows")
+
+    def __init__(self) -> None:
+        self.rows: dict[str, int] = {}
+        self.cols: dict[str, int] = {}
+
+    def row(self, name: str) -> int:
+        row = self.rows.get(name)
+        if row is None:
+            row = self.rows[name] = len(self.rows)
+        return row
+
+    def col(self, resource: str) -> int:
+        col = self.cols.get(resource)
+        if col is None:
+            col = self.cols[resource] = len(self.cols)
+        return col
+
+
+def workload_key_of(pod: PodView) -> str | None:
+    """The workload a tasq pod belongs to: `<namespace>/<topology-workload annotation>`, if any."""
+    name = pod.annotations.get(c.ANNOTATION_TOPOLOGY_WORKLOAD)
+    return f"{pod.namespace}/{name}" if name else None
+
+
+@dataclass(frozen=True, slots=True)
+class _BoundPod:
+    row: int
+    amounts: tuple[tuple[int, int], ...]
+    """(column, milli) the pod adds to its node."""
+
+
+class Usage:
+    """Used capacity per node (see the module docstring). Mutators are O(resources of one pod)."""
+
+    def __init__(self, registry: NodeRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else NodeRegistry()
+        self._used: Int64Array = np.zeros((16, 8), dtype=np.int64)
+        self._pods: dict[str, _BoundPod] = {}
+        self._reservations: dict[str, dict[int, dict[int, int]]] = {}
+        self._shared = False
+
+    @classmethod
+    def from_pods(cls, pods: Iterable[PodView], registry: NodeRegistry | None = None) -> Usage:
+        usage = cls(registry)
+        for pod in pods:
+            usage.add_bound_pod(pod)
+        return usage
+
+    def clone(self) -> Usage:
+        """An independent copy: the matrix is copied, the maps are shared until either side writes."""
+        twin = Usage.__new__(Usage)
+        twin.registry = self.registry
+        twin._used = self._used.copy()
+        twin._pods = self._pods
+        twin._reservations = self._reservations
+        twin._shared = self._shared = True
+        return twin
+
+    # -- incremental updates --------------------------------------------------------------------
+
+    def add_bound_pod(self, pod: PodView, workload_key: str | None = None) -> None:
+        """Count a bound, non-terminal pod (re-adding the same pod replaces it; others are ignored).
+
+        If the pod belongs to a reserved workload (`workload_key`, else its topology-workload
+        annotation), the reservation on its node shrinks by what the pod now really uses.
+        """
+        self._own()
+        if pod.key in self._pods:
+            self.remove_bound_pod(pod)
+        if not pod.node_name or pod.terminal:
+            return
+        row = self.registry.row(pod.node_name)
+        amounts = tuple((self.registry.col(r), min(m, MILLI_CAP)) for r, m in sorted(pod.requests.items()) if m > 0)
+        self._ensure(row, max((col for col, _ in amounts), default=0))
+        key = workload_key if workload_key is not None else workload_key_of(pod)
+        reserved = self._reservations.get(key, {}).get(row) if key is not None else None
+        for col, milli in amounts:
+            if reserved:
+                # Reservation turns into real usage: drop what the pod now accounts for.
+                take = min(reserved.get(col, 0), milli)
+                if take:
+                    reserved[col] -= take
+                    self._used[row, col] -= take
+            self._used[row, col] = min(int(self._used[row, col]) + milli, MILLI_CAP)
+        self._pods[pod.key] = _BoundPod(row, amounts)
+
+    def remove_bound_pod(self, pod: PodView | str) -> None:
+        """Forget a pod (finished, deleted or unbound); its reservation share is not given back."""
+        self._own()
+        entry = self._pods.pop(pod if isinstance(pod, str) else pod.key, None)
+        if entry is None:
+            return
+        for col, milli in entry.amounts:
+            self._used[entry.row, col] = max(int(self._used[entry.row, col]) - milli, 0)
+
+    def reserve(self, workload_key: str, resources: Mapping[str, Mapping[str, int]]) -> None:
+        """Hold `resources[node]` (milli) for an admitted workload until its pods bind or it ends.
+
+        Pass `AssignmentSuccess.placement.resources`. Reserving a key again replaces its reservation.
+        """
+        self._own()
+        self.release(workload_key)
+        held: dict[int, dict[int, int]] = {}
+        for node, vector in resources.items():
+            row = self.registry.row(node)
+            cols = {self.registry.col(r): min(m, MILLI_CAP) for r, m in vector.items() if m > 0}
+            self._ensure(row, max(cols, default=0))
+            for col, milli in cols.items():
+                self._used[row, col] = min(int(self._used[row, col]) + milli, MILLI_CAP)
+            held[row] = cols
+        self._reservations[workload_key] = held
+
+    def release(self, workload_key: str) -> None:
+        """Drop what is left of a workload's reservation (it finished, or was evicted)."""
+        self._own()
+        held = self._reservations.pop(workload_key, None)
+        for row, cols in (held or {}).items():
+            for col, milli in cols.items():
+                self._used[row, col] = max(int(self._used[row, col]) - milli, 0)
+
+    def remove_node(self, name: str) -> None:
+        """A node left the cluster: its pods and reservations on it no longer count."""
+        self._own()
+        row = self.registry.rows.get(name)
+        if row is None or row >= self._used.shape[0]:
+            return
+        for key in [k for k, p in self._pods.items() if p.row == row]:
+            del self._pods[key]
+        for held in self._reservations.values():
+            held.pop(row, None)
+        self._used[row, :] = 0
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def reserved(self, workload_key: str) -> dict[str, dict[str, int]]:
+        """What is still held for a workload, per node and resource (non-zero amounts only)."""
+        names = {row: name for name, row in self.registry.rows.items()}
+        resources = {col: name for name, col in self.registry.cols.items()}
+        out: dict[str, dict[str, int]] = {}
+        for row, cols in self._reservations.get(workload_key, {}).items():
+            vec = {resources[col]: m for col, m in cols.items() if m > 0}
+            if vec:
+                out[names[row]] = vec
+        return out
+
+    def used(self, node: str) -> dict[str, int]:
+        """Used milli per resource on one node (non-zero amounts only)."""
+        row = self.registry.rows.get(node)
+        if row is None or row >= self._used.shape[0]:
+            return {}
+        return {r: int(self._used[row, col]) for r, col in self.registry.cols.items()
+                if col < self._used.shape[1] and self._used[row, col]}
+
+    def used_matrix(self, rows: Int64Array, resources: Sequence[str]) -> Int64Array:
+        """[len(rows) x len(resources)] used milli; rows or resources never seen read as zero."""
+        out = np.zeros((rows.shape[0], len(resources)), dtype=np.int64)
+        known = rows < self._used.shape[0]
+        for j, resource in enumerate(resources):
+            col = self.registry.cols.get(resource)
+            if col is not None and col < self._used.shape[1]:
+                out[known, j] = self._used[rows[known], col]
+        return out
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _own(self) -> None:
+        """Copy-on-write: take private copies of the maps shared with a clone before writing."""
+        if self._shared:
+            self._pods = dict(self._pods)
+            self._reservations = {k: {r: dict(cols) for r, cols in held.items()}
+                                  for k, held in self._reservations.items()}
+            self._shared = False
+
+    def _ensure(self, row: int, col: int) -> None:
+        rows, cols = self._used.shape
+        if row < rows and col < cols:
+            return
+        grown = np.zeros((max(row + 1, 2 * rows), max(col + 1, cols + 4)), dtype=np.int64)
+        grown[:rows, :cols] = self._used
+        self._used = grown
