@@ -1,0 +1,85 @@
+"""The admission snapshot: queues, flavors and namespaces (static) plus quota and node usage (per cycle).
+
+`build_snapshot` turns API objects, nodes and bound pods into one; `clone` copies only the
+per-cycle parts (the QuotaLedger and the topology Usage), never the static topology trees.
+Built by `tasq simulate`, the benchmarks and (later) the cache; read by the admission cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from controller.api.flavor import ResourceFlavor
+from controller.api.queues import ClusterQueue, LocalQueue
+from controller.api.topology import Topology
+from controller.api.views import NodeView, PodView
+from controller.core.admission.quota import ClusterQueueQuota, QuotaLedger
+from controller.core.topology import FlavorTopology, Usage
+
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+"""The API server labels every Namespace with its own name; selectors commonly use it."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorInfo:
+    """A ResourceFlavor as admission needs it; `topology` is None for a plain flavor or a missing Topology."""
+
+    name: str
+    has_topology: bool
+    topology_name: str | None
+    topology: FlavorTopology | None
+
+
+@dataclass(slots=True)
+class AdmissionSnapshot:
+    cluster_queues: Mapping[str, ClusterQueueQuota]
+    local_queues: Mapping[str, str]
+    """`namespace/name` of a LocalQueue -> its ClusterQueue."""
+    flavors: Mapping[str, FlavorInfo]
+    namespaces: Mapping[str, Mapping[str, str]]
+    """Known namespaces and their labels; an unknown namespace has only its name label."""
+    quota: QuotaLedger
+    usage: Usage
+
+    def clone(self) -> AdmissionSnapshot:
+        return replace(self, quota=self.quota.clone(), usage=self.usage.clone())
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        labels = self.namespaces.get(namespace)
+        if labels is None:
+            return {NAMESPACE_NAME_LABEL: namespace}
+        return {NAMESPACE_NAME_LABEL: namespace, **labels}
+
+
+def flavor_infos(flavors: Iterable[ResourceFlavor], topologies: Iterable[Topology],
+                 nodes: Sequence[NodeView]) -> dict[str, FlavorInfo]:
+    """Build the static topology tree of every topology flavor (once per node set)."""
+    by_name = {t.name: t for t in topologies}
+    out: dict[str, FlavorInfo] = {}
+    for flavor in flavors:
+        resolved = flavor.resolve_topology(by_name)
+        if resolved is None:
+            out[flavor.name] = FlavorInfo(flavor.name, False, None, None)
+            continue
+        tree = None
+        if not resolved.missing:
+            tree = FlavorTopology.build(resolved.name, resolved.levels, flavor.spec.node_labels,
+                                        flavor.selector_tolerations(), nodes)
+        out[flavor.name] = FlavorInfo(flavor.name, True, resolved.name, tree)
+    return out
+
+
+def build_snapshot(cluster_queues: Iterable[ClusterQueue], local_queues: Iterable[LocalQueue],
+                   flavors: Iterable[ResourceFlavor], topologies: Iterable[Topology],
+                   nodes: Sequence[NodeView], pods: Iterable[PodView],
+                   namespaces: Mapping[str, Mapping[str, str]] | None = None) -> AdmissionSnapshot:
+    queues = {cq.name: ClusterQueueQuota.from_model(cq) for cq in cluster_queues}
+    return AdmissionSnapshot(
+        cluster_queues=queues,
+        local_queues={f"{lq.namespace or 'default'}/{lq.name}": lq.spec.cluster_queue for lq in local_queues},
+        flavors=flavor_infos(flavors, topologies, nodes),
+        namespaces=dict(namespaces or {}),
+        quota=QuotaLedger.build(queues),
+        usage=Usage.from_pods(pods),
+    )

@@ -1,0 +1,218 @@
+"""Workloads: the Workload manifest built from a batch/v1 Job, and the parsed form admission uses.
+
+`workload_from_job` mirrors Kueue's Job integration (one PodSet `main`, count = parallelism,
+owner reference to the Job, name `job-<name>-<hash5>`); `workload_info` parses any Workload
+manifest (built here or read from a file) into a WorkloadInfo. Called by the job reconciler,
+`tasq simulate` and the admission benchmarks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.api import constants as c
+from controller.api.quantity import Resources
+from controller.api.selectors import NodeSelectorTerm, Toleration, required_node_affinity_terms
+from controller.api.views import pod_requests, tolerations_from
+from controller.core.topology import TopologyRequest
+
+JOB_POD_SET_NAME = "main"
+"""Kueue names the single PodSet of a batch/v1 Job `main`."""
+
+_MAX_NAME_PREFIX = 63 - 6  # the name must stay a DNS label: prefix + "-" + 5 hex characters
+_HASH_LENGTH = 5
+
+
+def topology_request_to_dict(request: TopologyRequest) -> dict[str, Any]:
+    """The Workload's `podSets[].topologyRequest` form; a preferred level None is written `auto`."""
+    if request.mode == "unconstrained":
+        return {"unconstrained": True}
+    return {request.mode: request.level if request.level is not None else c.TOPOLOGY_AUTO}
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetInfo:
+    """One PodSet with the per-pod requests kube-scheduler would compute (no `pods` entry)."""
+
+    name: str
+    count: int
+    requests: Resources
+    placement_requests: Resources
+    """`requests` plus 1000 milli `pods`: what one pod takes on a node (the topology engine's unit)."""
+    topology: TopologyRequest | None
+    node_selector: Mapping[str, str]
+    affinity_terms: tuple[NodeSelectorTerm, ...]
+    tolerations: tuple[Toleration, ...]
+
+    def signature(self) -> tuple[Any, ...]:
+        """Everything admission looks at, as a hashable value (used to memoise failures)."""
+        return (self.count, tuple(sorted(self.requests.items())), self.topology,
+                tuple(sorted(self.node_selector.items())), self.affinity_terms, self.tolerations)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInfo:
+    """A Workload as admission sees it: identity, queue, order keys and pod sets."""
+
+    namespace: str
+    name: str
+    queue_name: str
+    priority: int
+    created: float
+    """Creation time in seconds since the epoch (the FIFO key after priority)."""
+    seq: int
+    """Arrival order; breaks ties between equal creation times deterministically."""
+    pod_sets: tuple[PodSetInfo, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def order_key(self) -> tuple[int, float, int, str]:
+        """Queue order: priority descending, then creation time, then arrival, then name."""
+        return (-self.priority, self.created, self.seq, self.key)
+
+    def signature(self) -> tuple[Any, ...]:
+        return tuple(ps.signature() for ps in self.pod_sets)
+
+
+def parse_timestamp(text: str | None, default: float) -> float:
+    """RFC 3339 seconds (as the API server writes creationTimestamp); default when absent."""
+    if not text:
+        return default
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return default
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+def format_timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(int(seconds), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def workload_name_for_job(job_name: str) -> str:
+    """Kueue's `job-<name>-<hash5>`: a hash of the owner's kind, group and name keeps it unique."""
+    prefix = f"job-{job_name}"[:_MAX_NAME_PREFIX]
+    digest = hashlib.sha1(f"Job\nbatch\n{job_name}".encode()).hexdigest()
+    return f"{prefix}-{digest[:_HASH_LENGTH]}"
+
+
+def topology_request_from_annotations(job_annotations: Mapping[str, str],
+                                      template_annotations: Mapping[str, str]) -> TopologyRequest | None:
+    """The KEP Job annotations win over Kueue's pod-template annotations; required over preferred."""
+    for notes in (job_annotations, template_annotations):
+        required = notes.get(c.ANNOTATION_REQUIRE_TOPOLOGY) or \
+            notes.get(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY)
+        if required:
+            return TopologyRequest("required", required)
+        preferred = notes.get(c.ANNOTATION_PREFER_TOPOLOGY) or \
+            notes.get(c.ANNOTATION_PODSET_PREFERRED_TOPOLOGY)
+        if preferred:
+            return TopologyRequest("preferred", None if preferred == c.TOPOLOGY_AUTO else preferred)
+        if notes.get(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "").lower() == "true":
+            return TopologyRequest("unconstrained", None)
+    return None
+
+
+def priority_of(pod_spec: Mapping[str, Any], priority_classes: Mapping[str, int], default: int) -> int:
+    """spec.priority if set, else the named PriorityClass value, else the global default."""
+    if pod_spec.get("priority") is not None:
+        return int(pod_spec["priority"])
+    name = pod_spec.get("priorityClassName")
+    if name and name in priority_classes:
+        return priority_classes[name]
+    return default
+
+
+def workload_from_job(job: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None,
+                      default_priority: int = 0) -> dict[str, Any]:
+    """The Workload manifest the job reconciler creates for a batch/v1 Job."""
+    meta = job.get("metadata") or {}
+    spec = job.get("spec") or {}
+    template = spec.get("template") or {}
+    pod_spec = template.get("spec") or {}
+    labels = meta.get("labels") or {}
+    parallelism = spec.get("parallelism")
+    count = 1 if parallelism is None else int(parallelism)
+    pod_set: dict[str, Any] = {"name": JOB_POD_SET_NAME, "count": count, "template": template}
+    topology = topology_request_from_annotations(meta.get("annotations") or {},
+                                                 (template.get("metadata") or {}).get("annotations") or {})
+    if topology is not None:
+        pod_set["topologyRequest"] = topology_request_to_dict(topology)
+    wl_meta: dict[str, Any] = {
+        "name": workload_name_for_job(str(meta.get("name", ""))),
+        "namespace": meta.get("namespace") or "default",
+        "labels": {c.LABEL_QUEUE_NAME: labels[c.LABEL_QUEUE_NAME]} if c.LABEL_QUEUE_NAME in labels else {},
+        "ownerReferences": [{
+            "apiVersion": "batch/v1", "kind": "Job", "name": meta.get("name", ""),
+            "uid": meta.get("uid", ""), "controller": True, "blockOwnerDeletion": True,
+        }],
+    }
+    if meta.get("creationTimestamp"):
+        wl_meta["creationTimestamp"] = meta["creationTimestamp"]
+    wl_spec: dict[str, Any] = {
+        "queueName": labels.get(c.LABEL_QUEUE_NAME, ""),
+        "priority": priority_of(pod_spec, priority_classes or {}, default_priority),
+        "podSets": [pod_set],
+    }
+    if pod_spec.get("priorityClassName"):
+        wl_spec["priorityClassName"] = pod_spec["priorityClassName"]
+        wl_spec["priorityClassSource"] = "scheduling.k8s.io/priorityclass"
+    return {"apiVersion": c.API_VERSION, "kind": c.KIND_WORKLOAD, "metadata": wl_meta, "spec": wl_spec}
+
+
+def _topology_request(obj: Mapping[str, Any] | None) -> TopologyRequest | None:
+    if not obj:
+        return None
+    if obj.get("required"):
+        return TopologyRequest("required", str(obj["required"]))
+    if obj.get("preferred"):
+        preferred = str(obj["preferred"])
+        return TopologyRequest("preferred", None if preferred == c.TOPOLOGY_AUTO else preferred)
+    if obj.get("unconstrained"):
+        return TopologyRequest("unconstrained", None)
+    return None
+
+
+def pod_set_info(obj: Mapping[str, Any]) -> PodSetInfo:
+    template = obj.get("template") or {}
+    pod_spec = template.get("spec") or {}
+    topology = _topology_request(obj.get("topologyRequest")) or topology_request_from_annotations(
+        {}, (template.get("metadata") or {}).get("annotations") or {})
+    requests = pod_requests(pod_spec)
+    return PodSetInfo(
+        name=str(obj.get("name", JOB_POD_SET_NAME)),
+        count=int(obj.get("count", 1)),
+        requests=requests,
+        placement_requests={**requests, c.RESOURCE_PODS: 1000},
+        topology=topology,
+        node_selector=dict(pod_spec.get("nodeSelector") or {}),
+        affinity_terms=required_node_affinity_terms(pod_spec),
+        tolerations=tolerations_from(pod_spec.get("tolerations")),
+    )
+
+
+def workload_info(obj: Mapping[str, Any], seq: int = 0, priority_classes: Mapping[str, int] | None = None,
+                  default_created: float = 0.0) -> WorkloadInfo:
+    """Parse a Workload manifest; priority from spec.priority, else its PriorityClass, else 0."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    priority = spec.get("priority")
+    if priority is None:
+        priority = (priority_classes or {}).get(str(spec.get("priorityClassName") or ""), 0)
+    return WorkloadInfo(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name", "")),
+        queue_name=str(spec.get("queueName") or (meta.get("labels") or {}).get(c.LABEL_QUEUE_NAME, "")),
+        priority=int(priority),
+        created=parse_timestamp(meta.get("creationTimestamp"), default_created),
+        seq=seq,
+        pod_sets=tuple(pod_set_info(ps) for ps in spec.get("podSets") or []),
+    )
