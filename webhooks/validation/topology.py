@@ -66,7 +66,9 @@ def validate_topology(obj: Mapping[str, Any]) -> list[FieldError]:
     if spec is None:
         errs.append(required(SPEC))
         return errs
-    errs.extend(levels(SPEC.child("levels"), topology_levels(spec, errs)))
+    found = topology_levels(spec, errs)
+    if spec.get("levels") is None or isinstance(spec.get("levels"), list):
+        errs.extend(levels(SPEC.child("levels"), found))
     return errs
 
 

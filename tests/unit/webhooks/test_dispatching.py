@@ -1,0 +1,36 @@
+"""The entry points: which rules apply to which apiVersion/kind, and field error rendering."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.webhooks.manifests import Case, cases, make_flavor, make_topology
+from webhooks.validation import FieldError, validate, validate_update
+
+
+@cases(
+    Case("a Node is not tasq's to validate", {"apiVersion": "v1", "kind": "Node", "metadata": {}}),
+    Case("a Pod is not tasq's to validate", {"apiVersion": "v1", "kind": "Pod"}),
+    Case("an apps/v1 Deployment is ignored", {"apiVersion": "apps/v1", "kind": "Deployment"}),
+    Case("an unknown kind in tasq's group", {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Cohort"},
+         want_errors=("kind",)),
+    Case("a ResourceFlavor at v1alpha1", make_flavor().set("apiVersion", "kueue.x-k8s.io/v1alpha1"),
+         want_errors=("apiVersion",)),
+    Case("a Topology at v1", make_topology().set("apiVersion", "kueue.x-k8s.io/v1"), want_errors=("apiVersion",)),
+    Case("a list is not an object", [1, 2], want_errors=("object",)),  # type: ignore[arg-type]
+)
+def test_dispatch(case: Case) -> None:
+    assert [e.path for e in validate(case.obj)] == list(case.want_errors)
+
+
+def test_update_of_a_kind_without_update_rules_applies_create_rules() -> None:
+    old, new = make_flavor().build(), make_flavor().topology_name("gpu").build()
+    assert [e.path for e in validate_update(old, new)] == ["spec.nodeLabels"]
+
+
+@pytest.mark.parametrize(("error", "want"), [
+    pytest.param(FieldError("spec.podSets[0].count", "must be greater than 0"),
+                 "spec.podSets[0].count: must be greater than 0", id="path then message"),
+])
+def test_field_error_renders_like_the_api_server(error: FieldError, want: str) -> None:
+    assert str(error) == want

@@ -1,0 +1,73 @@
+"""ResourceFlavor validation: node labels, taints, tolerations and the two topology forms."""
+
+from __future__ import annotations
+
+from tests.unit.webhooks.manifests import BLOCK, RACK, Case, FlavorBuilder, cases, make_flavor
+from webhooks.validation import validate
+
+GPU = "cloud.provider.com/gpu"
+
+
+def h100() -> FlavorBuilder:
+    return make_flavor().node_label(GPU, "h100")
+
+
+
+
+@cases(
+    Case("a flavor without any spec is a plain quota bucket", make_flavor()),
+    Case("Kueue form with topologyName", h100().topology_name("gpu")),
+    Case("KEP inline levels", h100().inline_levels(BLOCK, RACK)),
+    Case("a tainted flavor with its toleration",
+         h100().taint("nvidia.com/gpu", "present", "NoSchedule")
+         .toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")),
+    Case("an empty-key Exists toleration tolerates everything", h100().toleration(operator="Exists")),
+    Case("a NoExecute toleration with seconds",
+         h100().toleration(key="k", value="v", effect="NoExecute", tolerationSeconds=30)),
+    Case("both topology forms at once", h100().topology_name("gpu").inline_levels(BLOCK),
+         want_errors=("spec.topology",)),
+    Case("a topology with no node label to select nodes", make_flavor().topology_name("gpu"),
+         want_errors=("spec.nodeLabels",)),
+    Case("inline levels with no node label", make_flavor().inline_levels(BLOCK),
+         want_errors=("spec.nodeLabels",)),
+    Case("inline levels empty", h100().inline_levels(), want_errors=("spec.topology.levels",)),
+    Case("inline levels repeat a label", h100().inline_levels(RACK, RACK),
+         want_errors=("spec.topology.levels[1]",)),
+    Case("inline hostname not lowest", h100().inline_levels("kubernetes.io/hostname", RACK),
+         want_errors=("spec.topology.levels[0]",)),
+    Case("inline level not a string", h100().inline_levels(BLOCK, 7),
+         want_errors=("spec.topology.levels[1]",)),
+    Case("topologyName not a DNS subdomain", h100().topology_name("GPU_Topology"),
+         want_errors=("spec.topologyName",)),
+    Case("a node label key with two slashes", make_flavor().node_label("a/b/c", "x"),
+         want_errors=("spec.nodeLabels",)),
+    Case("a node label value with a space", make_flavor().node_label(GPU, "h 100"),
+         want_errors=(f"spec.nodeLabels[{GPU}]",)),
+    Case("a node label value of 64 characters", make_flavor().node_label(GPU, "a" * 64),
+         want_errors=(f"spec.nodeLabels[{GPU}]",)),
+    Case("nine node labels exceed Kueue's limit of 8",
+         make_flavor().set("spec.nodeLabels", {f"l{i}": "x" for i in range(9)}),
+         want_errors=("spec.nodeLabels",)),
+    Case("a taint with an unknown effect", h100().taint("gpu", "", "NoRun"),
+         want_errors=("spec.nodeTaints[0].effect",)),
+    Case("a taint without key or effect", h100().set("spec.nodeTaints", [{"value": "x"}]),
+         want_errors=("spec.nodeTaints[0].key", "spec.nodeTaints[0].effect")),
+    Case("a toleration with an unknown operator", h100().toleration(key="k", operator="Matches"),
+         want_errors=("spec.tolerations[0].operator",)),
+    Case("an empty-key toleration must use Exists", h100().toleration(operator="Equal", value="x"),
+         want_errors=("spec.tolerations[0].operator",)),
+    Case("Exists with a value", h100().toleration(key="k", operator="Exists", value="v"),
+         want_errors=("spec.tolerations[0].value",)),
+    Case("a toleration with an unknown effect", h100().toleration(key="k", effect="Sometimes"),
+         want_errors=("spec.tolerations[0].effect",)),
+    Case("tolerationSeconds without NoExecute", h100().toleration(key="k", tolerationSeconds=5),
+         want_errors=("spec.tolerations[0].effect",)),
+)
+def test_resource_flavor(case: Case) -> None:
+    assert sorted(e.path for e in validate(case.obj)) == sorted(case.want_errors)
+
+
+def test_unsupported_taint_effect_lists_the_supported_values() -> None:
+    errs = validate(h100().taint("gpu", "", "NoRun").build())
+    assert [str(e) for e in errs] == ['spec.nodeTaints[0].effect: Unsupported value: "NoRun": supported '
+                                      'values: "NoSchedule", "PreferNoSchedule", "NoExecute"']

@@ -1,0 +1,80 @@
+"""Name and value formats: RFC 1123 labels and subdomains, qualified names, label values, quantities."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from webhooks.validation import formats
+from webhooks.validation.errors import FieldError, FieldPath
+
+PATH = FieldPath("x")
+
+
+@dataclass(frozen=True)
+class FormatCase:
+    name: str
+    check: Callable[[FieldPath, Any], list[FieldError]]
+    value: Any
+    want_valid: bool
+
+
+CASES = [
+    FormatCase("label: lowercase with dash", formats.dns_label, "my-name", True),
+    FormatCase("label: digits first", formats.dns_label, "123-abc", True),
+    FormatCase("label: 63 characters", formats.dns_label, "a" * 63, True),
+    FormatCase("label: 64 characters", formats.dns_label, "a" * 64, False),
+    FormatCase("label: uppercase", formats.dns_label, "Name", False),
+    FormatCase("label: a dot", formats.dns_label, "a.b", False),
+    FormatCase("label: trailing dash", formats.dns_label, "a-", False),
+    FormatCase("label: empty", formats.dns_label, "", False),
+    FormatCase("label: not a string", formats.dns_label, 5, False),
+    FormatCase("subdomain: dotted", formats.dns_subdomain, "team-a.example.com", True),
+    FormatCase("subdomain: 253 characters", formats.dns_subdomain, ".".join(["a" * 63] * 4)[:253], True),
+    FormatCase("subdomain: 254 characters", formats.dns_subdomain, "a" * 254, False),
+    FormatCase("subdomain: double dot", formats.dns_subdomain, "a..b", False),
+    FormatCase("subdomain: underscore", formats.dns_subdomain, "a_b", False),
+    FormatCase("subdomain: leading dot", formats.dns_subdomain, ".a", False),
+    FormatCase("qualified: bare name", formats.qualified_name, "rack", True),
+    FormatCase("qualified: mixed case, dots and underscores", formats.qualified_name, "My_Rack.id", True),
+    FormatCase("qualified: prefixed", formats.qualified_name, "cloud.provider.com/topology-rack", True),
+    FormatCase("qualified: hostname label", formats.qualified_name, "kubernetes.io/hostname", True),
+    FormatCase("qualified: name part of 63", formats.qualified_name, "p.io/" + "a" * 63, True),
+    FormatCase("qualified: name part of 64", formats.qualified_name, "p.io/" + "a" * 64, False),
+    FormatCase("qualified: uppercase prefix", formats.qualified_name, "Cloud.com/rack", False),
+    FormatCase("qualified: empty prefix", formats.qualified_name, "/rack", False),
+    FormatCase("qualified: empty name", formats.qualified_name, "cloud.com/", False),
+    FormatCase("qualified: two slashes", formats.qualified_name, "a/b/c", False),
+    FormatCase("qualified: a space", formats.qualified_name, "my rack", False),
+    FormatCase("qualified: starts with a dash", formats.qualified_name, "-rack", False),
+    FormatCase("label value: empty is allowed", formats.label_value, "", True),
+    FormatCase("label value: mixed", formats.label_value, "H100_sxm.v2", True),
+    FormatCase("label value: 64 characters", formats.label_value, "a" * 64, False),
+    FormatCase("label value: a slash", formats.label_value, "a/b", False),
+    FormatCase("quantity: milli", formats.quantity, "500m", True),
+    FormatCase("quantity: an integer", formats.quantity, 4, True),
+    FormatCase("quantity: negative", formats.quantity, "-1", False),
+    FormatCase("quantity: lowercase ki", formats.quantity, "1ki", False),
+    FormatCase("quantity: a float", formats.quantity, 1.5, False),
+    FormatCase("quantity: a boolean", formats.quantity, True, False),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_format(case: FormatCase) -> None:
+    errs = case.check(PATH, case.value)
+    assert (errs == []) == case.want_valid
+    assert all(e.path == "x" for e in errs)
+
+
+def test_a_too_long_label_says_how_long_it_is() -> None:
+    assert [e.message for e in formats.dns_label(PATH, "a" * 64)] == [
+        f'Invalid value: "{"a" * 64}": must be no more than 63 characters (has 64)']
+
+
+def test_a_bad_quantity_names_the_text() -> None:
+    [err] = formats.quantity(PATH, "64 Gi")
+    assert err.message.startswith('Invalid value: "64 Gi": ')
