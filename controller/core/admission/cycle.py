@@ -103,17 +103,17 @@ def resolve_cluster_queue(snap: AdmissionSnapshot, wl: WorkloadInfo) -> tuple[st
     cq_name = snap.local_queues.get(f"{wl.namespace}/{wl.queue_name}")
     if cq_name is None:
         return inadmissible(c.REASON_LOCAL_QUEUE_NOT_FOUND,
-                            f"LocalQueue {wl.queue_name!r} doesn't exist in namespace {wl.namespace!r}")
+                            f"LocalQueue \"{wl.queue_name}\" doesn't exist in namespace \"{wl.namespace}\"")
     cq = snap.cluster_queues.get(cq_name)
     if cq is None:
-        return inadmissible(c.REASON_CLUSTER_QUEUE_NOT_FOUND, f"ClusterQueue {cq_name!r} doesn't exist")
+        return inadmissible(c.REASON_CLUSTER_QUEUE_NOT_FOUND, f"ClusterQueue \"{cq_name}\" doesn't exist")
     if cq.stopped:
-        return inadmissible(c.REASON_INADMISSIBLE, f"ClusterQueue {cq_name!r} is stopped", cq_name)
+        return inadmissible(c.REASON_INADMISSIBLE, f"ClusterQueue \"{cq_name}\" is stopped", cq_name)
     # Kueue: a nil namespaceSelector selects no namespace; an empty one selects all.
     if cq.namespace_selector is None or not label_selector_matches(
             cq.namespace_selector, snap.namespace_labels(wl.namespace)):
-        return inadmissible(c.REASON_NAMESPACE_MISMATCH, f"namespace {wl.namespace!r} doesn't match "
-                            f"the namespaceSelector of ClusterQueue {cq_name!r}", cq_name)
+        return inadmissible(c.REASON_NAMESPACE_MISMATCH, f"namespace \"{wl.namespace}\" doesn't match "
+                            f"the namespaceSelector of ClusterQueue \"{cq_name}\"", cq_name)
     return cq_name, None
 
 

@@ -115,8 +115,8 @@ def _assign_pod_set(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl_key: str,
     for resource in sorted(total):
         group = cq.group_for(resource)
         if group is None:
-            return NoFit(c.REASON_QUOTA_EXCEEDED, f"couldn't assign flavors to pod set {ps.name!r}: "
-                         f"resource {resource!r} unavailable in ClusterQueue {cq.name!r}")
+            return NoFit(c.REASON_QUOTA_EXCEEDED, f"couldn't assign flavors to pod set \"{ps.name}\": "
+                         f"resource \"{resource}\" unavailable in ClusterQueue \"{cq.name}\"")
         if group not in groups:
             groups.append(group)
     flavors: dict[str, str] = {}
@@ -151,23 +151,23 @@ def _first_fitting_flavor(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl_key
             continue
         info = snap.flavors.get(fq.name)
         if info is None:
-            reasons.append(f"flavor {fq.name!r} not found")
+            reasons.append(f"flavor \"{fq.name}\" not found")
             topology_only = False
             continue
         if not info.has_topology:
             if ps.topology is not None and ps.topology.mode != "unconstrained":
-                reasons.append(f"flavor {fq.name!r} has no topology for the requested "
-                               f"{ps.topology.mode} level {ps.topology.level or c.TOPOLOGY_AUTO!r}")
+                reasons.append(f"flavor \"{fq.name}\" has no topology for the requested "
+                               f"{ps.topology.mode} level \"{ps.topology.level or c.TOPOLOGY_AUTO}\"")
                 continue
             return fq.name, None
         placed = _place(snap, info, wl_key, ps, attempt) if topology_allowed else \
-            f"flavor {fq.name!r}: pod set already placed in another topology flavor"
+            f"flavor \"{fq.name}\": pod set already placed in another topology flavor"
         if isinstance(placed, str):
             reasons.append(placed)
             continue
         return fq.name, placed
     reason = c.REASON_POD_SET_TOPOLOGY_UNFIT if topology_only else c.REASON_QUOTA_EXCEEDED
-    return NoFit(reason, f"couldn't assign flavors to pod set {ps.name!r}: " + "; ".join(reasons))
+    return NoFit(reason, f"couldn't assign flavors to pod set \"{ps.name}\": " + "; ".join(reasons))
 
 
 def _quota_shortfall(ledger: QuotaLedger, cq: ClusterQueueQuota, flavor: str, wanted: Mapping[str, int],
@@ -178,7 +178,7 @@ def _quota_shortfall(ledger: QuotaLedger, cq: ClusterQueueQuota, flavor: str, wa
         avail = ledger.availability(cq.name, flavor, resource)
         left = avail.available - attempt.quota.get((flavor, resource), 0)
         if need > left:
-            return (f"insufficient quota for {resource} in flavor {flavor!r}: requests "
+            return (f"insufficient quota for {resource} in flavor \"{flavor}\": requests "
                     f"{format_milli(need, resource)}, available {format_milli(max(0, left), resource)} "
                     f"({avail.describe(resource)})")
     return None
@@ -188,13 +188,13 @@ def _place(snap: AdmissionSnapshot, info: FlavorInfo, wl_key: str, ps: PodSetInf
            attempt: _Attempt) -> TopologyAssignment | str:
     """Ask the topology engine; on success hold the nodes (under the workload key) for later pod sets."""
     if info.topology is None:
-        return f"flavor {info.name!r}: topology {info.topology_name!r} not found"
+        return f"flavor \"{info.name}\": topology \"{info.topology_name}\" not found"
     request = PodSetRequest(ps.name, ps.count, ps.placement_requests,
                             ps.topology if ps.topology is not None else UNCONSTRAINED,
                             ps.node_selector, ps.affinity_terms, ps.tolerations)
     outcome = assign(info.topology, snap.usage, [request])
     if not isinstance(outcome, AssignmentSuccess):
-        return outcome.message
+        return f"flavor \"{info.name}\": {outcome.message}"
     for node, vector in outcome.placement.resources.items():
         held = attempt.nodes.setdefault(node, {})
         for r, v in vector.items():

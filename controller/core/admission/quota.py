@@ -123,7 +123,7 @@ class Availability:
             return format_milli(milli, resource)
         text = f"nominal {q(self.nominal)}, used {q(self.used)}"
         if self.cohort is not None:
-            text += f", unused in cohort {self.cohort!r} {q(self.cohort_free)}"
+            text += f", unused in cohort \"{self.cohort}\" {q(self.cohort_free)}"
             if self.borrowing_limit is not None:
                 text += f", borrowingLimit {q(self.borrowing_limit)}"
         return text

@@ -1,0 +1,222 @@
+"""The admission cycle: flavor fallback, ordering, queueing strategies, cohorts, all-or-nothing, release.
+
+Topology used by the topology cases (flavor `h100`, levels block > rack > hostname; 4 GPUs a node):
+
+    b1
+    ├── r1: n1 (4), n2 (4)
+    └── r2: n3 (4)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from controller.api import constants as c
+from controller.api.views import NodeView
+from controller.core.admission.cycle import AdmissionState, Admit, Pending, explain, run_until_quiet
+from controller.core.admission.workloads import WorkloadInfo, workload_info
+from tests.builders.cluster import make_node
+from tests.builders.kueue import (
+    ClusterQueueBuilder,
+    WorkloadBuilder,
+    make_admission_state,
+    make_cluster_queue,
+    make_flavor,
+    make_topology,
+    make_workload,
+)
+
+GPU = "nvidia.com/gpu"
+BLOCK, RACK = "cloud.com/block", "cloud.com/rack"
+
+
+def gpu_nodes() -> list[NodeView]:
+    layout = [("n1", "r1"), ("n2", "r1"), ("n3", "r2")]
+    return [make_node(name).labels({BLOCK: "b1", RACK: rack, "gpu": "h100"})
+            .allocatable({GPU: "4"}, cpu="32", memory="128Gi").view() for name, rack in layout]
+
+
+def flavors() -> list:  # type: ignore[type-arg]
+    return [make_flavor("h100").node_labels({"gpu": "h100"}).topology_name("racks"),
+            make_flavor("a100"), make_flavor("spot")]
+
+
+def wl(name: str, gpus: int, count: int = 1, cq: str = "a", **kw: str) -> WorkloadBuilder:
+    return make_workload(name).queue(f"lq-{cq}").pod_set("main", count, {GPU: gpus}, **kw)
+
+
+def submit_all(state: AdmissionState, workloads: list[WorkloadBuilder]) -> list[WorkloadInfo]:
+    infos = [workload_info(b.obj(), seq=i) for i, b in enumerate(workloads)]
+    for info in infos:
+        state.submit(info)
+    return infos
+
+
+@dataclass
+class CycleCase:
+    name: str
+    queues: list[ClusterQueueBuilder]
+    workloads: list[WorkloadBuilder]
+    want_admitted: dict[str, str]
+    """workload name -> the flavor its GPUs got."""
+    want_pending: dict[str, str] = field(default_factory=dict)
+    """workload name -> a fragment of its message."""
+
+
+CASES = [
+    CycleCase("quota: fits the nominal quota exactly",
+              [make_cluster_queue("a").flavor("a100", {GPU: 8})], [wl("w1", 8)], {"w1": "a100"}),
+    CycleCase("quota: the deadlock pair, one gets all, the other holds nothing",
+              [make_cluster_queue("a").flavor("a100", {GPU: 150})], [wl("w1", 1, 100), wl("w2", 1, 100)],
+              {"w1": "a100"},
+              {"w2": 'insufficient quota for nvidia.com/gpu in flavor "a100": requests 100, available 50 '
+                     "(nominal 150, used 100)"}),
+    CycleCase("flavor fallback: the first flavor lacks quota, the second has it",
+              [make_cluster_queue("a").flavor("a100", {GPU: 4}).flavor("spot", {GPU: 8})], [wl("w1", 6)],
+              {"w1": "spot"}),
+    CycleCase("flavor fallback: the topology flavor has quota but its nodes hold only 3 of 4 pods",
+              [make_cluster_queue("a").flavor("h100", {GPU: 100}).flavor("a100", {GPU: 100})],
+              [wl("w1", 4, 4)], {"w1": "a100"}),
+    CycleCase("a required level never falls back to a flavor without topology",
+              [make_cluster_queue("a").flavor("h100", {GPU: 100}).flavor("a100", {GPU: 100})],
+              [wl("w1", 4, 3, required=RACK)], {},
+              {"w1": 'flavor "h100": topology "racks" allows to fit only 2 out of 3 pod(s) at level '
+                     '"cloud.com/rack" (best: b1/r1). Total nodes: 3; excluded: none; flavor "a100" has no '
+                     'topology for the requested required level "cloud.com/rack"'}),
+    CycleCase("topology flavor: two pods of 4 GPUs fit rack r1",
+              [make_cluster_queue("a").flavor("h100", {GPU: 100})], [wl("w1", 4, 2, required=RACK)],
+              {"w1": "h100"}),
+    CycleCase("topology flavor: usage from the first admission is seen by the second",
+              [make_cluster_queue("a").flavor("h100", {GPU: 100})],
+              [wl("w1", 4, 2, required=RACK), wl("w2", 4, 2, required=RACK)], {"w1": "h100"},
+              {"w2": "allows to fit only 1 out of 2 pod(s)"}),
+    CycleCase("priority: the later but higher-priority workload goes first",
+              [make_cluster_queue("a").flavor("a100", {GPU: 8})],
+              [wl("low", 8).created("2026-01-01T00:00:00Z"), wl("high", 8).priority(10).created("2026-01-02T00:00:00Z")],
+              {"high": "a100"}, {"low": "available 0"}),
+    CycleCase("creation time: the older of two equal-priority workloads goes first",
+              [make_cluster_queue("a").flavor("a100", {GPU: 8})],
+              [wl("young", 8).created("2026-01-02T00:00:00Z"), wl("old", 8).created("2026-01-01T00:00:00Z")],
+              {"old": "a100"}, {"young": "available 0"}),
+    CycleCase("BestEffortFIFO: a head that does not fit lets a smaller, later workload in",
+              [make_cluster_queue("a").flavor("a100", {GPU: 8})],
+              [wl("big", 16).created("2026-01-01T00:00:00Z"), wl("small", 8).created("2026-01-02T00:00:00Z")],
+              {"small": "a100"}, {"big": "requests 16, available 8"}),
+    CycleCase("StrictFIFO: a head that does not fit blocks the later workload",
+              [make_cluster_queue("a").strategy(c.QUEUEING_STRICT_FIFO).flavor("a100", {GPU: 8})],
+              [wl("big", 16).created("2026-01-01T00:00:00Z"), wl("small", 8).created("2026-01-02T00:00:00Z")],
+              {}, {"big": "requests 16, available 8"}),
+    CycleCase("cohort: a queue borrows its idle neighbour's quota",
+              [make_cluster_queue("a").cohort("c").flavor("a100", {GPU: 4}),
+               make_cluster_queue("b").cohort("c").flavor("a100", {GPU: 8})],
+              [wl("w1", 12)], {"w1": "a100"}),
+    CycleCase("cohort: borrowingLimit stops the borrowing",
+              [make_cluster_queue("a").cohort("c").flavor("a100", {GPU: 4}).limits("a100", GPU, borrowing=2),
+               make_cluster_queue("b").cohort("c").flavor("a100", {GPU: 8})],
+              [wl("w1", 12)], {}, {"w1": "requests 12, available 6"}),
+    CycleCase("cohort: the lender's own workload is admitted from the rest",
+              [make_cluster_queue("a").cohort("c").flavor("a100", {GPU: 4}),
+               make_cluster_queue("b").cohort("c").flavor("a100", {GPU: 8})],
+              [wl("borrower", 10).created("2026-01-01T00:00:00Z"),
+               wl("lender", 4, cq="b").created("2026-01-02T00:00:00Z")],
+              {"borrower": "a100"}, {"lender": "requests 4, available 2"}),
+    CycleCase("all-or-nothing: the second pod set does not fit, so the first holds nothing",
+              [make_cluster_queue("a").flavor("a100", {GPU: 10})],
+              [wl("w1", 4, 2).pod_set("workers", 3, {GPU: 1}), wl("w2", 10)],
+              {"w2": "a100"}, {"w1": 'pod set "workers"'}),
+    CycleCase("all-or-nothing across topology pod sets: the nodes of the first are given back",
+              [make_cluster_queue("a").flavor("h100", {GPU: 100})],
+              [wl("w1", 4, 2, required=RACK).pod_set("workers", 3, {GPU: 4}, required=RACK),
+               wl("w2", 4, 3, required=BLOCK)],
+              {"w2": "h100"}, {"w1": 'pod set "workers"'}),
+    CycleCase("a resource the ClusterQueue does not cover",
+              [make_cluster_queue("a").flavor("a100", {"cpu": 8})], [wl("w1", 1)], {},
+              {"w1": 'resource "nvidia.com/gpu" unavailable in ClusterQueue "a"'}),
+    CycleCase("a topology request on a flavor without topology is skipped",
+              [make_cluster_queue("a").flavor("a100", {GPU: 8})], [wl("w1", 1, required=RACK)], {},
+              {"w1": 'flavor "a100" has no topology'}),
+    CycleCase("namespaceSelector left unset selects no namespace (Kueue)",
+              [make_cluster_queue("a").namespace_selector(None).flavor("a100", {GPU: 8})], [wl("w1", 1)], {},
+              {"w1": 'namespace "default" doesn\'t match the namespaceSelector of ClusterQueue "a"'}),
+    CycleCase("a queue name without a LocalQueue",
+              [make_cluster_queue("a").flavor("a100", {GPU: 8})], [wl("w1", 1, cq="nope")], {},
+              {"w1": 'LocalQueue "lq-nope" doesn\'t exist in namespace "default"'}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+def test_cycle(case: CycleCase) -> None:
+    state = make_admission_state(case.queues, flavors(), gpu_nodes(), [make_topology("racks", BLOCK, RACK)])
+    submit_all(state, case.workloads)
+    decisions = run_until_quiet(state)
+    admitted = {d.key.split("/")[1]: d for d in decisions if isinstance(d, Admit)}
+    assert {name: d.admission["podSetAssignments"][0]["flavors"][GPU] for name, d in admitted.items()} \
+        == case.want_admitted
+    assert set(state.pending) == {f"default/{name}" for name in case.want_pending}
+    first_pending: dict[str, Pending] = {}
+    for d in decisions:
+        if isinstance(d, Pending):
+            first_pending.setdefault(d.key.split("/")[1], d)
+    first_pending.update({k.split("/")[1]: p for k, p in state.pending.items() if p.reason == c.REASON_INADMISSIBLE})
+    for name, fragment in case.want_pending.items():
+        assert fragment in first_pending[name].message, first_pending[name]
+
+
+def test_all_or_nothing_leaves_no_quota_or_node_usage_behind() -> None:
+    state = make_admission_state([make_cluster_queue("a").flavor("h100", {GPU: 100})], flavors(), gpu_nodes(),
+                                 [make_topology("racks", BLOCK, RACK)])
+    submit_all(state, [wl("w1", 4, 2, required=RACK).pod_set("workers", 3, {GPU: 4}, required=RACK)])
+    [decision] = run_until_quiet(state)
+    assert isinstance(decision, Pending)
+    assert state.snapshot.quota.availability("a", "h100", GPU).available == 100_000
+    assert all(state.snapshot.usage.used(n) == {} for n in ("n1", "n2", "n3"))
+
+
+def test_release_on_finish_admits_the_waiting_workload() -> None:
+    state = make_admission_state([make_cluster_queue("a").flavor("h100", {GPU: 100})], flavors(), gpu_nodes(),
+                                 [make_topology("racks", BLOCK, RACK)])
+    first, second = submit_all(state, [wl("w1", 4, 2, required=RACK), wl("w2", 4, 2, required=RACK)])
+    run_until_quiet(state)
+    assert set(state.admitted) == {first.key} and set(state.pending) == {second.key}
+    assert state.release(first.key)
+    [decision] = run_until_quiet(state)
+    assert isinstance(decision, Admit) and decision.key == second.key
+    slices = decision.admission["podSetAssignments"][0]["topologyAssignment"]["slices"]
+    assert slices == [{"nodeLabels": {BLOCK: "b1", RACK: "r1"}, "count": 2}]
+
+
+def test_strict_fifo_unblocks_when_capacity_is_released() -> None:
+    state = make_admission_state(
+        [make_cluster_queue("a").strategy(c.QUEUEING_STRICT_FIFO).flavor("a100", {GPU: 8})], flavors())
+    running, head, later = submit_all(state, [wl("running", 8).created("2026-01-01T00:00:00Z"),
+                                              wl("head", 8).created("2026-01-02T00:00:00Z"),
+                                              wl("later", 1).created("2026-01-03T00:00:00Z")])
+    run_until_quiet(state)
+    assert set(state.admitted) == {running.key}
+    state.release(running.key)
+    run_until_quiet(state)
+    assert set(state.admitted) == {head.key} and later.key in state.pending
+
+
+def test_admission_status_carries_flavors_usage_and_count() -> None:
+    state = make_admission_state([make_cluster_queue("a").flavor("a100", {GPU: 8, "cpu": 16})], flavors())
+    submit_all(state, [make_workload("w").queue("lq-a").pod_set("main", 3, {GPU: 2, "cpu": "1500m"})])
+    [decision] = run_until_quiet(state)
+    assert isinstance(decision, Admit)
+    assert decision.admission == {"clusterQueue": "a", "podSetAssignments": [{
+        "name": "main", "count": 3, "flavors": {"cpu": "a100", GPU: "a100"},
+        "resourceUsage": {"cpu": "4500m", GPU: "6"}}]}
+
+
+def test_explain_recomputes_the_numbers_against_current_usage() -> None:
+    state = make_admission_state([make_cluster_queue("a").flavor("a100", {GPU: 8})], flavors())
+    _, waiting, _ = submit_all(state, [wl("first", 4).created("2026-01-01T00:00:00Z"),
+                                       wl("waiting", 6).created("2026-01-02T00:00:00Z"),
+                                       wl("third", 4).created("2026-01-03T00:00:00Z")])
+    decisions = run_until_quiet(state)
+    at_decision = next(d for d in decisions if isinstance(d, Pending) and d.key == waiting.key)
+    assert "available 4 (nominal 8, used 4)" in at_decision.message
+    now = explain(state, waiting.key)
+    assert now is not None and "available 0 (nominal 8, used 8)" in now.message
