@@ -304,8 +304,18 @@ def _to_json_schema(node: Any, reject_unknown: bool) -> Any:
             and not node.get(PRESERVE_UNKNOWN):
         out["additionalProperties"] = False
     if node.get("nullable"):
-        out = {"anyOf": [out, {"type": "null"}]}
+        _allow_null(out)
     return out
+
+
+def _allow_null(out: Schema) -> None:
+    """Let a converted node accept null while keeping its errors at its own path."""
+    if isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    if "enum" in out and None not in out["enum"]:
+        out["enum"] = [*out["enum"], None]
+    if "anyOf" in out:
+        out["anyOf"] = [*out["anyOf"], {"type": "null"}]
 
 
 def crd_json_schema(crd_obj: Mapping[str, Any], version: str, *, reject_unknown: bool = False) -> Schema:

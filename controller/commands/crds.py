@@ -43,7 +43,7 @@ def stale_files(directory: Path, wanted: dict[str, str]) -> list[tuple[str, str]
     if directory.is_dir():
         for path in sorted(directory.glob("*.yaml")):
             if path.name not in wanted:
-                problems.append((path.name, "not generated (remove it)"))
+                problems.append((path.name, "not generated, remove it"))
     return sorted(problems)
 
 
