@@ -23,9 +23,10 @@ _DECIMAL: Final = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T"
 _DECIMAL_SUFFIX_BY_EXP: Final = {v: k for k, v in _DECIMAL.items()}
 _BINARY_SUFFIX_BY_POWER: Final = {v: k for k, v in _BINARY.items()}
 # The grammar of k8s.io/apimachinery/pkg/api/resource: signed number, then one suffix.
+# ASCII digits only: Python's \d would also accept other scripts' digits (Arabic-Indic...).
 _QUANTITY_RE: Final = re.compile(
-    r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))"
-    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?\d+)|(?P<dec>[numkMGTPE]?))$"
+    r"^(?P<num>[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<dec>[numkMGTPE]?))$"
 )
 # Enough digits that no legal quantity (up to 2^63 Ei-scaled mantissas) ever rounds.
 _PRECISION: Final = 80

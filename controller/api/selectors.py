@@ -7,6 +7,7 @@ Semantics follow the Kubernetes API reference for LabelSelector, NodeSelector an
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,16 +45,18 @@ class Toleration:
                    str(d.get("value") or ""), str(d.get("effect") or ""))
 
     def tolerates(self, taint: Taint) -> bool:
-        """The Toleration rules: empty effect matches all effects, empty key + Exists matches all."""
+        """core/v1 ToleratesTaint: an empty effect or key matches any; Equal ("" too) compares values.
+
+        Validation only allows an empty key with Exists (= tolerate everything); matching follows
+        the API's own rule for the other combinations so both agree on any object.
+        """
         if self.effect and self.effect != taint.effect:
             return False
-        if not self.key:
-            return self.operator == "Exists"
-        if self.key != taint.key:
+        if self.key and self.key != taint.key:
             return False
         if self.operator == "Exists":
             return True
-        return self.operator == "Equal" and self.value == taint.value
+        return self.operator in ("Equal", "") and self.value == taint.value
 
 
 def untolerated_taint(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
@@ -66,11 +69,16 @@ def untolerated_taint(taints: Sequence[Taint], tolerations: Sequence[Toleration]
     return None
 
 
+_INT64_RE = re.compile(r"[+-]?[0-9]+")
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def _int_or_none(s: str) -> int | None:
-    try:
-        return int(s)
-    except ValueError:
+    """A base-10 int64 as Go's strconv.ParseInt reads it (Python's int() also takes " 5", "1_0")."""
+    if not _INT64_RE.fullmatch(s):
         return None
+    n = int(s)
+    return n if _INT64_MIN <= n <= _INT64_MAX else None
 
 
 def requirement_matches(labels: Mapping[str, str], key: str, operator: str,
