@@ -32,7 +32,7 @@ from controller.core.topology.outcome import (
 )
 from controller.core.topology.request import PodSetRequest
 from controller.core.topology.tree import FlavorTopology
-from controller.core.topology.usage import Usage
+from controller.core.topology.usage import MILLI_CAP, Usage
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -68,8 +68,7 @@ def assign(topology: FlavorTopology, usage: Usage, podsets: Sequence[PodSetReque
             return placed
         per_slot, assignment = placed
         assignments.append(assignment)
-        req = np.asarray([ps.requests.get(r, 0) for r in resources], dtype=np.int64)
-        free -= per_slot[:, None] * req[None, :]
+        free -= per_slot[:, None] * _request_vector(ps.requests, resources)[None, :]
         on_nodes = pods.setdefault(ps.name, {})
         for slot in np.nonzero(per_slot)[0].tolist():
             view = topology.view(slot)
@@ -112,13 +111,18 @@ def _place_podset(topology: FlavorTopology, free: Int64Array, resources: Sequenc
     return per_slot, _slices(topology, lowest_chosen)
 
 
+def _request_vector(requests: Mapping[str, int], resources: Sequence[str]) -> Int64Array:
+    """Per-pod requests as int64. Amounts beyond MILLI_CAP (where allocatable is clamped) become
+    MILLI_CAP + 1, which no node can hold: such a request never over-commits, it just never fits."""
+    return np.asarray([min(max(requests.get(r, 0), 0), MILLI_CAP + 1) for r in resources], dtype=np.int64)
+
+
 def _node_fits(free: Int64Array, resources: Sequence[str], requests: Mapping[str, int],
                mask: CandidateMask) -> Int64Array:
     """fit[slot]: pods of this shape the node holds = min over requested resources of
     floor(free / request); 0 for non-candidates and overcommitted nodes; at most FIT_CAP."""
     fit = np.full(free.shape[0], FIT_CAP, dtype=np.int64)
-    for j, resource in enumerate(resources):
-        want = requests.get(resource, 0)
+    for j, want in enumerate(_request_vector(requests, resources).tolist()):
         if want > 0:
             np.minimum(fit, free[:, j] // want, out=fit)
     np.clip(fit, 0, FIT_CAP, out=fit)
@@ -279,7 +283,7 @@ def _with_exclusions(failure: AssignmentFailure, topology: FlavorTopology, free:
     requested = [j for j, r in enumerate(resources) if ps.requests.get(r, 0) > 0]
     short_nodes = np.nonzero(mask.mask[: free.shape[0]] & (fit == 0))[0]
     if requested and short_nodes.shape[0]:
-        want = np.asarray([ps.requests[resources[j]] for j in requested], dtype=np.int64)
+        want = _request_vector(ps.requests, resources)[requested]
         short = free[short_nodes][:, np.asarray(requested, dtype=np.int64)] < want[None, :]
         first = np.argmax(short, axis=1)
         for j, n in enumerate(np.bincount(first, minlength=len(requested)).tolist()):

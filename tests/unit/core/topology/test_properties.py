@@ -1,0 +1,126 @@
+"""Property tests: random trees and usages against a brute-force oracle (pure Python, per node)."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.api.views import NodeView, PodView
+from controller.core.topology import (
+    AssignmentSuccess,
+    FlavorTopology,
+    PodSetRequest,
+    TopologyRequest,
+    Usage,
+    assign,
+)
+from tests.builders.cluster import make_pod
+from tests.unit.core.topology.scenario import GPU, LEVELS, gpu_node
+
+
+@dataclass(frozen=True)
+class World:
+    """Hosts as (block, rack, host) paths with their node views, bound pods and oracle fits."""
+
+    nodes: list[NodeView]
+    pods: list[PodView]
+    fit: dict[str, int]
+    path: dict[str, tuple[str, str, str]]
+
+
+@st.composite
+def worlds(draw: st.DrawFn, gpus_per_pod: int) -> World:
+    nodes, pods, fit, path = [], [], {}, {}
+    for b in range(draw(st.integers(1, 3))):
+        for r in range(draw(st.integers(1, 3))):
+            for h in range(draw(st.integers(1, 3))):
+                name = f"h{b}{r}{h}"
+                alloc, used = draw(st.integers(0, 6)), draw(st.integers(0, 6))
+                ready = draw(st.booleans()) or draw(st.booleans())
+                builder = gpu_node(name, f"b{b}", f"r{b}{r}", alloc)
+                nodes.append((builder if ready else builder.not_ready()).view())
+                used = min(used, alloc)
+                if used:
+                    pods.append(make_pod(f"ds-{name}").requests({GPU: used}).on(name).view())
+                fit[name] = (alloc - used) // gpus_per_pod if ready else 0
+                path[name] = (f"b{b}", f"r{b}{r}", name)
+    return World(nodes, pods, fit, path)
+
+
+def domain_sums(world: World, level: int) -> dict[tuple[str, ...], int]:
+    sums: dict[tuple[str, ...], int] = defaultdict(int)
+    for name, n in world.fit.items():
+        sums[world.path[name][: level + 1]] += n
+    return sums
+
+
+def min_domains_to_hold(sums: dict[tuple[str, ...], int], n: int) -> int:
+    total, used = 0, 0
+    for s in sorted(sums.values(), reverse=True):
+        if total >= n:
+            break
+        total, used = total + s, used + 1
+    return used
+
+
+requests = st.sampled_from([
+    TopologyRequest("required", LEVELS[0]), TopologyRequest("required", LEVELS[1]),
+    TopologyRequest("required", LEVELS[2]), TopologyRequest("preferred", LEVELS[0]),
+    TopologyRequest("preferred", LEVELS[1]), TopologyRequest("preferred", None),
+    TopologyRequest("unconstrained", None)])
+
+
+def run(world: World, request: PodSetRequest, seed: int | None = None) -> object:
+    nodes = list(world.nodes)
+    if seed is not None:
+        random.Random(seed).shuffle(nodes)
+    topo = FlavorTopology.build("gpu", LEVELS, {}, (), nodes)
+    return assign(topo, Usage.from_pods(world.pods), [request])
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), gpus_per_pod=st.integers(1, 2), count=st.integers(1, 14), topo_request=requests,
+       seed=st.integers(0, 1000))
+def test_assignment_matches_the_oracle(data: st.DataObject, gpus_per_pod: int, count: int,
+                                       topo_request: TopologyRequest, seed: int) -> None:
+    world = data.draw(worlds(gpus_per_pod))
+    request = PodSetRequest("main", count, {GPU: 1000 * gpus_per_pod, "pods": 1000}, topo_request)
+    outcome = run(world, request)
+    level = 2 if topo_request.level is None else LEVELS.index(topo_request.level)
+    at_level = domain_sums(world, level)
+    if topo_request.mode == "required":
+        possible = max(at_level.values()) >= count
+    else:
+        possible = sum(world.fit.values()) >= count
+    # A result exists exactly when the oracle says one exists.
+    assert isinstance(outcome, AssignmentSuccess) == possible, getattr(outcome, "message", "")
+    # Shuffling the node input order does not change the result.
+    assert run(world, request, seed) == outcome
+    if not isinstance(outcome, AssignmentSuccess):
+        return
+    (assignment,) = outcome.assignments
+    placed = outcome.placement.pods["main"]
+    # No node over capacity; counts sum to the pod set count; slices agree with the nodes.
+    assert all(n <= world.fit[node] for node, n in placed.items())
+    assert sum(placed.values()) == assignment.count == count
+    assert all(s.count > 0 for s in assignment.slices)
+    keys = [tuple(s.node_labels[lv] for lv in LEVELS) for s in assignment.slices]
+    assert keys == sorted(keys)
+    assert {k[2]: s.count for k, s in zip(keys, assignment.slices, strict=True)} == dict(placed)
+    used_domains = {world.path[node][: level + 1] for node in placed}
+    fitting = {d: s for d, s in at_level.items() if s >= count}
+    if topo_request.mode == "required":
+        # Required stays inside one domain, and it is the tightest one that holds the pods.
+        (domain,) = used_domains
+        assert at_level[domain] == min(fitting.values())
+    if topo_request.mode == "preferred" and fitting:
+        # Preferred uses one domain at its level whenever one fits.
+        assert len(used_domains) == 1
+    if topo_request.mode == "preferred" and not any(s >= count for s in domain_sums(world, 0).values()):
+        # Spread over the fewest top-level domains.
+        blocks = {world.path[node][:1] for node in placed}
+        assert len(blocks) == min_domains_to_hold(domain_sums(world, 0), count)

@@ -1,0 +1,135 @@
+"""Usage: incremental pod and node updates, reservations and their conversion, clones, sharing."""
+
+from __future__ import annotations
+
+from controller.api import constants as c
+from controller.core.topology import FlavorTopology, Usage, assign
+from tests.builders.cluster import make_pod
+from tests.unit.core.topology.scenario import (
+    GPU,
+    LEVELS,
+    RACK,
+    expect_failure,
+    expect_success,
+    gpu_node,
+    make_podset,
+    slice_strings,
+)
+
+# One rack of two 4-GPU hosts:
+#
+#        b1
+#         |
+#        r1
+#      /    \
+#   h1(4)  h2(4)
+
+
+def rack() -> FlavorTopology:
+    return FlavorTopology.build("gpu", LEVELS, {}, (), [gpu_node("h1", "b1", "r1", 4).view(),
+                                                        gpu_node("h2", "b1", "r1", 4).view()])
+
+
+def fit_in_rack(topo: FlavorTopology, usage: Usage, count: int = 9) -> int:
+    """How many 1-GPU pods the rack still holds (asked for more than it can, so it fails)."""
+    return expect_failure(assign(topo, usage, [make_podset(count).require(RACK).build()])).fit
+
+
+
+def test_adding_and_removing_a_bound_pod_changes_free_capacity() -> None:
+    topo, usage = rack(), Usage()
+    pod = make_pod("p").requests({GPU: "3"}).on("h1").view()
+    usage.add_bound_pod(pod)
+    assert fit_in_rack(topo, usage) == 5
+    usage.add_bound_pod(pod)  # the same pod again replaces, never double counts
+    assert fit_in_rack(topo, usage) == 5
+    usage.remove_bound_pod(pod)
+    assert fit_in_rack(topo, usage) == 8
+
+
+def test_a_pod_turning_terminal_stops_counting() -> None:
+    usage = Usage()
+    usage.add_bound_pod(make_pod("p").requests({GPU: "3"}).on("h1").view())
+    usage.add_bound_pod(make_pod("p").requests({GPU: "3"}).on("h1", "Succeeded").view())
+    assert usage.used("h1") == {}
+
+
+def test_reservation_holds_capacity_until_released() -> None:
+    topo, usage = rack(), Usage()
+    success = expect_success(assign(topo, usage, [make_podset(3).require(RACK).build()]))
+    assert fit_in_rack(topo, usage) == 8  # assign never mutates the usage
+    usage.reserve("ns/w1", success.placement.resources)
+    assert fit_in_rack(topo, usage) == 5
+    usage.release("ns/w1")
+    assert fit_in_rack(topo, usage) == 8
+
+
+def test_binding_pods_convert_the_reservation_instead_of_counting_twice() -> None:
+    topo, usage = rack(), Usage()
+    usage.reserve("ns/w1", {"h1": {GPU: 3000, c.RESOURCE_PODS: 3000}})
+    usage.add_bound_pod(make_pod("a", "ns").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "w1")
+                        .requests({GPU: "1"}).on("h1").view())
+    usage.add_bound_pod(make_pod("b", "ns").requests({GPU: "1"}).on("h1").view(), workload_key="ns/w1")
+    assert usage.used("h1") == {GPU: 3000, c.RESOURCE_PODS: 3000}
+    assert usage.reserved("ns/w1") == {"h1": {GPU: 1000, c.RESOURCE_PODS: 1000}}
+    usage.release("ns/w1")  # the workload finished: only its still-bound pods count
+    assert usage.used("h1") == {GPU: 2000, c.RESOURCE_PODS: 2000}
+    assert fit_in_rack(topo, usage) == 6
+
+
+def test_a_pod_of_another_workload_does_not_consume_the_reservation() -> None:
+    usage = Usage()
+    usage.reserve("ns/w1", {"h1": {GPU: 2000}})
+    usage.add_bound_pod(make_pod("x", "ns").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "w2")
+                        .requests({GPU: "1"}).on("h1").view())
+    assert usage.used("h1") == {GPU: 3000, c.RESOURCE_PODS: 1000}
+
+
+def test_clones_are_independent_both_ways() -> None:
+    topo, base = rack(), Usage()
+    base.add_bound_pod(make_pod("p").requests({GPU: "1"}).on("h1").view())
+    base.reserve("ns/w", {"h2": {GPU: 1000}})
+    twin = base.clone()
+    twin.add_bound_pod(make_pod("q").requests({GPU: "2"}).on("h2").view())
+    twin.release("ns/w")
+    base.remove_bound_pod("default/p")
+    assert (fit_in_rack(topo, base), fit_in_rack(topo, twin)) == (7, 5)
+    assert base.reserved("ns/w") == {"h2": {GPU: 1000}}
+
+
+def test_removing_a_node_drops_its_usage() -> None:
+    usage = Usage()
+    usage.add_bound_pod(make_pod("p").requests({GPU: "1"}).on("h1").view())
+    usage.reserve("ns/w", {"h1": {GPU: 1000}})
+    usage.remove_node("h1")
+    assert usage.used("h1") == {}
+    assert usage.reserved("ns/w") == {}
+
+
+def test_one_usage_serves_flavors_whose_nodes_overlap() -> None:
+    # Flavor "a" sees h1 and h2; flavor "b" sees h2 and h3. A reservation made through "a" on h2
+    # is visible to "b".
+    h1, h2, h3 = (gpu_node(n, "b1", "r1", 4).view() for n in ("h1", "h2", "h3"))
+    a = FlavorTopology.build("a", LEVELS, {}, (), [h1, h2])
+    b = FlavorTopology.build("b", LEVELS, {}, (), [h3, h2])
+    usage = Usage()
+    success = expect_success(assign(a, usage, [make_podset(4).require("kubernetes.io/hostname").build()]))
+    usage.reserve("ns/w", success.placement.resources)
+    (taken,) = success.placement.pods["main"]
+    assert fit_in_rack(b, usage) == (4 if taken == "h2" else 8)
+
+
+def test_tree_patches_follow_node_changes() -> None:
+    topo, usage = rack(), Usage()
+    v0 = topo.version
+    topo.upsert_node(gpu_node("h1", "b1", "r1", 4).view())  # unchanged: a no-op
+    assert topo.version == v0
+    topo.upsert_node(gpu_node("h3", "b1", "r2", 4).view())
+    topo.upsert_node(gpu_node("h1", "b1", "r2", 4).view())  # h1 moves to r2
+    (assignment,) = expect_success(assign(topo, usage, [make_podset(8).require(RACK).build()])).assignments
+    assert slice_strings(assignment) == ["b1/r2/h1=4", "b1/r2/h3=4"]
+    topo.remove_node("h3")
+    assert fit_in_rack(topo, usage) == 4
+    topo.upsert_node(gpu_node("h4", "b1", "r1", 2).view())  # reuses h3's slot
+    assert fit_in_rack(topo, usage) == 6
+    assert topo.node_count == 3
