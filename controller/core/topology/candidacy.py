@@ -78,41 +78,68 @@ class Signature:
 
 def podset_reason(view: NodeView, signature: Signature, flavor_tolerations: Sequence[Toleration]) -> str | None:
     """Why a statically fine node cannot host pods of this signature, or None."""
-    taint = untolerated_taint(view.taints, (*signature.tolerations, *flavor_tolerations))
-    if taint is not None:
-        return taint_reason(taint)
-    if not node_matches_pod(view.name, view.labels, dict(signature.node_selector), ()):
+    if view.taints:
+        taint = untolerated_taint(view.taints, (*signature.tolerations, *flavor_tolerations))
+        if taint is not None:
+            return taint_reason(taint)
+    if signature.node_selector and not node_matches_pod(view.name, view.labels, dict(signature.node_selector), ()):
         return NODE_SELECTOR
-    if not node_matches_pod(view.name, view.labels, {}, signature.affinity_terms):
+    if signature.affinity_terms and not node_matches_pod(view.name, view.labels, {}, signature.affinity_terms):
         return NODE_AFFINITY
     return None
 
 
 class CandidateMask:
-    """`mask[slot]` is True for candidate nodes; `reasons[slot]` says why an occupied slot is not."""
+    """`mask[slot]` is True for candidate nodes; `reason_of[slot]` indexes `reasons` for the
+    occupied slots that are not (-1 otherwise), so tallies are one bincount."""
 
-    __slots__ = ("mask", "reasons", "signature")
+    __slots__ = ("_reason_index", "mask", "reason_of", "reasons", "signature")
 
     def __init__(self, signature: Signature, size: int) -> None:
         self.signature = signature
         self.mask: npt.NDArray[np.bool_] = np.zeros(size, dtype=bool)
-        self.reasons: dict[int, str] = {}
+        self.reason_of: npt.NDArray[np.int32] = np.full(size, -1, dtype=np.int32)
+        self.reasons: list[str] = []
+        self._reason_index: dict[str, int] = {}
+
+    def fill(self, views: Sequence[NodeView | None], statics: Sequence[str | None],
+             flavor_tolerations: Sequence[Toleration]) -> None:
+        """Evaluate every slot at once (first use of a signature)."""
+        reason_of = [-1] * len(views)
+        for slot, view in enumerate(views):
+            if view is None:
+                continue
+            static = statics[slot]
+            reason = static if static is not None else podset_reason(view, self.signature, flavor_tolerations)
+            if reason is not None:
+                reason_of[slot] = self._intern(reason)
+        self.reason_of = np.asarray(reason_of, dtype=np.int32)
+        occupied = np.asarray([v is not None for v in views], dtype=bool)
+        self.mask = occupied & (self.reason_of < 0)
 
     def refresh(self, slot: int, view: NodeView | None, static: str | None,
                 flavor_tolerations: Sequence[Toleration]) -> None:
         """Re-evaluate one slot after its node was added, changed or removed (view None)."""
-        if slot >= self.mask.shape[0]:
-            grown = np.zeros(max(slot + 1, 2 * self.mask.shape[0]), dtype=bool)
-            grown[: self.mask.shape[0]] = self.mask
-            self.mask = grown
-        self.reasons.pop(slot, None)
-        if view is None:
-            self.mask[slot] = False
-            return
-        reason = static if static is not None else podset_reason(view, self.signature, flavor_tolerations)
-        self.mask[slot] = reason is None
-        if reason is not None:
-            self.reasons[slot] = reason
+        size = self.mask.shape[0]
+        if slot >= size:
+            grown = max(slot + 1, 2 * size)
+            self.mask = np.concatenate([self.mask, np.zeros(grown - size, dtype=bool)])
+            self.reason_of = np.concatenate([self.reason_of, np.full(grown - size, -1, dtype=np.int32)])
+        reason = None
+        if view is not None:
+            reason = static if static is not None else podset_reason(view, self.signature, flavor_tolerations)
+        self.mask[slot] = view is not None and reason is None
+        self.reason_of[slot] = -1 if reason is None else self._intern(reason)
+
+    def _intern(self, reason: str) -> int:
+        index = self._reason_index.get(reason)
+        if index is None:
+            index = self._reason_index[reason] = len(self.reasons)
+            self.reasons.append(reason)
+        return index
 
     def tally(self) -> Counter[str]:
-        return Counter(self.reasons.values())
+        """Excluded nodes per reason."""
+        excluded = self.reason_of[self.reason_of >= 0]
+        counts = np.bincount(excluded, minlength=len(self.reasons)).tolist()
+        return Counter({self.reasons[i]: n for i, n in enumerate(counts) if n})

@@ -21,6 +21,8 @@ from controller.core.topology.usage import MILLI_CAP, NodeRegistry
 
 Int64Array = npt.NDArray[np.int64]
 DomainKey = tuple[str, ...]
+MAX_MASKS = 64
+"""Candidacy masks kept per topology (one per distinct pod-set signature, least recently used out)."""
 
 
 class LevelDomains:
@@ -190,13 +192,19 @@ class FlavorTopology:
 
     def candidates(self, signature: Signature) -> CandidateMask:
         """The candidacy mask for a pod-set signature, computed on first use and then kept current."""
-        mask = self._masks.get(signature)
+        mask = self._masks.pop(signature, None)
         if mask is None:
             mask = CandidateMask(signature, self.slots)
-            for slot, view in enumerate(self._views):
-                mask.refresh(slot, view, self._static[slot], self.flavor_tolerations)
-            self._masks[signature] = mask
+            mask.fill(self._views, self._static, self.flavor_tolerations)
+            if len(self._masks) >= MAX_MASKS:
+                # Least recently used first (dict order): every node change refreshes every mask.
+                del self._masks[next(iter(self._masks))]
+        self._masks[signature] = mask
         return mask
+
+    @property
+    def cached_masks(self) -> int:
+        return len(self._masks)
 
     def domain_of(self, level: int) -> Int64Array:
         """domain id per slot at `level` (-1: no domain), trimmed to `slots`."""

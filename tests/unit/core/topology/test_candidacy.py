@@ -138,3 +138,19 @@ def test_masks_follow_node_changes_after_first_use() -> None:
     assert expect_failure(assign(topo, Usage(), podsets)).excluded == (("not ready", 1),)
     topo.upsert_node(gpu_node("odd", "b1", "r1", 1).view())
     assert assign(topo, Usage(), podsets).ok
+
+
+def test_mask_cache_is_bounded_and_evicted_masks_are_rebuilt_correctly() -> None:
+    from controller.core.topology import FlavorTopology, Usage, assign
+    from controller.core.topology.tree import MAX_MASKS
+
+    nodes = [gpu_node("good", "b1", "r1", 1).label("zone", "a"), gpu_node("odd", "b1", "r1", 1).label("zone", "a")]
+    topo = FlavorTopology.build("gpu", ("cloud.com/block", RACK, "kubernetes.io/hostname"), {}, (),
+                                [n.view() for n in nodes])
+    first = [make_podset(2).require(RACK).selector("zone", "a").build()]
+    assert assign(topo, Usage(), first).ok
+    for i in range(MAX_MASKS):
+        assign(topo, Usage(), [make_podset(1).require(RACK).selector("zone", f"z{i}").build()])
+    assert topo.cached_masks == MAX_MASKS
+    topo.upsert_node(gpu_node("odd", "b1", "r1", 1).label("zone", "b").view())
+    assert expect_failure(assign(topo, Usage(), first)).excluded == (("node selector", 1),)

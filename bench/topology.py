@@ -1,0 +1,157 @@
+"""Benchmark of the topology engine (issue 3): build, incremental updates and assignment latency.
+
+Clusters of block > rack > host (16 hosts per rack, 8 racks per block), 8 GPUs + 64 cpu + 512Gi
+memory + 110 pods per node, about 40% of GPUs/cpu/memory taken by random bound pods. Pod sets of
+8..4096 one-GPU pods under required block, required rack, preferred rack and unconstrained.
+Run: `.venv/bin/python bench/topology.py [--quick] [--sizes 1000,10000] [--reps 30]`. Prints tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import random
+import resource
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from controller.api import constants as c
+from controller.api.views import NodeView, PodView
+from controller.core.topology import (
+    AssignmentSuccess,
+    FlavorTopology,
+    PodSetRequest,
+    TopologyRequest,
+    Usage,
+    assign,
+)
+
+BLOCK, RACK, HOST = "cloud.com/block", "cloud.com/rack", c.LABEL_HOSTNAME
+LEVELS = (BLOCK, RACK, HOST)
+GPU = "nvidia.com/gpu"
+HOSTS_PER_RACK, RACKS_PER_BLOCK = 16, 8
+GIB = 1024**3 * 1000  # milli
+
+
+def make_cluster(n: int, rng: random.Random) -> tuple[list[NodeView], list[PodView]]:
+    """n nodes and bound pods using ~40% of GPUs, cpu and memory (random per node)."""
+    nodes: list[NodeView] = []
+    pods: list[PodView] = []
+    for i in range(n):
+        rack, block = i // HOSTS_PER_RACK, i // (HOSTS_PER_RACK * RACKS_PER_BLOCK)
+        name = f"node-{i:05d}"
+        labels = {BLOCK: f"b{block:03d}", RACK: f"r{rack:04d}", HOST: name}
+        nodes.append(NodeView(name, labels, (), {GPU: 8000, "cpu": 64000, "memory": 512 * GIB,
+                                                 c.RESOURCE_PODS: 110000}, True, False))
+        used = rng.choice([0, 0, 2, 4, 4, 6, 8, 0, 2, 6])  # mean 3.2 of 8 GPUs = 40%
+        for k in range(used // 2):
+            pods.append(PodView(
+                namespace="other", name=f"{name}-p{k}", uid="", labels={}, annotations={}, node_name=name,
+                phase="Running", requests={GPU: 2000, "cpu": 12800, "memory": 100 * GIB, c.RESOURCE_PODS: 1000},
+                scheduling_gates=(), node_selector={}, tolerations=(), affinity_terms=(), owners=(),
+                deleting=False))
+    return nodes, pods
+
+
+def timed(fn: Callable[[], Any], reps: int) -> list[float]:
+    """Wall times in ms of `reps` calls (GC paused so a collection does not land in one sample)."""
+    out = []
+    gc.disable()
+    try:
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - t0) * 1000)
+    finally:
+        gc.enable()
+    return out
+
+
+def p95(samples: list[float]) -> float:
+    return float(np.percentile(samples, 95))
+
+
+MODES = {
+    "required block": TopologyRequest("required", BLOCK),
+    "required rack": TopologyRequest("required", RACK),
+    "preferred rack": TopologyRequest("preferred", RACK),
+    "unconstrained": TopologyRequest("unconstrained", None),
+}
+
+
+def bench_size(n: int, counts: list[int], reps: int, rng: random.Random) -> None:
+    nodes, pods = make_cluster(n, rng)
+    gc.collect()
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    topo = FlavorTopology.build("gpu", LEVELS, {}, (), nodes)
+    build_ms = (time.perf_counter() - t0) * 1000
+    t0 = time.perf_counter()
+    usage = Usage.from_pods(pods)
+    usage_ms = (time.perf_counter() - t0) * 1000
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    first = PodSetRequest("warm", 8, {GPU: 1000, c.RESOURCE_PODS: 1000}, MODES["required rack"])
+    t0 = time.perf_counter()
+    assign(topo, usage, [first])  # computes the candidacy mask and usage rows once
+    first_ms = (time.perf_counter() - t0) * 1000
+    clone_ms = statistics.median(timed(usage.clone, 20))
+
+    print(f"\n## {n:,} nodes ({len(pods):,} bound pods)")
+    print(f"tree build {build_ms:.1f} ms | usage from pods {usage_ms:.1f} ms | first assign (mask, rows) "
+          f"{first_ms:.1f} ms | usage clone {clone_ms:.3f} ms | traced peak (tree+usage) {peak / 2**20:.1f} MiB")
+    print(f"{'mode':<16}{'pods':>6}{'result':>8}{'median ms':>11}{'p95 ms':>9}")
+    for mode, request in MODES.items():
+        for count in counts:
+            ps = PodSetRequest("main", count, {GPU: 1000, c.RESOURCE_PODS: 1000}, request)
+            outcome = assign(topo, usage, [ps])
+            samples = timed(lambda ps=ps: assign(topo, usage, [ps]), reps)
+            result = "fit" if isinstance(outcome, AssignmentSuccess) else "unfit"
+            print(f"{mode:<16}{count:>6}{result:>8}{statistics.median(samples):>11.2f}{p95(samples):>9.2f}")
+
+    pod = pods[len(pods) // 2]
+    bound = usage.clone()
+
+    def pod_cycle() -> None:
+        bound.remove_bound_pod(pod)
+        bound.add_bound_pod(pod)
+
+    per_pod_us = statistics.median(timed(pod_cycle, 2000)) * 1000 / 2
+    victim = nodes[len(nodes) // 2]
+    moved = NodeView(victim.name, {**victim.labels, RACK: "r-moved"}, (), victim.allocatable, True, False)
+    flip = [moved, victim]
+
+    def node_change() -> None:
+        topo.upsert_node(flip[0])
+        flip.reverse()
+
+    per_node_us = statistics.median(timed(node_change, 200)) * 1000
+    print(f"incremental: bound pod add/remove {per_pod_us:.1f} us per update | node change "
+          f"{per_node_us:.1f} us per update")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small smoke run (1,000 nodes, few reps)")
+    parser.add_argument("--sizes", default="1000,10000,50000")
+    parser.add_argument("--reps", type=int, default=30)
+    args = parser.parse_args()
+    sizes = [1000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    counts = [8, 64] if args.quick else [8, 64, 512, 4096]
+    reps = 3 if args.quick else args.reps
+    print(f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}, "
+          f"numpy {np.__version__}")
+    rng = random.Random(42)
+    for n in sizes:
+        bench_size(n, counts, reps, rng)
+    print(f"\npeak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
