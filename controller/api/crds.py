@@ -58,7 +58,8 @@ class KindSpec:
     served_versions: tuple[str, ...]
     storage_version: str
     columns: tuple[PrinterColumn, ...]
-    has_status: bool = True
+    has_status: bool
+    description: str
 
     @property
     def crd_name(self) -> str:
@@ -70,53 +71,59 @@ class KindSpec:
         return f"{c.GROUP}_{self.plural}.yaml"
 
 
-AGE: Final = PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time this object was created")
+AGE: Final = PrinterColumn("Age", "date", ".metadata.creationTimestamp", "When the object was created")
+_PENDING: Final = PrinterColumn("Pending Workloads", "integer", ".status.pendingWorkloads",
+                                "Workloads waiting for quota")
+_ADMITTED: Final = PrinterColumn("Admitted Workloads", "integer", ".status.admittedWorkloads",
+                                 "Admitted Workloads that are still running")
+
+
+def _condition_column(name: str, condition: str, description: str) -> PrinterColumn:
+    return PrinterColumn(name, "string", f'.status.conditions[?(@.type=="{condition}")].status', description)
+
+
+V1BETA1_ONLY: Final = (c.VERSION_V1BETA1,)
 
 KINDS: Final[tuple[KindSpec, ...]] = (
-    KindSpec(c.KIND_TOPOLOGY, c.PLURAL_TOPOLOGIES, "topo", False, Topology,
-             (c.VERSION_V1ALPHA1, c.VERSION_V1BETA1), c.VERSION_V1BETA1, (AGE,), has_status=False),
-    KindSpec(c.KIND_RESOURCE_FLAVOR, c.PLURAL_RESOURCE_FLAVORS, "rf", False, ResourceFlavor,
-             (c.VERSION_V1BETA1,), c.VERSION_V1BETA1, (AGE,), has_status=False),
-    KindSpec(c.KIND_CLUSTER_QUEUE, c.PLURAL_CLUSTER_QUEUES, "cq", False, ClusterQueue,
-             (c.VERSION_V1BETA1,), c.VERSION_V1BETA1, (
-                 PrinterColumn("Cohort", "string", ".spec.cohort", "Cohort that this ClusterQueue belongs to"),
+    KindSpec(c.KIND_TOPOLOGY, c.PLURAL_TOPOLOGIES, "topo", namespaced=False, model=Topology,
+             served_versions=(c.VERSION_V1ALPHA1, c.VERSION_V1BETA1), storage_version=c.VERSION_V1BETA1,
+             columns=(AGE,), has_status=False,
+             description="Topology lists the node labels of a topology's levels, widest first."),
+    KindSpec(c.KIND_RESOURCE_FLAVOR, c.PLURAL_RESOURCE_FLAVORS, "rf", namespaced=False, model=ResourceFlavor,
+             served_versions=V1BETA1_ONLY, storage_version=c.VERSION_V1BETA1, columns=(AGE,),
+             has_status=False,
+             description="ResourceFlavor describes a kind of node: its labels, taints and topology."),
+    KindSpec(c.KIND_CLUSTER_QUEUE, c.PLURAL_CLUSTER_QUEUES, "cq", namespaced=False, model=ClusterQueue,
+             served_versions=V1BETA1_ONLY, storage_version=c.VERSION_V1BETA1, columns=(
+                 PrinterColumn("Cohort", "string", ".spec.cohort", "Cohort the queue borrows and lends in"),
                  PrinterColumn("Strategy", "string", ".spec.queueingStrategy",
-                               "The queueing strategy used to prioritize workloads", priority=1),
-                 PrinterColumn("Pending Workloads", "integer", ".status.pendingWorkloads",
-                               "Number of pending workloads"),
-                 PrinterColumn("Admitted Workloads", "integer", ".status.admittedWorkloads",
-                               "Number of admitted workloads that haven't finished yet"),
-             )),
-    KindSpec(c.KIND_LOCAL_QUEUE, c.PLURAL_LOCAL_QUEUES, "lq", True, LocalQueue,
-             (c.VERSION_V1BETA1,), c.VERSION_V1BETA1, (
+                               "Order in which pending Workloads are tried", priority=1),
+                 _PENDING, _ADMITTED), has_status=True,
+             description="ClusterQueue holds quota per flavor and admits Workloads against it."),
+    KindSpec(c.KIND_LOCAL_QUEUE, c.PLURAL_LOCAL_QUEUES, "lq", namespaced=True, model=LocalQueue,
+             served_versions=V1BETA1_ONLY, storage_version=c.VERSION_V1BETA1, columns=(
                  PrinterColumn("ClusterQueue", "string", ".spec.clusterQueue",
-                               "Backing ClusterQueue"),
-                 PrinterColumn("Pending Workloads", "integer", ".status.pendingWorkloads",
-                               "Number of pending workloads"),
-                 PrinterColumn("Admitted Workloads", "integer", ".status.admittedWorkloads",
-                               "Number of admitted workloads that haven't finished yet"),
-             )),
-    KindSpec(c.KIND_WORKLOAD, c.PLURAL_WORKLOADS, "wl", True, Workload,
-             (c.VERSION_V1BETA1,), c.VERSION_V1BETA1, (
-                 PrinterColumn("Queue", "string", ".spec.queueName", "Name of the queue this workload was submitted to"),
+                               "ClusterQueue this queue feeds"),
+                 _PENDING, _ADMITTED), has_status=True,
+             description="LocalQueue lets a namespace submit Workloads to a ClusterQueue."),
+    KindSpec(c.KIND_WORKLOAD, c.PLURAL_WORKLOADS, "wl", namespaced=True, model=Workload,
+             served_versions=V1BETA1_ONLY, storage_version=c.VERSION_V1BETA1, columns=(
+                 PrinterColumn("Queue", "string", ".spec.queueName",
+                               "LocalQueue the Workload was submitted to"),
                  PrinterColumn("Reserved in", "string", ".status.admission.clusterQueue",
-                               "Name of the ClusterQueue where the workload is reserving quota"),
-                 PrinterColumn("Admitted", "string", f'.status.conditions[?(@.type=="{c.CONDITION_ADMITTED}")].status',
-                               "Admission status"),
-                 PrinterColumn("Finished", "string", f'.status.conditions[?(@.type=="{c.CONDITION_FINISHED}")].status',
-                               "Workload finished"),
-                 AGE,
-             )),
+                               "ClusterQueue holding quota for the Workload"),
+                 _condition_column("Admitted", c.CONDITION_ADMITTED, "Whether the Workload is admitted"),
+                 _condition_column("Finished", c.CONDITION_FINISHED, "Whether the Workload has finished"),
+                 AGE), has_status=True,
+             description="Workload is one Job's request for quota and where it was admitted."),
 )
 
 # Lists that server-side apply should merge by key rather than replace whole (metav1 conventions).
 _LIST_MAP_KEYS: Final = {"conditions": ("type",), "podSets": ("name",)}
 
 _ENVELOPE: Final[Schema] = {
-    "apiVersion": {"description": "APIVersion defines the versioned schema of this representation of an object.",
-                   "type": "string"},
-    "kind": {"description": "Kind is a string value representing the REST resource this object represents.",
-             "type": "string"},
+    "apiVersion": {"description": "Group and version of the object's schema.", "type": "string"},
+    "kind": {"description": "The object's kind, in CamelCase.", "type": "string"},
     "metadata": {"type": "object"},
 }
 
@@ -210,7 +217,7 @@ def _sorted(node: Schema) -> Schema:
 # Phase 3: the kind's object schema with Kubernetes' envelope and the CRD around it.
 
 
-def openapi_schema(model: type[KubeObject]) -> Schema:
+def openapi_schema(model: type[KubeObject], description: str = "") -> Schema:
     """The structural openAPIV3Schema of one kind: envelope fields fixed, spec/status from the model."""
     raw = model.model_json_schema(by_alias=True, mode="validation")
     tree = _structural(_inline_refs(raw, raw.get("$defs", {})))
@@ -218,6 +225,8 @@ def openapi_schema(model: type[KubeObject]) -> Schema:
     props.update(_ENVELOPE)
     tree["properties"] = _sorted(props)
     tree["type"] = "object"
+    if description:
+        tree["description"] = description
     if tree.get("required"):
         tree["required"] = sorted(tree["required"])
     return _sorted(tree)
@@ -238,7 +247,7 @@ def _version(spec: KindSpec, name: str, schema: Schema) -> dict[str, Any]:
 
 def crd(spec: KindSpec) -> dict[str, Any]:
     """The full CustomResourceDefinition of one kind."""
-    schema = openapi_schema(spec.model)
+    schema = openapi_schema(spec.model, spec.description)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -281,8 +290,9 @@ def render_yaml(obj: Mapping[str, Any]) -> str:
 
 
 def _to_json_schema(node: Any, reject_unknown: bool) -> Any:
-    """OpenAPI v3 node -> JSON Schema node: nullable becomes a null alternative, int-or-string
-    becomes integer|string, and (when asked) objects with listed properties refuse other fields.
+    """OpenAPI v3 node -> JSON Schema node: nullable admits null, int-or-string becomes
+    integer|string, boolean exclusive bounds become numeric ones, and (when asked) objects with
+    listed properties refuse other fields.
     """
     if not isinstance(node, dict):
         return node
@@ -296,8 +306,13 @@ def _to_json_schema(node: Any, reject_unknown: bool) -> Any:
             out[key] = _to_json_schema(value, reject_unknown)
         elif key in ("anyOf", "allOf", "oneOf"):
             out[key] = [_to_json_schema(v, reject_unknown) for v in value]
+        elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
+            continue  # OpenAPI 3.0's boolean form; turned into the numeric form below
         else:
             out[key] = value
+    for bound, flag in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+        if node.get(flag) is True and bound in out:
+            out[flag] = out.pop(bound)
     if node.get(INT_OR_STRING) and "anyOf" not in out and "allOf" not in out:
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
     if reject_unknown and "properties" in out and "additionalProperties" not in out \

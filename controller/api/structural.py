@@ -74,7 +74,8 @@ def check_crd(crd: Mapping[str, Any]) -> list[Violation]:
         schema = ((version.get("schema") or {}).get("openAPIV3Schema"))
         path = f"spec.versions[{i}].schema.openAPIV3Schema"
         if schema is None:
-            out.append(Violation(path, Rule.TYPE_REQUIRED, "must be specified: a structural schema is required"))
+            out.append(Violation(path, Rule.TYPE_REQUIRED,
+                                 "must be specified: a structural schema is required"))
         else:
             out.extend(check_schema(schema, path))
     return out
@@ -94,7 +95,8 @@ def check_schema(schema: Mapping[str, Any], path: str = "openAPIV3Schema") -> li
 def _check_root(schema: Mapping[str, Any], path: str) -> Iterator[Violation]:
     """The root is a resource: `type: object`, properties rather than additionalProperties."""
     if schema.get("type") != "object":
-        yield Violation(f"{path}.type", Rule.ROOT_NOT_OBJECT, "must be object at the root of a resource schema")
+        yield Violation(f"{path}.type", Rule.ROOT_NOT_OBJECT,
+                        "must be object at the root of a resource schema")
     if "additionalProperties" in schema:
         yield Violation(f"{path}.additionalProperties", Rule.ROOT_ADDITIONAL,
                         "must not be used at the root of a resource schema")
@@ -140,12 +142,14 @@ def _check_keywords(node: Mapping[str, Any], path: str) -> Iterator[Violation]:
     """Keywords apiextensions/v1 refuses, and combinations that make pruning ambiguous."""
     for key in FORBIDDEN_KEYWORDS:
         if key in node:
-            yield Violation(f"{path}.{key}", Rule.FORBIDDEN_KEYWORD, f"{key!r} is not allowed in a CRD schema")
+            yield Violation(f"{path}.{key}", Rule.FORBIDDEN_KEYWORD,
+                            f"{key!r} is not allowed in a CRD schema")
     if node.get("uniqueItems") is True:
         yield Violation(f"{path}.uniqueItems", Rule.FORBIDDEN_KEYWORD,
                         "must not be true (its runtime cost is quadratic); use x-kubernetes-list-type: set")
     if isinstance(node.get("items"), list):
-        yield Violation(f"{path}.items", Rule.FORBIDDEN_KEYWORD, "must be a single schema, not a list of schemas")
+        yield Violation(f"{path}.items", Rule.FORBIDDEN_KEYWORD,
+                        "must be a single schema, not a list of schemas")
     additional = node.get("additionalProperties")
     if additional is not None and node.get("properties"):
         yield Violation(f"{path}.additionalProperties", Rule.PROPERTIES_AND_ADDITIONAL,
@@ -225,16 +229,19 @@ def _check_list_type(node: Mapping[str, Any], path: str) -> Iterator[Violation]:
     if items.get("type") != "object":
         yield Violation(f"{path}.items.type", Rule.LIST_TYPE, "items of a map list must be objects")
     if not keys:
-        yield Violation(f"{path}.{LIST_MAP_KEYS}", Rule.LIST_TYPE, f"must not be empty when {LIST_TYPE} is map")
+        yield Violation(f"{path}.{LIST_MAP_KEYS}", Rule.LIST_TYPE,
+                        f"must not be empty when {LIST_TYPE} is map")
         return
     props = items.get("properties") or {}
     required = set(items.get("required") or ())
     for i, key in enumerate(keys):
         prop = props.get(key)
         if not isinstance(prop, Mapping):
-            yield Violation(f"{path}.{LIST_MAP_KEYS}[{i}]", Rule.LIST_TYPE, f"{key!r} is not a property of the items")
+            yield Violation(f"{path}.{LIST_MAP_KEYS}[{i}]", Rule.LIST_TYPE,
+                            f"{key!r} is not a property of the items")
         elif prop.get("type") in ("object", "array"):
-            yield Violation(f"{path}.{LIST_MAP_KEYS}[{i}]", Rule.LIST_TYPE, f"{key!r} must be a scalar property")
+            yield Violation(f"{path}.{LIST_MAP_KEYS}[{i}]", Rule.LIST_TYPE,
+                            f"{key!r} must be a scalar property")
         elif key not in required and "default" not in prop:
             yield Violation(f"{path}.{LIST_MAP_KEYS}[{i}]", Rule.LIST_TYPE,
                             f"{key!r} must be required or have a default")
@@ -327,7 +334,8 @@ def _check_metadata(node: Mapping[str, Any], path: str) -> Iterator[Violation]:
     for name, sub in (node.get("properties") or {}).items():
         sub_path = f"{path}.properties[{name}]"
         if name not in METADATA_FIELDS:
-            yield Violation(sub_path, Rule.METADATA, "must not be specified: only name and generateName may be")
+            yield Violation(sub_path, Rule.METADATA,
+                            "must not be specified: only name and generateName may be")
             continue
         if not isinstance(sub, Mapping):
             continue

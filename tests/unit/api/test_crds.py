@@ -232,3 +232,44 @@ def test_schema_rejects_what_kueue_rejects(case: RejectCase) -> None:
 def test_json_schema_refuses_an_unserved_version() -> None:
     with pytest.raises(KeyError, match="v1alpha1"):
         crd_json_schema(CRDS[kind_spec(c.KIND_WORKLOAD).file_name], c.VERSION_V1ALPHA1)
+
+
+# -- the OpenAPI -> JSON Schema converter on its own -------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConvertCase:
+    name: str
+    node: dict[str, Any]
+    value: Any
+    want_valid: bool
+
+
+CONVERT_CASES = [
+    ConvertCase("nullable string accepts null", {"type": "string", "nullable": True}, None, True),
+    ConvertCase("a string without nullable refuses null", {"type": "string"}, None, False),
+    ConvertCase("nullable enum accepts null", {"type": "string", "enum": ["A"], "nullable": True}, None, True),
+    ConvertCase("nullable enum still refuses other strings",
+                {"type": "string", "enum": ["A"], "nullable": True}, "B", False),
+    ConvertCase("int-or-string without anyOf accepts an integer", {"x-kubernetes-int-or-string": True}, 3, True),
+    ConvertCase("int-or-string refuses a list", {"x-kubernetes-int-or-string": True}, [3], False),
+    ConvertCase("exclusive minimum refuses the bound itself",
+                {"type": "integer", "minimum": 0, "exclusiveMinimum": True}, 0, False),
+    ConvertCase("exclusive minimum accepts above the bound",
+                {"type": "integer", "minimum": 0, "exclusiveMinimum": True}, 1, True),
+    ConvertCase("inclusive maximum accepts the bound",
+                {"type": "integer", "maximum": 5, "exclusiveMaximum": False}, 5, True),
+    ConvertCase("a preserved object keeps unknown fields even when rejecting unknowns",
+                {"type": "object", "properties": {"a": {"type": "string"}},
+                 "x-kubernetes-preserve-unknown-fields": True}, {"b": 1}, True),
+    ConvertCase("a listed object refuses unknown fields",
+                {"type": "object", "properties": {"a": {"type": "string"}}}, {"b": 1}, False),
+]
+
+
+@pytest.mark.parametrize("case", CONVERT_CASES, ids=lambda case: case.name)
+def test_crd_json_schema_converts_openapi_keywords(case: ConvertCase) -> None:
+    crd = {"metadata": {"name": "things.example.com"}, "spec": {"versions": [
+        {"name": "v1", "schema": {"openAPIV3Schema": {"type": "object", "properties": {"f": case.node}}}}]}}
+    validator = jsonschema.Draft202012Validator(crd_json_schema(crd, "v1", reject_unknown=True))
+    assert validator.is_valid({"f": case.value}) == case.want_valid
