@@ -1,0 +1,694 @@
+"""The request pipeline: what kube-apiserver does between decoding a request and writing to storage.
+
+`ApiServer` is the in-process API (async create/get/list/update/patch/delete/watch) used by the
+HTTP layer (`devcluster.serving`) and directly by simulated components in the same event loop.
+Every write goes: fault hooks -> decode/default -> mutating admission -> validation ->
+validating admission -> storage, then the garbage collector and finalizer bookkeeping.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from devcluster import builtins, crds, schema
+from devcluster.errors import (
+    CAUSE_FORBIDDEN,
+    FORBIDDEN,
+    ApiError,
+    Cause,
+    already_exists,
+    bad_request,
+    conflict,
+    field_error,
+    gone,
+    invalid,
+    not_found,
+)
+from devcluster.patching import PatchError, clone, json_patch, merge_patch, strategic_merge_patch
+from devcluster.resources import ResourceRegistry, ResourceType
+from devcluster.selecting import (
+    FieldRequirement,
+    Requirement,
+    SelectorError,
+    fields_match,
+    labels_match,
+    parse_field_selector,
+    parse_label_selector,
+)
+from devcluster.store import StorageKey, Store, object_key
+from devcluster.watching import Watch
+
+Clock = Callable[[], datetime]
+
+PATCH_JSON = "application/json-patch+json"
+PATCH_MERGE = "application/merge-patch+json"
+PATCH_STRATEGIC = "application/strategic-merge-patch+json"
+PATCH_APPLY = "application/apply-patch+yaml"
+
+FINALIZER_FOREGROUND = "foregroundDeletion"
+FINALIZER_ORPHAN = "orphan"
+POLICY_BACKGROUND = "Background"
+POLICY_FOREGROUND = "Foreground"
+POLICY_ORPHAN = "Orphan"
+
+# The server-owned metadata fields a client write cannot change.
+_SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation",
+                "resourceVersion", "name", "namespace")
+# Kinds whose create ignores a client-supplied status (their registry strategy resets it).
+_STATUS_RESET_ON_CREATE = frozenset({("", "Pod"), ("batch", "Job"), ("", "Service")})
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def timestamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """What a request is about to do; fault hooks see it before any state changes."""
+
+    verb: str  # create, get, list, update, patch, delete, watch
+    resource: ResourceType
+    namespace: str
+    name: str = ""
+    subresource: str = ""
+    dry_run: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionRequest:
+    """The admission.k8s.io AdmissionRequest essentials, for mutating/validating hooks."""
+
+    operation: str  # CREATE, UPDATE, DELETE
+    resource: ResourceType
+    subresource: str
+    namespace: str
+    name: str
+    object: dict[str, Any] | None
+    old_object: dict[str, Any] | None
+    dry_run: bool
+    uid: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+
+# Hook signatures (issue 6 plugs the webhook chain and fault injection in here). A mutating hook
+# returns the (possibly changed) object or an ApiError to deny; a validating hook returns an
+# ApiError to deny or None; a fault hook returns an ApiError to fail the request before any change.
+MutatingHook = Callable[[AdmissionRequest], Awaitable[dict[str, Any] | ApiError]]
+ValidatingHook = Callable[[AdmissionRequest], Awaitable[ApiError | None]]
+FaultHook = Callable[[RequestInfo], Awaitable[ApiError | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ListOptions:
+    label_selector: str = ""
+    field_selector: str = ""
+    limit: int = 0
+    continue_token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Filter:
+    namespace: str | None
+    labels: tuple[Requirement, ...]
+    fields: tuple[FieldRequirement, ...]
+
+    def matches(self, obj: Mapping[str, Any]) -> bool:
+        meta = obj.get("metadata") or {}
+        if self.namespace is not None and meta.get("namespace", "") != self.namespace:
+            return False
+        if self.labels and not labels_match(self.labels, meta.get("labels") or {}):
+            return False
+        return not self.fields or fields_match(self.fields, obj)
+
+
+class ApiServer:
+    """The emulated kube-apiserver's logic: registry + storage + admission + GC, no HTTP."""
+
+    def __init__(self, now: Clock = utc_now, history_limit: int = 20_000,
+                 uid_factory: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
+        self.registry = ResourceRegistry.with_builtins()
+        self.store = Store(history_limit)
+        self.now = now
+        self.new_uid = uid_factory
+        self.mutating_hooks: list[MutatingHook] = []
+        self.validating_hooks: list[ValidatingHook] = []
+        self.fault_hooks: list[FaultHook] = []
+        self._name_counter = 0
+        for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            self._bootstrap("", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    # ---------------------------------------------------------------- lookups
+
+    def resource(self, api_version: str, plural: str) -> ResourceType:
+        """The served resource for `apiVersion` + plural (`v1`/`pods`, `batch/v1`/`jobs`), or 404."""
+        group, _, version = api_version.rpartition("/")
+        r = self.registry.get(group, version, plural)
+        if r is None:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({plural})")
+        return r
+
+    def resource_for_kind(self, api_version: str, kind: str) -> ResourceType:
+        r = self.registry.by_kind(api_version, kind)
+        if r is None:
+            raise ApiError(404, "NotFound", f'no matches for kind "{kind}" in version "{api_version}"')
+        return r
+
+    def _present(self, r: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """The object as served at r's version (versions share storage; no conversion needed)."""
+        if obj.get("apiVersion") == r.group_version and obj.get("kind") == r.kind:
+            return obj
+        return {**obj, "apiVersion": r.group_version, "kind": r.kind}
+
+    def _out(self, r: ResourceType, obj: dict[str, Any], copy: bool) -> dict[str, Any]:
+        presented = self._present(r, obj)
+        return clone(presented) if copy else presented
+
+    def _current(self, r: ResourceType, namespace: str, name: str) -> dict[str, Any]:
+        obj = self.store.get(r.storage_key, (namespace if r.namespaced else "", name))
+        if obj is None:
+            raise not_found(r.plural, r.group, name)
+        return obj
+
+    async def _faults(self, info: RequestInfo) -> None:
+        for hook in list(self.fault_hooks):
+            error = await hook(info)
+            if error is not None:
+                raise error
+
+    # ---------------------------------------------------------------- reads
+
+    async def get(self, r: ResourceType, namespace: str, name: str, *, copy: bool = True) -> dict[str, Any]:
+        await self._faults(RequestInfo("get", r, namespace, name))
+        return self._out(r, self._current(r, namespace, name), copy)
+
+    def _filter(self, r: ResourceType, namespace: str | None, opts: ListOptions) -> _Filter:
+        allowed = ("metadata.name", "metadata.namespace", *r.selectable_fields)
+        try:
+            labels = parse_label_selector(opts.label_selector)
+            fields = parse_field_selector(opts.field_selector, allowed)
+        except SelectorError as e:
+            raise bad_request(str(e)) from None
+        return _Filter(namespace if r.namespaced and namespace else None, labels, fields)
+
+    async def list_objects(self, r: ResourceType, namespace: str | None = None, opts: ListOptions | None = None,
+                   *, copy: bool = True) -> dict[str, Any]:
+        """A `<Kind>List` sorted by namespace/name, one page when `limit` is set."""
+        opts = opts or ListOptions()
+        await self._faults(RequestInfo("list", r, namespace or ""))
+        flt = self._filter(r, namespace, opts)
+        list_revision, start = self.store.revision, ("", "")
+        if opts.continue_token:
+            list_revision, start = self._decode_continue(r, opts.continue_token)
+        source = self.store.items(r.storage_key, flt.namespace)
+        matching = sorted((o for o in source if flt.matches(o)), key=object_key)
+        if opts.continue_token:
+            matching = [o for o in matching if object_key(o) > start]
+        meta: dict[str, Any] = {"resourceVersion": str(list_revision)}
+        if opts.limit and len(matching) > opts.limit:
+            rest = len(matching) - opts.limit
+            matching = matching[:opts.limit]
+            meta["continue"] = self._encode_continue(list_revision, object_key(matching[-1]))
+            meta["remainingItemCount"] = rest
+        items = [self._out(r, o, copy) for o in matching]
+        return {"kind": r.list_kind, "apiVersion": r.group_version, "metadata": meta, "items": items}
+
+    @staticmethod
+    def _encode_continue(revision: int, last: tuple[str, str]) -> str:
+        raw = json.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": list(last)})
+        return base64.urlsafe_b64encode(raw.encode()).decode()
+
+    def _decode_continue(self, r: ResourceType, token: str) -> tuple[int, tuple[str, str]]:
+        try:
+            data = json.loads(base64.urlsafe_b64decode(token.encode()))
+            revision, start = int(data["rv"]), (str(data["start"][0]), str(data["start"][1]))
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise bad_request("continue key is not valid: invalid continue token") from None
+        if revision < self.store.oldest_revision(r.storage_key):
+            raise gone("The provided continue parameter is too old to display a consistent list result. "
+                       "You can start a new list without the continue parameter.")
+        return revision, start
+
+    def watch(self, r: ResourceType, namespace: str | None = None, *, resource_version: str = "",
+              label_selector: str = "", field_selector: str = "") -> Watch:
+        """A watch from `resource_version` ("" or "0": synthetic ADDED events for current objects)."""
+        flt = self._filter(r, namespace, ListOptions(label_selector, field_selector))
+        watch = Watch(lambda obj: self._present(r, obj), flt.matches)
+        if resource_version in ("", "0"):
+            current = sorted((o for o in self.store.items(r.storage_key, flt.namespace) if flt.matches(o)),
+                             key=object_key)
+            watch.start_with_objects(current)
+            watch.attach(self.store, r.storage_key)
+        else:
+            try:
+                since = int(resource_version)
+            except ValueError:
+                raise bad_request(f"invalid resource version: {resource_version!r}") from None
+            watch.start_from_history(self.store, r.storage_key, since)
+        return watch
+
+    # ---------------------------------------------------------------- create
+
+    async def create(self, r: ResourceType, namespace: str, body: Mapping[str, Any], *, dry_run: bool = False,
+                     copy: bool = True) -> dict[str, Any]:
+        """POST: 201 semantics; raises ApiError 409 AlreadyExists / 422 Invalid / 404 namespace."""
+        namespace = namespace if r.namespaced else ""
+        obj = self._decode(r, namespace, body)
+        await self._faults(RequestInfo("create", r, namespace, obj["metadata"].get("name", ""), "", dry_run))
+        self._check_namespace(r, namespace)
+        self._prepare_create(r, obj)
+        obj = await self._admit("CREATE", r, "", obj, None, dry_run)
+        causes = builtins.name_causes(r, obj["metadata"].get("name", "")) + self._validate(r, obj, None)
+        if causes:
+            raise invalid(r.kind, r.group, obj["metadata"].get("name", ""), causes)
+        await self._validate_admission("CREATE", r, "", obj, None, dry_run)
+        if self.store.get(r.storage_key, object_key(obj)) is not None:
+            raise already_exists(r.plural, r.group, obj["metadata"]["name"])
+        if dry_run:
+            return self._out(r, obj, copy)
+        stored = self.store.put(r.storage_key, obj)
+        self._after_create(r, stored)
+        return self._out(r, stored, copy)
+
+    def _decode(self, r: ResourceType, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        if not isinstance(body, Mapping):
+            raise bad_request("the body of the request was in an unknown format")
+        obj = clone(dict(body))
+        if obj.get("apiVersion", r.group_version) != r.group_version or obj.get("kind", r.kind) != r.kind:
+            raise bad_request(f"the API version in the data ({obj.get('apiVersion')}) does not match the "
+                              f"expected API version ({r.group_version})")
+        obj["apiVersion"], obj["kind"] = r.group_version, r.kind
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            meta = obj["metadata"] = {}
+        body_ns = meta.get("namespace")
+        if r.namespaced:
+            if body_ns and namespace and body_ns != namespace:
+                raise bad_request("the namespace of the provided object does not match the namespace sent "
+                                  "on the request")
+            meta["namespace"] = namespace or body_ns or ""
+        else:
+            meta.pop("namespace", None)
+        return obj
+
+    def _check_namespace(self, r: ResourceType, namespace: str) -> None:
+        if not r.namespaced:
+            return
+        ns = self.store.get(("", "namespaces"), ("", namespace))
+        if ns is None:
+            raise not_found("namespaces", "", namespace)
+        if ns["metadata"].get("deletionTimestamp"):
+            raise ApiError(403, FORBIDDEN, f"{r.plural} \"\" is forbidden: unable to create new content in "
+                           f"namespace {namespace} because it is being terminated", kind=r.plural, group=r.group)
+
+    def _prepare_create(self, r: ResourceType, obj: dict[str, Any]) -> None:
+        """Server-set metadata, generateName, status reset and defaults (the strategy's PrepareForCreate)."""
+        meta = obj["metadata"]
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = self._generate_name(r, meta["namespace"] if r.namespaced else "", meta["generateName"])
+        for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
+            meta.pop(key, None)
+        meta["uid"] = self.new_uid()
+        meta["creationTimestamp"] = timestamp(self.now())
+        meta["generation"] = 1
+        if (r.has_status and r.custom) or (r.group, r.kind) in _STATUS_RESET_ON_CREATE:
+            obj.pop("status", None)
+        builtins.apply_defaults(r, obj)
+        if r.schema is not None:
+            pruned = schema.prune_and_default(obj, r.schema)
+            obj.clear()
+            obj.update(pruned)
+        if r.storage_key == crds.CRD_KEY:
+            obj["status"] = crds.initial_status(obj)
+
+    def _generate_name(self, r: ResourceType, namespace: str, prefix: str) -> str:
+        alphabet = "bcdfghjklmnpqrstvwxz2456789"
+        for _ in range(100):
+            self._name_counter += 1
+            n = uuid.uuid5(uuid.NAMESPACE_OID, f"{prefix}{self._name_counter}{self.store.revision}").int
+            suffix = "".join(alphabet[(n >> (5 * i)) % len(alphabet)] for i in range(5))
+            name = f"{prefix[:58]}{suffix}"
+            if self.store.get(r.storage_key, (namespace, name)) is None:
+                return name
+        raise ApiError(500, "InternalError", "could not generate a unique name")
+
+    def _validate(self, r: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
+        causes = builtins.validate_create(r, obj) if old is None else builtins.validate_update(r, old, obj)
+        if r.schema is not None:
+            causes += schema.validate(obj, r.schema)
+        if r.storage_key == crds.CRD_KEY:
+            causes += crds.validate(obj)
+        if old is not None:
+            causes += _finalizer_causes(old, obj)
+        return causes
+
+    async def _admit(self, op: str, r: ResourceType, sub: str, obj: dict[str, Any],
+                     old: dict[str, Any] | None, dry_run: bool) -> dict[str, Any]:
+        """Mutating admission (the webhook chain of issue 6 plugs in via `mutating_hooks`)."""
+        for hook in list(self.mutating_hooks):
+            meta = obj["metadata"]
+            result = await hook(AdmissionRequest(op, r, sub, meta.get("namespace", ""), meta.get("name", ""),
+                                                 obj, old, dry_run))
+            if isinstance(result, ApiError):
+                raise result
+            obj = result
+        return obj
+
+    async def _validate_admission(self, op: str, r: ResourceType, sub: str, obj: dict[str, Any] | None,
+                                  old: dict[str, Any] | None, dry_run: bool) -> None:
+        for hook in list(self.validating_hooks):
+            meta = (obj or old or {}).get("metadata") or {}
+            error = await hook(AdmissionRequest(op, r, sub, meta.get("namespace", ""), meta.get("name", ""),
+                                                obj, old, dry_run))
+            if error is not None:
+                raise error
+
+    def _after_create(self, r: ResourceType, obj: dict[str, Any]) -> None:
+        if r.storage_key == crds.CRD_KEY:
+            crds.register(self.registry, obj)
+
+    def _bootstrap(self, group: str, plural: str, body: dict[str, Any]) -> None:
+        r = self.registry.storage_resource(group, plural)
+        assert r is not None
+        obj = self._decode(r, "", body)
+        self._prepare_create(r, obj)
+        self.store.put(r.storage_key, obj)
+
+    # ---------------------------------------------------------------- update / patch
+
+    async def update(self, r: ResourceType, namespace: str, name: str, body: Mapping[str, Any], *,
+                     subresource: str = "", dry_run: bool = False, copy: bool = True) -> dict[str, Any]:
+        """PUT on the object or its status subresource; 409 on a stale metadata.resourceVersion."""
+        namespace = namespace if r.namespaced else ""
+        await self._faults(RequestInfo("update", r, namespace, name, subresource, dry_run))
+        new = self._decode(r, namespace, body)
+        if new["metadata"].get("name", name) != name:
+            raise bad_request("the name of the object does not match the name on the URL")
+        new["metadata"]["name"] = name
+        old = self._current(r, namespace, name)
+        return await self._write_update(r, old, new, subresource, dry_run, copy)
+
+    async def patch(self, r: ResourceType, namespace: str, name: str, patch_type: str, patch: Any, *,
+                    subresource: str = "", dry_run: bool = False, copy: bool = True) -> dict[str, Any]:
+        """PATCH by content type: JSON patch, JSON merge, strategic merge (built-in kinds only)."""
+        namespace = namespace if r.namespaced else ""
+        await self._faults(RequestInfo("patch", r, namespace, name, subresource, dry_run))
+        old = self._current(r, namespace, name)
+        presented = self._present(r, old)
+        try:
+            if patch_type == PATCH_JSON:
+                patched = json_patch(presented, patch)
+            elif patch_type == PATCH_MERGE:
+                patched = merge_patch(presented, patch)
+            elif patch_type == PATCH_STRATEGIC:
+                if r.custom:
+                    raise ApiError(415, "UnsupportedMediaType",
+                                   f"the body of the request was in an unknown format - accepted media types "
+                                   f"include: {PATCH_JSON}, {PATCH_MERGE}, {PATCH_APPLY}")
+                patched = strategic_merge_patch(presented, patch)
+            else:
+                raise ApiError(415, "UnsupportedMediaType",
+                               f"the body of the request was in an unknown format - accepted media types "
+                               f"include: {PATCH_JSON}, {PATCH_MERGE}, {PATCH_STRATEGIC}")
+        except PatchError as e:
+            raise ApiError(422, "Invalid", str(e)) from None
+        if not isinstance(patched, dict):
+            raise bad_request("the patched object is not a JSON object")
+        new = self._decode(r, namespace, patched)
+        if new["metadata"].get("name") != name:
+            raise bad_request("the name of the object does not match the name on the URL")
+        return await self._write_update(r, old, new, subresource, dry_run, copy)
+
+    def _merge_update(self, r: ResourceType, old: dict[str, Any], new: dict[str, Any],
+                      subresource: str) -> dict[str, Any]:
+        """What an update may change: status only via /status, no status via the main resource."""
+        if subresource == "status":
+            merged = {k: v for k, v in old.items() if k != "status"}
+            if "status" in new:
+                merged["status"] = new["status"]
+            merged["metadata"] = dict(old["metadata"])
+            return clone(merged)
+        if r.has_status:
+            new = {k: v for k, v in new.items() if k != "status"}
+            if "status" in old:
+                new["status"] = clone(old["status"])
+        meta = new["metadata"]
+        for key in _SERVER_META:
+            if key in old["metadata"]:
+                meta[key] = old["metadata"][key]
+            else:
+                meta.pop(key, None)
+        return new
+
+    async def _write_update(self, r: ResourceType, old: dict[str, Any], new: dict[str, Any], subresource: str,
+                            dry_run: bool, copy: bool) -> dict[str, Any]:
+        """The common tail of PUT and PATCH: precondition, merge, prune, admission, validation, storage."""
+        if subresource not in ("", "status") or (subresource == "status" and not r.has_status):
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({subresource})")
+        wanted_rv = new["metadata"].get("resourceVersion")
+        if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
+            raise conflict(r.plural, r.group, old["metadata"]["name"])
+        new = self._merge_update(r, old, new, subresource)
+        if r.schema is not None:
+            new = schema.prune_and_default(new, r.schema)
+        new = await self._admit("UPDATE", r, subresource, new, old, dry_run)
+        causes = self._validate(r, new, old)
+        if causes:
+            raise invalid(r.kind, r.group, old["metadata"]["name"], causes)
+        await self._validate_admission("UPDATE", r, subresource, new, old, dry_run)
+        if _spec_changed(old, new):
+            new["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
+        if _same(old, new):
+            return self._out(r, old, copy)  # no-op writes do not bump resourceVersion (as etcd3 storage)
+        if dry_run:
+            return self._out(r, {**new, "metadata": {**new["metadata"]}}, copy)
+        return self._out(r, await self._store_update(r, new), copy)
+
+    async def _store_update(self, r: ResourceType, new: dict[str, Any]) -> dict[str, Any]:
+        """Persist; an object being deleted whose last finalizer went away is removed instead."""
+        meta = new["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            removed = self.store.remove(r.storage_key, object_key(new))
+            assert removed is not None
+            await self._after_removal(r, removed, POLICY_BACKGROUND)
+            return removed
+        stored = self.store.put(r.storage_key, new)
+        if r.storage_key == crds.CRD_KEY:
+            crds.register(self.registry, stored)
+        return stored
+
+    # ---------------------------------------------------------------- binding
+
+    async def bind(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST pods/<name>/binding: sets spec.nodeName once, refused while scheduling gates remain."""
+        r = self.resource("v1", "pods")
+        await self._faults(RequestInfo("create", r, namespace, name, "binding"))
+        pod = self._current(r, namespace, name)
+        node = str(((body.get("target") or {}).get("name")) or "")
+        if not node:
+            raise invalid("Binding", "", name, [field_error("target.name", "FieldValueRequired")])
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName"):
+            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": pod '
+                           f'{name} is already assigned to node "{spec["nodeName"]}"', kind="pods/binding", name=name)
+        if spec.get("schedulingGates"):
+            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": pod '
+                           f"{name} has non-empty .spec.schedulingGates", kind="pods/binding", name=name)
+        new = clone(pod)
+        new["spec"]["nodeName"] = node
+        conditions = [c for c in new.setdefault("status", {}).get("conditions") or []
+                      if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True",
+                           "lastTransitionTime": timestamp(self.now())})
+        new["status"]["conditions"] = conditions
+        self.store.put(r.storage_key, new)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    # ---------------------------------------------------------------- delete + garbage collection
+
+    async def delete(self, r: ResourceType, namespace: str, name: str, *, propagation: str | None = None,
+                     preconditions: Mapping[str, Any] | None = None, dry_run: bool = False,
+                     copy: bool = True) -> dict[str, Any]:
+        """DELETE: immediate, or deletionTimestamp + finalizers (foreground/orphan add their own)."""
+        namespace = namespace if r.namespaced else ""
+        await self._faults(RequestInfo("delete", r, namespace, name, "", dry_run))
+        obj = self._current(r, namespace, name)
+        pre = preconditions or {}
+        if (pre.get("uid") and pre["uid"] != obj["metadata"].get("uid")) or (
+                pre.get("resourceVersion") and pre["resourceVersion"] != obj["metadata"]["resourceVersion"]):
+            raise conflict(r.plural, r.group, name)
+        policy = propagation or self._default_policy(r, obj)
+        if policy not in (POLICY_BACKGROUND, POLICY_FOREGROUND, POLICY_ORPHAN):
+            raise bad_request(f"propagationPolicy: Unsupported value: {policy!r}")
+        await self._validate_admission("DELETE", r, "", None, obj, dry_run)
+        if dry_run:
+            return self._out(r, obj, copy)
+        return self._out(r, await self._delete_object(r, obj, policy), copy)
+
+    @staticmethod
+    def _default_policy(r: ResourceType, obj: Mapping[str, Any]) -> str:
+        finalizers = obj["metadata"].get("finalizers") or []
+        if FINALIZER_ORPHAN in finalizers:
+            return POLICY_ORPHAN
+        if FINALIZER_FOREGROUND in finalizers:
+            return POLICY_FOREGROUND
+        # batch/v1 Jobs default to orphaning their pods (kept for compatibility in Kubernetes).
+        return POLICY_ORPHAN if (r.group, r.kind) == ("batch", "Job") else POLICY_BACKGROUND
+
+    async def _delete_object(self, r: ResourceType, obj: dict[str, Any], policy: str) -> dict[str, Any]:
+        """Phase 1 of deletion: mark (deletionTimestamp + finalizers) or remove right away."""
+        meta = obj["metadata"]
+        uid = str(meta.get("uid", ""))
+        finalizers = list(meta.get("finalizers") or [])
+        has_dependents = bool(self.store.dependents(uid))
+        if policy == POLICY_FOREGROUND and has_dependents and FINALIZER_FOREGROUND not in finalizers:
+            finalizers.append(FINALIZER_FOREGROUND)
+        if policy == POLICY_ORPHAN and has_dependents and FINALIZER_ORPHAN not in finalizers:
+            finalizers.append(FINALIZER_ORPHAN)
+        if r.storage_key == ("", "namespaces"):
+            return await self._delete_namespace(r, obj)
+        if not finalizers:
+            removed = self.store.remove(r.storage_key, object_key(obj))
+            assert removed is not None
+            await self._after_removal(r, removed, policy)
+            return removed
+        new = clone(obj)
+        new["metadata"]["finalizers"] = finalizers
+        if not meta.get("deletionTimestamp"):
+            new["metadata"]["deletionTimestamp"] = timestamp(self.now())
+            new["metadata"]["deletionGracePeriodSeconds"] = 0
+        stored = obj if _same(obj, new) else self.store.put(r.storage_key, new)
+        if FINALIZER_ORPHAN in finalizers:
+            await self._orphan_dependents(uid)
+            stored = await self._drop_finalizer(r, stored, FINALIZER_ORPHAN)
+        elif FINALIZER_FOREGROUND in finalizers:
+            await self._delete_dependents(uid, POLICY_BACKGROUND)
+            stored = await self._finish_foreground(r, stored)
+        return stored
+
+    async def _delete_namespace(self, r: ResourceType, ns: dict[str, Any]) -> dict[str, Any]:
+        """Namespace deletion: Terminating, delete its content, remove it once empty."""
+        name = ns["metadata"]["name"]
+        if not ns["metadata"].get("deletionTimestamp"):
+            new = clone(ns)
+            new["metadata"]["deletionTimestamp"] = timestamp(self.now())
+            new.setdefault("status", {})["phase"] = "Terminating"
+            ns = self.store.put(r.storage_key, new)
+        for res in list(self.registry):
+            if res.namespaced and res.storage_version:
+                for obj in list(self.store.items(res.storage_key, name)):
+                    current = self.store.get(res.storage_key, object_key(obj))
+                    if current is not None and not current["metadata"].get("deletionTimestamp"):
+                        await self._delete_object(res, current, POLICY_BACKGROUND)
+        return await self._finish_namespace(name) or ns
+
+    async def _finish_namespace(self, name: str) -> dict[str, Any] | None:
+        ns = self.store.get(("", "namespaces"), ("", name))
+        if ns is None or not ns["metadata"].get("deletionTimestamp"):
+            return None
+        for res in self.registry:
+            if res.namespaced and any(True for _ in self.store.items(res.storage_key, name)):
+                return None
+        return self.store.remove(("", "namespaces"), ("", name))
+
+    async def _drop_finalizer(self, r: ResourceType, obj: dict[str, Any], finalizer: str) -> dict[str, Any]:
+        new = clone(obj)
+        new["metadata"]["finalizers"] = [f for f in obj["metadata"].get("finalizers") or [] if f != finalizer]
+        if not new["metadata"]["finalizers"]:
+            del new["metadata"]["finalizers"]
+        return await self._store_update(r, new)
+
+    async def _finish_foreground(self, r: ResourceType, owner: dict[str, Any]) -> dict[str, Any]:
+        """A foreground-deleted owner goes away once no dependent remains."""
+        if self.store.dependents(str(owner["metadata"].get("uid"))):
+            return owner
+        current = self.store.get(r.storage_key, object_key(owner))
+        if current is None or FINALIZER_FOREGROUND not in (current["metadata"].get("finalizers") or []):
+            return owner
+        return await self._drop_finalizer(r, current, FINALIZER_FOREGROUND)
+
+    async def _orphan_dependents(self, owner_uid: str) -> None:
+        for key, dep in self.store.dependents(owner_uid):
+            new = clone(dep)
+            refs = [ref for ref in dep["metadata"].get("ownerReferences") or [] if ref.get("uid") != owner_uid]
+            new["metadata"]["ownerReferences"] = refs
+            if not refs:
+                del new["metadata"]["ownerReferences"]
+            self.store.put(key, new)
+
+    async def _delete_dependents(self, owner_uid: str, policy: str) -> None:
+        """The garbage collector: dependents with no remaining live owner are deleted, others unlinked."""
+        for key, dep in self.store.dependents(owner_uid):
+            res = self.registry.storage_resource(*key)
+            if res is None:
+                continue
+            refs = dep["metadata"].get("ownerReferences") or []
+            others = [ref for ref in refs if ref.get("uid") != owner_uid and self.store.by_uid(str(ref.get("uid")))]
+            if others:
+                new = clone(dep)
+                new["metadata"]["ownerReferences"] = [ref for ref in refs if ref.get("uid") != owner_uid]
+                self.store.put(key, new)
+            elif not dep["metadata"].get("deletionTimestamp"):
+                await self._delete_object(res, dep, policy)
+
+    async def _after_removal(self, r: ResourceType, removed: dict[str, Any], policy: str) -> None:
+        """Phase 2 of deletion: GC of dependents, waiting foreground owners, namespaces, CRDs."""
+        meta = removed["metadata"]
+        if policy != POLICY_ORPHAN:
+            await self._delete_dependents(str(meta.get("uid", "")), POLICY_BACKGROUND)
+        for ref in meta.get("ownerReferences") or []:
+            found = self.store.by_uid(str(ref.get("uid")))
+            if found is not None:
+                owner_r = self.registry.storage_resource(*found[0])
+                if owner_r is not None and found[1]["metadata"].get("deletionTimestamp"):
+                    await self._finish_foreground(owner_r, found[1])
+        if r.namespaced and meta.get("namespace"):
+            await self._finish_namespace(meta["namespace"])
+        if r.storage_key == crds.CRD_KEY:
+            group, plural = crds.group_plural(removed)
+            for obj in list(self.store.items((group, plural))):
+                self.store.remove((group, plural), object_key(obj))
+            self.store.drop((group, plural))
+            self.registry.remove_group_resource(group, plural)
+
+    # ---------------------------------------------------------------- helpers for components
+
+    def compact(self, storage_key: StorageKey | None = None) -> None:
+        """Drop watch history (all resources or one) so watches from older revisions get 410 Gone."""
+        self.store.compact(storage_key)
+
+
+def _spec_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """generation counts changes to anything but metadata and status."""
+    keys = (set(old) | set(new)) - {"metadata", "status", "apiVersion", "kind"}
+    return any(old.get(k) != new.get(k) for k in keys)
+
+
+def _same(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    strip = ("resourceVersion",)
+    old_meta = {k: v for k, v in old["metadata"].items() if k not in strip}
+    new_meta = {k: v for k, v in new["metadata"].items() if k not in strip}
+    if old_meta != new_meta:
+        return False
+    keys = (set(old) | set(new)) - {"metadata", "apiVersion", "kind"}
+    return all(old.get(k) == new.get(k) for k in keys)
+
+
+def _finalizer_causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
+    if not old["metadata"].get("deletionTimestamp"):
+        return []
+    before = set(old["metadata"].get("finalizers") or [])
+    added = sorted(set(new["metadata"].get("finalizers") or []) - before)
+    if added:
+        return [field_error("metadata.finalizers", CAUSE_FORBIDDEN,
+                            f"no new finalizers can be added if the object is being deleted, found new "
+                            f"finalizers {json.dumps(added)}")]
+    return []

@@ -1,0 +1,251 @@
+"""Defaulting and validation of the built-in kinds (the parts of their registry strategies tasq relies on).
+
+Pure functions called by the request pipeline: `apply_defaults` before admission, then
+`validate_create` / `validate_update` returning every field cause (an empty list = valid).
+Rules and wording follow pkg/apis/core/validation and pkg/apis/batch/validation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from devcluster.errors import (
+    CAUSE_FORBIDDEN,
+    CAUSE_INVALID,
+    CAUSE_REQUIRED,
+    Cause,
+    field_error,
+)
+from devcluster.patching import clone
+from devcluster.resources import ResourceType
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_LABEL_KINDS = frozenset({"Namespace", "Service"})
+_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+                  "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+                  "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+              "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+              "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+
+LABEL_CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+LABEL_JOB_NAME = "batch.kubernetes.io/job-name"
+LABEL_LEGACY_CONTROLLER_UID = "controller-uid"
+LABEL_LEGACY_JOB_NAME = "job-name"
+LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"
+
+
+def name_causes(resource: ResourceType, name: str) -> list[Cause]:
+    """metadata.name: DNS-1123 label for Namespaces/Services, subdomain otherwise (CRs too)."""
+    if not name:
+        return [field_error("metadata.name", CAUSE_REQUIRED, "name or generateName is required")]
+    if resource.kind in _DNS_LABEL_KINDS:
+        if len(name) > 63 or not _LABEL.match(name):
+            return [field_error("metadata.name", CAUSE_INVALID, _LABEL_MSG, name, True)]
+    elif resource.kind not in ("Event",) and (len(name) > 253 or not _SUBDOMAIN.match(name)):
+        return [field_error("metadata.name", CAUSE_INVALID, _SUBDOMAIN_MSG, name, True)]
+    return []
+
+
+# ---------------------------------------------------------------- defaults
+
+
+def apply_defaults(resource: ResourceType, obj: dict[str, Any]) -> None:
+    """The defaults Kubernetes fills on create that clients read back (in place)."""
+    if resource.custom:
+        return
+    if resource.kind == "Pod":
+        _default_pod(obj)
+    elif resource.kind == "Job" and resource.group == "batch":
+        _default_job(obj)
+    elif resource.kind == "Namespace":
+        name = obj["metadata"].get("name", "")
+        obj["metadata"].setdefault("labels", {})[LABEL_NAMESPACE_NAME] = name
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        obj.setdefault("status", {}).setdefault("phase", "Active")
+
+
+def _default_pod_spec(spec: dict[str, Any], restart: str = "Always") -> None:
+    spec.setdefault("restartPolicy", restart)
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    for c in spec.get("containers") or []:
+        if isinstance(c, dict):
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("imagePullPolicy", "IfNotPresent")
+
+
+def _default_pod(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    _default_pod_spec(spec)
+    spec.setdefault("priority", 0)
+    status = obj.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+
+
+def _default_job(obj: dict[str, Any]) -> None:
+    """Job defaults incl. the generated selector and pod-template labels (manualSelector unset)."""
+    spec = obj.setdefault("spec", {})
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+        spec["parallelism"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    template = spec.setdefault("template", {})
+    if isinstance(template, dict):
+        _default_pod_spec(template.setdefault("spec", {}), "Never")
+        if not spec.get("manualSelector"):
+            uid = obj["metadata"].get("uid", "")
+            name = obj["metadata"].get("name", "")
+            spec["selector"] = {"matchLabels": {LABEL_CONTROLLER_UID: uid}}
+            labels = template.setdefault("metadata", {}).setdefault("labels", {})
+            labels.update({LABEL_CONTROLLER_UID: uid, LABEL_JOB_NAME: name,
+                           LABEL_LEGACY_CONTROLLER_UID: uid, LABEL_LEGACY_JOB_NAME: name})
+
+
+# ---------------------------------------------------------------- validation
+
+
+def validate_create(resource: ResourceType, obj: Mapping[str, Any]) -> list[Cause]:
+    if resource.custom:
+        return []
+    if resource.kind == "Pod":
+        return _pod_spec_causes(obj.get("spec") or {}, "spec", pod=True)
+    if resource.kind == "Job" and resource.group == "batch":
+        return _job_causes(obj.get("spec") or {})
+    return []
+
+
+def _pod_spec_causes(spec: Mapping[str, Any], path: str, pod: bool) -> list[Cause]:
+    causes: list[Cause] = []
+    containers = spec.get("containers") or []
+    if not containers:
+        causes.append(field_error(f"{path}.containers", CAUSE_REQUIRED))
+    for kind in ("containers", "initContainers"):
+        for i, c in enumerate(spec.get(kind) or []):
+            if not isinstance(c, Mapping):
+                continue
+            if not c.get("name"):
+                causes.append(field_error(f"{path}.{kind}[{i}].name", CAUSE_REQUIRED))
+            if not c.get("image"):
+                causes.append(field_error(f"{path}.{kind}[{i}].image", CAUSE_REQUIRED))
+    if pod and spec.get("schedulingGates") and spec.get("nodeName"):
+        causes.append(field_error(f"{path}.nodeName", CAUSE_FORBIDDEN,
+                                  "cannot be set until all schedulingGates have been cleared"))
+    names = [g.get("name") for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping)]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            causes.append(field_error(f"{path}.schedulingGates[{i}]", "FieldValueDuplicate", "", name, True))
+    return causes
+
+
+def _job_causes(spec: Mapping[str, Any]) -> list[Cause]:
+    causes: list[Cause] = []
+    for key in ("parallelism", "completions", "backoffLimit"):
+        v = spec.get(key)
+        if isinstance(v, int) and v < 0:
+            causes.append(field_error(f"spec.{key}", CAUSE_INVALID,
+                                      "must be greater than or equal to 0", v, True))
+    template = spec.get("template") or {}
+    tspec = template.get("spec") or {}
+    causes += _pod_spec_causes(tspec, "spec.template.spec", pod=False)
+    if tspec.get("restartPolicy") not in ("Never", "OnFailure"):
+        causes.append(field_error("spec.template.spec.restartPolicy", "FieldValueNotSupported",
+                                  'supported values: "OnFailure", "Never"', tspec.get("restartPolicy"), True))
+    if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
+        causes.append(field_error("spec.completions", CAUSE_REQUIRED,
+                                  "when completion mode is Indexed"))
+    return causes
+
+
+def validate_update(resource: ResourceType, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
+    if resource.custom:
+        return []
+    if resource.kind == "Pod":
+        return _pod_update_causes(old.get("spec") or {}, new.get("spec") or {})
+    if resource.kind == "Job" and resource.group == "batch":
+        return _job_update_causes(old.get("spec") or {}, new.get("spec") or {}) + _job_causes(new.get("spec") or {})
+    return []
+
+
+def _gate_names(spec: Mapping[str, Any]) -> list[str]:
+    return [str(g.get("name")) for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping)]
+
+
+_POD_MUTABLE_MSG = ("pod updates may not change fields other than `spec.containers[*].image`,"
+                    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+                    "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it "
+                    "to be set to 1 if it was previously negative)")
+
+
+def _pod_update_causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
+    """Pod spec is immutable except images, deadline, tolerations, gate removal and (while gated)
+    nodeSelector additions and affinity; nodeName changes only through the binding subresource."""
+    causes: list[Cause] = []
+    old_gates, new_gates = _gate_names(old), _gate_names(new)
+    added = [g for g in new_gates if g not in old_gates]
+    if added:
+        causes.append(field_error("spec.schedulingGates", CAUSE_FORBIDDEN,
+                                  f"only deletion is allowed, but found new scheduling gate '{added[0]}'"))
+    gated = bool(old_gates)
+    if gated:
+        old_sel, new_sel = old.get("nodeSelector") or {}, new.get("nodeSelector") or {}
+        changed = [k for k, v in old_sel.items() if new_sel.get(k) != v]
+        if changed:
+            causes.append(field_error("spec.nodeSelector", CAUSE_INVALID,
+                                      "only additions to spec.nodeSelector are allowed (no mutations or "
+                                      "deletions)", new_sel, True))
+    if _masked_pod_spec(old, gated) != _masked_pod_spec(new, gated):
+        causes.append(field_error("spec", CAUSE_FORBIDDEN, _POD_MUTABLE_MSG))
+    return causes
+
+
+def _masked_pod_spec(spec: Mapping[str, Any], gated: bool) -> dict[str, Any]:
+    masked = clone(dict(spec))
+    for key in ("activeDeadlineSeconds", "tolerations", "schedulingGates", "terminationGracePeriodSeconds"):
+        masked.pop(key, None)
+    if gated:
+        masked.pop("nodeSelector", None)
+        masked.pop("affinity", None)
+    for kind in ("containers", "initContainers"):
+        for c in masked.get(kind) or []:
+            if isinstance(c, dict):
+                c.pop("image", None)
+    return masked
+
+
+_JOB_SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "affinity", "schedulingGates")
+
+
+def _job_update_causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
+    """selector and completions are immutable; the template too, except (while the old Job is
+    suspended) its labels, annotations and scheduling directives, which Kueue rewrites."""
+    causes: list[Cause] = []
+    if old.get("selector") != new.get("selector"):
+        causes.append(field_error("spec.selector", CAUSE_INVALID, "field is immutable", new.get("selector"), True))
+    if old.get("completions") != new.get("completions") and new.get("completionMode") == "Indexed":
+        causes.append(field_error("spec.completions", CAUSE_INVALID, "field is immutable",
+                                  new.get("completions"), True))
+    old_t, new_t = old.get("template") or {}, new.get("template") or {}
+    if old.get("suspend"):
+        old_t, new_t = _mask_template(old_t), _mask_template(new_t)
+    if old_t != new_t:
+        causes.append(field_error("spec.template", CAUSE_INVALID, "field is immutable", "{...}", False))
+    return causes
+
+
+def _mask_template(template: Mapping[str, Any]) -> dict[str, Any]:
+    masked = clone(dict(template))
+    meta = masked.get("metadata") or {}
+    meta.pop("labels", None)
+    meta.pop("annotations", None)
+    spec = masked.get("spec") or {}
+    for key in _JOB_SCHEDULING_FIELDS:
+        spec.pop(key, None)
+    return masked

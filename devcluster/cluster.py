@@ -1,0 +1,143 @@
+"""`DevCluster`: runs the emulated API server on loopback, in the caller's loop or in a thread.
+
+Used by the test fixtures (`tests/e2e/conftest.py`), `tasq dev` and, later, `tasq demo`.
+`start()`/`aclose()` for async code; `start_in_thread()`/`stop()` for sync code, with `call()`
+to run a coroutine (the in-process API) on the server's loop from another thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from aiohttp import web
+
+from devcluster.apiserver import ApiServer, Clock, utc_now
+from devcluster.serving import HttpFrontend
+
+T = TypeVar("T")
+
+
+class DevCluster:
+    """One API server plus its HTTP front end, bound to 127.0.0.1 (port 0 = a free port)."""
+
+    def __init__(self, *, port: int = 0, now: Clock = utc_now, history_limit: int = 20_000,
+                 bookmark_interval: float = 5.0) -> None:
+        self.api = ApiServer(now=now, history_limit=history_limit)
+        self.http = HttpFrontend(self.api, bookmark_interval)
+        self._port = port
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped: asyncio.Event | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # ---------------------------------------------------------------- in the caller's loop
+
+    async def start(self) -> DevCluster:
+        self._loop = asyncio.get_running_loop()
+        self._runner = web.AppRunner(self.http.app(), access_log=None, handle_signals=False,
+                                     shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self._port, reuse_address=True)
+        await site.start()
+        server = site._server  # aiohttp exposes the bound socket only here
+        assert isinstance(server, asyncio.base_events.Server)
+        self.port = int(server.sockets[0].getsockname()[1])
+        self.http.address = f"127.0.0.1:{self.port}"
+        return self
+
+    async def aclose(self) -> None:
+        self.http.close_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> DevCluster:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def serve_forever(self) -> None:
+        """Start and serve until `request_stop()` (signal handlers call it)."""
+        self._stopped = asyncio.Event()
+        await self.start()
+        try:
+            await self._stopped.wait()
+        finally:
+            await self.aclose()
+
+    def request_stop(self) -> None:
+        if self._stopped is not None:
+            self._stopped.set()
+
+    # ---------------------------------------------------------------- in a background thread
+
+    def start_in_thread(self) -> DevCluster:
+        """Run the server on its own event loop in a daemon thread; returns once it listens."""
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self.start())
+            except BaseException as e:
+                errors.append(e)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self.aclose())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="devcluster", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if errors:
+            raise errors[0]
+        return self
+
+    def call(self, factory: Callable[[], Coroutine[Any, Any, T]] | Awaitable[T], timeout: float = 30.0) -> T:
+        """Run a coroutine on the server's loop from another thread and return its result."""
+        assert self._loop is not None
+        coro = factory() if callable(factory) else factory
+
+        async def wrap() -> T:
+            return await coro
+
+        return asyncio.run_coroutine_threadsafe(wrap(), self._loop).result(timeout)
+
+    def stop(self) -> None:
+        if self._thread is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self.http.close_watches)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    # ---------------------------------------------------------------- clients
+
+    def kubeconfig(self, context: str = "devcluster") -> dict[str, Any]:
+        return {
+            "apiVersion": "v1", "kind": "Config", "current-context": context, "preferences": {},
+            "clusters": [{"name": context, "cluster": {"server": self.url}}],
+            "users": [{"name": context, "user": {"token": "devcluster"}}],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": context,
+                                                       "namespace": "default"}}],
+        }
+
+    def write_kubeconfig(self, path: str | Path) -> Path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(yaml.safe_dump(self.kubeconfig(), sort_keys=False))
+        return target

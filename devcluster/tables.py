@@ -1,0 +1,228 @@
+"""Server-side Table output (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`) for `kubectl get`.
+
+Columns for Pods, Nodes, Jobs, Namespaces and Events follow kubectl's familiar printers; custom
+resources use their CRD's additionalPrinterColumns (evaluated with `devcluster.jsonpath`). Called
+by the HTTP layer for lists, single objects and watch events; `now` makes AGE deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from devcluster import jsonpath
+from devcluster.resources import ResourceType
+
+Column = tuple[str, str, str, int]  # name, type, format, priority (1 = only with -o wide)
+Row = list[Any]
+
+
+def age(created: str | None, now: datetime) -> str:
+    """kubectl's HumanDuration of now - created: `12s`, `5m3s`, `3h`, `4d`..."""
+    if not created:
+        return "<unknown>"
+    try:
+        then = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return "<invalid>"
+    seconds = int((now - then).total_seconds())
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    return f"{days}d" if days < 365 * 2 else f"{days // 365}y"
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _pod_row(pod: Mapping[str, Any], now: datetime) -> Row:
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    ready = sum(1 for s in statuses if s.get("ready"))
+    restarts = sum(int(s.get("restartCount", 0)) for s in statuses)
+    phase = status.get("phase") or "Pending"
+    reason = status.get("reason") or phase
+    if spec.get("schedulingGates") and not spec.get("nodeName"):
+        reason = "SchedulingGated"
+    for s in statuses:
+        waiting = (s.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            reason = waiting["reason"]
+    if _meta(pod).get("deletionTimestamp"):
+        reason = "Terminating"
+    nominated = status.get("nominatedNodeName") or "<none>"
+    gates = pod.get("spec", {}).get("readinessGates") or []
+    return [_meta(pod).get("name"), f"{ready}/{len(spec.get('containers') or [])}", reason, restarts,
+            age(_meta(pod).get("creationTimestamp"), now), status.get("podIP") or "<none>",
+            spec.get("nodeName") or "<none>", nominated, f"{len(gates)}/{len(gates)}" if gates else "<none>"]
+
+
+def _node_row(node: Mapping[str, Any], now: datetime) -> Row:
+    status = node.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    state = "Ready" if ready and ready.get("status") == "True" else "NotReady" if ready else "Unknown"
+    if (node.get("spec") or {}).get("unschedulable"):
+        state += ",SchedulingDisabled"
+    labels = _meta(node).get("labels") or {}
+    prefix = "node-role.kubernetes.io/"
+    roles = ",".join(sorted(k[len(prefix):] for k in labels if k.startswith(prefix))) or "<none>"
+    info = status.get("nodeInfo") or {}
+    internal = next((a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP"),
+                    "<none>")
+    return [_meta(node).get("name"), state, roles, age(_meta(node).get("creationTimestamp"), now),
+            info.get("kubeletVersion", ""), internal, "<none>", info.get("osImage", "<unknown>"),
+            info.get("kernelVersion", "<unknown>"), info.get("containerRuntimeVersion", "<unknown>")]
+
+
+def _job_row(job: Mapping[str, Any], now: datetime) -> Row:
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    if conditions.get("Complete") == "True":
+        state = "Complete"
+    elif conditions.get("Failed") == "True":
+        state = "Failed"
+    elif conditions.get("Suspended") == "True" or spec.get("suspend"):
+        state = "Suspended"
+    elif _meta(job).get("deletionTimestamp"):
+        state = "Terminating"
+    else:
+        state = "Running"
+    completions = spec.get("completions")
+    done = status.get("succeeded", 0)
+    shown = f"{done}/{completions}" if completions is not None else f"{done}/1 of {spec.get('parallelism', 1)}"
+    duration = ""
+    if status.get("startTime"):
+        end = status.get("completionTime")
+        end_time = datetime.strptime(end, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) if end else now
+        duration = age(status["startTime"], end_time)
+    template = (spec.get("template") or {}).get("spec") or {}
+    containers = template.get("containers") or []
+    selector = ",".join(f"{k}={v}" for k, v in sorted(((spec.get("selector") or {}).get("matchLabels") or {}).items()))
+    return [_meta(job).get("name"), state, shown, duration, age(_meta(job).get("creationTimestamp"), now),
+            ",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers),
+            selector]
+
+
+def _namespace_row(ns: Mapping[str, Any], now: datetime) -> Row:
+    return [_meta(ns).get("name"), (ns.get("status") or {}).get("phase", "Active"),
+            age(_meta(ns).get("creationTimestamp"), now)]
+
+
+def _event_row(ev: Mapping[str, Any], now: datetime) -> Row:
+    involved = ev.get("involvedObject") or ev.get("regarding") or {}
+    last = ev.get("lastTimestamp") or ev.get("eventTime") or _meta(ev).get("creationTimestamp")
+    if isinstance(last, str) and "." in last:
+        last = last.split(".")[0] + "Z"
+    obj = f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
+    return [age(last, now), ev.get("type", ""), ev.get("reason", ""), obj, ev.get("message") or ev.get("note", "")]
+
+
+def _default_row(obj: Mapping[str, Any], now: datetime) -> Row:
+    return [_meta(obj).get("name"), age(_meta(obj).get("creationTimestamp"), now)]
+
+
+_NAME: Column = ("Name", "string", "name", 0)
+_AGE: Column = ("Age", "string", "", 0)
+_BUILTIN: dict[tuple[str, str], tuple[tuple[Column, ...], Callable[[Mapping[str, Any], datetime], Row]]] = {
+    ("", "Pod"): ((_NAME, ("Ready", "string", "", 0), ("Status", "string", "", 0), ("Restarts", "string", "", 0),
+                   _AGE, ("IP", "string", "", 1), ("Node", "string", "", 1), ("Nominated Node", "string", "", 1),
+                   ("Readiness Gates", "string", "", 1)), _pod_row),
+    ("", "Node"): ((_NAME, ("Status", "string", "", 0), ("Roles", "string", "", 0), _AGE,
+                    ("Version", "string", "", 0), ("Internal-IP", "string", "", 1), ("External-IP", "string", "", 1),
+                    ("OS-Image", "string", "", 1), ("Kernel-Version", "string", "", 1),
+                    ("Container-Runtime", "string", "", 1)), _node_row),
+    ("batch", "Job"): ((_NAME, ("Status", "string", "", 0), ("Completions", "string", "", 0),
+                        ("Duration", "string", "", 0), _AGE, ("Containers", "string", "", 1),
+                        ("Images", "string", "", 1), ("Selector", "string", "", 1)), _job_row),
+    ("", "Namespace"): ((_NAME, ("Status", "string", "", 0), _AGE), _namespace_row),
+    ("", "Event"): ((("Last Seen", "string", "", 0), ("Type", "string", "", 0), ("Reason", "string", "", 0),
+                     ("Object", "string", "", 0), ("Message", "string", "", 0)), _event_row),
+    ("events.k8s.io", "Event"): ((("Last Seen", "string", "", 0), ("Type", "string", "", 0),
+                                  ("Reason", "string", "", 0), ("Object", "string", "", 0),
+                                  ("Message", "string", "", 0)), _event_row),
+}
+
+
+def _cell(values: list[Any], kind: str, now: datetime) -> Any:
+    """A printer-column cell: the first value (as kubectl), typed; JSON for structures; dates as ages."""
+    if not values:
+        return None
+    v = values[0]
+    if kind == "date":
+        return age(v, now) if isinstance(v, str) else "<unknown>"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, separators=(",", ":"), sort_keys=True)
+    if kind == "integer" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return int(v)
+    if kind == "string" and not isinstance(v, str):
+        return json.dumps(v) if isinstance(v, bool) else str(v)
+    return v
+
+
+class TableMaker:
+    """Columns and row cells for one resource; CRD column paths are parsed once."""
+
+    def __init__(self, r: ResourceType) -> None:
+        self.resource = r
+        self._custom: list[tuple[Column, tuple[jsonpath.Step, ...] | None]] = []
+        self._builtin = None if r.custom else _BUILTIN.get((r.group, r.kind))
+        if r.custom:
+            for col in r.printer_columns or ({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},):
+                try:
+                    steps: tuple[jsonpath.Step, ...] | None = jsonpath.parse(str(col.get("jsonPath", "")))
+                except jsonpath.JSONPathError:
+                    steps = None
+                self._custom.append(((str(col.get("name")), str(col.get("type", "string")),
+                                      str(col.get("format", "")), int(col.get("priority", 0))), steps))
+
+    def columns(self) -> Sequence[Column]:
+        if self._builtin is not None:
+            return self._builtin[0]
+        if self.resource.custom:
+            return (_NAME, *(c for c, _ in self._custom))
+        return (_NAME, ("Age", "string", "", 0))
+
+    def cells(self, obj: Mapping[str, Any], now: datetime) -> Row:
+        if self._builtin is not None:
+            return self._builtin[1](obj, now)
+        if self.resource.custom:
+            return [_meta(obj).get("name")] + [
+                _cell(jsonpath.evaluate(steps, obj), col[1], now) if steps is not None else None
+                for col, steps in self._custom]
+        return _default_row(obj, now)
+
+    def column_definitions(self) -> list[dict[str, Any]]:
+        return [{"name": n, "type": t, "format": f, "description": "", "priority": p}
+                for n, t, f, p in self.columns()]
+
+    def row(self, obj: Mapping[str, Any], now: datetime, include: str) -> dict[str, Any]:
+        row: dict[str, Any] = {"cells": self.cells(obj, now)}
+        if include == "Object":
+            row["object"] = obj
+        elif include != "None":
+            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                             "metadata": obj.get("metadata") or {}}
+        return row
+
+    def table(self, objects: Sequence[Mapping[str, Any]], now: datetime, include: str,
+              list_meta: Mapping[str, Any], with_columns: bool = True) -> dict[str, Any]:
+        return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": dict(list_meta),
+                "columnDefinitions": self.column_definitions() if with_columns else [],
+                "rows": [self.row(o, now, include) for o in objects]}

