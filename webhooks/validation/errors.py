@@ -66,6 +66,11 @@ def invalid(path: FieldPath, value: Any, detail: str) -> FieldError:
     return FieldError(str(path), f"Invalid value: {render(value)}: {detail}")
 
 
+def invalid_omitted(path: FieldPath, detail: str) -> FieldError:
+    """An invalid value too large to repeat (a whole list or map): only the reason is shown."""
+    return FieldError(str(path), f"Invalid value: {detail}")
+
+
 def unsupported(path: FieldPath, value: Any, supported: Iterable[str]) -> FieldError:
     return FieldError(str(path), f"Unsupported value: {render(value)}: supported values: "
                                  f"{quoted_list(supported)}")

@@ -18,6 +18,7 @@ from webhooks.validation.errors import (
     FieldError,
     FieldPath,
     invalid,
+    invalid_omitted,
     quoted_list,
     unsupported,
 )
@@ -74,8 +75,8 @@ def single_topology_annotation(job: Mapping[str, str], template: Mapping[str, st
         return []
     path = TEMPLATE_ANNOTATIONS_PATH if any(k in template for k in POD_SET_TOPOLOGY_ANNOTATIONS) \
         else JOB_ANNOTATIONS_PATH
-    return [FieldError(str(path), f"Invalid value: must not contain more than one topology "
-                                  f"annotation, found {len(found)}: {quoted_list(found)}")]
+    return [invalid_omitted(path, f"must not contain more than one topology annotation, found "
+                                  f"{len(found)}: {quoted_list(found)}")]
 
 
 def validate_job(obj: Mapping[str, Any]) -> list[FieldError]:

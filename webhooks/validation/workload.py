@@ -19,6 +19,7 @@ from webhooks.validation.errors import (
     FieldPath,
     duplicate,
     invalid,
+    invalid_omitted,
     quoted_list,
     required,
     too_many,
@@ -125,8 +126,7 @@ def validate_workload_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> 
         return errs
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
     if old_spec.get("podSets") != new_spec.get("podSets"):
-        errs.append(FieldError(str(SPEC.child("podSets")),
-                               "Invalid value: field is immutable once quota is reserved"))
+        errs.append(invalid_omitted(SPEC.child("podSets"), "field is immutable once quota is reserved"))
     if old_spec.get("queueName") != new_spec.get("queueName"):
         errs.append(invalid(SPEC.child("queueName"), new_spec.get("queueName"),
                             "field is immutable once quota is reserved"))

@@ -8,7 +8,10 @@ well-formed builder step produces, with `.set("spec.podSets.0.count", -1)` / `.d
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, Self
+
+import pytest
 
 from controller.api import constants as c
 
@@ -172,19 +175,20 @@ def make_job(name: str = "train") -> JobBuilder:
     return JobBuilder(obj)
 
 
+
+@dataclass(frozen=True)
 class Case:
     """One table row: a narrative name, the object, and the exact field paths expected to fail."""
 
-    def __init__(self, name: str, obj: Manifest | dict[str, Any], want_errors: tuple[str, ...] = ()) -> None:
-        self.name = name
-        self.obj = obj.build() if isinstance(obj, Manifest) else obj
-        self.want_errors = want_errors
+    name: str
+    obj: Manifest | dict[str, Any] | list[Any]
+    want_errors: tuple[str, ...] = ()
 
-    def __repr__(self) -> str:
-        return self.name
+    def manifest(self) -> Any:
+        """A fresh plain-dict copy of the object, as the validators receive it."""
+        return self.obj.build() if isinstance(self.obj, Manifest) else copy.deepcopy(self.obj)
 
 
 def cases(*rows: Case) -> Any:
     """pytest parametrize arguments with the case names as ids."""
-    import pytest
     return pytest.mark.parametrize("case", rows, ids=[r.name for r in rows])

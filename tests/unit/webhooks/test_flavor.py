@@ -64,7 +64,7 @@ def h100() -> FlavorBuilder:
          want_errors=("spec.tolerations[0].effect",)),
 )
 def test_resource_flavor(case: Case) -> None:
-    assert sorted(e.path for e in validate(case.obj)) == sorted(case.want_errors)
+    assert sorted(e.path for e in validate(case.manifest())) == sorted(case.want_errors)
 
 
 def test_unsupported_taint_effect_lists_the_supported_values() -> None:

@@ -71,7 +71,7 @@ PS_UNCONSTRAINED = f"{TPL_NOTES}[{c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY}]"
         c.ANNOTATION_REQUIRE_TOPOLOGY: 3}), want_errors=(REQUIRE,)),
 )
 def test_job(case: Case) -> None:
-    assert sorted(e.path for e in validate(case.obj)) == sorted(case.want_errors)
+    assert sorted(e.path for e in validate(case.manifest())) == sorted(case.want_errors)
 
 
 def test_auto_on_require_says_where_it_is_allowed() -> None:

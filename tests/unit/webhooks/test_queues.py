@@ -107,7 +107,7 @@ def gpu_group() -> ClusterQueueBuilder:
          want_errors=("spec.preemption.withinClusterQueue", "spec.preemption.borrowWithinCohort.policy")),
 )
 def test_cluster_queue(case: Case) -> None:
-    assert sorted(e.path for e in validate(case.obj)) == sorted(case.want_errors)
+    assert sorted(e.path for e in validate(case.manifest())) == sorted(case.want_errors)
 
 
 def test_out_of_order_resources_name_the_expected_resource() -> None:
@@ -141,7 +141,7 @@ def test_a_malformed_quota_names_the_offending_text() -> None:
          want_errors=("metadata.namespace",)),
 )
 def test_local_queue(case: Case) -> None:
-    assert sorted(e.path for e in validate(case.obj)) == sorted(case.want_errors)
+    assert sorted(e.path for e in validate(case.manifest())) == sorted(case.want_errors)
 
 
 @pytest.mark.parametrize(("new_cq", "want_errors"), [

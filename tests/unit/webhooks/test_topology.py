@@ -34,7 +34,7 @@ LEVELS = "spec.levels"
     Case("an uppercase object name", make_topology("GPU"), want_errors=("metadata.name",)),
 )
 def test_topology(case: Case) -> None:
-    assert sorted(e.path for e in validate(case.obj)) == sorted(case.want_errors)
+    assert sorted(e.path for e in validate(case.manifest())) == sorted(case.want_errors)
 
 
 def test_duplicate_and_misplaced_hostname_messages_name_the_value() -> None:

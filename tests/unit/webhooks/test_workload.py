@@ -78,7 +78,7 @@ SET_PS0 = "spec.podSets.0"
     Case("a generateName is enough", make_workload().drop("metadata.name").set("metadata.generateName", "wl-")),
 )
 def test_workload(case: Case) -> None:
-    assert sorted(e.path for e in validate(case.obj)) == sorted(case.want_errors)
+    assert sorted(e.path for e in validate(case.manifest())) == sorted(case.want_errors)
 
 
 def test_every_error_is_reported_at_once() -> None:
