@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 # Modules under controller.commands, in the order `tasq --help` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("crds",)
+COMMAND_MODULES: tuple[str, ...] = ("crds", "simulate")
 
 Handler = Callable[[argparse.Namespace], int]
 

@@ -1,0 +1,196 @@
+"""What-if admission: apply manifests step by step and run admission cycles until nothing changes.
+
+`Simulation.apply` takes one step's objects (later objects replace earlier ones with the same kind,
+namespace and name, as `kubectl apply` does); `run` rebuilds the snapshot from everything applied,
+keeps earlier admissions that have not finished, and cycles until quiet. Time is simulated: step i
+happens at `start + i` seconds, so the same input always gives the same output. Pure; `tasq
+simulate` (controller.commands.simulate) does the file reading and printing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from controller.api import constants as c
+from controller.api.flavor import ResourceFlavor
+from controller.api.queues import ClusterQueue, LocalQueue
+from controller.api.topology import Topology
+from controller.api.views import JobView, NodeView, PodView
+from controller.api.workload import Workload
+from controller.core.admission.conditions import mark_admitted, mark_finished, mark_pending
+from controller.core.admission.cycle import AdmissionState, Pending, explain, run_until_quiet
+from controller.core.admission.flavoring import WorkloadFit
+from controller.core.admission.snapshot import build_snapshot
+from controller.core.admission.workloads import WorkloadInfo, workload_from_job, workload_info
+
+SIMULATION_START = datetime(2026, 1, 1, tzinfo=UTC)
+"""The simulated clock's origin: never the wall clock, so output is reproducible."""
+
+KNOWN_KINDS = {
+    ("v1", "Node"), ("v1", "Pod"), ("v1", "Namespace"), ("scheduling.k8s.io/v1", "PriorityClass"),
+    ("batch/v1", "Job"),
+    (f"{c.GROUP}/{c.VERSION_V1ALPHA1}", c.KIND_TOPOLOGY), (c.API_VERSION, c.KIND_TOPOLOGY),
+    (c.API_VERSION, c.KIND_RESOURCE_FLAVOR), (c.API_VERSION, c.KIND_CLUSTER_QUEUE),
+    (c.API_VERSION, c.KIND_LOCAL_QUEUE), (c.API_VERSION, c.KIND_WORKLOAD),
+}
+_NAMESPACED = {"Pod", "Job", c.KIND_LOCAL_QUEUE, c.KIND_WORKLOAD}
+
+ObjectKey = tuple[str, str, str]
+"""(kind, namespace, name)."""
+
+
+def object_key(obj: Mapping[str, Any]) -> ObjectKey:
+    meta = obj.get("metadata") or {}
+    kind = str(obj.get("kind", ""))
+    namespace = str(meta.get("namespace") or "default") if kind in _NAMESPACED else ""
+    return kind, namespace, str(meta.get("name", ""))
+
+
+def is_known(obj: Mapping[str, Any]) -> bool:
+    return (obj.get("apiVersion"), obj.get("kind")) in KNOWN_KINDS
+
+
+@dataclass(slots=True)
+class _Tracked:
+    """One workload across steps: its manifest model (status grows), order keys and last fit."""
+
+    model: Workload
+    info: WorkloadInfo
+    finished: str | None = None
+    """"Succeeded" / "Failed" once its Job (or itself) finished."""
+    fit: WorkloadFit | None = None
+
+
+@dataclass(slots=True)
+class Simulation:
+    """Everything applied so far and the workloads' outcomes; see the module docstring."""
+
+    start: datetime = SIMULATION_START
+    objects: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
+    tracked: dict[str, _Tracked] = field(default_factory=dict)
+    step: int = 0
+    state: AdmissionState | None = None
+
+    @property
+    def now(self) -> datetime:
+        return self.start + timedelta(seconds=self.step)
+
+    def apply(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        """One step's objects (known kinds only; the caller reports the others)."""
+        self.step += 1
+        for obj in objects:
+            self.objects[object_key(obj)] = dict(obj)
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [obj for (k, _, _), obj in self.objects.items() if k == kind]
+
+    def run(self) -> None:
+        """Phases: sync workloads from Jobs/Workloads, rebuild the snapshot with the still-admitted
+        ones re-reserved, queue the rest, cycle until quiet, write statuses."""
+        self._sync_workloads()
+        state = self._rebuild()
+        for tracked in sorted(self.tracked.values(), key=lambda t: t.info.seq):
+            if tracked.finished is None and tracked.fit is None:
+                state.submit(tracked.info)
+        for decision in run_until_quiet(state):
+            if not isinstance(decision, Pending):
+                tracked = self.tracked[decision.key]
+                tracked.fit = state.admitted[decision.key]
+                mark_admitted(tracked.model, decision.admission, self.now)
+        for key in sorted(state.pending):
+            why = explain(state, key) or state.pending[key]
+            mark_pending(self.tracked[key].model, why.reason, why.message, self.now)
+        self.state = state
+
+    def _priority_classes(self) -> tuple[dict[str, int], int]:
+        classes: dict[str, int] = {}
+        default = 0
+        for pc in self.of_kind("PriorityClass"):
+            name = str((pc.get("metadata") or {}).get("name", ""))
+            classes[name] = int(pc.get("value", 0))
+            if pc.get("globalDefault"):
+                default = classes[name]
+        return classes, default
+
+    def _sync_workloads(self) -> None:
+        """Workload manifests as given, plus one per queued Job; note which have finished."""
+        classes, default = self._priority_classes()
+        manifests: list[tuple[dict[str, Any], str | None]] = []
+        for obj in self.of_kind(c.KIND_WORKLOAD):
+            manifests.append((obj, _workload_finished(obj)))
+        for job in self.of_kind("Job"):
+            view = JobView.from_dict(job)
+            if view.queue_name:
+                done = {"Complete": c.REASON_SUCCEEDED, "Failed": c.REASON_FAILED}.get(view.finished or "")
+                manifests.append((workload_from_job(job, classes, default), done))
+        for manifest, finished in manifests:
+            key = "{}/{}".format((manifest["metadata"].get("namespace") or "default"), manifest["metadata"]["name"])
+            tracked = self.tracked.get(key)
+            if tracked is None:
+                manifest = _with_creation(manifest, self.now)
+                info = workload_info(manifest, seq=len(self.tracked), priority_classes=classes,
+                                     default_created=self.now.timestamp())
+                tracked = self.tracked[key] = _Tracked(Workload.from_dict(manifest), info)
+            if finished is not None and tracked.finished is None:
+                tracked.finished = finished
+                tracked.fit = None
+                message = "Job finished successfully" if finished == c.REASON_SUCCEEDED else "Job failed"
+                mark_finished(tracked.model, finished == c.REASON_SUCCEEDED, message, self.now)
+
+    def _rebuild(self) -> AdmissionState:
+        """A fresh snapshot of everything applied; admissions still running keep quota and nodes."""
+        nodes = [NodeView.from_dict(n) for n in self.of_kind("Node")]
+        pods = [PodView.from_dict(p) for p in self.of_kind("Pod")]
+        namespaces = {str((ns.get("metadata") or {}).get("name", "")): dict((ns.get("metadata") or {}).get("labels") or {})
+                      for ns in self.of_kind("Namespace")}
+        snapshot = build_snapshot(
+            [ClusterQueue.from_dict(o) for o in self.of_kind(c.KIND_CLUSTER_QUEUE)],
+            [LocalQueue.from_dict(o) for o in self.of_kind(c.KIND_LOCAL_QUEUE)],
+            [ResourceFlavor.from_dict(o) for o in self.of_kind(c.KIND_RESOURCE_FLAVOR)],
+            [Topology.from_dict(o) for o in self.of_kind(c.KIND_TOPOLOGY)],
+            nodes, pods, namespaces)
+        state = AdmissionState(snapshot)
+        for key, tracked in self.tracked.items():
+            fit = tracked.fit
+            if fit is None or tracked.finished is not None or fit.cluster_queue not in snapshot.cluster_queues:
+                continue
+            snapshot.quota.reserve(key, fit.cluster_queue, fit.quota_usage)
+            if fit.node_usage:
+                snapshot.usage.reserve(key, fit.node_usage)
+            state.admitted[key] = fit
+            state.workloads[key] = tracked.info
+            state.queue_of[key] = fit.cluster_queue
+        return state
+
+    def workloads(self) -> list[Workload]:
+        """Every workload with its status, by namespace then name."""
+        return [self.tracked[key].model for key in sorted(self.tracked)]
+
+    def explanations(self) -> list[Pending]:
+        """Why each pending workload waits, by key (after the last `run`)."""
+        if self.state is None:
+            return []
+        out = []
+        for key in sorted(self.state.pending):
+            why = explain(self.state, key)
+            if why is not None:
+                out.append(why)
+        return out
+
+
+def _workload_finished(obj: Mapping[str, Any]) -> str | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == c.CONDITION_FINISHED and cond.get("status") == "True":
+            return c.REASON_FAILED if cond.get("reason") == c.REASON_FAILED else c.REASON_SUCCEEDED
+    return None
+
+
+def _with_creation(manifest: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """Objects without a creationTimestamp are created at the step that brought them."""
+    meta = manifest.setdefault("metadata", {})
+    if not meta.get("creationTimestamp"):
+        meta["creationTimestamp"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return manifest

@@ -1,0 +1,161 @@
+"""`tasq simulate` end to end (in process): the gang deadlock, 1,000 realistic nodes, the samples,
+output formats, invalid input and unknown kinds."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.cli import main
+from tests.data.simulate.realistic_nodes import node_list
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "simulate"
+DEADLOCK = DATA / "deadlock"
+SAMPLES = Path(__file__).resolve().parents[2] / "config" / "samples"
+
+
+def simulate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["simulate", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def workloads_of(capsys: pytest.CaptureFixture[str], *files: Path) -> dict[str, dict[str, Any]]:
+    args = [a for f in files for a in ("-f", str(f))]
+    code, out, err = simulate(capsys, *args, "-o", "json")
+    assert code == 0, err
+    listing = json.loads(out)
+    assert listing["kind"] == "List"
+    return {item["metadata"]["name"]: item for item in listing["items"]}
+
+
+def condition(wl: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((cd for cd in wl.get("status", {}).get("conditions", []) if cd["type"] == type_), None)
+
+
+def test_gang_deadlock_one_gang_gets_all_the_other_holds_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    wls = workloads_of(capsys, DEADLOCK / "cluster.yaml", DEADLOCK / "jobs.yaml")
+    first, second = wls["job-job-a-b5c0b"], wls["job-job-b-423dd"]
+    [assignment] = first["status"]["admission"]["podSetAssignments"]
+    assert assignment["count"] == 100
+    assert sum(s["count"] for s in assignment["topologyAssignment"]["slices"]) == 100
+    assert "admission" not in second["status"]
+    waiting = condition(second, "QuotaReserved")
+    assert waiting is not None and waiting["status"] == "False"
+    assert "allows to fit only 50 out of 100 pod(s)" in waiting["message"]
+
+
+def test_gang_deadlock_second_gang_is_admitted_when_the_first_finishes(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    wls = workloads_of(capsys, DEADLOCK / "cluster.yaml", DEADLOCK / "jobs.yaml", DEADLOCK / "job-a-complete.yaml")
+    finished = condition(wls["job-job-a-b5c0b"], "Finished")
+    assert finished is not None and (finished["status"], finished["reason"]) == ("True", "Succeeded")
+    admitted = condition(wls["job-job-b-423dd"], "Admitted")
+    assert admitted is not None and admitted["status"] == "True"
+    [assignment] = wls["job-job-b-423dd"]["status"]["admission"]["podSetAssignments"]
+    assert sum(s["count"] for s in assignment["topologyAssignment"]["slices"]) == 100
+
+
+def test_table_and_explain(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = simulate(capsys, "-f", str(DEADLOCK / "cluster.yaml"), "-f", str(DEADLOCK / "jobs.yaml"),
+                            "--explain")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "NAME", "QUEUE", "RESERVED", "IN", "ADMITTED", "FINISHED",
+                                "FLAVOR", "PLACEMENT"]
+    assert lines[1].split() == ["team", "job-job-a-b5c0b", "ml", "research", "True", "gpu", "b1/r1:80", "b1/r2:20"]
+    assert lines[2].split() == ["team", "job-job-b-423dd", "ml"]
+    assert lines[3].startswith("team/job-job-b-423dd: PodSetTopologyUnfit: ")
+    assert "only 50 out of 100 pod(s)" in lines[3]
+
+
+def test_same_input_same_output(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("-f", str(DEADLOCK / "cluster.yaml"), "-f", str(DEADLOCK / "jobs.yaml"), "-o", "yaml")
+    first = simulate(capsys, *args)
+    assert first == simulate(capsys, *args)
+    assert yaml.safe_load(first[1])["kind"] == "List"
+
+
+def test_thousand_realistic_nodes_with_the_samples(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.yaml"
+    listing = node_list(1000)
+    nodes.write_text(yaml.dump(listing, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)), encoding="utf-8")
+    wls = workloads_of(capsys, nodes, SAMPLES)
+    by_node = {n["metadata"]["name"]: n for n in listing["items"]}
+    admitted = [w for w in wls.values() if condition(w, "Admitted")]
+    assert admitted, "the samples' small Jobs fit on 1,000 nodes"
+    for wl in admitted:
+        for psa in wl["status"]["admission"]["podSetAssignments"]:
+            for sl in psa.get("topologyAssignment", {}).get("slices", []):
+                host = sl["nodeLabels"].get("kubernetes.io/hostname")
+                if host is not None:  # hostname-level slices name Ready, schedulable nodes only
+                    node = by_node[host]
+                    assert not node["spec"].get("unschedulable")
+                    assert {"type": "Ready", "status": "True"}.items() <= \
+                        next(cd for cd in node["status"]["conditions"] if cd["type"] == "Ready").items()
+    for wl in wls.values():
+        if not condition(wl, "Admitted"):
+            waiting = condition(wl, "QuotaReserved")
+            assert waiting is not None and waiting["status"] == "False" and waiting["message"]
+
+
+def test_every_sample_alone_is_valid_and_simulates(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = simulate(capsys, "-f", str(SAMPLES))
+    assert code == 0, err
+    assert "error" not in err
+    docs = [d for p in SAMPLES.glob("*.yaml") for d in yaml.safe_load_all(p.read_text()) if d]
+    queued = [d for d in docs if d["kind"] == "Workload" or
+              (d["kind"] == "Job" and "kueue.x-k8s.io/queue-name" in d["metadata"].get("labels", {}))]
+    assert queued, "the samples hold Jobs and Workloads"
+    assert len(out.splitlines()) == 1 + len(queued)
+    assert "skipping unknown kind kustomize.config.k8s.io/v1beta1 Kustomization" in err
+
+
+INVALID = """\
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: bad}
+spec:
+  queueingStrategy: Sometimes
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: LocalQueue
+  metadata: {name: lq, namespace: default}
+  spec: {}
+"""
+
+
+def test_invalid_objects_give_every_error_with_file_document_and_path(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(INVALID, encoding="utf-8")
+    code, out, err = simulate(capsys, "-f", str(path))
+    assert code == 2
+    assert out == ""
+    assert f"error: {path}:1: spec.queueingStrategy" in err
+    assert f"error: {path}:2: items[0].spec.clusterQueue" in err
+
+
+def test_unknown_kinds_are_reported_and_skipped(capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (DEADLOCK / "cluster.yaml").read_text() + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    code, _, err = simulate(capsys, "-f", "-", "-f", str(DEADLOCK / "jobs.yaml"))
+    assert code == 0
+    assert "<stdin>:6: skipping unknown kind apps/v1 Deployment" in err
+
+
+def test_unreadable_input_is_an_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("a: [unclosed\n", encoding="utf-8")
+    code, out, err = simulate(capsys, "-f", str(path))
+    assert (code, out) == (2, "")
+    assert f"error: {path}: not YAML or JSON" in err
