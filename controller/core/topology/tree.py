@@ -82,8 +82,8 @@ class FlavorTopology:
         self._alloc: Int64Array = np.zeros((0, 0), dtype=np.int64)
         self._domain_of: list[Int64Array] = [np.zeros(0, dtype=np.int64) for _ in self.levels]
         self._masks: dict[Signature, CandidateMask] = {}
-        self._rows: tuple[NodeRegistry, int, Int64Array] | None = None
-        self._name_rank: tuple[int, Int64Array] | None = None
+        self._rows: tuple[NodeRegistry, Int64Array] | None = None
+        self._name_rank: Int64Array | None = None
 
     @classmethod
     def build(cls, name: str, levels: tuple[str, ...], node_labels: Mapping[str, str],
@@ -120,6 +120,7 @@ class FlavorTopology:
         if slot is None:
             slot = self._free_slots.pop() if self._free_slots else self._append_slot()
             self._slot_of[view.name] = slot
+            self._name_rank = None
         self._views[slot] = view
         static = static_reason(view, self.levels, self.node_labels)
         self._static[slot] = static
@@ -136,6 +137,7 @@ class FlavorTopology:
         self._alloc[slot, :] = 0
         self._set_domains(slot, None)
         self._free_slots.append(slot)
+        self._name_rank = None
         self._changed(slot)
 
     def _append_slot(self) -> int:
@@ -183,10 +185,18 @@ class FlavorTopology:
             self._domain_of[i][slot] = parent
 
     def _changed(self, slot: int) -> None:
+        """Patch what is derived per slot (candidacy masks, usage rows) for one changed slot."""
         self.version += 1
         view = self._views[slot]
         for mask in self._masks.values():
             mask.refresh(slot, view, self._static[slot], self.flavor_tolerations)
+        if self._rows is not None:
+            registry, rows = self._rows
+            if slot >= rows.shape[0]:
+                rows = np.concatenate([rows, np.zeros(max(slot + 1, 2 * rows.shape[0]) - rows.shape[0],
+                                                      dtype=np.int64)])
+            rows[slot] = registry.row(view.name) if view is not None else 0
+            self._rows = (registry, rows)
 
     # -- reads for the assignment --------------------------------------------------------------
 
@@ -220,23 +230,22 @@ class FlavorTopology:
         return out
 
     def rows_in(self, registry: NodeRegistry) -> Int64Array:
-        """Row of every slot in a usage registry (empty slots point at row 0 and are never candidates)."""
-        cached = self._rows
-        if cached is not None and cached[0] is registry and cached[1] == self.version:
-            return cached[2]
-        rows = np.zeros(self.slots, dtype=np.int64)
-        for slot, view in enumerate(self._views):
-            if view is not None:
-                rows[slot] = registry.row(view.name)
-        self._rows = (registry, self.version, rows)
-        return rows
+        """Row of every slot in a usage registry (empty slots point at row 0 and are never candidates).
+        Computed once per registry, then patched by node changes; keep one registry for the cluster."""
+        if self._rows is None or self._rows[0] is not registry:
+            rows = np.zeros(self.slots, dtype=np.int64)
+            for slot, view in enumerate(self._views):
+                if view is not None:
+                    rows[slot] = registry.row(view.name)
+            self._rows = (registry, rows)
+        return self._rows[1][: self.slots]
 
     def name_rank(self) -> Int64Array:
         """rank[slot] of each node by name, to break ties between nodes deterministically."""
-        if self._name_rank is None or self._name_rank[0] != self.version:
+        if self._name_rank is None:
             names = [v.name if v is not None else "" for v in self._views]
             order = sorted(range(len(names)), key=names.__getitem__)
             rank = np.empty(len(names), dtype=np.int64)
             rank[np.asarray(order, dtype=np.int64)] = np.arange(len(names), dtype=np.int64)
-            self._name_rank = (self.version, rank)
-        return self._name_rank[1]
+            self._name_rank = rank
+        return self._name_rank

@@ -206,6 +206,7 @@ class Usage:
         rows, cols = self._used.shape
         if row < rows and col < cols:
             return
-        grown = np.zeros((max(row + 1, 2 * rows), max(col + 1, cols + 4)), dtype=np.int64)
+        grown = np.zeros((max(row + 1, 2 * rows) if row >= rows else rows,
+                          max(col + 1, cols + 4) if col >= cols else cols), dtype=np.int64)
         grown[:rows, :cols] = self._used
         self._used = grown

@@ -133,3 +133,14 @@ def test_tree_patches_follow_node_changes() -> None:
     topo.upsert_node(gpu_node("h4", "b1", "r1", 2).view())  # reuses h3's slot
     assert fit_in_rack(topo, usage) == 6
     assert topo.node_count == 3
+
+
+def test_a_reused_slot_reads_its_new_node_usage_not_the_old_one() -> None:
+    topo, usage = rack(), Usage()
+    usage.add_bound_pod(make_pod("p").requests({GPU: "4"}).on("h1").view())
+    assert fit_in_rack(topo, usage) == 4  # caches the slot -> usage row mapping
+    topo.remove_node("h1")
+    topo.upsert_node(gpu_node("h9", "b1", "r1", 4).view())  # takes h1's slot
+    assert fit_in_rack(topo, usage) == 8
+    usage.add_bound_pod(make_pod("q").requests({GPU: "1"}).on("h9").view())
+    assert fit_in_rack(topo, usage) == 7
