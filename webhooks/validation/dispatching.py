@@ -41,7 +41,7 @@ def _rules(obj: Any) -> tuple[list[FieldError], tuple[Validator, UpdateValidator
         return [], (jobs.validate_job, jobs.validate_job_update)
     if not isinstance(api_version, str) or not api_version.startswith(f"{c.GROUP}/"):
         return [], None
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         return [unsupported(ROOT.child("kind"), kind, sorted(KINDS))], None
     versions, create, update = KINDS[kind]
     if api_version not in versions:

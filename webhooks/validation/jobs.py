@@ -106,9 +106,9 @@ def validate_job(obj: Mapping[str, Any]) -> list[FieldError]:
 def validate_job_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
     """Kueue: the queue label of a running (unsuspended) Job cannot change."""
     errs = validate_job(new)
-    old_queue = ((old.get("metadata") or {}).get("labels") or {}).get(c.LABEL_QUEUE_NAME)
-    new_queue = ((new.get("metadata") or {}).get("labels") or {}).get(c.LABEL_QUEUE_NAME)
-    suspended = bool((old.get("spec") or {}).get("suspend")) and bool((new.get("spec") or {}).get("suspend"))
+    old_queue = shapes.lookup(old, "metadata", "labels", c.LABEL_QUEUE_NAME)
+    new_queue = shapes.lookup(new, "metadata", "labels", c.LABEL_QUEUE_NAME)
+    suspended = shapes.lookup(old, "spec", "suspend") is True and shapes.lookup(new, "spec", "suspend") is True
     if old_queue != new_queue and not suspended:
         errs.append(invalid(meta.METADATA.child("labels").key(c.LABEL_QUEUE_NAME), new_queue,
                             "field is immutable while the Job is not suspended"))

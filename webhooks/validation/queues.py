@@ -182,8 +182,8 @@ def validate_local_queue(obj: Mapping[str, Any]) -> list[FieldError]:
 def validate_local_queue_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
     """A LocalQueue cannot be re-pointed at another ClusterQueue (Kueue: field is immutable)."""
     errs = validate_local_queue(new)
-    old_cq = (old.get("spec") or {}).get("clusterQueue")
-    new_cq = (new.get("spec") or {}).get("clusterQueue")
+    old_cq = shapes.lookup(old, "spec", "clusterQueue")
+    new_cq = shapes.lookup(new, "spec", "clusterQueue")
     if old_cq != new_cq:
         errs.append(invalid(SPEC.child("clusterQueue"), new_cq, "field is immutable"))
     return errs

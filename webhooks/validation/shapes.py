@@ -84,3 +84,12 @@ def objects(items: list[Any] | None, path: FieldPath,
             continue
         out.append((path.index(i), item))
     return out
+
+
+def lookup(obj: Any, *keys: str) -> Any:
+    """`obj[k1][k2]...` for update comparisons, None when any step is absent or not an object."""
+    for key in keys:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj

@@ -75,8 +75,8 @@ def validate_topology(obj: Mapping[str, Any]) -> list[FieldError]:
 def validate_topology_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
     """A Topology's levels are immutable: workloads were admitted against them."""
     errs = validate_topology(new)
-    old_levels = [label for _, label in topology_levels(old.get("spec") or {}, [])]
-    new_levels = [label for _, label in topology_levels(new.get("spec") or {}, [])]
+    old_levels = shapes.lookup(old, "spec", "levels")
+    new_levels = shapes.lookup(new, "spec", "levels")
     if old_levels != new_levels:
         errs.append(invalid(SPEC.child("levels"), new_levels, "field is immutable"))
     return errs

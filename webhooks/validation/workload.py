@@ -112,11 +112,12 @@ def validate_workload(obj: Mapping[str, Any]) -> list[FieldError]:
 
 def has_quota_reserved(obj: Mapping[str, Any]) -> bool:
     """True when the Workload holds quota: an admission is recorded or QuotaReserved is True."""
-    status = obj.get("status") or {}
-    if status.get("admission"):
+    if shapes.lookup(obj, "status", "admission"):
         return True
-    return any(cond.get("type") == c.CONDITION_QUOTA_RESERVED and cond.get("status") == "True"
-               for cond in status.get("conditions") or [] if isinstance(cond, Mapping))
+    conditions = shapes.lookup(obj, "status", "conditions")
+    return isinstance(conditions, list) and any(
+        shapes.lookup(cond, "type") == c.CONDITION_QUOTA_RESERVED and shapes.lookup(cond, "status") == "True"
+        for cond in conditions)
 
 
 def validate_workload_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
@@ -124,10 +125,9 @@ def validate_workload_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> 
     errs = validate_workload(new)
     if not has_quota_reserved(old):
         return errs
-    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
-    if old_spec.get("podSets") != new_spec.get("podSets"):
+    if shapes.lookup(old, "spec", "podSets") != shapes.lookup(new, "spec", "podSets"):
         errs.append(invalid_omitted(SPEC.child("podSets"), "field is immutable once quota is reserved"))
-    if old_spec.get("queueName") != new_spec.get("queueName"):
-        errs.append(invalid(SPEC.child("queueName"), new_spec.get("queueName"),
-                            "field is immutable once quota is reserved"))
+    new_queue = shapes.lookup(new, "spec", "queueName")
+    if shapes.lookup(old, "spec", "queueName") != new_queue:
+        errs.append(invalid(SPEC.child("queueName"), new_queue, "field is immutable once quota is reserved"))
     return errs

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from webhooks.validation import formats
 from webhooks.validation.errors import FieldError, FieldPath
@@ -37,6 +39,8 @@ CASES = [
     FormatCase("subdomain: 254 characters", formats.dns_subdomain, "a" * 254, False),
     FormatCase("subdomain: double dot", formats.dns_subdomain, "a..b", False),
     FormatCase("subdomain: underscore", formats.dns_subdomain, "a_b", False),
+    FormatCase("subdomain: a part longer than 63 (only the total is bounded)", formats.dns_subdomain,
+               "a" * 64 + ".io", True),
     FormatCase("subdomain: leading dot", formats.dns_subdomain, ".a", False),
     FormatCase("qualified: bare name", formats.qualified_name, "rack", True),
     FormatCase("qualified: mixed case, dots and underscores", formats.qualified_name, "My_Rack.id", True),
@@ -78,3 +82,58 @@ def test_a_too_long_label_says_how_long_it_is() -> None:
 def test_a_bad_quantity_names_the_text() -> None:
     [err] = formats.quantity(PATH, "64 Gi")
     assert err.message.startswith('Invalid value: "64 Gi": ')
+
+
+# Oracles written character by character from the Kubernetes rules, independent of the regexes.
+LOWER_ALNUM = set("abcdefghijklmnopqrstuvwxyz0123456789")
+ALNUM = LOWER_ALNUM | set("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def is_label_shaped(s: str) -> bool:
+    return s != "" and s[0] in LOWER_ALNUM and s[-1] in LOWER_ALNUM and all(
+        ch in LOWER_ALNUM or ch == "-" for ch in s)
+
+
+def is_dns_label(s: str) -> bool:
+    return len(s) <= 63 and is_label_shaped(s)
+
+
+def is_dns_subdomain(s: str) -> bool:
+    # apimachinery bounds only the whole name (253), not each dot-separated part.
+    return 0 < len(s) <= 253 and all(is_label_shaped(part) for part in s.split("."))
+
+
+def is_name_part(s: str) -> bool:
+    return 0 < len(s) <= 63 and s[0] in ALNUM and s[-1] in ALNUM and all(ch in ALNUM or ch in "-_." for ch in s)
+
+
+def is_qualified_name(s: str) -> bool:
+    parts = s.split("/")
+    if len(parts) == 1:
+        return is_name_part(s)
+    return len(parts) == 2 and is_dns_subdomain(parts[0]) and is_name_part(parts[1])
+
+
+# Short strings over an alphabet that hits every rule's edge (case, separators, other scripts).
+names = st.text(alphabet="aZ09-._/ é", max_size=12) | st.builds(
+    lambda n, c: c * n, st.integers(60, 66), st.sampled_from(["a", "A", "-"]))
+
+
+@given(names)
+def test_dns_label_matches_the_oracle(s: str) -> None:
+    assert (formats.dns_label(PATH, s) == []) == is_dns_label(s)
+
+
+@given(names)
+def test_dns_subdomain_matches_the_oracle(s: str) -> None:
+    assert (formats.dns_subdomain(PATH, s) == []) == is_dns_subdomain(s)
+
+
+@given(names | st.builds(lambda p, n: f"{p}/{n}", names, names))
+def test_qualified_name_matches_the_oracle(s: str) -> None:
+    assert (formats.qualified_name(PATH, s) == []) == is_qualified_name(s)
+
+
+@given(names)
+def test_label_value_matches_the_oracle(s: str) -> None:
+    assert (formats.label_value(PATH, s) == []) == (s == "" or is_name_part(s))
