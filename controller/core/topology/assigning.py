@@ -69,17 +69,22 @@ def assign(topology: FlavorTopology, usage: Usage, podsets: Sequence[PodSetReque
         per_slot, assignment = placed
         assignments.append(assignment)
         free -= per_slot[:, None] * _request_vector(ps.requests, resources)[None, :]
-        on_nodes = pods.setdefault(ps.name, {})
-        for slot in np.nonzero(per_slot)[0].tolist():
-            view = topology.view(slot)
-            assert view is not None  # only candidate (occupied) slots get pods
-            n = int(per_slot[slot])
-            on_nodes[view.name] = on_nodes.get(view.name, 0) + n
-            vec = totals.setdefault(view.name, {})
-            for r, m in ps.requests.items():
-                if m > 0:
-                    vec[r] = vec.get(r, 0) + m * n
+        _record(topology, ps, per_slot, pods.setdefault(ps.name, {}), totals)
     return AssignmentSuccess(tuple(assignments), Placement(pods, totals))
+
+
+def _record(topology: FlavorTopology, ps: PodSetRequest, per_slot: Int64Array,
+            on_nodes: dict[str, int], totals: dict[str, Resources]) -> None:
+    """Add one placed pod set to the workload's Placement: pods per node and exact requests per node."""
+    for slot in np.nonzero(per_slot)[0].tolist():
+        view = topology.view(slot)
+        assert view is not None  # only candidate (occupied) slots get pods
+        n = int(per_slot[slot])
+        on_nodes[view.name] = on_nodes.get(view.name, 0) + n
+        vec = totals.setdefault(view.name, {})
+        for r, m in ps.requests.items():
+            if m > 0:
+                vec[r] = vec.get(r, 0) + m * n
 
 
 def _missing_level(topology: FlavorTopology, ps: PodSetRequest) -> AssignmentFailure | None:

@@ -124,3 +124,30 @@ def test_assignment_matches_the_oracle(data: st.DataObject, gpus_per_pod: int, c
         # Spread over the fewest top-level domains.
         blocks = {world.path[node][:1] for node in placed}
         assert len(blocks) == min_domains_to_hold(domain_sums(world, 0), count)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), counts=st.tuples(st.integers(1, 8), st.integers(1, 8)),
+       modes=st.tuples(requests, requests))
+def test_several_pod_sets_share_nodes_without_overcommitting(
+        data: st.DataObject, counts: tuple[int, int], modes: tuple[TopologyRequest, TopologyRequest]) -> None:
+    world = data.draw(worlds(1))
+    usage = Usage.from_pods(world.pods)
+    before = {node.name: usage.used(node.name) for node in world.nodes}
+    topo = FlavorTopology.build("gpu", LEVELS, {}, (), world.nodes)
+    podsets = [PodSetRequest(f"ps{i}", n, {GPU: 1000, "pods": 1000}, mode)
+               for i, (n, mode) in enumerate(zip(counts, modes, strict=True))]
+    outcome = assign(topo, usage, podsets)
+    # assign never mutates the usage, whatever the outcome.
+    assert {node.name: usage.used(node.name) for node in world.nodes} == before
+    alone = assign(topo, usage, podsets[:1])
+    if not isinstance(outcome, AssignmentSuccess):
+        # All or nothing: failing on the second pod set still fails the workload.
+        assert outcome.podset == "ps0" or isinstance(alone, AssignmentSuccess)
+        return
+    # The first pod set is placed as if alone; the pair never exceeds a node's free GPUs.
+    assert isinstance(alone, AssignmentSuccess)
+    assert outcome.assignments[0] == alone.assignments[0]
+    for node in world.fit:
+        taken = sum(outcome.placement.pods[ps.name].get(node, 0) for ps in podsets)
+        assert taken <= world.fit[node]
