@@ -107,7 +107,7 @@ def bench_size(n: int, counts: list[int], reps: int, rng: random.Random) -> None
     first_ms = (time.perf_counter() - t0) * 1000
     clone_ms = statistics.median(timed(usage.clone, 20))
 
-    print(f"\n## {n:,} nodes ({len(pods):,} bound pods)")
+    print(f"\n== {n:,} nodes ({len(pods):,} bound pods)")
     print(f"tree build {build_ms:.1f} ms | usage from pods {usage_ms:.1f} ms | first assign (mask, rows) "
           f"{first_ms:.1f} ms | usage clone {clone_ms:.3f} ms | traced peak (tree+usage) {peak / 2**20:.1f} MiB")
     print(f"{'mode':<16}{'pods':>6}{'result':>8}{'median ms':>11}{'p95 ms':>9}")
