@@ -1,0 +1,258 @@
+"""The official Python client (sync and kubernetes.aio) against the devcluster over HTTP.
+
+CRUD with Kubernetes' status codes and Status bodies, generateName, list pagination, list + watch
+from a resourceVersion with selectors, the three patch types, 409 on stale writes, 410 Gone for
+compacted watch history and expired continue tokens, dryRun, CRD validation and pruning.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config, watch
+from kubernetes.aio import client as aclient
+from kubernetes.aio import config as aconfig
+from kubernetes.aio import watch as awatch
+from kubernetes.client.rest import ApiException
+
+from devcluster.cluster import DevCluster
+
+pytestmark = pytest.mark.e2e
+
+WIDGETS_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {"group": "example.com", "scope": "Namespaced",
+             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
+             "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                           "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                               "spec": {"type": "object", "required": ["size"], "properties": {
+                                   "size": {"type": "integer", "minimum": 1},
+                                   "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
+                                   "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}},
+                               "status": {"type": "object", "properties": {"phase": {"type": "string"}}}}}}}]},
+}
+
+
+@pytest.fixture(scope="module")
+def api_client(kubeconfig: Path) -> Iterator[client.ApiClient]:
+    with config.new_client_from_config(config_file=str(kubeconfig)) as api:
+        yield api
+
+
+@pytest.fixture(scope="module")
+def core(api_client: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture(scope="module")
+def custom(api_client: client.ApiClient) -> client.CustomObjectsApi:
+    ext = client.ApiextensionsV1Api(api_client)
+    ext.create_custom_resource_definition(WIDGETS_CRD)
+    return client.CustomObjectsApi(api_client)
+
+
+def configmap(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels},
+            "data": {"k": "v"}}
+
+
+def status_of(error: ApiException) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(error.body)
+    return body
+
+
+def test_create_get_replace_delete_with_kubernetes_status_codes(core: client.CoreV1Api, namespace: str) -> None:
+    created, code, _ = core.create_namespaced_config_map_with_http_info(namespace, configmap("c1"))
+    assert code == 201
+    assert created.metadata.uid and created.metadata.creation_timestamp
+    with pytest.raises(ApiException) as again:
+        core.create_namespaced_config_map(namespace, configmap("c1"))
+    assert again.value.status == 409
+    assert status_of(again.value)["reason"] == "AlreadyExists"
+    assert status_of(again.value)["message"] == 'configmaps "c1" already exists'
+    created.data = {"k": "w"}
+    replaced = core.replace_namespaced_config_map("c1", namespace, created)
+    assert int(replaced.metadata.resource_version) > int(created.metadata.resource_version)
+    core.delete_namespaced_config_map("c1", namespace)
+    with pytest.raises(ApiException) as missing:
+        core.read_namespaced_config_map("c1", namespace)
+    assert missing.value.status == 404
+    assert status_of(missing.value)["details"] == {"name": "c1", "kind": "configmaps"}
+
+
+def test_create_in_a_missing_namespace_is_404(core: client.CoreV1Api) -> None:
+    with pytest.raises(ApiException) as error:
+        core.create_namespaced_config_map("no-such-ns", configmap("c1"))
+    assert error.value.status == 404
+    assert status_of(error.value)["message"] == 'namespaces "no-such-ns" not found'
+
+
+def test_generate_name_gives_distinct_names(core: client.CoreV1Api, namespace: str) -> None:
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "gen-"}}
+    names = {core.create_namespaced_config_map(namespace, body).metadata.name for _ in range(5)}
+    assert len(names) == 5 and all(n.startswith("gen-") and len(n) == 9 for n in names)
+
+
+def test_stale_resource_version_is_409_conflict_for_put_and_patch(core: client.CoreV1Api, namespace: str) -> None:
+    first = core.create_namespaced_config_map(namespace, configmap("c"))
+    core.patch_namespaced_config_map("c", namespace, {"data": {"k": "2"}})
+    first.data = {"k": "stale"}
+    with pytest.raises(ApiException) as put:
+        core.replace_namespaced_config_map("c", namespace, first)
+    assert put.value.status == 409 and status_of(put.value)["reason"] == "Conflict"
+    stale = {"metadata": {"resourceVersion": first.metadata.resource_version}, "data": {"k": "x"}}
+    with pytest.raises(ApiException) as patch:
+        core.patch_namespaced_config_map("c", namespace, stale, _content_type="application/merge-patch+json")
+    assert patch.value.status == 409
+    assert core.read_namespaced_config_map("c", namespace).data == {"k": "2"}
+
+
+def test_three_patch_types_by_content_type(core: client.CoreV1Api, namespace: str) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "1"}},
+           "spec": {"containers": [{"name": "main", "image": "img:1"}, {"name": "side", "image": "side:1"}],
+                    "tolerations": [{"key": "x", "operator": "Exists"}]}}
+    core.create_namespaced_pod(namespace, pod)
+    core.patch_namespaced_pod("p", namespace, {"spec": {"containers": [{"name": "side", "image": "side:2"}]}},
+                              _content_type="application/strategic-merge-patch+json")
+    core.patch_namespaced_pod("p", namespace, {"metadata": {"labels": {"a": None, "b": "2"}}},
+                              _content_type="application/merge-patch+json")
+    core.patch_namespaced_pod("p", namespace, [{"op": "add", "path": "/metadata/annotations", "value": {"n": "1"}}],
+                              _content_type="application/json-patch+json")
+    got = core.read_namespaced_pod("p", namespace)
+    assert [(c.name, c.image) for c in got.spec.containers] == [("main", "img:1"), ("side", "side:2")]
+    assert got.metadata.labels == {"b": "2"}
+    assert got.metadata.annotations == {"n": "1"}
+
+
+def test_list_pagination_and_expired_continue_token(devcluster: DevCluster, core: client.CoreV1Api,
+                                                    namespace: str) -> None:
+    for i in range(5):
+        core.create_namespaced_config_map(namespace, configmap(f"c{i}"))
+    names, token = [], None
+    while True:
+        page = core.list_namespaced_config_map(namespace, limit=2, _continue=token)
+        names += [c.metadata.name for c in page.items]
+        token = page.metadata._continue
+        if not token:
+            break
+    assert names == [f"c{i}" for i in range(5)]
+    first = core.list_namespaced_config_map(namespace, limit=2)
+    core.create_namespaced_config_map(namespace, configmap("later"))  # compaction reaches past the list
+    devcluster.call(lambda: _async_compact(devcluster))
+    with pytest.raises(ApiException) as expired:
+        core.list_namespaced_config_map(namespace, limit=2, _continue=first.metadata._continue)
+    assert expired.value.status == 410 and status_of(expired.value)["reason"] == "Expired"
+
+
+async def _async_compact(cluster: DevCluster) -> None:
+    cluster.api.compact()
+
+
+def test_label_and_field_selectors(core: client.CoreV1Api, namespace: str) -> None:
+    for name, tier in (("a", "gold"), ("b", "silver"), ("c", "bronze")):
+        core.create_namespaced_config_map(namespace, configmap(name, tier=tier))
+    core.create_namespaced_config_map(namespace, configmap("d"))
+
+    def names(**kw: str) -> list[str]:
+        return [c.metadata.name for c in core.list_namespaced_config_map(namespace, **kw).items]
+
+    assert names(label_selector="tier in (gold,silver)") == ["a", "b"]
+    assert names(label_selector="tier!=gold") == ["b", "c", "d"]
+    assert names(label_selector="!tier") == ["d"]
+    assert names(label_selector="tier,tier notin (bronze)") == ["a", "b"]
+    assert names(field_selector="metadata.name=c") == ["c"]
+    with pytest.raises(ApiException) as bad:
+        core.list_namespaced_config_map(namespace, field_selector="data.k=v")
+    assert bad.value.status == 400
+    assert status_of(bad.value)["message"] == "field label not supported: data.k"
+
+
+def test_watch_from_a_resource_version_sees_every_change_once(core: client.CoreV1Api, namespace: str) -> None:
+    listed = core.list_namespaced_config_map(namespace)
+    core.create_namespaced_config_map(namespace, configmap("w", app="x"))
+    core.patch_namespaced_config_map("w", namespace, {"data": {"k": "2"}})
+    core.create_namespaced_config_map(namespace, configmap("other", app="y"))
+    core.delete_namespaced_config_map("w", namespace)
+    seen = [(e["type"], e["object"].metadata.name, (e["object"].data or {}).get("k"))
+            for e in watch.Watch().stream(core.list_namespaced_config_map, namespace, label_selector="app=x",
+                                          resource_version=listed.metadata.resource_version, timeout_seconds=1)]
+    assert seen == [("ADDED", "w", "v"), ("MODIFIED", "w", "2"), ("DELETED", "w", "2")]
+
+
+def test_watch_from_a_compacted_revision_is_410_gone(devcluster: DevCluster, core: client.CoreV1Api,
+                                                     namespace: str) -> None:
+    old = core.create_namespaced_config_map(namespace, configmap("g")).metadata.resource_version
+    core.patch_namespaced_config_map("g", namespace, {"data": {"k": "2"}})
+    devcluster.call(lambda: _async_compact(devcluster))
+    resp = core.list_namespaced_config_map(namespace, watch=True, resource_version=old, timeout_seconds=1,
+                                           _preload_content=False)
+    events = [json.loads(line) for line in resp.read().decode().splitlines() if line.strip()]
+    assert [e["type"] for e in events] == ["ERROR"]
+    assert events[0]["object"]["code"] == 410 and events[0]["object"]["reason"] == "Expired"
+    with pytest.raises(ApiException) as gone:
+        list(watch.Watch().stream(core.list_namespaced_config_map, namespace, resource_version=old,
+                                  timeout_seconds=1))
+    assert gone.value.status == 410
+
+
+def test_dry_run_does_not_persist(core: client.CoreV1Api, namespace: str) -> None:
+    made = core.create_namespaced_config_map(namespace, configmap("dry"), dry_run="All")
+    assert made.metadata.name == "dry"
+    assert core.list_namespaced_config_map(namespace).items == []
+
+
+def test_custom_objects_validation_pruning_defaults_and_status(custom: client.CustomObjectsApi,
+                                                                namespace: str) -> None:
+    body = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"},
+            "spec": {"size": 3, "unknown": "dropped", "extra": {"kept": True}}, "status": {"phase": "ignored"}}
+    made = custom.create_namespaced_custom_object("example.com", "v1", namespace, "widgets", body)
+    assert made["spec"] == {"size": 3, "color": "red", "extra": {"kept": True}}
+    assert "status" not in made
+    with pytest.raises(ApiException) as bad:
+        custom.create_namespaced_custom_object("example.com", "v1", namespace, "widgets", {
+            "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w2"},
+            "spec": {"size": 0, "color": "green"}})
+    assert bad.value.status == 422
+    causes = status_of(bad.value)["details"]["causes"]
+    assert [(c["field"], c["reason"]) for c in causes] == [
+        ("spec.size", "FieldValueInvalid"), ("spec.color", "FieldValueNotSupported")]
+    status = custom.patch_namespaced_custom_object_status("example.com", "v1", namespace, "widgets", "w1",
+                                                          {"status": {"phase": "Ready"}, "spec": {"size": 9}})
+    assert status["status"] == {"phase": "Ready"} and status["spec"]["size"] == 3
+    assert status["metadata"]["generation"] == 1
+    main = custom.patch_namespaced_custom_object("example.com", "v1", namespace, "widgets", "w1",
+                                                 {"status": {"phase": "Lost"}, "spec": {"size": 4}})
+    assert main["status"] == {"phase": "Ready"} and main["spec"]["size"] == 4
+    assert main["metadata"]["generation"] == 2
+
+
+async def test_async_client_crud_and_watch(tmp_path: Path) -> None:
+    async with DevCluster(bookmark_interval=0.2) as cluster:
+        path = cluster.write_kubeconfig(tmp_path / "config")
+        api_client = await aconfig.new_client_from_config(config_file=str(path))
+        async with api_client:
+            core = aclient.CoreV1Api(api_client)
+            await core.create_namespaced_config_map("default", configmap("a"))
+            listed = await core.list_namespaced_config_map("default")
+            assert [c.metadata.name for c in listed.items] == ["a"]
+            await core.patch_namespaced_config_map("a", "default", {"data": {"k": "2"}})
+            await core.delete_namespaced_config_map("a", "default")
+            seen = []
+            stream = awatch.Watch().stream(core.list_namespaced_config_map, "default",
+                                           resource_version=listed.metadata.resource_version,
+                                           allow_watch_bookmarks=True, timeout_seconds=1)
+            async for event in stream:
+                obj = event["object"]
+                # bookmarks come back undecoded: only a resourceVersion, no name
+                seen.append((event["type"], obj["metadata"]["resourceVersion"] if isinstance(obj, dict)
+                             else obj.metadata.name))
+            assert seen[:2] == [("MODIFIED", "a"), ("DELETED", "a")]
+            assert len(seen) > 2 and all(kind == "BOOKMARK" for kind, _ in seen[2:])
+            with pytest.raises(aclient.ApiException) as conflict:
+                await core.create_namespace({"metadata": {"name": "default"}})
+            assert conflict.value.status == 409
