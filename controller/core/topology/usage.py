@@ -93,7 +93,7 @@ class Usage:
         """Count a bound, non-terminal pod (re-adding the same pod replaces it; others are ignored).
 
         If the pod belongs to a reserved workload (`workload_key`, else its topology-workload
-        annotation), the reservation on its node shrinks by what the pod now really uses.
+        annotation), that reservation shrinks by what the pod now really uses (see `_consume`).
         """
         self._own()
         if pod.key in self._pods:
@@ -104,16 +104,38 @@ class Usage:
         amounts = tuple((self.registry.col(r), min(m, MILLI_CAP)) for r, m in sorted(pod.requests.items()) if m > 0)
         self._ensure(row, max((col for col, _ in amounts), default=0))
         key = workload_key if workload_key is not None else workload_key_of(pod)
-        reserved = self._reservations.get(key, {}).get(row) if key is not None else None
+        held = self._reservations.get(key) if key is not None else None
+        if held:
+            self._consume(held, row, amounts)
         for col, milli in amounts:
-            if reserved:
-                # Reservation turns into real usage: drop what the pod now accounts for.
-                take = min(reserved.get(col, 0), milli)
-                if take:
-                    reserved[col] -= take
-                    self._used[row, col] -= take
             self._used[row, col] = min(int(self._used[row, col]) + milli, MILLI_CAP)
         self._pods[pod.key] = _BoundPod(row, amounts)
+
+    def _consume(self, held: dict[int, dict[int, int]], row: int, amounts: tuple[tuple[int, int], ...]) -> None:
+        """A pod of a reserved workload bound: its reservation turns into real usage. Take from the
+        pod's own node first, then from the workload's other nodes in row order (when the lowest
+        level is not hostname, kube-scheduler may pick another node of the domain than we guessed)."""
+        left = {col: milli for col, milli in amounts}
+        self._take(held, row, left)
+        if any(left.values()):
+            for other in sorted(held.keys() - {row}):
+                self._take(held, other, left)
+                if not any(left.values()):
+                    break
+
+    def _take(self, held: dict[int, dict[int, int]], row: int, left: dict[int, int]) -> None:
+        """Move up to `left` out of the reservation on `row` (and out of `used`), shrinking `left`."""
+        cols = held.get(row)
+        if not cols:
+            return
+        for col, want in left.items():
+            take = min(cols.get(col, 0), want)
+            if take:
+                cols[col] -= take
+                self._used[row, col] -= take
+                left[col] -= take
+        if not any(cols.values()):
+            del held[row]  # fully bound here: later binds skip this node
 
     def remove_bound_pod(self, pod: PodView | str) -> None:
         """Forget a pod (finished, deleted or unbound); its reservation share is not given back."""

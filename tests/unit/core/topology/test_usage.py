@@ -144,3 +144,13 @@ def test_a_reused_slot_reads_its_new_node_usage_not_the_old_one() -> None:
     assert fit_in_rack(topo, usage) == 8
     usage.add_bound_pod(make_pod("q").requests({GPU: "1"}).on("h9").view())
     assert fit_in_rack(topo, usage) == 7
+
+
+def test_a_pod_bound_elsewhere_in_the_domain_consumes_the_workloads_reservation_there() -> None:
+    # Reserved 2 GPUs on h1, but kube-scheduler put one pod on h2 (same lowest domain).
+    usage = Usage()
+    usage.reserve("ns/w1", {"h1": {GPU: 2000, c.RESOURCE_PODS: 2000}})
+    usage.add_bound_pod(make_pod("a", "ns").requests({GPU: "1"}).on("h2").view(), workload_key="ns/w1")
+    assert usage.used("h1") == {GPU: 1000, c.RESOURCE_PODS: 1000}
+    assert usage.used("h2") == {GPU: 1000, c.RESOURCE_PODS: 1000}
+    assert usage.reserved("ns/w1") == {"h1": {GPU: 1000, c.RESOURCE_PODS: 1000}}
