@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 # Modules under controller.commands, in the order `tasq --help` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("crds", "simulate")
+COMMAND_MODULES: tuple[str, ...] = ("crds", "simulate", "dev")
 
 Handler = Callable[[argparse.Namespace], int]
 

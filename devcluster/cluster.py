@@ -34,7 +34,6 @@ class DevCluster:
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopped: asyncio.Event | None = None
 
     @property
     def url(self) -> str:
@@ -66,19 +65,6 @@ class DevCluster:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    async def serve_forever(self) -> None:
-        """Start and serve until `request_stop()` (signal handlers call it)."""
-        self._stopped = asyncio.Event()
-        await self.start()
-        try:
-            await self._stopped.wait()
-        finally:
-            await self.aclose()
-
-    def request_stop(self) -> None:
-        if self._stopped is not None:
-            self._stopped.set()
 
     # ---------------------------------------------------------------- in a background thread
 

@@ -1,0 +1,55 @@
+"""`tasq dev`: run the devcluster API server with sample GPU nodes until interrupted.
+
+Starts `devcluster.DevCluster` on 127.0.0.1, creates 2 racks x 2 GPU nodes, applies `crds/`,
+writes a kubeconfig for kubectl and serves until SIGINT/SIGTERM (then exits 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from pathlib import Path
+from typing import Any
+
+from devcluster.cluster import DevCluster
+from devcluster.seeding import apply_crds, create_nodes, sample_gpu_nodes
+
+DEFAULT_CRDS = Path(__file__).resolve().parents[2] / "crds"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("dev", help="run a local development API server with sample GPU nodes")
+    parser.add_argument("--kubeconfig", type=Path, required=True, help="where to write the kubeconfig")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free port)")
+    parser.add_argument("--crds", type=Path, default=DEFAULT_CRDS, help="directory of CRD YAML to apply")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    asyncio.run(serve(args.kubeconfig, args.port, args.crds))
+    return 0
+
+
+async def serve(kubeconfig: Path, port: int, crds: Path) -> None:
+    """Start, seed, write the kubeconfig, print how to use it, wait for a signal, stop cleanly."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    cluster = await DevCluster(port=port).start()
+    try:
+        nodes = await create_nodes(cluster.api, sample_gpu_nodes())
+        crd_names = await apply_crds(cluster.api, crds) if crds.is_dir() else []
+        path = cluster.write_kubeconfig(kubeconfig)
+        print(f"devcluster serving at {cluster.url}: {nodes} node(s), {len(crd_names)} CRD(s)", flush=True)
+        print(f"kubeconfig written to {path}; try:", flush=True)
+        print(f"  kubectl --kubeconfig {path} get nodes -L cloud.provider.com/topology-rack", flush=True)
+        print(f"  export KUBECONFIG={path}", flush=True)
+        print("press Ctrl-C to stop", flush=True)
+        await stop.wait()
+    finally:
+        await cluster.aclose()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    print("devcluster stopped", flush=True)
