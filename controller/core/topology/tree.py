@@ -38,6 +38,7 @@ class LevelDomains:
         self._parent_array: Int64Array | None = None
 
     def intern(self, key: DomainKey, parent: int) -> int:
+        """The id of the domain with this key, created (under `parent`) on first sight."""
         found = self.id_of.get(key)
         if found is not None:
             return found
@@ -88,6 +89,7 @@ class FlavorTopology:
     @classmethod
     def build(cls, name: str, levels: tuple[str, ...], node_labels: Mapping[str, str],
               flavor_tolerations: Sequence[Toleration], nodes: Iterable[NodeView]) -> FlavorTopology:
+        """The tree of a flavor from its nodes; `levels` widest first, as the admission normalises them."""
         topo = cls(name, levels, node_labels, flavor_tolerations)
         views = list(nodes)
         topo._grow(len(views))
@@ -129,6 +131,7 @@ class FlavorTopology:
         self._changed(slot)
 
     def remove_node(self, name: str) -> None:
+        """Forget a node; its slot is reused by the next new node. Its (now empty) domains stay."""
         slot = self._slot_of.pop(name, None)
         if slot is None:
             return
@@ -162,6 +165,7 @@ class FlavorTopology:
             self._domain_of[i] = grown
 
     def _set_alloc(self, slot: int, allocatable: Mapping[str, int]) -> None:
+        """Write a node's allocatable row, clamped to [0, MILLI_CAP]; new resources add columns."""
         for resource in allocatable:
             if resource not in self._resource_col:
                 self._resource_col[resource] = len(self._resource_col)

@@ -72,6 +72,7 @@ class Usage:
 
     @classmethod
     def from_pods(cls, pods: Iterable[PodView], registry: NodeRegistry | None = None) -> Usage:
+        """A usage counting every bound, non-terminal pod (pass one registry for the whole cluster)."""
         usage = cls(registry)
         for pod in pods:
             usage.add_bound_pod(pod)
@@ -225,6 +226,7 @@ class Usage:
             self._shared = False
 
     def _ensure(self, row: int, col: int) -> None:
+        """Grow the matrix (doubling rows, a few columns at a time) so [row, col] exists."""
         rows, cols = self._used.shape
         if row < rows and col < cols:
             return
