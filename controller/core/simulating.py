@@ -100,9 +100,10 @@ class Simulation:
                 tracked = self.tracked[decision.key]
                 tracked.fit = state.admitted[decision.key]
                 mark_admitted(tracked.model, decision.admission, self.now)
-        for key in sorted(state.pending):
-            why = explain(state, key) or state.pending[key]
-            mark_pending(self.tracked[key].model, why.reason, why.message, self.now)
+        for key in state.waiting():
+            why = explain(state, key)
+            if why is not None:
+                mark_pending(self.tracked[key].model, why.reason, why.message, self.now)
         self.state = state
 
     def _priority_classes(self) -> tuple[dict[str, int], int]:
@@ -174,7 +175,7 @@ class Simulation:
         if self.state is None:
             return []
         out = []
-        for key in sorted(self.state.pending):
+        for key in self.state.waiting():
             why = explain(self.state, key)
             if why is not None:
                 out.append(why)

@@ -9,6 +9,7 @@ benchmarks and (later) the controller's scheduler loop.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +58,8 @@ class AdmissionState:
     queue_of: dict[str, str] = field(default_factory=dict)
     admitted: dict[str, WorkloadFit] = field(default_factory=dict)
     pending: dict[str, Pending] = field(default_factory=dict)
+    """The last Pending decision of every workload that was tried (or could not be queued) and
+    waits; workloads parked with a same-shape head without being tried are in `waiting()` only."""
     _no_fit: dict[tuple[str, tuple[Any, ...]], NoFit] = field(default_factory=dict)
 
     def submit(self, wl: WorkloadInfo) -> Pending | None:
@@ -69,7 +72,7 @@ class AdmissionState:
         assert cq_name is not None
         cq = self.snapshot.cluster_queues[cq_name]
         self.queue_of[wl.key] = cq_name
-        self.queues.ensure(cq_name, cq.queueing_strategy).push(wl.key, wl.order_key())
+        self.queues.ensure(cq_name, cq.queueing_strategy).push(wl.key, wl.order_key(), wl.shape)
         return None
 
     def release(self, key: str) -> bool:
@@ -86,6 +89,11 @@ class AdmissionState:
         self._no_fit.clear()
         self.queues.requeue_all()
         return True
+
+    def waiting(self) -> list[str]:
+        """Every workload that is neither admitted nor finished, sorted by key."""
+        queued = (key for queue in self.queues.queues.values() for key in queue.members)
+        return sorted({*queued, *self.pending} - self.admitted.keys())
 
     def capacity_changed(self) -> None:
         """Nodes or quotas changed outside admission: forget memoised failures, retry parked ones."""
@@ -125,19 +133,30 @@ def run_cycle(state: AdmissionState) -> list[Decision]:
 
 
 def run_until_quiet(state: AdmissionState) -> list[Decision]:
-    """Cycles until no queue offers a head; every cycle admits or parks each head, so it ends."""
+    """Cycles back to back until no queue offers a head, merged into one pass: a queue's next head
+    joins the round as soon as its previous head is decided, so across all ClusterQueues heads are
+    always tried by priority then age. Every step admits or parks a head, so it ends."""
     decisions: list[Decision] = []
-    while True:
-        batch = run_cycle(state)
-        if not batch:
-            return decisions
-        decisions.extend(batch)
+    round_: list[tuple[tuple[int, float, int, str], str]] = [
+        (state.workloads[key].order_key(), cq_name) for cq_name, key in state.queues.heads()]
+    heapq.heapify(round_)
+    while round_:
+        _, cq_name = heapq.heappop(round_)
+        queue = state.queues.queues[cq_name]
+        key = queue.head()
+        if key is None:
+            continue
+        decisions.append(_decide(state, cq_name, key))
+        following = queue.head()
+        if following is not None:
+            heapq.heappush(round_, (state.workloads[following].order_key(), cq_name))
+    return decisions
 
 
 def _decide(state: AdmissionState, cq_name: str, key: str) -> Decision:
     """Try one head: commit its quota on a fit (the nodes are already held), else park it."""
     wl = state.workloads[key]
-    memo = (cq_name, wl.signature())
+    memo = (cq_name, wl.shape)
     result: WorkloadFit | NoFit | None = state._no_fit.get(memo)
     if result is None:
         result = assign_flavors(state.snapshot, cq_name, wl)
@@ -158,9 +177,12 @@ def _decide(state: AdmissionState, cq_name: str, key: str) -> Decision:
 def explain(state: AdmissionState, key: str) -> Pending | None:
     """Why a pending workload waits right now, recomputed against the current usage (no memo)."""
     cq_name = state.queue_of.get(key)
-    known = state.pending.get(key)
     if cq_name is None or key in state.admitted:
-        return known
+        return state.pending.get(key)
+    blocker = state.queues.queues[cq_name].blocked_by
+    if blocker is not None and blocker != key:
+        return Pending(key, cq_name, c.REASON_PENDING, c.REASON_STRICT_FIFO_BLOCKED,
+                       f"StrictFIFO: waiting behind \"{blocker}\" in ClusterQueue \"{cq_name}\"")
     result = assign_flavors(state.snapshot, cq_name, state.workloads[key])
     if isinstance(result, WorkloadFit):
         state.snapshot.usage.release(key)

@@ -1,14 +1,17 @@
 """Queueing: the pending Workloads of every ClusterQueue, in admission order, and their heads.
 
-Order is priority descending, then creation time ascending (Kueue's). A workload that did not fit
-is parked as inadmissible: under BestEffortFIFO the next one becomes the head, under StrictFIFO
-the parked head blocks its queue. Parked workloads return when capacity is released
-(`requeue_all`). Called by the admission cycle; holds keys and order keys only.
+Order is priority descending, then creation time ascending (Kueue's). Within a ClusterQueue the
+workloads are grouped by shape (their pod sets' signature): when the head does not fit, every
+workload of the same shape is parked with it, since capacity only shrinks until something is
+released and identical shapes fail identically. Under BestEffortFIFO the next shape's head becomes
+the head; under StrictFIFO the parked head blocks its queue. `requeue` (capacity was released)
+makes everything eligible again. Called by the admission cycle; holds keys and order keys only.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from controller.api import constants as c
@@ -18,61 +21,82 @@ OrderKey = tuple[int, float, int, str]
 
 @dataclass(slots=True)
 class ClusterQueueQueue:
-    """One ClusterQueue's pending workloads: an active heap plus the parked (inadmissible) ones."""
+    """One ClusterQueue's pending workloads: one heap per shape plus a heap of the shapes' tops.
+
+    Heaps use lazy deletion: an entry is live only while `members` maps its key to the same
+    (order, shape); `tops` entries are re-validated against their shape's heap when read.
+    """
 
     strategy: str = c.QUEUEING_BEST_EFFORT_FIFO
-    active: list[tuple[OrderKey, str]] = field(default_factory=list)
-    parked: dict[str, OrderKey] = field(default_factory=dict)
-    members: dict[str, OrderKey] = field(default_factory=dict)
-    """Every pending key with its order key; heap entries not in here are stale (lazy deletion)."""
+    members: dict[str, tuple[OrderKey, Hashable]] = field(default_factory=dict)
+    shapes: dict[Hashable, list[tuple[OrderKey, str]]] = field(default_factory=dict)
+    tops: list[tuple[OrderKey, int, Hashable]] = field(default_factory=list)
+    parked: set[Hashable] = field(default_factory=set)
     blocked_by: str | None = None
-    """StrictFIFO: the parked head that blocks the queue until capacity changes."""
+    """StrictFIFO: the head that did not fit; it blocks the queue until capacity changes."""
+    _ids: dict[Hashable, int] = field(default_factory=dict)
+    """A stable small integer per shape so `tops` never compares shapes themselves."""
 
-    def push(self, key: str, order: OrderKey) -> None:
-        self.members[key] = order
-        self.parked.pop(key, None)
-        heapq.heappush(self.active, (order, key))
-        if self.blocked_by is not None and order < self.members.get(self.blocked_by, order):
-            # A new, higher-priority workload goes before the blocked head and gets its chance.
-            self.blocked_by = None
+    def push(self, key: str, order: OrderKey, shape: Hashable = None) -> None:
+        self.members[key] = (order, shape)
+        heapq.heappush(self.shapes.setdefault(shape, []), (order, key))
+        sid = self._ids.setdefault(shape, len(self._ids))
+        if shape not in self.parked:
+            heapq.heappush(self.tops, (order, sid, shape))
+        if self.blocked_by is not None and order < self.members[self.blocked_by][0]:
+            self.blocked_by = None  # a new, higher-priority workload goes before the blocked head
 
     def remove(self, key: str) -> None:
         self.members.pop(key, None)
-        self.parked.pop(key, None)
         if self.blocked_by == key:
             self.blocked_by = None
+
+    def _shape_top(self, shape: Hashable) -> tuple[OrderKey, str] | None:
+        heap = self.shapes.get(shape, [])
+        while heap:
+            order, key = heap[0]
+            if self.members.get(key) == (order, shape):
+                return order, key
+            heapq.heappop(heap)
+        return None
 
     def head(self) -> str | None:
         """The workload to try now, or None when the queue is empty, fully parked or blocked."""
         if self.blocked_by is not None:
             return None
-        while self.active:
-            order, key = self.active[0]
-            if self.members.get(key) == order and key not in self.parked:
-                return key
-            heapq.heappop(self.active)
+        while self.tops:
+            order, sid, shape = self.tops[0]
+            top = self._shape_top(shape) if shape not in self.parked else None
+            if top is None:
+                heapq.heappop(self.tops)
+            elif top[0] != order:
+                heapq.heapreplace(self.tops, (top[0], sid, shape))
+            else:
+                return top[1]
         return None
 
     def park(self, key: str) -> None:
-        """The head did not fit: StrictFIFO blocks behind it, BestEffortFIFO moves on."""
-        order = self.members.get(key)
-        if order is None:
+        """The head did not fit: StrictFIFO blocks behind it, BestEffortFIFO parks its whole shape."""
+        entry = self.members.get(key)
+        if entry is None:
             return
         if self.strategy == c.QUEUEING_STRICT_FIFO:
             self.blocked_by = key
-            return
-        self.parked[key] = order
+        else:
+            self.parked.add(entry[1])
 
     def requeue(self) -> None:
-        """Capacity changed: every parked workload is eligible again, the block is lifted."""
+        """Capacity changed: every parked shape is eligible again and the block is lifted."""
         self.blocked_by = None
-        for key, order in self.parked.items():
-            heapq.heappush(self.active, (order, key))
+        for shape in self.parked:
+            top = self._shape_top(shape)
+            if top is not None:
+                heapq.heappush(self.tops, (top[0], self._ids[shape], shape))
         self.parked.clear()
 
     def pending(self) -> list[str]:
         """Every pending key in queue order (for reports; not on the hot path)."""
-        return [key for order, key in sorted((o, k) for k, o in self.members.items())]
+        return [key for _, key in sorted((entry[0], key) for key, entry in self.members.items())]
 
 
 @dataclass(slots=True)

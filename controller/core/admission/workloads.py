@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,7 +50,7 @@ class PodSetInfo:
 
     def signature(self) -> tuple[Any, ...]:
         """Everything admission looks at, as a hashable value (used to memoise failures)."""
-        return (self.count, tuple(sorted(self.requests.items())), self.topology,
+        return (self.name, self.count, tuple(sorted(self.requests.items())), self.topology,
                 tuple(sorted(self.node_selector.items())), self.affinity_terms, self.tolerations)
 
 
@@ -67,6 +67,11 @@ class WorkloadInfo:
     seq: int
     """Arrival order; breaks ties between equal creation times deterministically."""
     pod_sets: tuple[PodSetInfo, ...]
+    shape: tuple[Any, ...] = field(default=(), compare=False)
+    """The pod sets' signatures (computed once): workloads of one shape fit or fail alike."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(ps.signature() for ps in self.pod_sets))
 
     @property
     def key(self) -> str:
@@ -75,9 +80,6 @@ class WorkloadInfo:
     def order_key(self) -> tuple[int, float, int, str]:
         """Queue order: priority descending, then creation time, then arrival, then name."""
         return (-self.priority, self.created, self.seq, self.key)
-
-    def signature(self) -> tuple[Any, ...]:
-        return tuple(ps.signature() for ps in self.pod_sets)
 
 
 def parse_timestamp(text: str | None, default: float) -> float:
