@@ -151,3 +151,44 @@ def test_several_pod_sets_share_nodes_without_overcommitting(
     for node in world.fit:
         taken = sum(outcome.placement.pods[ps.name].get(node, 0) for ps in podsets)
         assert taken <= world.fit[node]
+
+
+node_ops = st.lists(st.tuples(
+    st.sampled_from(["upsert", "upsert", "remove", "bind", "unbind"]),
+    st.integers(0, 5),  # node number
+    st.integers(0, 2),  # rack number (blocks: racks 0-1 in b0, 2 in b1)
+    st.integers(0, 6),  # GPUs (allocatable, or requested by a bound pod)
+    st.booleans(),      # ready
+), max_size=30)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=node_ops, topo_request=requests, count=st.integers(1, 10))
+def test_incremental_updates_match_a_fresh_build(
+        ops: list[tuple[str, int, int, int, bool]], topo_request: TopologyRequest, count: int) -> None:
+    topo = FlavorTopology.build("gpu", LEVELS, {}, (), [])
+    usage = Usage()
+    nodes: dict[str, NodeView] = {}
+    pods: dict[str, PodView] = {}
+    request = [PodSetRequest("main", count, {GPU: 1000, "pods": 1000}, topo_request)]
+    for i, (op, n, rack, gpus, ready) in enumerate(ops):
+        name = f"h{n}"
+        if op == "upsert":
+            builder = gpu_node(name, "b0" if rack < 2 else "b1", f"r{rack}", gpus)
+            nodes[name] = (builder if ready else builder.not_ready()).view()
+            topo.upsert_node(nodes[name])
+        elif op == "remove":
+            nodes.pop(name, None)
+            topo.remove_node(name)
+            usage.remove_node(name)
+            pods = {k: p for k, p in pods.items() if p.node_name != name}
+        elif op == "bind" and name in nodes:
+            pod = make_pod(f"p{i}").requests({GPU: gpus}).on(name).view()
+            pods[pod.key] = pod
+            usage.add_bound_pod(pod)
+        elif op == "unbind" and pods:
+            key = sorted(pods)[n % len(pods)]
+            usage.remove_bound_pod(pods.pop(key))
+        assign(topo, usage, request)  # interleave reads so cached masks and rows get patched
+    fresh = FlavorTopology.build("gpu", LEVELS, {}, (), list(nodes.values()))
+    assert assign(topo, usage, request) == assign(fresh, Usage.from_pods(pods.values()), request)
