@@ -105,3 +105,5 @@ CONTROLLER_NAME: Final = "tasq.x-k8s.io/controller"
 
 # The devcluster's kubelet reads how long a pod runs from this annotation.
 ANNOTATION_DEVCLUSTER_RUN_SECONDS: Final = "devcluster.tasq.io/run-seconds"
+# ... and fails a pod (phase Failed, exit code 1) when this annotation is "true".
+ANNOTATION_DEVCLUSTER_FAIL: Final = "devcluster.tasq.io/fail"

@@ -1,0 +1,106 @@
+"""The simulated cluster components together: Job controller, scheduler and kubelet on one clock.
+
+`Components(api).start()` follows the store; `settle()` runs them until nothing changes (tests),
+`advance(seconds)` moves a `ManualClock` in steps so timed transitions happen in order, and
+`run(interval)` is the real-time loop `tasq dev` uses. All run on the API server's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime, timedelta
+
+from devcluster.apiserver import ApiServer
+from devcluster.jobs import JobController
+from devcluster.kubelet import Kubelet
+from devcluster.scheduling import Scheduler
+
+
+class ManualClock:
+    """A clock tests move by hand; pass it as `DevCluster(now=clock)` so the API server shares it."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.moment = start or datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.moment
+
+    def advance(self, seconds: float) -> None:
+        self.moment += timedelta(seconds=seconds)
+
+
+class SettleError(Exception):
+    """The components kept writing for `rounds` rounds: a feedback loop (a bug), not an outcome."""
+
+    def __init__(self, rounds: int) -> None:
+        super().__init__(f"components still busy after {rounds} rounds")
+        self.rounds = rounds
+
+
+class Components:
+    """Job controller -> scheduler -> kubelet, each cycle in that order (the order a real cluster's
+    watches would usually deliver work in)."""
+
+    def __init__(self, api: ApiServer, *, eviction_seconds: float = 300.0) -> None:
+        self.api = api
+        self.jobs = JobController(api)
+        self.scheduler = Scheduler(api)
+        self.kubelet = Kubelet(api, eviction_seconds)
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> Components:
+        self.jobs.start()
+        self.scheduler.start()
+        self.kubelet.start()
+        return self
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        self.jobs.close()
+        self.scheduler.close()
+        self.kubelet.close()
+
+    async def step(self) -> int:
+        """One round of every component; the number of writes they made."""
+        return await self.jobs.sync() + await self.scheduler.sync() + await self.kubelet.sync()
+
+    async def settle(self, rounds: int = 200) -> int:
+        """Run rounds until one makes no write and nothing is queued; total writes."""
+        total = 0
+        for _ in range(rounds):
+            writes = await self.step()
+            total += writes
+            if writes == 0 and not (self.jobs.has_work or self.kubelet.has_work):
+                return total
+        raise SettleError(rounds)
+
+    async def advance(self, clock: ManualClock, seconds: float) -> int:
+        """Move simulated time by `seconds`, stopping at each kubelet deadline on the way and settling."""
+        target = clock.moment + timedelta(seconds=seconds)
+        total = await self.settle()
+        while True:
+            due = self.kubelet.next_deadline(after=clock.moment)
+            if due is None or due > target:
+                break
+            clock.moment = due
+            total += await self.settle()
+        clock.moment = target
+        return total + await self.settle()
+
+    async def run(self, interval: float = 0.2) -> None:
+        """Real time: a round every `interval` seconds until cancelled (`tasq dev`)."""
+        while True:
+            try:
+                await self.step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a component bug must not stop the cluster; the next round retries
+                logging.getLogger(__name__).exception("devcluster components round failed")
+            await asyncio.sleep(interval)
+
+    def run_in_background(self, interval: float = 0.2) -> asyncio.Task[None]:
+        self._task = asyncio.get_running_loop().create_task(self.run(interval))
+        return self._task

@@ -1,0 +1,384 @@
+"""The devcluster's Job controller (batch/v1): pods per parallelism/completions, indexes, suspend, backoff.
+
+`plan_job` is the pure part: from a Job and its pods it decides which pods to create (with which
+completion index) and delete, and the status to write. `JobController` follows the store's Job and
+pod events, keeps which terminated pods were counted, and applies plans in `sync()` (driven by
+`devcluster.components`). Rules follow pkg/controller/job (Kubernetes 1.31); see devcluster/README.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.api import constants as c
+from devcluster.apiserver import ApiServer, timestamp
+from devcluster.builtins import LABEL_LEGACY_CONTROLLER_UID, LABEL_LEGACY_JOB_NAME
+from devcluster.errors import ApiError
+from devcluster.patching import clone
+from devcluster.store import DELETED, StoredEvent, object_key
+
+JOBS_KEY = ("batch", "jobs")
+PODS_KEY = ("", "pods")
+INDEXED = "Indexed"
+ENV_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
+
+COND_COMPLETE = "Complete"
+COND_FAILED = "Failed"
+COND_SUSPENDED = "Suspended"
+COND_SUCCESS_CRITERIA_MET = "SuccessCriteriaMet"
+COND_FAILURE_TARGET = "FailureTarget"
+REASON_COMPLETIONS_REACHED = "CompletionsReached"
+REASON_BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+REASON_JOB_SUSPENDED = "JobSuspended"
+REASON_JOB_RESUMED = "JobResumed"
+MESSAGE_COMPLETIONS = "Reached expected number of succeeded pods"
+MESSAGE_BACKOFF = "Job has reached the specified backoff limit"
+
+PodKey = tuple[str, str]
+
+
+@dataclass
+class JobRecord:
+    """What the controller remembers about one Job: the uids of terminated pods already counted."""
+
+    succeeded: set[str] = field(default_factory=set)
+    failed: set[str] = field(default_factory=set)
+    succeeded_indexes: set[int] = field(default_factory=set)
+    base_succeeded: int = 0  # counts found in status when first seen (a restarted controller)
+    base_failed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PodToCreate:
+    index: int | None
+
+
+@dataclass
+class JobPlan:
+    """The outcome of one sync: pods to create and delete, and the status to write."""
+
+    create: list[PodToCreate] = field(default_factory=list)
+    delete: list[dict[str, Any]] = field(default_factory=list)
+    status: dict[str, Any] = field(default_factory=dict)
+
+
+def _phase(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def pod_index(pod: Mapping[str, Any]) -> int | None:
+    raw = ((pod.get("metadata") or {}).get("labels") or {}).get(c.LABEL_JOB_COMPLETION_INDEX)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def compress_indexes(indexes: Iterable[int]) -> str:
+    """`0-2,4,6-7`: Kubernetes' completedIndexes format."""
+    ordered = sorted(set(indexes))
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def _condition(conditions: list[dict[str, Any]], kind: str, status: str, reason: str, message: str,
+               now: str) -> None:
+    """Set a condition in place; lastTransitionTime changes only when the status does."""
+    for cond in conditions:
+        if cond.get("type") == kind:
+            if cond.get("status") != status:
+                cond["lastTransitionTime"] = now
+            cond.update({"status": status, "reason": reason, "message": message, "lastProbeTime": now})
+            return
+    conditions.append({"type": kind, "status": status, "reason": reason, "message": message,
+                       "lastProbeTime": now, "lastTransitionTime": now})
+
+
+def _is_true(conditions: Iterable[Mapping[str, Any]], kind: str) -> bool:
+    return any(cd.get("type") == kind and cd.get("status") == "True" for cd in conditions)
+
+
+def plan_job(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], record: JobRecord, now: str) -> JobPlan:
+    """Phase 1 (pure): count pods, then suspend / fail / complete / scale, and derive the status."""
+    spec = job.get("spec") or {}
+    status = clone(dict(job.get("status") or {}))
+    conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
+    pods = list(pods)
+    active = [p for p in pods if _phase(p) not in ("Succeeded", "Failed") and not p["metadata"].get("deletionTimestamp")]
+    for pod in pods:
+        uid = str(pod["metadata"].get("uid"))
+        if _phase(pod) == "Succeeded" and uid not in record.succeeded:
+            record.succeeded.add(uid)
+            index = pod_index(pod)
+            if index is not None:
+                record.succeeded_indexes.add(index)
+        elif _phase(pod) == "Failed":
+            record.failed.add(uid)
+    plan = JobPlan(status=status)
+    finished = _is_true(conditions, COND_COMPLETE) or _is_true(conditions, COND_FAILED)
+    if finished:
+        plan.delete = [dict(p) for p in active]
+    elif spec.get("suspend"):
+        _plan_suspended(plan, active, conditions, now)
+    else:
+        _plan_running(plan, spec, active, record, conditions, now)
+    _fill_counts(plan, spec, active, record)
+    return plan
+
+
+def _plan_suspended(plan: JobPlan, active: list[Mapping[str, Any]], conditions: list[dict[str, Any]],
+                    now: str) -> None:
+    """Suspended: no pods (active ones are deleted, not counted as failed), condition Suspended=True."""
+    plan.delete = [dict(p) for p in active]
+    _condition(conditions, COND_SUSPENDED, "True", REASON_JOB_SUSPENDED, "Job suspended", now)
+
+
+def _plan_running(plan: JobPlan, spec: Mapping[str, Any], active: list[Mapping[str, Any]], record: JobRecord,
+                  conditions: list[dict[str, Any]], now: str) -> None:
+    """Unsuspended: start time, backoff limit, completion, then pods to create/delete for parallelism."""
+    status = plan.status
+    if _is_true(conditions, COND_SUSPENDED):
+        # Resuming restarts the activeDeadlineSeconds clock: Kubernetes resets startTime.
+        _condition(conditions, COND_SUSPENDED, "False", REASON_JOB_RESUMED, "Job resumed", now)
+        status["startTime"] = now
+    status.setdefault("startTime", now)
+    failed = record.base_failed + len(record.failed)
+    if failed > int(spec.get("backoffLimit", 6)):
+        for kind in (COND_FAILURE_TARGET, COND_FAILED):
+            _condition(conditions, kind, "True", REASON_BACKOFF_LIMIT_EXCEEDED, MESSAGE_BACKOFF, now)
+        plan.delete = [dict(p) for p in active]
+        return
+    if _completed(spec, active, record):
+        for kind in (COND_SUCCESS_CRITERIA_MET, COND_COMPLETE):
+            _condition(conditions, kind, "True", REASON_COMPLETIONS_REACHED, MESSAGE_COMPLETIONS, now)
+        status["completionTime"] = now
+        plan.delete = [dict(p) for p in active]
+        return
+    if spec.get("completionMode") == INDEXED:
+        _scale_indexed(plan, spec, active, record)
+    else:
+        _scale_non_indexed(plan, spec, active, record)
+
+
+def _completed(spec: Mapping[str, Any], active: list[Mapping[str, Any]], record: JobRecord) -> bool:
+    completions = spec.get("completions")
+    succeeded = record.base_succeeded + len(record.succeeded)
+    if spec.get("completionMode") == INDEXED:
+        return completions is not None and len(record.succeeded_indexes) >= int(completions)
+    if completions is None:
+        return succeeded > 0 and not active  # work-queue Job: one success, then the rest drain
+    return succeeded >= int(completions)
+
+
+def _scale_non_indexed(plan: JobPlan, spec: Mapping[str, Any], active: list[Mapping[str, Any]],
+                       record: JobRecord) -> None:
+    parallelism = int(spec.get("parallelism", 1))
+    completions = spec.get("completions")
+    succeeded = record.base_succeeded + len(record.succeeded)
+    if completions is None:
+        wanted = parallelism if succeeded == 0 else len(active)
+    else:
+        wanted = min(parallelism, int(completions) - succeeded)
+    wanted = max(wanted, 0)
+    if len(active) < wanted:
+        plan.create = [PodToCreate(None) for _ in range(wanted - len(active))]
+    elif len(active) > wanted:
+        # Delete the least progressed first: unbound, then not running, then the newest.
+        ranked = sorted(active, key=lambda p: (bool((p.get("spec") or {}).get("nodeName")),
+                                               _phase(p) == "Running",
+                                               str(p["metadata"].get("creationTimestamp", ""))))
+        plan.delete = [dict(p) for p in ranked[:len(active) - wanted]]
+
+
+def _scale_indexed(plan: JobPlan, spec: Mapping[str, Any], active: list[Mapping[str, Any]],
+                   record: JobRecord) -> None:
+    """One active pod per pending index (lowest first) up to parallelism; duplicates and extras deleted."""
+    parallelism = int(spec.get("parallelism", 1))
+    completions = int(spec.get("completions") or 0)
+    seen: set[int] = set()
+    keep: list[Mapping[str, Any]] = []
+    for pod in sorted(active, key=lambda p: (pod_index(p) or 0, str(p["metadata"].get("creationTimestamp", "")))):
+        index = pod_index(pod)
+        if index is None or index >= completions or index in seen or index in record.succeeded_indexes:
+            plan.delete.append(dict(pod))
+        else:
+            seen.add(index)
+            keep.append(pod)
+    if len(keep) > parallelism:
+        extra = sorted(keep, key=lambda p: -(pod_index(p) or 0))[:len(keep) - parallelism]
+        plan.delete += [dict(p) for p in extra]
+        return
+    missing = [i for i in range(completions) if i not in seen and i not in record.succeeded_indexes]
+    plan.create = [PodToCreate(i) for i in missing[:parallelism - len(keep)]]
+
+
+def _fill_counts(plan: JobPlan, spec: Mapping[str, Any], active: list[Mapping[str, Any]], record: JobRecord) -> None:
+    """status.active/ready/succeeded/failed (+completedIndexes), after the planned deletions."""
+    deleted = {str(p["metadata"].get("uid")) for p in plan.delete}
+    remaining = [p for p in active if str(p["metadata"].get("uid")) not in deleted]
+    status = plan.status
+    status["active"] = len(remaining)
+    status["ready"] = sum(1 for p in remaining if any(
+        cd.get("type") == "Ready" and cd.get("status") == "True" for cd in (p.get("status") or {}).get("conditions") or []))
+    status["succeeded"] = record.base_succeeded + len(record.succeeded)
+    status["failed"] = record.base_failed + len(record.failed)
+    if spec.get("completionMode") == INDEXED:
+        status["completedIndexes"] = compress_indexes(record.succeeded_indexes)
+    for key in ("active", "succeeded", "failed"):
+        if not status[key]:
+            del status[key]  # Kubernetes omits zero counters (omitempty)
+    if not status["conditions"]:
+        del status["conditions"]
+
+
+def pod_for(job: Mapping[str, Any], index: int | None) -> dict[str, Any]:
+    """A pod from the Job's template: names, labels, annotations, hostname, env and owner reference."""
+    meta = job["metadata"]
+    name = str(meta["name"])
+    template = clone(dict((job.get("spec") or {}).get("template") or {}))
+    tmeta = template.get("metadata") or {}
+    labels = dict(tmeta.get("labels") or {})
+    labels.setdefault(c.LABEL_JOB_NAME, name)
+    labels.setdefault(c.LABEL_CONTROLLER_UID, str(meta.get("uid")))
+    labels.setdefault(LABEL_LEGACY_JOB_NAME, name)
+    labels.setdefault(LABEL_LEGACY_CONTROLLER_UID, str(meta.get("uid")))
+    annotations = dict(tmeta.get("annotations") or {})
+    spec = dict(template.get("spec") or {})
+    generate = f"{name}-"
+    if index is not None:
+        labels[c.LABEL_JOB_COMPLETION_INDEX] = str(index)
+        annotations[c.LABEL_JOB_COMPLETION_INDEX] = str(index)
+        spec["hostname"] = f"{name}-{index}"
+        generate = f"{name}-{index}-"
+        env = {"name": ENV_COMPLETION_INDEX, "valueFrom": {"fieldRef": {
+            "fieldPath": f"metadata.labels['{c.LABEL_JOB_COMPLETION_INDEX}']"}}}
+        for ctr in spec.get("containers") or []:
+            ctr["env"] = [e for e in ctr.get("env") or [] if e.get("name") != ENV_COMPLETION_INDEX] + [env]
+    pod_meta: dict[str, Any] = {"generateName": generate, "namespace": meta.get("namespace", ""), "labels": labels,
+                                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                                     "uid": str(meta.get("uid")), "controller": True,
+                                                     "blockOwnerDeletion": True}]}
+    if annotations:
+        pod_meta["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
+
+
+def _controller_uid(pod: Mapping[str, Any]) -> str | None:
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == "Job":
+            return str(ref.get("uid"))
+    return None
+
+
+class JobController:
+    """Follows Jobs and their pods through store events; `sync()` reconciles the Jobs that changed."""
+
+    def __init__(self, api: ApiServer) -> None:
+        self.api = api
+        self._jobs: dict[str, dict[str, Any]] = {}  # uid -> Job
+        self._pods: dict[str, dict[PodKey, dict[str, Any]]] = {}  # job uid -> its pods
+        self._records: dict[str, JobRecord] = {}
+        self._dirty: set[str] = set()
+        self._deleting: set[str] = set()  # uids of pods this controller deleted (not failures)
+        self._unsubscribe: list[Callable[[], None]] = []
+
+    def start(self) -> JobController:
+        for job in self.api.store.items(JOBS_KEY):
+            self._on_job(StoredEvent("ADDED", job, None, 0))
+        for pod in self.api.store.items(PODS_KEY):
+            self._on_pod(StoredEvent("ADDED", pod, None, 0))
+        self._unsubscribe = [self.api.store.subscribe(JOBS_KEY, self._on_job),
+                             self.api.store.subscribe(PODS_KEY, self._on_pod)]
+        return self
+
+    def close(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self._dirty)
+
+    def _on_job(self, event: StoredEvent) -> None:
+        uid = str(event.object["metadata"].get("uid"))
+        if event.type == DELETED:
+            self._jobs.pop(uid, None)
+            self._records.pop(uid, None)
+            self._dirty.discard(uid)
+            return
+        self._jobs[uid] = event.object
+        if uid not in self._records:
+            status = event.object.get("status") or {}
+            self._records[uid] = JobRecord(base_succeeded=int(status.get("succeeded") or 0),
+                                           base_failed=int(status.get("failed") or 0))
+        if event.old is None or event.old.get("spec") != event.object.get("spec") or (
+                event.old["metadata"].get("deletionTimestamp") != event.object["metadata"].get("deletionTimestamp")):
+            self._dirty.add(uid)
+
+    def _on_pod(self, event: StoredEvent) -> None:
+        """Index pods by their controlling Job; a live pod removed by someone else counts as failed."""
+        uid = _controller_uid(event.object)
+        if uid is None:
+            return
+        key = object_key(event.object)
+        pods = self._pods.setdefault(uid, {})
+        if event.type == DELETED:
+            pods.pop(key, None)
+            pod_uid = str(event.object["metadata"].get("uid"))
+            record = self._records.get(uid)
+            old = event.old or event.object
+            if (record is not None and pod_uid not in self._deleting
+                    and _phase(old) not in ("Succeeded", "Failed")):
+                record.failed.add(pod_uid)
+            self._deleting.discard(pod_uid)
+        else:
+            pods[key] = event.object
+        if uid in self._jobs:
+            self._dirty.add(uid)
+
+    async def sync(self) -> int:
+        """Reconcile every changed Job; returns how many writes were made."""
+        writes = 0
+        for uid in sorted(self._dirty):
+            self._dirty.discard(uid)
+            job = self._jobs.get(uid)
+            if job is None or job["metadata"].get("deletionTimestamp"):
+                continue
+            writes += await self._reconcile(job)
+        return writes
+
+    async def _reconcile(self, job: dict[str, Any]) -> int:
+        """Phase 2: apply the plan (deletes, creates, then the status), re-queueing on any failure."""
+        uid = str(job["metadata"]["uid"])
+        record = self._records.setdefault(uid, JobRecord())
+        plan = plan_job(job, list(self._pods.get(uid, {}).values()), record, timestamp(self.api.now()))
+        pods_r = self.api.resource("v1", "pods")
+        writes = 0
+        try:
+            for pod in plan.delete:
+                self._deleting.add(str(pod["metadata"].get("uid")))
+                await self.api.delete(pods_r, pod["metadata"]["namespace"], pod["metadata"]["name"], copy=False)
+                writes += 1
+            for item in plan.create:
+                await self.api.create(pods_r, str(job["metadata"]["namespace"]), pod_for(job, item.index), copy=False)
+                writes += 1
+            if plan.status != (job.get("status") or {}):
+                current = self._jobs.get(uid, job)
+                body = {**current, "status": plan.status}
+                await self.api.update(self.api.resource("batch/v1", "jobs"), str(job["metadata"]["namespace"]),
+                                      str(job["metadata"]["name"]), body, subresource="status", copy=False)
+                writes += 1
+        except ApiError as e:
+            if e.code != 404:
+                self._dirty.add(uid)  # a conflict or injected fault: try again next sync
+        return writes

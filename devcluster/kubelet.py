@@ -1,0 +1,268 @@
+"""The devcluster's kubelets (all nodes in one object): run bound pods for a set time on the API clock.
+
+A bound Pending pod becomes Running (Ready, podIP, startTime, containerStatuses); it Succeeds after
+the `devcluster.tasq.io/run-seconds` annotation's duration (none: runs until deleted) or Fails when
+annotated `devcluster.tasq.io/fail: "true"` or through `fail()`. Pods on a NotReady node get Ready=False
+and, after `eviction_seconds` (the default 300 s not-ready toleration), are deleted as the taint
+manager would. Driven by `devcluster.components` through `sync()`; time is `api.now()`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from controller.api import constants as c
+from controller.api.views import TERMINAL_PHASES
+from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
+from devcluster.errors import ApiError
+from devcluster.nodes import ready_condition
+from devcluster.store import DELETED, StoredEvent, object_key
+
+PODS_KEY = ("", "pods")
+NODES_KEY = ("", "nodes")
+EVICTION_SECONDS = 300.0
+REASON_NODE_NOT_READY = "NodeNotReady"
+
+PodKey = tuple[str, str]
+
+
+def run_seconds(pod: Mapping[str, Any]) -> float | None:
+    """The pod's run time from its annotation; None (run until deleted) when absent or unreadable."""
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(c.ANNOTATION_DEVCLUSTER_RUN_SECONDS)
+    try:
+        value = float(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return None if value is None or value < 0 else value
+
+
+def fail_requested(pod: Mapping[str, Any]) -> bool:
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(c.ANNOTATION_DEVCLUSTER_FAIL, "")).lower() == "true"
+
+
+class Kubelet:
+    """Follows bound pods and node readiness; `sync()` makes the due transitions and returns the writes."""
+
+    def __init__(self, api: ApiServer, eviction_seconds: float = EVICTION_SECONDS) -> None:
+        self.api = api
+        self.eviction_seconds = eviction_seconds
+        self._bound: dict[PodKey, dict[str, Any]] = {}
+        self._to_start: set[PodKey] = set()
+        self._to_fail: set[PodKey] = set()
+        self._deadlines: list[tuple[datetime, PodKey, str]] = []  # (when, pod, uid) heap
+        self._not_ready_since: dict[str, datetime] = {}
+        self._ip_counter = 0
+        self._unsubscribe: list[Callable[[], None]] = []
+
+    # ---------------------------------------------------------------- state from events
+
+    def start(self) -> Kubelet:
+        for node in self.api.store.items(NODES_KEY):
+            self._on_node(StoredEvent("ADDED", node, None, 0))
+        for pod in self.api.store.items(PODS_KEY):
+            self._on_pod(StoredEvent("ADDED", pod, None, 0))
+        self._unsubscribe = [self.api.store.subscribe(NODES_KEY, self._on_node),
+                             self.api.store.subscribe(PODS_KEY, self._on_pod)]
+        return self
+
+    def close(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+
+    def _on_node(self, event: StoredEvent) -> None:
+        name = str(event.object["metadata"]["name"])
+        conditions = (event.object.get("status") or {}).get("conditions") or []
+        ready = any(cd.get("type") == "Ready" and cd.get("status") == "True" for cd in conditions)
+        if event.type == DELETED or ready:
+            self._not_ready_since.pop(name, None)
+        elif name not in self._not_ready_since:
+            self._not_ready_since[name] = self.api.now()
+
+    def _on_pod(self, event: StoredEvent) -> None:
+        key = object_key(event.object)
+        pod = None if event.type == DELETED else event.object
+        live = pod is not None and bool(pod["spec"].get("nodeName")) and (
+            (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES)
+        if not live:
+            self._bound.pop(key, None)
+            self._to_start.discard(key)
+            self._to_fail.discard(key)
+            return
+        assert pod is not None
+        self._bound[key] = pod
+        if (pod.get("status") or {}).get("phase", "Pending") == "Pending":
+            self._to_start.add(key)
+        if fail_requested(pod):
+            self._to_fail.add(key)
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self._to_start or self._to_fail)
+
+    def next_deadline(self, after: datetime) -> datetime | None:
+        """The first timed transition (completion or eviction) due after `after`, for simulated time."""
+        times = [when for when, _k, _u in self._deadlines if when > after]
+        times += [due for since in self._not_ready_since.values()
+                  if (due := since + timedelta(seconds=self.eviction_seconds)) > after]
+        return min(times) if times else None
+
+    # ---------------------------------------------------------------- the cycle
+
+    async def sync(self) -> int:
+        """Start bound pods, fail requested ones, finish due ones, mark/evict pods of NotReady nodes."""
+        now = self.api.now()
+        writes = 0
+        for key in sorted(self._to_start):
+            writes += await self._start_pod(key, now)
+        for key in sorted(self._to_fail):
+            writes += await self._finish(key, now, failed=True)
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _when, key, uid = heapq.heappop(self._deadlines)
+            pod = self._bound.get(key)
+            if pod is not None and pod["metadata"].get("uid") == uid:
+                writes += await self._finish(key, now, failed=False)
+        writes += await self._node_health(now)
+        return writes
+
+    async def _start_pod(self, key: PodKey, now: datetime) -> int:
+        """Pending -> Running with Ready conditions, IPs and running container states; arms the timer."""
+        self._to_start.discard(key)
+        pod = self._bound.get(key)
+        if pod is None:
+            return 0
+        node = str(pod["spec"]["nodeName"])
+        started = timestamp(now)
+        self._ip_counter += 1
+        ip = f"10.244.{(self._ip_counter // 250) % 250}.{self._ip_counter % 250 + 2}"
+        ready = node not in self._not_ready_since
+        status = {
+            "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": _host_ip(node),
+            "startTime": started, "qosClass": "BestEffort",
+            "conditions": _conditions(pod, started, ready=ready, reason="" if ready else REASON_NODE_NOT_READY),
+            "containerStatuses": [_container_status(ctr, {"running": {"startedAt": started}}, ready=True)
+                                  for ctr in pod["spec"].get("containers") or []],
+        }
+        if not await self._write_status(pod, status):
+            return 0
+        seconds = run_seconds(pod)
+        if seconds is not None:
+            heapq.heappush(self._deadlines, (now + timedelta(seconds=seconds), key, str(pod["metadata"]["uid"])))
+        return 1
+
+    async def _finish(self, key: PodKey, now: datetime, failed: bool) -> int:
+        """Running -> Succeeded (exit 0) or Failed (exit 1); containers terminated, Ready False."""
+        self._to_fail.discard(key)
+        pod = self._bound.get(key)
+        if pod is None:
+            return 0
+        status = pod.get("status") or {}
+        started = str(status.get("startTime") or timestamp(now))
+        finished = timestamp(now)
+        exit_code, reason = (1, "Error") if failed else (0, "Completed")
+        terminated = {"terminated": {"exitCode": exit_code, "reason": reason, "startedAt": started,
+                                     "finishedAt": finished}}
+        new_status = {
+            "phase": "Failed" if failed else "Succeeded",
+            "conditions": _conditions(pod, started, ready=False, reason="PodFailed" if failed else "PodCompleted"),
+            "containerStatuses": [_container_status(ctr, terminated, ready=False)
+                                  for ctr in pod["spec"].get("containers") or []],
+        }
+        if "startTime" not in status:
+            new_status["startTime"] = started
+        return 1 if await self._write_status(pod, new_status) else 0
+
+    async def _node_health(self, now: datetime) -> int:
+        """Pods of NotReady nodes: Ready=False at once, deleted after the eviction timeout."""
+        if not self._not_ready_since:
+            return 0
+        writes = 0
+        for _key, pod in sorted(self._bound.items()):
+            since = self._not_ready_since.get(str(pod["spec"]["nodeName"]))
+            if since is None:
+                continue
+            if now >= since + timedelta(seconds=self.eviction_seconds):
+                writes += await self._evict(pod)
+            elif _ready_status(pod) != "False" and (pod.get("status") or {}).get("phase") == "Running":
+                started = str((pod.get("status") or {}).get("startTime") or timestamp(now))
+                conditions = _conditions(pod, started, ready=False, reason=REASON_NODE_NOT_READY)
+                writes += 1 if await self._write_status(pod, {"conditions": conditions}) else 0
+        return writes
+
+    async def _evict(self, pod: Mapping[str, Any]) -> int:
+        meta = pod["metadata"]
+        try:
+            await self.api.delete(self.api.resource("v1", "pods"), meta["namespace"], meta["name"], copy=False)
+        except ApiError:
+            return 0
+        return 1
+
+    async def _write_status(self, pod: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+        meta = pod["metadata"]
+        try:
+            await self.api.patch(self.api.resource("v1", "pods"), meta["namespace"], meta["name"], PATCH_MERGE,
+                                 {"status": dict(status)}, subresource="status", copy=False)
+        except ApiError:
+            return False  # deleted meanwhile, or an injected fault: the next event or sync retries
+        return True
+
+    # ---------------------------------------------------------------- requests from tests
+
+    def fail(self, namespace: str, name: str) -> bool:
+        """Make a bound pod fail at the next sync; False when no such live pod is bound."""
+        key = (namespace, name)
+        if key not in self._bound:
+            return False
+        self._to_fail.add(key)
+        return True
+
+    async def set_node_ready(self, name: str, ready: bool) -> None:
+        """Flip a node's Ready condition as its kubelet (or the node lifecycle controller) would."""
+        r = self.api.resource("v1", "nodes")
+        node = await self.api.get(r, "", name)
+        conditions = [cd for cd in (node.get("status") or {}).get("conditions") or [] if cd.get("type") != "Ready"]
+        cond: dict[str, Any] = {**ready_condition(ready), "lastTransitionTime": timestamp(self.api.now())}
+        if not ready:
+            cond["status"] = "Unknown"
+            cond["reason"] = "NodeStatusUnknown"
+            cond["message"] = "Kubelet stopped posting node status."
+        await self.api.patch(r, "", name, PATCH_MERGE, {"status": {"conditions": [*conditions, cond]}},
+                             subresource="status", copy=False)
+
+
+def _host_ip(node: str) -> str:
+    n = sum(node.encode()) % 250
+    return f"192.168.{len(node) % 250}.{n + 2}"
+
+
+def _ready_status(pod: Mapping[str, Any]) -> str:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return str(cond.get("status"))
+    return ""
+
+
+def _conditions(pod: Mapping[str, Any], at: str, ready: bool, reason: str = "") -> list[dict[str, Any]]:
+    """PodScheduled (kept from binding), Initialized, ContainersReady and Ready, as the kubelet reports."""
+    scheduled = next((cd for cd in (pod.get("status") or {}).get("conditions") or []
+                      if cd.get("type") == "PodScheduled"),
+                     {"type": "PodScheduled", "status": "True", "lastTransitionTime": at})
+    flag = "True" if ready else "False"
+    out: list[dict[str, Any]] = [dict(scheduled), {"type": "Initialized", "status": "True", "lastTransitionTime": at}]
+    for kind in ("ContainersReady", "Ready"):
+        cond: dict[str, Any] = {"type": kind, "status": flag, "lastTransitionTime": at}
+        if reason:
+            cond["reason"] = reason
+        out.append(cond)
+    return out
+
+
+def _container_status(ctr: Mapping[str, Any], state: Mapping[str, Any], ready: bool) -> dict[str, Any]:
+    name = str(ctr.get("name", ""))
+    return {"name": name, "image": str(ctr.get("image", "")), "imageID": f"devcluster://{ctr.get('image', '')}",
+            "containerID": f"devcluster://{name}", "ready": ready, "started": "running" in state,
+            "restartCount": 0, "state": dict(state)}
