@@ -1,0 +1,219 @@
+"""Admission throughput on Kueue's TAS performance mix, driven on a simulated clock.
+
+The mix (Kueue test/performance/scheduler/configs/tas): 1 block x 10 racks x 64 nodes of 96 cpu /
+256Gi / 110 pods; 5 cohorts x 6 ClusterQueues (nominal 20 cpu, borrowingLimit 100) x 500 workloads:
+per queue 350 small (2 pods x 500m, every 100 ms, runs 200 ms, priority 50), 100 medium (4 x 1250m,
+every 500 ms, runs 500 ms, priority 100), 50 large (8 x 2500m, every 1200 ms, runs 1 s, priority 200);
+half of each class requires a rack, half prefers one (Kueue's "balanced" sets are split between them).
+Workloads arrive and finish on the simulated clock; after every event the admission cycle runs
+until quiet. Reports admission decisions per second of real time and time-to-admission per class in
+simulated time. The same again at 10,000 nodes (5 blocks x 20 racks x 100 nodes).
+Run: `.venv/bin/python bench/admission.py [--quick]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.api import constants as c
+from controller.api.flavor import ResourceFlavor
+from controller.api.queues import ClusterQueue, LocalQueue
+from controller.api.topology import Topology
+from controller.api.views import NodeView
+from controller.core.admission.cycle import AdmissionState, Admit, Pending, run_until_quiet
+from controller.core.admission.snapshot import build_snapshot
+from controller.core.admission.workloads import WorkloadInfo, workload_info
+
+BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
+NAMESPACE = "perf"
+
+
+@dataclass(frozen=True)
+class WorkloadClass:
+    name: str
+    count: int
+    pods: int
+    cpu: str
+    interval_ms: int
+    runtime_ms: int
+    priority: int
+
+
+CLASSES = (
+    WorkloadClass("small", 350, 2, "500m", 100, 200, 50),
+    WorkloadClass("medium", 100, 4, "1250m", 500, 500, 100),
+    WorkloadClass("large", 50, 8, "2500m", 1200, 1000, 200),
+)
+
+
+@dataclass(frozen=True)
+class Shape:
+    blocks: int
+    racks: int
+    nodes_per_rack: int
+
+    @property
+    def nodes(self) -> int:
+        return self.blocks * self.racks * self.nodes_per_rack
+
+
+def make_nodes(shape: Shape) -> list[NodeView]:
+    views = []
+    for b in range(shape.blocks):
+        for r in range(shape.racks):
+            for n in range(shape.nodes_per_rack):
+                name = f"node-b{b}-r{r}-{n:03d}"
+                views.append(NodeView.from_dict({
+                    "metadata": {"name": name, "labels": {c.LABEL_HOSTNAME: name, BLOCK: f"b{b}",
+                                                          RACK: f"b{b}-r{r}", "tas-node-group": "tas"}},
+                    "status": {"allocatable": {"cpu": "96", "memory": "256Gi", "pods": "110"},
+                               "conditions": [{"type": "Ready", "status": "True"}]}}))
+    return views
+
+
+def make_state(shape: Shape, cohorts: int, queues_per_cohort: int) -> AdmissionState:
+    topology = Topology.from_dict({"metadata": {"name": "default-topology"}, "spec": {"levels": [
+        {"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": c.LABEL_HOSTNAME}]}})
+    flavor = ResourceFlavor.from_dict({"metadata": {"name": "tas-flavor"}, "spec": {
+        "nodeLabels": {"tas-node-group": "tas"}, "topologyName": "default-topology"}})
+    cqs, lqs = [], []
+    for co in range(cohorts):
+        for q in range(queues_per_cohort):
+            name = f"cq-{co}-{q}"
+            cqs.append(ClusterQueue.from_dict({"metadata": {"name": name}, "spec": {
+                "cohort": f"cohort-{co}", "namespaceSelector": {}, "resourceGroups": [{
+                    "coveredResources": ["cpu"], "flavors": [{"name": "tas-flavor", "resources": [
+                        {"name": "cpu", "nominalQuota": "20", "borrowingLimit": "100"}]}]}]}}))
+            lqs.append(LocalQueue.from_dict({"metadata": {"name": name, "namespace": NAMESPACE},
+                                             "spec": {"clusterQueue": name}}))
+    snapshot = build_snapshot(cqs, lqs, [flavor], [topology], make_nodes(shape), [])
+    return AdmissionState(snapshot)
+
+
+@dataclass(order=True)
+class Arrival:
+    at_ms: int
+    seq: int
+    info: WorkloadInfo = field(compare=False)
+    klass: WorkloadClass = field(compare=False)
+
+
+def workload_manifest(name: str, queue: str, klass: WorkloadClass, mode: str) -> dict[str, Any]:
+    container = {"name": "w", "resources": {"requests": {"cpu": klass.cpu}}}
+    return {"metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"queueName": queue, "priority": klass.priority, "podSets": [{
+                "name": "main", "count": klass.pods, "topologyRequest": {mode: RACK},
+                "template": {"spec": {"containers": [container]}}}]}}
+
+
+def make_arrivals(cohorts: int, queues_per_cohort: int, scale: float) -> list[Arrival]:
+    """Every queue creates each class at its own interval; half require the rack, half prefer it."""
+    arrivals: list[Arrival] = []
+    seq = 0
+    for co in range(cohorts):
+        for q in range(queues_per_cohort):
+            queue = f"cq-{co}-{q}"
+            for klass in CLASSES:
+                for i in range(max(1, int(klass.count * scale))):
+                    mode = "required" if i % 2 == 0 else "preferred"
+                    at_ms = i * klass.interval_ms
+                    manifest = workload_manifest(f"{queue}-{klass.name}-{i}", queue, klass, mode)
+                    info = workload_info(manifest, seq=seq, default_created=at_ms / 1000)
+                    arrivals.append(Arrival(at_ms, seq, info, klass))
+                    seq += 1
+    arrivals.sort()
+    return arrivals
+
+
+@dataclass
+class Result:
+    nodes: int
+    workloads: int
+    admitted: int = 0
+    decisions: int = 0
+    wall_s: float = 0.0
+    sim_end_ms: int = 0
+    waits: dict[str, list[float]] = field(default_factory=dict)
+
+
+def drive(state: AdmissionState, arrivals: list[Arrival], nodes: int) -> Result:
+    """The event loop: at each simulated instant, finishes release, arrivals queue, cycles run."""
+    result = Result(nodes, len(arrivals), waits={k.name: [] for k in CLASSES})
+    by_key = {a.info.key: a for a in arrivals}
+    finishes: list[tuple[int, str]] = []
+    i = 0
+    start = time.perf_counter()
+    while i < len(arrivals) or finishes:
+        now = min(arrivals[i].at_ms if i < len(arrivals) else 1 << 60, finishes[0][0] if finishes else 1 << 60)
+        while finishes and finishes[0][0] <= now:
+            state.release(heapq.heappop(finishes)[1])
+        while i < len(arrivals) and arrivals[i].at_ms <= now:
+            state.submit(arrivals[i].info)
+            i += 1
+        for decision in run_until_quiet(state):
+            result.decisions += 1
+            if isinstance(decision, Admit):
+                arrival = by_key[decision.key]
+                result.admitted += 1
+                result.waits[arrival.klass.name].append((now - arrival.at_ms) / 1000)
+                heapq.heappush(finishes, (now + arrival.klass.runtime_ms, decision.key))
+        result.sim_end_ms = now
+    result.wall_s = time.perf_counter() - start
+    stuck = [d for d in state.pending.values() if isinstance(d, Pending)]
+    if stuck:
+        print(f"  ! {len(stuck)} workload(s) never admitted, e.g. {stuck[0].key}: {stuck[0].message}")
+    return result
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def report(results: list[Result]) -> None:
+    print(f"machine: {platform.processor() or platform.machine()}, {platform.python_implementation()} "
+          f"{platform.python_version()}, {platform.system()} {platform.release()}")
+    print()
+    print("| nodes | workloads | admitted | decisions | wall s | admissions/s | decisions/s | simulated makespan s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        print(f"| {r.nodes:,} | {r.workloads:,} | {r.admitted:,} | {r.decisions:,} | {r.wall_s:.2f} | "
+              f"{r.admitted / r.wall_s:,.0f} | {r.decisions / r.wall_s:,.0f} | {r.sim_end_ms / 1000:.1f} |")
+    print()
+    print("time to admission (simulated s): p50 / p90 / max")
+    print()
+    print("| nodes | " + " | ".join(k.name for k in CLASSES) + " |")
+    print("|---:|" + "---:|" * len(CLASSES))
+    for r in results:
+        cells = [f"{statistics.median(r.waits[k.name]) if r.waits[k.name] else 0:.1f} / "
+                 f"{pct(r.waits[k.name], 0.9):.1f} / {max(r.waits[k.name], default=0):.1f}" for k in CLASSES]
+        print(f"| {r.nodes:,} | " + " | ".join(cells) + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 cohort x 2 queues, 10% of the workloads")
+    args = parser.parse_args()
+    cohorts, queues, scale = (1, 2, 0.1) if args.quick else (5, 6, 1.0)
+    shapes = (Shape(1, 10, 64), Shape(5, 20, 100))
+    results = []
+    for shape in shapes:
+        t0 = time.perf_counter()
+        state = make_state(shape, cohorts, queues)
+        arrivals = make_arrivals(cohorts, queues, scale)
+        print(f"{shape.nodes:,} nodes: snapshot + {len(arrivals):,} workloads built in {time.perf_counter() - t0:.2f}s")
+        results.append(drive(state, arrivals, shape.nodes))
+    print()
+    report(results)
+
+
+if __name__ == "__main__":
+    main()
