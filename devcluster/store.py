@@ -72,7 +72,7 @@ class Store:
     def _bucket(self, key: StorageKey) -> _Bucket:
         bucket = self._buckets.get(key)
         if bucket is None:
-            bucket = self._buckets[key] = _Bucket(floor=self.revision)
+            bucket = self._buckets[key] = _Bucket()
         return bucket
 
     # ---------------------------------------------------------------- reads

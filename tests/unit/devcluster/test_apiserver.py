@@ -1,0 +1,408 @@
+"""The request pipeline without HTTP: metadata, generation, status isolation, finalizers, garbage
+collection, namespaces, CRDs, scheduling gates, Job immutability, watches and the hook points."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from devcluster.apiserver import PATCH_MERGE, PATCH_STRATEGIC, AdmissionRequest, ApiServer, RequestInfo
+from devcluster.errors import ApiError
+from devcluster.resources import ResourceType
+from tests.builders.cluster import make_pod
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+MERGE = PATCH_MERGE
+
+
+class ObjectBuilder:
+    """A generic object dict: `make_object("v1", "ConfigMap", "c").owned_by(parent).finalizer("x").build()`."""
+
+    def __init__(self, api_version: str, kind: str, name: str) -> None:
+        self._obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}}
+
+    def label(self, key: str, value: str) -> ObjectBuilder:
+        self._obj["metadata"].setdefault("labels", {})[key] = value
+        return self
+
+    def finalizer(self, name: str) -> ObjectBuilder:
+        self._obj["metadata"].setdefault("finalizers", []).append(name)
+        return self
+
+    def owned_by(self, owner: dict[str, Any]) -> ObjectBuilder:
+        self._obj["metadata"].setdefault("ownerReferences", []).append(
+            {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+             "uid": owner["metadata"]["uid"]})
+        return self
+
+    def field(self, key: str, value: Any) -> ObjectBuilder:
+        self._obj[key] = value
+        return self
+
+    def build(self) -> dict[str, Any]:
+        return self._obj
+
+
+def make_object(api_version: str, kind: str, name: str) -> ObjectBuilder:
+    return ObjectBuilder(api_version, kind, name)
+
+
+def make_configmap(name: str) -> ObjectBuilder:
+    return make_object("v1", "ConfigMap", name).field("data", {"k": "v"})
+
+
+def make_job(name: str, suspend: bool) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"suspend": suspend, "parallelism": 2, "completions": 2,
+                     "template": {"spec": {"restartPolicy": "Never",
+                                           "containers": [{"name": "main", "image": "img"}]}}}}
+
+
+@pytest.fixture
+def api() -> ApiServer:
+    return ApiServer(now=lambda: NOW)
+
+
+def res(api: ApiServer, api_version: str, plural: str) -> ResourceType:
+    return api.resource(api_version, plural)
+
+
+async def test_create_sets_server_metadata_from_the_injected_clock(api: ApiServer) -> None:
+    cms = res(api, "v1", "configmaps")
+    before = api.store.revision
+    made = await api.create(cms, "default", make_configmap("c").build())
+    meta = made["metadata"]
+    assert meta["creationTimestamp"] == "2026-01-02T03:04:05Z"
+    assert meta["generation"] == 1 and meta["uid"] and meta["namespace"] == "default"
+    assert int(meta["resourceVersion"]) == before + 1
+
+
+async def test_generate_name_appends_five_characters(api: ApiServer) -> None:
+    cms = res(api, "v1", "configmaps")
+    body = make_object("v1", "ConfigMap", "").build()
+    body["metadata"] = {"generateName": "job-"}
+    made = await api.create(cms, "default", body)
+    assert made["metadata"]["name"].startswith("job-") and len(made["metadata"]["name"]) == 9
+
+
+@dataclass(frozen=True)
+class GenerationCase:
+    name: str
+    patch: dict[str, Any]
+    subresource: str
+    want_generation: int
+
+
+GENERATION_CASES = [
+    GenerationCase("spec change bumps generation", {"spec": {"parallelism": 1}}, "", 2),
+    GenerationCase("label change does not", {"metadata": {"labels": {"a": "b"}}}, "", 1),
+    GenerationCase("status change does not", {"status": {"active": 1}}, "status", 1),
+]
+
+
+@pytest.mark.parametrize("case", GENERATION_CASES, ids=lambda c: c.name)
+async def test_generation_counts_spec_changes_only(api: ApiServer, case: GenerationCase) -> None:
+    jobs = res(api, "batch/v1", "jobs")
+    await api.create(jobs, "default", make_job("j", suspend=True))
+    got = await api.patch(jobs, "default", "j", MERGE, case.patch, subresource=case.subresource)
+    assert got["metadata"]["generation"] == case.want_generation
+
+
+async def test_status_subresource_is_isolated_from_the_main_resource(api: ApiServer) -> None:
+    pods = res(api, "v1", "pods")
+    await api.create(pods, "default", make_pod("p").build())
+    main = await api.patch(pods, "default", "p", MERGE, {"status": {"phase": "Running"},
+                                                         "metadata": {"labels": {"x": "1"}}})
+    assert main["status"]["phase"] == "Pending" and main["metadata"]["labels"] == {"x": "1"}
+    status = await api.patch(pods, "default", "p", MERGE, {"status": {"phase": "Running"},
+                                                           "metadata": {"labels": {"x": "2"}}},
+                             subresource="status")
+    assert status["status"]["phase"] == "Running" and status["metadata"]["labels"] == {"x": "1"}
+
+
+async def test_a_no_op_update_keeps_the_resource_version(api: ApiServer) -> None:
+    cms = res(api, "v1", "configmaps")
+    made = await api.create(cms, "default", make_configmap("c").build())
+    same = await api.update(cms, "default", "c", made)
+    assert same["metadata"]["resourceVersion"] == made["metadata"]["resourceVersion"]
+
+
+async def test_stale_resource_version_conflicts(api: ApiServer) -> None:
+    cms = res(api, "v1", "configmaps")
+    made = await api.create(cms, "default", make_configmap("c").build())
+    await api.patch(cms, "default", "c", MERGE, {"data": {"k": "2"}})
+    with pytest.raises(ApiError) as error:
+        await api.update(cms, "default", "c", {**made, "data": {"k": "3"}})
+    assert (error.value.code, error.value.reason) == (409, "Conflict")
+
+
+async def test_finalizers_hold_deletion_until_the_last_one_is_removed(api: ApiServer) -> None:
+    cms = res(api, "v1", "configmaps")
+    await api.create(cms, "default", make_configmap("c").finalizer("a/x").finalizer("a/y").build())
+    marked = await api.delete(cms, "default", "c")
+    assert marked["metadata"]["deletionTimestamp"] == "2026-01-02T03:04:05Z"
+    with pytest.raises(ApiError) as added:
+        await api.patch(cms, "default", "c", MERGE, {"metadata": {"finalizers": ["a/x", "a/y", "a/z"]}})
+    assert added.value.code == 422 and "no new finalizers can be added" in added.value.message
+    await api.patch(cms, "default", "c", MERGE, {"metadata": {"finalizers": ["a/y"]}})
+    assert (await api.get(cms, "default", "c"))["metadata"]["finalizers"] == ["a/y"]
+    await api.patch(cms, "default", "c", MERGE, {"metadata": {"finalizers": None}})
+    with pytest.raises(ApiError) as gone:
+        await api.get(cms, "default", "c")
+    assert gone.value.code == 404
+
+
+async def owner_with_pods(api: ApiServer, *pod_finalizers: str) -> dict[str, Any]:
+    """A ConfigMap owning pods p0 and p1 (p0 carrying `pod_finalizers`)."""
+    owner = await api.create(res(api, "v1", "configmaps"), "default", make_configmap("owner").build())
+    for i in range(2):
+        pod = make_pod(f"p{i}").build()
+        pod["metadata"].pop("uid")
+        pod["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                                               "uid": owner["metadata"]["uid"]}]
+        if i == 0 and pod_finalizers:
+            pod["metadata"]["finalizers"] = list(pod_finalizers)
+        await api.create(res(api, "v1", "pods"), "default", pod)
+    return owner
+
+
+async def pod_names(api: ApiServer) -> list[str]:
+    listed = await api.list_objects(res(api, "v1", "pods"), "default")
+    return [p["metadata"]["name"] for p in listed["items"]]
+
+
+async def test_background_deletion_collects_dependents(api: ApiServer) -> None:
+    await owner_with_pods(api)
+    await api.delete(res(api, "v1", "configmaps"), "default", "owner", propagation="Background")
+    assert await pod_names(api) == []
+
+
+async def test_a_dependent_with_another_live_owner_survives_without_the_dead_reference(api: ApiServer) -> None:
+    cms = res(api, "v1", "configmaps")
+    await owner_with_pods(api)
+    other = await api.create(cms, "default", make_configmap("other").build())
+    p1 = await api.get(res(api, "v1", "pods"), "default", "p1")
+    refs = p1["metadata"]["ownerReferences"] + [{"apiVersion": "v1", "kind": "ConfigMap", "name": "other",
+                                                  "uid": other["metadata"]["uid"]}]
+    await api.patch(res(api, "v1", "pods"), "default", "p1", MERGE, {"metadata": {"ownerReferences": refs}})
+    await api.delete(cms, "default", "owner")
+    assert await pod_names(api) == ["p1"]
+    p1 = await api.get(res(api, "v1", "pods"), "default", "p1")
+    assert [r["name"] for r in p1["metadata"]["ownerReferences"]] == ["other"]
+
+
+async def test_foreground_deletion_waits_for_dependents(api: ApiServer) -> None:
+    cms, pods = res(api, "v1", "configmaps"), res(api, "v1", "pods")
+    await owner_with_pods(api, "test/hold")
+    pending = await api.delete(cms, "default", "owner", propagation="Foreground")
+    assert pending["metadata"]["finalizers"] == ["foregroundDeletion"]
+    assert await pod_names(api) == ["p0"]  # p1 deleted, p0 held by its finalizer
+    await api.patch(pods, "default", "p0", MERGE, {"metadata": {"finalizers": None}})
+    assert await pod_names(api) == []
+    with pytest.raises(ApiError):
+        await api.get(cms, "default", "owner")
+
+
+async def test_orphan_deletion_keeps_dependents_without_the_reference(api: ApiServer) -> None:
+    await owner_with_pods(api)
+    await api.delete(res(api, "v1", "configmaps"), "default", "owner", propagation="Orphan")
+    assert await pod_names(api) == ["p0", "p1"]
+    p0 = await api.get(res(api, "v1", "pods"), "default", "p0")
+    assert "ownerReferences" not in p0["metadata"]
+
+
+async def test_jobs_orphan_their_pods_by_default_as_batch_v1_does(api: ApiServer) -> None:
+    job = await api.create(res(api, "batch/v1", "jobs"), "default", make_job("j", suspend=False))
+    pod = make_pod("j-0").build()
+    pod["metadata"].pop("uid")
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j",
+                                           "uid": job["metadata"]["uid"]}]
+    await api.create(res(api, "v1", "pods"), "default", pod)
+    await api.delete(res(api, "batch/v1", "jobs"), "default", "j")
+    assert await pod_names(api) == ["j-0"]
+
+
+async def test_namespace_deletion_removes_its_content_then_itself(api: ApiServer) -> None:
+    nss, cms = res(api, "v1", "namespaces"), res(api, "v1", "configmaps")
+    await api.create(nss, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    await api.create(cms, "team", make_configmap("c").build())
+    await api.delete(nss, "", "team")
+    assert (await api.list_objects(cms, "team"))["items"] == []
+    with pytest.raises(ApiError):
+        await api.get(nss, "", "team")
+
+
+async def test_creating_in_a_terminating_namespace_is_forbidden(api: ApiServer) -> None:
+    nss, cms = res(api, "v1", "namespaces"), res(api, "v1", "configmaps")
+    await api.create(nss, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    await api.create(cms, "team", make_configmap("held").finalizer("x/y").build())
+    await api.delete(nss, "", "team")
+    assert (await api.get(nss, "", "team"))["status"]["phase"] == "Terminating"
+    with pytest.raises(ApiError) as error:
+        await api.create(cms, "team", make_configmap("new").build())
+    assert error.value.code == 403
+
+
+WIDGET_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {"type": "object",
+                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+
+
+async def test_crd_lifecycle_registers_and_removes_the_resource_and_its_objects(api: ApiServer) -> None:
+    crds = res(api, "apiextensions.k8s.io/v1", "customresourcedefinitions")
+    made = await api.create(crds, "", WIDGET_CRD)
+    assert [c["type"] for c in made["status"]["conditions"]] == ["NamesAccepted", "Established"]
+    widgets = res(api, "example.com/v1", "widgets")
+    await api.create(widgets, "default", {"apiVersion": "example.com/v1", "kind": "Widget",
+                                          "metadata": {"name": "w"}})
+    watch = api.watch(widgets, "default", resource_version=made["metadata"]["resourceVersion"])
+    await api.delete(crds, "", "widgets.example.com")
+    assert [(await watch.next(0.1) or {}).get("type") for _ in range(2)] == ["ADDED", "DELETED"]
+    with pytest.raises(ApiError) as missing:
+        api.resource("example.com/v1", "widgets")
+    assert missing.value.code == 404
+
+
+@pytest.mark.parametrize("body, want_field", [
+    ({**WIDGET_CRD, "metadata": {"name": "wrong.example.com"}}, "metadata.name"),
+    ({**WIDGET_CRD, "spec": {**WIDGET_CRD["spec"], "scope": "Global"}}, "spec.scope"),
+    ({**WIDGET_CRD, "spec": {**WIDGET_CRD["spec"], "versions": []}}, "spec.versions"),
+], ids=["name must be plural.group", "scope", "versions"])
+async def test_invalid_crds_are_refused(api: ApiServer, body: dict[str, Any], want_field: str) -> None:
+    with pytest.raises(ApiError) as error:
+        await api.create(res(api, "apiextensions.k8s.io/v1", "customresourcedefinitions"), "", body)
+    assert error.value.code == 422 and [c.field for c in error.value.causes] == [want_field]
+
+
+@dataclass(frozen=True)
+class GateCase:
+    name: str
+    patch: dict[str, Any]
+    want_error: str  # "" = accepted
+
+
+GATE_CASES = [
+    GateCase("removing a gate is allowed", {"spec": {"schedulingGates": [{"name": "b"}]}}, ""),
+    GateCase("adding a gate is forbidden", {"spec": {"schedulingGates": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}},
+             "spec.schedulingGates: Forbidden: only deletion is allowed, but found new scheduling gate 'c'"),
+    GateCase("adding nodeSelector terms while gated is allowed", {"spec": {"nodeSelector": {"rack": "r1"}}}, ""),
+    GateCase("other spec fields stay immutable", {"spec": {"restartPolicy": "Never"}},
+             "spec: Forbidden: pod updates may not change fields other than"),
+    GateCase("images may change", {"spec": {"containers": [{"name": "main", "image": "v2"}]}}, ""),
+]
+
+
+@pytest.mark.parametrize("case", GATE_CASES, ids=lambda c: c.name)
+async def test_pod_updates_and_scheduling_gates(api: ApiServer, case: GateCase) -> None:
+    pods = res(api, "v1", "pods")
+    await api.create(pods, "default", make_pod("p").gate("a").gate("b").build())
+    if not case.want_error:
+        await api.patch(pods, "default", "p", PATCH_STRATEGIC, case.patch)
+        return
+    with pytest.raises(ApiError) as error:
+        await api.patch(pods, "default", "p", PATCH_STRATEGIC, case.patch)
+    assert error.value.code == 422 and case.want_error in error.value.message
+
+
+async def test_a_gated_pod_cannot_be_created_bound_nor_bound_later(api: ApiServer) -> None:
+    pods = res(api, "v1", "pods")
+    with pytest.raises(ApiError) as bound:
+        await api.create(pods, "default", make_pod("p").gate().on("n1").build())
+    assert "spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared" in bound.value.message
+    await api.create(pods, "default", make_pod("q").gate().build())
+    with pytest.raises(ApiError) as gated:
+        await api.bind("default", "q", {"target": {"name": "n1"}})
+    assert gated.value.code == 409
+    await api.patch(pods, "default", "q", MERGE, {"spec": {"schedulingGates": None}})
+    await api.bind("default", "q", {"target": {"name": "n1"}})
+    assert (await api.get(pods, "default", "q"))["spec"]["nodeName"] == "n1"
+    with pytest.raises(ApiError) as twice:
+        await api.bind("default", "q", {"target": {"name": "n2"}})
+    assert twice.value.code == 409 and 'already assigned to node "n1"' in twice.value.message
+
+
+@pytest.mark.parametrize("suspend, patch, want_ok", [
+    (True, {"nodeSelector": {"rack": "r1"}}, True),
+    (True, {"containers": [{"name": "main", "image": "other"}]}, False),
+    (False, {"nodeSelector": {"rack": "r1"}}, False),
+], ids=["suspended: scheduling directives mutable", "suspended: containers immutable", "running: all immutable"])
+async def test_job_template_mutability(api: ApiServer, suspend: bool, patch: dict[str, Any], want_ok: bool) -> None:
+    jobs = res(api, "batch/v1", "jobs")
+    await api.create(jobs, "default", make_job("j", suspend))
+    body = {"spec": {"template": {"spec": patch}}}
+    if want_ok:
+        await api.patch(jobs, "default", "j", PATCH_STRATEGIC, body)
+        return
+    with pytest.raises(ApiError) as error:
+        await api.patch(jobs, "default", "j", PATCH_STRATEGIC, body)
+    assert error.value.causes[0].field == "spec.template"
+
+
+async def test_job_defaults_generate_selector_and_template_labels(api: ApiServer) -> None:
+    job = await api.create(res(api, "batch/v1", "jobs"), "default", make_job("j", False))
+    uid = job["metadata"]["uid"]
+    assert job["spec"]["selector"] == {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    assert job["spec"]["template"]["metadata"]["labels"]["batch.kubernetes.io/job-name"] == "j"
+
+
+async def test_watch_turns_selector_transitions_into_added_and_deleted(api: ApiServer) -> None:
+    cms = res(api, "v1", "configmaps")
+    watch = api.watch(cms, "default", label_selector="app=x")
+    await api.create(cms, "default", make_configmap("c").label("app", "x").build())
+    await api.patch(cms, "default", "c", MERGE, {"metadata": {"labels": {"app": "y"}}})
+    await api.patch(cms, "default", "c", MERGE, {"data": {"k": "ignored"}})
+    await api.patch(cms, "default", "c", MERGE, {"metadata": {"labels": {"app": "x"}}})
+    events = [await watch.next(0.1) for _ in range(4)]
+    assert [e["type"] if e else None for e in events] == ["ADDED", "DELETED", "ADDED", None]
+    watch.close()
+
+
+async def test_hooks_run_fault_then_mutate_then_validate(api: ApiServer) -> None:
+    cms = res(api, "v1", "configmaps")
+    calls: list[str] = []
+
+    async def fault(info: RequestInfo) -> ApiError | None:
+        calls.append(f"fault:{info.verb}")
+        return ApiError(503, "ServiceUnavailable", "injected") if info.name == "broken" else None
+
+    async def mutate(request: AdmissionRequest) -> dict[str, Any] | ApiError:
+        calls.append(f"mutate:{request.operation}")
+        assert request.object is not None
+        return {**request.object, "data": {"mutated": "yes"}}
+
+    async def validate(request: AdmissionRequest) -> ApiError | None:
+        calls.append(f"validate:{request.operation}")
+        assert request.object is not None
+        return ApiError(400, "BadRequest", "denied") if request.object["metadata"]["name"] == "denied" else None
+
+    api.fault_hooks.append(fault)
+    api.mutating_hooks.append(mutate)
+    api.validating_hooks.append(validate)
+    made = await api.create(cms, "default", make_configmap("ok").build())
+    assert made["data"] == {"mutated": "yes"}
+    assert calls == ["fault:create", "mutate:CREATE", "validate:CREATE"]
+    revision = api.store.revision
+    for name, code in (("broken", 503), ("denied", 400)):
+        with pytest.raises(ApiError) as error:
+            await api.create(cms, "default", make_configmap(name).build())
+        assert error.value.code == code
+    assert api.store.revision == revision
+
+
+async def test_dry_run_changes_nothing(api: ApiServer) -> None:
+    cms = res(api, "v1", "configmaps")
+    await api.create(cms, "default", make_configmap("c").build())
+    revision = api.store.revision
+    await api.create(cms, "default", make_configmap("d").build(), dry_run=True)
+    await api.patch(cms, "default", "c", MERGE, {"data": {"k": "2"}}, dry_run=True)
+    await api.delete(cms, "default", "c", dry_run=True)
+    assert api.store.revision == revision
+    assert (await api.get(cms, "default", "c"))["data"] == {"k": "v"}

@@ -1,0 +1,83 @@
+"""The storage layer: one revision counter, bounded history with compaction, owner index."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from devcluster.store import ADDED, DELETED, MODIFIED, Compacted, Store, StoredEvent
+
+PODS = ("", "pods")
+CMS = ("", "configmaps")
+
+
+def obj(name: str, uid: str = "", owners: tuple[str, ...] = ()) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}"}
+    if owners:
+        meta["ownerReferences"] = [{"uid": o} for o in owners]
+    return {"metadata": meta}
+
+
+def test_every_write_takes_the_next_global_revision() -> None:
+    store = Store()
+    a = store.put(PODS, obj("a"))
+    b = store.put(CMS, obj("b"))
+    c = store.put(PODS, obj("a"))
+    assert [int(x["metadata"]["resourceVersion"]) for x in (a, b, c)] == [2, 3, 4]
+    removed = store.remove(PODS, ("ns", "a"))
+    assert removed is not None and removed["metadata"]["resourceVersion"] == "5"
+
+
+def test_events_since_replays_only_later_events_of_that_resource() -> None:
+    store = Store()
+    first = int(store.put(PODS, obj("a"))["metadata"]["resourceVersion"])
+    store.put(CMS, obj("x"))
+    store.put(PODS, obj("a"))
+    store.remove(PODS, ("ns", "a"))
+    assert [e.type for e in store.events_since(PODS, first)] == [MODIFIED, DELETED]
+    assert [e.type for e in store.events_since(PODS, first - 1)] == [ADDED, MODIFIED, DELETED]
+
+
+def test_history_beyond_the_limit_is_compacted() -> None:
+    store = Store(history_limit=2)
+    revisions = [int(store.put(PODS, obj(f"p{i}"))["metadata"]["resourceVersion"]) for i in range(4)]
+    assert len(store.events_since(PODS, revisions[1])) == 2
+    with pytest.raises(Compacted) as gone:
+        store.events_since(PODS, revisions[0])
+    assert gone.value.oldest == revisions[1]
+
+
+def test_explicit_compaction_expires_every_older_revision() -> None:
+    store = Store()
+    rv = int(store.put(PODS, obj("a"))["metadata"]["resourceVersion"])
+    store.put(PODS, obj("b"))
+    store.compact()
+    with pytest.raises(Compacted):
+        store.events_since(PODS, rv)
+    assert store.events_since(PODS, store.revision) == []
+
+
+def test_subscribers_see_writes_synchronously_with_the_previous_object() -> None:
+    store = Store()
+    seen: list[StoredEvent] = []
+    unsubscribe = store.subscribe(PODS, seen.append)
+    store.put(PODS, {**obj("a"), "spec": 1})
+    store.put(PODS, {**obj("a"), "spec": 2})
+    unsubscribe()
+    store.put(PODS, obj("c"))
+    assert [(e.type, e.object.get("spec"), (e.old or {}).get("spec")) for e in seen] == [
+        (ADDED, 1, None), (MODIFIED, 2, 1)]
+
+
+def test_dependents_follow_owner_references_through_updates_and_removal() -> None:
+    store = Store()
+    store.put(PODS, obj("p1", owners=("job-1",)))
+    store.put(PODS, obj("p2", owners=("job-1", "job-2")))
+    assert [d["metadata"]["name"] for _k, d in store.dependents("job-1")] == ["p1", "p2"]
+    store.put(PODS, obj("p2", owners=("job-2",)))
+    assert [d["metadata"]["name"] for _k, d in store.dependents("job-1")] == ["p1"]
+    store.remove(PODS, ("ns", "p1"))
+    assert store.dependents("job-1") == []
+    found = store.by_uid("uid-p2")
+    assert found is not None and found[1]["metadata"]["name"] == "p2"
