@@ -22,7 +22,7 @@ from controller.api.views import JobView, NodeView, PodView
 from controller.api.workload import Workload
 from controller.core.admission.conditions import mark_admitted, mark_finished, mark_pending
 from controller.core.admission.cycle import AdmissionState, Pending, explain, run_until_quiet
-from controller.core.admission.flavoring import WorkloadFit
+from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
 from controller.core.admission.snapshot import build_snapshot
 from controller.core.admission.workloads import WorkloadInfo, workload_from_job, workload_info
 
@@ -135,6 +135,9 @@ class Simulation:
                 info = workload_info(manifest, seq=len(self.tracked), priority_classes=classes,
                                      default_created=self.now.timestamp())
                 tracked = self.tracked[key] = _Tracked(Workload.from_dict(manifest), info)
+                if finished is None and tracked.model.has_quota_reservation and tracked.model.admission:
+                    # Admitted before this simulation: it keeps its quota (and named hosts).
+                    tracked.fit = fit_from_admission(info, (manifest.get("status") or {})["admission"])
             if finished is not None and tracked.finished is None:
                 tracked.finished = finished
                 tracked.fit = None

@@ -159,3 +159,71 @@ def test_unreadable_input_is_an_error(capsys: pytest.CaptureFixture[str], tmp_pa
     code, out, err = simulate(capsys, "-f", str(path))
     assert (code, out) == (2, "")
     assert f"error: {path}: not YAML or JSON" in err
+
+
+ALREADY_ADMITTED = """\
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: a100}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources: [{name: nvidia.com/gpu, nominalQuota: "8"}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq, namespace: default}
+spec: {clusterQueue: cq}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata: {name: running, namespace: default, creationTimestamp: "2025-12-31T00:00:00Z"}
+spec:
+  queueName: lq
+  podSets:
+  - name: main
+    count: 6
+    template:
+      spec:
+        containers: [{name: c, image: x, resources: {requests: {nvidia.com/gpu: "1"}}}]
+status:
+  admission:
+    clusterQueue: cq
+    podSetAssignments:
+    - {name: main, count: 6, flavors: {nvidia.com/gpu: a100}, resourceUsage: {nvidia.com/gpu: "6"}}
+  conditions:
+  - {type: QuotaReserved, status: "True", reason: QuotaReserved, message: Quota reserved in ClusterQueue cq,
+     lastTransitionTime: "2025-12-31T00:00:01Z"}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: new
+  namespace: default
+  labels: {kueue.x-k8s.io/queue-name: lq}
+spec:
+  parallelism: 4
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: x, resources: {requests: {nvidia.com/gpu: "1"}}}]
+"""
+
+
+def test_workloads_admitted_before_the_simulation_keep_their_quota(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "live.yaml"
+    path.write_text(ALREADY_ADMITTED, encoding="utf-8")
+    wls = workloads_of(capsys, path)
+    assert wls["running"]["status"]["admission"]["clusterQueue"] == "cq"
+    [new] = [w for name, w in wls.items() if name.startswith("job-new-")]
+    waiting = condition(new, "QuotaReserved")
+    assert waiting is not None and waiting["status"] == "False"
+    assert "requests 4, available 2 (nominal 8, used 6)" in waiting["message"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.api import constants as c
-from controller.api.quantity import Resources, format_milli, resources_to_strings
+from controller.api.quantity import Resources, add_into, format_milli, resources_from, resources_to_strings
 from controller.core.admission.quota import ClusterQueueQuota, FlavorResource, QuotaLedger, ResourceGroup
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo
 from controller.core.admission.workloads import PodSetInfo, WorkloadInfo
@@ -69,6 +69,28 @@ class NoFit:
 
     reason: str
     message: str
+
+
+def fit_from_admission(wl: WorkloadInfo, admission: Mapping[str, Any]) -> WorkloadFit:
+    """The fit behind an existing `status.admission` (a Workload admitted before we saw it): quota
+    from each pod set's flavors and resourceUsage, nodes from slices that name a single host."""
+    by_name = {ps.name: ps for ps in wl.pod_sets}
+    quota: dict[FlavorResource, int] = {}
+    nodes: dict[str, Resources] = {}
+    granted = []
+    for psa in admission.get("podSetAssignments") or []:
+        usage = resources_from(psa.get("resourceUsage"))
+        flavors = dict(psa.get("flavors") or {})
+        for resource, flavor in flavors.items():
+            quota[(flavor, resource)] = quota.get((flavor, resource), 0) + usage.get(resource, 0)
+        ps = by_name.get(str(psa.get("name", "")))
+        slices = (psa.get("topologyAssignment") or {}).get("slices") or []
+        for sl in slices if ps is not None else []:
+            host = (sl.get("nodeLabels") or {}).get(c.LABEL_HOSTNAME)
+            if host is not None and ps is not None:
+                add_into(nodes.setdefault(host, {}), ps.placement_requests, int(sl.get("count", 0)))
+        granted.append(PodSetFlavors(str(psa.get("name", "")), int(psa.get("count") or 0), flavors, usage, None))
+    return WorkloadFit(str(admission.get("clusterQueue", "")), tuple(granted), quota, nodes)
 
 
 @dataclass(slots=True)

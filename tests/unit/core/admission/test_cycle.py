@@ -15,7 +15,14 @@ import pytest
 
 from controller.api import constants as c
 from controller.api.views import NodeView
-from controller.core.admission.cycle import AdmissionState, Admit, Pending, explain, run_until_quiet
+from controller.core.admission.cycle import (
+    AdmissionState,
+    Admit,
+    Pending,
+    explain,
+    run_cycle,
+    run_until_quiet,
+)
 from controller.core.admission.workloads import WorkloadInfo, workload_info
 from tests.builders.cluster import make_node
 from tests.builders.kueue import (
@@ -222,3 +229,13 @@ def test_explain_recomputes_the_numbers_against_current_usage() -> None:
     assert "available 4 (nominal 8, used 4)" in at_decision.message
     now = explain(state, waiting.key)
     assert now is not None and "available 0 (nominal 8, used 8)" in now.message
+
+
+def test_one_cycle_tries_only_the_head_of_each_cluster_queue() -> None:
+    state = make_admission_state([make_cluster_queue("a").flavor("a100", {GPU: 8}),
+                                  make_cluster_queue("b").flavor("spot", {GPU: 8})], flavors())
+    submit_all(state, [wl("a1", 1), wl("a2", 1), wl("b1", 1, cq="b"), wl("b2", 1, cq="b")])
+    decisions = run_cycle(state)
+    assert sorted(d.key for d in decisions) == ["default/a1", "default/b1"]
+    assert sorted(d.key for d in run_cycle(state)) == ["default/a2", "default/b2"]
+    assert run_cycle(state) == []
