@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.api import constants as c
 from controller.core.admission.queueing import ClusterQueueQueue
@@ -85,3 +88,62 @@ def test_strict_fifo_a_new_higher_priority_workload_goes_before_the_blocked_head
     queue.park("blocked")
     queue.push("urgent", (-10, 5.0, 9, "urgent"), "small")
     assert queue.head() == "urgent"
+
+
+operations = st.lists(st.one_of(
+    st.tuples(st.just("push"), st.integers(0, 9), st.integers(0, 3), st.integers(0, 2)),
+    st.tuples(st.just("remove"), st.integers(0, 9)),
+    st.tuples(st.just("park")),
+    st.tuples(st.just("requeue")),
+), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=operations, strict=st.booleans())
+def test_head_matches_a_brute_force_scan(ops: list[tuple[Any, ...]], strict: bool) -> None:
+    """The heaps with lazy deletion agree with scanning every member in order."""
+    strategy = STRICT if strict else BEST
+    queue = ClusterQueueQueue(strategy)
+    members: dict[str, tuple[tuple[int, float, int, str], str]] = {}
+    parked: set[str] = set()
+    blocked: str | None = None
+    for seq, op in enumerate(ops):
+        if op[0] == "push":
+            key = f"w{op[1]}"
+            if key in members:
+                continue
+            order, shape = (-op[2], 0.0, seq, key), f"s{op[3]}"
+            queue.push(key, order, shape)
+            members[key] = (order, shape)
+            if blocked is not None and order < members[blocked][0]:
+                blocked = None
+        elif op[0] == "remove":
+            key = f"w{op[1]}"
+            queue.remove(key)
+            members.pop(key, None)
+            blocked = None if blocked == key else blocked
+        elif op[0] == "park":
+            head = queue.head()
+            if head is None:
+                continue
+            queue.park(head)
+            if strict:
+                blocked = head
+            else:
+                parked.add(members[head][1])
+        else:
+            queue.requeue()
+            parked.clear()
+            blocked = None
+        eligible = sorted((o, k) for k, (o, s) in members.items() if s not in parked)
+        want = None if blocked is not None or not eligible else eligible[0][1]
+        assert queue.head() == want
+
+
+def test_a_workload_pushed_again_takes_its_new_place() -> None:
+    queue = ClusterQueueQueue(BEST)
+    queue.push("w1", (-3, 0.0, 0, "w1"), "s")
+    queue.remove("w1")
+    queue.push("w1", (0, 0.0, 1, "w1"), "s")
+    queue.push("w2", (-1, 0.0, 2, "w2"), "s")
+    assert queue.head() == "w2"
