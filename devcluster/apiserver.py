@@ -105,6 +105,8 @@ class AdmissionRequest:
 MutatingHook = Callable[[AdmissionRequest], Awaitable[dict[str, Any] | ApiError]]
 ValidatingHook = Callable[[AdmissionRequest], Awaitable[ApiError | None]]
 FaultHook = Callable[[RequestInfo], Awaitable[ApiError | None]]
+# A watch hook sees each new watch (after its initial events) and may refuse it or drop it later.
+WatchHook = Callable[[RequestInfo, Watch], ApiError | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,7 @@ class ApiServer:
         self.mutating_hooks: list[MutatingHook] = []
         self.validating_hooks: list[ValidatingHook] = []
         self.fault_hooks: list[FaultHook] = []
+        self.watch_hooks: list[WatchHook] = []
         self._name_counter = 0
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self._bootstrap("", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
@@ -253,6 +256,12 @@ class ApiServer:
             except ValueError:
                 raise bad_request(f"invalid resource version: {resource_version!r}") from None
             watch.start_from_history(self.store, r.storage_key, since)
+        info = RequestInfo("watch", r, namespace if r.namespaced and namespace else "")
+        for hook in list(self.watch_hooks):
+            error = hook(info, watch)
+            if error is not None:
+                watch.close()
+                raise error
         return watch
 
     # ---------------------------------------------------------------- create

@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
+from devcluster.admission import WebhookChain
 from devcluster.apiserver import ApiServer, Clock, utc_now
+from devcluster.faults import Faults
 from devcluster.serving import HttpFrontend
 
 T = TypeVar("T")
@@ -28,6 +30,8 @@ class DevCluster:
     def __init__(self, *, port: int = 0, now: Clock = utc_now, history_limit: int = 20_000,
                  bookmark_interval: float = 5.0) -> None:
         self.api = ApiServer(now=now, history_limit=history_limit)
+        self.faults = Faults(self.api).install()
+        self.webhooks = WebhookChain(self.api, faults=self.faults).install()
         self.http = HttpFrontend(self.api, bookmark_interval)
         self._port = port
         self.port = 0
@@ -56,6 +60,7 @@ class DevCluster:
 
     async def aclose(self) -> None:
         self.http.close_watches()
+        await self.webhooks.aclose()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

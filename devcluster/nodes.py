@@ -100,7 +100,7 @@ def ready_condition(ready: bool, reason: str = "", message: str = "") -> dict[st
 
 
 def topology_nodes(shape: TopologyShape, prefix: str = "") -> list[dict[str, Any]]:
-    """Nodes `[prefix]b<B>-r<R>-n<N>` (1-based), labelled block `b<B>`, rack `b<B>-r<R>` and hostname."""
+    """Nodes `<prefix>b<B>-r<R>-n<N>` (1-based), labelled block `b<B>`, rack `b<B>-r<R>` and hostname."""
     nodes = []
     allocatable = {"cpu": shape.cpu, "memory": shape.memory, c.RESOURCE_PODS: str(shape.pods)}
     if shape.gpus:
@@ -108,8 +108,9 @@ def topology_nodes(shape: TopologyShape, prefix: str = "") -> list[dict[str, Any
     for b in range(1, shape.blocks + 1):
         for r in range(1, shape.racks + 1):
             for n in range(1, shape.nodes + 1):
-                block, rack = f"{prefix}b{b}", f"{prefix}b{b}-r{r}"
-                nodes.append(node_object(f"{rack}-n{n}", {LABEL_BLOCK: block, LABEL_RACK: rack}, allocatable))
+                block, rack = f"b{b}", f"b{b}-r{r}"
+                nodes.append(node_object(f"{prefix}{rack}-n{n}", {LABEL_BLOCK: block, LABEL_RACK: rack},
+                                         allocatable))
     return nodes
 
 

@@ -1,0 +1,332 @@
+"""The admission webhook chain: calls the webhooks of Mutating/ValidatingWebhookConfigurations over HTTPS.
+
+`WebhookChain(api).install()` plugs into `ApiServer.mutating_hooks`/`validating_hooks`, so every
+create/update/patch/delete (HTTP or in-process) passes it before persistence. Matching (rules,
+scope, namespace/object selectors), AdmissionReview v1, JSON patches, failurePolicy, timeouts,
+sideEffects/dryRun and the denial text follow kube-apiserver (k8s.io/apiserver/pkg/admission/plugin/webhook).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from controller.api.selectors import label_selector_matches
+from devcluster.apiserver import AdmissionRequest, ApiServer
+from devcluster.errors import BAD_REQUEST, INTERNAL_ERROR, ApiError, Cause
+from devcluster.faults import Faults
+from devcluster.patching import PatchError, clone, json_patch
+
+MUTATING_KEY = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
+VALIDATING_KEY = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
+REVIEW_API_VERSION = "admission.k8s.io/v1"
+DEFAULT_TIMEOUT = 10
+MAX_TIMEOUT = 30
+DRY_RUN_SAFE = frozenset({"None", "NoneOnDryRun"})
+USER_INFO = {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}
+_OPTIONS_KIND = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
+
+
+class WebhookCallError(Exception):
+    """Calling the webhook failed (unreachable, TLS, timeout, bad response): failurePolicy decides."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """One webhook of a configuration, with the defaults kube-apiserver applies."""
+
+    configuration: str
+    name: str
+    client_config: Mapping[str, Any]
+    rules: tuple[Mapping[str, Any], ...]
+    failure_policy: str
+    namespace_selector: Mapping[str, Any] | None
+    object_selector: Mapping[str, Any] | None
+    side_effects: str
+    timeout: int
+
+    @classmethod
+    def from_dict(cls, configuration: str, d: Mapping[str, Any]) -> Webhook:
+        timeout = d.get("timeoutSeconds")
+        return cls(configuration, str(d.get("name", "")), d.get("clientConfig") or {},
+                   tuple(d.get("rules") or ()), str(d.get("failurePolicy") or "Fail"),
+                   d.get("namespaceSelector"), d.get("objectSelector"), str(d.get("sideEffects") or "Unknown"),
+                   min(max(int(timeout), 1), MAX_TIMEOUT) if isinstance(timeout, int) else DEFAULT_TIMEOUT)
+
+
+# ---------------------------------------------------------------- matching
+
+
+def _matches_any(values: Any, wanted: str) -> bool:
+    items = [str(v) for v in values or []]
+    return "*" in items or wanted in items
+
+
+def _resource_matches(patterns: Any, plural: str, subresource: str) -> bool:
+    """`pods` (main only), `pods/status`, `pods/*`, `*` (main resources), `*/status`, `*/*`."""
+    for pattern in [str(p) for p in patterns or []]:
+        res, _, sub = pattern.partition("/")
+        if res not in ("*", plural):
+            continue
+        if (not sub and not subresource) or sub == "*" or (sub and sub == subresource):
+            return True
+    return False
+
+
+def rule_matches(rule: Mapping[str, Any], req: AdmissionRequest) -> bool:
+    r = req.resource
+    if not _matches_any(rule.get("operations"), req.operation):
+        return False
+    if not (_matches_any(rule.get("apiGroups"), r.group) and _matches_any(rule.get("apiVersions"), r.version)):
+        return False
+    if not _resource_matches(rule.get("resources"), r.plural, req.subresource):
+        return False
+    scope = str(rule.get("scope") or "*")
+    # Namespace objects count as cluster-scoped here, as in kube-apiserver.
+    namespaced = r.namespaced and r.kind != "Namespace"
+    return scope == "*" or (scope == "Namespaced") == namespaced
+
+
+def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
+    return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
+
+
+class WebhookChain:
+    """Mutating then validating webhooks from the configurations in the store.
+
+    `services` maps `(namespace, name, port)` of a `clientConfig.service` to a base URL the runner
+    serves it at (e.g. `https://127.0.0.1:8443`); the TLS name checked is `<name>.<namespace>.svc`.
+    """
+
+    def __init__(self, api: ApiServer, services: dict[tuple[str, str, int], str] | None = None,
+                 faults: Faults | None = None) -> None:
+        self.api = api
+        self.services = services if services is not None else {}
+        self.faults = faults
+        self._session: aiohttp.ClientSession | None = None
+        self._contexts: dict[str, ssl.SSLContext] = {}
+        self.calls = 0
+
+    def install(self) -> WebhookChain:
+        self.api.mutating_hooks.append(self.mutate)
+        self.api.validating_hooks.append(self.validate)
+        return self
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    # ---------------------------------------------------------------- hooks
+
+    def _webhooks(self, key: tuple[str, str], req: AdmissionRequest) -> list[Webhook]:
+        """Webhooks whose rules and selectors match, configurations in name order (kube-apiserver's)."""
+        if req.resource.storage_key in (MUTATING_KEY, VALIDATING_KEY):
+            return []  # webhook configurations themselves are never sent to webhooks
+        configurations = sorted(self.api.store.items(key), key=lambda o: str(o["metadata"]["name"]))
+        out = []
+        for cfg in configurations:
+            for d in cfg.get("webhooks") or []:
+                hook = Webhook.from_dict(str(cfg["metadata"]["name"]), d)
+                if any(rule_matches(rule, req) for rule in hook.rules) and self._selected(hook, req):
+                    out.append(hook)
+        return out
+
+    def _selected(self, hook: Webhook, req: AdmissionRequest) -> bool:
+        """namespaceSelector (namespace labels; a Namespace's own labels) and objectSelector (new or old)."""
+        if hook.object_selector is not None and not (
+                label_selector_matches(hook.object_selector, _labels(req.object))
+                or label_selector_matches(hook.object_selector, _labels(req.old_object))):
+            return False
+        if hook.namespace_selector is None:
+            return True
+        if req.resource.kind == "Namespace" and not req.resource.group:
+            labels = _labels(req.object or req.old_object)
+        elif req.resource.namespaced:
+            ns = self.api.store.get(("", "namespaces"), ("", req.namespace))
+            labels = _labels(ns)
+        else:
+            return True  # cluster-scoped objects ignore namespaceSelector
+        return label_selector_matches(hook.namespace_selector, labels)
+
+    async def mutate(self, req: AdmissionRequest) -> dict[str, Any] | ApiError:
+        """Each matching mutating webhook in turn; its JSON patch applies to what the next one sees."""
+        obj = req.object
+        assert obj is not None
+        for hook in self._webhooks(MUTATING_KEY, req):
+            current = AdmissionRequest(req.operation, req.resource, req.subresource, req.namespace, req.name,
+                                       obj, req.old_object, req.dry_run, req.uid)
+            response = await self._admit_one(hook, current)
+            if isinstance(response, ApiError):
+                return response
+            if response is None:
+                continue
+            patched = _apply_patch(hook, obj, response)
+            if isinstance(patched, ApiError):
+                return patched
+            obj = patched
+        return obj
+
+    async def validate(self, req: AdmissionRequest) -> ApiError | None:
+        """All matching validating webhooks at once (as kube-apiserver); the first denial in order wins."""
+        hooks = self._webhooks(VALIDATING_KEY, req)
+        if not hooks:
+            return None
+        results = await asyncio.gather(*(self._admit_one(h, req) for h in hooks))
+        for result in results:
+            if isinstance(result, ApiError):
+                return result
+        return None
+
+    # ---------------------------------------------------------------- one call
+
+    async def _admit_one(self, hook: Webhook, req: AdmissionRequest) -> dict[str, Any] | ApiError | None:
+        """The webhook's allowed response, its denial as an ApiError, or None when skipped (Ignore)."""
+        if req.dry_run and hook.side_effects not in DRY_RUN_SAFE:
+            return ApiError(400, BAD_REQUEST, f'admission webhook "{hook.name}" does not support dry run')
+        try:
+            response = await self._call(hook, req)
+        except WebhookCallError as e:
+            if hook.failure_policy == "Ignore":
+                return None
+            return ApiError(500, INTERNAL_ERROR,
+                            f'Internal error occurred: failed calling webhook "{hook.name}": {e.detail}')
+        if not response.get("allowed"):
+            return denial(hook.name, response.get("status") or {})
+        return response
+
+    async def _call(self, hook: Webhook, req: AdmissionRequest) -> dict[str, Any]:
+        """POST the AdmissionReview; a WebhookCallError for anything but a well-formed response."""
+        url, server_name = self._url(hook)
+        shown = f'Post "{url}?timeout={hook.timeout}s"'
+        self.calls += 1
+        if self.faults is not None and self.faults.webhook_times_out(hook.name):
+            raise WebhookCallError(f"failed to call webhook: {shown}: context deadline exceeded")
+        try:
+            context = self._context(hook)
+            session = self._client()
+            async with session.post(url, params={"timeout": f"{hook.timeout}s"}, json=review(req),
+                                    ssl=context, server_hostname=server_name,
+                                    timeout=aiohttp.ClientTimeout(total=hook.timeout)) as resp:
+                if resp.status != 200:
+                    raise WebhookCallError(f"failed to call webhook: the server responded with status {resp.status}")
+                body = await resp.json(content_type=None)
+        except WebhookCallError:
+            raise
+        except TimeoutError:
+            raise WebhookCallError(f"failed to call webhook: {shown}: context deadline exceeded") from None
+        except (aiohttp.ClientError, OSError, ssl.SSLError, ValueError) as e:
+            raise WebhookCallError(f"failed to call webhook: {shown}: {e}") from None
+        return _response(body, req.uid)
+
+    def _url(self, hook: Webhook) -> tuple[str, str | None]:
+        cfg = hook.client_config
+        if cfg.get("url"):
+            return str(cfg["url"]), None
+        service = cfg.get("service") or {}
+        ns, name, port = str(service.get("namespace", "")), str(service.get("name", "")), int(service.get("port") or 443)
+        base = self.services.get((ns, name, port))
+        if base is None:
+            raise WebhookCallError(f'failed to call webhook: service "{name}" not found in namespace "{ns}" '
+                                   f"(no URL registered for port {port})")
+        return base.rstrip("/") + str(service.get("path") or "/"), f"{name}.{ns}.svc"
+
+    def _context(self, hook: Webhook) -> ssl.SSLContext:
+        bundle = str(hook.client_config.get("caBundle") or "")
+        context = self._contexts.get(bundle)
+        if context is None:
+            try:
+                cadata = base64.b64decode(bundle, validate=True).decode() if bundle else None
+                context = ssl.create_default_context(cadata=cadata)
+            except (binascii.Error, UnicodeDecodeError, ssl.SSLError) as e:
+                raise WebhookCallError(f"failed to call webhook: invalid caBundle: {e}") from None
+            self._contexts[bundle] = context
+        return context
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+
+def review(req: AdmissionRequest) -> dict[str, Any]:
+    """The AdmissionReview v1 request kube-apiserver sends."""
+    r = req.resource
+    kind = {"group": r.group, "version": r.version, "kind": r.kind}
+    resource = {"group": r.group, "version": r.version, "resource": r.plural}
+    request: dict[str, Any] = {
+        "uid": req.uid, "kind": kind, "resource": resource, "requestKind": kind, "requestResource": resource,
+        "name": req.name, "operation": req.operation, "userInfo": USER_INFO,
+        "object": req.object, "oldObject": req.old_object, "dryRun": req.dry_run,
+        "options": {"kind": _OPTIONS_KIND.get(req.operation, "CreateOptions"), "apiVersion": "meta.k8s.io/v1"},
+    }
+    if req.subresource:
+        request["subResource"] = request["requestSubResource"] = req.subresource
+    if r.namespaced:
+        request["namespace"] = req.namespace
+    return {"apiVersion": REVIEW_API_VERSION, "kind": "AdmissionReview", "request": request}
+
+
+def _response(body: Any, uid: str) -> dict[str, Any]:
+    if not isinstance(body, dict) or body.get("kind") != "AdmissionReview":
+        raise WebhookCallError("failed to call webhook: the response is not an AdmissionReview")
+    if body.get("apiVersion") != REVIEW_API_VERSION:
+        raise WebhookCallError(f'failed to call webhook: expected webhook response of admission.k8s.io/v1, '
+                               f'got {body.get("apiVersion")}')
+    response = body.get("response")
+    if not isinstance(response, dict):
+        raise WebhookCallError("failed to call webhook: webhook response was absent")
+    if response.get("uid") != uid:
+        raise WebhookCallError(f"failed to call webhook: expected response.uid={uid!r}, "
+                               f"got {response.get('uid')!r}")
+    return response
+
+
+def denial(name: str, status: Mapping[str, Any]) -> ApiError:
+    """A webhook's `allowed: false` as kube-apiserver returns it (webhookerrors.ToStatusErr)."""
+    denied = f'admission webhook "{name}" denied the request'
+    code = int(status.get("code") or 0)
+    if code < 400:
+        code = 403
+    reason = str(status.get("reason") or "")
+    if status.get("message"):
+        message = f"{denied}: {status['message']}"
+    elif reason:
+        message = f"{denied}: {reason}"
+    else:
+        message = f"{denied} without explanation"
+    details = status.get("details") or {}
+    causes = [Cause(str(cd.get("field", "")), str(cd.get("reason", "")), str(cd.get("message", "")))
+              for cd in details.get("causes") or [] if isinstance(cd, Mapping)]
+    return ApiError(code, reason, message, kind=str(details.get("kind", "")), name=str(details.get("name", "")),
+                    group=str(details.get("group", "")), causes=causes)
+
+
+def _apply_patch(hook: Webhook, obj: dict[str, Any], response: Mapping[str, Any]) -> dict[str, Any] | ApiError:
+    """The response's base64 JSONPatch applied to `obj` (a broken patch is an internal error)."""
+    raw = response.get("patch")
+    if not raw:
+        return obj
+    if response.get("patchType") != "JSONPatch":
+        return ApiError(500, INTERNAL_ERROR, f'Internal error occurred: admission webhook "{hook.name}": '
+                        f'unsupported patch type "{response.get("patchType")}"')
+    try:
+        ops = json.loads(base64.b64decode(str(raw), validate=True))
+        patched = json_patch(clone(obj), ops)
+    except (binascii.Error, ValueError, PatchError) as e:
+        return ApiError(500, INTERNAL_ERROR, f"Internal error occurred: {e}")
+    if not isinstance(patched, dict):
+        return ApiError(500, INTERNAL_ERROR, "Internal error occurred: the patched object is not an object")
+    return patched

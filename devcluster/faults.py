@@ -1,0 +1,134 @@
+"""Fault injection for tests: latency, 409, 500, 410 Gone, dropped watches and timing-out webhooks.
+
+`Faults(api).install()` hooks the request pipeline (`ApiServer.fault_hooks`, `watch_hooks`), so a
+fault hits a request before any state change: a failed request leaves the store untouched. Faults
+are chosen per verb, resource (`pods`, `pods/status`), namespace and name, for the next N matching
+requests or until cleared. Tests add and clear them in-process (`DevCluster.faults`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from dataclasses import dataclass, field
+
+from devcluster.apiserver import ApiServer, RequestInfo
+from devcluster.errors import INTERNAL_ERROR, ApiError, conflict, gone
+from devcluster.watching import Watch
+
+LATENCY = "latency"
+CONFLICT = "conflict"
+ERROR = "error"
+GONE = "gone"
+DROP_WATCH = "drop-watch"
+WEBHOOK_TIMEOUT = "webhook-timeout"
+KINDS = (LATENCY, CONFLICT, ERROR, GONE, DROP_WATCH, WEBHOOK_TIMEOUT)
+ANY = "*"
+
+
+@dataclass
+class Fault:
+    """One rule: what happens (`kind`) to which requests, how many more times (`count`; None = always)."""
+
+    kind: str
+    verb: str = ANY  # create, get, list, update, patch, delete, watch
+    resource: str = ANY  # plural, or plural/subresource
+    namespace: str = ANY
+    name: str = ANY  # an object name, or a webhook name for WEBHOOK_TIMEOUT
+    count: int | None = None
+    seconds: float = 0.0  # LATENCY: the delay
+    message: str = ""
+    hits: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"fault kind {self.kind!r}: want one of {', '.join(KINDS)}")
+
+    @property
+    def spent(self) -> bool:
+        return self.count is not None and self.hits >= self.count
+
+    def matches(self, info: RequestInfo) -> bool:
+        resource = info.resource.plural + (f"/{info.subresource}" if info.subresource else "")
+        return (self.verb in (ANY, info.verb) and self.resource in (ANY, resource, info.resource.plural)
+                and self.namespace in (ANY, info.namespace) and self.name in (ANY, info.name))
+
+
+class Faults:
+    """The active fault rules of one API server, checked in the order they were added."""
+
+    def __init__(self, api: ApiServer) -> None:
+        self.api = api
+        self.rules: list[Fault] = []
+        self._watches: weakref.WeakKeyDictionary[Watch, RequestInfo] = weakref.WeakKeyDictionary()
+
+    def install(self) -> Faults:
+        self.api.fault_hooks.append(self.check)
+        self.api.watch_hooks.append(self.check_watch)
+        return self
+
+    def add(self, fault: Fault) -> Fault:
+        self.rules.append(fault)
+        return fault
+
+    def inject(self, kind: str, verb: str = ANY, resource: str = ANY, *, name: str = ANY, namespace: str = ANY,
+               count: int | None = 1, seconds: float = 0.0, message: str = "") -> Fault:
+        """Add a rule; by default it hits the next matching request only."""
+        return self.add(Fault(kind, verb, resource, namespace, name, count, seconds, message))
+
+    def clear(self) -> None:
+        self.rules.clear()
+
+    def _take(self, info: RequestInfo, kinds: tuple[str, ...]) -> Fault | None:
+        """The first live rule of `kinds` matching the request; counts the hit."""
+        for rule in self.rules:
+            if rule.kind in kinds and not rule.spent and rule.matches(info):
+                rule.hits += 1
+                return rule
+        return None
+
+    # ---------------------------------------------------------------- hooks
+
+    async def check(self, info: RequestInfo) -> ApiError | None:
+        """Fault hook: sleep for latency, then fail with the first matching error rule."""
+        delay = self._take(info, (LATENCY,))
+        if delay is not None:
+            await asyncio.sleep(delay.seconds)
+        rule = self._take(info, (CONFLICT, ERROR, GONE))
+        return None if rule is None else self._error(rule, info)
+
+    def check_watch(self, info: RequestInfo, watch: Watch) -> ApiError | None:
+        """Watch hook: refuse (410/500) or drop the new watch; remember it for `drop_watches`."""
+        rule = self._take(info, (ERROR, GONE, DROP_WATCH))
+        if rule is not None and rule.kind != DROP_WATCH:
+            return self._error(rule, info)
+        self._watches[watch] = info
+        if rule is not None:
+            watch.close()  # the stream ends early, as when the connection breaks
+        return None
+
+    def webhook_times_out(self, webhook: str) -> bool:
+        """Whether the chain must treat this call to `webhook` as timed out (consumes a hit)."""
+        for rule in self.rules:
+            if rule.kind == WEBHOOK_TIMEOUT and not rule.spent and rule.name in (ANY, webhook):
+                rule.hits += 1
+                return True
+        return False
+
+    def drop_watches(self, resource: str = ANY, namespace: str = ANY) -> int:
+        """Cut the open watches on `resource` (plural) now, as a broken connection would; how many."""
+        dropped = 0
+        for watch, info in list(self._watches.items()):
+            if watch.closed or resource not in (ANY, info.resource.plural) or namespace not in (ANY, info.namespace):
+                continue
+            watch.close()
+            dropped += 1
+        return dropped
+
+    def _error(self, rule: Fault, info: RequestInfo) -> ApiError:
+        r = info.resource
+        if rule.kind == CONFLICT:
+            return conflict(r.plural, r.group, info.name)
+        if rule.kind == GONE:
+            return gone(rule.message or "too old resource version: injected fault")
+        return ApiError(500, INTERNAL_ERROR, f"Internal error occurred: {rule.message or 'injected fault'}")
