@@ -114,6 +114,13 @@ class ResourceFlavorBuilder:
         self._obj["spec"]["topology"] = {"levels": list(levels)}
         return self
 
+    def taint(self, key: str, value: str = "", effect: str = "NoSchedule") -> Self:
+        taint = {"key": key, "effect": effect}
+        if value:
+            taint["value"] = value
+        self._obj["spec"].setdefault("nodeTaints", []).append(taint)
+        return self
+
     def toleration(self, key: str, value: str = "", effect: str = "NoSchedule") -> Self:
         tol = {"key": key, "operator": "Equal" if value else "Exists", "effect": effect}
         if value:

@@ -14,6 +14,7 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.quantity import Resources, add_into, format_milli, resources_from, resources_to_strings
+from controller.api.selectors import NodeSelectorTerm, requirement_matches, untolerated_taint
 from controller.core.admission.quota import ClusterQueueQuota, FlavorResource, QuotaLedger, ResourceGroup
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo
 from controller.core.admission.workloads import PodSetInfo, WorkloadInfo
@@ -159,37 +160,76 @@ def _assign_pod_set(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl_key: str,
 def _first_fitting_flavor(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl_key: str, ps: PodSetInfo,
                           group: ResourceGroup, wanted: Mapping[str, int], attempt: _Attempt,
                           topology_allowed: bool) -> tuple[str, TopologyAssignment | None] | NoFit:
-    """The group's flavors in order: quota first, then (topology flavors) the placement itself.
+    """The group's flavors in order; the first that takes the pod set wins.
 
-    Every rejected flavor adds one clause to the message, so the user sees all the reasons.
+    Every rejected flavor adds one clause to the message, so the user sees all the reasons; the
+    reason is PodSetTopologyUnfit when only placement (not quota or the flavor itself) was missing.
     """
-    reasons: list[str] = []
+    clauses: list[str] = []
     topology_only = True
     for fq in group.flavors:
-        short = _quota_shortfall(snap.quota, cq, fq.name, wanted, attempt)
-        if short is not None:
-            reasons.append(short)
-            topology_only = False
-            continue
-        info = snap.flavors.get(fq.name)
-        if info is None:
-            reasons.append(f"flavor \"{fq.name}\" not found")
-            topology_only = False
-            continue
-        if not info.has_topology:
-            if ps.topology is not None and ps.topology.mode != "unconstrained":
-                reasons.append(f"flavor \"{fq.name}\" has no topology for the requested "
-                               f"{ps.topology.mode} level \"{ps.topology.level or c.TOPOLOGY_AUTO}\"")
-                continue
-            return fq.name, None
-        placed = _place(snap, info, wl_key, ps, attempt) if topology_allowed else \
-            f"flavor \"{fq.name}\": pod set already placed in another topology flavor"
-        if isinstance(placed, str):
-            reasons.append(placed)
-            continue
-        return fq.name, placed
+        result = _try_flavor(snap, cq, wl_key, ps, fq.name, wanted, attempt, topology_allowed)
+        if not isinstance(result, _Rejection):
+            return fq.name, result
+        clauses.append(result.clause)
+        topology_only = topology_only and result.placement
     reason = c.REASON_POD_SET_TOPOLOGY_UNFIT if topology_only else c.REASON_QUOTA_EXCEEDED
-    return NoFit(reason, f"couldn't assign flavors to pod set \"{ps.name}\": " + "; ".join(reasons))
+    return NoFit(reason, f"couldn't assign flavors to pod set \"{ps.name}\": " + "; ".join(clauses))
+
+
+@dataclass(frozen=True, slots=True)
+class _Rejection:
+    clause: str
+    placement: bool
+    """True when the flavor was refused for lack of room in its topology (not quota or rules)."""
+
+
+def _try_flavor(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl_key: str, ps: PodSetInfo, name: str,
+                wanted: Mapping[str, int], attempt: _Attempt,
+                topology_allowed: bool) -> TopologyAssignment | _Rejection | None:
+    """One flavor, in Kueue's order of checks: the flavor exists and suits the pod set (taints,
+    node selector, topology request), its quota covers the pod set, then the placement itself."""
+    info = snap.flavors.get(name)
+    if info is None:
+        return _Rejection(f"flavor \"{name}\" not found", False)
+    mismatch = flavor_mismatch(info, ps)
+    if mismatch is not None:
+        return _Rejection(mismatch, False)
+    short = _quota_shortfall(snap.quota, cq, name, wanted, attempt)
+    if short is not None:
+        return _Rejection(short, False)
+    if not info.has_topology:
+        return None
+    if not topology_allowed:
+        return _Rejection(f"flavor \"{name}\": pod set already placed in another topology flavor", False)
+    placed = _place(snap, info, wl_key, ps, attempt)
+    return _Rejection(placed, True) if isinstance(placed, str) else placed
+
+
+def flavor_mismatch(info: FlavorInfo, ps: PodSetInfo) -> str | None:
+    """Why a flavor cannot take the pod set whatever the capacity, or None (Kueue's flavor checks):
+    a flavor taint neither the pod nor the flavor tolerates, a nodeSelector / required node affinity
+    that contradicts the flavor's nodeLabels (only keys the flavor sets are compared), or a topology
+    request on a flavor without topology."""
+    taint = untolerated_taint(info.taints, (*ps.tolerations, *info.tolerations))
+    if taint is not None:
+        return f"flavor \"{info.name}\": untolerated taint \"{taint}\""
+    for key, value in sorted(ps.node_selector.items()):
+        if key in info.node_labels and info.node_labels[key] != value:
+            return (f"flavor \"{info.name}\": nodeSelector {key}={value} does not match the flavor's "
+                    f"nodeLabels ({key}={info.node_labels[key]})")
+    if ps.affinity_terms and not any(_term_allows(t, info.node_labels) for t in ps.affinity_terms):
+        return f"flavor \"{info.name}\": required node affinity does not match the flavor's nodeLabels"
+    if not info.has_topology and ps.topology is not None and ps.topology.mode != "unconstrained":
+        return (f"flavor \"{info.name}\" has no topology for the requested {ps.topology.mode} level "
+                f"\"{ps.topology.level or c.TOPOLOGY_AUTO}\"")
+    return None
+
+
+def _term_allows(term: NodeSelectorTerm, flavor_labels: Mapping[str, str]) -> bool:
+    """A node selector term restricted to the keys the flavor labels (the rest is left to nodes)."""
+    return all(requirement_matches(flavor_labels, key, op, values)
+               for key, op, values in term.expressions if key in flavor_labels)
 
 
 def _quota_shortfall(ledger: QuotaLedger, cq: ClusterQueueQuota, flavor: str, wanted: Mapping[str, int],

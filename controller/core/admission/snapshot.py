@@ -8,10 +8,11 @@ Built by `tasq simulate`, the benchmarks and (later) the cache; read by the admi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from controller.api.flavor import ResourceFlavor
 from controller.api.queues import ClusterQueue, LocalQueue
+from controller.api.selectors import Taint, Toleration
 from controller.api.topology import Topology
 from controller.api.views import NodeView, PodView
 from controller.core.admission.quota import ClusterQueueQuota, QuotaLedger
@@ -29,6 +30,9 @@ class FlavorInfo:
     has_topology: bool
     topology_name: str | None
     topology: FlavorTopology | None
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
 
 
 @dataclass(slots=True)
@@ -59,14 +63,15 @@ def flavor_infos(flavors: Iterable[ResourceFlavor], topologies: Iterable[Topolog
     out: dict[str, FlavorInfo] = {}
     for flavor in flavors:
         resolved = flavor.resolve_topology(by_name)
+        rules = (dict(flavor.spec.node_labels), flavor.taints(), flavor.selector_tolerations())
         if resolved is None:
-            out[flavor.name] = FlavorInfo(flavor.name, False, None, None)
+            out[flavor.name] = FlavorInfo(flavor.name, False, None, None, *rules)
             continue
         tree = None
         if not resolved.missing:
             tree = FlavorTopology.build(resolved.name, resolved.levels, flavor.spec.node_labels,
                                         flavor.selector_tolerations(), nodes)
-        out[flavor.name] = FlavorInfo(flavor.name, True, resolved.name, tree)
+        out[flavor.name] = FlavorInfo(flavor.name, True, resolved.name, tree, *rules)
     return out
 
 

@@ -10,6 +10,7 @@ Topology used by the topology cases (flavor `h100`, levels block > rack > hostna
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,7 @@ from controller.core.admission.workloads import WorkloadInfo, workload_info
 from tests.builders.cluster import make_node
 from tests.builders.kueue import (
     ClusterQueueBuilder,
+    ResourceFlavorBuilder,
     WorkloadBuilder,
     make_admission_state,
     make_cluster_queue,
@@ -45,12 +47,14 @@ def gpu_nodes() -> list[NodeView]:
             .allocatable({GPU: "4"}, cpu="32", memory="128Gi").view() for name, rack in layout]
 
 
-def flavors() -> list:  # type: ignore[type-arg]
+def flavors() -> list[ResourceFlavorBuilder]:
     return [make_flavor("h100").node_labels({"gpu": "h100"}).topology_name("racks"),
-            make_flavor("a100"), make_flavor("spot")]
+            make_flavor("a100"), make_flavor("spot").node_labels({"capacity": "spot"}),
+            make_flavor("reserved").taint("reserved", "team-x"),
+            make_flavor("tolerant").taint("reserved", "team-x").toleration("reserved", "team-x")]
 
 
-def wl(name: str, gpus: int, count: int = 1, cq: str = "a", **kw: str) -> WorkloadBuilder:
+def wl(name: str, gpus: int, count: int = 1, cq: str = "a", **kw: Any) -> WorkloadBuilder:
     return make_workload(name).queue(f"lq-{cq}").pod_set("main", count, {GPU: gpus}, **kw)
 
 
@@ -139,6 +143,21 @@ CASES = [
               [wl("w1", 4, 2, required=RACK).pod_set("workers", 3, {GPU: 4}, required=RACK),
                wl("w2", 4, 3, required=BLOCK)],
               {"w2": "h100"}, {"w1": 'pod set "workers"'}),
+    CycleCase("flavor rules: a flavor taint the pod does not tolerate is skipped",
+              [make_cluster_queue("a").flavor("reserved", {GPU: 8}).flavor("a100", {GPU: 8})], [wl("w1", 1)],
+              {"w1": "a100"}),
+    CycleCase("flavor rules: the flavor's own toleration covers its taint",
+              [make_cluster_queue("a").flavor("tolerant", {GPU: 8}).flavor("a100", {GPU: 8})], [wl("w1", 1)],
+              {"w1": "tolerant"}),
+    CycleCase("flavor rules: a nodeSelector contradicting the flavor's nodeLabels is skipped",
+              [make_cluster_queue("a").flavor("spot", {GPU: 8}).flavor("a100", {GPU: 8})],
+              [wl("w1", 1, node_selector={"capacity": "on-demand"}), wl("w2", 1, node_selector={"capacity": "spot"})],
+              {"w1": "a100", "w2": "spot"}),
+    CycleCase("flavor rules: every reason is listed when no flavor suits",
+              [make_cluster_queue("a").flavor("reserved", {GPU: 8}).flavor("spot", {GPU: 8})],
+              [wl("w1", 1, node_selector={"capacity": "on-demand"})], {},
+              {"w1": 'flavor "reserved": untolerated taint "reserved=team-x:NoSchedule"; flavor "spot": '
+                     "nodeSelector capacity=on-demand does not match the flavor's nodeLabels (capacity=spot)"}),
     CycleCase("a resource the ClusterQueue does not cover",
               [make_cluster_queue("a").flavor("a100", {"cpu": 8})], [wl("w1", 1)], {},
               {"w1": 'resource "nvidia.com/gpu" unavailable in ClusterQueue "a"'}),
