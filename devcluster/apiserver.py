@@ -287,17 +287,18 @@ class ApiServer:
         self._after_create(r, stored)
         return self._out(r, stored, copy)
 
-    def _decode(self, r: ResourceType, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def _decode(self, r: ResourceType, namespace: str, body: Mapping[str, Any], copy: bool = True) -> dict[str, Any]:
+        """Check kind/apiVersion/namespace of a request body. `copy=False` (patch results, which share
+        untouched subtrees with the never-mutated stored object) copies only the top level and metadata."""
         if not isinstance(body, Mapping):
             raise bad_request("the body of the request was in an unknown format")
-        obj = clone(dict(body))
+        obj = clone(dict(body)) if copy else dict(body)
         if obj.get("apiVersion", r.group_version) != r.group_version or obj.get("kind", r.kind) != r.kind:
             raise bad_request(f"the API version in the data ({obj.get('apiVersion')}) does not match the "
                               f"expected API version ({r.group_version})")
         obj["apiVersion"], obj["kind"] = r.group_version, r.kind
         meta = obj.get("metadata")
-        if not isinstance(meta, dict):
-            meta = obj["metadata"] = {}
+        meta = obj["metadata"] = dict(meta) if isinstance(meta, dict) else {}
         body_ns = meta.get("namespace")
         if r.namespaced:
             if body_ns and namespace and body_ns != namespace:
@@ -431,7 +432,7 @@ class ApiServer:
             raise ApiError(422, "Invalid", str(e)) from None
         if not isinstance(patched, dict):
             raise bad_request("the patched object is not a JSON object")
-        new = self._decode(r, namespace, patched)
+        new = self._decode(r, namespace, patched, copy=patch_type == PATCH_JSON)
         if new["metadata"].get("name") != name:
             raise bad_request("the name of the object does not match the name on the URL")
         return await self._write_update(r, old, new, subresource, dry_run, copy)
@@ -444,11 +445,11 @@ class ApiServer:
             if "status" in new:
                 merged["status"] = new["status"]
             merged["metadata"] = dict(old["metadata"])
-            return clone(merged)
+            return merged  # shares subtrees with `old`: stored objects are never mutated in place
         if r.has_status:
             new = {k: v for k, v in new.items() if k != "status"}
             if "status" in old:
-                new["status"] = clone(old["status"])
+                new["status"] = old["status"]
         meta = new["metadata"]
         for key in _SERVER_META:
             if key in old["metadata"]:

@@ -207,16 +207,15 @@ def _pod_update_causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[C
 
 
 def _masked_pod_spec(spec: Mapping[str, Any], gated: bool) -> dict[str, Any]:
-    masked = clone(dict(spec))
-    for key in ("activeDeadlineSeconds", "tolerations", "schedulingGates", "terminationGracePeriodSeconds"):
-        masked.pop(key, None)
+    """The pod spec without its mutable parts (shallow copies only: this runs on every pod update)."""
+    dropped = {"activeDeadlineSeconds", "tolerations", "schedulingGates", "terminationGracePeriodSeconds"}
     if gated:
-        masked.pop("nodeSelector", None)
-        masked.pop("affinity", None)
+        dropped |= {"nodeSelector", "affinity"}
+    masked = {k: v for k, v in spec.items() if k not in dropped}
     for kind in ("containers", "initContainers"):
-        for c in masked.get(kind) or []:
-            if isinstance(c, dict):
-                c.pop("image", None)
+        if isinstance(masked.get(kind), list):
+            masked[kind] = [{k: v for k, v in c.items() if k != "image"} if isinstance(c, Mapping) else c
+                            for c in masked[kind]]
     return masked
 
 

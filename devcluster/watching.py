@@ -93,6 +93,16 @@ class Watch:
             self.closed = True
         return event
 
+    def next_nowait(self) -> WatchEvent | None:
+        """The next queued event without waiting; None if none is queued or the watch ended."""
+        try:
+            event = self._queue.get_nowait()
+        except asyncio.QueueEmpty:
+            return None
+        if event is None:
+            self.closed = True
+        return event
+
     def bookmark(self, kind: str, api_version: str, revision: int) -> WatchEvent:
         return {"type": BOOKMARK, "object": {"kind": kind, "apiVersion": api_version,
                                              "metadata": {"resourceVersion": str(revision)}}}

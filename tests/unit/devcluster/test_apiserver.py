@@ -406,3 +406,20 @@ async def test_dry_run_changes_nothing(api: ApiServer) -> None:
     await api.delete(cms, "default", "c", dry_run=True)
     assert api.store.revision == revision
     assert (await api.get(cms, "default", "c"))["data"] == {"k": "v"}
+
+
+@pytest.mark.parametrize("patch_type, patch", [
+    (PATCH_STRATEGIC, {"spec": {"schedulingGates": None}}),
+    (MERGE, {"spec": {"schedulingGates": None}}),
+    (MERGE, {"metadata": {"labels": {"a": "2"}}}),
+    ("application/json-patch+json", [{"op": "remove", "path": "/spec/schedulingGates"}]),
+], ids=["strategic spec", "merge spec", "merge labels", "json"])
+async def test_writes_never_mutate_the_stored_previous_object(api: ApiServer, patch_type: str, patch: Any) -> None:
+    """Watch events and in-process readers share stored objects, so an update must build a new one."""
+    pods = res(api, "v1", "pods")
+    await api.create(pods, "default", make_pod("p").label("a", "1").gate().build())
+    before = await api.get(pods, "default", "p", copy=False)
+    snapshot = repr(before)
+    await api.patch(pods, "default", "p", patch_type, patch)
+    await api.patch(pods, "default", "p", MERGE, {"status": {"phase": "Running"}}, subresource="status")
+    assert repr(before) == snapshot
