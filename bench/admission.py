@@ -78,6 +78,7 @@ def make_nodes(shape: Shape) -> list[NodeView]:
 
 
 def make_state(shape: Shape, cohorts: int, queues_per_cohort: int) -> AdmissionState:
+    """The TAS flavor over the nodes, and one ClusterQueue + LocalQueue per queue of every cohort."""
     topology = Topology.from_dict({"metadata": {"name": "default-topology"}, "spec": {"levels": [
         {"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": c.LABEL_HOSTNAME}]}})
     flavor = ResourceFlavor.from_dict({"metadata": {"name": "tas-flavor"}, "spec": {
@@ -179,6 +180,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def report(results: list[Result]) -> None:
+    """Markdown tables for bench/RESULTS.md: throughput, then time to admission per class."""
     print(f"machine: {platform.processor() or platform.machine()}, {platform.python_implementation()} "
           f"{platform.python_version()}, {platform.system()} {platform.release()}")
     print()

@@ -117,6 +117,7 @@ def check(docs: Sequence[Document]) -> tuple[list[str], list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Read every step, validate everything before simulating anything, then apply and run each step."""
     steps: list[list[Document]] = []
     try:
         for spec in args.files:
@@ -144,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(sim: Simulation, output: str, with_explain: bool) -> None:
+    """The table or the kind: List; explanations follow the table (or go to stderr for -o yaml|json)."""
     workloads = sim.workloads()
     explain_to = sys.stdout
     if output == "table":

@@ -80,6 +80,7 @@ class ClusterQueueQuota:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> ClusterQueueQuota:
+        """From the wire form; quantities become milli-units, absent limits stay None (unlimited)."""
         spec = obj.get("spec") or {}
         groups = []
         for rg in spec.get("resourceGroups") or []:

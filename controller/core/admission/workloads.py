@@ -184,6 +184,7 @@ def _topology_request(obj: Mapping[str, Any] | None) -> TopologyRequest | None:
 
 
 def pod_set_info(obj: Mapping[str, Any]) -> PodSetInfo:
+    """One `spec.podSets[]` entry; its topologyRequest, else Kueue's pod-template annotations."""
     template = obj.get("template") or {}
     pod_spec = template.get("spec") or {}
     topology = _topology_request(obj.get("topologyRequest")) or topology_request_from_annotations(
