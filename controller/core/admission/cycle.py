@@ -78,11 +78,12 @@ class AdmissionState:
     def release(self, key: str) -> bool:
         """The workload finished or was deleted: give back quota and nodes, let the parked retry."""
         fit = self.admitted.pop(key, None)
-        cq_name = self.queue_of.get(key)
+        cq_name = self.queue_of.pop(key, None)
+        self.workloads.pop(key, None)
+        self.pending.pop(key, None)
         if fit is None:
             if cq_name is not None:
                 self.queues.queues[cq_name].remove(key)
-            self.pending.pop(key, None)
             return False
         self.snapshot.quota.release(key)
         self.snapshot.usage.release(key)

@@ -258,3 +258,14 @@ def test_one_cycle_tries_only_the_head_of_each_cluster_queue() -> None:
     assert sorted(d.key for d in decisions) == ["default/a1", "default/b1"]
     assert sorted(d.key for d in run_cycle(state)) == ["default/a2", "default/b2"]
     assert run_cycle(state) == []
+
+
+def test_releasing_a_waiting_workload_forgets_it_without_freeing_anything() -> None:
+    state = make_admission_state([make_cluster_queue("a").flavor("a100", {GPU: 8})], flavors())
+    running, waiting = submit_all(state, [wl("running", 8).created("2026-01-01T00:00:00Z"),
+                                          wl("waiting", 8).created("2026-01-02T00:00:00Z")])
+    run_until_quiet(state)
+    assert not state.release(waiting.key)
+    assert state.waiting() == [] and set(state.admitted) == {running.key}
+    assert state.snapshot.quota.availability("a", "a100", GPU).available == 0
+    assert not state.release("default/unknown")
