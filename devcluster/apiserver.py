@@ -267,13 +267,13 @@ class ApiServer:
     # ---------------------------------------------------------------- create
 
     async def create(self, r: ResourceType, namespace: str, body: Mapping[str, Any], *, dry_run: bool = False,
-                     copy: bool = True) -> dict[str, Any]:
+                     strict: bool = False, copy: bool = True) -> dict[str, Any]:
         """POST: 201 semantics; raises ApiError 409 AlreadyExists / 422 Invalid / 404 namespace."""
         namespace = namespace if r.namespaced else ""
         obj = self._decode(r, namespace, body)
         await self._faults(RequestInfo("create", r, namespace, obj["metadata"].get("name", ""), "", dry_run))
         self._check_namespace(r, namespace)
-        self._prepare_create(r, obj)
+        self._prepare_create(r, obj, strict)
         obj = await self._admit("CREATE", r, "", obj, None, dry_run)
         causes = builtins.name_causes(r, obj["metadata"].get("name", "")) + self._validate(r, obj, None)
         if causes:
@@ -319,7 +319,7 @@ class ApiServer:
             raise ApiError(403, FORBIDDEN, f"{r.plural} \"\" is forbidden: unable to create new content in "
                            f"namespace {namespace} because it is being terminated", kind=r.plural, group=r.group)
 
-    def _prepare_create(self, r: ResourceType, obj: dict[str, Any]) -> None:
+    def _prepare_create(self, r: ResourceType, obj: dict[str, Any], strict: bool = False) -> None:
         """Server-set metadata, generateName, status reset and defaults (the strategy's PrepareForCreate)."""
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
@@ -333,11 +333,23 @@ class ApiServer:
             obj.pop("status", None)
         builtins.apply_defaults(r, obj)
         if r.schema is not None:
-            pruned = schema.prune_and_default(obj, r.schema)
+            pruned = self._prune(r, obj, strict)
             obj.clear()
             obj.update(pruned)
         if r.storage_key == crds.CRD_KEY:
             obj["status"] = crds.initial_status(obj)
+
+    @staticmethod
+    def _prune(r: ResourceType, obj: dict[str, Any], strict: bool) -> dict[str, Any]:
+        """Prune and default by the CRD schema; with fieldValidation=Strict unknown fields are a 400."""
+        assert r.schema is not None
+        dropped: list[str] = []
+        pruned = schema.prune_and_default(obj, r.schema, dropped)
+        if strict and dropped:
+            unknown = ", ".join(f'unknown field "{path}"' for path in dropped)
+            raise bad_request(f"{r.kind} in version \"{r.version}\" cannot be handled as a {r.kind}: "
+                              f"strict decoding error: {unknown}")
+        return pruned
 
     def _generate_name(self, r: ResourceType, namespace: str, prefix: str) -> str:
         alphabet = "bcdfghjklmnpqrstvwxz2456789"
@@ -395,7 +407,8 @@ class ApiServer:
     # ---------------------------------------------------------------- update / patch
 
     async def update(self, r: ResourceType, namespace: str, name: str, body: Mapping[str, Any], *,
-                     subresource: str = "", dry_run: bool = False, copy: bool = True) -> dict[str, Any]:
+                     subresource: str = "", dry_run: bool = False, strict: bool = False,
+                     copy: bool = True) -> dict[str, Any]:
         """PUT on the object or its status subresource; 409 on a stale metadata.resourceVersion."""
         namespace = namespace if r.namespaced else ""
         await self._faults(RequestInfo("update", r, namespace, name, subresource, dry_run))
@@ -404,10 +417,11 @@ class ApiServer:
             raise bad_request("the name of the object does not match the name on the URL")
         new["metadata"]["name"] = name
         old = self._current(r, namespace, name)
-        return await self._write_update(r, old, new, subresource, dry_run, copy)
+        return await self._write_update(r, old, new, subresource, dry_run, copy, strict)
 
     async def patch(self, r: ResourceType, namespace: str, name: str, patch_type: str, patch: Any, *,
-                    subresource: str = "", dry_run: bool = False, copy: bool = True) -> dict[str, Any]:
+                    subresource: str = "", dry_run: bool = False, strict: bool = False,
+                    copy: bool = True) -> dict[str, Any]:
         """PATCH by content type: JSON patch, JSON merge, strategic merge (built-in kinds only)."""
         namespace = namespace if r.namespaced else ""
         await self._faults(RequestInfo("patch", r, namespace, name, subresource, dry_run))
@@ -435,7 +449,7 @@ class ApiServer:
         new = self._decode(r, namespace, patched, copy=patch_type == PATCH_JSON)
         if new["metadata"].get("name") != name:
             raise bad_request("the name of the object does not match the name on the URL")
-        return await self._write_update(r, old, new, subresource, dry_run, copy)
+        return await self._write_update(r, old, new, subresource, dry_run, copy, strict)
 
     def _merge_update(self, r: ResourceType, old: dict[str, Any], new: dict[str, Any],
                       subresource: str) -> dict[str, Any]:
@@ -459,7 +473,7 @@ class ApiServer:
         return new
 
     async def _write_update(self, r: ResourceType, old: dict[str, Any], new: dict[str, Any], subresource: str,
-                            dry_run: bool, copy: bool) -> dict[str, Any]:
+                            dry_run: bool, copy: bool, strict: bool = False) -> dict[str, Any]:
         """The common tail of PUT and PATCH: precondition, merge, prune, admission, validation, storage."""
         if subresource not in ("", "status") or (subresource == "status" and not r.has_status):
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({subresource})")
@@ -468,7 +482,7 @@ class ApiServer:
             raise conflict(r.plural, r.group, old["metadata"]["name"])
         new = self._merge_update(r, old, new, subresource)
         if r.schema is not None:
-            new = schema.prune_and_default(new, r.schema)
+            new = self._prune(r, new, strict)
         new = await self._admit("UPDATE", r, subresource, new, old, dry_run)
         causes = self._validate(r, new, old)
         if causes:

@@ -33,13 +33,16 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def prune_and_default(obj: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Drop fields the schema does not declare and fill declared defaults; returns the new object."""
-    out = _prune(obj, schema, root=True)
+def prune_and_default(obj: dict[str, Any], schema: Mapping[str, Any],
+                      dropped: list[str] | None = None) -> dict[str, Any]:
+    """Drop fields the schema does not declare and fill declared defaults; returns the new object.
+    The paths of dropped fields are appended to `dropped` (for fieldValidation=Strict)."""
+    out = _prune(obj, schema, "", dropped, root=True)
     return out if isinstance(out, dict) else obj
 
 
-def _prune(value: Any, schema: Mapping[str, Any], root: bool = False) -> Any:
+def _prune(value: Any, schema: Mapping[str, Any], path: str, dropped: list[str] | None,
+           root: bool = False) -> Any:
     """One node: maps keep declared (or additionalProperties / preserved) keys, lists recurse into items."""
     if isinstance(value, dict):
         props: Mapping[str, Any] = schema.get("properties") or {}
@@ -52,19 +55,21 @@ def _prune(value: Any, schema: Mapping[str, Any], root: bool = False) -> Any:
                 # apiVersion/kind/metadata are the server's business, never pruned by the CRD schema
                 out[key] = child
             elif key in props:
-                out[key] = _prune(child, props[key])
+                out[key] = _prune(child, props[key], _join(path, key), dropped)
             elif isinstance(additional, Mapping):
-                out[key] = _prune(child, additional)
+                out[key] = _prune(child, additional, _join(path, key), dropped)
             elif preserve or additional is True:
                 out[key] = child
+            elif dropped is not None:
+                dropped.append(_join(path, key))
         for key, sub in props.items():
             if key not in out and isinstance(sub, Mapping) and "default" in sub:
-                out[key] = _prune(clone(sub["default"]), sub)
+                out[key] = _prune(clone(sub["default"]), sub, _join(path, key), None)
         return out
     if isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, Mapping):
-            return [_prune(v, items) for v in value]
+            return [_prune(v, items, f"{path}[{i}]", dropped) for i, v in enumerate(value)]
     return value
 
 

@@ -168,6 +168,7 @@ class HttpFrontend:
     async def _resource(self, request: web.Request, t: Target) -> web.StreamResponse:
         q = request.query
         dry_run = q.get("dryRun") == "All"
+        strict = q.get("fieldValidation") == "Strict"
         method = request.method
         if method == "GET":
             if t.watch_path or _truthy(q.get("watch")):
@@ -185,12 +186,13 @@ class HttpFrontend:
             if t.name:
                 raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
                                "resource")
-            created = await self.api.create(t.resource, t.namespace, body, dry_run=dry_run, copy=False)
+            created = await self.api.create(t.resource, t.namespace, body, dry_run=dry_run, strict=strict,
+                                            copy=False)
             return self._object(request, t.resource, created, 201)
         if method == "PUT" and t.name:
             body = await self._body(request)
             updated = await self.api.update(t.resource, t.namespace, t.name, body, subresource=t.subresource,
-                                            dry_run=dry_run, copy=False)
+                                            dry_run=dry_run, strict=strict, copy=False)
             return self._object(request, t.resource, updated)
         if method == "PATCH" and t.name:
             content_type = request.content_type
@@ -199,7 +201,8 @@ class HttpFrontend:
                                "use client-side kubectl apply")
             patch = await self._body(request)
             patched = await self.api.patch(t.resource, t.namespace, t.name, content_type, patch,
-                                           subresource=t.subresource, dry_run=dry_run, copy=False)
+                                           subresource=t.subresource, dry_run=dry_run, strict=strict,
+                                           copy=False)
             return self._object(request, t.resource, patched)
         if method == "DELETE":
             return await self._delete(request, t, dry_run)

@@ -122,6 +122,27 @@ spec:
     assert kubectl("get", "workloads", "-n", namespace, "-o", "name").stdout == ""
 
 
+def test_unknown_custom_object_field_is_refused_by_strict_field_validation(
+        kubectl: Kubectl, apply_yaml: Apply, crds_installed: Any, namespace: str) -> None:
+    result = apply_yaml(f"""
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {{name: typo, namespace: {namespace}}}
+spec: {{clusterQueue: team-a, clusterQueu: team-b}}
+""", check=False)
+    assert result.returncode == 1
+    assert 'strict decoding error: unknown field "spec.clusterQueu"' in result.stderr
+    lenient = apply_yaml(f"""
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {{name: typo, namespace: {namespace}}}
+spec: {{clusterQueue: team-a, clusterQueu: team-b}}
+""", "--validate=false")
+    assert "created" in lenient.stdout
+    stored = yaml.safe_load(kubectl("get", "localqueue", "typo", "-n", namespace, "-o", "yaml").stdout)
+    assert stored["spec"] == {"clusterQueue": "team-a"}  # pruned
+
+
 JOB = """
 apiVersion: batch/v1
 kind: Job
@@ -202,6 +223,13 @@ def test_get_pods_wide_and_describe_with_events(devcluster: DevCluster, kubectl:
     assert _columns(wide[1])[:3] == ["worker", "0/2", "SchedulingGated"]
     described = kubectl("describe", "pod", "worker", "-n", namespace).stdout
     assert "TopologyGated" in described and "waiting for topology assignment" in described
+
+
+def test_describe_job_lists_its_pods_and_events(kubectl: Kubectl, apply_yaml: Apply, namespace: str) -> None:
+    apply_yaml(JOB.format(ns=namespace, parallelism=4, toleration="gpu"))
+    described = kubectl("describe", "job", "train", "-n", namespace).stdout
+    assert "Parallelism:" in described and "4" in described.split("Parallelism:")[1].splitlines()[0]
+    assert "Pods Statuses:" in described and "Events:" in described
 
 
 def test_get_nodes_and_namespaces_columns(devcluster: DevCluster, kubectl: Kubectl, apply_yaml: Apply) -> None:

@@ -119,3 +119,9 @@ def test_pruning_keeps_exactly_the_declared_keys(spec: dict[str, Any]) -> None:
     declared = set(SCHEMA["properties"]["spec"]["properties"])
     pruned = prune_and_default({"metadata": {}, "spec": spec}, SCHEMA)["spec"]
     assert set(pruned) == ({k for k in spec if k in declared} | {"priority"})
+
+
+def test_pruning_reports_the_paths_it_dropped() -> None:
+    dropped: list[str] = []
+    prune_and_default(workload(queueNam="typo", podSets=[{"name": "a", "count": 1, "cnt": 2}]), SCHEMA, dropped)
+    assert dropped == ["spec.podSets[0].cnt", "spec.queueNam"]  # document order
