@@ -122,9 +122,13 @@ class Simulation:
         manifests: list[tuple[dict[str, Any], str | None]] = []
         for obj in self.of_kind(c.KIND_WORKLOAD):
             manifests.append((obj, _workload_finished(obj)))
+        owned = {(ref.get("name"), (obj.get("metadata") or {}).get("namespace") or "default")
+                 for obj in self.of_kind(c.KIND_WORKLOAD)
+                 for ref in (obj.get("metadata") or {}).get("ownerReferences") or [] if ref.get("kind") == "Job"}
         for job in self.of_kind("Job"):
             view = JobView.from_dict(job)
-            if view.queue_name:
+            # A Job whose Workload was given as a manifest is represented by that Workload.
+            if view.queue_name and (view.name, view.namespace or "default") not in owned:
                 done = {"Complete": c.REASON_SUCCEEDED, "Failed": c.REASON_FAILED}.get(view.finished or "")
                 manifests.append((workload_from_job(job, classes, default), done))
         for manifest, finished in manifests:
@@ -193,8 +197,8 @@ def _workload_finished(obj: Mapping[str, Any]) -> str | None:
 
 
 def _with_creation(manifest: dict[str, Any], now: datetime) -> dict[str, Any]:
-    """Objects without a creationTimestamp are created at the step that brought them."""
-    meta = manifest.setdefault("metadata", {})
+    """Objects without a creationTimestamp are created at the step that brought them (a copy)."""
+    meta = dict(manifest.get("metadata") or {})
     if not meta.get("creationTimestamp"):
         meta["creationTimestamp"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return manifest
+    return {**manifest, "metadata": meta}

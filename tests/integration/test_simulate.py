@@ -227,3 +227,17 @@ def test_workloads_admitted_before_the_simulation_keep_their_quota(
     waiting = condition(new, "QuotaReserved")
     assert waiting is not None and waiting["status"] == "False"
     assert "requests 4, available 2 (nominal 8, used 6)" in waiting["message"]
+
+
+def test_a_workload_given_for_a_job_stands_for_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    job_a = yaml.safe_load_all((DEADLOCK / "jobs.yaml").read_text())
+    template = next(iter(job_a))["spec"]["template"]
+    workload = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+                "metadata": {"name": "wl-for-job-a", "namespace": "team", "creationTimestamp": "2026-01-01T00:00:00Z",
+                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "job-a",
+                                                  "uid": "u", "controller": True}]},
+                "spec": {"queueName": "ml", "podSets": [{"name": "main", "count": 100, "template": template}]}}
+    path = tmp_path / "jobs-and-workload.yaml"
+    path.write_text((DEADLOCK / "jobs.yaml").read_text() + "---\n" + yaml.safe_dump(workload), encoding="utf-8")
+    wls = workloads_of(capsys, DEADLOCK / "cluster.yaml", path)
+    assert sorted(wls) == ["job-job-b-423dd", "wl-for-job-a"]
