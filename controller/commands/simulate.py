@@ -76,14 +76,17 @@ def _parse(origin: str, text: str) -> Iterator[Document]:
     except yaml.YAMLError as err:
         raise InputError(origin, f"not YAML or JSON: {err}".replace("\n", " ")) from err
     for index, doc in enumerate(loaded, start=1):
-        if doc is None:
-            continue
-        where = f"{origin}:{index}"
-        if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and "items" in doc:
-            for i, item in enumerate(doc.get("items") or []):
-                yield Document(where, f"items[{i}]", item)
-        else:
-            yield Document(where, "", doc)
+        if doc is not None:
+            yield from _flatten(f"{origin}:{index}", "", doc)
+
+
+def _flatten(where: str, item: str, obj: Any) -> Iterator[Document]:
+    """A List's items (Lists nested in Lists too, as kubectl flattens them) or the object itself."""
+    if isinstance(obj, dict) and str(obj.get("kind", "")).endswith("List") and "items" in obj:
+        for i, child in enumerate(obj.get("items") or []):
+            yield from _flatten(where, f"{item}.items[{i}]" if item else f"items[{i}]", child)
+    else:
+        yield Document(where, item, obj)
 
 
 def read_step(spec: str, stdin: TextIO) -> list[Document]:

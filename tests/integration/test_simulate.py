@@ -241,3 +241,12 @@ def test_a_workload_given_for_a_job_stands_for_it(capsys: pytest.CaptureFixture[
     path.write_text((DEADLOCK / "jobs.yaml").read_text() + "---\n" + yaml.safe_dump(workload), encoding="utf-8")
     wls = workloads_of(capsys, DEADLOCK / "cluster.yaml", path)
     assert sorted(wls) == ["job-job-b-423dd", "wl-for-job-a"]
+
+
+def test_json_input_as_kubectl_get_prints_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    objects = [d for d in yaml.safe_load_all((DEADLOCK / "cluster.yaml").read_text()) if d]
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2), encoding="utf-8")
+    from_json = workloads_of(capsys, path, DEADLOCK / "jobs.yaml")
+    from_yaml = workloads_of(capsys, DEADLOCK / "cluster.yaml", DEADLOCK / "jobs.yaml")
+    assert from_json == from_yaml
