@@ -250,3 +250,21 @@ def test_json_input_as_kubectl_get_prints_it(capsys: pytest.CaptureFixture[str],
     from_json = workloads_of(capsys, path, DEADLOCK / "jobs.yaml")
     from_yaml = workloads_of(capsys, DEADLOCK / "cluster.yaml", DEADLOCK / "jobs.yaml")
     assert from_json == from_yaml
+
+
+GPU_NODES = SAMPLES.parent / "simulate" / "gpu-nodes.yaml"
+CLUSTER_SAMPLES = sorted(p for p in SAMPLES.glob("*.yaml")
+                         if any(d and d.get("kind") in ("Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue")
+                                for d in yaml.safe_load_all(p.read_text())))
+WORKLOAD_SAMPLES = sorted(p for p in SAMPLES.glob("*.yaml")
+                          if any(d and d.get("kind") in ("Job", "Workload") for d in yaml.safe_load_all(p.read_text())))
+
+
+@pytest.mark.parametrize("sample", WORKLOAD_SAMPLES, ids=lambda p: p.name)
+def test_each_sample_job_alone_is_admitted_on_the_sample_fleet(capsys: pytest.CaptureFixture[str],
+                                                               sample: Path) -> None:
+    wls = workloads_of(capsys, GPU_NODES, *CLUSTER_SAMPLES, sample)
+    assert wls
+    for name, wl in wls.items():
+        admitted = condition(wl, "Admitted")
+        assert admitted is not None and admitted["status"] == "True", (name, condition(wl, "QuotaReserved"))
