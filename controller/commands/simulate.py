@@ -111,11 +111,12 @@ def check(docs: Sequence[Document]) -> tuple[list[str], list[str]]:
         if not isinstance(doc.obj, dict):
             errors.append(f"{doc.where('')}: not an object")
             continue
-        for err in validate(doc.obj):
-            errors.append(f"{doc.where(err.path)}: {err.message}")
         if not is_known(doc.obj):
             kind = f"{doc.obj.get('apiVersion', '?')} {doc.obj.get('kind', '?')}"
             notes.append(f"{doc.where('')}: skipping unknown kind {kind}")
+            continue
+        for err in validate(doc.obj):
+            errors.append(f"{doc.where(err.path)}: {err.message}")
     return errors, notes
 
 

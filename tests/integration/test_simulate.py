@@ -146,11 +146,13 @@ def test_invalid_objects_give_every_error_with_file_document_and_path(
 
 def test_unknown_kinds_are_reported_and_skipped(capsys: pytest.CaptureFixture[str],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    text = (DEADLOCK / "cluster.yaml").read_text() + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"
+    text = (DEADLOCK / "cluster.yaml").read_text() + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n" \
+        + "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck\nmetadata: {name: y}\n"
     monkeypatch.setattr("sys.stdin", io.StringIO(text))
     code, _, err = simulate(capsys, "-f", "-", "-f", str(DEADLOCK / "jobs.yaml"))
     assert code == 0
     assert "<stdin>:6: skipping unknown kind apps/v1 Deployment" in err
+    assert "<stdin>:7: skipping unknown kind kueue.x-k8s.io/v1beta1 AdmissionCheck" in err
 
 
 def test_unreadable_input_is_an_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
