@@ -30,20 +30,33 @@ REPO = Path(__file__).resolve().parents[1]
 GATE = "kueue.x-k8s.io/topology"
 
 
+SERVER_PID = 0  # the `tasq dev` process, whose CPU time each phase reports
+
+
+def server_cpu_seconds() -> float:
+    """utime + stime of the server process (/proc/<pid>/stat fields 14 and 15)."""
+    if not SERVER_PID:
+        return 0.0
+    fields = Path(f"/proc/{SERVER_PID}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Row:
     phase: str
     requests: int
     seconds: float
     latencies_ms: list[float]
+    server_cpu: float = 0.0
 
     def line(self) -> str:
         lat = sorted(self.latencies_ms) or [0.0]
         p50 = statistics.median(lat)
         p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
         rate = self.requests / self.seconds if self.seconds else 0.0
+        per_request = self.server_cpu / self.requests * 1000 if self.requests else 0.0
         return (f"{self.phase:<34} {self.requests:>7} {self.seconds:>9.2f} {rate:>10.0f} "
-                f"{p50:>9.2f} {p99:>9.2f}")
+                f"{p50:>9.2f} {p99:>9.2f} {self.server_cpu:>8.2f} {per_request:>9.3f}")
 
 
 def node(i: int) -> dict[str, Any]:
@@ -64,6 +77,12 @@ def pod(i: int) -> dict[str, Any]:
             "spec": {"schedulingGates": [{"name": GATE}],
                      "containers": [{"name": "main", "image": "trainer:1",
                                      "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}]}}
+
+
+async def measure(phase: str, count: int, concurrency: int, call: Callable[[int], Awaitable[None]]) -> Row:
+    cpu = server_cpu_seconds()
+    secs, lat = await run_many(count, concurrency, call)
+    return Row(phase, count, secs, lat, server_cpu_seconds() - cpu)
 
 
 async def run_many(count: int, concurrency: int, call: Callable[[int], Awaitable[None]]) -> tuple[float, list[float]]:
@@ -97,34 +116,29 @@ async def bench(url: str, nodes: int, pods: int, patches: int, concurrency: int)
         async def create_node(i: int) -> None:
             async with http.post("/api/v1/nodes", json=node(i)) as r:
                 await expect(r, 201)
-        secs, lat = await run_many(nodes, concurrency, create_node)
-        rows.append(Row("create nodes (POST)", nodes, secs, lat))
+        rows.append(await measure("create nodes (POST)", nodes, concurrency, create_node))
 
         async def create_pod(i: int) -> None:
             async with http.post("/api/v1/namespaces/default/pods", json=pod(i)) as r:
                 await expect(r, 201)
-        secs, lat = await run_many(pods, concurrency, create_pod)
-        rows.append(Row("create gated pods (POST)", pods, secs, lat))
+        rows.append(await measure("create gated pods (POST)", pods, concurrency, create_pod))
 
         async def list_all(_i: int) -> None:
             async with http.get("/api/v1/namespaces/default/pods") as r:
                 body = await expect(r, 200)
                 assert len(body["items"]) == pods
-        secs, lat = await run_many(5, 1, list_all)
-        rows.append(Row(f"list {pods} pods", 5, secs, lat))
+        rows.append(await measure(f"list {pods} pods", 5, 1, list_all))
 
         async def list_selected(_i: int) -> None:
             async with http.get("/api/v1/namespaces/default/pods", params={"labelSelector": "shard=3"}) as r:
                 await expect(r, 200)
-        secs, lat = await run_many(20, 1, list_selected)
-        rows.append(Row("list pods, labelSelector (1/8)", 20, secs, lat))
+        rows.append(await measure("list pods, labelSelector (1/8)", 20, 1, list_selected))
 
         async def list_nodes_table(_i: int) -> None:
             headers = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}
             async with http.get("/api/v1/nodes", headers=headers) as r:
                 await expect(r, 200)
-        secs, lat = await run_many(5, 1, list_nodes_table)
-        rows.append(Row(f"list {nodes} nodes as Table", 5, secs, lat))
+        rows.append(await measure(f"list {nodes} nodes as Table", 5, 1, list_nodes_table))
 
         async def paginate(_i: int) -> None:
             token = ""
@@ -135,8 +149,7 @@ async def bench(url: str, nodes: int, pods: int, patches: int, concurrency: int)
                 token = body["metadata"].get("continue", "")
                 if not token:
                     return
-        secs, lat = await run_many(3, 1, paginate)
-        rows.append(Row("paginated list (limit=500)", 3, secs, lat))
+        rows.append(await measure("paginated list (limit=500)", 3, 1, paginate))
 
         async with http.get("/api/v1/namespaces/default/pods", params={"limit": "1"}) as r:
             rv = (await expect(r, 200))["metadata"]["resourceVersion"]
@@ -166,11 +179,11 @@ async def bench(url: str, nodes: int, pods: int, patches: int, concurrency: int)
             async with http.patch(f"/api/v1/namespaces/default/pods/{name}", data=json.dumps(patch),
                                   headers={"Content-Type": "application/strategic-merge-patch+json"}) as r:
                 await expect(r, 200)
-        start = time.perf_counter()
-        secs, lat = await run_many(patches, concurrency, ungate)
-        rows.append(Row("ungate pods (strategic PATCH)", patches, secs, lat))
+        start, cpu = time.perf_counter(), server_cpu_seconds()
+        rows.append(await measure("ungate pods (strategic PATCH)", patches, concurrency, ungate))
         await asyncio.wait_for(watch_done, 60)
-        rows.append(Row("watch: all MODIFIED events seen", patches, time.perf_counter() - start, watch_lat))
+        rows.append(Row("watch: all MODIFIED events seen", patches, time.perf_counter() - start, watch_lat,
+                        server_cpu_seconds() - cpu))
         await watch_task
 
         async def label(i: int) -> None:
@@ -178,8 +191,7 @@ async def bench(url: str, nodes: int, pods: int, patches: int, concurrency: int)
             async with http.patch(f"/api/v1/namespaces/default/pods/pod-{i:05d}", data=json.dumps(patch),
                                   headers={"Content-Type": "application/merge-patch+json"}) as r:
                 await expect(r, 200)
-        secs, lat = await run_many(patches, concurrency, label)
-        rows.append(Row("label pods (merge PATCH)", patches, secs, lat))
+        rows.append(await measure("label pods (merge PATCH)", patches, concurrency, label))
     return rows
 
 
@@ -214,12 +226,15 @@ def main() -> int:
                     raise RuntimeError("tasq dev did not start")
                 time.sleep(0.05)
             url = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+            global SERVER_PID
+            SERVER_PID = server.pid
             rows = asyncio.run(bench(url, args.nodes, args.pods, min(args.patches, args.pods), args.concurrency))
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(30)
     print(f"devcluster over HTTP (aiohttp client, {args.concurrency} in flight); {machine()}")
-    print(f"{'phase':<34} {'requests':>7} {'seconds':>9} {'req/s':>10} {'p50 ms':>9} {'p99 ms':>9}")
+    print(f"{'phase':<34} {'requests':>7} {'seconds':>9} {'req/s':>10} {'p50 ms':>9} {'p99 ms':>9} "
+          f"{'srv cpu':>8} {'cpu ms/req':>9}")
     for row in rows:
         print(row.line())
     return 0

@@ -8,6 +8,8 @@ compacted watch history and expired continue tokens, dryRun, CRD validation and 
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,23 @@ def configmap(name: str, **labels: str) -> dict[str, Any]:
 def status_of(error: ApiException) -> dict[str, Any]:
     body: dict[str, Any] = json.loads(error.body)
     return body
+
+
+@pytest.mark.parametrize("path, want_kind", [
+    ("/api", "APIVersions"), ("/api/", "APIVersions"), ("/apis", "APIGroupList"), ("/apis/", "APIGroupList"),
+    ("/apis/batch", "APIGroup"), ("/apis/batch/v1/", "APIResourceList"), ("/api/v1", "APIResourceList"),
+])
+def test_discovery_paths_with_and_without_trailing_slash(devcluster: DevCluster, path: str, want_kind: str) -> None:
+    with urllib.request.urlopen(devcluster.url + path) as resp:
+        assert json.loads(resp.read())["kind"] == want_kind
+
+
+def test_version_and_unknown_paths(devcluster: DevCluster) -> None:
+    with urllib.request.urlopen(devcluster.url + "/version/") as resp:
+        assert json.loads(resp.read())["major"] == "1"
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(devcluster.url + "/apis/nope.example.com/v1")
+    assert missing.value.code == 404 and json.loads(missing.value.read())["kind"] == "Status"
 
 
 def test_create_get_replace_delete_with_kubernetes_status_codes(core: client.CoreV1Api, namespace: str) -> None:
