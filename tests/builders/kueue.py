@@ -44,6 +44,10 @@ class ClusterQueueBuilder:
         self._spec["queueingStrategy"] = strategy
         return self
 
+    def when_can_borrow(self, policy: str) -> Self:
+        self._spec["flavorFungibility"] = {"whenCanBorrow": policy}
+        return self
+
     def namespace_selector(self, selector: dict[str, Any] | None) -> Self:
         if selector is None:
             self._spec.pop("namespaceSelector", None)

@@ -162,17 +162,21 @@ def _first_fitting_flavor(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl_key
                           topology_allowed: bool) -> tuple[str, TopologyAssignment | None] | NoFit:
     """The group's flavors in order; the first that takes the pod set wins.
 
-    Every rejected flavor adds one clause to the message, so the user sees all the reasons; the
-    reason is PodSetTopologyUnfit when only placement (not quota or the flavor itself) was missing.
+    With whenCanBorrow: TryNextFlavor, a first pass looks for a flavor that fits without
+    borrowing. Every rejected flavor (of the last pass) adds one clause to the message, so the user
+    sees all the reasons; the reason is PodSetTopologyUnfit when only placement was missing.
     """
+    passes = (False, True) if cq.try_next_flavor_before_borrowing else (True,)
     clauses: list[str] = []
     topology_only = True
-    for fq in group.flavors:
-        result = _try_flavor(snap, cq, wl_key, ps, fq.name, wanted, attempt, topology_allowed)
-        if not isinstance(result, _Rejection):
-            return fq.name, result
-        clauses.append(result.clause)
-        topology_only = topology_only and result.placement
+    for may_borrow in passes:
+        clauses, topology_only = [], True
+        for fq in group.flavors:
+            result = _try_flavor(snap, cq, wl_key, ps, fq.name, wanted, attempt, topology_allowed, may_borrow)
+            if not isinstance(result, _Rejection):
+                return fq.name, result
+            clauses.append(result.clause)
+            topology_only = topology_only and result.placement
     reason = c.REASON_POD_SET_TOPOLOGY_UNFIT if topology_only else c.REASON_QUOTA_EXCEEDED
     return NoFit(reason, f"couldn't assign flavors to pod set \"{ps.name}\": " + "; ".join(clauses))
 
@@ -185,8 +189,8 @@ class _Rejection:
 
 
 def _try_flavor(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl_key: str, ps: PodSetInfo, name: str,
-                wanted: Mapping[str, int], attempt: _Attempt,
-                topology_allowed: bool) -> TopologyAssignment | _Rejection | None:
+                wanted: Mapping[str, int], attempt: _Attempt, topology_allowed: bool,
+                may_borrow: bool) -> TopologyAssignment | _Rejection | None:
     """One flavor, in Kueue's order of checks: the flavor exists and suits the pod set (taints,
     node selector, topology request), its quota covers the pod set, then the placement itself."""
     info = snap.flavors.get(name)
@@ -195,7 +199,7 @@ def _try_flavor(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl_key: str, ps:
     mismatch = flavor_mismatch(info, ps)
     if mismatch is not None:
         return _Rejection(mismatch, False)
-    short = _quota_shortfall(snap.quota, cq, name, wanted, attempt)
+    short = _quota_shortfall(snap.quota, cq, name, wanted, attempt, may_borrow)
     if short is not None:
         return _Rejection(short, False)
     if not info.has_topology:
@@ -233,15 +237,20 @@ def _term_allows(term: NodeSelectorTerm, flavor_labels: Mapping[str, str]) -> bo
 
 
 def _quota_shortfall(ledger: QuotaLedger, cq: ClusterQueueQuota, flavor: str, wanted: Mapping[str, int],
-                     attempt: _Attempt) -> str | None:
-    """None when the flavor's remaining quota covers every wanted resource, else the first shortfall."""
+                     attempt: _Attempt, may_borrow: bool = True) -> str | None:
+    """None when the flavor's remaining quota (within nominal unless `may_borrow`) covers every
+    wanted resource, else the first shortfall."""
     for resource in sorted(wanted):
         need = wanted[resource]
         avail = ledger.availability(cq.name, flavor, resource)
-        left = avail.available - attempt.quota.get((flavor, resource), 0)
+        taken = attempt.quota.get((flavor, resource), 0)
+        left = avail.available - taken
+        if not may_borrow:
+            left = min(left, avail.nominal - avail.used - taken)
         if need > left:
+            limit = "" if may_borrow else " without borrowing"
             return (f"insufficient quota for {resource} in flavor \"{flavor}\": requests "
-                    f"{format_milli(need, resource)}, available {format_milli(max(0, left), resource)} "
+                    f"{format_milli(need, resource)}, available{limit} {format_milli(max(0, left), resource)} "
                     f"({avail.describe(resource)})")
     return None
 

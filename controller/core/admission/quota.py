@@ -60,6 +60,9 @@ class ClusterQueueQuota:
     queueing_strategy: str = c.QUEUEING_BEST_EFFORT_FIFO
     namespace_selector: Mapping[str, Any] | None = None
     stopped: bool = False
+    try_next_flavor_before_borrowing: bool = False
+    """flavorFungibility.whenCanBorrow: TryNextFlavor (Kueue's default, Borrow, takes the first
+    flavor that fits even if it must borrow)."""
 
     def group_for(self, resource: str) -> ResourceGroup | None:
         for group in self.groups:
@@ -105,6 +108,8 @@ class ClusterQueueQuota:
             queueing_strategy=str(spec.get("queueingStrategy") or c.QUEUEING_BEST_EFFORT_FIFO),
             namespace_selector=None if selector is None else dict(selector),
             stopped=spec.get("stopPolicy", "None") not in ("None", None),
+            try_next_flavor_before_borrowing=(spec.get("flavorFungibility") or {}).get("whenCanBorrow")
+            == "TryNextFlavor",
         )
 
 
@@ -176,12 +181,6 @@ class QuotaLedger:
         cap = UNBOUNDED if quota.borrowing_limit is None else quota.nominal + quota.borrowing_limit - used
         available = max(0, min(own_left + max(0, pool_free), cap))
         return Availability(available, quota.nominal, used, quota.borrowing_limit, cq.cohort, max(0, pool_free))
-
-    def borrowing(self, queue: str, usage: Mapping[FlavorResource, int]) -> bool:
-        """True when taking `usage` would put the queue above its nominal quota somewhere."""
-        cq = self.queues[queue]
-        mine = self.used.get(queue, {})
-        return any(mine.get(fr, 0) + v > cq.quota(*fr).nominal for fr, v in usage.items())
 
     def reserve(self, workload_key: str, queue: str, usage: Mapping[FlavorResource, int]) -> None:
         self._apply(queue, usage, +1)
