@@ -104,7 +104,7 @@ class Faults:
             return self._error(rule, info)
         self._watches[watch] = info
         if rule is not None:
-            watch.close()  # the stream ends early, as when the connection breaks
+            watch.drop()
         return None
 
     def webhook_times_out(self, webhook: str) -> bool:
@@ -121,7 +121,7 @@ class Faults:
         for watch, info in list(self._watches.items()):
             if watch.closed or resource not in (ANY, info.resource.plural) or namespace not in (ANY, info.namespace):
                 continue
-            watch.close()
+            watch.drop()
             dropped += 1
         return dropped
 

@@ -338,6 +338,9 @@ class HttpFrontend:
                 await response.write(b"\n".join(chunk) + b"\n")
             except (ConnectionResetError, RuntimeError):
                 break
+        if watch.dropped and request.transport is not None:
+            request.transport.abort()  # an injected fault: no final chunk, the client sees a broken stream
+            return response
         with contextlib.suppress(ConnectionResetError, RuntimeError):
             await response.write_eof()
         return response

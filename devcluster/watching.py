@@ -29,6 +29,7 @@ class Watch:
         self._queue: asyncio.Queue[WatchEvent | None] = asyncio.Queue()
         self._unsubscribe: Callable[[], None] | None = None
         self.closed = False
+        self.dropped = False  # ended by fault injection: the HTTP layer cuts the connection
         self.last_revision = 0
 
     # ---------------------------------------------------------------- setup
@@ -106,6 +107,11 @@ class Watch:
     def bookmark(self, kind: str, api_version: str, revision: int) -> WatchEvent:
         return {"type": BOOKMARK, "object": {"kind": kind, "apiVersion": api_version,
                                              "metadata": {"resourceVersion": str(revision)}}}
+
+    def drop(self) -> None:
+        """End the watch as a broken connection would (fault injection, `devcluster.faults`)."""
+        self.dropped = True
+        self.close()
 
     def close(self) -> None:
         if self._unsubscribe is not None:
