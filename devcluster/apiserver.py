@@ -109,6 +109,13 @@ FaultHook = Callable[[RequestInfo], Awaitable[ApiError | None]]
 WatchHook = Callable[[RequestInfo, Watch], ApiError | None]
 
 
+class _Raced(Exception):
+    """The stored object changed while a write awaited its hooks; the write is recomputed."""
+
+
+_MAX_ATTEMPTS = 5
+
+
 @dataclass(frozen=True, slots=True)
 class ListOptions:
     label_selector: str = ""
@@ -416,16 +423,33 @@ class ApiServer:
         if new["metadata"].get("name", name) != name:
             raise bad_request("the name of the object does not match the name on the URL")
         new["metadata"]["name"] = name
-        old = self._current(r, namespace, name)
-        return await self._write_update(r, old, new, subresource, dry_run, copy, strict)
+        for _ in range(_MAX_ATTEMPTS):
+            old = self._current(r, namespace, name)
+            try:
+                return await self._write_update(r, old, {**new, "metadata": dict(new["metadata"])}, subresource,
+                                                dry_run, copy, strict)
+            except _Raced:
+                continue
+        raise conflict(r.plural, r.group, name)
 
     async def patch(self, r: ResourceType, namespace: str, name: str, patch_type: str, patch: Any, *,
                     subresource: str = "", dry_run: bool = False, strict: bool = False,
                     copy: bool = True) -> dict[str, Any]:
-        """PATCH by content type: JSON patch, JSON merge, strategic merge (built-in kinds only)."""
+        """PATCH by content type: JSON patch, JSON merge, strategic merge (built-in kinds only).
+        Re-applied to the newer object if another write lands while admission hooks are awaited."""
         namespace = namespace if r.namespaced else ""
         await self._faults(RequestInfo("patch", r, namespace, name, subresource, dry_run))
-        old = self._current(r, namespace, name)
+        for _ in range(_MAX_ATTEMPTS):
+            old = self._current(r, namespace, name)
+            new = self._apply_patch(r, namespace, name, old, patch_type, patch)
+            try:
+                return await self._write_update(r, old, new, subresource, dry_run, copy, strict)
+            except _Raced:
+                continue
+        raise conflict(r.plural, r.group, name)
+
+    def _apply_patch(self, r: ResourceType, namespace: str, name: str, old: dict[str, Any], patch_type: str,
+                     patch: Any) -> dict[str, Any]:
         presented = self._present(r, old)
         try:
             if patch_type == PATCH_JSON:
@@ -449,7 +473,7 @@ class ApiServer:
         new = self._decode(r, namespace, patched, copy=patch_type == PATCH_JSON)
         if new["metadata"].get("name") != name:
             raise bad_request("the name of the object does not match the name on the URL")
-        return await self._write_update(r, old, new, subresource, dry_run, copy, strict)
+        return new
 
     def _merge_update(self, r: ResourceType, old: dict[str, Any], new: dict[str, Any],
                       subresource: str) -> dict[str, Any]:
@@ -488,6 +512,8 @@ class ApiServer:
         if causes:
             raise invalid(r.kind, r.group, old["metadata"]["name"], causes)
         await self._validate_admission("UPDATE", r, subresource, new, old, dry_run)
+        if self.store.get(r.storage_key, object_key(old)) is not old:
+            raise _Raced  # written meanwhile (hooks await): recompute on the newer object
         if _spec_changed(old, new):
             new["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
         if _same(old, new):
@@ -553,6 +579,10 @@ class ApiServer:
         if policy not in (POLICY_BACKGROUND, POLICY_FOREGROUND, POLICY_ORPHAN):
             raise bad_request(f"propagationPolicy: Unsupported value: {policy!r}")
         await self._validate_admission("DELETE", r, "", None, obj, dry_run)
+        current = self._current(r, namespace, name)  # hooks await: act on what is stored now
+        if current["metadata"].get("uid") != obj["metadata"].get("uid"):
+            raise not_found(r.plural, r.group, name)
+        obj = current
         if dry_run:
             return self._out(r, obj, copy)
         return self._out(r, await self._delete_object(r, obj, policy), copy)

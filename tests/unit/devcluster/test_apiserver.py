@@ -423,3 +423,23 @@ async def test_writes_never_mutate_the_stored_previous_object(api: ApiServer, pa
     await api.patch(pods, "default", "p", patch_type, patch)
     await api.patch(pods, "default", "p", MERGE, {"status": {"phase": "Running"}}, subresource="status")
     assert repr(before) == snapshot
+
+
+async def test_a_write_landing_while_hooks_await_is_not_lost(api: ApiServer) -> None:
+    """A status write that lands while a main-resource patch awaits its webhooks survives: the patch
+    is re-applied to the newer object (kube-apiserver's GuaranteedUpdate)."""
+    pods = res(api, "v1", "pods")
+    await api.create(pods, "default", make_pod("p").build())
+    interleaved = False
+
+    async def slow_webhook(request: AdmissionRequest) -> ApiError | None:
+        nonlocal interleaved
+        if request.subresource == "" and not interleaved:
+            interleaved = True
+            await api.patch(pods, "default", "p", MERGE, {"status": {"phase": "Running"}}, subresource="status")
+        return None
+
+    api.validating_hooks.append(slow_webhook)
+    await api.patch(pods, "default", "p", MERGE, {"metadata": {"labels": {"seen": "yes"}}})
+    got = await api.get(pods, "default", "p")
+    assert got["status"]["phase"] == "Running" and got["metadata"]["labels"] == {"seen": "yes"}
