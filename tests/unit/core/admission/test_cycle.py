@@ -33,6 +33,7 @@ from tests.builders.kueue import (
     make_admission_state,
     make_cluster_queue,
     make_flavor,
+    make_local_queue,
     make_topology,
     make_workload,
 )
@@ -283,3 +284,17 @@ def test_releasing_a_waiting_workload_forgets_it_without_freeing_anything() -> N
     assert state.waiting() == [] and set(state.admitted) == {running.key}
     assert state.snapshot.quota.availability("a", "a100", GPU).available == 0
     assert not state.release("default/unknown")
+
+
+def test_namespace_selector_matches_namespace_labels() -> None:
+    cq = make_cluster_queue("a").namespace_selector({"matchLabels": {"team": "ml"}}).flavor("a100", {GPU: 8})
+    state = make_admission_state([cq], flavors(), local_queues=[make_local_queue("lq-a", "a", "ml-ns"),
+                                                                 make_local_queue("lq-a", "a", "web")],
+                                 namespaces={"ml-ns": {"team": "ml"}, "web": {"team": "web"}})
+    ok = workload_info(make_workload("w", "ml-ns").queue("lq-a").pod_set("main", 1, {GPU: 1}).obj(), seq=0)
+    refused = workload_info(make_workload("w", "web").queue("lq-a").pod_set("main", 1, {GPU: 1}).obj(), seq=1)
+    assert state.submit(ok) is None
+    problem = state.submit(refused)
+    assert problem is not None and problem.detail == c.REASON_NAMESPACE_MISMATCH
+    assert problem.message == 'namespace "web" doesn\'t match the namespaceSelector of ClusterQueue "a"'
+    assert [d.key for d in run_until_quiet(state)] == ["ml-ns/w"]
