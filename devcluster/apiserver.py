@@ -648,9 +648,8 @@ class ApiServer:
         ns = self.store.get(("", "namespaces"), ("", name))
         if ns is None or not ns["metadata"].get("deletionTimestamp"):
             return None
-        for res in self.registry:
-            if res.namespaced and any(True for _ in self.store.items(res.storage_key, name)):
-                return None
+        if any(self.store.count(key, name) for key in self.store.storage_keys()):
+            return None
         return self.store.remove(("", "namespaces"), ("", name))
 
     async def _drop_finalizer(self, r: ResourceType, obj: dict[str, Any], finalizer: str) -> dict[str, Any]:

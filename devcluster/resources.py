@@ -6,6 +6,7 @@ Used by the request pipeline (lookups by path or kind), discovery and the Table 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -191,8 +192,6 @@ class ResourceRegistry:
 
 def _version_rank(version: str) -> tuple[int, int, int]:
     """Kubernetes version priority: GA > beta > alpha, then by numbers (v1 > v1beta2 > v1beta1)."""
-    import re
-
     m = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
     if not m:
         return (-1, 0, 0)

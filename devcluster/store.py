@@ -51,6 +51,7 @@ class _Bucket:
     history: deque[StoredEvent] = field(default_factory=deque)
     floor: int = 0  # events with revision > floor are retained
     subscribers: list[Subscriber] = field(default_factory=list)
+    per_namespace: dict[str, int] = field(default_factory=dict)  # object counts, for namespace cleanup
 
 
 def object_key(obj: dict[str, Any]) -> ObjectKey:
@@ -89,11 +90,14 @@ class Store:
             return iter(list(bucket.objects.values()))
         return iter([o for (ns, _n), o in bucket.objects.items() if ns == namespace])
 
-    def count(self, key: StorageKey) -> int:
+    def count(self, key: StorageKey, namespace: str | None = None) -> int:
+        """Objects of one resource (in one namespace), in O(1)."""
         bucket = self._buckets.get(key)
-        return len(bucket.objects) if bucket else 0
+        if not bucket:
+            return 0
+        return len(bucket.objects) if namespace is None else bucket.per_namespace.get(namespace, 0)
 
-    def keys(self) -> list[StorageKey]:
+    def storage_keys(self) -> list[StorageKey]:
         return list(self._buckets)
 
     def dependents(self, owner_uid: str) -> list[tuple[StorageKey, dict[str, Any]]]:
@@ -133,6 +137,8 @@ class Store:
         obj_key = object_key(obj)
         old = bucket.objects.get(obj_key)
         bucket.objects[obj_key] = obj
+        if old is None:
+            bucket.per_namespace[obj_key[0]] = bucket.per_namespace.get(obj_key[0], 0) + 1
         self._reindex(key, obj_key, old, obj)
         self._emit(bucket, StoredEvent(ADDED if old is None else MODIFIED, obj, old, self.revision))
         return obj
@@ -143,6 +149,7 @@ class Store:
         old = bucket.objects.pop(obj_key, None) if bucket else None
         if old is None or bucket is None:
             return None
+        bucket.per_namespace[obj_key[0]] -= 1
         self.revision += 1
         final = {**old, "metadata": {**old["metadata"], "resourceVersion": str(self.revision)}}
         self._reindex(key, obj_key, old, None)

@@ -443,3 +443,14 @@ async def test_a_write_landing_while_hooks_await_is_not_lost(api: ApiServer) -> 
     await api.patch(pods, "default", "p", MERGE, {"metadata": {"labels": {"seen": "yes"}}})
     got = await api.get(pods, "default", "p")
     assert got["status"]["phase"] == "Running" and got["metadata"]["labels"] == {"seen": "yes"}
+
+
+async def test_deleting_a_namespace_with_many_objects_removes_them_all(api: ApiServer) -> None:
+    nss, cms = res(api, "v1", "namespaces"), res(api, "v1", "configmaps")
+    await api.create(nss, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "big"}})
+    for i in range(2000):
+        await api.create(cms, "big", make_configmap(f"c{i}").build(), copy=False)
+    await api.delete(nss, "", "big")
+    assert api.store.count(cms.storage_key, "big") == 0
+    with pytest.raises(ApiError):
+        await api.get(nss, "", "big")

@@ -81,3 +81,13 @@ def test_dependents_follow_owner_references_through_updates_and_removal() -> Non
     assert store.dependents("job-1") == []
     found = store.by_uid("uid-p2")
     assert found is not None and found[1]["metadata"]["name"] == "p2"
+
+
+def test_per_namespace_counts_follow_creates_and_removals() -> None:
+    store = Store()
+    store.put(PODS, obj("a"))
+    store.put(PODS, obj("a"))  # an update does not count twice
+    store.put(PODS, {"metadata": {"name": "b", "namespace": "other", "uid": "u-b"}})
+    assert (store.count(PODS, "ns"), store.count(PODS, "other"), store.count(PODS)) == (1, 1, 2)
+    store.remove(PODS, ("ns", "a"))
+    assert (store.count(PODS, "ns"), store.count(PODS)) == (0, 1)
