@@ -134,6 +134,31 @@ def _event_row(ev: Mapping[str, Any], now: datetime) -> Row:
     return [age(last, now), ev.get("type", ""), ev.get("reason", ""), obj, ev.get("message") or ev.get("note", "")]
 
 
+def _configmap_row(cm: Mapping[str, Any], now: datetime) -> Row:
+    count = len(cm.get("data") or {}) + len(cm.get("binaryData") or {})
+    return [_meta(cm).get("name"), count, age(_meta(cm).get("creationTimestamp"), now)]
+
+
+def _secret_row(secret: Mapping[str, Any], now: datetime) -> Row:
+    count = len(secret.get("data") or {}) + len(secret.get("stringData") or {})
+    return [_meta(secret).get("name"), secret.get("type", "Opaque"), count,
+            age(_meta(secret).get("creationTimestamp"), now)]
+
+
+def _lease_row(lease: Mapping[str, Any], now: datetime) -> Row:
+    return [_meta(lease).get("name"), (lease.get("spec") or {}).get("holderIdentity") or "",
+            age(_meta(lease).get("creationTimestamp"), now)]
+
+
+def _priority_class_row(pc: Mapping[str, Any], now: datetime) -> Row:
+    return [_meta(pc).get("name"), pc.get("value", 0), bool(pc.get("globalDefault", False)),
+            age(_meta(pc).get("creationTimestamp"), now), pc.get("preemptionPolicy", "PreemptLowerPriority")]
+
+
+def _crd_row(crd: Mapping[str, Any], _now: datetime) -> Row:
+    return [_meta(crd).get("name"), _meta(crd).get("creationTimestamp")]
+
+
 def _default_row(obj: Mapping[str, Any], now: datetime) -> Row:
     return [_meta(obj).get("name"), age(_meta(obj).get("creationTimestamp"), now)]
 
@@ -152,6 +177,12 @@ _BUILTIN: dict[tuple[str, str], tuple[tuple[Column, ...], Callable[[Mapping[str,
                         ("Duration", "string", "", 0), _AGE, ("Containers", "string", "", 1),
                         ("Images", "string", "", 1), ("Selector", "string", "", 1)), _job_row),
     ("", "Namespace"): ((_NAME, ("Status", "string", "", 0), _AGE), _namespace_row),
+    ("", "ConfigMap"): ((_NAME, ("Data", "string", "", 0), _AGE), _configmap_row),
+    ("", "Secret"): ((_NAME, ("Type", "string", "", 0), ("Data", "string", "", 0), _AGE), _secret_row),
+    ("coordination.k8s.io", "Lease"): ((_NAME, ("Holder", "string", "", 0), _AGE), _lease_row),
+    ("scheduling.k8s.io", "PriorityClass"): ((_NAME, ("Value", "integer", "", 0), ("Global-Default", "boolean", "", 0),
+                                             _AGE, ("Preemption-Policy", "string", "", 1)), _priority_class_row),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): ((_NAME, ("Created At", "date", "", 0)), _crd_row),
     ("", "Event"): ((("Last Seen", "string", "", 0), ("Type", "string", "", 0), ("Reason", "string", "", 0),
                      ("Object", "string", "", 0), ("Message", "string", "", 0)), _event_row),
     ("events.k8s.io", "Event"): ((("Last Seen", "string", "", 0), ("Type", "string", "", 0),

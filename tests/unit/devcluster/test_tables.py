@@ -76,3 +76,18 @@ def test_rows_carry_partial_metadata_unless_the_object_is_asked_for() -> None:
     assert maker.row(pod, NOW, "Metadata")["object"]["kind"] == "PartialObjectMetadata"
     assert maker.row(pod, NOW, "Object")["object"] is pod
     assert "object" not in maker.row(pod, NOW, "None")
+
+
+@pytest.mark.parametrize("kind, obj, want", [
+    ("ConfigMap", {"metadata": {"name": "c", "creationTimestamp": ago(5)}, "data": {"a": "1", "b": "2"}},
+     ["c", 2, "5s"]),
+    ("Secret", {"metadata": {"name": "s", "creationTimestamp": ago(5)}, "type": "Opaque", "data": {"a": "MQ=="}},
+     ["s", "Opaque", 1, "5s"]),
+    ("Lease", {"metadata": {"name": "l", "creationTimestamp": ago(5)}, "spec": {"holderIdentity": "tasq-0"}},
+     ["l", "tasq-0", "5s"]),
+    ("PriorityClass", {"metadata": {"name": "high", "creationTimestamp": ago(5)}, "value": 1000},
+     ["high", 1000, False, "5s", "PreemptLowerPriority"]),
+], ids=["configmap", "secret", "lease", "priorityclass"])
+def test_other_builtin_rows(kind: str, obj: dict[str, object], want: list[object]) -> None:
+    r = next(r for r in BUILTIN_RESOURCES if r.kind == kind)
+    assert TableMaker(r).cells(obj, NOW) == want
