@@ -1,0 +1,212 @@
+"""The Job controller's pure planning (`plan_job`, `pod_for`, `compress_indexes`) as table cases, and
+the controller against an in-process API server (counting deleted pods, template changes)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from devcluster.apiserver import PATCH_MERGE, ApiServer
+from devcluster.jobs import JobController, JobRecord, compress_indexes, plan_job, pod_for
+
+NOW = "2026-01-01T00:10:00Z"
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+class JobBuilder:
+    """A defaulted batch/v1 Job as stored: `make_job("j").parallelism(3).completions(5).indexed().build()`."""
+
+    def __init__(self, name: str) -> None:
+        self._obj: dict[str, Any] = {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
+            "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 6, "completionMode": "NonIndexed",
+                     "suspend": False, "template": {"metadata": {"labels": {"app": "x"}},
+                                                    "spec": {"restartPolicy": "Never",
+                                                             "containers": [{"name": "main", "image": "x"}]}}},
+            "status": {},
+        }
+
+    def parallelism(self, n: int) -> JobBuilder:
+        self._obj["spec"]["parallelism"] = n
+        return self
+
+    def completions(self, n: int | None) -> JobBuilder:
+        self._obj["spec"]["completions"] = n
+        return self
+
+    def indexed(self) -> JobBuilder:
+        self._obj["spec"]["completionMode"] = "Indexed"
+        return self
+
+    def suspended(self) -> JobBuilder:
+        self._obj["spec"]["suspend"] = True
+        return self
+
+    def backoff_limit(self, n: int) -> JobBuilder:
+        self._obj["spec"]["backoffLimit"] = n
+        return self
+
+    def condition(self, kind: str, status: str = "True") -> JobBuilder:
+        self._obj["status"].setdefault("conditions", []).append({"type": kind, "status": status})
+        return self
+
+    def started(self, at: str) -> JobBuilder:
+        self._obj["status"]["startTime"] = at
+        return self
+
+    def build(self) -> dict[str, Any]:
+        return copy.deepcopy(self._obj)
+
+
+def make_job(name: str = "j") -> JobBuilder:
+    return JobBuilder(name)
+
+
+def job_pod(name: str, phase: str = "Running", index: int | None = None, created: str = "") -> dict[str, Any]:
+    labels = {INDEX: str(index)} if index is not None else {}
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "labels": labels,
+                         "creationTimestamp": created},
+            "spec": {"nodeName": "n1"}, "status": {"phase": phase}}
+
+
+@dataclass
+class PlanCase:
+    name: str
+    job: JobBuilder
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    want_create: list[int | None] = field(default_factory=list)
+    want_delete: list[str] = field(default_factory=list)
+    want_status: dict[str, Any] = field(default_factory=dict)
+    want_conditions: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+PLAN_CASES = [
+    PlanCase("a new Job starts parallelism pods and its clock",
+             make_job().parallelism(3).completions(5), [], [None, None, None], [],
+             {"startTime": NOW}),
+    PlanCase("the last completions need fewer pods than parallelism",
+             make_job().parallelism(3).completions(5).started("t0"),
+             [job_pod(f"s{i}", "Succeeded") for i in range(4)], [None], [],
+             {"succeeded": 4, "startTime": "t0"}),
+    PlanCase("indexed: one pod per missing index, lowest first, up to parallelism",
+             make_job().parallelism(2).completions(5).indexed(),
+             [job_pod("a", "Succeeded", 0), job_pod("b", "Running", 2)], [1], [],
+             {"completedIndexes": "0", "active": 1, "succeeded": 1}),
+    PlanCase("indexed: a duplicate index keeps the older pod",
+             make_job().parallelism(2).completions(2).indexed(),
+             [job_pod("old", "Running", 1, "t1"), job_pod("new", "Running", 1, "t2")], [0], ["new"],
+             {"active": 1}),
+    PlanCase("a failed pod is counted and replaced",
+             make_job().parallelism(1).completions(1), [job_pod("f", "Failed")], [None], [],
+             {"failed": 1}),
+    PlanCase("beyond the backoff limit the Job fails and its active pods go",
+             make_job().parallelism(2).completions(4).backoff_limit(1),
+             [job_pod("f1", "Failed"), job_pod("f2", "Failed"), job_pod("r", "Running")], [], ["r"],
+             {"failed": 2},
+             [("FailureTarget", "True", "BackoffLimitExceeded"), ("Failed", "True", "BackoffLimitExceeded")]),
+    PlanCase("completions reached: SuccessCriteriaMet and Complete",
+             make_job().parallelism(2).completions(2),
+             [job_pod("a", "Succeeded"), job_pod("b", "Succeeded")], [], [],
+             {"succeeded": 2, "completionTime": NOW},
+             [("SuccessCriteriaMet", "True", "CompletionsReached"), ("Complete", "True", "CompletionsReached")]),
+    PlanCase("work queue (no completions): done after one success once the others drain",
+             make_job().parallelism(2).completions(None), [job_pod("a", "Succeeded")], [], [],
+             {"succeeded": 1}, [("Complete", "True", "CompletionsReached")]),
+    PlanCase("work queue: no new pods after a success while others run",
+             make_job().parallelism(3).completions(None),
+             [job_pod("a", "Succeeded"), job_pod("b", "Running")], [], [], {"active": 1}),
+    PlanCase("suspending deletes the active pods",
+             make_job().parallelism(2).completions(2).suspended(),
+             [job_pod("a", "Running"), job_pod("b", "Pending")], [], ["a", "b"], {},
+             [("Suspended", "True", "JobSuspended")]),
+    PlanCase("resuming resets startTime",
+             make_job().parallelism(1).completions(1).started("t0").condition("Suspended"), [], [None], [],
+             {"startTime": NOW}, [("Suspended", "False", "JobResumed")]),
+    PlanCase("a finished Job makes no pods",
+             make_job().parallelism(2).completions(2).condition("Complete"), [], [], [], {}),
+    PlanCase("scaling down deletes unbound pods first",
+             make_job().parallelism(1).completions(5),
+             [job_pod("bound", "Running", created="t1"),
+              {**job_pod("unbound", "Pending", created="t0"), "spec": {}}], [], ["unbound"], {"active": 1}),
+]
+
+
+@pytest.mark.parametrize("case", PLAN_CASES, ids=lambda c: c.name)
+def test_plan_job(case: PlanCase) -> None:
+    plan = plan_job(case.job.build(), case.pods, JobRecord(), NOW)
+
+    assert [c.index for c in plan.create] == case.want_create
+    assert sorted(p["metadata"]["name"] for p in plan.delete) == sorted(case.want_delete)
+    for key, value in case.want_status.items():
+        assert plan.status.get(key) == value, key
+    got = [(c["type"], c["status"], c.get("reason")) for c in plan.status.get("conditions", [])]
+    for want in case.want_conditions:
+        assert want in got
+
+
+@pytest.mark.parametrize(("indexes", "want"), [
+    ([], ""), ([3], "3"), ([0, 1, 2], "0-2"), ([4, 0, 2, 1, 6, 7], "0-2,4,6-7"), ([1, 1, 2], "1-2"),
+])
+def test_compress_indexes(indexes: list[int], want: str) -> None:
+    assert compress_indexes(indexes) == want
+
+
+def test_pod_for_an_index_carries_labels_annotation_hostname_env_and_owner() -> None:
+    pod = pod_for(make_job("train").indexed().completions(4).build(), 3)
+
+    meta, spec = pod["metadata"], pod["spec"]
+    assert meta["generateName"] == "train-3-"
+    assert meta["labels"][INDEX] == meta["annotations"][INDEX] == "3"
+    assert meta["labels"]["batch.kubernetes.io/job-name"] == "train"
+    assert meta["labels"]["batch.kubernetes.io/controller-uid"] == "uid-train"
+    assert meta["labels"]["app"] == "x"
+    assert spec["hostname"] == "train-3"
+    assert spec["containers"][0]["env"][-1]["name"] == "JOB_COMPLETION_INDEX"
+    assert meta["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "uid-train",
+                                        "controller": True, "blockOwnerDeletion": True}]
+    assert pod_for(make_job("plain").build(), None)["metadata"]["generateName"] == "plain-"
+
+
+# ---------------------------------------------------------------- the controller on an API server
+
+
+async def start(job: dict[str, Any]) -> tuple[ApiServer, JobController]:
+    api = ApiServer()
+    body = {k: v for k, v in job.items() if k != "status"}
+    body["metadata"] = {"name": job["metadata"]["name"]}
+    await api.create(api.resource("batch/v1", "jobs"), "default", body)
+    controller = JobController(api).start()
+    await controller.sync()
+    return api, controller
+
+
+async def pods(api: ApiServer) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = (await api.list_objects(api.resource("v1", "pods"), "default"))["items"]
+    return items
+
+
+async def test_a_pod_deleted_by_someone_else_counts_as_failed_and_is_replaced() -> None:
+    api, controller = await start(make_job("j").parallelism(2).completions(2).build())
+    [first, _second] = await pods(api)
+
+    await api.delete(api.resource("v1", "pods"), "default", first["metadata"]["name"])
+    await controller.sync()
+
+    job = await api.get(api.resource("batch/v1", "jobs"), "default", "j")
+    assert job["status"]["failed"] == 1
+    assert len(await pods(api)) == 2
+    assert first["metadata"]["name"] not in {p["metadata"]["name"] for p in await pods(api)}
+
+
+async def test_pods_deleted_for_suspension_are_not_failures() -> None:
+    api, controller = await start(make_job("j").parallelism(2).completions(2).build())
+    await api.patch(api.resource("batch/v1", "jobs"), "default", "j", PATCH_MERGE, {"spec": {"suspend": True}})
+    await controller.sync()
+
+    job = await api.get(api.resource("batch/v1", "jobs"), "default", "j")
+    assert await pods(api) == []
+    assert "failed" not in job["status"] and "active" not in job["status"]

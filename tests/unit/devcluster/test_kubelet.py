@@ -1,0 +1,114 @@
+"""The simulated kubelet on a manual clock: start, run for the annotated time, fail on request, and
+mark then evict the pods of a NotReady node."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from controller.api import constants as c
+from devcluster.apiserver import ApiServer
+from devcluster.components import ManualClock
+from devcluster.kubelet import Kubelet, run_seconds
+from tests.builders.cluster import PodBuilder, make_node, make_pod
+
+
+async def kubelet_with_pod(pod: PodBuilder, eviction_seconds: float = 300) -> tuple[ApiServer, Kubelet, ManualClock]:
+    clock = ManualClock()
+    api = ApiServer(now=clock)
+    await api.create(api.resource("v1", "nodes"), "", make_node("n1").build())
+    kubelet = Kubelet(api, eviction_seconds).start()
+    body = pod.build()
+    del body["metadata"]["uid"]
+    body["spec"]["nodeName"] = "n1"
+    await api.create(api.resource("v1", "pods"), "default", body)
+    return api, kubelet, clock
+
+
+async def current(api: ApiServer, name: str = "p") -> dict[str, Any]:
+    return await api.get(api.resource("v1", "pods"), "default", name)
+
+
+def ready(pod: dict[str, Any]) -> str:
+    return next(cd["status"] for cd in pod["status"]["conditions"] if cd["type"] == "Ready")
+
+
+async def test_bound_pod_runs_then_succeeds_after_its_run_seconds() -> None:
+    api, kubelet, clock = await kubelet_with_pod(make_pod("p").annotation(c.ANNOTATION_DEVCLUSTER_RUN_SECONDS, "30"))
+    await kubelet.sync()
+    pod = await current(api)
+    assert (pod["status"]["phase"], ready(pod)) == ("Running", "True")
+    assert pod["status"]["podIP"] and pod["status"]["startTime"] == "2026-01-01T00:00:00Z"
+    assert pod["status"]["containerStatuses"][0]["state"] == {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+
+    clock.advance(29)
+    await kubelet.sync()
+    assert (await current(api))["status"]["phase"] == "Running"
+    clock.advance(1)
+    await kubelet.sync()
+    pod = await current(api)
+    assert (pod["status"]["phase"], ready(pod)) == ("Succeeded", "False")
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    assert kubelet.next_deadline(clock()) is None
+
+
+async def test_without_the_annotation_a_pod_runs_until_deleted() -> None:
+    api, kubelet, clock = await kubelet_with_pod(make_pod("p"))
+    await kubelet.sync()
+    clock.advance(10**6)
+    await kubelet.sync()
+    assert (await current(api))["status"]["phase"] == "Running"
+
+
+@pytest.mark.parametrize("by_annotation", [True, False])
+async def test_a_pod_fails_on_request(by_annotation: bool) -> None:
+    pod = make_pod("p").annotation(c.ANNOTATION_DEVCLUSTER_FAIL, "true") if by_annotation else make_pod("p")
+    api, kubelet, _clock = await kubelet_with_pod(pod)
+    await kubelet.sync()
+    if not by_annotation:
+        assert kubelet.fail("default", "p")
+        await kubelet.sync()
+    failed = await current(api)
+    assert failed["status"]["phase"] == "Failed"
+    assert failed["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 1
+    assert not kubelet.fail("default", "p")  # terminated pods cannot fail again
+
+
+async def test_not_ready_node_makes_pods_unready_then_evicts_them() -> None:
+    api, kubelet, clock = await kubelet_with_pod(make_pod("p"), eviction_seconds=300)
+    await kubelet.sync()
+    await kubelet.set_node_ready("n1", False)
+    await kubelet.sync()
+    assert ready(await current(api)) == "False"
+
+    clock.advance(299)
+    await kubelet.sync()
+    assert (await current(api))["status"]["phase"] == "Running"
+    assert kubelet.next_deadline(clock()) == clock.moment + timedelta(seconds=1)
+    clock.advance(1)
+    await kubelet.sync()
+    assert api.store.get(("", "pods"), ("default", "p")) is None
+
+
+@dataclass
+class RunSecondsCase:
+    name: str
+    value: str | None
+    want: float | None
+
+
+@pytest.mark.parametrize("case", [
+    RunSecondsCase("absent: forever", None, None),
+    RunSecondsCase("integer", "60", 60.0),
+    RunSecondsCase("fraction", "0.5", 0.5),
+    RunSecondsCase("garbage: forever", "soon", None),
+    RunSecondsCase("negative: forever", "-1", None),
+], ids=lambda case: case.name)
+def test_run_seconds(case: RunSecondsCase) -> None:
+    pod = make_pod("p")
+    if case.value is not None:
+        pod.annotation(c.ANNOTATION_DEVCLUSTER_RUN_SECONDS, case.value)
+    assert run_seconds(pod.build()) == case.want
