@@ -96,15 +96,20 @@ def parse_field_selector(text: str, allowed: Sequence[str]) -> tuple[FieldRequir
     return tuple(reqs)
 
 
+# What Kubernetes' field-label functions report for absent fields that are not strings.
+_ABSENT = {"spec.unschedulable": "false", "status.successful": "0"}
+
+
 def field_value(obj: Mapping[str, Any], path: str) -> str:
-    """The string value of a dotted field; absent fields read as "" (so `spec.nodeName=` finds unbound pods)."""
+    """The string value of a dotted field; absent fields read as "" (so `spec.nodeName=` finds unbound
+    pods), or as their Go zero value for booleans and counts (`spec.unschedulable=false`)."""
     cur: Any = obj
     for part in path.split("."):
         if not isinstance(cur, Mapping):
-            return ""
+            return _ABSENT.get(path, "")
         cur = cur.get(part)
     if cur is None:
-        return ""
+        return _ABSENT.get(path, "")
     if isinstance(cur, bool):
         return "true" if cur else "false"
     if isinstance(cur, Mapping):

@@ -103,3 +103,13 @@ def test_unsupported_field_is_refused_with_its_name() -> None:
 
 def test_event_source_matches_its_component() -> None:
     assert field_value({"source": {"component": "kubelet"}}, "source") == "kubelet"
+
+
+@pytest.mark.parametrize("obj, path, want", [
+    ({"spec": {}}, "spec.unschedulable", "false"),
+    ({"spec": {"unschedulable": True}}, "spec.unschedulable", "true"),
+    ({"status": {}}, "status.successful", "0"),
+    ({}, "spec.nodeName", ""),
+], ids=["absent bool", "set bool", "absent count", "absent string"])
+def test_absent_fields_read_as_go_zero_values(obj: dict[str, object], path: str, want: str) -> None:
+    assert field_value(obj, path) == want
