@@ -1,7 +1,8 @@
 """`tasq dev`: run the devcluster API server with sample GPU nodes until interrupted.
 
-Starts `devcluster.DevCluster` on 127.0.0.1, creates 2 racks x 2 GPU nodes, applies `crds/`,
-writes a kubeconfig for kubectl and serves until SIGINT/SIGTERM (then exits 0).
+Starts `devcluster.DevCluster` on 127.0.0.1, creates GPU nodes from `--topology` (default 2 blocks
+x 4 racks x 4 nodes x 8 GPUs), applies `crds/`, runs the simulated Job controller, scheduler and
+kubelet in real time, writes a kubeconfig for kubectl and serves until SIGINT/SIGTERM (then exits 0).
 """
 
 from __future__ import annotations
@@ -9,13 +10,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 from devcluster.cluster import DevCluster
-from devcluster.seeding import apply_crds, create_nodes, sample_gpu_nodes
+from devcluster.components import Components
+from devcluster.nodes import TopologyShape, parse_shape, topology_nodes
+from devcluster.seeding import apply_crds, create_nodes
 
 DEFAULT_CRDS = Path(__file__).resolve().parents[2] / "crds"
+DEFAULT_TOPOLOGY = "2x4x4x8"
 
 
 def register(subparsers: Any) -> None:
@@ -23,23 +28,32 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--kubeconfig", type=Path, required=True, help="where to write the kubeconfig")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free port)")
     parser.add_argument("--crds", type=Path, default=DEFAULT_CRDS, help="directory of CRD YAML to apply")
+    parser.add_argument("--topology", default=DEFAULT_TOPOLOGY,
+                        help="GPU nodes as BLOCKSxRACKSxNODESxGPUS (default: %(default)s)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    asyncio.run(serve(args.kubeconfig, args.port, args.crds))
+    try:
+        shape = parse_shape(args.topology)
+    except ValueError as e:
+        print(f"tasq dev: {e}", file=sys.stderr)
+        return 2
+    asyncio.run(serve(args.kubeconfig, args.port, args.crds, shape))
     return 0
 
 
-async def serve(kubeconfig: Path, port: int, crds: Path) -> None:
+async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | None = None) -> None:
     """Start, seed, write the kubeconfig, print how to use it, wait for a signal, stop cleanly."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     cluster = await DevCluster(port=port).start()
+    components = Components(cluster.api).start()
+    components.run_in_background()
     try:
-        nodes = await create_nodes(cluster.api, sample_gpu_nodes())
+        nodes = await create_nodes(cluster.api, topology_nodes(shape or parse_shape(DEFAULT_TOPOLOGY), "gpu-"))
         crd_names = await apply_crds(cluster.api, crds) if crds.is_dir() else []
         path = cluster.write_kubeconfig(kubeconfig)
         print(f"devcluster serving at {cluster.url}: {nodes} node(s), {len(crd_names)} CRD(s)", flush=True)
@@ -49,6 +63,7 @@ async def serve(kubeconfig: Path, port: int, crds: Path) -> None:
         print("press Ctrl-C to stop", flush=True)
         await stop.wait()
     finally:
+        components.close()
         await cluster.aclose()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

@@ -26,9 +26,17 @@ def test_tasq_dev_serves_sample_gpu_nodes_and_crds_until_interrupted(tmp_path: P
         kubectl = Kubectl(kubeconfig, tmp_path / "cache")
         nodes = kubectl("get", "nodes", "-L", "cloud.provider.com/topology-rack", "--no-headers").stdout
         racks = sorted(line.split()[-1] for line in nodes.splitlines())
-        assert racks == ["b1-r1", "b1-r1", "b1-r2", "b1-r2"]
+        # the sample topology: 2 blocks x 4 racks x 4 nodes x 8 GPUs
+        assert racks == sorted(f"b{b}-r{r}" for b in (1, 2) for r in (1, 2, 3, 4) for _ in range(4))
         gpus = kubectl("get", "nodes", "-o", "jsonpath={.items[*].status.allocatable.nvidia\\.com/gpu}").stdout
-        assert gpus.split() == ["8"] * 4
+        assert gpus.split() == ["8"] * 32
+        # the simulated scheduler and kubelet run in real time
+        kubectl("run", "probe", "--image=busybox", "--restart=Never")
+        phase = ""
+        while phase != "Running" and time.monotonic() < deadline + 10:
+            phase = kubectl("get", "pod", "probe", "-o", "jsonpath={.status.phase}").stdout
+            time.sleep(0.1)
+        assert phase == "Running"
         crds = kubectl("get", "crd", "-o", "name").stdout.split()
         assert len(crds) == len(list((REPO / "crds").glob("*.yaml")))
     finally:
