@@ -154,22 +154,19 @@ class Simulation:
         pods = [PodView.from_dict(p) for p in self.of_kind("Pod")]
         namespaces = {str((ns.get("metadata") or {}).get("name", "")): dict((ns.get("metadata") or {}).get("labels") or {})
                       for ns in self.of_kind("Namespace")}
+        running = {key: t.fit for key, t in self.tracked.items() if t.fit is not None and t.finished is None}
         snapshot = build_snapshot(
             [ClusterQueue.from_dict(o) for o in self.of_kind(c.KIND_CLUSTER_QUEUE)],
             [LocalQueue.from_dict(o) for o in self.of_kind(c.KIND_LOCAL_QUEUE)],
             [ResourceFlavor.from_dict(o) for o in self.of_kind(c.KIND_RESOURCE_FLAVOR)],
             [Topology.from_dict(o) for o in self.of_kind(c.KIND_TOPOLOGY)],
-            nodes, pods, namespaces)
+            nodes, pods, namespaces, {key: fit.node_usage for key, fit in running.items() if fit.node_usage})
         state = AdmissionState(snapshot)
-        for key, tracked in self.tracked.items():
-            fit = tracked.fit
-            if fit is None or tracked.finished is not None or fit.cluster_queue not in snapshot.cluster_queues:
-                continue
-            snapshot.quota.reserve(key, fit.cluster_queue, fit.quota_usage)
-            if fit.node_usage:
-                snapshot.usage.reserve(key, fit.node_usage)
+        for key, fit in running.items():
+            if fit.cluster_queue in snapshot.cluster_queues:
+                snapshot.quota.reserve(key, fit.cluster_queue, fit.quota_usage)
             state.admitted[key] = fit
-            state.workloads[key] = tracked.info
+            state.workloads[key] = self.tracked[key].info
             state.queue_of[key] = fit.cluster_queue
         return state
 

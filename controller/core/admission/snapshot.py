@@ -78,13 +78,21 @@ def flavor_infos(flavors: Iterable[ResourceFlavor], topologies: Iterable[Topolog
 def build_snapshot(cluster_queues: Iterable[ClusterQueue], local_queues: Iterable[LocalQueue],
                    flavors: Iterable[ResourceFlavor], topologies: Iterable[Topology],
                    nodes: Sequence[NodeView], pods: Iterable[PodView],
-                   namespaces: Mapping[str, Mapping[str, str]] | None = None) -> AdmissionSnapshot:
+                   namespaces: Mapping[str, Mapping[str, str]] | None = None,
+                   reservations: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None) -> AdmissionSnapshot:
+    """`reservations` (workload key -> node -> milli) are what admitted workloads hold; they are
+    taken before the pods are counted, so a bound pod of such a workload replaces its share."""
     queues = {cq.name: ClusterQueueQuota.from_model(cq) for cq in cluster_queues}
+    usage = Usage()
+    for key, held in (reservations or {}).items():
+        usage.reserve(key, held)
+    for pod in pods:
+        usage.add_bound_pod(pod)
     return AdmissionSnapshot(
         cluster_queues=queues,
         local_queues={f"{lq.namespace or 'default'}/{lq.name}": lq.spec.cluster_queue for lq in local_queues},
         flavors=flavor_infos(flavors, topologies, nodes),
         namespaces=dict(namespaces or {}),
         quota=QuotaLedger.build(queues),
-        usage=Usage.from_pods(pods),
+        usage=usage,
     )
