@@ -13,10 +13,22 @@ import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from devcluster import builtins, crds, schema
+
+# Clock, timestamp and utc_now are re-exported: simulated components import them from here.
+from devcluster.clock import Clock as Clock
+from devcluster.clock import timestamp as timestamp
+from devcluster.clock import utc_now as utc_now
+from devcluster.collecting import (
+    POLICY_BACKGROUND,
+    POLICY_FOREGROUND,
+    POLICY_ORPHAN,
+    GarbageCollector,
+    default_policy,
+    same_content,
+)
 from devcluster.errors import (
     CAUSE_FORBIDDEN,
     FORBIDDEN,
@@ -44,32 +56,17 @@ from devcluster.selecting import (
 from devcluster.store import StorageKey, Store, object_key
 from devcluster.watching import Watch
 
-Clock = Callable[[], datetime]
-
 PATCH_JSON = "application/json-patch+json"
 PATCH_MERGE = "application/merge-patch+json"
 PATCH_STRATEGIC = "application/strategic-merge-patch+json"
 PATCH_APPLY = "application/apply-patch+yaml"
 
-FINALIZER_FOREGROUND = "foregroundDeletion"
-FINALIZER_ORPHAN = "orphan"
-POLICY_BACKGROUND = "Background"
-POLICY_FOREGROUND = "Foreground"
-POLICY_ORPHAN = "Orphan"
 
 # The server-owned metadata fields a client write cannot change.
 _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation",
                 "resourceVersion", "name", "namespace")
 # Kinds whose create ignores a client-supplied status (their registry strategy resets it).
 _STATUS_RESET_ON_CREATE = frozenset({("", "Pod"), ("batch", "Job"), ("", "Service")})
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def timestamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +150,7 @@ class ApiServer:
         self.fault_hooks: list[FaultHook] = []
         self.watch_hooks: list[WatchHook] = []
         self._name_counter = 0
+        self.collector = GarbageCollector(self.store, self.registry, lambda: self.now())  # follows api.now
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self._bootstrap("", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
@@ -516,24 +514,11 @@ class ApiServer:
             raise _Raced  # written meanwhile (hooks await): recompute on the newer object
         if _spec_changed(old, new):
             new["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
-        if _same(old, new):
+        if same_content(old, new):
             return self._out(r, old, copy)  # no-op writes do not bump resourceVersion (as etcd3 storage)
         if dry_run:
             return self._out(r, {**new, "metadata": {**new["metadata"]}}, copy)
-        return self._out(r, await self._store_update(r, new), copy)
-
-    async def _store_update(self, r: ResourceType, new: dict[str, Any]) -> dict[str, Any]:
-        """Persist; an object being deleted whose last finalizer went away is removed instead."""
-        meta = new["metadata"]
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            removed = self.store.remove(r.storage_key, object_key(new))
-            assert removed is not None
-            await self._after_removal(r, removed, POLICY_BACKGROUND)
-            return removed
-        stored = self.store.put(r.storage_key, new)
-        if r.storage_key == crds.CRD_KEY:
-            crds.register(self.registry, stored)
-        return stored
+        return self._out(r, await self.collector.write(r, new), copy)
 
     # ---------------------------------------------------------------- binding
 
@@ -562,7 +547,7 @@ class ApiServer:
         self.store.put(r.storage_key, new)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
-    # ---------------------------------------------------------------- delete + garbage collection
+    # ---------------------------------------------------------------- delete
 
     async def delete(self, r: ResourceType, namespace: str, name: str, *, propagation: str | None = None,
                      preconditions: Mapping[str, Any] | None = None, dry_run: bool = False,
@@ -575,7 +560,7 @@ class ApiServer:
         if (pre.get("uid") and pre["uid"] != obj["metadata"].get("uid")) or (
                 pre.get("resourceVersion") and pre["resourceVersion"] != obj["metadata"]["resourceVersion"]):
             raise conflict(r.plural, r.group, name)
-        policy = propagation or self._default_policy(r, obj)
+        policy = propagation or default_policy(r, obj)
         if policy not in (POLICY_BACKGROUND, POLICY_FOREGROUND, POLICY_ORPHAN):
             raise bad_request(f"propagationPolicy: Unsupported value: {policy!r}")
         await self._validate_admission("DELETE", r, "", None, obj, dry_run)
@@ -585,132 +570,7 @@ class ApiServer:
         obj = current
         if dry_run:
             return self._out(r, obj, copy)
-        return self._out(r, await self._delete_object(r, obj, policy), copy)
-
-    @staticmethod
-    def _default_policy(r: ResourceType, obj: Mapping[str, Any]) -> str:
-        finalizers = obj["metadata"].get("finalizers") or []
-        if FINALIZER_ORPHAN in finalizers:
-            return POLICY_ORPHAN
-        if FINALIZER_FOREGROUND in finalizers:
-            return POLICY_FOREGROUND
-        # batch/v1 Jobs default to orphaning their pods (kept for compatibility in Kubernetes).
-        return POLICY_ORPHAN if (r.group, r.kind) == ("batch", "Job") else POLICY_BACKGROUND
-
-    async def _delete_object(self, r: ResourceType, obj: dict[str, Any], policy: str) -> dict[str, Any]:
-        """Phase 1 of deletion: mark (deletionTimestamp + finalizers) or remove right away."""
-        meta = obj["metadata"]
-        uid = str(meta.get("uid", ""))
-        finalizers = list(meta.get("finalizers") or [])
-        has_dependents = bool(self.store.dependents(uid))
-        if policy == POLICY_FOREGROUND and has_dependents and FINALIZER_FOREGROUND not in finalizers:
-            finalizers.append(FINALIZER_FOREGROUND)
-        if policy == POLICY_ORPHAN and has_dependents and FINALIZER_ORPHAN not in finalizers:
-            finalizers.append(FINALIZER_ORPHAN)
-        if r.storage_key == ("", "namespaces"):
-            return await self._delete_namespace(r, obj)
-        if not finalizers:
-            removed = self.store.remove(r.storage_key, object_key(obj))
-            assert removed is not None
-            await self._after_removal(r, removed, policy)
-            return removed
-        new = clone(obj)
-        new["metadata"]["finalizers"] = finalizers
-        if not meta.get("deletionTimestamp"):
-            new["metadata"]["deletionTimestamp"] = timestamp(self.now())
-            new["metadata"]["deletionGracePeriodSeconds"] = 0
-        stored = obj if _same(obj, new) else self.store.put(r.storage_key, new)
-        if FINALIZER_ORPHAN in finalizers:
-            await self._orphan_dependents(uid)
-            stored = await self._drop_finalizer(r, stored, FINALIZER_ORPHAN)
-        elif FINALIZER_FOREGROUND in finalizers:
-            await self._delete_dependents(uid, POLICY_BACKGROUND)
-            stored = await self._finish_foreground(r, stored)
-        return stored
-
-    async def _delete_namespace(self, r: ResourceType, ns: dict[str, Any]) -> dict[str, Any]:
-        """Namespace deletion: Terminating, delete its content, remove it once empty."""
-        name = ns["metadata"]["name"]
-        if not ns["metadata"].get("deletionTimestamp"):
-            new = clone(ns)
-            new["metadata"]["deletionTimestamp"] = timestamp(self.now())
-            new.setdefault("status", {})["phase"] = "Terminating"
-            ns = self.store.put(r.storage_key, new)
-        for res in list(self.registry):
-            if res.namespaced and res.storage_version:
-                for obj in list(self.store.items(res.storage_key, name)):
-                    current = self.store.get(res.storage_key, object_key(obj))
-                    if current is not None and not current["metadata"].get("deletionTimestamp"):
-                        await self._delete_object(res, current, POLICY_BACKGROUND)
-        return await self._finish_namespace(name) or ns
-
-    async def _finish_namespace(self, name: str) -> dict[str, Any] | None:
-        ns = self.store.get(("", "namespaces"), ("", name))
-        if ns is None or not ns["metadata"].get("deletionTimestamp"):
-            return None
-        if any(self.store.count(key, name) for key in self.store.storage_keys()):
-            return None
-        return self.store.remove(("", "namespaces"), ("", name))
-
-    async def _drop_finalizer(self, r: ResourceType, obj: dict[str, Any], finalizer: str) -> dict[str, Any]:
-        new = clone(obj)
-        new["metadata"]["finalizers"] = [f for f in obj["metadata"].get("finalizers") or [] if f != finalizer]
-        if not new["metadata"]["finalizers"]:
-            del new["metadata"]["finalizers"]
-        return await self._store_update(r, new)
-
-    async def _finish_foreground(self, r: ResourceType, owner: dict[str, Any]) -> dict[str, Any]:
-        """A foreground-deleted owner goes away once no dependent remains."""
-        if self.store.dependents(str(owner["metadata"].get("uid"))):
-            return owner
-        current = self.store.get(r.storage_key, object_key(owner))
-        if current is None or FINALIZER_FOREGROUND not in (current["metadata"].get("finalizers") or []):
-            return owner
-        return await self._drop_finalizer(r, current, FINALIZER_FOREGROUND)
-
-    async def _orphan_dependents(self, owner_uid: str) -> None:
-        for key, dep in self.store.dependents(owner_uid):
-            new = clone(dep)
-            refs = [ref for ref in dep["metadata"].get("ownerReferences") or [] if ref.get("uid") != owner_uid]
-            new["metadata"]["ownerReferences"] = refs
-            if not refs:
-                del new["metadata"]["ownerReferences"]
-            self.store.put(key, new)
-
-    async def _delete_dependents(self, owner_uid: str, policy: str) -> None:
-        """The garbage collector: dependents with no remaining live owner are deleted, others unlinked."""
-        for key, dep in self.store.dependents(owner_uid):
-            res = self.registry.storage_resource(*key)
-            if res is None:
-                continue
-            refs = dep["metadata"].get("ownerReferences") or []
-            others = [ref for ref in refs if ref.get("uid") != owner_uid and self.store.by_uid(str(ref.get("uid")))]
-            if others:
-                new = clone(dep)
-                new["metadata"]["ownerReferences"] = [ref for ref in refs if ref.get("uid") != owner_uid]
-                self.store.put(key, new)
-            elif not dep["metadata"].get("deletionTimestamp"):
-                await self._delete_object(res, dep, policy)
-
-    async def _after_removal(self, r: ResourceType, removed: dict[str, Any], policy: str) -> None:
-        """Phase 2 of deletion: GC of dependents, waiting foreground owners, namespaces, CRDs."""
-        meta = removed["metadata"]
-        if policy != POLICY_ORPHAN:
-            await self._delete_dependents(str(meta.get("uid", "")), POLICY_BACKGROUND)
-        for ref in meta.get("ownerReferences") or []:
-            found = self.store.by_uid(str(ref.get("uid")))
-            if found is not None:
-                owner_r = self.registry.storage_resource(*found[0])
-                if owner_r is not None and found[1]["metadata"].get("deletionTimestamp"):
-                    await self._finish_foreground(owner_r, found[1])
-        if r.namespaced and meta.get("namespace"):
-            await self._finish_namespace(meta["namespace"])
-        if r.storage_key == crds.CRD_KEY:
-            group, plural = crds.group_plural(removed)
-            for obj in list(self.store.items((group, plural))):
-                self.store.remove((group, plural), object_key(obj))
-            self.store.drop((group, plural))
-            self.registry.remove_group_resource(group, plural)
+        return self._out(r, await self.collector.delete_object(r, obj, policy), copy)
 
     # ---------------------------------------------------------------- helpers for components
 
@@ -723,16 +583,6 @@ def _spec_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """generation counts changes to anything but metadata and status."""
     keys = (set(old) | set(new)) - {"metadata", "status", "apiVersion", "kind"}
     return any(old.get(k) != new.get(k) for k in keys)
-
-
-def _same(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    strip = ("resourceVersion",)
-    old_meta = {k: v for k, v in old["metadata"].items() if k not in strip}
-    new_meta = {k: v for k, v in new["metadata"].items() if k not in strip}
-    if old_meta != new_meta:
-        return False
-    keys = (set(old) | set(new)) - {"metadata", "apiVersion", "kind"}
-    return all(old.get(k) == new.get(k) for k in keys)
 
 
 def _finalizer_causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
