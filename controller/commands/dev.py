@@ -30,6 +30,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--crds", type=Path, default=DEFAULT_CRDS, help="directory of CRD YAML to apply")
     parser.add_argument("--topology", default=DEFAULT_TOPOLOGY,
                         help="GPU nodes as BLOCKSxRACKSxNODESxGPUS (default: %(default)s)")
+    parser.add_argument("--no-components", action="store_true",
+                        help="API server only: no Job controller, scheduler or kubelet (for benchmarks)")
     parser.set_defaults(handler=run)
 
 
@@ -39,19 +41,21 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"tasq dev: {e}", file=sys.stderr)
         return 2
-    asyncio.run(serve(args.kubeconfig, args.port, args.crds, shape))
+    asyncio.run(serve(args.kubeconfig, args.port, args.crds, shape, components=not args.no_components))
     return 0
 
 
-async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | None = None) -> None:
+async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | None = None,
+                components: bool = True) -> None:
     """Start, seed, write the kubeconfig, print how to use it, wait for a signal, stop cleanly."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     cluster = await DevCluster(port=port).start()
-    components = Components(cluster.api).start()
-    components.run_in_background()
+    simulated = Components(cluster.api).start() if components else None
+    if simulated is not None:
+        simulated.run_in_background()
     try:
         nodes = await create_nodes(cluster.api, topology_nodes(shape or parse_shape(DEFAULT_TOPOLOGY), "gpu-"))
         crd_names = await apply_crds(cluster.api, crds) if crds.is_dir() else []
@@ -63,7 +67,8 @@ async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | 
         print("press Ctrl-C to stop", flush=True)
         await stop.wait()
     finally:
-        components.close()
+        if simulated is not None:
+            simulated.close()
         await cluster.aclose()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
