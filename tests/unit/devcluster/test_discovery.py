@@ -1,0 +1,54 @@
+"""Discovery documents built from the registry as CRDs come and go."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from devcluster import crds, discovery, openapi
+from devcluster.resources import ResourceRegistry
+
+
+def crd(plural: str, kind: str, versions: list[str], status: bool = False) -> dict[str, Any]:
+    return {"metadata": {"name": f"{plural}.kueue.x-k8s.io"},
+            "spec": {"group": "kueue.x-k8s.io", "scope": "Namespaced", "names": {"plural": plural, "kind": kind},
+                     "versions": [{"name": v, "served": True, "storage": i == 0,
+                                   **({"subresources": {"status": {}}} if status else {})}
+                                  for i, v in enumerate(versions)]}}
+
+
+def test_a_group_prefers_its_most_stable_version() -> None:
+    registry = ResourceRegistry.with_builtins()
+    crds.register(registry, crd("topologies", "Topology", ["v1alpha1"]))
+    crds.register(registry, crd("workloads", "Workload", ["v1beta1"], status=True))
+    group = next(g for g in discovery.group_list(registry)["groups"] if g["name"] == "kueue.x-k8s.io")
+    assert group["preferredVersion"]["version"] == "v1beta1"
+    assert [v["version"] for v in group["versions"]] == ["v1beta1", "v1alpha1"]
+
+
+def test_resource_list_names_subresources_and_disappears_with_the_crd() -> None:
+    registry = ResourceRegistry.with_builtins()
+    crds.register(registry, crd("workloads", "Workload", ["v1beta1"], status=True))
+    listed = discovery.resource_list(registry, "kueue.x-k8s.io", "v1beta1")
+    assert listed is not None
+    assert [r["name"] for r in listed["resources"]] == ["workloads", "workloads/status"]
+    registry.remove_group_resource("kueue.x-k8s.io", "workloads")
+    assert discovery.resource_list(registry, "kueue.x-k8s.io", "v1beta1") is None
+    assert "kueue.x-k8s.io" not in [g["name"] for g in discovery.group_list(registry)["groups"]]
+
+
+def test_core_pods_list_binding_and_status_subresources() -> None:
+    listed = discovery.resource_list(ResourceRegistry.with_builtins(), "", "v1")
+    assert listed is not None
+    names = [r["name"] for r in listed["resources"]]
+    assert {"pods", "pods/status", "pods/binding", "nodes", "nodes/status", "events", "namespaces"} <= set(names)
+
+
+def test_openapi_declares_field_validation_on_every_patch() -> None:
+    """kubectl only validates server-side when each kind's PATCH declares the fieldValidation parameter."""
+    registry = ResourceRegistry.with_builtins()
+    root = openapi.root(registry)
+    assert "apis/batch/v1" in root["paths"] and "api/v1" in root["paths"]
+    doc = openapi.group_version(registry, "batch", "v1")
+    patch = doc["paths"]["/apis/batch/v1/namespaces/{namespace}/jobs/{name}"]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {"group": "batch", "version": "v1", "kind": "Job"}
+    assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
