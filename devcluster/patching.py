@@ -154,14 +154,14 @@ def json_patch(target: Any, operations: Any) -> Any:
 # ---------------------------------------------------------------- strategic merge patch
 
 # patchMergeKey of list fields with patchStrategy "merge" in the built-in types; lists not named
-# here (tolerations, args, command, envFrom, readinessGates...) are atomic and replaced whole.
+# here (tolerations, taints, containerStatuses, args, command, envFrom, readinessGates...) are
+# atomic and replaced whole.
 MERGE_KEYS: dict[str, str] = {
     "containers": "name", "initContainers": "name", "ephemeralContainers": "name",
     "env": "name", "volumes": "name", "volumeMounts": "mountPath", "volumeDevices": "devicePath",
     "schedulingGates": "name", "imagePullSecrets": "name", "ownerReferences": "uid",
     "hostAliases": "ip", "conditions": "type", "addresses": "type", "resourceClaims": "name",
-    "topologySpreadConstraints": "topologyKey", "containerStatuses": "name",
-    "initContainerStatuses": "name", "podIPs": "ip", "hostIPs": "ip", "taints": "key",
+    "topologySpreadConstraints": "topologyKey", "podIPs": "ip", "hostIPs": "ip",
 }
 # Primitive lists with patchStrategy "merge" (set semantics).
 MERGED_PRIMITIVE_LISTS = frozenset({"finalizers"})
