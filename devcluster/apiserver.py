@@ -208,7 +208,7 @@ class ApiServer:
         return _Filter(namespace if r.namespaced and namespace else None, labels, fields)
 
     async def list_objects(self, r: ResourceType, namespace: str | None = None, opts: ListOptions | None = None,
-                   *, copy: bool = True) -> dict[str, Any]:
+                           *, copy: bool = True) -> dict[str, Any]:
         """A `<Kind>List` sorted by namespace/name, one page when `limit` is set."""
         opts = opts or ListOptions()
         await self._faults(RequestInfo("list", r, namespace or ""))
