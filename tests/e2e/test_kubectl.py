@@ -7,8 +7,9 @@ path kubectl must print.
 
 from __future__ import annotations
 
+import queue
 import subprocess
-import time
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -266,15 +267,24 @@ def test_get_watch_prints_changes_as_they_happen(devcluster: DevCluster, kubecon
 
     devcluster.call(lambda: api.create(cms, namespace, cm("first")))
     watcher = subprocess.Popen([str(KUBECTL), "--kubeconfig", str(kubeconfig), "--cache-dir", str(kubectl.cache_dir),
-                                "get", "configmaps", "-n", namespace, "-w", "--request-timeout=20s"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                "get", "configmaps", "-n", namespace, "-w", "--request-timeout=30s"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in watcher.stdout or ()], daemon=True).start()
+
+    def next_name() -> str:
+        while True:
+            line = lines.get(timeout=20)
+            if line.strip() and not line.startswith("NAME"):
+                return line.split()[0]
+
+    names = []
     try:
-        time.sleep(1.5)
+        names.append(next_name())  # printed from kubectl's list; its watch resumes from that list's revision
         devcluster.call(lambda: api.create(cms, namespace, cm("second")))
         devcluster.call(lambda: api.delete(cms, namespace, "first"))
-        time.sleep(1.0)
+        names += [next_name(), next_name()]
     finally:
         watcher.terminate()
-        out, _err = watcher.communicate(timeout=10)
-    names = [line.split()[0] for line in out.splitlines()[1:] if line.strip()]
+        watcher.wait(timeout=10)
     assert names == ["first", "second", "first"]
