@@ -17,6 +17,7 @@ from devcluster.apiserver import ApiServer, timestamp
 from devcluster.builtins import LABEL_LEGACY_CONTROLLER_UID, LABEL_LEGACY_JOB_NAME
 from devcluster.errors import ApiError
 from devcluster.patching import clone
+from devcluster.recording import NORMAL, WARNING, EventRecorder
 from devcluster.store import DELETED, StoredEvent, object_key
 
 JOBS_KEY = ("batch", "jobs")
@@ -290,6 +291,7 @@ class JobController:
         self._dirty: set[str] = set()
         self._deleting: set[str] = set()  # uids of pods this controller deleted (not failures)
         self._unsubscribe: list[Callable[[], None]] = []
+        self.events = EventRecorder(api, "job-controller")
 
     def start(self) -> JobController:
         for job in self.api.store.items(JOBS_KEY):
@@ -314,6 +316,7 @@ class JobController:
         if event.type == DELETED:
             self._jobs.pop(uid, None)
             self._records.pop(uid, None)
+            self._pods.pop(uid, None)  # orphaned or collected pods are no longer this Job's concern
             self._dirty.discard(uid)
             return
         self._jobs[uid] = event.object
@@ -334,6 +337,8 @@ class JobController:
         pods = self._pods.setdefault(uid, {})
         if event.type == DELETED:
             pods.pop(key, None)
+            if not pods and uid not in self._jobs:
+                del self._pods[uid]  # the last pod of a deleted Job
             pod_uid = str(event.object["metadata"].get("uid"))
             record = self._records.get(uid)
             old = event.old or event.object
@@ -368,9 +373,12 @@ class JobController:
             for pod in plan.delete:
                 self._deleting.add(str(pod["metadata"].get("uid")))
                 await self.api.delete(pods_r, pod["metadata"]["namespace"], pod["metadata"]["name"], copy=False)
+                await self.events.record(job, NORMAL, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
                 writes += 1
             for item in plan.create:
-                await self.api.create(pods_r, str(job["metadata"]["namespace"]), pod_for(job, item.index), copy=False)
+                created = await self.api.create(pods_r, str(job["metadata"]["namespace"]), pod_for(job, item.index),
+                                                copy=False)
+                await self.events.record(job, NORMAL, "SuccessfulCreate", f"Created pod: {created['metadata']['name']}")
                 writes += 1
             if plan.status != (job.get("status") or {}):
                 current = self._jobs.get(uid, job)
@@ -378,7 +386,25 @@ class JobController:
                 await self.api.update(self.api.resource("batch/v1", "jobs"), str(job["metadata"]["namespace"]),
                                       str(job["metadata"]["name"]), body, subresource="status", copy=False)
                 writes += 1
+                await self._record_transitions(job, plan.status)
         except ApiError as e:
             if e.code != 404:
                 self._dirty.add(uid)  # a conflict or injected fault: try again next sync
         return writes
+
+    async def _record_transitions(self, job: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+        """Events for the conditions this status write turned on (as the Job controller reports them)."""
+        before = {(cd.get("type"), cd.get("status")) for cd in (job.get("status") or {}).get("conditions") or []}
+        for cond in status.get("conditions") or []:
+            key = (cond.get("type"), cond.get("status"))
+            event = _CONDITION_EVENTS.get((str(key[0]), str(key[1])))
+            if event is not None and key not in before:
+                await self.events.record(job, *event)
+
+
+_CONDITION_EVENTS = {
+    (COND_COMPLETE, "True"): (NORMAL, "Completed", "Job completed"),
+    (COND_FAILED, "True"): (WARNING, REASON_BACKOFF_LIMIT_EXCEEDED, MESSAGE_BACKOFF),
+    (COND_SUSPENDED, "True"): (NORMAL, "Suspended", "Job suspended"),
+    (COND_SUSPENDED, "False"): (NORMAL, "Resumed", "Job resumed"),
+}

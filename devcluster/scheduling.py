@@ -18,6 +18,7 @@ from controller.api.selectors import NO_SCHEDULE, Taint, Toleration, node_matche
 from controller.api.views import TERMINAL_PHASES, NodeView, PodView
 from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
 from devcluster.errors import ApiError
+from devcluster.recording import NORMAL, WARNING, EventRecorder
 from devcluster.store import DELETED, StoredEvent, object_key
 
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -87,6 +88,7 @@ class Scheduler:
         self._pending: dict[PodKey, dict[str, Any]] = {}
         self._active: set[PodKey] = set()
         self._unsubscribe: list[Callable[[], None]] = []
+        self.events = EventRecorder(api, DEFAULT_SCHEDULER)
         self.binds = 0
 
     # ---------------------------------------------------------------- state from events
@@ -197,7 +199,7 @@ class Scheduler:
                 continue
             node = self._place(pod, cycle)
             if node is not None:
-                writes += await self._bind(pod, node)
+                writes += await self._bind(obj, pod, node)
             else:
                 message = self._failure(pod, cycle)
                 writes += await self._set_condition(obj, REASON_UNSCHEDULABLE, message)
@@ -240,13 +242,14 @@ class Scheduler:
 
     # ---------------------------------------------------------------- writes
 
-    async def _bind(self, pod: PodView, node: str) -> int:
+    async def _bind(self, obj: Mapping[str, Any], pod: PodView, node: str) -> int:
         try:
             await self.api.bind(pod.namespace, pod.name, {"target": {"name": node}})
         except ApiError:
             self._active.add((pod.namespace, pod.name))  # a conflict or injected fault: retry next cycle
             return 0
         self.binds += 1
+        await self.events.record(obj, NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node}")
         return 1
 
     async def _set_condition(self, obj: Mapping[str, Any], reason: str, message: str) -> int:
@@ -265,6 +268,8 @@ class Scheduler:
                                  {"status": {"conditions": conditions}}, subresource="status", copy=False)
         except ApiError:
             return 0
+        if reason == REASON_UNSCHEDULABLE:
+            await self.events.record(obj, WARNING, "FailedScheduling", message)
         return 1
 
 

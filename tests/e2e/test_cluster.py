@@ -132,6 +132,8 @@ def test_a_job_with_parallelism_8_runs_to_complete(kubectl: Kubectl, namespace: 
     assert condition(job, "Complete")["status"] == "True"
     assert "active" not in job["status"]
     assert {p["status"]["phase"] for p in pods_of(kubectl, namespace)} == {"Succeeded"}
+    described = kubectl("describe", "job", "train", "-n", namespace).stdout
+    assert described.count("SuccessfulCreate") == 8 and "Completed" in described
 
 
 def test_indexed_job_pods_carry_their_indexes(kubectl: Kubectl, namespace: str, sim: Sim) -> None:
@@ -242,6 +244,8 @@ spec:
     assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
     assert cond["message"] == ("0/4 nodes are available: 2 Insufficient nvidia.com/gpu, "
                                "2 node(s) didn't match Pod's node affinity/selector.")
+    described = kubectl("describe", "pod", "huge", "-n", namespace).stdout
+    assert "FailedScheduling" in described and "2 Insufficient nvidia.com/gpu" in described
 
 
 def test_failed_pods_are_replaced_until_the_backoff_limit(kubectl: Kubectl, namespace: str, sim: Sim) -> None:
