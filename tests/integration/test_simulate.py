@@ -47,7 +47,11 @@ def test_gang_deadlock_one_gang_gets_all_the_other_holds_nothing(capsys: pytest.
     assert "admission" not in second["status"]
     waiting = condition(second, "QuotaReserved")
     assert waiting is not None and waiting["status"] == "False"
-    assert "allows to fit only 50 out of 100 pod(s)" in waiting["message"]
+    # It needs 100 GPUs (100 single-GPU pods) and says that only 50 are free.
+    assert waiting["message"] == (
+        'couldn\'t assign flavors to pod set "main": flavor "gpu": topology "dc" allows to fit only 50 out of '
+        '100 pod(s) in total. Total nodes: 19; excluded: resource "nvidia.com/gpu": 12; '
+        "needs cpu 200, nvidia.com/gpu 100; free on 19 candidate node(s): cpu 1614500m, nvidia.com/gpu 50")
 
 
 def test_gang_deadlock_second_gang_is_admitted_when_the_first_finishes(

@@ -21,10 +21,13 @@ from controller.core.admission.workloads import PodSetInfo, WorkloadInfo
 from controller.core.topology import (
     UNCONSTRAINED,
     AssignmentSuccess,
+    FlavorTopology,
     PodSetRequest,
     TopologyAssignment,
+    Usage,
     assign,
 )
+from controller.core.topology.candidacy import Signature
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +268,10 @@ def _place(snap: AdmissionSnapshot, info: FlavorInfo, wl_key: str, ps: PodSetInf
                             ps.node_selector, ps.affinity_terms, ps.tolerations)
     outcome = assign(info.topology, snap.usage, [request])
     if not isinstance(outcome, AssignmentSuccess):
-        return f"flavor \"{info.name}\": {outcome.message}"
+        needs = ""
+        if outcome.reason == c.REASON_POD_SET_TOPOLOGY_UNFIT:
+            needs = "; " + needs_and_free(info.topology, snap.usage, ps)
+        return f"flavor \"{info.name}\": {outcome.message}{needs}"
     for node, vector in outcome.placement.resources.items():
         held = attempt.nodes.setdefault(node, {})
         for r, v in vector.items():
@@ -273,3 +279,21 @@ def _place(snap: AdmissionSnapshot, info: FlavorInfo, wl_key: str, ps: PodSetInf
     snap.usage.reserve(wl_key, attempt.nodes)
     attempt.reserved = True
     return outcome.assignments[0]
+
+
+def needs_and_free(topology: FlavorTopology, usage: Usage, ps: PodSetInfo) -> str:
+    """`needs nvidia.com/gpu 100; free on 19 candidate node(s): nvidia.com/gpu 50`: the pod set's
+    total requests against what is left on the flavor's nodes that pass its filters, per requested
+    resource (`pods` only when it is short). A fragmented fleet shows enough free in total yet no fit;
+    a gang deadlock shows the shortage itself. Only computed for a failed placement."""
+    resources = sorted(r for r, m in ps.placement_requests.items() if m > 0)
+    mask = topology.candidates(Signature.of(ps.node_selector, ps.affinity_terms, ps.tolerations))
+    on = mask.mask[: topology.slots]
+    free = topology.allocatable(resources) - usage.used_matrix(topology.rows_in(usage.registry), resources)
+    # Python ints: per-node milli amounts (memory) summed over 50,000 nodes overflow int64.
+    free_total = {r: sum(free[on, j].clip(min=0).tolist()) for j, r in enumerate(resources)}
+    need = {r: ps.placement_requests[r] * ps.count for r in resources}
+    shown = [r for r in resources if r != c.RESOURCE_PODS or need[r] > free_total[r]]
+    needs = ", ".join(f"{r} {format_milli(need[r], r)}" for r in shown)
+    frees = ", ".join(f"{r} {format_milli(free_total[r], r)}" for r in shown)
+    return f"needs {needs}; free on {int(on.sum())} candidate node(s): {frees}"

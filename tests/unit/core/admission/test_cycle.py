@@ -95,7 +95,8 @@ CASES = [
               [make_cluster_queue("a").flavor("h100", {GPU: 100}).flavor("a100", {GPU: 100})],
               [wl("w1", 4, 3, required=RACK)], {},
               {"w1": 'flavor "h100": topology "racks" allows to fit only 2 out of 3 pod(s) at level '
-                     '"cloud.com/rack" (best: b1/r1). Total nodes: 3; excluded: none; flavor "a100" has no '
+                     '"cloud.com/rack" (best: b1/r1). Total nodes: 3; excluded: none; needs nvidia.com/gpu 12; '
+                     'free on 3 candidate node(s): nvidia.com/gpu 12; flavor "a100" has no '
                      'topology for the requested required level "cloud.com/rack"'}),
     CycleCase("topology flavor: two pods of 4 GPUs fit rack r1",
               [make_cluster_queue("a").flavor("h100", {GPU: 100})], [wl("w1", 4, 2, required=RACK)],
@@ -298,3 +299,44 @@ def test_namespace_selector_matches_namespace_labels() -> None:
     assert problem is not None and problem.detail == c.REASON_NAMESPACE_MISMATCH
     assert problem.message == 'namespace "web" doesn\'t match the namespaceSelector of ClusterQueue "a"'
     assert [d.key for d in run_until_quiet(state)] == ["ml-ns/w"]
+
+
+@dataclass
+class NeedsCase:
+    name: str
+    workloads: list[WorkloadBuilder]
+    """All but the last are admitted first; the last one waits."""
+    want_clause: str
+    pods_per_node: int = 110
+
+
+NEEDS_CASES = [
+    NeedsCase("a gang deadlock names the shortage: 8 GPUs needed, 4 free",
+              [wl("first", 4, 2, required=BLOCK), wl("second", 4, 2, required=BLOCK)],
+              "needs nvidia.com/gpu 8; free on 3 candidate node(s): nvidia.com/gpu 4"),
+    NeedsCase("fragmentation: 12 GPUs free in total, yet no node holds two 3-GPU pods",
+              [wl("w1", 3, 4, required=BLOCK)],
+              "needs nvidia.com/gpu 12; free on 3 candidate node(s): nvidia.com/gpu 12"),
+    NeedsCase("pods are shown only when they are what is short",
+              [wl("w1", 1, 7, required=BLOCK)],
+              "needs nvidia.com/gpu 7, pods 7; free on 3 candidate node(s): nvidia.com/gpu 12, pods 6",
+              pods_per_node=2),
+    NeedsCase("nodes the pod set's nodeSelector rules out are not counted as free",
+              [wl("w1", 4, 3, required=BLOCK, node_selector={RACK: "r1"})],
+              "needs nvidia.com/gpu 12; free on 2 candidate node(s): nvidia.com/gpu 8"),
+]
+
+
+@pytest.mark.parametrize("case", NEEDS_CASES, ids=lambda case: case.name)
+def test_a_topology_unfit_message_ends_with_needs_and_free(case: NeedsCase) -> None:
+    nodes = [make_node(name).labels({BLOCK: "b1", RACK: rack, "gpu": "h100"})
+             .allocatable({GPU: "4", "pods": str(case.pods_per_node)}, cpu="32").view()
+             for name, rack in [("n1", "r1"), ("n2", "r1"), ("n3", "r2")]]
+    state = make_admission_state([make_cluster_queue("a").flavor("h100", {GPU: 100})], flavors(), nodes,
+                                 [make_topology("racks", BLOCK, RACK)])
+    *admitted, waiting = submit_all(state, case.workloads)
+    decisions = run_until_quiet(state)
+    assert {d.key for d in decisions if isinstance(d, Admit)} == {w.key for w in admitted}
+    why = explain(state, waiting.key)
+    assert why is not None and why.detail == c.REASON_POD_SET_TOPOLOGY_UNFIT
+    assert why.message.endswith(case.want_clause), why.message
