@@ -80,6 +80,11 @@ def duplicate(path: FieldPath, value: Any) -> FieldError:
     return FieldError(str(path), f"Duplicate value: {render(value)}")
 
 
+def duplicate_detail(path: FieldPath, value: Any, detail: str) -> FieldError:
+    """A duplicate with the rule that makes it one (`taints must be unique by key and effect`)."""
+    return FieldError(str(path), f"Duplicate value: {render(value)}: {detail}")
+
+
 def too_many(path: FieldPath, actual: int, limit: int) -> FieldError:
     return FieldError(str(path), f"Too many: {actual}: must have at most {limit} items")
 

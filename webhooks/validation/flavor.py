@@ -2,7 +2,8 @@
 
 A flavor names its topology either by `spec.topologyName` (Kueue) or inline with
 `spec.topology.levels` (the TAS KEP); never both, and a topology flavor must select nodes by
-at least one nodeLabel. Limits (8 labels, taints, tolerations) are Kueue's. Called by dispatching.
+at least one nodeLabel. Limits (8 labels, taints, tolerations) are Kueue's; the spec of a flavor with a
+topology is immutable (its nodes and levels were cached and assigned). Called by dispatching.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from webhooks.validation import formats, meta, placement, shapes, topology
-from webhooks.validation.errors import ROOT, FieldError, forbidden, required
+from webhooks.validation.errors import ROOT, FieldError, forbidden, invalid_omitted, required
 
 MAX_NODE_LABELS: Final = 8
 MAX_TAINTS: Final = 8
@@ -25,8 +26,10 @@ def _inline_topology(spec: Mapping[str, Any], errs: list[FieldError]) -> bool:
     if inline is None:
         return False
     path = SPEC.child("topology").child("levels")
-    items = shapes.sequence(inline, "levels", path, errs) or []
-    errs.extend(topology.levels(path, [(path.index(i), label) for i, label in enumerate(items)]))
+    items = shapes.sequence(inline, "levels", path, errs)
+    if items is not None or inline.get("levels") is None:
+        # A non-list `levels` was reported as such; "no levels" on top of it would be noise.
+        errs.extend(topology.levels(path, [(path.index(i), label) for i, label in enumerate(items or [])]))
     return True
 
 
@@ -53,4 +56,16 @@ def validate_resource_flavor(obj: Mapping[str, Any]) -> list[FieldError]:
     if (name is not None or has_inline) and not labels:
         errs.append(required(SPEC.child("nodeLabels"),
                              "a flavor with a topology needs at least 1 node label"))
+    return errs
+
+
+def validate_resource_flavor_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
+    """Kueue: once a flavor has a topology its spec is frozen (both forms here, not only topologyName)."""
+    errs = validate_resource_flavor(new)
+    old_spec = shapes.lookup(old, "spec")
+    had_topology = isinstance(old_spec, Mapping) and (
+        old_spec.get("topologyName") is not None or old_spec.get("topology") is not None)
+    if had_topology and old_spec != shapes.lookup(new, "spec"):
+        errs.append(invalid_omitted(SPEC, "field is immutable once the flavor has a topology "
+                                          "(spec.topologyName or spec.topology)"))
     return errs

@@ -14,6 +14,7 @@ from webhooks.validation import formats, shapes
 from webhooks.validation.errors import (
     FieldError,
     FieldPath,
+    duplicate_detail,
     forbidden,
     invalid,
     required,
@@ -86,11 +87,18 @@ def toleration(path: FieldPath, item: Mapping[str, Any]) -> list[FieldError]:
 
 
 def taints(path: FieldPath, items: list[Any] | None, limit: int | None = None) -> list[FieldError]:
+    """A taint list: each taint valid, and no two with the same key and effect (core/v1's rule)."""
     errs: list[FieldError] = []
     if limit is not None and items is not None and len(items) > limit:
         errs.append(too_many(path, len(items), limit))
+    seen: set[tuple[Any, Any]] = set()
     for item_path, item in shapes.objects(items, path, errs):
         errs.extend(taint(item_path, item))
+        key_effect = (item.get("key"), item.get("effect"))
+        if key_effect in seen:
+            errs.append(duplicate_detail(item_path, f"{key_effect[0]}:{key_effect[1]}",
+                                         "taints must be unique by key and effect pair"))
+        seen.add(key_effect)
     return errs
 
 

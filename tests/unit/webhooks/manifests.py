@@ -192,3 +192,18 @@ class Case:
 def cases(*rows: Case) -> Any:
     """pytest parametrize arguments with the case names as ids."""
     return pytest.mark.parametrize("case", rows, ids=[r.name for r in rows])
+
+
+@dataclass(frozen=True)
+class UpdateCase:
+    """One update row: the stored object, the object written over it, the paths expected to fail."""
+
+    name: str
+    old: Manifest
+    new: Manifest
+    want_errors: tuple[str, ...] = ()
+
+
+def update_cases(*rows: UpdateCase) -> Any:
+    """pytest parametrize arguments (argument `case`) with the case names as ids."""
+    return pytest.mark.parametrize("case", rows, ids=[r.name for r in rows])

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from tests.unit.webhooks.manifests import BLOCK, RACK, Case, FlavorBuilder, cases, make_flavor
-from webhooks.validation import validate
+from tests.unit.webhooks.manifests import (
+    BLOCK,
+    RACK,
+    Case,
+    FlavorBuilder,
+    UpdateCase,
+    cases,
+    make_flavor,
+    update_cases,
+)
+from webhooks.validation import validate, validate_update
 
 GPU = "cloud.provider.com/gpu"
 
 
 def h100() -> FlavorBuilder:
     return make_flavor().node_label(GPU, "h100")
-
-
 
 
 @cases(
@@ -62,6 +69,13 @@ def h100() -> FlavorBuilder:
          want_errors=("spec.tolerations[0].effect",)),
     Case("tolerationSeconds without NoExecute", h100().toleration(key="k", tolerationSeconds=5),
          want_errors=("spec.tolerations[0].effect",)),
+    Case("two taints with one key and effect, whatever their values",
+         h100().taint("gpu", "a", "NoSchedule").taint("gpu", "b", "NoSchedule"),
+         want_errors=("spec.nodeTaints[1]",)),
+    Case("one key with two effects is two taints",
+         h100().taint("gpu", "a", "NoSchedule").taint("gpu", "a", "NoExecute")),
+    Case("inline levels that are not a list are reported once", h100().set("spec.topology", {"levels": "rack"}),
+         want_errors=("spec.topology.levels",)),
 )
 def test_resource_flavor(case: Case) -> None:
     assert sorted(e.path for e in validate(case.manifest())) == sorted(case.want_errors)
@@ -71,3 +85,25 @@ def test_unsupported_taint_effect_lists_the_supported_values() -> None:
     errs = validate(h100().taint("gpu", "", "NoRun").build())
     assert [str(e) for e in errs] == ['spec.nodeTaints[0].effect: Unsupported value: "NoRun": supported '
                                       'values: "NoSchedule", "PreferNoSchedule", "NoExecute"']
+
+
+def test_duplicate_taint_names_the_pair_and_the_rule() -> None:
+    errs = validate(h100().taint("gpu", "a", "NoSchedule").taint("gpu", "b", "NoSchedule").build())
+    assert [str(e) for e in errs] == ['spec.nodeTaints[1]: Duplicate value: "gpu:NoSchedule": taints must be '
+                                      'unique by key and effect pair']
+
+
+@update_cases(
+    UpdateCase("a flavor without topology may change its labels", make_flavor(), make_flavor().node_label(GPU, "a")),
+    UpdateCase("a Kueue-form topology flavor is frozen", h100().topology_name("gpu"),
+               h100().topology_name("gpu").node_label("zone", "a"), want_errors=("spec",)),
+    UpdateCase("a KEP-form topology flavor is frozen too", h100().inline_levels(BLOCK, RACK),
+               h100().inline_levels(RACK), want_errors=("spec",)),
+    UpdateCase("dropping the topology changes a frozen spec", h100().topology_name("gpu"), h100(),
+               want_errors=("spec",)),
+    UpdateCase("an unchanged topology flavor may be re-applied", h100().topology_name("gpu"),
+               h100().topology_name("gpu").label("team", "ml")),
+    UpdateCase("a plain flavor may gain a topology", h100(), h100().topology_name("gpu")),
+)
+def test_resource_flavor_update(case: UpdateCase) -> None:
+    assert [e.path for e in validate_update(case.old.build(), case.new.build())] == list(case.want_errors)
