@@ -91,10 +91,13 @@ def taints(path: FieldPath, items: list[Any] | None, limit: int | None = None) -
     errs: list[FieldError] = []
     if limit is not None and items is not None and len(items) > limit:
         errs.append(too_many(path, len(items), limit))
-    seen: set[tuple[Any, Any]] = set()
+    seen: set[tuple[str, str]] = set()
     for item_path, item in shapes.objects(items, path, errs):
         errs.extend(taint(item_path, item))
-        key_effect = (item.get("key"), item.get("effect"))
+        key, effect = item.get("key"), item.get("effect")
+        if not isinstance(key, str) or not isinstance(effect, str):
+            continue  # a wrong type was reported by `taint`
+        key_effect = (key, effect)
         if key_effect in seen:
             errs.append(duplicate_detail(item_path, f"{key_effect[0]}:{key_effect[1]}",
                                          "taints must be unique by key and effect pair"))
