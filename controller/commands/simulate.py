@@ -4,7 +4,8 @@ Reads each `-f FILE|DIR|-` as one step (multi-document YAML or JSON, `kind: List
 validates every tasq object and Job with the webhook validators, applies the step to a
 `controller.core.simulating.Simulation`, runs admission until quiet, and prints the Workloads as a
 table (like `kubectl get workloads` plus FLAVOR and PLACEMENT) or as a `kind: List` (`-o yaml|json`).
-Exit codes: 0 done, 2 invalid input (every error printed as `file:document: path: message`).
+Exit codes: 0 done, 2 invalid input (every error printed as `file:document: path: message`; the core
+kinds tasq reads, Nodes, Pods, Namespaces and PriorityClasses, are checked here too).
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ import yaml
 from controller.api import constants as c
 from controller.api.workload import Workload
 from controller.core.simulating import Simulation, is_known
-from webhooks.validation import validate
+from webhooks.validation import FieldError, formats, placement, shapes, validate
+from webhooks.validation.errors import ROOT, required
+from webhooks.validation.meta import METADATA, object_meta
+from webhooks.validation.pod_templates import pod_template
 
 _SUFFIXES = (".yaml", ".yml", ".json")
 _COLUMNS = ("NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED", "FLAVOR", "PLACEMENT")
@@ -115,9 +119,37 @@ def check(docs: Sequence[Document]) -> tuple[list[str], list[str]]:
             kind = f"{doc.obj.get('apiVersion', '?')} {doc.obj.get('kind', '?')}"
             notes.append(f"{doc.where('')}: skipping unknown kind {kind}")
             continue
-        for err in validate(doc.obj):
+        for err in [*validate(doc.obj), *core_object_errors(doc.obj)]:
             errors.append(f"{doc.where(err.path)}: {err.message}")
     return errors, notes
+
+
+def core_object_errors(obj: dict[str, Any]) -> list[FieldError]:
+    """The core kinds tasq reads but its webhooks leave alone (Node, Pod, Namespace,
+    PriorityClass): what simulation parses must be valid, so a bad manifest is an error with its
+    field path instead of a crash. Names; node labels, taints and quantities; pod specs; values."""
+    kind = obj.get("kind")
+    if obj.get("apiVersion") not in ("v1", "scheduling.k8s.io/v1") or kind == c.KIND_WORKLOAD:
+        return []
+    errs: list[FieldError] = []
+    meta = object_meta(obj, errs)
+    shapes.string_map(meta, "labels", METADATA.child("labels"), errs)
+    if kind == "Node":
+        status_path, spec_path = ROOT.child("status"), ROOT.child("spec")
+        status = shapes.mapping(obj, "status", status_path, errs)
+        for key in ("allocatable", "capacity"):
+            amounts = shapes.mapping(status, key, status_path.child(key), errs) or {}
+            for resource in sorted(amounts, key=str):
+                errs.extend(formats.quantity(status_path.child(key).key(str(resource)), amounts[resource]))
+        spec = shapes.mapping(obj, "spec", spec_path, errs)
+        errs.extend(placement.taints(spec_path.child("taints"),
+                                     shapes.sequence(spec, "taints", spec_path.child("taints"), errs)))
+    elif kind == "Pod":
+        errs.extend(pod_template(ROOT, obj))
+    elif kind == "PriorityClass" and shapes.integer(obj, "value", ROOT.child("value"), errs) is None \
+            and "value" not in obj:
+        errs.append(required(ROOT.child("value")))
+    return errs
 
 
 def run(args: argparse.Namespace) -> int:

@@ -274,3 +274,32 @@ def test_each_sample_job_alone_is_admitted_on_the_sample_fleet(capsys: pytest.Ca
     for name, wl in wls.items():
         admitted = condition(wl, "Admitted")
         assert admitted is not None and admitted["status"] == "True", (name, condition(wl, "QuotaReserved"))
+
+
+INVALID_CORE = """\
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+spec: {taints: [{key: gpu, effect: Sometimes}]}
+status: {allocatable: {cpu: lots, nvidia.com/gpu: "8"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec: {nodeName: n1, containers: [{name: c, image: x, resources: {requests: {cpu: 1x}}}]}
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+"""
+
+
+def test_invalid_nodes_pods_and_priority_classes_are_errors_not_crashes(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "core.yaml"
+    path.write_text(INVALID_CORE, encoding="utf-8")
+    code, out, err = simulate(capsys, "-f", str(path))
+    assert (code, out) == (2, "")
+    assert [line.split(": ")[2] for line in err.splitlines() if line.startswith("error: ")] == [
+        "status.allocatable[cpu]", "spec.taints[0].effect", "spec.containers[0].resources.requests[cpu]", "value"]
+    assert err.splitlines()[-1] == "4 error(s); nothing simulated"
