@@ -12,10 +12,10 @@ import base64
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from devcluster import builtins, crds, schema
+from devcluster import builtins, converting, crds, schema
 
 # Clock, timestamp and utc_now are re-exported: simulated components import them from here.
 from devcluster.clock import Clock as Clock
@@ -171,7 +171,9 @@ class ApiServer:
         return r
 
     def _present(self, r: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
-        """The object as served at r's version (versions share storage; no conversion needed)."""
+        """The stored object as served at r's group/version (CRD versions need no conversion)."""
+        if r.storage_group is not None:
+            return converting.from_storage(r.group, obj)
         if obj.get("apiVersion") == r.group_version and obj.get("kind") == r.kind:
             return obj
         return {**obj, "apiVersion": r.group_version, "kind": r.kind}
@@ -202,7 +204,8 @@ class ApiServer:
         allowed = ("metadata.name", "metadata.namespace", *r.selectable_fields)
         try:
             labels = parse_label_selector(opts.label_selector)
-            fields = parse_field_selector(opts.field_selector, allowed)
+            fields = tuple(replace(f, field=converting.storage_field(r.group, f.field))
+                           for f in parse_field_selector(opts.field_selector, allowed))
         except SelectorError as e:
             raise bad_request(str(e)) from None
         return _Filter(namespace if r.namespaced and namespace else None, labels, fields)
@@ -312,7 +315,7 @@ class ApiServer:
             meta["namespace"] = namespace or body_ns or ""
         else:
             meta.pop("namespace", None)
-        return obj
+        return converting.to_storage(r.group, obj) if r.storage_group is not None else obj
 
     def _check_namespace(self, r: ResourceType, namespace: str) -> None:
         if not r.namespaced:

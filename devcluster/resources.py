@@ -34,6 +34,8 @@ class ResourceType:
     selectable_fields: tuple[str, ...] = ()
     storage_version: bool = True
     extra_subresources: tuple[str, ...] = ()
+    # The group whose storage this resource is served from, when it is another one's (see converting.py).
+    storage_group: str | None = None
 
     @property
     def group_version(self) -> str:
@@ -41,7 +43,7 @@ class ResourceType:
 
     @property
     def storage_key(self) -> tuple[str, str]:
-        return (self.group, self.plural)
+        return (self.group if self.storage_group is None else self.storage_group, self.plural)
 
     @property
     def singular(self) -> str:
@@ -98,9 +100,11 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _b("", "v1", "services", "Service", True, ("svc",), status=True, cats=("all",)),
     _b("", "v1", "serviceaccounts", "ServiceAccount", True, ("sa",)),
     _b("batch", "v1", "jobs", "Job", True, (), status=True, cats=("all",), fields=("status.successful",)),
-    _b("events.k8s.io", "v1", "events", "Event", True, ("ev",),
-       fields=("regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid", "reason",
-               "reportingController", "type")),
+    ResourceType("events.k8s.io", "v1", "events", "Event", True, ("ev",),
+                 selectable_fields=("regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid",
+                                    "regarding.apiVersion", "regarding.resourceVersion", "regarding.fieldPath",
+                                    "reason", "reportingController", "type"),
+                 storage_version=False, storage_group=""),
     _b("coordination.k8s.io", "v1", "leases", "Lease", True),
     _b("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",)),
     _b("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
@@ -119,9 +123,8 @@ _PREFERRED_BUILTIN = {r.group: r.version for r in BUILTIN_RESOURCES}
 class ResourceRegistry:
     """Served resources by (group, version, plural); CRD kinds are added and removed at runtime.
 
-    Two versions of one kind share storage; `events` exists in two groups with separate storage
-    keys, which keeps core/v1 and events.k8s.io/v1 Events apart (a simplification: Kubernetes
-    serves one storage through both).
+    All versions of one kind share storage; events.k8s.io/v1 Events are served from the core/v1
+    Events' storage (converted by `devcluster.converting`), as Kubernetes does.
     """
 
     _by_gvr: dict[tuple[str, str, str], ResourceType] = field(default_factory=dict)

@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from devcluster.apiserver import PATCH_MERGE, PATCH_STRATEGIC, AdmissionRequest, ApiServer, RequestInfo
+from devcluster.apiserver import (
+    PATCH_MERGE,
+    PATCH_STRATEGIC,
+    AdmissionRequest,
+    ApiServer,
+    ListOptions,
+    RequestInfo,
+)
 from devcluster.errors import ApiError
 from devcluster.resources import ResourceType
 from tests.builders.cluster import make_pod
@@ -454,3 +461,25 @@ async def test_deleting_a_namespace_with_many_objects_removes_them_all(api: ApiS
     assert api.store.count(cms.storage_key, "big") == 0
     with pytest.raises(ApiError):
         await api.get(nss, "", "big")
+
+
+async def test_both_event_apis_serve_one_storage(api: ApiServer) -> None:
+    """An Event written through events.k8s.io/v1 is what `kubectl describe` reads through core/v1."""
+    core, new_api = res(api, "v1", "events"), res(api, "events.k8s.io/v1", "events")
+    watch = api.watch(new_api, "default")
+    await api.create(new_api, "default", {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e1"},
+        "regarding": {"kind": "Pod", "name": "p", "namespace": "default"}, "note": "gated", "reason": "Gated",
+        "type": "Normal", "reportingController": "tasq", "reportingInstance": "tasq-0",
+        "eventTime": "2026-01-02T03:04:05.000000Z", "action": "Gate"})
+    as_core = await api.list_objects(core, "default", ListOptions(field_selector="involvedObject.name=p"))
+    assert [(e["message"], e["reportingComponent"], e["involvedObject"]["kind"]) for e in as_core["items"]] == [
+        ("gated", "tasq", "Pod")]
+    await api.create(core, "default", {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e2"},
+                                       "involvedObject": {"kind": "Pod", "name": "q"}, "message": "old style",
+                                       "count": 3})
+    as_new = await api.list_objects(new_api, "default", ListOptions(field_selector="regarding.name=q"))
+    assert [(e["apiVersion"], e["note"], e["deprecatedCount"]) for e in as_new["items"]] == [
+        ("events.k8s.io/v1", "old style", 3)]
+    events = [await watch.next(0.1) for _ in range(2)]
+    assert [(e or {}).get("object", {}).get("regarding", {}).get("name") for e in events] == ["p", "q"]
