@@ -231,8 +231,24 @@ class JobBuilder:
         self._pod_spec["containers"] = [_container(requests)]
         return self
 
-    def init_container(self, requests: dict[str, Quantity]) -> Self:
-        self._pod_spec.setdefault("initContainers", []).append({**_container(requests), "name": "init"})
+    def init_container(self, requests: dict[str, Quantity], sidecar: bool = False) -> Self:
+        """An init container; `sidecar` makes it a restartable one (restartPolicy: Always)."""
+        inits = self._pod_spec.setdefault("initContainers", [])
+        container = {**_container(requests), "name": f"init-{len(inits)}"}
+        if sidecar:
+            container["restartPolicy"] = "Always"
+        inits.append(container)
+        return self
+
+    def limits(self, limits: dict[str, Quantity]) -> Self:
+        """Limits on the (first) app container, which stand in for absent requests."""
+        resources = self._pod_spec["containers"][0]["resources"]
+        resources["limits"] = {r: str(q) for r, q in limits.items()}
+        return self
+
+    def overhead(self, overhead: dict[str, Quantity]) -> Self:
+        """The pod overhead a RuntimeClass adds (kube-scheduler adds it to the requests)."""
+        self._pod_spec["overhead"] = {r: str(q) for r, q in overhead.items()}
         return self
 
     def annotate(self, key: str, value: str) -> Self:

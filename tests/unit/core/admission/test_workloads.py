@@ -33,6 +33,18 @@ JOB_CASES = [
     JobCase("an init container larger than the app containers sets the request",
             make_job("a").requests({"cpu": "1", "memory": "1Gi"}).init_container({"cpu": "3"}),
             want_requests={"cpu": 3000, "memory": 1024**3 * 1000}),
+    JobCase("limits stand in for absent requests, and an explicit request wins over its limit",
+            make_job("a").requests({"cpu": "1"}).limits({"cpu": "2", "nvidia.com/gpu": "1"}),
+            want_requests={"cpu": 1000, "nvidia.com/gpu": 1000}),
+    JobCase("the RuntimeClass overhead is added to the pod's requests",
+            make_job("a").requests({"cpu": "1"}).overhead({"cpu": "250m", "memory": "120Mi"}),
+            want_requests={"cpu": 1250, "memory": 120 * 1024**2 * 1000}),
+    JobCase("a sidecar keeps running beside the app containers and under later init containers",
+            make_job("a").requests({"cpu": "1"}).init_container({"cpu": "500m"}, sidecar=True)
+            .init_container({"cpu": "2"}),
+            want_requests={"cpu": 2500}),
+    JobCase("parallelism 0 is a pod set of no pods", make_job("a").parallelism(0).requests({"cpu": "1"}),
+            want_count=0, want_requests={"cpu": 1000}),
     JobCase("KEP require-topology annotation on the Job",
             make_job("a").annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "rack"),
             want_topology=TopologyRequest("required", "rack")),
@@ -64,8 +76,8 @@ def test_workload_from_job(case: JobCase) -> None:
     ps = info.pod_sets[0]
     assert ps.name == "main"
     assert ps.count == case.want_count
-    for resource, milli in case.want_requests.items():
-        assert ps.requests[resource] == milli
+    if case.want_requests:
+        assert ps.requests == case.want_requests
     assert ps.placement_requests[c.RESOURCE_PODS] == 1000
     assert ps.topology == case.want_topology
     assert info.priority == case.want_priority
@@ -86,3 +98,16 @@ def test_workload_names_differ_per_job_and_stay_dns_labels() -> None:
     assert workload_name_for_job("a") != workload_name_for_job("b")
     assert workload_name_for_job("a") == workload_name_for_job("a")
     assert len(workload_name_for_job(long)) == 63
+
+
+def test_a_workload_manifest_takes_its_class_priority_and_template_topology() -> None:
+    """A Workload given as is (not built from a Job): priority from its PriorityClass when
+    spec.priority is absent, topology from Kueue's pod-template annotation when no topologyRequest."""
+    manifest = workload_from_job(make_job("a").queue("q").template_annotate(
+        c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, "rack").obj())
+    manifest["spec"].pop("priority")
+    manifest["spec"]["priorityClassName"] = "high"
+    manifest["spec"]["podSets"][0].pop("topologyRequest")
+    info = workload_info(manifest, priority_classes=PRIORITY_CLASSES)
+    assert info.priority == 1000
+    assert info.pod_sets[0].topology == TopologyRequest("required", "rack")
