@@ -127,7 +127,10 @@ class FlavorTopology:
         static = static_reason(view, self.levels, self.node_labels)
         self._static[slot] = static
         self._set_alloc(slot, view.allocatable)
-        self._set_domains(slot, view if static is None or not static.startswith("missing") else None)
+        # Only a node carrying every level label has a place in the tree, whatever else excludes it
+        # (a cordoned or not-ready node may lack them too).
+        placed = all(key in view.labels for key in self.levels)
+        self._set_domains(slot, view if placed else None)
         self._changed(slot)
 
     def remove_node(self, name: str) -> None:
