@@ -27,7 +27,7 @@ KINDS: Final[dict[str, tuple[tuple[str, ...], Validator, UpdateValidator | None]
     c.KIND_TOPOLOGY: ((_V1ALPHA1, _V1BETA1), topology.validate_topology, topology.validate_topology_update),
     c.KIND_RESOURCE_FLAVOR: ((_V1BETA1,), flavor.validate_resource_flavor,
                              flavor.validate_resource_flavor_update),
-    c.KIND_CLUSTER_QUEUE: ((_V1BETA1,), queues.validate_cluster_queue, None),
+    c.KIND_CLUSTER_QUEUE: ((_V1BETA1,), queues.validate_cluster_queue, queues.validate_cluster_queue_update),
     c.KIND_LOCAL_QUEUE: ((_V1BETA1,), queues.validate_local_queue, queues.validate_local_queue_update),
     c.KIND_WORKLOAD: ((_V1BETA1,), workload.validate_workload, workload.validate_workload_update),
 }

@@ -2,8 +2,9 @@
 
 ClusterQueue rules are Kueue's: each resource is covered by exactly one resource group, every
 flavor of a group lists the group's covered resources in the same order, a flavor appears once
-per queue, at most 16 groups, 16 flavors per group and 64 resources, quotas are non-negative,
-and borrowing/lending limits need a cohort. Called by `webhooks.validation.dispatching`.
+per queue, at most 16 groups, 64 flavors per group and 64 resources, quotas are non-negative,
+borrowing/lending limits need a cohort, a lendingLimit is at most the nominalQuota, and the
+queueing strategy cannot change. Called by `webhooks.validation.dispatching`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from controller.api import constants as c
+from controller.api.quantity import parse_quantity
 from webhooks.validation import formats, meta, placement, shapes
 from webhooks.validation.errors import (
     ROOT,
@@ -21,18 +23,23 @@ from webhooks.validation.errors import (
     forbidden,
     invalid,
     quoted_list,
+    render,
     required,
     too_many,
     unsupported,
 )
 
 MAX_RESOURCE_GROUPS: Final = 16
-MAX_FLAVORS_PER_GROUP: Final = 16
+MAX_FLAVORS_PER_GROUP: Final = 64
 MAX_RESOURCES: Final = 64
 QUEUEING_STRATEGIES: Final = (c.QUEUEING_BEST_EFFORT_FIFO, c.QUEUEING_STRICT_FIFO)
 RECLAIM_POLICIES: Final = ("Never", "LowerPriority", "Any")
 WITHIN_CQ_POLICIES: Final = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 BORROW_POLICIES: Final = ("Never", "LowerPriority")
+# flavorFungibility: Kueue's current names first, then the deprecated aliases it still accepts.
+WHEN_CAN_BORROW: Final = ("MayStopSearch", "TryNextFlavor", "Borrow")
+WHEN_CAN_PREEMPT: Final = ("MayStopSearch", "TryNextFlavor", "Preempt")
+STOP_POLICIES: Final = ("None", "Hold", "HoldAndDrain")
 SPEC = ROOT.child("spec")
 
 
@@ -63,16 +70,25 @@ def _covered_resources(groups: list[tuple[FieldPath, Mapping[str, Any]]],
 
 
 def _quota(path: FieldPath, item: Mapping[str, Any], cohort: str | None) -> list[FieldError]:
-    """One resource quota: nominalQuota required; all quantities valid; limits only with a cohort."""
+    """One resource quota: nominalQuota required; all quantities valid; limits only with a cohort;
+    a lendingLimit no larger than the nominalQuota (nothing can lend more than it has)."""
     errs: list[FieldError] = []
     if item.get("nominalQuota") is None:
         errs.append(required(path.child("nominalQuota")))
+    valid: dict[str, Any] = {}
     for field in ("nominalQuota", "borrowingLimit", "lendingLimit"):
         if item.get(field) is None:
             continue
-        errs.extend(formats.quantity(path.child(field), item[field]))
+        field_errs = formats.quantity(path.child(field), item[field])
+        errs.extend(field_errs)
+        if not field_errs:
+            valid[field] = item[field]
         if field != "nominalQuota" and not cohort:
             errs.append(forbidden(path.child(field), "must be empty when the ClusterQueue has no cohort"))
+    if "lendingLimit" in valid and "nominalQuota" in valid and \
+            parse_quantity(valid["lendingLimit"]) > parse_quantity(valid["nominalQuota"]):
+        errs.append(invalid(path.child("lendingLimit"), valid["lendingLimit"],
+                            f"must be less than or equal to the nominalQuota ({render(valid['nominalQuota'])})"))
     return errs
 
 
@@ -133,16 +149,34 @@ def _preemption(spec: Mapping[str, Any], errs: list[FieldError]) -> None:
     policy = shapes.string(borrow, "policy", policy_path, errs)
     if policy is not None and policy not in BORROW_POLICIES:
         errs.append(unsupported(policy_path, policy, BORROW_POLICIES))
+    # Kueue's rule, on defaulted values (reclaimWithinCohort defaults to Never): preempting to
+    # borrow while never reclaiming nominal quota would let borrowers out-preempt owners.
+    reclaim = preemption.get("reclaimWithinCohort") or "Never"
+    if reclaim == "Never" and policy in BORROW_POLICIES and policy != "Never":
+        errs.append(invalid(policy_path, policy, "must be \"Never\" when reclaimWithinCohort is \"Never\""))
+
+
+def _enums(spec: Mapping[str, Any], errs: list[FieldError]) -> None:
+    """Phase 3c: queueingStrategy, stopPolicy and flavorFungibility take Kueue's values only."""
+    fungibility_path = SPEC.child("flavorFungibility")
+    fungibility = shapes.mapping(spec, "flavorFungibility", fungibility_path, errs)
+    for parent, path, allowed in (
+            (spec, SPEC.child("queueingStrategy"), QUEUEING_STRATEGIES),
+            (spec, SPEC.child("stopPolicy"), STOP_POLICIES),
+            (fungibility, fungibility_path.child("whenCanBorrow"), WHEN_CAN_BORROW),
+            (fungibility, fungibility_path.child("whenCanPreempt"), WHEN_CAN_PREEMPT)):
+        field = path.text.rsplit(".", 1)[-1]
+        value = shapes.string(parent, field, path, errs)
+        if value is not None and value not in allowed:
+            errs.append(unsupported(path, value, allowed))
 
 
 def _queue_settings(spec: Mapping[str, Any], errs: list[FieldError]) -> str | None:
-    """Phase 3: cohort, queueingStrategy, namespaceSelector, preemption; returns the cohort."""
+    """Phase 3: cohort, enums, namespaceSelector, preemption; returns the cohort."""
     cohort = shapes.string(spec, "cohort", SPEC.child("cohort"), errs)
     if cohort:
         errs.extend(formats.dns_subdomain(SPEC.child("cohort"), cohort))
-    strategy = shapes.string(spec, "queueingStrategy", SPEC.child("queueingStrategy"), errs)
-    if strategy is not None and strategy not in QUEUEING_STRATEGIES:
-        errs.append(unsupported(SPEC.child("queueingStrategy"), strategy, QUEUEING_STRATEGIES))
+    _enums(spec, errs)
     selector = shapes.mapping(spec, "namespaceSelector", SPEC.child("namespaceSelector"), errs)
     if selector is not None:
         errs.extend(placement.label_selector(SPEC.child("namespaceSelector"), selector))
@@ -163,6 +197,16 @@ def validate_cluster_queue(obj: Mapping[str, Any]) -> list[FieldError]:
     groups = shapes.objects(raw_groups, groups_path, errs)
     covered = _covered_resources(groups, errs)
     _flavors(groups, covered, cohort, errs)
+    return errs
+
+
+def validate_cluster_queue_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
+    """Kueue: the queueing strategy is immutable (absent means the default, BestEffortFIFO)."""
+    errs = validate_cluster_queue(new)
+    old_strategy = shapes.lookup(old, "spec", "queueingStrategy") or c.QUEUEING_BEST_EFFORT_FIFO
+    new_strategy = shapes.lookup(new, "spec", "queueingStrategy") or c.QUEUEING_BEST_EFFORT_FIFO
+    if old_strategy != new_strategy:
+        errs.append(invalid(SPEC.child("queueingStrategy"), new_strategy, "field is immutable"))
     return errs
 
 

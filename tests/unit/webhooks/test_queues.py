@@ -7,9 +7,11 @@ import pytest
 from tests.unit.webhooks.manifests import (
     Case,
     ClusterQueueBuilder,
+    UpdateCase,
     cases,
     make_cluster_queue,
     make_local_queue,
+    update_cases,
 )
 from webhooks.validation import validate, validate_update
 
@@ -61,9 +63,12 @@ def gpu_group() -> ClusterQueueBuilder:
          want_errors=(f"{RG0}.coveredResources", f"{F0}.resources")),
     Case("a group without flavors", make_cluster_queue().set(f"{SET_RG0}.flavors", []),
          want_errors=(f"{RG0}.flavors",)),
-    Case("seventeen flavors in one group", make_cluster_queue().set(f"{SET_RG0}.flavors", [
+    Case("sixty-four flavors in one group are Kueue's maximum", make_cluster_queue().set(f"{SET_RG0}.flavors", [
         {"name": f"f{i}", "resources": [{"name": "cpu", "nominalQuota": "1"},
-                                        {"name": "memory", "nominalQuota": "1"}]} for i in range(17)]),
+                                        {"name": "memory", "nominalQuota": "1"}]} for i in range(64)])),
+    Case("sixty-five flavors in one group", make_cluster_queue().set(f"{SET_RG0}.flavors", [
+        {"name": f"f{i}", "resources": [{"name": "cpu", "nominalQuota": "1"},
+                                        {"name": "memory", "nominalQuota": "1"}]} for i in range(65)]),
          want_errors=(f"{RG0}.flavors",)),
     Case("sixty-five covered resources", make_cluster_queue().set(
         f"{SET_RG0}.coveredResources", [f"example.com/r{i}" for i in range(65)]).set(f"{SET_F0}.resources", [
@@ -102,6 +107,27 @@ def gpu_group() -> ClusterQueueBuilder:
     Case("a selector with a bad label key and value", make_cluster_queue().set(
         "spec.namespaceSelector", {"matchLabels": {"-team": "a b"}}),
          want_errors=("spec.namespaceSelector.matchLabels", "spec.namespaceSelector.matchLabels[-team]")),
+    Case("lending up to the whole nominal quota", make_cluster_queue().cohort("c")
+         .set(f"{SET_F0}.resources.1.lendingLimit", "64Gi")),
+    Case("lending more than the nominal quota, across units", make_cluster_queue().cohort("c")
+         .set(f"{SET_F0}.resources.1.lendingLimit", "65537Mi"),
+         want_errors=(f"{F0}.resources[1].lendingLimit",)),
+    Case("Kueue's current and deprecated flavorFungibility names", make_cluster_queue().set(
+        "spec.flavorFungibility", {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "Preempt"})),
+    Case("an unknown flavorFungibility policy", make_cluster_queue().set(
+        "spec.flavorFungibility", {"whenCanBorrow": "Preempt", "whenCanPreempt": "Borrow"}),
+         want_errors=("spec.flavorFungibility.whenCanBorrow", "spec.flavorFungibility.whenCanPreempt")),
+    Case("every stop policy is known", make_cluster_queue().set("spec.stopPolicy", "HoldAndDrain")),
+    Case("an unknown stop policy", make_cluster_queue().set("spec.stopPolicy", "Pause"),
+         want_errors=("spec.stopPolicy",)),
+    Case("borrowing preemption needs reclaiming preemption", make_cluster_queue().set(
+        "spec.preemption", {"reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "LowerPriority"}}),
+         want_errors=("spec.preemption.borrowWithinCohort.policy",)),
+    Case("reclaimWithinCohort defaults to Never for that rule", make_cluster_queue().set(
+        "spec.preemption", {"borrowWithinCohort": {"policy": "LowerPriority"}}),
+         want_errors=("spec.preemption.borrowWithinCohort.policy",)),
+    Case("borrowing preemption with reclaiming preemption", make_cluster_queue().set(
+        "spec.preemption", {"reclaimWithinCohort": "Any", "borrowWithinCohort": {"policy": "LowerPriority"}})),
     Case("an unknown preemption policy", make_cluster_queue().set(
         "spec.preemption", {"withinClusterQueue": "Always", "borrowWithinCohort": {"policy": "Any"}}),
          want_errors=("spec.preemption.withinClusterQueue", "spec.preemption.borrowWithinCohort.policy")),
@@ -129,6 +155,26 @@ def test_unknown_strategy_lists_the_supported_values() -> None:
 def test_a_malformed_quota_names_the_offending_text() -> None:
     errs = validate(make_cluster_queue().set(f"{SET_F0}.resources.1.nominalQuota", "64 Gi").build())
     assert len(errs) == 1 and '"64 Gi"' in errs[0].message
+
+
+def test_lending_limit_error_quotes_the_nominal_quota() -> None:
+    cq = make_cluster_queue().cohort("c").set(f"{SET_F0}.resources.0.lendingLimit", "8500m")
+    assert [str(e) for e in validate(cq.build())] == [
+        f'{F0}.resources[0].lendingLimit: Invalid value: "8500m": must be less than or equal to the '
+        'nominalQuota ("8")']
+
+
+@update_cases(
+    UpdateCase("quotas may change", make_cluster_queue(), make_cluster_queue().set(
+        f"{SET_F0}.resources.0.nominalQuota", "16")),
+    UpdateCase("the default strategy spelt out is no change", make_cluster_queue(),
+               make_cluster_queue().set("spec.queueingStrategy", "BestEffortFIFO")),
+    UpdateCase("the queueing strategy is immutable", make_cluster_queue(),
+               make_cluster_queue().set("spec.queueingStrategy", "StrictFIFO"),
+               want_errors=("spec.queueingStrategy",)),
+)
+def test_cluster_queue_update(case: UpdateCase) -> None:
+    assert [e.path for e in validate_update(case.old.build(), case.new.build())] == list(case.want_errors)
 
 
 @cases(
