@@ -121,11 +121,17 @@ class Kubelet:
             writes += await self._start_pod(key, now)
         for key in sorted(self._to_fail):
             writes += await self._finish(key, now, failed=True)
+        retry: list[tuple[datetime, PodKey, str]] = []
         while self._deadlines and self._deadlines[0][0] <= now:
-            _when, key, uid = heapq.heappop(self._deadlines)
-            pod = self._bound.get(key)
-            if pod is not None and pod["metadata"].get("uid") == uid:
-                writes += await self._finish(key, now, failed=False)
+            entry = heapq.heappop(self._deadlines)
+            pod = self._bound.get(entry[1])
+            if pod is not None and pod["metadata"].get("uid") == entry[2]:
+                done = await self._finish(entry[1], now, failed=False)
+                writes += done
+                if not done and entry[1] in self._bound:
+                    retry.append(entry)
+        for entry in retry:
+            heapq.heappush(self._deadlines, entry)
         writes += await self._node_health(now)
         return writes
 
@@ -148,6 +154,7 @@ class Kubelet:
                                   for ctr in pod["spec"].get("containers") or []],
         }
         if not await self._write_status(pod, status):
+            self._to_start.add(key)  # refused (an injected fault): try again next sync
             return 0
         seconds = run_seconds(pod)
         if seconds is not None:
@@ -174,7 +181,11 @@ class Kubelet:
         }
         if "startTime" not in status:
             new_status["startTime"] = started
-        return 1 if await self._write_status(pod, new_status) else 0
+        if await self._write_status(pod, new_status):
+            return 1
+        if failed:
+            self._to_fail.add(key)  # refused (an injected fault): try again next sync
+        return 0
 
     async def _node_health(self, now: datetime) -> int:
         """Pods of NotReady nodes: Ready=False at once, deleted after the eviction timeout."""

@@ -47,7 +47,7 @@ def stored(devcluster: DevCluster, namespace: str, name: str) -> dict[str, Any] 
 
 def test_latency_delays_the_request_past_the_clients_timeout(
         kubectl: Kubectl, devcluster: DevCluster, namespace: str) -> None:
-    devcluster.faults.inject(faults.LATENCY, "list", "configmaps", namespace=namespace, seconds=3.0)
+    devcluster.faults.inject(faults.LATENCY, "list", "configmaps", namespace=namespace, seconds=2.0)
 
     slow = kubectl("get", "configmaps", "-n", namespace, "--request-timeout=1s", check=False)
     fast = kubectl("get", "configmaps", "-n", namespace, "--request-timeout=1s", check=False)

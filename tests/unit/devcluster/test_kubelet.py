@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
+from devcluster import faults
 from devcluster.apiserver import ApiServer
-from devcluster.components import ManualClock
+from devcluster.components import Components, ManualClock
+from devcluster.faults import Faults
 from devcluster.kubelet import Kubelet, run_seconds
 from tests.builders.cluster import PodBuilder, make_node, make_pod
 
@@ -112,3 +114,36 @@ def test_run_seconds(case: RunSecondsCase) -> None:
     if case.value is not None:
         pod.annotation(c.ANNOTATION_DEVCLUSTER_RUN_SECONDS, case.value)
     assert run_seconds(pod.build()) == case.want
+
+
+async def test_a_refused_status_write_is_retried_at_the_next_sync() -> None:
+    api, kubelet, clock = await kubelet_with_pod(make_pod("p").annotation(c.ANNOTATION_DEVCLUSTER_RUN_SECONDS, "5"))
+    injected = Faults(api).install()
+    injected.inject(faults.ERROR, "patch", "pods/status", name="p", count=1)
+    await kubelet.sync()
+    assert (await current(api))["status"]["phase"] == "Pending"
+    await kubelet.sync()
+    assert (await current(api))["status"]["phase"] == "Running"
+
+    clock.advance(5)
+    injected.inject(faults.ERROR, "patch", "pods/status", name="p", count=1)
+    await kubelet.sync()
+    assert (await current(api))["status"]["phase"] == "Running"
+    await kubelet.sync()
+    assert (await current(api))["status"]["phase"] == "Succeeded"
+
+
+async def test_settle_returns_while_a_fault_keeps_refusing_writes() -> None:
+    clock = ManualClock()
+    api = ApiServer(now=clock)
+    await api.create(api.resource("v1", "nodes"), "", make_node("n1").build())
+    components = Components(api).start()
+    Faults(api).install().inject(faults.ERROR, "create", "pods/binding", count=None)
+    body = make_pod("p").build()
+    del body["metadata"]["uid"]
+    await api.create(api.resource("v1", "pods"), "default", body)
+
+    await components.settle()
+
+    assert "nodeName" not in (await current(api))["spec"]
+    assert components.scheduler.has_work  # still wanting to bind: the next round retries
