@@ -94,10 +94,13 @@ class Usage:
         """Count a bound, non-terminal pod (re-adding the same pod replaces it; others are ignored).
 
         If the pod belongs to a reserved workload (`workload_key`, else its topology-workload
-        annotation), that reservation shrinks by what the pod now really uses (see `_consume`).
+        annotation), that reservation shrinks by what the pod now really uses (see `_consume`), once:
+        a later version of the same pod (a status update, a resize) only replaces its own amounts,
+        since its share of the reservation was already converted when it first bound.
         """
         self._own()
-        if pod.key in self._pods:
+        known = pod.key in self._pods
+        if known:
             self.remove_bound_pod(pod)
         if not pod.node_name or pod.terminal:
             return
@@ -105,7 +108,7 @@ class Usage:
         amounts = tuple((self.registry.col(r), min(m, MILLI_CAP)) for r, m in sorted(pod.requests.items()) if m > 0)
         self._ensure(row, max((col for col, _ in amounts), default=0))
         key = workload_key if workload_key is not None else workload_key_of(pod)
-        held = self._reservations.get(key) if key is not None else None
+        held = self._reservations.get(key) if key is not None and not known else None
         if held:
             self._consume(held, row, amounts)
         for col, milli in amounts:

@@ -35,7 +35,6 @@ def fit_in_rack(topo: FlavorTopology, usage: Usage, count: int = 9) -> int:
     return expect_failure(assign(topo, usage, [make_podset(count).require(RACK).build()])).fit
 
 
-
 def test_adding_and_removing_a_bound_pod_changes_free_capacity() -> None:
     topo, usage = rack(), Usage()
     pod = make_pod("p").requests({GPU: "3"}).on("h1").view()
@@ -75,6 +74,20 @@ def test_binding_pods_convert_the_reservation_instead_of_counting_twice() -> Non
     usage.release("ns/w1")  # the workload finished: only its still-bound pods count
     assert usage.used("h1") == {GPU: 2000, c.RESOURCE_PODS: 2000}
     assert fit_in_rack(topo, usage) == 6
+
+
+def test_updates_of_a_bound_pod_convert_its_share_of_the_reservation_only_once() -> None:
+    usage = Usage()
+    usage.reserve("ns/w1", {"h1": {GPU: 3000, c.RESOURCE_PODS: 3000}})
+    pod = make_pod("a", "ns").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "w1").requests({GPU: "1"})
+    for phase in ("Pending", "Running", "Running"):  # bound, then status updates of the same pod
+        usage.add_bound_pod(pod.on("h1", phase).view())
+    assert usage.used("h1") == {GPU: 3000, c.RESOURCE_PODS: 3000}
+    assert usage.reserved("ns/w1") == {"h1": {GPU: 2000, c.RESOURCE_PODS: 2000}}
+    usage.add_bound_pod(pod.requests({GPU: "2"}).on("h1").view())  # resized in place: its own amounts change
+    assert usage.used("h1") == {GPU: 4000, c.RESOURCE_PODS: 3000}
+    usage.add_bound_pod(pod.on("h1", "Succeeded").view())  # finished: its share is not reserved again
+    assert usage.used("h1") == {GPU: 2000, c.RESOURCE_PODS: 2000}
 
 
 def test_a_pod_of_another_workload_does_not_consume_the_reservation() -> None:
