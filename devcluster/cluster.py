@@ -33,6 +33,7 @@ class DevCluster:
         self.faults = Faults(self.api).install()
         self.webhooks = WebhookChain(self.api, faults=self.faults).install()
         self.http = HttpFrontend(self.api, bookmark_interval)
+        self.http.debug_handlers["faults"] = self.faults.serve_http
         self._port = port
         self.port = 0
         self._runner: web.AppRunner | None = None

@@ -3,17 +3,22 @@
 `Faults(api).install()` hooks the request pipeline (`ApiServer.fault_hooks`, `watch_hooks`), so a
 fault hits a request before any state change: a failed request leaves the store untouched. Faults
 are chosen per verb, resource (`pods`, `pods/status`), namespace and name, for the next N matching
-requests or until cleared. Tests add and clear them in-process (`DevCluster.faults`).
+requests or until cleared. Tests add and clear them in-process (`DevCluster.faults`); `tasq dev`
+users through `/debug/faults` (GET lists, POST adds a rule or `{"dropWatches": "pods"}`, DELETE clears).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from aiohttp import web
 
 from devcluster.apiserver import ApiServer, RequestInfo
-from devcluster.errors import INTERNAL_ERROR, ApiError, conflict, gone
+from devcluster.errors import INTERNAL_ERROR, ApiError, bad_request, conflict, gone
 from devcluster.watching import Watch
 
 LATENCY = "latency"
@@ -43,6 +48,12 @@ class Fault:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"fault kind {self.kind!r}: want one of {', '.join(KINDS)}")
+        if not all(isinstance(v, str) for v in (self.verb, self.resource, self.namespace, self.name, self.message)):
+            raise ValueError("verb, resource, namespace, name and message must be strings")
+        if self.count is not None and (not isinstance(self.count, int) or self.count < 1):
+            raise ValueError(f"count {self.count!r}: want a positive integer or null")
+        if not isinstance(self.seconds, (int, float)) or self.seconds < 0:
+            raise ValueError(f"seconds {self.seconds!r}: want a non-negative number")
 
     @property
     def spent(self) -> bool:
@@ -125,6 +136,29 @@ class Faults:
             dropped += 1
         return dropped
 
+    # ---------------------------------------------------------------- /debug/faults
+
+    async def serve_http(self, request: web.Request) -> web.Response:
+        """GET: the rules; POST: add a rule (Fault's fields) or drop watches; DELETE: clear all."""
+        if request.method == "DELETE":
+            self.clear()
+        elif request.method == "POST":
+            try:
+                body = json.loads(await request.read() or b"{}")
+                if not isinstance(body, dict):
+                    raise ValueError("want a JSON object")
+                if "dropWatches" in body:
+                    count = self.drop_watches(str(body["dropWatches"]))
+                    return web.json_response({"dropped": count})
+                self.add(_fault_from(body))
+            except (ValueError, TypeError) as e:
+                error = bad_request(f"fault: {e}")
+                return web.json_response(error.status(), status=error.code)
+        elif request.method != "GET":
+            return web.json_response(ApiError(405, "MethodNotAllowed", "use GET, POST or DELETE").status(),
+                                     status=405)
+        return web.json_response({"faults": [asdict(rule) for rule in self.rules]})
+
     def _error(self, rule: Fault, info: RequestInfo) -> ApiError:
         r = info.resource
         if rule.kind == CONFLICT:
@@ -132,3 +166,16 @@ class Faults:
         if rule.kind == GONE:
             return gone(rule.message or "too old resource version: injected fault")
         return ApiError(500, INTERNAL_ERROR, f"Internal error occurred: {rule.message or 'injected fault'}")
+
+
+def _fault_from(body: dict[str, Any]) -> Fault:
+    """A rule from JSON: `kind` required; `count` defaults to 1 (`null`: until cleared)."""
+    allowed = {"kind", "verb", "resource", "namespace", "name", "count", "seconds", "message"}
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+    if "kind" not in body:
+        raise ValueError("kind is required")
+    fields = {k: body[k] for k in allowed if k in body}
+    fields.setdefault("count", 1)
+    return Fault(**fields)

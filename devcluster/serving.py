@@ -11,7 +11,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +66,8 @@ class HttpFrontend:
         self.bookmark_interval = bookmark_interval
         self.address = ""
         self._watches: set[Watch] = set()
+        # /debug/<name> endpoints of devcluster-only tools (fault injection), registered by DevCluster.
+        self.debug_handlers: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {}
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -99,6 +101,8 @@ class HttpFrontend:
             return _json({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]})
         if parts[0] in ("healthz", "livez", "readyz"):
             return web.Response(text="ok")
+        if parts[0] == "debug" and len(parts) == 2 and parts[1] in self.debug_handlers:
+            return await self.debug_handlers[parts[1]](request)
         if parts == ["version"]:
             return _json(discovery.version())
         if parts[:2] == ["openapi", "v3"]:

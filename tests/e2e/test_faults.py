@@ -7,8 +7,11 @@ after every test, so the module's shared server stays healthy.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -202,3 +205,28 @@ def test_a_webhook_slower_than_its_timeout_fails_the_request(
 
     assert "?timeout=1s\": context deadline exceeded" in proc.stderr
     assert kubectl("get", "pods", "-n", namespace, "-o", "name").stdout == ""
+
+
+def debug_faults(devcluster: DevCluster, method: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"{devcluster.url}/debug/faults", data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_faults_over_the_debug_endpoint(kubectl: Kubectl, devcluster: DevCluster, namespace: str) -> None:
+    status, listed = debug_faults(devcluster, "POST", {"kind": "error", "verb": "create", "resource": "configmaps",
+                                                       "namespace": namespace, "message": "disk full"})
+    assert status == 200 and [(f["kind"], f["count"], f["hits"]) for f in listed["faults"]] == [("error", 1, 0)]
+
+    proc = kubectl("create", "-f", "-", stdin=configmap_yaml("cm", namespace), check=False)
+    assert "Internal error occurred: disk full" in proc.stderr
+    assert debug_faults(devcluster, "GET")[1]["faults"][0]["hits"] == 1
+
+    bad_status, bad = debug_faults(devcluster, "POST", {"kind": "meteor"})
+    assert (bad_status, bad["reason"]) == (400, "BadRequest") and "fault kind 'meteor'" in bad["message"]
+    assert debug_faults(devcluster, "DELETE") == (200, {"faults": []})
