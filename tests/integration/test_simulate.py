@@ -303,3 +303,29 @@ def test_invalid_nodes_pods_and_priority_classes_are_errors_not_crashes(
     assert [line.split(": ")[2] for line in err.splitlines() if line.startswith("error: ")] == [
         "status.allocatable[cpu]", "spec.taints[0].effect", "spec.containers[0].resources.requests[cpu]", "value"]
     assert err.splitlines()[-1] == "4 error(s); nothing simulated"
+
+
+def test_nodes_added_in_a_later_step_admit_the_waiting_gang(capsys: pytest.CaptureFixture[str],
+                                                            tmp_path: Path) -> None:
+    """50 GPUs are free after job-a; a third rack of 7 x 8 GPUs makes room for job-b's 100 pods."""
+    nodes = [{"apiVersion": "v1", "kind": "Node",
+              "metadata": {"name": f"gpu-r3-{i}", "labels": {"kubernetes.io/hostname": f"gpu-r3-{i}",
+                                                             "cloud.com/block": "b1", "cloud.com/rack": "r3",
+                                                             "pool": "gpu"}},
+              "status": {"allocatable": {"cpu": "95500m", "pods": "110", "nvidia.com/gpu": "8"},
+                         "conditions": [{"type": "Ready", "status": "True"}]}} for i in range(7)]
+    path = tmp_path / "more-nodes.yaml"
+    path.write_text(yaml.safe_dump_all(nodes), encoding="utf-8")
+    wls = workloads_of(capsys, DEADLOCK / "cluster.yaml", DEADLOCK / "jobs.yaml", path)
+    first, second = wls["job-job-a-b5c0b"], wls["job-job-b-423dd"]
+    assert condition(first, "Admitted") is not None and condition(first, "Finished") is None
+    admitted = condition(second, "Admitted")
+    assert admitted is not None and admitted["status"] == "True"
+    [assignment] = second["status"]["admission"]["podSetAssignments"]
+    racks: dict[str, int] = {}
+    for sl in assignment["topologyAssignment"]["slices"]:
+        rack = sl["nodeLabels"]["cloud.com/rack"]
+        racks[rack] = racks.get(rack, 0) + sl["count"]
+    # r1 is full with job-a; the 100 pods share the 50 free in r2 and the 56 of the new rack r3.
+    assert sorted(racks) == ["r2", "r3"] and sum(racks.values()) == 100
+    assert racks["r2"] <= 50 and racks["r3"] <= 56

@@ -340,3 +340,21 @@ def test_a_topology_unfit_message_ends_with_needs_and_free(case: NeedsCase) -> N
     why = explain(state, waiting.key)
     assert why is not None and why.detail == c.REASON_POD_SET_TOPOLOGY_UNFIT
     assert why.message.endswith(case.want_clause), why.message
+
+
+def test_a_node_added_outside_admission_lets_the_parked_workload_in_once_capacity_changed_is_called() -> None:
+    state = make_admission_state([make_cluster_queue("a").flavor("h100", {GPU: 100})], flavors(), gpu_nodes(),
+                                 [make_topology("racks", BLOCK, RACK)])
+    [big] = submit_all(state, [wl("big", 4, 3, required=RACK)])
+    [first] = run_until_quiet(state)
+    assert isinstance(first, Pending) and state.waiting() == [big.key]
+    topology = state.snapshot.flavors["h100"].topology
+    assert topology is not None
+    topology.upsert_node(make_node("n4").labels({BLOCK: "b1", RACK: "r1", "gpu": "h100"})
+                         .allocatable({GPU: "4"}, cpu="32", memory="128Gi").view())
+    assert run_until_quiet(state) == [], "parked until told that capacity changed"
+    state.capacity_changed()
+    [decision] = run_until_quiet(state)
+    assert isinstance(decision, Admit)
+    assert decision.admission["podSetAssignments"][0]["topologyAssignment"]["slices"] == [
+        {"nodeLabels": {BLOCK: "b1", RACK: "r1"}, "count": 3}]
