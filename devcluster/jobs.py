@@ -70,6 +70,7 @@ def _phase(pod: Mapping[str, Any]) -> str:
 
 
 def pod_index(pod: Mapping[str, Any]) -> int | None:
+    """The completion index from the pod's label; None when absent or not a number."""
     raw = ((pod.get("metadata") or {}).get("labels") or {}).get(c.LABEL_JOB_COMPLETION_INDEX)
     try:
         return int(raw) if raw is not None else None
@@ -171,6 +172,7 @@ def _plan_running(plan: JobPlan, spec: Mapping[str, Any], active: list[Mapping[s
 
 
 def _completed(spec: Mapping[str, Any], active: list[Mapping[str, Any]], record: JobRecord) -> bool:
+    """Whether the counted successes meet the completion rule of the Job's mode."""
     completions = spec.get("completions")
     succeeded = record.base_succeeded + len(record.succeeded)
     if spec.get("completionMode") == INDEXED:
@@ -182,6 +184,7 @@ def _completed(spec: Mapping[str, Any], active: list[Mapping[str, Any]], record:
 
 def _scale_non_indexed(plan: JobPlan, spec: Mapping[str, Any], active: list[Mapping[str, Any]],
                        record: JobRecord) -> None:
+    """Active pods toward min(parallelism, remaining completions): the missing ones to create, extras to delete."""
     parallelism = int(spec.get("parallelism", 1))
     completions = spec.get("completions")
     succeeded = record.base_succeeded + len(record.succeeded)

@@ -205,6 +205,7 @@ class Kubelet:
         return writes
 
     async def _evict(self, pod: Mapping[str, Any]) -> int:
+        """Delete the pod as the taint manager does once the not-ready toleration has run out."""
         meta = pod["metadata"]
         try:
             await self.api.delete(self.api.resource("v1", "pods"), meta["namespace"], meta["name"], copy=False)
@@ -213,6 +214,7 @@ class Kubelet:
         return 1
 
     async def _write_status(self, pod: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+        """Merge-patch the pod's status subresource; False when the API refused the write."""
         meta = pod["metadata"]
         try:
             await self.api.patch(self.api.resource("v1", "pods"), meta["namespace"], meta["name"], PATCH_MERGE,
