@@ -106,7 +106,10 @@ class Kubelet:
 
     def next_deadline(self, after: datetime) -> datetime | None:
         """The first timed transition (completion or eviction) due after `after`, for simulated time."""
-        times = [when for when, _k, _u in self._deadlines if when > after]
+        if self._deadlines and self._deadlines[0][0] > after:
+            times = [self._deadlines[0][0]]  # the heap's head (the usual case: due ones were popped)
+        else:
+            times = [when for when, _k, _u in self._deadlines if when > after]
         times += [due for since in self._not_ready_since.values()
                   if (due := since + timedelta(seconds=self.eviction_seconds)) > after]
         return min(times) if times else None
