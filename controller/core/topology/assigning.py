@@ -152,11 +152,17 @@ def _domain_counts(topology: FlavorTopology, fit: Int64Array) -> list[Int64Array
 def _choose_start(topology: FlavorTopology, counts: list[Int64Array],
                   ps: PodSetRequest) -> _Chosen | AssignmentFailure:
     """The first choice: required -> BestFit at its level; preferred -> BestFit at its level, then
-    each wider level, then the fewest top domains; unconstrained -> least-free at the lowest level."""
+    each wider level, then the fewest top domains; unconstrained -> at the lowest level, the least
+    free domain that holds every pod, else least-free first over several (Kueue's LeastFreeCapacity:
+    a pod set that fits one host is not scattered over the emptiest corners of the cluster)."""
     n, lowest = ps.count, len(topology.levels) - 1
     start = lowest if ps.topology.level is None else topology.levels.index(ps.topology.level)
     if ps.topology.mode == "unconstrained":
-        picked = _least_free(_all(counts[lowest]), counts[lowest], topology.domains[lowest].rank(), n)
+        rank = topology.domains[lowest].rank()
+        one = _best_fit(_all(counts[lowest]), counts[lowest], rank, n)
+        if one is not None:
+            return _Chosen(lowest, np.asarray([one], dtype=np.int64), np.asarray([n], dtype=np.int64))
+        picked = _least_free(_all(counts[lowest]), counts[lowest], rank, n)
         if picked is None:
             return _unfit(topology, counts, ps, 0, in_total=True)
         return _Chosen(lowest, *picked)

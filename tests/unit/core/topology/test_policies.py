@@ -80,8 +80,12 @@ CASES = [
              'topology "gpu" allows to fit only 9 out of 10 pod(s) in total. Total nodes: 4; excluded: none')),
     Case("unconstrained fills the least free hosts first; the last takes only the remainder",
          make_podset(7).unconstrained(), ("b1/r1/x1=3", "b1/r1/x2=1", "b1/r2/x3=2", "b2/r3/x4=1")),
-    Case("unconstrained with few pods uses the emptiest corners",
-         make_podset(2).unconstrained(), ("b1/r2/x3=1", "b2/r3/x4=1")),
+    Case("unconstrained keeps the pods on the least free host that holds them all",
+         make_podset(2).unconstrained(), ("b1/r2/x3=2",)),
+    Case("unconstrained breaks a tie between equally free hosts by label values",
+         make_podset(3).unconstrained(), ("b1/r1/x1=3",)),
+    Case("unconstrained with a single pod fills the least free host",
+         make_podset(1).unconstrained(), ("b2/r3/x4=1",)),
     Case("unconstrained fails when the total is short",
          make_podset(10).unconstrained(), want_message=(
              'topology "gpu" allows to fit only 9 out of 10 pod(s) in total. Total nodes: 4; excluded: none')),
@@ -136,6 +140,15 @@ def test_slices_stop_at_the_lowest_level_when_it_is_not_hostname() -> None:
     assert assignment.to_dict() == {"slices": [
         {"nodeLabels": {BLOCK: "b1", RACK: "r1"}, "count": 5}]}
     assert dict(success.placement.pods["main"]) == {"n1": 4, "n2": 1}
+
+
+@pytest.mark.parametrize(("count", "want"), [
+    pytest.param(5, {"n1": 4, "n2": 1}, id="the least free rack holding all 5 pods (r1), not 4 in r2 and 1 in r1"),
+    pytest.param(8, {"n1": 4, "n3": 4}, id="no rack holds 8: least free first, all of r2, then 4 of r1 on n1"),
+])
+def test_unconstrained_at_a_lowest_level_that_is_not_hostname(count: int, want: dict[str, int]) -> None:
+    success = expect_success(run(RACK_LOWEST, make_podset(count).unconstrained(), levels=(BLOCK, RACK)))
+    assert dict(success.placement.pods["main"]) == want
 
 
 def test_pods_inside_a_lowest_domain_go_to_the_fewest_nodes() -> None:

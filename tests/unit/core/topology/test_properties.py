@@ -120,6 +120,10 @@ def test_assignment_matches_the_oracle(data: st.DataObject, gpus_per_pod: int, c
     if topo_request.mode == "preferred" and fitting:
         # Preferred uses one domain at its level whenever one fits.
         assert len(used_domains) == 1
+    if topo_request.mode == "unconstrained" and fitting:
+        # Unconstrained uses the least free host that holds every pod whenever one does.
+        (domain,) = used_domains
+        assert at_level[domain] == min(fitting.values())
     if topo_request.mode == "preferred" and not any(s >= count for s in domain_sums(world, 0).values()):
         # Spread over the fewest top-level domains.
         blocks = {world.path[node][:1] for node in placed}
