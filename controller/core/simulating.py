@@ -24,7 +24,12 @@ from controller.core.admission.conditions import mark_admitted, mark_finished, m
 from controller.core.admission.cycle import AdmissionState, Pending, explain, run_until_quiet
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
 from controller.core.admission.snapshot import build_snapshot
-from controller.core.admission.workloads import WorkloadInfo, workload_from_job, workload_info
+from controller.core.admission.workloads import (
+    WorkloadInfo,
+    format_timestamp,
+    workload_from_job,
+    workload_info,
+)
 
 SIMULATION_START = datetime(2026, 1, 1, tzinfo=UTC)
 """The simulated clock's origin: never the wall clock, so output is reproducible."""
@@ -197,5 +202,5 @@ def _with_creation(manifest: dict[str, Any], now: datetime) -> dict[str, Any]:
     """Objects without a creationTimestamp are created at the step that brought them (a copy)."""
     meta = dict(manifest.get("metadata") or {})
     if not meta.get("creationTimestamp"):
-        meta["creationTimestamp"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        meta["creationTimestamp"] = format_timestamp(now.timestamp())
     return {**manifest, "metadata": meta}

@@ -273,9 +273,7 @@ def _place(snap: AdmissionSnapshot, info: FlavorInfo, wl_key: str, ps: PodSetInf
             needs = "; " + needs_and_free(info.topology, snap.usage, ps)
         return f"flavor \"{info.name}\": {outcome.message}{needs}"
     for node, vector in outcome.placement.resources.items():
-        held = attempt.nodes.setdefault(node, {})
-        for r, v in vector.items():
-            held[r] = held.get(r, 0) + v
+        add_into(attempt.nodes.setdefault(node, {}), vector)
     snap.usage.reserve(wl_key, attempt.nodes)
     attempt.reserved = True
     return outcome.assignments[0]

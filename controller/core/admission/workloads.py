@@ -96,6 +96,7 @@ def parse_timestamp(text: str | None, default: float) -> float:
 
 
 def format_timestamp(seconds: float) -> str:
+    """RFC 3339 in UTC to the second, as the API server writes timestamps."""
     return datetime.fromtimestamp(int(seconds), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
