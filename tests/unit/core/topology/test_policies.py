@@ -165,6 +165,33 @@ def test_slices_are_sorted_by_label_values_not_by_node_input_order() -> None:
     assert slice_strings(assignment) == ["b1/r1/x1=3", "b1/r1/x2=3", "b1/r2/x3=2", "b2/r3/x4=1"]
 
 
+# The KEP allows the same rack value under different blocks: they are different racks.
+#
+#        b1         b2
+#        |          |
+#        r1         r1
+#        |          |
+#      x1(4)      x2(4)
+SAME_RACK_NAME = (gpu_node("x1", "b1", "r1", 4), gpu_node("x2", "b2", "r1", 4))
+
+
+@pytest.mark.parametrize(("podset", "want_slices", "want_message"), [
+    pytest.param(make_podset(6).require(RACK), [], 'topology "gpu" allows to fit only 4 out of 6 pod(s) at level '
+                 '"cloud.com/rack" (best: b1/r1). Total nodes: 2; excluded: none',
+                 id="required rack counts each b/r1 apart, never their 8 together"),
+    pytest.param(make_podset(6).prefer(RACK), ["b1/r1/x1=4", "b2/r1/x2=2"], "",
+                 id="preferred rack spreads over the two racks named r1"),
+])
+def test_a_rack_value_repeated_under_two_blocks_names_two_racks(podset: PodSetBuilder, want_slices: list[str],
+                                                                 want_message: str) -> None:
+    outcome = run(SAME_RACK_NAME, podset)
+    if want_message:
+        assert expect_failure(outcome).message == want_message
+    else:
+        (assignment,) = expect_success(outcome).assignments
+        assert slice_strings(assignment) == want_slices
+
+
 def test_zero_pods_fit_trivially_with_no_slices() -> None:
     (assignment,) = expect_success(run(TREE, make_podset(0).require(RACK))).assignments
     assert assignment.slices == ()

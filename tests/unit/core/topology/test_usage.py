@@ -120,16 +120,17 @@ def test_removing_a_node_drops_its_usage() -> None:
 
 
 def test_one_usage_serves_flavors_whose_nodes_overlap() -> None:
-    # Flavor "a" sees h1 and h2; flavor "b" sees h2 and h3. A reservation made through "a" on h2
-    # is visible to "b".
-    h1, h2, h3 = (gpu_node(n, "b1", "r1", 4).view() for n in ("h1", "h2", "h3"))
+    # Flavor "a" sees h1(3) and h2(4); flavor "b" sees h2 and h3(4). Only h2 holds 4 pods, so a
+    # reservation made through "a" lands on h2, and "b" must see it.
+    h1 = gpu_node("h1", "b1", "r1", 3).view()
+    h2, h3 = (gpu_node(n, "b1", "r1", 4).view() for n in ("h2", "h3"))
     a = FlavorTopology.build("a", LEVELS, {}, (), [h1, h2])
     b = FlavorTopology.build("b", LEVELS, {}, (), [h3, h2])
     usage = Usage()
     success = expect_success(assign(a, usage, [make_podset(4).require("kubernetes.io/hostname").build()]))
+    assert success.placement.pods == {"main": {"h2": 4}}
     usage.reserve("ns/w", success.placement.resources)
-    (taken,) = success.placement.pods["main"]
-    assert fit_in_rack(b, usage) == (4 if taken == "h2" else 8)
+    assert fit_in_rack(b, usage) == 4
 
 
 def test_tree_patches_follow_node_changes() -> None:
