@@ -18,9 +18,10 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from devcluster import discovery, openapi
+from devcluster import discovery, openapi, protobuf
 from devcluster.apiserver import PATCH_APPLY, ApiServer, ListOptions
 from devcluster.errors import ApiError, bad_request
+from devcluster.protobuf import ProtobufError
 from devcluster.resources import ResourceType
 from devcluster.tables import TableMaker
 from devcluster.watching import BOOKMARK, ERROR, Watch
@@ -216,6 +217,11 @@ class HttpFrontend:
         raw = await request.read()
         if not raw:
             return {}
+        if raw.startswith(protobuf.MAGIC):
+            try:
+                return protobuf.decode(raw)
+            except ProtobufError as e:
+                raise ApiError(415, "UnsupportedMediaType", str(e)) from None
         try:
             return json.loads(raw)
         except ValueError:

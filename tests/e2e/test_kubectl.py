@@ -7,6 +7,8 @@ path kubectl must print.
 
 from __future__ import annotations
 
+import base64
+import json
 import queue
 import subprocess
 import threading
@@ -288,3 +290,30 @@ def test_get_watch_prints_changes_as_they_happen(devcluster: DevCluster, kubecon
         watcher.terminate()
         watcher.wait(timeout=10)
     assert names == ["first", "second", "first"]
+
+
+def test_imperative_commands_send_protobuf_that_the_server_decodes(kubectl: Kubectl, namespace: str) -> None:
+    """`kubectl create ...` and `kubectl run` send protobuf bodies (no JSON fallback)."""
+    kubectl("create", "namespace", f"{namespace}-extra")
+    kubectl("create", "configmap", "settings", "-n", namespace, "--from-literal=mode=fast", "--from-literal=n=8")
+    kubectl("create", "secret", "generic", "token", "-n", namespace, "--from-literal=pw=hunter2")
+    kubectl("create", "serviceaccount", "runner", "-n", namespace)
+    kubectl("create", "priorityclass", f"{namespace}-high", "--value=1000", "--description=urgent")
+    kubectl("run", "solo", "-n", namespace, "--image=busybox:1", "--labels=app=solo", "--", "sleep", "5")
+    kubectl("create", "job", "once", "-n", namespace, "--image=busybox:1", "--", "echo", "hi")
+
+    def get(*args: str) -> Any:
+        return json.loads(kubectl("get", *args, "-o", "json").stdout)
+
+    assert get("namespace", f"{namespace}-extra")["status"]["phase"] == "Active"
+    assert get("configmap", "settings", "-n", namespace)["data"] == {"mode": "fast", "n": "8"}
+    assert get("secret", "token", "-n", namespace)["data"] == {"pw": base64.b64encode(b"hunter2").decode()}
+    assert get("serviceaccount", "runner", "-n", namespace)["metadata"]["name"] == "runner"
+    pc = get("priorityclass", f"{namespace}-high")
+    assert (pc["value"], pc["description"], "globalDefault" in pc) == (1000, "urgent", False)
+    pod = get("pod", "solo", "-n", namespace)
+    assert pod["metadata"]["labels"] == {"app": "solo"}
+    assert [(c["image"], c["args"]) for c in pod["spec"]["containers"]] == [("busybox:1", ["sleep", "5"])]
+    job = get("job", "once", "-n", namespace)
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["echo", "hi"]
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
