@@ -51,6 +51,7 @@ class Kubelet:
         self.api = api
         self.eviction_seconds = eviction_seconds
         self._bound: dict[PodKey, dict[str, Any]] = {}
+        self._on_node_pods: dict[str, set[PodKey]] = {}  # node -> its live pods (NotReady handling)
         self._to_start: set[PodKey] = set()
         self._to_fail: set[PodKey] = set()
         self._deadlines: list[tuple[datetime, PodKey, str]] = []  # (when, pod, uid) heap
@@ -89,12 +90,15 @@ class Kubelet:
         live = pod is not None and bool(pod["spec"].get("nodeName")) and (
             (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES)
         if not live:
-            self._bound.pop(key, None)
+            gone = self._bound.pop(key, None)
+            if gone is not None:
+                self._on_node_pods.get(str(gone["spec"]["nodeName"]), set()).discard(key)
             self._to_start.discard(key)
             self._to_fail.discard(key)
             return
         assert pod is not None
         self._bound[key] = pod
+        self._on_node_pods.setdefault(str(pod["spec"]["nodeName"]), set()).add(key)
         if (pod.get("status") or {}).get("phase", "Pending") == "Pending":
             self._to_start.add(key)
         if fail_requested(pod):
@@ -195,17 +199,22 @@ class Kubelet:
         if not self._not_ready_since:
             return 0
         writes = 0
-        for _key, pod in sorted(self._bound.items()):
-            since = self._not_ready_since.get(str(pod["spec"]["nodeName"]))
-            if since is None:
-                continue
-            if now >= since + timedelta(seconds=self.eviction_seconds):
-                writes += await self._evict(pod)
-            elif _ready_status(pod) != "False" and (pod.get("status") or {}).get("phase") == "Running":
-                started = str((pod.get("status") or {}).get("startTime") or timestamp(now))
-                conditions = _conditions(pod, started, ready=False, reason=REASON_NODE_NOT_READY)
-                writes += 1 if await self._write_status(pod, {"conditions": conditions}) else 0
+        for node, since in sorted(self._not_ready_since.items()):
+            for key in sorted(self._on_node_pods.get(node, ())):
+                pod = self._bound.get(key)  # gone meanwhile when another client deleted it
+                if pod is not None:
+                    writes += await self._pod_on_not_ready_node(pod, since, now)
         return writes
+
+    async def _pod_on_not_ready_node(self, pod: Mapping[str, Any], since: datetime, now: datetime) -> int:
+        """Evicted once the toleration ran out, else marked Ready=False (once)."""
+        if now >= since + timedelta(seconds=self.eviction_seconds):
+            return await self._evict(pod)
+        if _ready_status(pod) == "False" or (pod.get("status") or {}).get("phase") != "Running":
+            return 0
+        started = str((pod.get("status") or {}).get("startTime") or timestamp(now))
+        conditions = _conditions(pod, started, ready=False, reason=REASON_NODE_NOT_READY)
+        return 1 if await self._write_status(pod, {"conditions": conditions}) else 0
 
     async def _evict(self, pod: Mapping[str, Any]) -> int:
         """Delete the pod as the taint manager does once the not-ready toleration has run out."""

@@ -87,6 +87,7 @@ class Scheduler:
         self._label_index: dict[tuple[str, str], set[str]] = {}
         self._pending: dict[PodKey, dict[str, Any]] = {}
         self._active: set[PodKey] = set()
+        self._retry_all = False  # a cluster event happened: every pending pod is retried next cycle
         self._unsubscribe: list[Callable[[], None]] = []
         self.events = EventRecorder(api, DEFAULT_SCHEDULER)
         self.binds = 0
@@ -110,7 +111,7 @@ class Scheduler:
 
     @property
     def has_work(self) -> bool:
-        return bool(self._active)
+        return bool(self._active) or (self._retry_all and bool(self._pending))
 
     def _on_node(self, event: StoredEvent) -> None:
         name = str(event.object["metadata"]["name"])
@@ -177,13 +178,17 @@ class Scheduler:
                 state.free[k] = state.free.get(k, 0) - sign * v
 
     def _requeue_all(self) -> None:
-        """A cluster event may make unschedulable pods schedulable: retry them all (kube-scheduler's move)."""
-        self._active.update(self._pending)
+        """A cluster event may make unschedulable pods schedulable: retry them all (kube-scheduler's move),
+        marked here and applied once at the next cycle (events come thousands at a time)."""
+        self._retry_all = True
 
     # ---------------------------------------------------------------- the cycle
 
     async def sync(self) -> int:
         """Try every active pending pod once in queue order; returns how many writes were made."""
+        if self._retry_all:
+            self._active.update(self._pending)
+            self._retry_all = False
         queue = sorted((self._pending[k] for k in self._active if k in self._pending), key=_queue_order)
         self._active.clear()
         cycle = _Cycle()
