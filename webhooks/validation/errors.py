@@ -85,6 +85,10 @@ def duplicate_detail(path: FieldPath, value: Any, detail: str) -> FieldError:
     return FieldError(str(path), f"Duplicate value: {render(value)}: {detail}")
 
 
+def not_found(path: FieldPath, value: Any) -> FieldError:
+    return FieldError(str(path), f"Not found: {render(value)}")
+
+
 def too_many(path: FieldPath, actual: int, limit: int) -> FieldError:
     return FieldError(str(path), f"Too many: {actual}: must have at most {limit} items")
 

@@ -1,17 +1,21 @@
 """Validation of pod templates embedded in Workload pod sets and Jobs.
 
 Checks only what tasq relies on to compute requests and placement: containers present with
-unique DNS-label names, valid non-negative request/limit quantities, a valid nodeSelector and
-tolerations. Called by the Workload and Job validators.
+unique DNS-label names, container resource names core/v1 accepts, valid non-negative quantities
+with requests no larger than limits, a valid nodeSelector and tolerations. Called by the Workload
+and Job validators.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
+from controller.api.quantity import parse_quantity
 from webhooks.validation import formats, placement, shapes
-from webhooks.validation.errors import FieldError, FieldPath, duplicate, required
+from webhooks.validation.errors import FieldError, FieldPath, duplicate, invalid, render, required
+
+STANDARD_CONTAINER_RESOURCES: Final = frozenset({"cpu", "memory", "ephemeral-storage"})
 
 
 def _containers(path: FieldPath, items: list[Any] | None, errs: list[FieldError],
@@ -24,13 +28,44 @@ def _containers(path: FieldPath, items: list[Any] | None, errs: list[FieldError]
             if name in names:
                 errs.append(duplicate(item_path.child("name"), name))
             names.add(name)
-        resources = shapes.mapping(container, "resources", item_path.child("resources"), errs)
-        for kind in ("requests", "limits"):
-            kind_path = item_path.child("resources").child(kind)
-            amounts = shapes.mapping(resources, kind, kind_path, errs) or {}
-            for resource in sorted(amounts):
-                errs.extend(formats.qualified_name(kind_path, resource))
-                errs.extend(formats.quantity(kind_path.key(resource), amounts[resource]))
+        _resources(item_path.child("resources"),
+                   shapes.mapping(container, "resources", item_path.child("resources"), errs), errs)
+
+
+def _resource_name(path: FieldPath, name: str) -> list[FieldError]:
+    """core/v1's container resource names: cpu, memory, ephemeral-storage, hugepages-<size>, or
+    a domain-prefixed extended resource outside kubernetes.io (catches `gpu` for `nvidia.com/gpu`;
+    `pods` is refused too, which is Kueue's rule for Workloads)."""
+    name_errs = formats.qualified_name(path, name)
+    if name_errs:
+        return name_errs
+    prefix, slash, _ = name.partition("/")
+    if not slash and name not in STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+        return [invalid(path, name, "must be a standard resource for containers (cpu, memory, "
+                                    "ephemeral-storage, hugepages-<size>) or an extended resource "
+                                    "with a domain prefix such as \"nvidia.com/gpu\"")]
+    if slash and (prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io")):
+        return [invalid(path, name, "an extended resource must not use the kubernetes.io domain")]
+    return []
+
+
+def _resources(path: FieldPath, resources: Mapping[str, Any] | None, errs: list[FieldError]) -> None:
+    """requests and limits: known resource names, valid non-negative quantities, request <= limit."""
+    valid: dict[str, dict[str, Any]] = {"requests": {}, "limits": {}}
+    for kind in ("requests", "limits"):
+        kind_path = path.child(kind)
+        amounts = shapes.mapping(resources, kind, kind_path, errs) or {}
+        for resource in sorted(amounts):
+            name_errs = _resource_name(kind_path.key(resource), resource)
+            value_errs = formats.quantity(kind_path.key(resource), amounts[resource])
+            errs.extend(name_errs + value_errs)
+            if not name_errs and not value_errs:
+                valid[kind][resource] = amounts[resource]
+    for resource, request in sorted(valid["requests"].items()):
+        limit = valid["limits"].get(resource)
+        if limit is not None and parse_quantity(request) > parse_quantity(limit):
+            errs.append(invalid(path.child("requests").key(resource), request,
+                                f"must be less than or equal to {resource} limit of {render(limit)}"))
 
 
 def pod_template(path: FieldPath, template: Mapping[str, Any] | None) -> list[FieldError]:

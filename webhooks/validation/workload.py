@@ -1,9 +1,9 @@
 """Validation of Workload objects, their pod sets and topology requests, and their updates.
 
-Kueue's rules: 1-8 pod sets with unique DNS-label names, count >= 0, 0 < minCount <= count,
-a pod template with containers, and at most one of required/preferred/unconstrained per
-topology request. Once quota is reserved the pod sets and queue name are immutable.
-Called by `webhooks.validation.dispatching`.
+Kueue's rules: 1-8 pod sets with unique DNS-label names (default "main"), count >= 0 (default 1),
+0 < minCount <= count on at most one pod set, a pod template with containers, and at most one of
+required/preferred/unconstrained per topology request. Once quota is reserved the pod sets and
+queue name are immutable. The status is checked by `workload_status`. Called by dispatching.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from controller.api import constants as c
-from webhooks.validation import formats, meta, pod_templates, shapes
+from controller.api.workload import DEFAULT_POD_SET_NAME
+from webhooks.validation import formats, meta, pod_templates, shapes, workload_status
 from webhooks.validation.errors import (
     ROOT,
     FieldError,
@@ -27,6 +28,7 @@ from webhooks.validation.errors import (
 )
 
 MAX_POD_SETS: Final = 8
+DEFAULT_COUNT: Final = 1
 TOPOLOGY_MODES: Final = ("preferred", "required", "unconstrained")
 SPEC = ROOT.child("spec")
 
@@ -55,44 +57,57 @@ def topology_request(path: FieldPath, request: Mapping[str, Any]) -> list[FieldE
     return errs
 
 
-def _counts(path: FieldPath, pod_set: Mapping[str, Any], errs: list[FieldError]) -> None:
+def _counts(path: FieldPath, pod_set: Mapping[str, Any], errs: list[FieldError]) -> int | None:
+    """count >= 0 (absent: the CRD default, 1) and 0 < minCount <= count; returns the count."""
     count = shapes.integer(pod_set, "count", path.child("count"), errs)
-    if count is None and "count" not in pod_set:
-        errs.append(required(path.child("count")))
+    if pod_set.get("count") is None:
+        count = DEFAULT_COUNT
     elif count is not None and count < 0:
         errs.append(invalid(path.child("count"), count, "must be greater than or equal to 0"))
+        count = None
     min_count = shapes.integer(pod_set, "minCount", path.child("minCount"), errs)
     if min_count is None:
-        return
+        return count
     if min_count < 1:
         errs.append(invalid(path.child("minCount"), min_count, "must be greater than 0"))
     elif count is not None and min_count > count:
         errs.append(invalid(path.child("minCount"), min_count,
                             f"must be less than or equal to count ({count})"))
+    return count
 
 
-def pod_sets(items: list[Any] | None, errs: list[FieldError]) -> None:
-    """`spec.podSets`: 1-8 items, unique names, counts, templates, topology requests."""
+def pod_sets(items: list[Any] | None, errs: list[FieldError]) -> dict[str, int | None]:
+    """`spec.podSets`: 1-8 items, unique names, counts, templates, topology requests, and at
+    most one pod set with a minCount (Kueue). Returns each valid name's count (None: invalid)."""
     path = SPEC.child("podSets")
     if not items:
         errs.append(required(path, "at least 1 pod set is required"))
     elif len(items) > MAX_POD_SETS:
         errs.append(too_many(path, len(items), MAX_POD_SETS))
-    seen: set[str] = set()
+    counts: dict[str, int | None] = {}
+    with_min_count = 0
     for item_path, pod_set in shapes.objects(items, path, errs):
+        # An absent (or null) name is the CRD default, as the API server would store it.
         name = pod_set.get("name")
-        errs.extend(formats.dns_label(item_path.child("name"), name if name is not None else ""))
-        if isinstance(name, str) and name:
-            if name in seen:
-                errs.append(duplicate(item_path.child("name"), name))
-            seen.add(name)
-        _counts(item_path, pod_set, errs)
+        name = DEFAULT_POD_SET_NAME if name is None else name
+        name_errs = formats.dns_label(item_path.child("name"), name)
+        errs.extend(name_errs)
+        if not name_errs and name in counts:
+            errs.append(duplicate(item_path.child("name"), name))
+        count = _counts(item_path, pod_set, errs)
+        if not name_errs and name not in counts:
+            counts[name] = count
+        with_min_count += pod_set.get("minCount") is not None
         template = shapes.mapping(pod_set, "template", item_path.child("template"), errs)
         if template is not None or "template" not in pod_set:
             errs.extend(pod_templates.pod_template(item_path.child("template"), template))
         request = shapes.mapping(pod_set, "topologyRequest", item_path.child("topologyRequest"), errs)
         if request is not None:
             errs.extend(topology_request(item_path.child("topologyRequest"), request))
+    if with_min_count > 1:
+        errs.append(invalid(path, f"{with_min_count} pod sets with minCount",
+                            "at most one podSet can use minCount"))
+    return counts
 
 
 def validate_workload(obj: Mapping[str, Any]) -> list[FieldError]:
@@ -106,7 +121,8 @@ def validate_workload(obj: Mapping[str, Any]) -> list[FieldError]:
     if queue:
         errs.extend(formats.dns_subdomain(SPEC.child("queueName"), queue))
     shapes.integer(spec, "priority", SPEC.child("priority"), errs)
-    pod_sets(shapes.sequence(spec, "podSets", SPEC.child("podSets"), errs), errs)
+    counts = pod_sets(shapes.sequence(spec, "podSets", SPEC.child("podSets"), errs), errs)
+    errs.extend(workload_status.validate_status(obj, counts))
     return errs
 
 
@@ -121,8 +137,9 @@ def has_quota_reserved(obj: Mapping[str, Any]) -> bool:
 
 
 def validate_workload_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
-    """Kueue's update rules: podSets and queueName are frozen while quota is reserved."""
-    errs = validate_workload(new)
+    """Kueue's update rules: podSets and queueName are frozen while quota is reserved, and a
+    recorded admission cannot be edited."""
+    errs = validate_workload(new) + _admission_update(old, new)
     if not has_quota_reserved(old):
         return errs
     if shapes.lookup(old, "spec", "podSets") != shapes.lookup(new, "spec", "podSets"):
@@ -131,3 +148,13 @@ def validate_workload_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> 
     if shapes.lookup(old, "spec", "queueName") != new_queue:
         errs.append(invalid(SPEC.child("queueName"), new_queue, "field is immutable once quota is reserved"))
     return errs
+
+
+def _admission_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
+    """Kueue: an admission may be set or cleared, never edited in place."""
+    old_admission = shapes.lookup(old, "status", "admission")
+    new_admission = shapes.lookup(new, "status", "admission")
+    if old_admission and new_admission and old_admission != new_admission:
+        return [invalid_omitted(workload_status.STATUS.child("admission"),
+                                "field is immutable once set; clear it before admitting again")]
+    return []

@@ -149,7 +149,24 @@ class WorkloadBuilder(Manifest):
         return self
 
     def admitted(self) -> Self:
-        self.obj["status"] = {"conditions": [{"type": c.CONDITION_QUOTA_RESERVED, "status": "True"}]}
+        """QuotaReserved=True, a complete metav1.Condition as the admission cycle writes it."""
+        self.obj.setdefault("status", {})["conditions"] = [{
+            "type": c.CONDITION_QUOTA_RESERVED, "status": "True", "reason": c.REASON_QUOTA_RESERVED,
+            "message": "Quota reserved in ClusterQueue team-a", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+        return self
+
+    def assignment(self, name: str, count: int | None, *slices: tuple[dict[str, str], int],
+                   **fields: Any) -> Self:
+        """Add a PodSetAssignment to status.admission (ClusterQueue team-a); `slices` are
+        (nodeLabels, count) pairs of its topologyAssignment, left out when none are given."""
+        admission = self.obj.setdefault("status", {}).setdefault(
+            "admission", {"clusterQueue": "team-a", "podSetAssignments": []})
+        item: dict[str, Any] = {"name": name, **fields}
+        if count is not None:
+            item["count"] = count
+        if slices:
+            item["topologyAssignment"] = {"slices": [{"nodeLabels": labels, "count": n} for labels, n in slices]}
+        admission["podSetAssignments"].append(item)
         return self
 
 

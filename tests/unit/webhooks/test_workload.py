@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.webhooks.manifests import RACK, Case, cases, make_workload, pod_template
+from tests.unit.webhooks.manifests import RACK, Case, WorkloadBuilder, cases, make_workload, pod_template
 from webhooks.validation import validate, validate_update
 
 PS0 = "spec.podSets[0]"
@@ -34,7 +34,30 @@ SET_PS0 = "spec.podSets.0"
     Case("a negative count", make_workload().set(f"{SET_PS0}.count", -1), want_errors=(f"{PS0}.count",)),
     Case("a count that is a string", make_workload().set(f"{SET_PS0}.count", "2"),
          want_errors=(f"{PS0}.count",)),
-    Case("a missing count", make_workload().drop(f"{SET_PS0}.count"), want_errors=(f"{PS0}.count",)),
+    Case("a missing count is the CRD default 1", make_workload().drop(f"{SET_PS0}.count")),
+    Case("a missing name is the CRD default main", make_workload().drop(f"{SET_PS0}.name")),
+    Case("a defaulted name still clashes with an explicit main",
+         make_workload().drop(f"{SET_PS0}.name").pod_set("main"), want_errors=(f"{PS1}.name",)),
+    Case("two pod sets with minCount", make_workload(pod_sets=False).pod_set("a", 2, minCount=1)
+         .pod_set("b", 2, minCount=1), want_errors=("spec.podSets",)),
+    Case("a request for the reserved pods resource", make_workload().set(
+        f"{SET_PS0}.template.spec.containers.0.resources.requests", {"pods": "1"}),
+         want_errors=(f"{PS0}.template.spec.containers[0].resources.requests[pods]",)),
+    Case("a gpu request without its vendor domain", make_workload().set(
+        f"{SET_PS0}.template.spec.containers.0.resources.limits", {"gpu": "1"}),
+         want_errors=(f"{PS0}.template.spec.containers[0].resources.limits[gpu]",)),
+    Case("an extended resource in the kubernetes.io domain", make_workload().set(
+        f"{SET_PS0}.template.spec.containers.0.resources.requests", {"kubernetes.io/gpu": "1"}),
+         want_errors=(f"{PS0}.template.spec.containers[0].resources.requests[kubernetes.io/gpu]",)),
+    Case("hugepages and ephemeral storage are standard", make_workload().set(
+        f"{SET_PS0}.template.spec.containers.0.resources.requests",
+        {"hugepages-2Mi": "1Gi", "ephemeral-storage": "10Gi", "example.com/fpga": "1"})),
+    Case("a request above its limit", make_workload().set(
+        f"{SET_PS0}.template.spec.containers.0.resources", {"requests": {"cpu": "1500m"}, "limits": {"cpu": "1"}}),
+         want_errors=(f"{PS0}.template.spec.containers[0].resources.requests[cpu]",)),
+    Case("a request equal to its limit in other units", make_workload().set(
+        f"{SET_PS0}.template.spec.containers.0.resources", {"requests": {"memory": "1024Mi"},
+                                                            "limits": {"memory": "1Gi"}})),
     Case("minCount above count", make_workload(pod_sets=False).pod_set("w", 2, minCount=3),
          want_errors=(f"{PS0}.minCount",)),
     Case("minCount zero", make_workload(pod_sets=False).pod_set("w", 2, minCount=0),
@@ -94,6 +117,106 @@ def test_every_error_is_reported_at_once() -> None:
         '"required": "cloud.provider.com/topology-rack"}: must specify at most one of "preferred", '
         '"required", "unconstrained"',
     ]
+
+
+def test_request_above_limit_names_the_limit() -> None:
+    wl = make_workload().set(f"{SET_PS0}.template.spec.containers.0.resources",
+                             {"requests": {"cpu": "1500m"}, "limits": {"cpu": "1"}})
+    assert [str(e) for e in validate(wl.build())] == [
+        f'{PS0}.template.spec.containers[0].resources.requests[cpu]: Invalid value: "1500m": must be less '
+        'than or equal to cpu limit of "1"']
+
+
+# -- status ------------------------------------------------------------------------------------
+# The admissions below place pods in this topology (block > rack > host):
+#
+#   b1 ─┬─ r1 ─┬─ n1
+#       │      └─ n2
+#       └─ r2 ─── n3
+BLOCK_KEY, RACK_KEY, HOST_KEY = "cloud.provider.com/topology-block", RACK, "kubernetes.io/hostname"
+R1 = {BLOCK_KEY: "b1", RACK_KEY: "r1"}
+R2 = {BLOCK_KEY: "b1", RACK_KEY: "r2"}
+ADM = "status.admission"
+PSA0 = f"{ADM}.podSetAssignments[0]"
+PSA1 = f"{ADM}.podSetAssignments[1]"
+SLICES0 = f"{PSA0}.topologyAssignment.slices"
+
+
+@cases(
+    Case("an admission split over two racks", make_workload().admitted().assignment(
+        "main", 2, (R1, 1), (R2, 1), flavors={"cpu": "h100"}, resourceUsage={"cpu": "2"})),
+    Case("slices down to single hosts", make_workload().assignment(
+        "main", 2, ({**R1, HOST_KEY: "n1"}, 1), ({**R1, HOST_KEY: "n2"}, 1))),
+    Case("without a count the slices hold the pod set's count", make_workload().assignment("main", None, (R1, 2))),
+    Case("a partial admission of minCount pods", make_workload(pod_sets=False).pod_set("w", 4, minCount=2)
+         .assignment("w", 2, (R1, 2))),
+    Case("an assignment for a pod set the workload lacks", make_workload().assignment("workers", 2, (R1, 2)),
+         want_errors=(f"{PSA0}.name",)),
+    Case("one pod set assigned twice", make_workload().assignment("main", 2).assignment("main", 2),
+         want_errors=(f"{PSA1}.name",)),
+    Case("more pods assigned than the pod set has", make_workload().assignment("main", 3),
+         want_errors=(f"{PSA0}.count",)),
+    Case("slices holding fewer pods than assigned", make_workload().assignment("main", 2, (R1, 1)),
+         want_errors=(SLICES0,)),
+    Case("slices holding more pods than assigned", make_workload().assignment("main", 2, (R1, 2), (R2, 1)),
+         want_errors=(SLICES0,)),
+    Case("slices naming different levels", make_workload().assignment(
+        "main", 2, (R1, 1), ({**R2, HOST_KEY: "n3"}, 1)), want_errors=(f"{SLICES0}[1].nodeLabels",)),
+    Case("one domain in two slices", make_workload().assignment("main", 2, (R1, 1), (R1, 1)),
+         want_errors=(f"{SLICES0}[1].nodeLabels",)),
+    Case("a slice without labels", make_workload().assignment("main", 2, ({}, 2)),
+         want_errors=(f"{SLICES0}[0].nodeLabels",)),
+    Case("an empty slice", make_workload().assignment("main", 2, (R1, 2), (R2, 0)),
+         want_errors=(f"{SLICES0}[1].count",)),
+    Case("a level value that is not a label value", make_workload().assignment(
+        "main", 2, ({BLOCK_KEY: "b 1"}, 2)), want_errors=(f"{SLICES0}[0].nodeLabels[{BLOCK_KEY}]",)),
+    Case("a flavor name that is not a DNS name", make_workload().assignment("main", 2, flavors={"cpu": "H100"}),
+         want_errors=(f"{PSA0}.flavors[cpu]",)),
+    Case("a usage that is not a multiple of the count", make_workload().assignment(
+        "main", 2, resourceUsage={"cpu": "3m", "memory": "1Gi"}), want_errors=(f"{PSA0}.resourceUsage[cpu]",)),
+    Case("an admission without a ClusterQueue", make_workload().set(ADM, {"podSetAssignments": []}),
+         want_errors=(f"{ADM}.clusterQueue",)),
+    Case("a condition missing its reason and time", make_workload().set(
+        "status.conditions", [{"type": "Admitted", "status": "True", "message": ""}]),
+         want_errors=("status.conditions[0].reason", "status.conditions[0].lastTransitionTime")),
+    Case("a condition status outside True/False/Unknown", make_workload().admitted().set(
+        "status.conditions.0.status", "Yes"), want_errors=("status.conditions[0].status",)),
+    Case("a condition reason that is not PascalCase-like", make_workload().admitted().set(
+        "status.conditions.0.reason", "quota reserved"), want_errors=("status.conditions[0].reason",)),
+    Case("a condition type twice", make_workload().set("status.conditions", [
+            {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"}] * 2), want_errors=("status.conditions[1].type",)),
+)
+def test_workload_status(case: Case) -> None:
+    assert sorted(e.path for e in validate(case.manifest())) == sorted(case.want_errors)
+
+
+def test_slice_count_mismatch_is_quantitative() -> None:
+    errs = validate(make_workload().assignment("main", 2, (R1, 1)).build())
+    assert [str(e) for e in errs] == [
+        f'{SLICES0}: Invalid value: "1 pod(s)": the slices must hold exactly the 2 assigned pod(s)']
+
+
+def test_the_admission_cycle_output_validates() -> None:
+    """A status as tasq writes it (sorted slices, canonical usage, both conditions) passes."""
+    wl = make_workload(pod_sets=False).pod_set("main", 8).admitted().assignment(
+        "main", 8, (R1, 6), (R2, 2), flavors={"nvidia.com/gpu": "h100"}, resourceUsage={"nvidia.com/gpu": "64"})
+    assert validate(wl.build()) == []
+
+
+@pytest.mark.parametrize(("old_count", "new_count", "want_errors"), [
+    pytest.param(None, 2, [], id="setting an admission"),
+    pytest.param(2, None, [], id="clearing an admission"),
+    pytest.param(2, 2, [], id="an unchanged admission"),
+    pytest.param(2, 1, [ADM], id="editing an admission in place is refused"),
+])
+def test_admission_is_set_or_cleared_never_edited(old_count: int | None, new_count: int | None,
+                                                  want_errors: list[str]) -> None:
+    def workload(count: int | None) -> WorkloadBuilder:
+        wl = make_workload()
+        return wl if count is None else wl.assignment("main", count)
+    assert [e.path for e in validate_update(workload(old_count).build(),
+                                            workload(new_count).build())] == want_errors
 
 
 @pytest.mark.parametrize(("reserved", "change", "want_errors"), [
