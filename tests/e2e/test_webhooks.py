@@ -240,3 +240,21 @@ def test_a_certificate_from_another_ca_is_refused(
     assert 'failed calling webhook "tls.tasq.test"' in proc.stderr
     assert "certificate verify failed" in proc.stderr
     assert server.reviews == []
+
+
+def test_delete_is_reviewed_with_the_old_object(
+        kubectl: Kubectl, namespace: str, serve: Callable[..., WebhookServer],
+        register: Callable[[dict[str, Any]], None], ca: CertificateAuthority) -> None:
+    kubectl("apply", "-f", "-", stdin=pod_yaml("keep", namespace))
+    server = serve(deny("pods here are kept"))
+    register(make_webhook_config("keep-pods").webhook("keep.tasq.test", server.url, ca.ca_bundle)
+             .rule(operations=["DELETE"]).only_namespace(namespace).build())
+
+    proc = kubectl("delete", "pod", "keep", "-n", namespace, check=False)
+
+    assert 'admission webhook "keep.tasq.test" denied the request: pods here are kept' in proc.stderr
+    assert kubectl("get", "pod", "keep", "-n", namespace, "-o", "name").stdout.strip() == "pod/keep"
+    request = server.reviews[0]["request"]
+    assert (request["operation"], request["object"], request["oldObject"]["metadata"]["name"]) == (
+        "DELETE", None, "keep")
+    assert request["options"]["kind"] == "DeleteOptions"
