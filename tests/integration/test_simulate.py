@@ -329,3 +329,48 @@ def test_nodes_added_in_a_later_step_admit_the_waiting_gang(capsys: pytest.Captu
     # r1 is full with job-a; the 100 pods share the 50 free in r2 and the 56 of the new rack r3.
     assert sorted(racks) == ["r2", "r3"] and sum(racks.values()) == 100
     assert racks["r2"] <= 50 and racks["r3"] <= 56
+
+
+TOO_WIDE_FOR_A_RACK = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: too-wide
+  namespace: default
+  labels: {kueue.x-k8s.io/queue-name: training}
+  annotations: {kueue.x-k8s.io/require-topology: cloud.provider.com/topology-rack}
+spec:
+  parallelism: 17
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: c, image: x, resources: {requests: {cpu: "1", memory: 130Gi, nvidia.com/gpu: "1"}}}
+"""
+
+
+def test_thousand_realistic_nodes_the_waiting_message_matches_a_count_of_usable_nodes(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """17 pods of 130Gi (one per node) required in one rack wait; the message's numbers match an
+    oracle over the generated nodes: usable = Ready, schedulable, labelled h100, not tainted broken."""
+    listing = node_list(1000)
+    nodes, job = tmp_path / "nodes.yaml", tmp_path / "job.yaml"
+    nodes.write_text(yaml.dump(listing, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)), encoding="utf-8")
+    job.write_text(TOO_WIDE_FOR_A_RACK, encoding="utf-8")
+    per_rack: dict[tuple[str, str], int] = {}
+    for node in listing["items"]:
+        labels, spec = node["metadata"]["labels"], node["spec"]
+        ready = any(cd["type"] == "Ready" and cd["status"] == "True" for cd in node["status"]["conditions"])
+        broken = any(t["key"] == "gpu" for t in spec.get("taints", []))
+        if ready and not spec.get("unschedulable") and labels.get("cloud.provider.com/gpu") == "h100" and not broken:
+            rack = (labels["cloud.provider.com/topology-block"], labels["cloud.provider.com/topology-rack"])
+            per_rack[rack] = per_rack.get(rack, 0) + 1
+    best = max(sorted(per_rack), key=lambda rack: per_rack[rack])
+    wls = workloads_of(capsys, nodes, *CLUSTER_SAMPLES, job)
+    [waiting] = [w for name, w in wls.items() if name.startswith("job-too-wide-")]
+    reserved = condition(waiting, "QuotaReserved")
+    assert reserved is not None and reserved["status"] == "False"
+    message = reserved["message"]
+    assert (f'allows to fit only {per_rack[best]} out of 17 pod(s) at level "cloud.provider.com/topology-rack" '
+            f"(best: {best[0]}/{best[1]}). Total nodes: 1000;") in message
+    assert f"free on {sum(per_rack.values())} candidate node(s)" in message
