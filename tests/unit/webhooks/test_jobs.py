@@ -30,6 +30,22 @@ PS_UNCONSTRAINED = f"{TPL_NOTES}[{c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY}]"
          make_job().template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "true")),
     Case("Kueue podset-unconstrained-topology false",
          make_job().template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "false")),
+    Case("Kueue's unconstrained value capitalised as Go's ParseBool reads it",
+         make_job().template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "True")),
+    Case("a KEP annotation on the pod template is read there too",
+         make_job().template_annotate(c.ANNOTATION_PREFER_TOPOLOGY, "auto")),
+    Case("a KEP annotation on the template is checked there",
+         make_job().template_annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "auto"),
+         want_errors=(f"{TPL_NOTES}[{c.ANNOTATION_REQUIRE_TOPOLOGY}]",)),
+    Case("a Kueue annotation on the Job is checked there",
+         make_job().annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "yes"),
+         want_errors=(f"{JOB_NOTES}[{c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY}]",)),
+    Case("a KEP and a Kueue annotation both on the template",
+         make_job().template_annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, RACK)
+         .template_annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, BLOCK), want_errors=(TPL_NOTES,)),
+    Case("the same annotation on the Job and on its template",
+         make_job().annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, RACK)
+         .template_annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, RACK), want_errors=(TPL_NOTES,)),
     Case("unrelated annotations do not count", make_job().annotate("example.com/owner", "ml")
          .annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, RACK).template_annotate("prometheus.io/scrape", "true")),
     Case("require-topology auto", make_job().annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "auto"),
@@ -92,7 +108,8 @@ def test_conflict_names_every_annotation_found() -> None:
 
 def test_unconstrained_lists_the_allowed_values() -> None:
     errs = validate(make_job().template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "yes").build())
-    assert [e.message for e in errs] == ['Unsupported value: "yes": supported values: "true", "false"']
+    assert [e.message for e in errs] == ['Unsupported value: "yes": supported values: "true", "false", "True", '
+                                         '"False", "TRUE", "FALSE"']
 
 
 @pytest.mark.parametrize(("old_suspend", "new_suspend", "new_queue", "want_errors"), [
@@ -100,6 +117,9 @@ def test_unconstrained_lists_the_allowed_values() -> None:
     pytest.param(False, False, "other", [f"metadata.labels[{c.LABEL_QUEUE_NAME}]"],
                  id="a running Job keeps its queue"),
     pytest.param(False, False, "training", [], id="a running Job with the same queue is fine"),
+    pytest.param(False, True, "other", [], id="suspending a Job and moving it in one update (Kueue allows it)"),
+    pytest.param(True, False, "other", [f"metadata.labels[{c.LABEL_QUEUE_NAME}]"],
+                 id="resuming a Job and moving it in one update is refused"),
 ])
 def test_job_queue_label_update(old_suspend: bool, new_suspend: bool, new_queue: str,
                                 want_errors: list[str]) -> None:
