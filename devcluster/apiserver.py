@@ -550,6 +550,16 @@ class ApiServer:
         self.store.put(r.storage_key, new)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
+    async def evict(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST pods/<name>/eviction: a delete with the Eviction's options (no PodDisruptionBudgets here)."""
+        r = self.resource("v1", "pods")
+        await self._faults(RequestInfo("create", r, namespace, name, "eviction"))
+        options = body.get("deleteOptions") or {}
+        await self.delete(r, namespace, name, propagation=options.get("propagationPolicy"),
+                          preconditions=options.get("preconditions"), dry_run="All" in (options.get("dryRun") or []),
+                          copy=False)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
     # ---------------------------------------------------------------- delete
 
     async def delete(self, r: ResourceType, namespace: str, name: str, *, propagation: str | None = None,

@@ -1,7 +1,7 @@
 """Decoding of Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`) into JSON objects.
 
 kubectl's imperative commands (`create namespace|configmap|secret|job|priorityclass|serviceaccount`,
-`run`) send built-in objects as protobuf and do not fall back to JSON, so the HTTP layer decodes
+`run`, and the evictions of `drain`) send built-in objects as protobuf and do not fall back to JSON, so the HTTP layer decodes
 them here. Pure: a wire-format reader plus field tables from the Kubernetes `generated.proto` files
 for the kinds those commands create; an unknown field is refused (never silently dropped).
 """
@@ -83,6 +83,11 @@ MESSAGES: dict[str, F] = {
     "ResourceRequirements": {1: ("limits", "map_quantity", ""), 2: ("requests", "map_quantity", "")},
     "Toleration": {1: ("key", "str", ""), 2: ("operator", "str", ""), 3: ("value", "str", ""),
                    4: ("effect", "str", ""), 5: ("tolerationSeconds", "int", "")},
+    "Eviction": {1: ("metadata", "msg", "ObjectMeta"), 2: ("deleteOptions", "msg", "DeleteOptions")},
+    "DeleteOptions": {1: ("gracePeriodSeconds", "int", ""), 2: ("preconditions", "msg", "Preconditions"),
+                      3: ("orphanDependents", "pbool", ""), 4: ("propagationPolicy", "str", ""),
+                      5: ("dryRun", "*str", ""), 6: ("ignoreStoreReadErrorWithClusterBreakingPotential", "pbool", "")},
+    "Preconditions": {1: ("uid", "str", ""), 2: ("resourceVersion", "str", "")},
     "Empty": {},  # status stanzas of new objects: skipped whole, the server drops them anyway
 }
 _SKIPPED = "Empty"

@@ -188,6 +188,8 @@ class HttpFrontend:
             body = await self._body(request)
             if t.name and t.subresource == "binding" and t.resource.storage_key == ("", "pods"):
                 return _json(await self.api.bind(t.namespace, t.name, body), 201)
+            if t.name and t.subresource == "eviction" and t.resource.storage_key == ("", "pods"):
+                return _json(await self.api.evict(t.namespace, t.name, body), 201)
             if t.name:
                 raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
                                "resource")

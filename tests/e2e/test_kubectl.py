@@ -317,3 +317,32 @@ def test_imperative_commands_send_protobuf_that_the_server_decodes(kubectl: Kube
     job = get("job", "once", "-n", namespace)
     assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["echo", "hi"]
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+
+
+def test_drain_evicts_the_pods_of_a_node(devcluster: DevCluster, kubectl: Kubectl, apply_yaml: Apply,
+                                         namespace: str) -> None:
+    """`kubectl drain` = cordon (patch) + list by spec.nodeName + protobuf Evictions + wait for deletion."""
+    api = devcluster.api
+    node = f"{namespace}-node"
+    apply_yaml(f"""
+apiVersion: v1
+kind: Node
+metadata: {{name: {node}}}
+status: {{conditions: [{{type: Ready, status: "True"}}]}}
+""")
+    pods = api.resource("v1", "pods")
+
+    async def bound_pods() -> None:
+        for name in ("a", "b"):
+            await api.create(pods, namespace, {"metadata": {"name": name},
+                                               "spec": {"containers": [{"name": "c", "image": "i"}]}})
+            await api.bind(namespace, name, {"target": {"name": node}})
+        await api.create(pods, namespace, {"metadata": {"name": "elsewhere"},
+                                           "spec": {"containers": [{"name": "c", "image": "i"}]}})
+
+    devcluster.call(bound_pods)
+    drained = kubectl("drain", node, "--force", "--timeout=20s")
+    assert "evicted" in drained.stdout and f"node/{node} drained" in drained.stdout
+    left = kubectl("get", "pods", "-n", namespace, "-o", "name").stdout.split()
+    assert left == ["pod/elsewhere"]
+    assert json.loads(kubectl("get", "node", node, "-o", "json").stdout)["spec"]["unschedulable"] is True
