@@ -358,3 +358,39 @@ def test_a_node_added_outside_admission_lets_the_parked_workload_in_once_capacit
     assert isinstance(decision, Admit)
     assert decision.admission["podSetAssignments"][0]["topologyAssignment"]["slices"] == [
         {"nodeLabels": {BLOCK: "b1", RACK: "r1"}, "count": 3}]
+
+
+@dataclass
+class GroupCase:
+    name: str
+    requests: dict[str, Any]
+    want_flavors: dict[str, str] | None
+    """resource -> flavor when admitted; None when the workload must wait."""
+    want_message: str = ""
+
+
+GROUP_CASES = [
+    GroupCase("each resource group picks its own flavor: cpu falls back to the second, GPUs take the only one",
+              {"cpu": 6, GPU: 1}, {"cpu": "tolerant", GPU: "a100"}),
+    GroupCase("the first cpu flavor when its quota covers the pod set",
+              {"cpu": 3, GPU: 1}, {"cpu": "spot", GPU: "a100"}),
+    GroupCase("the second group failing fails the pod set, and the first group keeps no quota",
+              {"cpu": 6, GPU: 9}, None,
+              'couldn\'t assign flavors to pod set "main": insufficient quota for nvidia.com/gpu in flavor '
+              '"a100": requests 9, available 8 (nominal 8, used 0)'),
+]
+
+
+@pytest.mark.parametrize("case", GROUP_CASES, ids=lambda case: case.name)
+def test_resource_groups_are_assigned_independently(case: GroupCase) -> None:
+    cq = (make_cluster_queue("a").group("cpu").flavor("spot", {"cpu": 4}).flavor("tolerant", {"cpu": 16})
+          .group(GPU).flavor("a100", {GPU: 8}))
+    state = make_admission_state([cq], flavors())
+    submit_all(state, [make_workload("w").queue("lq-a").pod_set("main", 1, case.requests)])
+    [decision] = run_until_quiet(state)
+    if case.want_flavors is None:
+        assert isinstance(decision, Pending) and decision.message == case.want_message
+        assert all(state.snapshot.quota.availability("a", flavor, "cpu").used == 0 for flavor in ("spot", "tolerant"))
+        return
+    assert isinstance(decision, Admit)
+    assert decision.admission["podSetAssignments"][0]["flavors"] == case.want_flavors
