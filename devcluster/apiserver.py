@@ -515,7 +515,7 @@ class ApiServer:
         await self._validate_admission("UPDATE", r, subresource, new, old, dry_run)
         if self.store.get(r.storage_key, object_key(old)) is not old:
             raise _Raced  # written meanwhile (hooks await): recompute on the newer object
-        if _spec_changed(old, new):
+        if _spec_changed(old, new, counts_status=r.custom and not r.has_status):
             new["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
         if same_content(old, new):
             return self._out(r, old, copy)  # no-op writes do not bump resourceVersion (as etcd3 storage)
@@ -592,9 +592,11 @@ class ApiServer:
         self.store.compact(storage_key)
 
 
-def _spec_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """generation counts changes to anything but metadata and status."""
-    keys = (set(old) | set(new)) - {"metadata", "status", "apiVersion", "kind"}
+def _spec_changed(old: Mapping[str, Any], new: Mapping[str, Any], counts_status: bool) -> bool:
+    """generation counts changes to anything but metadata, and status only for custom resources
+    without a status subresource (where status is ordinary content)."""
+    ignored = {"metadata", "apiVersion", "kind"} | (set() if counts_status else {"status"})
+    keys = (set(old) | set(new)) - ignored
     return any(old.get(k) != new.get(k) for k in keys)
 
 

@@ -263,6 +263,15 @@ WIDGET_CRD = {
 }
 
 
+async def test_custom_resources_without_status_subresource_count_status_in_generation(api: ApiServer) -> None:
+    await api.create(res(api, "apiextensions.k8s.io/v1", "customresourcedefinitions"), "", WIDGET_CRD)
+    widgets = res(api, "example.com/v1", "widgets")
+    await api.create(widgets, "default", {"apiVersion": "example.com/v1", "kind": "Widget",
+                                          "metadata": {"name": "w"}, "spec": {}})
+    got = await api.patch(widgets, "default", "w", MERGE, {"status": {"phase": "Ready"}})
+    assert got["status"] == {"phase": "Ready"} and got["metadata"]["generation"] == 2
+
+
 async def test_crd_lifecycle_registers_and_removes_the_resource_and_its_objects(api: ApiServer) -> None:
     crds = res(api, "apiextensions.k8s.io/v1", "customresourcedefinitions")
     made = await api.create(crds, "", WIDGET_CRD)
