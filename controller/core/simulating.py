@@ -122,36 +122,45 @@ class Simulation:
         return classes, default
 
     def _sync_workloads(self) -> None:
-        """Workload manifests as given, plus one per queued Job; note which have finished."""
+        """Workload manifests as given, plus one per queued Job that has none; note which finished.
+        A Workload owned by a Job stands for it, and finishes when that Job does (Kueue's job
+        reconciler marks it Finished), even when the manifest itself says nothing."""
         classes, default = self._priority_classes()
+        jobs = [JobView.from_dict(job) for job in self.of_kind("Job")]
+        job_done = {(view.namespace or "default", view.name): _JOB_FINISHED.get(view.finished or "")
+                    for view in jobs}
         manifests: list[tuple[dict[str, Any], str | None]] = []
+        owned: set[tuple[str, str]] = set()
         for obj in self.of_kind(c.KIND_WORKLOAD):
-            manifests.append((obj, _workload_finished(obj)))
-        owned = {(ref.get("name"), (obj.get("metadata") or {}).get("namespace") or "default")
-                 for obj in self.of_kind(c.KIND_WORKLOAD)
-                 for ref in (obj.get("metadata") or {}).get("ownerReferences") or [] if ref.get("kind") == "Job"}
-        for job in self.of_kind("Job"):
-            view = JobView.from_dict(job)
-            # A Job whose Workload was given as a manifest is represented by that Workload.
-            if view.queue_name and (view.name, view.namespace or "default") not in owned:
-                done = {"Complete": c.REASON_SUCCEEDED, "Failed": c.REASON_FAILED}.get(view.finished or "")
-                manifests.append((workload_from_job(job, classes, default), done))
+            owner = _owner_job(obj)
+            if owner is not None:
+                owned.add(owner)
+            manifests.append((obj, _workload_finished(obj) or job_done.get(owner or ("", ""))))
+        for view, job in zip(jobs, self.of_kind("Job"), strict=True):
+            key = (view.namespace or "default", view.name)
+            if view.queue_name and key not in owned:
+                manifests.append((workload_from_job(job, classes, default), job_done[key]))
         for manifest, finished in manifests:
-            key = "{}/{}".format((manifest["metadata"].get("namespace") or "default"), manifest["metadata"]["name"])
-            tracked = self.tracked.get(key)
-            if tracked is None:
-                manifest = _with_creation(manifest, self.now)
-                info = workload_info(manifest, seq=len(self.tracked), priority_classes=classes,
-                                     default_created=self.now.timestamp())
-                tracked = self.tracked[key] = _Tracked(Workload.from_dict(manifest), info)
-                if finished is None and tracked.model.has_quota_reservation and tracked.model.admission:
-                    # Admitted before this simulation: it keeps its quota (and named hosts).
-                    tracked.fit = fit_from_admission(info, (manifest.get("status") or {})["admission"])
-            if finished is not None and tracked.finished is None:
-                tracked.finished = finished
-                tracked.fit = None
-                message = "Job finished successfully" if finished == c.REASON_SUCCEEDED else "Job failed"
-                mark_finished(tracked.model, finished == c.REASON_SUCCEEDED, message, self.now)
+            self._track(manifest, finished, classes)
+
+    def _track(self, manifest: dict[str, Any], finished: str | None, classes: Mapping[str, int]) -> None:
+        """Start tracking a workload the first time it is seen (a pre-admitted one keeps its quota);
+        mark it Finished the first time it is seen finished."""
+        key = "{}/{}".format((manifest["metadata"].get("namespace") or "default"), manifest["metadata"]["name"])
+        tracked = self.tracked.get(key)
+        if tracked is None:
+            manifest = _with_creation(manifest, self.now)
+            info = workload_info(manifest, seq=len(self.tracked), priority_classes=classes,
+                                 default_created=self.now.timestamp())
+            tracked = self.tracked[key] = _Tracked(Workload.from_dict(manifest), info)
+            if finished is None and tracked.model.has_quota_reservation and tracked.model.admission:
+                # Admitted before this simulation: it keeps its quota (and named hosts).
+                tracked.fit = fit_from_admission(info, (manifest.get("status") or {})["admission"])
+        if finished is not None and tracked.finished is None:
+            tracked.finished = finished
+            tracked.fit = None
+            message = "Job finished successfully" if finished == c.REASON_SUCCEEDED else "Job failed"
+            mark_finished(tracked.model, finished == c.REASON_SUCCEEDED, message, self.now)
 
     def _rebuild(self) -> AdmissionState:
         """A fresh snapshot of everything applied; admissions still running keep quota and nodes."""
@@ -189,6 +198,19 @@ class Simulation:
             if why is not None:
                 out.append(why)
         return out
+
+
+_JOB_FINISHED = {"Complete": c.REASON_SUCCEEDED, "Failed": c.REASON_FAILED}
+"""A Job's finished condition type -> the Workload's Finished reason."""
+
+
+def _owner_job(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(namespace, name) of the Job that owns a Workload manifest, if one does."""
+    meta = obj.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
+            return str(meta.get("namespace") or "default"), str(ref.get("name", ""))
+    return None
 
 
 def _workload_finished(obj: Mapping[str, Any]) -> str | None:

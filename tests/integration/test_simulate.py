@@ -247,6 +247,14 @@ def test_a_workload_given_for_a_job_stands_for_it(capsys: pytest.CaptureFixture[
     path.write_text((DEADLOCK / "jobs.yaml").read_text() + "---\n" + yaml.safe_dump(workload), encoding="utf-8")
     wls = workloads_of(capsys, DEADLOCK / "cluster.yaml", path)
     assert sorted(wls) == ["job-job-b-423dd", "wl-for-job-a"]
+    assert condition(wls["wl-for-job-a"], "Admitted") is not None
+    # When its Job completes, the given Workload finishes (as Kueue's job reconciler marks it) and
+    # gives its quota and nodes to job-b.
+    wls = workloads_of(capsys, DEADLOCK / "cluster.yaml", path, DEADLOCK / "job-a-complete.yaml")
+    finished = condition(wls["wl-for-job-a"], "Finished")
+    assert finished is not None and (finished["status"], finished["reason"]) == ("True", "Succeeded")
+    admitted = condition(wls["job-job-b-423dd"], "Admitted")
+    assert admitted is not None and admitted["status"] == "True"
 
 
 def test_json_input_as_kubectl_get_prints_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
