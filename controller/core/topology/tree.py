@@ -23,10 +23,15 @@ Int64Array = npt.NDArray[np.int64]
 DomainKey = tuple[str, ...]
 MAX_MASKS = 64
 """Candidacy masks kept per topology (one per distinct pod-set signature, least recently used out)."""
+DEAD_DOMAIN_SLACK = 64
+"""Empty domains tolerated beyond the live ones before the domain tables are renumbered: node churn
+(autoscaled or replaced hosts, each a new hostname domain) must not grow them, and every assignment
+that scans them, without bound."""
 
 
 class LevelDomains:
-    """The domains of one level: ids are dense, assigned in order of first appearance, never reused."""
+    """The domains of one level: ids are dense, assigned in order of first appearance, never reused
+    (empty domains stay until the tree renumbers them all)."""
 
     __slots__ = ("_parent_array", "_rank", "id_of", "keys", "parent")
 
@@ -127,14 +132,12 @@ class FlavorTopology:
         static = static_reason(view, self.levels, self.node_labels)
         self._static[slot] = static
         self._set_alloc(slot, view.allocatable)
-        # Only a node carrying every level label has a place in the tree, whatever else excludes it
-        # (a cordoned or not-ready node may lack them too).
-        placed = all(key in view.labels for key in self.levels)
-        self._set_domains(slot, view if placed else None)
+        self._set_domains(slot, view if self._has_levels(view) else None)
         self._changed(slot)
 
     def remove_node(self, name: str) -> None:
-        """Forget a node; its slot is reused by the next new node. Its (now empty) domains stay."""
+        """Forget a node; its slot is reused by the next new node. Its domains stay, even empty, until
+        too many are empty (`_compact`)."""
         slot = self._slot_of.pop(name, None)
         if slot is None:
             return
@@ -182,14 +185,34 @@ class FlavorTopology:
             row[self._resource_col[resource]] = min(max(milli, 0), MILLI_CAP)
 
     def _set_domains(self, slot: int, view: NodeView | None) -> None:
-        """Record the node's domain at every level; -1 everywhere when it has no place in the tree."""
+        """Record the node's domain at every level; -1 everywhere when it has no place in the tree.
+        Renumbers the domains once too many are empty: a node is in one lowest domain, so more
+        lowest domains than nodes means empty ones (and an empty wider domain has an empty child)."""
         parent = -1
-        for i in range(len(self.levels)):
+        for i, level in enumerate(self.domains):
             if view is None:
                 self._domain_of[i][slot] = -1
                 continue
-            parent = self.domains[i].intern(tuple(view.labels[k] for k in self.levels[: i + 1]), parent)
+            parent = level.intern(tuple(view.labels[k] for k in self.levels[: i + 1]), parent)
             self._domain_of[i][slot] = parent
+        if self.domains and len(self.domains[-1].keys) > 2 * self.node_count + DEAD_DOMAIN_SLACK:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Renumber every level from the nodes present, dropping empty domains. Ids are internal
+        (results name domains by label values), so nothing outside the tree notices; the cost,
+        one pass over the nodes, is paid once per more than `node_count` domains that emptied."""
+        self.domains = [LevelDomains() for _ in self.levels]
+        for arr in self._domain_of:
+            arr[:] = -1
+        for slot, view in enumerate(self._views):
+            if view is not None and self._has_levels(view):
+                self._set_domains(slot, view)
+
+    def _has_levels(self, view: NodeView) -> bool:
+        """Only a node carrying every level label has a place in the tree, whatever else excludes
+        it (a cordoned or not-ready node may lack them too)."""
+        return all(key in view.labels for key in self.levels)
 
     def _changed(self, slot: int) -> None:
         """Patch what is derived per slot (candidacy masks, usage rows) for one changed slot."""

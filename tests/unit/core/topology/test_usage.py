@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from controller.api import constants as c
 from controller.core.topology import FlavorTopology, Usage, assign
+from controller.core.topology.tree import DEAD_DOMAIN_SLACK
 from tests.builders.cluster import make_pod
 from tests.unit.core.topology.scenario import (
     GPU,
@@ -168,3 +169,27 @@ def test_a_pod_bound_elsewhere_in_the_domain_consumes_the_workloads_reservation_
     assert usage.used("h1") == {GPU: 1000, c.RESOURCE_PODS: 1000}
     assert usage.used("h2") == {GPU: 1000, c.RESOURCE_PODS: 1000}
     assert usage.reserved("ns/w1") == {"h1": {GPU: 1000, c.RESOURCE_PODS: 1000}}
+
+
+def test_node_churn_does_not_grow_the_domain_tables() -> None:
+    # Hosts come and go under fresh names (autoscaling), one rack each time being emptied:
+    #
+    #          b1
+    #       /      \
+    #     r1        r{i}  (a new rack per round, holding the new host g{i}; g{i-1} leaves)
+    #     |          |
+    #   h1(4)      g{i}(2)
+    topo = FlavorTopology.build("gpu", LEVELS, {}, (), [gpu_node("h1", "b1", "r1", 4).view()])
+    podsets = [make_podset(5).require("cloud.com/block").build()]
+    for i in range(3 * DEAD_DOMAIN_SLACK):
+        topo.upsert_node(gpu_node(f"g{i}", "b1", f"r{i + 2}", 2).view())
+        if i:
+            topo.remove_node(f"g{i - 1}")
+        assert len(topo.domains[-1].keys) <= 2 * topo.node_count + DEAD_DOMAIN_SLACK
+        assert len(topo.domains[1].keys) <= 2 * topo.node_count + DEAD_DOMAIN_SLACK + 1
+    last = f"g{3 * DEAD_DOMAIN_SLACK - 1}"
+    fresh = FlavorTopology.build("gpu", LEVELS, {}, (), [gpu_node("h1", "b1", "r1", 4).view(),
+                                                         gpu_node(last, "b1", f"r{3 * DEAD_DOMAIN_SLACK + 1}", 2).view()])
+    assert assign(topo, Usage(), podsets) == assign(fresh, Usage(), podsets)
+    (assignment,) = expect_success(assign(topo, Usage(), podsets)).assignments
+    assert slice_strings(assignment) == ["b1/r1/h1=4", f"b1/r{3 * DEAD_DOMAIN_SLACK + 1}/{last}=1"]
