@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -55,10 +55,14 @@ class InlineTopology(ApiModel):
     levels: list[LabelKeyStr] = Field(min_length=1, max_length=16)
 
 
+# Kueue's limits on a flavor's node labels, taints and tolerations.
+MAX_FLAVOR_ITEMS: Final = 8
+
+
 class ResourceFlavorSpec(ApiModel):
-    node_labels: dict[str, str] = omitempty_dict()
-    node_taints: list[NodeTaint] = omitempty_list()
-    tolerations: list[FlavorToleration] = omitempty_list()
+    node_labels: dict[str, str] = omitempty_dict(maxProperties=MAX_FLAVOR_ITEMS)
+    node_taints: list[NodeTaint] = omitempty_list(maxItems=MAX_FLAVOR_ITEMS)
+    tolerations: list[FlavorToleration] = omitempty_list(maxItems=MAX_FLAVOR_ITEMS)
     topology_name: DnsSubdomainStr | None = None
     topology: InlineTopology | None = None
 

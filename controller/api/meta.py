@@ -63,14 +63,16 @@ def _is_empty(value: object) -> bool:
     return not value
 
 
-def omitempty_list() -> Any:
-    """An optional list field that defaults to empty and is left out of the output when empty."""
-    return Field(default_factory=list, exclude_if=_is_empty)
+def omitempty_list(**constraints: JsonValue) -> Any:
+    """An optional list field that defaults to empty and is left out of the output when empty;
+    `constraints` (e.g. maxItems) go to the CRD schema only, as in `schema_only`."""
+    return Field(default_factory=list, exclude_if=_is_empty, json_schema_extra=constraints or None)
 
 
-def omitempty_dict() -> Any:
-    """An optional map field that defaults to empty and is left out of the output when empty."""
-    return Field(default_factory=dict, exclude_if=_is_empty)
+def omitempty_dict(**constraints: JsonValue) -> Any:
+    """An optional map field that defaults to empty and is left out of the output when empty;
+    `constraints` (e.g. maxProperties) go to the CRD schema only, as in `schema_only`."""
+    return Field(default_factory=dict, exclude_if=_is_empty, json_schema_extra=constraints or None)
 
 
 class ApiModel(BaseModel):

@@ -8,7 +8,7 @@ writers, the validators and `tasq simulate`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -36,14 +36,19 @@ class ResourceQuota(ApiModel):
     lending_limit: QuantityStr | None = None
 
 
+# Kueue v1beta1's limits: 16 resource groups, 64 resources and 64 flavors in each.
+MAX_RESOURCE_GROUPS: Final = 16
+MAX_GROUP_ITEMS: Final = 64
+
+
 class FlavorQuotas(ApiModel):
     name: DnsSubdomainStr
-    resources: list[ResourceQuota] = Field(min_length=1, max_length=16)
+    resources: list[ResourceQuota] = Field(min_length=1, max_length=MAX_GROUP_ITEMS)
 
 
 class ResourceGroup(ApiModel):
-    covered_resources: list[str] = Field(min_length=1, max_length=16)
-    flavors: list[FlavorQuotas] = Field(min_length=1, max_length=16)
+    covered_resources: list[str] = Field(min_length=1, max_length=MAX_GROUP_ITEMS)
+    flavors: list[FlavorQuotas] = Field(min_length=1, max_length=MAX_GROUP_ITEMS)
 
 
 class BorrowWithinCohort(ApiModel):
@@ -58,12 +63,14 @@ class ClusterQueuePreemption(ApiModel):
 
 
 class FlavorFungibility(ApiModel):
-    when_can_borrow: Literal["Borrow", "TryNextFlavor"] | None = None
-    when_can_preempt: Literal["Preempt", "TryNextFlavor"] | None = None
+    """MayStopSearch is Kueue's current name; Borrow and Preempt its deprecated aliases."""
+
+    when_can_borrow: Literal["MayStopSearch", "TryNextFlavor", "Borrow"] | None = None
+    when_can_preempt: Literal["MayStopSearch", "TryNextFlavor", "Preempt"] | None = None
 
 
 class ClusterQueueSpec(ApiModel):
-    resource_groups: list[ResourceGroup] = omitempty_list()
+    resource_groups: list[ResourceGroup] = omitempty_list(maxItems=MAX_RESOURCE_GROUPS)
     cohort: DnsSubdomainStr | None = None
     queueing_strategy: QueueingStrategy = c.QUEUEING_BEST_EFFORT_FIFO
     namespace_selector: LabelSelector | None = None

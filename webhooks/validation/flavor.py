@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from controller.api.flavor import MAX_FLAVOR_ITEMS
 from webhooks.validation import formats, meta, placement, shapes, topology
 from webhooks.validation.errors import ROOT, FieldError, forbidden, invalid_omitted, required
 
-MAX_NODE_LABELS: Final = 8
-MAX_TAINTS: Final = 8
-MAX_TOLERATIONS: Final = 8
+# One limit for the three lists, shared with the model (and so the CRD schema).
+MAX_NODE_LABELS: Final = MAX_FLAVOR_ITEMS
+MAX_TAINTS: Final = MAX_FLAVOR_ITEMS
+MAX_TOLERATIONS: Final = MAX_FLAVOR_ITEMS
 SPEC = ROOT.child("spec")
 
 

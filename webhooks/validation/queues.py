@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from controller.api import constants as c
 from controller.api.quantity import parse_quantity
+from controller.api.queues import MAX_GROUP_ITEMS, MAX_RESOURCE_GROUPS
 from webhooks.validation import formats, meta, placement, shapes
 from webhooks.validation.errors import (
     ROOT,
@@ -29,9 +30,9 @@ from webhooks.validation.errors import (
     unsupported,
 )
 
-MAX_RESOURCE_GROUPS: Final = 16
-MAX_FLAVORS_PER_GROUP: Final = 64
-MAX_RESOURCES: Final = 64
+# Kueue's limits, shared with the model (and so the CRD schema).
+MAX_FLAVORS_PER_GROUP: Final = MAX_GROUP_ITEMS
+MAX_RESOURCES: Final = MAX_GROUP_ITEMS
 QUEUEING_STRATEGIES: Final = (c.QUEUEING_BEST_EFFORT_FIFO, c.QUEUEING_STRICT_FIFO)
 RECLAIM_POLICIES: Final = ("Never", "LowerPriority", "Any")
 WITHIN_CQ_POLICIES: Final = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
