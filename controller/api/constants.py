@@ -29,6 +29,8 @@ LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
 LABEL_JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 LABEL_JOB_NAME: Final = "batch.kubernetes.io/job-name"
 LABEL_CONTROLLER_UID: Final = "batch.kubernetes.io/controller-uid"
+LABEL_NAMESPACE_NAME: Final = "kubernetes.io/metadata.name"
+"""The API server labels every Namespace with its own name; namespaceSelectors commonly use it."""
 
 # Job annotations of the original TAS KEP (value: a level label; `auto` for prefer only).
 ANNOTATION_REQUIRE_TOPOLOGY: Final = "kueue.x-k8s.io/require-topology"
@@ -64,6 +66,10 @@ CONDITION_PODS_READY: Final = "PodsReady"
 CONDITION_EVICTED: Final = "Evicted"
 CONDITION_FINISHED: Final = "Finished"
 CONDITION_PREEMPTED: Final = "Preempted"
+
+# batch/v1 Job condition types that mean the Job is over.
+CONDITION_JOB_COMPLETE: Final = "Complete"
+CONDITION_JOB_FAILED: Final = "Failed"
 
 # ClusterQueue / LocalQueue condition type.
 CONDITION_ACTIVE: Final = "Active"

@@ -200,7 +200,7 @@ class Simulation:
         return out
 
 
-_JOB_FINISHED = {"Complete": c.REASON_SUCCEEDED, "Failed": c.REASON_FAILED}
+_JOB_FINISHED = {c.CONDITION_JOB_COMPLETE: c.REASON_SUCCEEDED, c.CONDITION_JOB_FAILED: c.REASON_FAILED}
 """A Job's finished condition type -> the Workload's Finished reason."""
 
 

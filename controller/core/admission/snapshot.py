@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from controller.api import constants as c
 from controller.api.flavor import ResourceFlavor
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.selectors import Taint, Toleration
@@ -17,9 +18,6 @@ from controller.api.topology import Topology
 from controller.api.views import NodeView, PodView
 from controller.core.admission.quota import ClusterQueueQuota, QuotaLedger
 from controller.core.topology import FlavorTopology, Usage
-
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-"""The API server labels every Namespace with its own name; selectors commonly use it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +50,8 @@ class AdmissionSnapshot:
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         labels = self.namespaces.get(namespace)
         if labels is None:
-            return {NAMESPACE_NAME_LABEL: namespace}
-        return {NAMESPACE_NAME_LABEL: namespace, **labels}
+            return {c.LABEL_NAMESPACE_NAME: namespace}
+        return {c.LABEL_NAMESPACE_NAME: namespace, **labels}
 
 
 def flavor_infos(flavors: Iterable[ResourceFlavor], topologies: Iterable[Topology],
