@@ -249,14 +249,18 @@ class ApiServer:
         return revision, start
 
     def watch(self, r: ResourceType, namespace: str | None = None, *, resource_version: str = "",
-              label_selector: str = "", field_selector: str = "") -> Watch:
-        """A watch from `resource_version` ("" or "0": synthetic ADDED events for current objects)."""
+              label_selector: str = "", field_selector: str = "", send_initial_events: bool = False) -> Watch:
+        """A watch from `resource_version` ("" or "0": synthetic ADDED events for current objects).
+        `send_initial_events` (the streaming-list "WatchList" form client-go uses, e.g. in `kubectl wait`)
+        sends the current objects, then a BOOKMARK annotated `k8s.io/initial-events-end`, then changes."""
         flt = self._filter(r, namespace, ListOptions(label_selector, field_selector))
         watch = Watch(lambda obj: self._present(r, obj), flt.matches)
-        if resource_version in ("", "0"):
+        if resource_version in ("", "0") or send_initial_events:
             current = sorted((o for o in self.store.items(r.storage_key, flt.namespace) if flt.matches(o)),
                              key=object_key)
             watch.start_with_objects(current)
+            if send_initial_events:
+                watch.end_initial_events(r.kind, r.group_version, self.store.revision)
             watch.attach(self.store, r.storage_key)
         else:
             try:

@@ -294,7 +294,8 @@ class HttpFrontend:
     async def _watch(self, request: web.Request, t: Target) -> web.StreamResponse:
         q = request.query
         watch = self.api.watch(t.resource, t.namespace or None, resource_version=q.get("resourceVersion", ""),
-                               label_selector=q.get("labelSelector", ""), field_selector=q.get("fieldSelector", ""))
+                               label_selector=q.get("labelSelector", ""), field_selector=q.get("fieldSelector", ""),
+                               send_initial_events=_truthy(q.get("sendInitialEvents")))
         self._watches.add(watch)
         try:
             return await self._stream(request, t, watch)

@@ -16,6 +16,7 @@ from devcluster.store import ADDED, DELETED, MODIFIED, Compacted, StorageKey, St
 
 ERROR = "ERROR"
 BOOKMARK = "BOOKMARK"
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 WatchEvent = dict[str, Any]  # {"type": ..., "object": ...}
 
 
@@ -37,6 +38,12 @@ class Watch:
     def start_with_objects(self, objects: Iterable[dict[str, Any]]) -> None:
         for obj in objects:
             self._put(ADDED, obj)
+
+    def end_initial_events(self, kind: str, api_version: str, revision: int) -> None:
+        """The bookmark that closes the initial events of a streaming list (sendInitialEvents=true)."""
+        event = self.bookmark(kind, api_version, revision)
+        event["object"]["metadata"]["annotations"] = {INITIAL_EVENTS_END: "true"}
+        self._queue.put_nowait(event)
 
     def attach(self, store: Store, key: StorageKey) -> None:
         self.last_revision = store.revision

@@ -346,3 +346,29 @@ status: {{conditions: [{{type: Ready, status: "True"}}]}}
     left = kubectl("get", "pods", "-n", namespace, "-o", "name").stdout.split()
     assert left == ["pod/elsewhere"]
     assert json.loads(kubectl("get", "node", node, "-o", "json").stdout)["spec"]["unschedulable"] is True
+
+
+def test_wait_for_a_workload_condition(devcluster: DevCluster, kubectl: Kubectl, apply_yaml: Apply,
+                                       crds_installed: Any, namespace: str) -> None:
+    """`kubectl wait` streams with sendInitialEvents and needs the initial-events-end bookmark."""
+    apply_yaml(f"""
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata: {{name: waiting, namespace: {namespace}}}
+spec:
+  queueName: training
+  podSets: [{{name: main, count: 1, template: {{spec: {{containers: [{{name: c, image: i}}]}}}}}}]
+""")
+    api = devcluster.api
+    workloads = api.resource("kueue.x-k8s.io/v1beta1", "workloads")
+    waiter = subprocess.Popen([str(KUBECTL), "--kubeconfig", str(kubectl.kubeconfig), "--cache-dir",
+                               str(kubectl.cache_dir), "wait", "--for=condition=Admitted", "workload/waiting",
+                               "-n", namespace, "--timeout=20s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    condition = {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "admitted",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    devcluster.call(lambda: api.patch(workloads, namespace, "waiting", "application/merge-patch+json",
+                                      {"status": {"conditions": [condition]}}, subresource="status"))
+    out, err = waiter.communicate(timeout=30)
+    assert waiter.returncode == 0, err
+    assert out.strip() == "workload.kueue.x-k8s.io/waiting condition met"

@@ -492,3 +492,15 @@ async def test_both_event_apis_serve_one_storage(api: ApiServer) -> None:
         ("events.k8s.io/v1", "old style", 3)]
     events = [await watch.next(0.1) for _ in range(2)]
     assert [(e or {}).get("object", {}).get("regarding", {}).get("name") for e in events] == ["p", "q"]
+
+
+async def test_streaming_list_sends_current_objects_then_the_initial_events_end_bookmark(api: ApiServer) -> None:
+    cms = res(api, "v1", "configmaps")
+    await api.create(cms, "default", make_configmap("b").build())
+    await api.create(cms, "default", make_configmap("a").build())
+    watch = api.watch(cms, "default", resource_version="1", send_initial_events=True)
+    await api.create(cms, "default", make_configmap("c").build())
+    events = [await watch.next(0.1) or {} for _ in range(4)]
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == [
+        ("ADDED", "a"), ("ADDED", "b"), ("BOOKMARK", None), ("ADDED", "c")]
+    assert events[2]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
