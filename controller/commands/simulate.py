@@ -1,11 +1,9 @@
 """`tasq simulate`: what-if admission on manifests, no cluster needed.
 
-Reads each `-f FILE|DIR|-` as one step (multi-document YAML or JSON, `kind: List` expanded),
-validates every tasq object and Job with the webhook validators, applies the step to a
-`controller.core.simulating.Simulation`, runs admission until quiet, and prints the Workloads as a
-table (like `kubectl get workloads` plus FLAVOR and PLACEMENT) or as a `kind: List` (`-o yaml|json`).
-Exit codes: 0 done, 2 invalid input (every error printed as `file:document: path: message`; the core
-kinds tasq reads, Nodes, Pods, Namespaces and PriorityClasses, are checked here too).
+Reads each `-f FILE|DIR|-` as one step (multi-document YAML or JSON, `kind: List` expanded), checks
+every object (webhook validators; core kinds here), applies the steps to a `Simulation`, and prints
+the Workloads as a table (`kubectl get workloads` plus FLAVOR and PLACEMENT) or a `kind: List`.
+Exit codes: 0 done, 2 invalid input (every error as `file:document: path: message`).
 """
 
 from __future__ import annotations
