@@ -1,10 +1,9 @@
 """What-if admission: apply manifests step by step and run admission cycles until nothing changes.
 
-`Simulation.apply` takes one step's objects (later objects replace earlier ones with the same kind,
-namespace and name, as `kubectl apply` does); `run` rebuilds the snapshot from everything applied,
-keeps earlier admissions that have not finished, and cycles until quiet. Time is simulated: step i
-happens at `start + i` seconds, so the same input always gives the same output. Pure; `tasq
-simulate` (controller.commands.simulate) does the file reading and printing.
+`Simulation.apply` takes one step's objects (later ones replace earlier ones of the same kind,
+namespace and name, as `kubectl apply` does); `run` rebuilds the snapshot, keeps unfinished
+admissions and cycles until quiet. Step i happens at `start + i` simulated seconds, so the same
+input always gives the same output. Pure; `tasq simulate` reads the files and prints.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """The admission cycle: take the head of every ClusterQueue, try each against the snapshot, decide.
 
-`AdmissionState` carries what lives between cycles (pending queues, admitted workloads, the
-snapshot's usage); `run_cycle` is one Kueue scheduling round and `run_until_quiet` repeats it until
-no queue has a head. Decisions are values: `Admit` with the full `status.admission`, or `Pending`
-with a reason and a quantitative message. Pure: no clock, no I/O. Called by `tasq simulate`, the
-benchmarks and (later) the controller's scheduler loop.
+`AdmissionState` carries what lives between cycles; `run_cycle` is one Kueue scheduling round and
+`run_until_quiet` repeats it until no queue has a head. Decisions are values: `Admit` (the full
+`status.admission`) or `Pending` (reason + quantitative message). Pure. Called by `tasq simulate`,
+the benchmarks and (later) the controller's scheduler loop.
 """
 
 from __future__ import annotations

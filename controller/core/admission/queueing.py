@@ -1,11 +1,8 @@
 """Queueing: the pending Workloads of every ClusterQueue, in admission order, and their heads.
 
-Order is priority descending, then creation time ascending (Kueue's). Within a ClusterQueue the
-workloads are grouped by shape (their pod sets' signature): when the head does not fit, every
-workload of the same shape is parked with it, since capacity only shrinks until something is
-released and identical shapes fail identically. Under BestEffortFIFO the next shape's head becomes
-the head; under StrictFIFO the parked head blocks its queue. `requeue` (capacity was released)
-makes everything eligible again. Called by the admission cycle; holds keys and order keys only.
+Order is priority descending, then creation time (Kueue's); BestEffortFIFO parks a head that does
+not fit together with its shape and lets the next shape through, StrictFIFO blocks behind it (see
+`ClusterQueueQueue`). Called by the admission cycle; holds keys and order keys only.
 """
 
 from __future__ import annotations
@@ -22,6 +19,9 @@ OrderKey = tuple[int, float, int, str]
 @dataclass(slots=True)
 class ClusterQueueQueue:
     """One ClusterQueue's pending workloads: one heap per shape plus a heap of the shapes' tops.
+
+    Workloads of one shape (their pod sets' signature) fail alike while capacity only shrinks, so
+    a head that does not fit parks its whole shape until `requeue` (something was released).
 
     Heaps use lazy deletion: an entry is live only while `members` maps its key to the same
     (order, shape); `tops` entries are re-validated against their shape's heap when read.

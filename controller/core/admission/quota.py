@@ -1,12 +1,8 @@
 """Quota: ClusterQueue quotas per flavor x resource, cohorts, borrowing and lending, and usage.
 
-`ClusterQueueQuota` is the static quota shape parsed from a ClusterQueue; `QuotaLedger` holds the
-per-cycle usage of every ClusterQueue and answers "how much of resource R in flavor F may queue Q
-still take" the way Kueue does. Used by flavor assignment and the admission cycle.
-
-Cohort model (Kueue v1beta1): each member lends `lendingLimit` (default: all) of its nominal
-quota to the cohort pool and keeps the rest guaranteed; a member may take its own guaranteed
-quota plus whatever is left in the pool, but never more than nominal + borrowingLimit.
+`ClusterQueueQuota` is the static quota shape of a ClusterQueue; `QuotaLedger` holds every queue's
+per-cycle usage and answers "how much of resource R in flavor F may queue Q still take" the way
+Kueue does (see `QuotaLedger`). Used by flavor assignment and the admission cycle.
 """
 
 from __future__ import annotations
@@ -137,7 +133,12 @@ class Availability:
 
 @dataclass(slots=True)
 class QuotaLedger:
-    """Per-cycle usage of every ClusterQueue (cheap to clone) over static specs."""
+    """Per-cycle usage of every ClusterQueue (cheap to clone) over static specs.
+
+    Cohort model (Kueue v1beta1): each member lends `lendingLimit` (default: all) of its nominal
+    quota to the cohort pool and keeps the rest guaranteed; a member may take its own guaranteed
+    quota plus whatever is left in the pool, but never more than nominal + borrowingLimit.
+    """
 
     queues: Mapping[str, ClusterQueueQuota]
     used: dict[str, dict[FlavorResource, int]] = field(default_factory=dict)
