@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from controller.cli import main
+from tests.builders.kueue import make_job
 from tests.data.simulate.realistic_nodes import node_list
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "simulate"
@@ -382,3 +383,55 @@ def test_thousand_realistic_nodes_the_waiting_message_matches_a_count_of_usable_
     assert (f'allows to fit only {per_rack[best]} out of 17 pod(s) at level "cloud.provider.com/topology-rack" '
             f"(best: {best[0]}/{best[1]}). Total nodes: 1000;") in message
     assert f"free on {sum(per_rack.values())} candidate node(s)" in message
+
+
+PRIORITY_CLASSES = """\
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: batch-default}
+value: 10
+globalDefault: true
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: urgent}
+value: 1000
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: a100}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources: [{name: nvidia.com/gpu, nominalQuota: "8"}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq, namespace: default}
+spec: {clusterQueue: cq}
+"""
+
+
+def test_priority_classes_order_jobs_and_the_global_default_applies(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The older Job gets the globalDefault class (10); the younger `urgent` one (1000) goes first."""
+    cluster, jobs = tmp_path / "cluster.yaml", tmp_path / "jobs.yaml"
+    cluster.write_text(PRIORITY_CLASSES, encoding="utf-8")
+    older = make_job("older").queue("lq").requests({"nvidia.com/gpu": "8"}).created("2026-01-01T00:00:00Z")
+    younger = (make_job("younger").queue("lq").requests({"nvidia.com/gpu": "8"})
+               .priority(class_name="urgent").created("2026-01-01T00:00:05Z"))
+    jobs.write_text(yaml.safe_dump_all([older.obj(), younger.obj()]), encoding="utf-8")
+    wls = {name.rsplit("-", 1)[0]: w for name, w in workloads_of(capsys, cluster, jobs).items()}
+    assert (wls["job-older"]["spec"]["priority"], wls["job-younger"]["spec"]["priority"]) == (10, 1000)
+    assert wls["job-younger"]["spec"]["priorityClassName"] == "urgent"
+    assert condition(wls["job-younger"], "Admitted") is not None
+    waiting = condition(wls["job-older"], "QuotaReserved")
+    assert waiting is not None and waiting["status"] == "False"
+    assert "requests 8, available 0 (nominal 8, used 8)" in waiting["message"]
