@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kubernetes.utils import parse_quantity as k8s_parse_quantity
 
 from controller.api import quantity as q
 
@@ -124,6 +125,22 @@ formats = st.sampled_from(["DecimalSI", "BinarySI", "DecimalExponent"])
 def test_format_then_parse_round_trips(n: int, fmt: q.QuantityFormat) -> None:
     value = Decimal(n).scaleb(-9)
     assert q.parse_quantity(q.format_quantity(value, fmt)) == value
+
+
+# Legal quantity texts of moderate size: sign, digits with an optional fraction, one suffix or exponent.
+legal_texts = st.builds(
+    lambda sign, whole, frac, tail: f"{sign}{whole}{frac}{tail}",
+    st.sampled_from(["", "+", "-"]),
+    st.integers(min_value=0, max_value=10**9).map(str),
+    st.one_of(st.just(""), st.just("."), st.integers(min_value=0, max_value=10**6).map(lambda f: f".{f}")),
+    st.one_of(st.sampled_from(SUFFIXES), st.integers(min_value=-9, max_value=9).map(lambda e: f"e{e}")),
+)
+
+
+@given(legal_texts)
+def test_parse_agrees_with_the_official_client_where_it_is_exact(text: str) -> None:
+    # kubernetes.utils.parse_quantity hands the text to Decimal (28 digits): exact at this size.
+    assert q.parse_quantity(text) == k8s_parse_quantity(text)
 
 
 @given(st.integers(min_value=-(10**12), max_value=10**12), st.sampled_from(SUFFIXES))
