@@ -167,28 +167,30 @@ def _first_fitting_flavor(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl_key
 
     With whenCanBorrow: TryNextFlavor, a first pass looks for a flavor that fits without
     borrowing. Every rejected flavor (of the last pass) adds one clause to the message, so the user
-    sees all the reasons; the reason is PodSetTopologyUnfit when only placement was missing.
+    sees all the reasons; the reason is the flavors' common one (e.g. PodSetTopologyUnfit when only
+    placement was missing), else QuotaExceeded.
     """
     passes = (False, True) if cq.try_next_flavor_before_borrowing else (True,)
-    clauses: list[str] = []
-    topology_only = True
+    rejections: list[_Rejection] = []
     for may_borrow in passes:
-        clauses, topology_only = [], True
+        rejections = []
         for fq in group.flavors:
             result = _try_flavor(snap, cq, wl_key, ps, fq.name, wanted, attempt, topology_allowed, may_borrow)
             if not isinstance(result, _Rejection):
                 return fq.name, result
-            clauses.append(result.clause)
-            topology_only = topology_only and result.placement
-    reason = c.REASON_POD_SET_TOPOLOGY_UNFIT if topology_only else c.REASON_QUOTA_EXCEEDED
-    return NoFit(reason, f"couldn't assign flavors to pod set \"{ps.name}\": " + "; ".join(clauses))
+            rejections.append(result)
+    reasons = {r.reason for r in rejections}
+    reason = reasons.pop() if len(reasons) == 1 else c.REASON_QUOTA_EXCEEDED
+    return NoFit(reason, f"couldn't assign flavors to pod set \"{ps.name}\": "
+                 + "; ".join(r.clause for r in rejections))
 
 
 @dataclass(frozen=True, slots=True)
 class _Rejection:
     clause: str
-    placement: bool
-    """True when the flavor was refused for lack of room in its topology (not quota or rules)."""
+    reason: str = c.REASON_QUOTA_EXCEEDED
+    """Why the flavor was refused: QuotaExceeded (quota or the flavor's rules), FlavorNotFound, or
+    the topology's PodSetTopologyUnfit / TopologyLevelMissing / TopologyNotFound."""
 
 
 def _try_flavor(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl_key: str, ps: PodSetInfo, name: str,
@@ -198,19 +200,18 @@ def _try_flavor(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl_key: str, ps:
     node selector, topology request), its quota covers the pod set, then the placement itself."""
     info = snap.flavors.get(name)
     if info is None:
-        return _Rejection(f"flavor \"{name}\" not found", False)
+        return _Rejection(f"flavor \"{name}\" not found", c.REASON_FLAVOR_NOT_FOUND)
     mismatch = flavor_mismatch(info, ps)
     if mismatch is not None:
-        return _Rejection(mismatch, False)
+        return _Rejection(mismatch)
     short = _quota_shortfall(snap.quota, cq, name, wanted, attempt, may_borrow)
     if short is not None:
-        return _Rejection(short, False)
+        return _Rejection(short)
     if not info.has_topology:
         return None
     if not topology_allowed:
-        return _Rejection(f"flavor \"{name}\": pod set already placed in another topology flavor", False)
-    placed = _place(snap, info, wl_key, ps, attempt)
-    return _Rejection(placed, True) if isinstance(placed, str) else placed
+        return _Rejection(f"flavor \"{name}\": pod set already placed in another topology flavor")
+    return _place(snap, info, wl_key, ps, attempt)
 
 
 def flavor_mismatch(info: FlavorInfo, ps: PodSetInfo) -> str | None:
@@ -259,10 +260,11 @@ def _quota_shortfall(ledger: QuotaLedger, cq: ClusterQueueQuota, flavor: str, wa
 
 
 def _place(snap: AdmissionSnapshot, info: FlavorInfo, wl_key: str, ps: PodSetInfo,
-           attempt: _Attempt) -> TopologyAssignment | str:
+           attempt: _Attempt) -> TopologyAssignment | _Rejection:
     """Ask the topology engine; on success hold the nodes (under the workload key) for later pod sets."""
     if info.topology is None:
-        return f"flavor \"{info.name}\": topology \"{info.topology_name}\" not found"
+        return _Rejection(f"flavor \"{info.name}\": topology \"{info.topology_name}\" not found",
+                          c.REASON_TOPOLOGY_NOT_FOUND)
     request = PodSetRequest(ps.name, ps.count, ps.placement_requests,
                             ps.topology if ps.topology is not None else UNCONSTRAINED,
                             ps.node_selector, ps.affinity_terms, ps.tolerations)
@@ -271,7 +273,7 @@ def _place(snap: AdmissionSnapshot, info: FlavorInfo, wl_key: str, ps: PodSetInf
         needs = ""
         if outcome.reason == c.REASON_POD_SET_TOPOLOGY_UNFIT:
             needs = "; " + needs_and_free(info.topology, snap.usage, ps)
-        return f"flavor \"{info.name}\": {outcome.message}{needs}"
+        return _Rejection(f"flavor \"{info.name}\": {outcome.message}{needs}", outcome.reason)
     for node, vector in outcome.placement.resources.items():
         add_into(attempt.nodes.setdefault(node, {}), vector)
     snap.usage.reserve(wl_key, attempt.nodes)

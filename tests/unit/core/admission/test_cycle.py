@@ -394,3 +394,43 @@ def test_resource_groups_are_assigned_independently(case: GroupCase) -> None:
         return
     assert isinstance(decision, Admit)
     assert decision.admission["podSetAssignments"][0]["flavors"] == case.want_flavors
+
+
+@dataclass
+class ReasonCase:
+    name: str
+    queue: ClusterQueueBuilder
+    workload: WorkloadBuilder
+    want_detail: str
+    want_fragment: str
+
+
+REASON_CASES = [
+    ReasonCase("a ClusterQueue naming a flavor that does not exist",
+               make_cluster_queue("a").flavor("ghost", {GPU: 8}), wl("w1", 1),
+               c.REASON_FLAVOR_NOT_FOUND, 'flavor "ghost" not found'),
+    ReasonCase("a flavor whose Topology does not exist",
+               make_cluster_queue("a").flavor("lost", {GPU: 8}), wl("w1", 1, required=RACK),
+               c.REASON_TOPOLOGY_NOT_FOUND, 'flavor "lost": topology "nowhere" not found'),
+    ReasonCase("a required level the flavor's topology lacks",
+               make_cluster_queue("a").flavor("h100", {GPU: 8}), wl("w1", 1, required="cloud.com/zone"),
+               c.REASON_TOPOLOGY_LEVEL_MISSING, 'topology "racks" has no level "cloud.com/zone"'),
+    ReasonCase("only placement is missing",
+               make_cluster_queue("a").flavor("h100", {GPU: 100}), wl("w1", 4, 4, required=BLOCK),
+               c.REASON_POD_SET_TOPOLOGY_UNFIT, "allows to fit only 3 out of 4 pod(s)"),
+    ReasonCase("one flavor lacks room and the other quota: the quota reason",
+               make_cluster_queue("a").flavor("h100", {GPU: 100}).flavor("a100", {GPU: 4}),
+               wl("w1", 4, 4),
+               c.REASON_QUOTA_EXCEEDED, 'insufficient quota for nvidia.com/gpu in flavor "a100"'),
+]
+
+
+@pytest.mark.parametrize("case", REASON_CASES, ids=lambda case: case.name)
+def test_the_pending_detail_names_the_flavors_common_cause(case: ReasonCase) -> None:
+    all_flavors = [*flavors(), make_flavor("lost").topology_name("nowhere")]
+    state = make_admission_state([case.queue], all_flavors, gpu_nodes(), [make_topology("racks", BLOCK, RACK)])
+    submit_all(state, [case.workload])
+    [decision] = run_until_quiet(state)
+    assert isinstance(decision, Pending)
+    assert decision.detail == case.want_detail
+    assert case.want_fragment in decision.message
