@@ -205,3 +205,34 @@ def _replay_against_a_fresh_build(ops: list[tuple[str, int, int, int, bool]], to
         assign(topo, usage, request)  # interleave reads so cached masks and rows get patched
     fresh = FlavorTopology.build("gpu", LEVELS, {}, (), list(nodes.values()))
     assert assign(topo, usage, request) == assign(fresh, Usage.from_pods(pods.values()), request)
+
+
+RACK_LOWEST = LEVELS[:2]
+rack_requests = st.sampled_from([
+    TopologyRequest("required", LEVELS[0]), TopologyRequest("required", LEVELS[1]),
+    TopologyRequest("preferred", LEVELS[1]), TopologyRequest("unconstrained", None)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), gpus_per_pod=st.integers(1, 2), count=st.integers(1, 14), topo_request=rack_requests)
+def test_racks_as_the_lowest_level_still_count_and_place_pods_per_node(
+        data: st.DataObject, gpus_per_pod: int, count: int, topo_request: TopologyRequest) -> None:
+    world = data.draw(worlds(gpus_per_pod))
+    topo = FlavorTopology.build("gpu", RACK_LOWEST, {}, (), world.nodes)
+    request = PodSetRequest("main", count, {GPU: 1000 * gpus_per_pod, "pods": 1000}, topo_request)
+    outcome = assign(topo, Usage.from_pods(world.pods), [request])
+    level = RACK_LOWEST.index(topo_request.level) if topo_request.level else 1
+    at_level = domain_sums(world, level)
+    possible = (max(at_level.values()) if topo_request.mode == "required" else sum(world.fit.values())) >= count
+    assert isinstance(outcome, AssignmentSuccess) == possible, getattr(outcome, "message", "")
+    if not isinstance(outcome, AssignmentSuccess):
+        return
+    # Slices name racks, each the sum of the pods its nodes got; no node gets more than it holds.
+    placed = outcome.placement.pods["main"]
+    assert all(n <= world.fit[node] for node, n in placed.items())
+    per_rack: dict[tuple[str, ...], int] = defaultdict(int)
+    for node, n in placed.items():
+        per_rack[world.path[node][:2]] += n
+    (assignment,) = outcome.assignments
+    assert [(tuple(s.node_labels.values()), s.count) for s in assignment.slices] == sorted(per_rack.items())
+    assert sum(per_rack.values()) == count
