@@ -46,14 +46,12 @@ def crds_installed(kubectl: Kubectl) -> subprocess.CompletedProcess[str]:
 
 
 def sample_files() -> list[Path]:
-    # config/samples also holds a kustomization.yaml: `kubectl apply -f config/samples/` would send it as
-    # an object (and fail on it against any cluster), so the manifests are named one by one.
-    return [p for p in sorted((REPO / "config" / "samples").glob("*.yaml")) if p.name != "kustomization.yaml"]
+    return sorted((REPO / "config" / "samples").glob("*.yaml"))
 
 
 @pytest.fixture(scope="module")
 def samples_applied(kubectl: Kubectl, crds_installed: Any) -> subprocess.CompletedProcess[str]:
-    return kubectl("apply", *(arg for p in sample_files() for arg in ("-f", str(p))))
+    return kubectl("apply", "-f", "config/samples/")
 
 
 def test_apply_crds_registers_every_kind_in_discovery(kubectl: Kubectl, crds_installed: Any) -> None:
@@ -66,7 +64,7 @@ def test_apply_crds_registers_every_kind_in_discovery(kubectl: Kubectl, crds_ins
 def test_apply_samples_creates_every_object(kubectl: Kubectl, samples_applied: Any) -> None:
     docs = [d for p in sample_files() for d in yaml.safe_load_all(p.read_text()) if d]
     assert samples_applied.stdout.count(" created") == len(docs)
-    again = kubectl("apply", "-k", "config/samples/")  # the kustomization names the same objects
+    again = kubectl("apply", "-f", "config/samples/")
     assert again.stdout.count(" unchanged") == len(docs)
 
 
