@@ -25,8 +25,8 @@ PODS_KEY = ("", "pods")
 INDEXED = "Indexed"
 ENV_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 
-COND_COMPLETE = "Complete"
-COND_FAILED = "Failed"
+COND_COMPLETE = c.CONDITION_JOB_COMPLETE
+COND_FAILED = c.CONDITION_JOB_FAILED
 COND_SUSPENDED = "Suspended"
 COND_SUCCESS_CRITERIA_MET = "SuccessCriteriaMet"
 COND_FAILURE_TARGET = "FailureTarget"
@@ -265,8 +265,10 @@ def pod_for(job: Mapping[str, Any], index: int | None) -> dict[str, Any]:
         generate = f"{name}-{index}-"
         env = {"name": ENV_COMPLETION_INDEX, "valueFrom": {"fieldRef": {
             "fieldPath": f"metadata.labels['{c.LABEL_JOB_COMPLETION_INDEX}']"}}}
-        for ctr in spec.get("containers") or []:
-            ctr["env"] = [e for e in ctr.get("env") or [] if e.get("name") != ENV_COMPLETION_INDEX] + [env]
+        for ctr in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            # As the Job controller: init containers too, and a variable the user set is left alone.
+            if not any(e.get("name") == ENV_COMPLETION_INDEX for e in ctr.get("env") or []):
+                ctr["env"] = [*(ctr.get("env") or []), env]
     pod_meta: dict[str, Any] = {"generateName": generate, "namespace": meta.get("namespace", ""), "labels": labels,
                                 "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
                                                      "uid": str(meta.get("uid")), "controller": True,

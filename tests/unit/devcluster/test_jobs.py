@@ -171,6 +171,42 @@ def test_pod_for_an_index_carries_labels_annotation_hostname_env_and_owner() -> 
     assert pod_for(make_job("plain").build(), None)["metadata"]["generateName"] == "plain-"
 
 
+@dataclass
+class EnvCase:
+    name: str
+    init_env: list[dict[str, Any]] | None
+    main_env: list[dict[str, Any]]
+    want_init: list[str] | None
+    want_main: list[str]
+
+
+ENV_CASES = [
+    EnvCase("the index variable goes into init and main containers", [], [{"name": "A", "value": "1"}],
+            ["JOB_COMPLETION_INDEX"], ["A", "JOB_COMPLETION_INDEX"]),
+    EnvCase("a variable of that name set by the user is kept, not replaced", None,
+            [{"name": "JOB_COMPLETION_INDEX", "value": "mine"}], None, ["JOB_COMPLETION_INDEX"]),
+]
+
+
+@pytest.mark.parametrize("case", ENV_CASES, ids=lambda c: c.name)
+def test_pod_for_adds_the_completion_index_variable(case: EnvCase) -> None:
+    job = make_job("train").indexed().completions(2).build()
+    template = job["spec"]["template"]["spec"]
+    template["containers"][0]["env"] = case.main_env
+    if case.init_env is not None:
+        template["initContainers"] = [{"name": "init", "image": "x", "env": case.init_env}]
+
+    spec = pod_for(job, 1)["spec"]
+
+    assert [e["name"] for e in spec["containers"][0]["env"]] == case.want_main
+    assert spec["containers"][0]["env"][0] == case.main_env[0]
+    if case.want_init is None:
+        assert "initContainers" not in spec
+    else:
+        assert [e["name"] for e in spec["initContainers"][0]["env"]] == case.want_init
+    assert template["containers"][0]["env"] == case.main_env  # the Job's template is not touched
+
+
 # ---------------------------------------------------------------- the controller on an API server
 
 
