@@ -2,9 +2,10 @@
 
 Holds, per node, the requests of bound non-terminal pods (tasq's or not; each includes 1000 milli
 `pods`) plus the reservations of admitted workloads whose pods are not bound yet. One Usage serves
-the whole cluster (rows keyed by node name in a shared, append-only `NodeRegistry`), so flavors whose
-node sets overlap see the same free capacity. Fed incrementally by the cache; cloned per admission
-cycle (a numpy copy plus copy-on-write maps). Read by `assigning`, which never mutates it.
+the whole cluster (rows keyed by node name in a shared, append-only `NodeRegistry`, swapped for a
+fresh one when removed nodes pile up), so flavors whose node sets overlap see the same free
+capacity. Fed incrementally by the cache; cloned per admission cycle (a numpy copy plus
+copy-on-write maps). Read by `assigning`, which never mutates it.
 """
 
 from __future__ import annotations
@@ -24,9 +25,14 @@ MILLI_CAP = 1 << 62
 
 Int64Array = npt.NDArray[np.int64]
 
+GONE_ROW_SLACK = 1024
+"""Rows of removed nodes tolerated beyond the live ones before a Usage renumbers onto a fresh
+registry: node churn (new names for replaced hosts) must not grow the matrix every clone copies."""
+
 
 class NodeRegistry:
-    """Node name -> row and resource name -> column; append-only, shared by a Usage and its clones."""
+    """Node name -> row and resource name -> column; append-only, shared by a Usage and its clones
+    (a Usage that renumbers moves to a new registry, leaving the old one to the clones using it)."""
 
     __slots__ = ("cols", "rows")
 
@@ -68,6 +74,8 @@ class Usage:
         self._used: Int64Array = np.zeros((16, 8), dtype=np.int64)
         self._pods: dict[str, _BoundPod] = {}
         self._reservations: dict[str, dict[int, dict[int, int]]] = {}
+        self._gone: set[str] = set()
+        """Nodes removed (their rows are zero) and not seen since; renumbered away past the slack."""
         self._shared = False
 
     @classmethod
@@ -85,6 +93,7 @@ class Usage:
         twin._used = self._used.copy()
         twin._pods = self._pods
         twin._reservations = self._reservations
+        twin._gone = self._gone
         twin._shared = self._shared = True
         return twin
 
@@ -104,7 +113,7 @@ class Usage:
             self.remove_bound_pod(pod)
         if not pod.node_name or pod.terminal:
             return
-        row = self.registry.row(pod.node_name)
+        row = self._row(pod.node_name)
         amounts = tuple((self.registry.col(r), min(m, MILLI_CAP)) for r, m in sorted(pod.requests.items()) if m > 0)
         self._ensure(row, max((col for col, _ in amounts), default=0))
         key = workload_key if workload_key is not None else workload_key_of(pod)
@@ -159,7 +168,7 @@ class Usage:
         self.release(workload_key)
         held: dict[int, dict[int, int]] = {}
         for node, vector in resources.items():
-            row = self.registry.row(node)
+            row = self._row(node)
             cols = {self.registry.col(r): min(m, MILLI_CAP) for r, m in vector.items() if m > 0}
             self._ensure(row, max(cols, default=0))
             for col, milli in cols.items():
@@ -176,16 +185,21 @@ class Usage:
                 self._used[row, col] = max(int(self._used[row, col]) - milli, 0)
 
     def remove_node(self, name: str) -> None:
-        """A node left the cluster: its pods and reservations on it no longer count."""
+        """A node left the cluster: its pods and reservations on it no longer count, and its row is
+        dropped once enough rows are (`_renumber`)."""
         self._own()
         row = self.registry.rows.get(name)
-        if row is None or row >= self._used.shape[0]:
+        if row is None or name in self._gone:
             return
-        for key in [k for k, p in self._pods.items() if p.row == row]:
-            del self._pods[key]
-        for held in self._reservations.values():
-            held.pop(row, None)
-        self._used[row, :] = 0
+        if row < self._used.shape[0]:
+            for key in [k for k, p in self._pods.items() if p.row == row]:
+                del self._pods[key]
+            for held in self._reservations.values():
+                held.pop(row, None)
+            self._used[row, :] = 0
+        self._gone.add(name)
+        if len(self._gone) > len(self.registry.rows) - len(self._gone) + GONE_ROW_SLACK:
+            self._renumber()
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -220,9 +234,33 @@ class Usage:
 
     # -- internals ------------------------------------------------------------------------------
 
+    def _row(self, node: str) -> int:
+        """The row of a node that is (again) in use."""
+        if node in self._gone:
+            self._gone.discard(node)
+        return self.registry.row(node)
+
+    def _renumber(self) -> None:
+        """Move onto a fresh registry holding only the nodes not removed; rows, pods and reservations
+        are remapped. Clones keep the old registry, and `FlavorTopology.rows_in` notices the new one."""
+        fresh = NodeRegistry()
+        fresh.cols = dict(self.registry.cols)
+        live = sorted((row, name) for name, row in self.registry.rows.items() if name not in self._gone)
+        new_of = {row: fresh.row(name) for row, name in live}
+        used = np.zeros((max(len(live), 16), self._used.shape[1]), dtype=np.int64)
+        old_rows = np.asarray([row for row, _ in live if row < self._used.shape[0]], dtype=np.int64)
+        used[np.asarray([new_of[int(r)] for r in old_rows], dtype=np.int64)] = self._used[old_rows]
+        self._used = used
+        self._pods = {key: _BoundPod(new_of[p.row], p.amounts) for key, p in self._pods.items()}
+        self._reservations = {k: {new_of[r]: cols for r, cols in held.items()}
+                              for k, held in self._reservations.items()}
+        self._gone = set()
+        self.registry = fresh
+
     def _own(self) -> None:
         """Copy-on-write: take private copies of the maps shared with a clone before writing."""
         if self._shared:
+            self._gone = set(self._gone)
             self._pods = dict(self._pods)
             self._reservations = {k: {r: dict(cols) for r, cols in held.items()}
                                   for k, held in self._reservations.items()}

@@ -20,6 +20,7 @@ from controller.core.topology import (
     assign,
     tree,
 )
+from controller.core.topology import usage as usage_rows
 from tests.builders.cluster import make_pod
 from tests.unit.core.topology.scenario import GPU, LEVELS, gpu_node
 
@@ -172,8 +173,9 @@ node_ops = st.lists(st.tuples(
 @given(ops=node_ops, topo_request=requests, count=st.integers(1, 10), slack=st.sampled_from([0, 64]))
 def test_incremental_updates_match_a_fresh_build(
         ops: list[tuple[str, int, int, int, bool]], topo_request: TopologyRequest, count: int, slack: int) -> None:
-    # slack 0 renumbers the domains as soon as more are empty than twice the nodes: often, here.
-    with mock.patch.object(tree, "DEAD_DOMAIN_SLACK", slack):
+    # slack 0 renumbers the tree's domains as soon as more are empty than twice the nodes, and the
+    # usage rows as soon as more nodes are gone than live: often, here.
+    with mock.patch.object(tree, "DEAD_DOMAIN_SLACK", slack), mock.patch.object(usage_rows, "GONE_ROW_SLACK", slack):
         _replay_against_a_fresh_build(ops, topo_request, count)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from controller.api import constants as c
 from controller.core.topology import FlavorTopology, Usage, assign
 from controller.core.topology.tree import DEAD_DOMAIN_SLACK
+from controller.core.topology.usage import GONE_ROW_SLACK
 from tests.builders.cluster import make_pod
 from tests.unit.core.topology.scenario import (
     GPU,
@@ -193,3 +194,26 @@ def test_node_churn_does_not_grow_the_domain_tables() -> None:
     assert assign(topo, Usage(), podsets) == assign(fresh, Usage(), podsets)
     (assignment,) = expect_success(assign(topo, Usage(), podsets)).assignments
     assert slice_strings(assignment) == ["b1/r1/h1=4", f"b1/r{3 * DEAD_DOMAIN_SLACK + 1}/{last}=1"]
+
+
+def test_node_churn_does_not_grow_the_usage_rows_and_renumbering_keeps_what_is_used() -> None:
+    topo, usage = rack(), Usage()
+
+    def churn(first: int, last: int) -> None:  # short-lived nodes under fresh names, each with a pod
+        for i in range(first, last):
+            usage.add_bound_pod(make_pod(f"q{i}").requests({GPU: "1"}).on(f"spot-{i}").view())
+            usage.remove_node(f"spot-{i}")
+            assert len(usage.registry.rows) <= 2 * 2 + GONE_ROW_SLACK
+
+    churn(0, 5)  # h1 and h2 get rows after these, so renumbering really moves them
+    usage.add_bound_pod(make_pod("p").requests({GPU: "1"}).on("h1").view())
+    usage.reserve("ns/w", {"h2": {GPU: 2000}})
+    assert fit_in_rack(topo, usage) == 5
+    before = usage.clone()
+    churn(5, 3 * GONE_ROW_SLACK)
+    assert usage.registry is not before.registry  # renumbered onto a fresh registry
+    assert (usage.used("h1"), usage.reserved("ns/w")) == ({GPU: 1000, c.RESOURCE_PODS: 1000}, {"h2": {GPU: 2000}})
+    assert (fit_in_rack(topo, usage), fit_in_rack(topo, before)) == (5, 5)
+    usage.remove_bound_pod("default/p")
+    usage.release("ns/w")
+    assert (fit_in_rack(topo, usage), fit_in_rack(topo, before)) == (8, 5)
