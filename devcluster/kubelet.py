@@ -1,10 +1,9 @@
 """The devcluster's kubelets (all nodes in one object): run bound pods for a set time on the API clock.
 
-A bound Pending pod becomes Running (Ready, podIP, startTime, containerStatuses); it Succeeds after
-the `devcluster.tasq.io/run-seconds` annotation's duration (none: runs until deleted) or Fails when
-annotated `devcluster.tasq.io/fail: "true"` or through `fail()`. Pods on a NotReady node get Ready=False
-and, after `eviction_seconds` (the default 300 s not-ready toleration), are deleted as the taint
-manager would. Driven by `devcluster.components` through `sync()`; time is `api.now()`.
+Pods bound to a Ready node run, then Succeed after the `devcluster.tasq.io/run-seconds` annotation
+(none: until deleted) or Fail (`devcluster.tasq.io/fail: "true"`, `fail()`). On a NotReady node pods
+do not start, turn unready, and are evicted when their NoExecute toleration runs out (the taint
+manager). `devcluster.components` drives `sync()`; time is `api.now()`.
 """
 
 from __future__ import annotations
@@ -15,16 +14,20 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.selectors import NO_EXECUTE, Taint, Toleration
 from controller.api.views import TERMINAL_PHASES
 from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
 from devcluster.errors import ApiError
-from devcluster.nodes import ready_condition
+from devcluster.nodes import not_ready_taint_key, ready_condition, ready_status
 from devcluster.store import DELETED, StoredEvent, object_key
 
 PODS_KEY = ("", "pods")
 NODES_KEY = ("", "nodes")
-EVICTION_SECONDS = 300.0
+EVICTION_SECONDS = 300.0  # the tolerationSeconds the DefaultTolerationSeconds admission plugin adds
 REASON_NODE_NOT_READY = "NodeNotReady"
+CONDITION_DISRUPTION_TARGET = "DisruptionTarget"
+REASON_DELETION_BY_TAINT_MANAGER = "DeletionByTaintManager"
+MESSAGE_DELETION_BY_TAINT_MANAGER = "Taint manager: deleting due to NoExecute taint"
 
 PodKey = tuple[str, str]
 
@@ -37,6 +40,19 @@ def run_seconds(pod: Mapping[str, Any]) -> float | None:
     except ValueError:
         return None
     return None if value is None or value < 0 else value
+
+
+def eviction_delay(pod: Mapping[str, Any], taint: Taint, default: float) -> float | None:
+    """Seconds the pod stays on a node with this NoExecute taint; None: forever.
+
+    As the taint manager: the least tolerationSeconds of the pod's tolerations of the taint (none
+    with seconds: forever); a pod without one gets `default`, the toleration admission adds."""
+    tolerations = [t for t in (pod.get("spec") or {}).get("tolerations") or []
+                   if Toleration.from_dict(t).tolerates(taint)]
+    if not tolerations:
+        return default
+    seconds = [float(t["tolerationSeconds"]) for t in tolerations if t.get("tolerationSeconds") is not None]
+    return max(0.0, min(seconds)) if seconds else None
 
 
 def fail_requested(pod: Mapping[str, Any]) -> bool:
@@ -55,6 +71,7 @@ class Kubelet:
         self._to_start: set[PodKey] = set()
         self._to_fail: set[PodKey] = set()
         self._deadlines: list[tuple[datetime, PodKey, str]] = []  # (when, pod, uid) heap
+        self._node_status: dict[str, str] = {}  # node -> its Ready condition's status
         self._not_ready_since: dict[str, datetime] = {}
         self._ip_counter = 0
         self._unsubscribe: list[Callable[[], None]] = []
@@ -76,13 +93,22 @@ class Kubelet:
         self._unsubscribe = []
 
     def _on_node(self, event: StoredEvent) -> None:
+        """Track each node's Ready status; the pods waiting on a node that turns Ready can start."""
         name = str(event.object["metadata"]["name"])
-        conditions = (event.object.get("status") or {}).get("conditions") or []
-        ready = any(cd.get("type") == "Ready" and cd.get("status") == "True" for cd in conditions)
-        if event.type == DELETED or ready:
+        if event.type == DELETED:
+            self._node_status.pop(name, None)
             self._not_ready_since.pop(name, None)
-        elif name not in self._not_ready_since:
-            self._not_ready_since[name] = self.api.now()
+            return
+        status = ready_status(event.object)
+        was_ready = self._node_status.get(name) == "True"
+        self._node_status[name] = status
+        if status != "True":
+            self._not_ready_since.setdefault(name, self.api.now())
+            return
+        self._not_ready_since.pop(name, None)
+        if not was_ready:
+            self._to_start.update(key for key in self._on_node_pods.get(name, ())
+                                  if _phase(self._bound.get(key)) == "Pending")
 
     def _on_pod(self, event: StoredEvent) -> None:
         key = object_key(event.object)
@@ -114,9 +140,18 @@ class Kubelet:
             times = [self._deadlines[0][0]]  # the heap's head (the usual case: due ones were popped)
         else:
             times = [when for when, _k, _u in self._deadlines if when > after]
-        times += [due for since in self._not_ready_since.values()
-                  if (due := since + timedelta(seconds=self.eviction_seconds)) > after]
+        for node, since in self._not_ready_since.items():
+            for key in self._on_node_pods.get(node, ()):
+                due = self._eviction_due(self._bound[key], node, since)
+                if due is not None and due > after:
+                    times.append(due)
         return min(times) if times else None
+
+    def _eviction_due(self, pod: Mapping[str, Any], node: str, since: datetime) -> datetime | None:
+        """When the taint manager evicts this pod from its NotReady node; None: never."""
+        taint = Taint(not_ready_taint_key(self._node_status.get(node, "Unknown")), "", NO_EXECUTE)
+        delay = eviction_delay(pod, taint, self.eviction_seconds)
+        return None if delay is None else since + timedelta(seconds=delay)
 
     # ---------------------------------------------------------------- the cycle
 
@@ -133,6 +168,9 @@ class Kubelet:
             entry = heapq.heappop(self._deadlines)
             pod = self._bound.get(entry[1])
             if pod is not None and pod["metadata"].get("uid") == entry[2]:
+                if self._node_status.get(str(pod["spec"]["nodeName"])) != "True":
+                    retry.append(entry)  # its kubelet is not posting: reported once the node is back
+                    continue
                 done = await self._finish(entry[1], now, failed=False)
                 writes += done
                 if not done and entry[1] in self._bound:
@@ -149,14 +187,15 @@ class Kubelet:
         if pod is None:
             return 0
         node = str(pod["spec"]["nodeName"])
+        if self._node_status.get(node) != "True":
+            return 0  # no kubelet runs it: Pending until the node exists and is Ready (`_on_node`)
         started = timestamp(now)
         self._ip_counter += 1
         ip = f"10.244.{(self._ip_counter // 250) % 250}.{self._ip_counter % 250 + 2}"
-        ready = node not in self._not_ready_since
         status = {
             "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": _host_ip(node),
             "startTime": started, "qosClass": "BestEffort",
-            "conditions": _conditions(pod, started, ready=ready, reason="" if ready else REASON_NODE_NOT_READY),
+            "conditions": _conditions(pod, started, ready=True),
             "containerStatuses": [_container_status(ctr, {"running": {"startedAt": started}}, ready=True)
                                   for ctr in pod["spec"].get("containers") or []],
         }
@@ -195,7 +234,7 @@ class Kubelet:
         return 0
 
     async def _node_health(self, now: datetime) -> int:
-        """Pods of NotReady nodes: Ready=False at once, deleted after the eviction timeout."""
+        """Pods of NotReady nodes: Ready=False at once, deleted when their toleration runs out."""
         if not self._not_ready_since:
             return 0
         writes = 0
@@ -203,22 +242,29 @@ class Kubelet:
             for key in sorted(self._on_node_pods.get(node, ())):
                 pod = self._bound.get(key)  # gone meanwhile when another client deleted it
                 if pod is not None:
-                    writes += await self._pod_on_not_ready_node(pod, since, now)
+                    writes += await self._pod_on_not_ready_node(pod, self._eviction_due(pod, node, since), now)
         return writes
 
-    async def _pod_on_not_ready_node(self, pod: Mapping[str, Any], since: datetime, now: datetime) -> int:
+    async def _pod_on_not_ready_node(self, pod: Mapping[str, Any], due: datetime | None, now: datetime) -> int:
         """Evicted once the toleration ran out, else marked Ready=False (once)."""
-        if now >= since + timedelta(seconds=self.eviction_seconds):
-            return await self._evict(pod)
+        if due is not None and now >= due:
+            return await self._evict(pod, now)
         if _ready_status(pod) == "False" or (pod.get("status") or {}).get("phase") != "Running":
             return 0
         started = str((pod.get("status") or {}).get("startTime") or timestamp(now))
         conditions = _conditions(pod, started, ready=False, reason=REASON_NODE_NOT_READY)
         return 1 if await self._write_status(pod, {"conditions": conditions}) else 0
 
-    async def _evict(self, pod: Mapping[str, Any]) -> int:
-        """Delete the pod as the taint manager does once the not-ready toleration has run out."""
+    async def _evict(self, pod: Mapping[str, Any], now: datetime) -> int:
+        """As the taint manager once the toleration ran out: a DisruptionTarget condition, then delete."""
         meta = pod["metadata"]
+        conditions = [cd for cd in (pod.get("status") or {}).get("conditions") or []
+                      if cd.get("type") != CONDITION_DISRUPTION_TARGET]
+        conditions.append({"type": CONDITION_DISRUPTION_TARGET, "status": "True",
+                           "reason": REASON_DELETION_BY_TAINT_MANAGER, "message": MESSAGE_DELETION_BY_TAINT_MANAGER,
+                           "lastTransitionTime": timestamp(now)})
+        if not await self._write_status(pod, {"conditions": conditions}):
+            return 0
         try:
             await self.api.delete(self.api.resource("v1", "pods"), meta["namespace"], meta["name"], copy=False)
         except ApiError:
@@ -262,6 +308,10 @@ class Kubelet:
 def _host_ip(node: str) -> str:
     n = sum(node.encode()) % 250
     return f"192.168.{len(node) % 250}.{n + 2}"
+
+
+def _phase(pod: Mapping[str, Any] | None) -> str:
+    return str(((pod or {}).get("status") or {}).get("phase") or "Pending")
 
 
 def _ready_status(pod: Mapping[str, Any]) -> str:

@@ -22,6 +22,8 @@ LABEL_BLOCK = "cloud.provider.com/topology-block"
 LABEL_RACK = "cloud.provider.com/topology-rack"
 RESOURCE_GPU = "nvidia.com/gpu"
 KUBELET_VERSION = "v1.31.0-devcluster"
+TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
 
 # Fields the API server sets, dropped from dumps so the nodes can be created again.
 _SERVER_META = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields",
@@ -97,6 +99,20 @@ def ready_condition(ready: bool, reason: str = "", message: str = "") -> dict[st
                 "message": message or "kubelet is posting ready status"}
     return {"type": "Ready", "status": "False", "reason": reason or "KubeletNotReady",
             "message": message or "kubelet stopped posting node status"}
+
+
+def ready_status(node: Mapping[str, Any]) -> str:
+    """The node's Ready condition status: `True`, `False`, or `Unknown` (also when it has none yet)."""
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return str(cond.get("status") or "Unknown")
+    return "Unknown"
+
+
+def not_ready_taint_key(status: str) -> str:
+    """The taint the node lifecycle controller puts on a node whose Ready status is not True:
+    `not-ready` for False, `unreachable` for Unknown (the kubelet stopped posting)."""
+    return TAINT_NOT_READY if status == "False" else TAINT_UNREACHABLE
 
 
 def topology_nodes(shape: TopologyShape, prefix: str = "") -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from controller.api.selectors import NO_SCHEDULE, Taint, Toleration, node_matche
 from controller.api.views import TERMINAL_PHASES, NodeView, PodView
 from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
 from devcluster.errors import ApiError
+from devcluster.nodes import not_ready_taint_key, ready_status
 from devcluster.recording import NORMAL, WARNING, EventRecorder
 from devcluster.store import DELETED, StoredEvent, object_key
 
@@ -26,7 +27,6 @@ CONDITION_POD_SCHEDULED = "PodScheduled"
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULING_GATED = "SchedulingGated"
 MESSAGE_GATED = "Scheduling is blocked due to non-empty scheduling gates"
-TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 PODS_KEY = ("", "pods")
 NODES_KEY = ("", "nodes")
@@ -126,9 +126,10 @@ class Scheduler:
     def _set_node(self, obj: Mapping[str, Any]) -> None:
         view = NodeView.from_dict(obj)
         taints = view.taints
-        if not view.ready:
+        status = ready_status(obj)
+        if status != "True":
             # The node lifecycle controller taints NotReady nodes; the scheduler filters on that taint.
-            taints = (*taints, Taint(TAINT_NOT_READY, "", NO_SCHEDULE))
+            taints = (*taints, Taint(not_ready_taint_key(status), "", NO_SCHEDULE))
         free = subtract(view.allocatable, self._used.get(view.name, {}))
         self.nodes[view.name] = NodeState(view, taints, free)
         for pair in view.labels.items():

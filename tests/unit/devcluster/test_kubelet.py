@@ -18,14 +18,19 @@ from devcluster.kubelet import Kubelet, run_seconds
 from tests.builders.cluster import PodBuilder, make_node, make_pod
 
 
-async def kubelet_with_pod(pod: PodBuilder, eviction_seconds: float = 300) -> tuple[ApiServer, Kubelet, ManualClock]:
+async def kubelet_with_pod(pod: PodBuilder, eviction_seconds: float = 300, *, node_ready: bool = True,
+                           tolerations: list[dict[str, Any]] | None = None) -> tuple[ApiServer, Kubelet, ManualClock]:
+    """One node `n1` and pod `p` bound to it; `tolerations` as raw dicts (they carry tolerationSeconds)."""
     clock = ManualClock()
     api = ApiServer(now=clock)
-    await api.create(api.resource("v1", "nodes"), "", make_node("n1").build())
+    node = make_node("n1")
+    await api.create(api.resource("v1", "nodes"), "", (node if node_ready else node.not_ready()).build())
     kubelet = Kubelet(api, eviction_seconds).start()
     body = pod.build()
     del body["metadata"]["uid"]
     body["spec"]["nodeName"] = "n1"
+    if tolerations is not None:
+        body["spec"]["tolerations"] = tolerations
     await api.create(api.resource("v1", "pods"), "default", body)
     return api, kubelet, clock
 
@@ -93,6 +98,89 @@ async def test_not_ready_node_makes_pods_unready_then_evicts_them() -> None:
     clock.advance(1)
     await kubelet.sync()
     assert api.store.get(("", "pods"), ("default", "p")) is None
+
+
+@dataclass
+class EvictionCase:
+    name: str
+    tolerations: list[dict[str, Any]]
+    want_evicted_after: float | None  # None: never
+
+
+EVICTION_CASES = [
+    EvictionCase("without a toleration the admission default (300 s) applies", [], 300),
+    EvictionCase("a toleration of the unreachable taint with seconds sets the time",
+                 [{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                   "tolerationSeconds": 60}], 60),
+    EvictionCase("the least seconds of several matching tolerations wins",
+                 [{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "tolerationSeconds": 90},
+                  {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 45}], 45),
+    EvictionCase("a toleration of the other (not-ready) taint does not count: the default applies",
+                 [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                   "tolerationSeconds": 10}], 300),
+    EvictionCase("tolerating everything without seconds: never evicted", [{"operator": "Exists"}], None),
+]
+
+
+@pytest.mark.parametrize("case", EVICTION_CASES, ids=lambda c: c.name)
+async def test_eviction_from_an_unreachable_node_follows_the_pods_tolerations(case: EvictionCase) -> None:
+    api, kubelet, clock = await kubelet_with_pod(make_pod("p"), tolerations=case.tolerations)
+    await kubelet.sync()
+    await kubelet.set_node_ready("n1", False)  # Ready Unknown: the node.kubernetes.io/unreachable taint
+    await kubelet.sync()
+
+    if case.want_evicted_after is None:
+        assert kubelet.next_deadline(clock()) is None
+        clock.advance(10**6)
+        await kubelet.sync()
+        assert ready(await current(api)) == "False"
+        return
+    assert kubelet.next_deadline(clock()) == clock.moment + timedelta(seconds=case.want_evicted_after)
+    clock.advance(case.want_evicted_after - 1)
+    await kubelet.sync()
+    assert ready(await current(api)) == "False"
+    clock.advance(1)
+    await kubelet.sync()
+    assert api.store.get(("", "pods"), ("default", "p")) is None
+
+
+async def test_eviction_marks_the_pod_as_a_disruption_target_before_deleting_it() -> None:
+    api, kubelet, clock = await kubelet_with_pod(make_pod("p"))
+    await kubelet.sync()
+    await kubelet.set_node_ready("n1", False)
+    Faults(api).install().inject(faults.ERROR, "delete", "pods")  # stop between the two writes
+    clock.advance(300)
+    await kubelet.sync()
+
+    target = next(cd for cd in (await current(api))["status"]["conditions"] if cd["type"] == "DisruptionTarget")
+    assert (target["status"], target["reason"]) == ("True", "DeletionByTaintManager")
+    await kubelet.sync()
+    assert api.store.get(("", "pods"), ("default", "p")) is None
+
+
+async def test_a_pod_bound_to_a_not_ready_node_waits_pending_until_the_node_is_ready() -> None:
+    api, kubelet, _clock = await kubelet_with_pod(make_pod("p").annotation(c.ANNOTATION_DEVCLUSTER_RUN_SECONDS, "30"),
+                                                 node_ready=False, tolerations=[{"operator": "Exists"}])
+    await kubelet.sync()
+    assert (await current(api)).get("status", {}).get("phase", "Pending") == "Pending"
+
+    await kubelet.set_node_ready("n1", True)
+    await kubelet.sync()
+    assert (await current(api))["status"]["phase"] == "Running"
+
+
+async def test_a_pod_finishing_while_its_node_is_not_ready_is_reported_when_the_node_is_back() -> None:
+    api, kubelet, clock = await kubelet_with_pod(make_pod("p").annotation(c.ANNOTATION_DEVCLUSTER_RUN_SECONDS, "30"),
+                                                 tolerations=[{"operator": "Exists"}])
+    await kubelet.sync()
+    await kubelet.set_node_ready("n1", False)
+    clock.advance(60)
+    await kubelet.sync()
+    assert (await current(api))["status"]["phase"] == "Running"
+
+    await kubelet.set_node_ready("n1", True)
+    await kubelet.sync()
+    assert (await current(api))["status"]["phase"] == "Succeeded"
 
 
 @dataclass

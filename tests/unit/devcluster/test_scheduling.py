@@ -22,11 +22,15 @@ GPU = "nvidia.com/gpu"
 RACK = "cloud.com/rack"
 
 
-def state(node: NodeBuilder, used: dict[str, int] | None = None) -> NodeState:
+def state(node: NodeBuilder, used: dict[str, int] | None = None, ready: str | None = None) -> NodeState:
+    """The scheduler's state of one node; `ready` overrides its Ready condition's status."""
     view = node.view()
     s = Scheduler.__new__(Scheduler)
     s.nodes, s._used, s._label_index = {}, {view.name: dict(used or {})}, {}
-    s._set_node(node.build())
+    obj = node.build()
+    if ready is not None:
+        obj["status"]["conditions"] = [{"type": "Ready", "status": ready}]
+    s._set_node(obj)
     return s.nodes[view.name]
 
 
@@ -55,6 +59,13 @@ MESSAGE_CASES = [
     MessageCase("a NotReady node carries the not-ready taint",
                 [state(gpu_node("a").not_ready())], make_pod("p"),
                 "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }."),
+    MessageCase("a node whose kubelet stopped posting (Ready Unknown) carries the unreachable taint",
+                [state(gpu_node("a"), ready="Unknown")], make_pod("p"),
+                "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }."),
+    MessageCase("tolerating the not-ready taint lets the pod onto a NotReady node",
+                [state(gpu_node("a").not_ready()), state(gpu_node("b").not_ready())],
+                make_pod("p").requests({GPU: 9}).toleration("node.kubernetes.io/not-ready", "", "NoSchedule"),
+                "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
     MessageCase("cordoned nodes",
                 [state(gpu_node("a").unschedulable()), state(gpu_node("b"))], make_pod("p").requests({GPU: 9}),
                 "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were unschedulable."),
