@@ -1,10 +1,9 @@
 """Fault injection for tests: latency, 409, 500, 410 Gone, dropped watches and timing-out webhooks.
 
 `Faults(api).install()` hooks the request pipeline (`ApiServer.fault_hooks`, `watch_hooks`), so a
-fault hits a request before any state change: a failed request leaves the store untouched. Faults
-are chosen per verb, resource (`pods`, `pods/status`), namespace and name, for the next N matching
-requests or until cleared. Tests add and clear them in-process (`DevCluster.faults`); `tasq dev`
-users through `/debug/faults` (GET lists, POST adds a rule or `{"dropWatches": "pods"}`, DELETE clears).
+fault hits a request before any state change. Rules pick requests by verb, resource (`pods/status`),
+namespace and name, for the next N or until cleared; tests add them in-process (`DevCluster.faults`),
+`tasq dev` users through `/debug/faults` (see `Faults.serve_http`).
 """
 
 from __future__ import annotations
