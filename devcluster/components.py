@@ -82,11 +82,13 @@ class Components:
         raise SettleError(rounds)
 
     async def advance(self, clock: ManualClock, seconds: float) -> int:
-        """Move simulated time by `seconds`, stopping at each kubelet deadline on the way and settling."""
+        """Move simulated time by `seconds`, stopping at each kubelet and Job deadline on the way and settling."""
         target = clock.moment + timedelta(seconds=seconds)
         total = await self.settle()
         while True:
-            due = self.kubelet.next_deadline(after=clock.moment)
+            dues = [d for d in (self.kubelet.next_deadline(after=clock.moment),
+                                self.jobs.next_deadline(after=clock.moment)) if d is not None]
+            due = min(dues) if dues else None
             if due is None or due > target:
                 break
             clock.moment = due

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller.api import constants as c
@@ -32,23 +33,46 @@ COND_SUCCESS_CRITERIA_MET = "SuccessCriteriaMet"
 COND_FAILURE_TARGET = "FailureTarget"
 REASON_COMPLETIONS_REACHED = "CompletionsReached"
 REASON_BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
 REASON_JOB_SUSPENDED = "JobSuspended"
 REASON_JOB_RESUMED = "JobResumed"
 MESSAGE_COMPLETIONS = "Reached expected number of succeeded pods"
 MESSAGE_BACKOFF = "Job has reached the specified backoff limit"
+MESSAGE_DEADLINE = "Job was active longer than specified deadline"
+# Replacements for failed pods wait 10 s, doubled per failure since the last success, at most 10 min
+# (pkg/controller/job: DefaultJobPodFailureBackOff, MaxJobPodFailureBackOff).
+POD_FAILURE_BACKOFF_SECONDS = 10.0
+MAX_POD_FAILURE_BACKOFF_SECONDS = 600.0
 
 PodKey = tuple[str, str]
 
 
 @dataclass
 class JobRecord:
-    """What the controller remembers about one Job: the uids of terminated pods already counted."""
+    """What the controller remembers about one Job: the uids of terminated pods already counted, and
+    its pod-failure backoff (failures since the last success, when the latest was seen)."""
 
     succeeded: set[str] = field(default_factory=set)
     failed: set[str] = field(default_factory=set)
     succeeded_indexes: set[int] = field(default_factory=set)
     base_succeeded: int = 0  # counts found in status when first seen (a restarted controller)
     base_failed: int = 0
+    failures_since_success: int = 0
+    last_failure: datetime | None = None
+
+    def count_failure(self, uid: str, now: datetime) -> None:
+        if uid not in self.failed:
+            self.failed.add(uid)
+            self.failures_since_success += 1
+            self.last_failure = now
+
+    def backoff_until(self) -> datetime | None:
+        """When a replacement pod may be created again; None when no failure holds it back."""
+        if not self.failures_since_success or self.last_failure is None:
+            return None
+        delay = min(POD_FAILURE_BACKOFF_SECONDS * 2 ** (self.failures_since_success - 1),
+                    MAX_POD_FAILURE_BACKOFF_SECONDS)
+        return self.last_failure + timedelta(seconds=delay)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +82,16 @@ class PodToCreate:
 
 @dataclass
 class JobPlan:
-    """The outcome of one sync: pods to create and delete, and the status to write."""
+    """The outcome of one sync: pods to create and delete, the status to write, and when to look at
+    the Job again though nothing changes (a backoff ends, the active deadline passes)."""
 
     create: list[PodToCreate] = field(default_factory=list)
     delete: list[dict[str, Any]] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)
+    wake_at: datetime | None = None
+
+    def wake_no_later_than(self, moment: datetime) -> None:
+        self.wake_at = moment if self.wake_at is None else min(self.wake_at, moment)
 
 
 def _phase(pod: Mapping[str, Any]) -> str:
@@ -109,22 +138,23 @@ def _is_true(conditions: Iterable[Mapping[str, Any]], kind: str) -> bool:
     return any(cd.get("type") == kind and cd.get("status") == "True" for cd in conditions)
 
 
-def plan_job(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], record: JobRecord, now: str) -> JobPlan:
+def parse_time(value: Any) -> datetime | None:
+    """A metav1.Time string (`2026-01-01T00:00:00Z`) as a UTC datetime; None when absent or malformed."""
+    try:
+        return datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def plan_job(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], record: JobRecord,
+             now: datetime) -> JobPlan:
     """Phase 1 (pure): count pods, then suspend / fail / complete / scale, and derive the status."""
     spec = job.get("spec") or {}
     status = clone(dict(job.get("status") or {}))
     conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
     pods = list(pods)
     active = [p for p in pods if _phase(p) not in ("Succeeded", "Failed") and not p["metadata"].get("deletionTimestamp")]
-    for pod in pods:
-        uid = str(pod["metadata"].get("uid"))
-        if _phase(pod) == "Succeeded" and uid not in record.succeeded:
-            record.succeeded.add(uid)
-            index = pod_index(pod)
-            if index is not None:
-                record.succeeded_indexes.add(index)
-        elif _phase(pod) == "Failed":
-            record.failed.add(uid)
+    _count_terminated(pods, record, now)
     plan = JobPlan(status=status)
     finished = _is_true(conditions, COND_COMPLETE) or _is_true(conditions, COND_FAILED)
     if finished:
@@ -137,38 +167,78 @@ def plan_job(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], record: 
     return plan
 
 
+def _count_terminated(pods: list[Mapping[str, Any]], record: JobRecord, now: datetime) -> None:
+    """Record newly Succeeded pods (a success ends the failure backoff) and then newly Failed ones."""
+    for pod in pods:
+        uid = str(pod["metadata"].get("uid"))
+        if _phase(pod) == "Succeeded" and uid not in record.succeeded:
+            record.succeeded.add(uid)
+            record.failures_since_success = 0
+            index = pod_index(pod)
+            if index is not None:
+                record.succeeded_indexes.add(index)
+    for pod in pods:
+        if _phase(pod) == "Failed":
+            record.count_failure(str(pod["metadata"].get("uid")), now)
+
+
 def _plan_suspended(plan: JobPlan, active: list[Mapping[str, Any]], conditions: list[dict[str, Any]],
-                    now: str) -> None:
+                    now: datetime) -> None:
     """Suspended: no pods (active ones are deleted, not counted as failed), condition Suspended=True."""
     plan.delete = [dict(p) for p in active]
-    _condition(conditions, COND_SUSPENDED, "True", REASON_JOB_SUSPENDED, "Job suspended", now)
+    _condition(conditions, COND_SUSPENDED, "True", REASON_JOB_SUSPENDED, "Job suspended", timestamp(now))
 
 
 def _plan_running(plan: JobPlan, spec: Mapping[str, Any], active: list[Mapping[str, Any]], record: JobRecord,
-                  conditions: list[dict[str, Any]], now: str) -> None:
-    """Unsuspended: start time, backoff limit, completion, then pods to create/delete for parallelism."""
-    status = plan.status
+                  conditions: list[dict[str, Any]], now: datetime) -> None:
+    """Unsuspended: start time, then backoff limit, active deadline, completion (each may end the Job),
+    then pods to create/delete for parallelism, creations held back while a failure backoff runs."""
+    status, stamp = plan.status, timestamp(now)
     if _is_true(conditions, COND_SUSPENDED):
         # Resuming restarts the activeDeadlineSeconds clock: Kubernetes resets startTime.
-        _condition(conditions, COND_SUSPENDED, "False", REASON_JOB_RESUMED, "Job resumed", now)
-        status["startTime"] = now
-    status.setdefault("startTime", now)
+        _condition(conditions, COND_SUSPENDED, "False", REASON_JOB_RESUMED, "Job resumed", stamp)
+        status["startTime"] = stamp
+    status.setdefault("startTime", stamp)
     failed = record.base_failed + len(record.failed)
     if failed > int(spec.get("backoffLimit", 6)):
-        for kind in (COND_FAILURE_TARGET, COND_FAILED):
-            _condition(conditions, kind, "True", REASON_BACKOFF_LIMIT_EXCEEDED, MESSAGE_BACKOFF, now)
-        plan.delete = [dict(p) for p in active]
+        _fail(plan, active, conditions, REASON_BACKOFF_LIMIT_EXCEEDED, MESSAGE_BACKOFF, stamp)
+        return
+    deadline = _active_deadline(spec, status)
+    if deadline is not None and now >= deadline:
+        _fail(plan, active, conditions, REASON_DEADLINE_EXCEEDED, MESSAGE_DEADLINE, stamp)
         return
     if _completed(spec, active, record):
         for kind in (COND_SUCCESS_CRITERIA_MET, COND_COMPLETE):
-            _condition(conditions, kind, "True", REASON_COMPLETIONS_REACHED, MESSAGE_COMPLETIONS, now)
-        status["completionTime"] = now
+            _condition(conditions, kind, "True", REASON_COMPLETIONS_REACHED, MESSAGE_COMPLETIONS, stamp)
+        status["completionTime"] = stamp
         plan.delete = [dict(p) for p in active]
         return
+    if deadline is not None:
+        plan.wake_no_later_than(deadline)
     if spec.get("completionMode") == INDEXED:
         _scale_indexed(plan, spec, active, record)
     else:
         _scale_non_indexed(plan, spec, active, record)
+    backoff = record.backoff_until()
+    if plan.create and backoff is not None and now < backoff:
+        plan.create = []  # as the Job controller: replacements wait out the failure backoff
+        plan.wake_no_later_than(backoff)
+
+
+def _fail(plan: JobPlan, active: list[Mapping[str, Any]], conditions: list[dict[str, Any]], reason: str,
+          message: str, stamp: str) -> None:
+    """FailureTarget and Failed with the reason; the active pods are deleted."""
+    for kind in (COND_FAILURE_TARGET, COND_FAILED):
+        _condition(conditions, kind, "True", reason, message, stamp)
+    plan.delete = [dict(p) for p in active]
+
+
+def _active_deadline(spec: Mapping[str, Any], status: Mapping[str, Any]) -> datetime | None:
+    """startTime + activeDeadlineSeconds (the clock restarts with startTime on resume); None: no deadline."""
+    seconds, start = spec.get("activeDeadlineSeconds"), parse_time(status.get("startTime"))
+    if not isinstance(seconds, int) or start is None:
+        return None
+    return start + timedelta(seconds=seconds)
 
 
 def _completed(spec: Mapping[str, Any], active: list[Mapping[str, Any]], record: JobRecord) -> bool:
@@ -294,6 +364,7 @@ class JobController:
         self._pods: dict[str, dict[PodKey, dict[str, Any]]] = {}  # job uid -> its pods
         self._records: dict[str, JobRecord] = {}
         self._dirty: set[str] = set()
+        self._wakes: dict[str, datetime] = {}  # uid -> when to reconcile it again though nothing changed
         self._deleting: set[str] = set()  # uids of pods this controller deleted (not failures)
         self._unsubscribe: list[Callable[[], None]] = []
         self.events = EventRecorder(api, "job-controller")
@@ -323,6 +394,7 @@ class JobController:
             self._records.pop(uid, None)
             self._pods.pop(uid, None)  # orphaned or collected pods are no longer this Job's concern
             self._dirty.discard(uid)
+            self._wakes.pop(uid, None)
             return
         self._jobs[uid] = event.object
         if uid not in self._records:
@@ -349,15 +421,25 @@ class JobController:
             old = event.old or event.object
             if (record is not None and pod_uid not in self._deleting
                     and _phase(old) not in ("Succeeded", "Failed")):
-                record.failed.add(pod_uid)
+                record.count_failure(pod_uid, self.api.now())
             self._deleting.discard(pod_uid)
         else:
             pods[key] = event.object
         if uid in self._jobs:
             self._dirty.add(uid)
 
+    def next_deadline(self, after: datetime) -> datetime | None:
+        """The first time after `after` a Job must be looked at again (backoff end, active deadline)."""
+        times = [at for at in self._wakes.values() if at > after]
+        return min(times) if times else None
+
     async def sync(self) -> int:
-        """Reconcile every changed Job; returns how many writes were made."""
+        """Reconcile every changed Job and every Job whose wake time has come; how many writes were made."""
+        now = self.api.now()
+        for uid, at in list(self._wakes.items()):
+            if at <= now:
+                del self._wakes[uid]
+                self._dirty.add(uid)
         writes = 0
         for uid in sorted(self._dirty):
             self._dirty.discard(uid)
@@ -371,7 +453,11 @@ class JobController:
         """Phase 2: apply the plan (deletes, creates, then the status), re-queueing on any failure."""
         uid = str(job["metadata"]["uid"])
         record = self._records.setdefault(uid, JobRecord())
-        plan = plan_job(job, list(self._pods.get(uid, {}).values()), record, timestamp(self.api.now()))
+        plan = plan_job(job, list(self._pods.get(uid, {}).values()), record, self.api.now())
+        if plan.wake_at is not None:
+            self._wakes[uid] = plan.wake_at
+        else:
+            self._wakes.pop(uid, None)
         pods_r = self.api.resource("v1", "pods")
         writes = 0
         try:
@@ -403,13 +489,14 @@ class JobController:
         for cond in status.get("conditions") or []:
             key = (cond.get("type"), cond.get("status"))
             event = _CONDITION_EVENTS.get((str(key[0]), str(key[1])))
+            if key == (COND_FAILED, "True"):  # the event tells why, as the condition does
+                event = (WARNING, str(cond.get("reason", "")), str(cond.get("message", "")))
             if event is not None and key not in before:
                 await self.events.record(job, *event)
 
 
 _CONDITION_EVENTS = {
     (COND_COMPLETE, "True"): (NORMAL, "Completed", "Job completed"),
-    (COND_FAILED, "True"): (WARNING, REASON_BACKOFF_LIMIT_EXCEEDED, MESSAGE_BACKOFF),
     (COND_SUSPENDED, "True"): (NORMAL, "Suspended", "Job suspended"),
     (COND_SUSPENDED, "False"): (NORMAL, "Resumed", "Job resumed"),
 }

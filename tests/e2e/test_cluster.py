@@ -252,6 +252,10 @@ def test_failed_pods_are_replaced_until_the_backoff_limit(kubectl: Kubectl, name
     kubectl("apply", "-f", "-", stdin=job_yaml("flaky", namespace, parallelism=1, completions=1, backoff_limit=1,
                                                 extra_annotations='devcluster.tasq.io/fail: "true"'))
     sim.settle()
+    assert [p["status"]["phase"] for p in pods_of(kubectl, namespace)] == ["Failed"]
+    sim.advance(9)
+    assert len(pods_of(kubectl, namespace)) == 1  # the replacement waits for the 10 s failure backoff
+    sim.advance(1)
 
     job = get_json(kubectl, "job", "flaky", "-n", namespace)
     phases = sorted(p["status"]["phase"] for p in pods_of(kubectl, namespace))
@@ -275,7 +279,7 @@ def test_pods_of_a_not_ready_node_turn_unready_then_are_evicted_and_replaced(
     [pod] = pods_of(kubectl, namespace)
     assert condition(pod, "Ready")["status"] == "False"
 
-    sim.advance(301)
+    sim.advance(300 + 10)  # evicted after the 300 s toleration, replaced after the 10 s failure backoff
     [replacement] = pods_of(kubectl, namespace)
     assert replacement["metadata"]["name"] != pod["metadata"]["name"]
     assert replacement["spec"]["nodeName"] != node  # the NotReady node is tainted for the scheduler

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from devcluster.apiserver import PATCH_MERGE, ApiServer
+from devcluster.components import ManualClock
 from devcluster.jobs import JobController, JobRecord, compress_indexes, plan_job, pod_for
 
+NOW_AT = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
 NOW = "2026-01-01T00:10:00Z"
 INDEX = "batch.kubernetes.io/job-completion-index"
 
@@ -58,6 +61,10 @@ class JobBuilder:
         self._obj["status"]["startTime"] = at
         return self
 
+    def active_deadline(self, seconds: int) -> JobBuilder:
+        self._obj["spec"]["activeDeadlineSeconds"] = seconds
+        return self
+
     def build(self) -> dict[str, Any]:
         return copy.deepcopy(self._obj)
 
@@ -82,6 +89,18 @@ class PlanCase:
     want_delete: list[str] = field(default_factory=list)
     want_status: dict[str, Any] = field(default_factory=dict)
     want_conditions: list[tuple[str, str, str]] = field(default_factory=list)
+    record: JobRecord = field(default_factory=JobRecord)
+    want_wake: datetime | None = None
+
+
+def seconds_ago(seconds: float) -> str:
+    return (NOW_AT - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def backoff(failures: int, last_seconds_ago: float, seen: tuple[str, ...] = ()) -> JobRecord:
+    """A record that has counted `failures` failures since the last success, the latest that long ago."""
+    return JobRecord(failed={f"uid-{name}" for name in seen}, failures_since_success=failures,
+                     last_failure=NOW_AT - timedelta(seconds=last_seconds_ago))
 
 
 PLAN_CASES = [
@@ -100,9 +119,31 @@ PLAN_CASES = [
              make_job().parallelism(2).completions(2).indexed(),
              [job_pod("old", "Running", 1, "t1"), job_pod("new", "Running", 1, "t2")], [0], ["new"],
              {"active": 1}),
-    PlanCase("a failed pod is counted and replaced",
+    PlanCase("a failed pod is counted; its replacement waits for the 10 s backoff",
+             make_job().parallelism(1).completions(1), [job_pod("f", "Failed")], [], [],
+             {"failed": 1}, want_wake=NOW_AT + timedelta(seconds=10)),
+    PlanCase("once the backoff is over the failed pod is replaced",
              make_job().parallelism(1).completions(1), [job_pod("f", "Failed")], [None], [],
-             {"failed": 1}),
+             {"failed": 1}, record=backoff(1, 10, seen=("f",))),
+    PlanCase("the backoff doubles with each failure since the last success",
+             make_job().parallelism(1).completions(1), [job_pod("f1", "Failed"), job_pod("f2", "Failed")], [], [],
+             {"failed": 2}, record=backoff(2, 15, seen=("f1", "f2")), want_wake=NOW_AT + timedelta(seconds=5)),
+    PlanCase("the backoff is capped at 10 minutes",
+             make_job().parallelism(1).completions(1).backoff_limit(20), [], [], [],
+             record=backoff(12, 599), want_wake=NOW_AT + timedelta(seconds=1)),
+    PlanCase("a success ends the backoff",
+             make_job().parallelism(1).completions(3), [job_pod("s", "Succeeded")], [None], [],
+             {"succeeded": 1}, record=backoff(3, 0)),
+    PlanCase("past activeDeadlineSeconds the Job fails with DeadlineExceeded and its pods go",
+             make_job().parallelism(1).completions(1).active_deadline(60).started(seconds_ago(60)),
+             [job_pod("r", "Running")], [], ["r"], {},
+             [("FailureTarget", "True", "DeadlineExceeded"), ("Failed", "True", "DeadlineExceeded")]),
+    PlanCase("before its active deadline the Job runs and is woken at the deadline",
+             make_job().parallelism(1).completions(1).active_deadline(60).started(seconds_ago(30)), [], [None], [],
+             want_wake=NOW_AT + timedelta(seconds=30)),
+    PlanCase("a suspended Job's active deadline does not run",
+             make_job().parallelism(1).completions(1).active_deadline(60).started(seconds_ago(3600)).suspended(),
+             [], [], [], {}, [("Suspended", "True", "JobSuspended")]),
     PlanCase("beyond the backoff limit the Job fails and its active pods go",
              make_job().parallelism(2).completions(4).backoff_limit(1),
              [job_pod("f1", "Failed"), job_pod("f2", "Failed"), job_pod("r", "Running")], [], ["r"],
@@ -126,6 +167,9 @@ PLAN_CASES = [
     PlanCase("resuming resets startTime",
              make_job().parallelism(1).completions(1).started("t0").condition("Suspended"), [], [None], [],
              {"startTime": NOW}, [("Suspended", "False", "JobResumed")]),
+    PlanCase("resuming restarts the active deadline from the new startTime",
+             make_job().parallelism(1).completions(1).active_deadline(60).started(seconds_ago(3600))
+             .condition("Suspended"), [], [None], [], {"startTime": NOW}, want_wake=NOW_AT + timedelta(seconds=60)),
     PlanCase("a finished Job makes no pods",
              make_job().parallelism(2).completions(2).condition("Complete"), [], [], [], {}),
     PlanCase("scaling down deletes unbound pods first",
@@ -137,15 +181,18 @@ PLAN_CASES = [
 
 @pytest.mark.parametrize("case", PLAN_CASES, ids=lambda c: c.name)
 def test_plan_job(case: PlanCase) -> None:
-    plan = plan_job(case.job.build(), case.pods, JobRecord(), NOW)
+    plan = plan_job(case.job.build(), case.pods, case.record, NOW_AT)
 
     assert [c.index for c in plan.create] == case.want_create
+    assert plan.wake_at == case.want_wake
     assert sorted(p["metadata"]["name"] for p in plan.delete) == sorted(case.want_delete)
     for key, value in case.want_status.items():
         assert plan.status.get(key) == value, key
     got = [(c["type"], c["status"], c.get("reason")) for c in plan.status.get("conditions", [])]
     for want in case.want_conditions:
         assert want in got
+    if not any(kind == "Failed" for kind, _s, _r in case.want_conditions):
+        assert not any(kind == "Failed" for kind, _s, _r in got)
 
 
 @pytest.mark.parametrize(("indexes", "want"), [
@@ -210,8 +257,8 @@ def test_pod_for_adds_the_completion_index_variable(case: EnvCase) -> None:
 # ---------------------------------------------------------------- the controller on an API server
 
 
-async def start(job: dict[str, Any]) -> tuple[ApiServer, JobController]:
-    api = ApiServer()
+async def start(job: dict[str, Any], clock: ManualClock | None = None) -> tuple[ApiServer, JobController]:
+    api = ApiServer(now=clock or ManualClock())
     body = {k: v for k, v in job.items() if k != "status"}
     body["metadata"] = {"name": job["metadata"]["name"]}
     await api.create(api.resource("batch/v1", "jobs"), "default", body)
@@ -225,15 +272,23 @@ async def pods(api: ApiServer) -> list[dict[str, Any]]:
     return items
 
 
-async def test_a_pod_deleted_by_someone_else_counts_as_failed_and_is_replaced() -> None:
-    api, controller = await start(make_job("j").parallelism(2).completions(2).build())
+async def test_a_pod_deleted_by_someone_else_counts_as_failed_and_is_replaced_after_the_backoff() -> None:
+    clock = ManualClock()
+    api, controller = await start(make_job("j").parallelism(2).completions(2).build(), clock)
     [first, _second] = await pods(api)
 
     await api.delete(api.resource("v1", "pods"), "default", first["metadata"]["name"])
     await controller.sync()
-
     job = await api.get(api.resource("batch/v1", "jobs"), "default", "j")
     assert job["status"]["failed"] == 1
+    assert len(await pods(api)) == 1
+    assert controller.next_deadline(clock()) == clock() + timedelta(seconds=10)
+
+    clock.advance(9)
+    await controller.sync()
+    assert len(await pods(api)) == 1
+    clock.advance(1)
+    await controller.sync()
     assert len(await pods(api)) == 2
     assert first["metadata"]["name"] not in {p["metadata"]["name"] for p in await pods(api)}
 
@@ -246,3 +301,21 @@ async def test_pods_deleted_for_suspension_are_not_failures() -> None:
     job = await api.get(api.resource("batch/v1", "jobs"), "default", "j")
     assert await pods(api) == []
     assert "failed" not in job["status"] and "active" not in job["status"]
+
+
+async def test_the_active_deadline_fails_the_job_when_its_time_comes_with_a_matching_event() -> None:
+    clock = ManualClock()
+    api, controller = await start(make_job("j").parallelism(1).completions(1).active_deadline(30).build(), clock)
+    assert len(await pods(api)) == 1
+    assert controller.next_deadline(clock()) == clock() + timedelta(seconds=30)
+
+    clock.advance(30)
+    await controller.sync()  # nothing changed in the store: the deadline alone wakes the Job
+
+    job = await api.get(api.resource("batch/v1", "jobs"), "default", "j")
+    failed = next(cd for cd in job["status"]["conditions"] if cd["type"] == "Failed")
+    assert (failed["reason"], failed["message"]) == ("DeadlineExceeded", "Job was active longer than specified deadline")
+    assert await pods(api) == []
+    events = (await api.list_objects(api.resource("v1", "events"), "default"))["items"]
+    assert [(e["type"], e["reason"]) for e in events if e["reason"] not in ("SuccessfulCreate", "SuccessfulDelete")] == [
+        ("Warning", "DeadlineExceeded")]
