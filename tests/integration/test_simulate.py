@@ -361,17 +361,19 @@ spec:
 def test_thousand_realistic_nodes_the_waiting_message_matches_a_count_of_usable_nodes(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """17 pods of 130Gi (one per node) required in one rack wait; the message's numbers match an
-    oracle over the generated nodes: usable = Ready, schedulable, labelled h100, not tainted broken."""
+    oracle over the generated nodes: the flavor's nodes = labelled h100 ("Total nodes"); usable =
+    those Ready, schedulable, not tainted broken."""
     listing = node_list(1000)
     nodes, job = tmp_path / "nodes.yaml", tmp_path / "job.yaml"
     nodes.write_text(yaml.dump(listing, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)), encoding="utf-8")
     job.write_text(TOO_WIDE_FOR_A_RACK, encoding="utf-8")
     per_rack: dict[tuple[str, str], int] = {}
-    for node in listing["items"]:
+    h100 = [node for node in listing["items"] if node["metadata"]["labels"].get("cloud.provider.com/gpu") == "h100"]
+    for node in h100:
         labels, spec = node["metadata"]["labels"], node["spec"]
         ready = any(cd["type"] == "Ready" and cd["status"] == "True" for cd in node["status"]["conditions"])
         broken = any(t["key"] == "gpu" for t in spec.get("taints", []))
-        if ready and not spec.get("unschedulable") and labels.get("cloud.provider.com/gpu") == "h100" and not broken:
+        if ready and not spec.get("unschedulable") and not broken:
             rack = (labels["cloud.provider.com/topology-block"], labels["cloud.provider.com/topology-rack"])
             per_rack[rack] = per_rack.get(rack, 0) + 1
     best = max(sorted(per_rack), key=lambda rack: per_rack[rack])
@@ -381,7 +383,10 @@ def test_thousand_realistic_nodes_the_waiting_message_matches_a_count_of_usable_
     assert reserved is not None and reserved["status"] == "False"
     message = reserved["message"]
     assert (f'allows to fit only {per_rack[best]} out of 17 pod(s) at level "cloud.provider.com/topology-rack" '
-            f"(best: {best[0]}/{best[1]}). Total nodes: 1000;") in message
+            f"(best: {best[0]}/{best[1]}). Total nodes: {len(h100)};") in message
+    # a100 and CPU nodes are not the h100 flavor's: neither counted nor listed as excluded.
+    assert len(h100) < len(listing["items"])
+    assert 'missing label "cloud.provider.com/gpu' not in message
     assert f"free on {sum(per_rack.values())} candidate node(s)" in message
 
 

@@ -2,7 +2,8 @@
 
 API (used by the admission cycle and the cache):
 - `FlavorTopology.build(name, levels, node_labels, flavor_tolerations, nodes)`: the static tree of a
-  flavor (levels widest first); patch it with `upsert_node(NodeView)` / `remove_node(name)`.
+  flavor (levels widest first) holding only the nodes carrying every flavor nodeLabel (pass all the
+  cluster's); patch it with `upsert_node(NodeView)` (moves relabelled nodes in/out) / `remove_node(name)`.
 - `Usage`: what is taken per node, one for the whole cluster (`Usage.from_pods(pods)`), shared by all
   flavors; `clone()` per cycle; `add_bound_pod` / `remove_bound_pod` / `remove_node` as events come;
   `reserve(workload_key, success.placement.resources)` after admitting, `release(workload_key)` when

@@ -1,10 +1,9 @@
-"""Node candidacy: which nodes of a flavor's topology may host a given pod set, and why not.
-
-A node's static reason (not ready, unschedulable, missing flavor or level label) is computed once
-when the tree learns the node; the pod-set part (taints against pod + flavor tolerations, the pod's
-nodeSelector and required node affinity) depends on the pod set's signature, so `FlavorTopology`
-keeps one `CandidateMask` per distinct signature and patches it node by node as nodes change.
-"""
+"""Node candidacy: which of a flavor's nodes (the tree holds only those carrying its nodeLabels, so
+flavor labels are never a reason here) may host a given pod set, and why not. A node's static reason
+(not ready, unschedulable, missing level label) is computed once when the tree learns the node; the
+pod-set part (taints against pod + flavor tolerations, the pod's nodeSelector and required node
+affinity) depends on the pod set's signature: `FlavorTopology` keeps one `CandidateMask` per
+signature and patches it node by node as nodes change."""
 
 from __future__ import annotations
 
@@ -27,8 +26,8 @@ _KIND_ORDER = ("not ready", "unschedulable", "missing label", "taint", "node sel
                "node affinity", "resource")
 
 
-def missing_label(key: str, value: str | None = None) -> str:
-    return f'missing label "{key}"' if value is None else f'missing label "{key}={value}"'
+def missing_label(key: str) -> str:
+    return f'missing label "{key}"'
 
 
 def taint_reason(taint: object) -> str:
@@ -47,15 +46,13 @@ def reason_sort_key(reason: str) -> tuple[int, str]:
     return len(_KIND_ORDER), reason
 
 
-def static_reason(view: NodeView, levels: Sequence[str], node_labels: Mapping[str, str]) -> str | None:
-    """Why a node can never host this flavor's pods (whatever the pod set), or None."""
+def static_reason(view: NodeView, levels: Sequence[str]) -> str | None:
+    """Why a node of the flavor can never host its pods (whatever the pod set), or None. A node
+    lacking a level label is still the flavor's node: it counts in "Total nodes", excluded."""
     if not view.ready:
         return NOT_READY
     if view.unschedulable:
         return UNSCHEDULABLE
-    for key in sorted(node_labels):
-        if view.labels.get(key) != node_labels[key]:
-            return missing_label(key, node_labels[key])
     for key in levels:
         if key not in view.labels:
             return missing_label(key)

@@ -1,11 +1,9 @@
-"""The static topology of one ResourceFlavor: its nodes in slots, their allocatable, their domain at
-every level, and the candidacy masks per pod-set signature.
-
-Built once from the node set (`FlavorTopology.build`) and patched node by node by the cache
-(`upsert_node`, `remove_node`); never rebuilt per cycle. Per-cycle usage lives in `usage.Usage`.
-Read by `assigning`. Domains are identified per level by an integer id; a domain's key is the tuple
-of label values from the widest level down to its own.
-"""
+"""The static topology of one ResourceFlavor: its own nodes (every flavor nodeLabel with its value,
+as Kueue lists them) in slots, their allocatable, their domain per level (integer ids; a domain's key
+is its label values from the widest level down), and the candidacy masks per pod-set signature.
+Built once from the node set (`FlavorTopology.build`), then patched node by node by the cache
+(`upsert_node`, which also moves a relabelled node in or out; `remove_node`); never rebuilt per
+cycle. Per-cycle usage lives in `usage.Usage`. Read by `assigning`."""
 
 from __future__ import annotations
 
@@ -70,7 +68,8 @@ class LevelDomains:
 
 
 class FlavorTopology:
-    """Static per-flavor tree; see the module docstring. Slots of removed nodes are reused."""
+    """Static per-flavor tree; see the module docstring. Slots of removed nodes are reused.
+    `node_count` is the flavor's node count ("Total nodes" in failure messages)."""
 
     def __init__(self, name: str, levels: tuple[str, ...], node_labels: Mapping[str, str],
                  flavor_tolerations: Sequence[Toleration]) -> None:
@@ -94,11 +93,12 @@ class FlavorTopology:
     @classmethod
     def build(cls, name: str, levels: tuple[str, ...], node_labels: Mapping[str, str],
               flavor_tolerations: Sequence[Toleration], nodes: Iterable[NodeView]) -> FlavorTopology:
-        """The tree of a flavor from its nodes; `levels` widest first, as the admission normalises them."""
+        """The tree of a flavor from the cluster's nodes (only the flavor's own are kept); `levels`
+        widest first, as the admission normalises them."""
         topo = cls(name, levels, node_labels, flavor_tolerations)
-        views = list(nodes)
-        topo._grow(len(views))
-        for view in views:
+        members = [view for view in nodes if topo.holds(view)]
+        topo._grow(len(members))
+        for view in members:
             topo.upsert_node(view)
         return topo
 
@@ -119,8 +119,18 @@ class FlavorTopology:
     def slot_of(self, name: str) -> int | None:
         return self._slot_of.get(name)
 
+    def holds(self, view: NodeView) -> bool:
+        """Whether a node belongs to this flavor: it carries every flavor nodeLabel with its value.
+        (Level labels are not required: a member lacking one is counted, then excluded.)"""
+        labels = view.labels
+        return all(labels.get(key) == value for key, value in self.node_labels.items())
+
     def upsert_node(self, view: NodeView) -> None:
-        """Add a node or apply a change to it; a change that equals the known node is a no-op."""
+        """Add a node or apply a change to it; a change that equals the known node is a no-op. A node
+        that is not (or no longer) the flavor's is ignored (or removed), so relabelling moves it."""
+        if not self.holds(view):
+            self.remove_node(view.name)
+            return
         slot = self._slot_of.get(view.name)
         if slot is not None and self._views[slot] == view:
             return
@@ -129,7 +139,7 @@ class FlavorTopology:
             self._slot_of[view.name] = slot
             self._name_rank = None
         self._views[slot] = view
-        static = static_reason(view, self.levels, self.node_labels)
+        static = static_reason(view, self.levels)
         self._static[slot] = static
         self._set_alloc(slot, view.allocatable)
         self._set_domains(slot, view if self._has_levels(view) else None)

@@ -1,4 +1,5 @@
-"""Property tests: random trees and usages against a brute-force oracle (pure Python, per node)."""
+"""Property tests: random trees and usages against a brute-force oracle (pure Python, per node).
+The flavor is `pool=gpu`; nodes of another pool are outside it: never placed on, never counted."""
 
 from __future__ import annotations
 
@@ -24,34 +25,42 @@ from controller.core.topology import usage as usage_rows
 from tests.builders.cluster import make_pod
 from tests.unit.core.topology.scenario import GPU, LEVELS, gpu_node
 
+POOL = "cloud.com/pool"
+FLAVOR_LABELS = {POOL: "gpu"}
+
 
 @dataclass(frozen=True)
 class World:
-    """Hosts as (block, rack, host) paths with their node views, bound pods and oracle fits."""
+    """Hosts as (block, rack, host) paths with their node views, bound pods and oracle fits
+    (0 for nodes outside the flavor); `members` the flavor's nodes."""
 
     nodes: list[NodeView]
     pods: list[PodView]
     fit: dict[str, int]
     path: dict[str, tuple[str, str, str]]
+    members: frozenset[str]
 
 
 @st.composite
 def worlds(draw: st.DrawFn, gpus_per_pod: int) -> World:
-    nodes, pods, fit, path = [], [], {}, {}
+    nodes, pods, fit, path, members = [], [], {}, {}, set()
     for b in range(draw(st.integers(1, 3))):
         for r in range(draw(st.integers(1, 3))):
             for h in range(draw(st.integers(1, 3))):
                 name = f"h{b}{r}{h}"
                 alloc, used = draw(st.integers(0, 6)), draw(st.integers(0, 6))
                 ready = draw(st.booleans()) or draw(st.booleans())
-                builder = gpu_node(name, f"b{b}", f"r{b}{r}", alloc)
+                member = draw(st.booleans()) or draw(st.booleans())
+                builder = gpu_node(name, f"b{b}", f"r{b}{r}", alloc).label(POOL, "gpu" if member else "cpu")
                 nodes.append((builder if ready else builder.not_ready()).view())
                 used = min(used, alloc)
                 if used:
                     pods.append(make_pod(f"ds-{name}").requests({GPU: used}).on(name).view())
-                fit[name] = (alloc - used) // gpus_per_pod if ready else 0
+                fit[name] = (alloc - used) // gpus_per_pod if ready and member else 0
                 path[name] = (f"b{b}", f"r{b}{r}", name)
-    return World(nodes, pods, fit, path)
+                if member:
+                    members.add(name)
+    return World(nodes, pods, fit, path, frozenset(members))
 
 
 def domain_sums(world: World, level: int) -> dict[tuple[str, ...], int]:
@@ -81,7 +90,7 @@ def run(world: World, request: PodSetRequest, seed: int | None = None) -> object
     nodes = list(world.nodes)
     if seed is not None:
         random.Random(seed).shuffle(nodes)
-    topo = FlavorTopology.build("gpu", LEVELS, {}, (), nodes)
+    topo = FlavorTopology.build("gpu", LEVELS, FLAVOR_LABELS, (), nodes)
     return assign(topo, Usage.from_pods(world.pods), [request])
 
 
@@ -104,6 +113,10 @@ def test_assignment_matches_the_oracle(data: st.DataObject, gpus_per_pod: int, c
     # Shuffling the node input order does not change the result.
     assert run(world, request, seed) == outcome
     if not isinstance(outcome, AssignmentSuccess):
+        # Only the flavor's nodes count; each one that holds no pod is excluded for one reason.
+        assert outcome.total_nodes == len(world.members)
+        usable = sum(1 for name in world.members if world.fit[name] > 0)
+        assert sum(n for _, n in outcome.excluded) == len(world.members) - usable
         return
     (assignment,) = outcome.assignments
     placed = outcome.placement.pods["main"]
@@ -141,7 +154,7 @@ def test_several_pod_sets_share_nodes_without_overcommitting(
     world = data.draw(worlds(1))
     usage = Usage.from_pods(world.pods)
     before = {node.name: usage.used(node.name) for node in world.nodes}
-    topo = FlavorTopology.build("gpu", LEVELS, {}, (), world.nodes)
+    topo = FlavorTopology.build("gpu", LEVELS, FLAVOR_LABELS, (), world.nodes)
     podsets = [PodSetRequest(f"ps{i}", n, {GPU: 1000, "pods": 1000}, mode)
                for i, (n, mode) in enumerate(zip(counts, modes, strict=True))]
     outcome = assign(topo, usage, podsets)
@@ -166,30 +179,32 @@ node_ops = st.lists(st.tuples(
     st.integers(0, 2),  # rack number (blocks: racks 0-1 in b0, 2 in b1)
     st.integers(0, 6),  # GPUs (allocatable, or requested by a bound pod)
     st.booleans(),      # ready
+    st.sampled_from([True, True, False]),  # in the flavor's pool (an upsert may move a node in or out)
 ), max_size=30)
 
 
 @settings(max_examples=150, deadline=None)
 @given(ops=node_ops, topo_request=requests, count=st.integers(1, 10), slack=st.sampled_from([0, 64]))
 def test_incremental_updates_match_a_fresh_build(
-        ops: list[tuple[str, int, int, int, bool]], topo_request: TopologyRequest, count: int, slack: int) -> None:
+        ops: list[tuple[str, int, int, int, bool, bool]], topo_request: TopologyRequest, count: int,
+        slack: int) -> None:
     # slack 0 renumbers the tree's domains as soon as more are empty than twice the nodes, and the
     # usage rows as soon as more nodes are gone than live: often, here.
     with mock.patch.object(tree, "DEAD_DOMAIN_SLACK", slack), mock.patch.object(usage_rows, "GONE_ROW_SLACK", slack):
         _replay_against_a_fresh_build(ops, topo_request, count)
 
 
-def _replay_against_a_fresh_build(ops: list[tuple[str, int, int, int, bool]], topo_request: TopologyRequest,
-                                  count: int) -> None:
-    topo = FlavorTopology.build("gpu", LEVELS, {}, (), [])
+def _replay_against_a_fresh_build(ops: list[tuple[str, int, int, int, bool, bool]],
+                                  topo_request: TopologyRequest, count: int) -> None:
+    topo = FlavorTopology.build("gpu", LEVELS, FLAVOR_LABELS, (), [])
     usage = Usage()
     nodes: dict[str, NodeView] = {}
     pods: dict[str, PodView] = {}
     request = [PodSetRequest("main", count, {GPU: 1000, "pods": 1000}, topo_request)]
-    for i, (op, n, rack, gpus, ready) in enumerate(ops):
+    for i, (op, n, rack, gpus, ready, member) in enumerate(ops):
         name = f"h{n}"
         if op == "upsert":
-            builder = gpu_node(name, "b0" if rack < 2 else "b1", f"r{rack}", gpus)
+            builder = gpu_node(name, "b0" if rack < 2 else "b1", f"r{rack}", gpus).label(POOL, "gpu" if member else "cpu")
             nodes[name] = (builder if ready else builder.not_ready()).view()
             topo.upsert_node(nodes[name])
         elif op == "remove":
@@ -205,7 +220,8 @@ def _replay_against_a_fresh_build(ops: list[tuple[str, int, int, int, bool]], to
             key = sorted(pods)[n % len(pods)]
             usage.remove_bound_pod(pods.pop(key))
         assign(topo, usage, request)  # interleave reads so cached masks and rows get patched
-    fresh = FlavorTopology.build("gpu", LEVELS, {}, (), list(nodes.values()))
+    fresh = FlavorTopology.build("gpu", LEVELS, FLAVOR_LABELS, (), list(nodes.values()))
+    assert topo.node_count == fresh.node_count == sum(v.labels[POOL] == "gpu" for v in nodes.values())
     assert assign(topo, usage, request) == assign(fresh, Usage.from_pods(pods.values()), request)
 
 
@@ -220,7 +236,7 @@ rack_requests = st.sampled_from([
 def test_racks_as_the_lowest_level_still_count_and_place_pods_per_node(
         data: st.DataObject, gpus_per_pod: int, count: int, topo_request: TopologyRequest) -> None:
     world = data.draw(worlds(gpus_per_pod))
-    topo = FlavorTopology.build("gpu", RACK_LOWEST, {}, (), world.nodes)
+    topo = FlavorTopology.build("gpu", RACK_LOWEST, FLAVOR_LABELS, (), world.nodes)
     request = PodSetRequest("main", count, {GPU: 1000 * gpus_per_pod, "pods": 1000}, topo_request)
     outcome = assign(topo, Usage.from_pods(world.pods), [request])
     level = RACK_LOWEST.index(topo_request.level) if topo_request.level else 1
