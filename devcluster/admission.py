@@ -21,7 +21,18 @@ import aiohttp
 
 from controller.api.selectors import label_selector_matches
 from devcluster.apiserver import AdmissionRequest, ApiServer
-from devcluster.errors import BAD_REQUEST, INTERNAL_ERROR, ApiError, Cause
+from devcluster.errors import (
+    BAD_REQUEST,
+    CAUSE_DUPLICATE,
+    CAUSE_INVALID,
+    CAUSE_NOT_SUPPORTED,
+    CAUSE_REQUIRED,
+    INTERNAL_ERROR,
+    ApiError,
+    Cause,
+    field_error,
+    invalid,
+)
 from devcluster.faults import Faults
 from devcluster.patching import PatchError, clone, json_patch
 
@@ -33,6 +44,14 @@ MAX_TIMEOUT = 30
 DRY_RUN_SAFE = frozenset({"None", "NoneOnDryRun"})
 USER_INFO = {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}
 _OPTIONS_KIND = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
+# What admissionregistration/v1 validation accepts (k8s.io/kubernetes/pkg/apis/admissionregistration).
+SIDE_EFFECTS_V1 = ("None", "NoneOnDryRun")
+FAILURE_POLICIES = ("Fail", "Ignore")
+MATCH_POLICIES = ("Exact", "Equivalent")
+REINVOCATION_POLICIES = ("IfNeeded", "Never")
+OPERATIONS = ("*", "CONNECT", "CREATE", "DELETE", "UPDATE")
+SCOPES = ("*", "Cluster", "Namespaced")
+REVIEW_VERSIONS = ("v1", "v1beta1")
 
 
 class WebhookCallError(Exception):
@@ -97,6 +116,95 @@ def rule_matches(rule: Mapping[str, Any], req: AdmissionRequest) -> bool:
     # Namespace objects count as cluster-scoped here, as in kube-apiserver.
     namespaced = r.namespaced and r.kind != "Namespace"
     return scope == "*" or (scope == "Namespaced") == namespaced
+
+
+# ---------------------------------------------------------------- configuration validation
+
+
+def _supported(path: str, value: Any, allowed: tuple[str, ...]) -> Cause:
+    quoted = ", ".join(f'"{a}"' for a in allowed)
+    return field_error(path, CAUSE_NOT_SUPPORTED, f"supported values: {quoted}", value, show_value=True)
+
+
+def configuration_causes(obj: Mapping[str, Any], mutating: bool) -> list[Cause]:
+    """Every field error kube-apiserver reports for a v1 Mutating/ValidatingWebhookConfiguration."""
+    causes: list[Cause] = []
+    seen: set[str] = set()
+    for i, hook in enumerate(obj.get("webhooks") or []):
+        path = f"webhooks[{i}]"
+        if not isinstance(hook, Mapping):
+            causes.append(field_error(path, CAUSE_INVALID, "must be an object"))
+            continue
+        name = str(hook.get("name") or "")
+        if name in seen:
+            causes.append(field_error(f"{path}.name", CAUSE_DUPLICATE, value=name, show_value=True))
+        seen.add(name)
+        causes += _webhook_causes(hook, path, mutating)
+    return causes
+
+
+def _webhook_causes(hook: Mapping[str, Any], path: str, mutating: bool) -> list[Cause]:
+    """One webhook's own fields: name, review versions, policies, timeout, client config and rules."""
+    causes: list[Cause] = []
+    name = str(hook.get("name") or "")
+    if not name:
+        causes.append(field_error(f"{path}.name", CAUSE_REQUIRED))
+    elif len(name.split(".")) < 3 or not all(name.split(".")):
+        causes.append(field_error(f"{path}.name", CAUSE_INVALID,
+                                  "should be a domain with at least three segments separated by dots", name, True))
+    versions = [str(v) for v in hook.get("admissionReviewVersions") or []]
+    if not versions:
+        causes.append(field_error(f"{path}.admissionReviewVersions", CAUSE_REQUIRED, "must specify one of v1, v1beta1"))
+    elif not set(versions) & set(REVIEW_VERSIONS):
+        causes.append(field_error(f"{path}.admissionReviewVersions", CAUSE_INVALID,
+                                  "must include at least one of v1, v1beta1", versions, True))
+    side_effects = hook.get("sideEffects")
+    if side_effects is None:
+        causes.append(field_error(f"{path}.sideEffects", CAUSE_REQUIRED, "must specify one of None, NoneOnDryRun"))
+    elif side_effects not in SIDE_EFFECTS_V1:
+        causes.append(_supported(f"{path}.sideEffects", side_effects, SIDE_EFFECTS_V1))
+    for key, allowed in (("failurePolicy", FAILURE_POLICIES), ("matchPolicy", MATCH_POLICIES),
+                         *([("reinvocationPolicy", REINVOCATION_POLICIES)] if mutating else [])):
+        if hook.get(key) is not None and hook.get(key) not in allowed:
+            causes.append(_supported(f"{path}.{key}", hook.get(key), allowed))
+    timeout = hook.get("timeoutSeconds")
+    if timeout is not None and (not isinstance(timeout, int) or not 1 <= timeout <= MAX_TIMEOUT):
+        causes.append(field_error(f"{path}.timeoutSeconds", CAUSE_INVALID,
+                                  "the timeout value must be between 1 and 30 seconds", timeout, True))
+    causes += _client_config_causes(hook.get("clientConfig") or {}, f"{path}.clientConfig")
+    for j, rule in enumerate(hook.get("rules") or []):
+        causes += _rule_causes(rule if isinstance(rule, Mapping) else {}, f"{path}.rules[{j}]")
+    return causes
+
+
+def _client_config_causes(cfg: Mapping[str, Any], path: str) -> list[Cause]:
+    """Exactly one of an https `url` or a `service` with name and namespace."""
+    url, service = cfg.get("url"), cfg.get("service")
+    if bool(url) == bool(service):
+        return [field_error(path, CAUSE_REQUIRED, "exactly one of url or service is required")]
+    if url:
+        if not str(url).startswith("https://"):
+            return [field_error(f"{path}.url", CAUSE_INVALID, "'https' is the only allowed URL scheme", url, True)]
+        return []
+    causes = [field_error(f"{path}.service.{key}", CAUSE_REQUIRED) for key in ("name", "namespace")
+              if not (service or {}).get(key)]
+    port = (service or {}).get("port")
+    if port is not None and (not isinstance(port, int) or not 1 <= port <= 65535):
+        causes.append(field_error(f"{path}.service.port", CAUSE_INVALID,
+                                  "port is not valid: must be between 1 and 65535, inclusive", port, True))
+    return causes
+
+
+def _rule_causes(rule: Mapping[str, Any], path: str) -> list[Cause]:
+    """apiGroups, apiVersions, resources and operations present; known operations and scope."""
+    causes = [field_error(f"{path}.{key}", CAUSE_REQUIRED) for key in ("apiGroups", "apiVersions", "resources",
+                                                                       "operations") if not rule.get(key)]
+    for k, op in enumerate(rule.get("operations") or []):
+        if op not in OPERATIONS:
+            causes.append(_supported(f"{path}.operations[{k}]", op, OPERATIONS))
+    if rule.get("scope") is not None and rule.get("scope") not in SCOPES:
+        causes.append(_supported(f"{path}.scope", rule.get("scope"), SCOPES))
+    return causes
 
 
 def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
@@ -180,7 +288,12 @@ class WebhookChain:
         return obj
 
     async def validate(self, req: AdmissionRequest) -> ApiError | None:
-        """All matching validating webhooks at once (as kube-apiserver); the first denial in order wins."""
+        """All matching validating webhooks at once (as kube-apiserver); the first denial in order wins.
+        Webhook configurations themselves get kube-apiserver's field validation here instead."""
+        key = req.resource.storage_key
+        if key in (MUTATING_KEY, VALIDATING_KEY) and req.object is not None:
+            causes = configuration_causes(req.object, mutating=key == MUTATING_KEY)
+            return invalid(req.resource.kind, req.resource.group, req.name, causes) if causes else None
         hooks = self._webhooks(VALIDATING_KEY, req)
         if not hooks:
             return None

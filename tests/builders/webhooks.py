@@ -1,7 +1,7 @@
 """Builders for admission webhook tests: HTTPS webhook servers and webhook configurations.
 
 `WebhookServer(keys, allow(patch=[...]))` serves AdmissionReviews on 127.0.0.1:0 over TLS and
-records them; `make_webhook_config("cfg").webhook("deny.test", url, ca).rule(...)...build()` gives a
+records them; `make_webhook_config("cfg").webhook("deny.tasq.test", url, ca).rule(...)...build()` gives a
 Mutating/ValidatingWebhookConfiguration dict. Used by the devcluster webhook and fault tests.
 """
 

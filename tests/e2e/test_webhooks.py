@@ -191,23 +191,45 @@ def test_status_subresource_rule_sees_only_status_writes(
         ("UPDATE", "status")]
 
 
-@pytest.mark.parametrize(("side_effects", "want_ok"), [("None", True), ("NoneOnDryRun", True), ("Some", False)])
-def test_dry_run_needs_side_effect_free_webhooks(
+@pytest.mark.parametrize("side_effects", ["None", "NoneOnDryRun"])
+def test_dry_run_is_reviewed_with_dry_run_set_and_persists_nothing(
         kubectl: Kubectl, namespace: str, serve: Callable[..., WebhookServer],
-        register: Callable[[dict[str, Any]], None], ca: CertificateAuthority, side_effects: str,
-        want_ok: bool) -> None:
-    server = serve(allow())
-    register(make_webhook_config(f"dry-{side_effects.lower()}").webhook("dry.tasq.test", server.url, ca.ca_bundle)
+        register: Callable[[dict[str, Any]], None], ca: CertificateAuthority, side_effects: str) -> None:
+    server = serve(allow([{"op": "add", "path": "/metadata/labels/seen", "value": "yes"}]))
+    register(make_webhook_config(f"dry-{side_effects.lower()}", mutating=True)
+             .webhook("dry.tasq.test", server.url, ca.ca_bundle)
              .rule().only_namespace(namespace).side_effects(side_effects).build())
 
-    proc = kubectl("apply", "--dry-run=server", "-f", "-", stdin=pod_yaml("p1", namespace), check=False)
+    out = kubectl("apply", "--dry-run=server", "-f", "-", "-o", "jsonpath={.metadata.labels.seen}",
+                  stdin=pod_yaml("p1", namespace))
 
-    assert (proc.returncode == 0) == want_ok, proc.stderr
-    if want_ok:
-        assert server.reviews[0]["request"]["dryRun"] is True
-    else:
-        assert 'admission webhook "dry.tasq.test" does not support dry run' in proc.stderr
-        assert server.reviews == []
+    assert out.stdout == "yes"  # the patch shows in the dry-run answer ...
+    assert server.reviews[0]["request"]["dryRun"] is True
+    assert kubectl("get", "pods", "-n", namespace, "-o", "name").stdout == ""  # ... and nothing is stored
+
+
+def test_an_invalid_configuration_is_refused_with_every_field_error(kubectl: Kubectl) -> None:
+    config = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: broken}
+webhooks:
+- name: broken.tasq.test
+  clientConfig: {url: "http://127.0.0.1:9443/"}
+  sideEffects: Some
+  admissionReviewVersions: [v1]
+  timeoutSeconds: 60
+  rules: [{apiGroups: [""], apiVersions: [v1], resources: [pods], operations: [CREATE]}]
+"""
+    proc = kubectl("apply", "-f", "-", stdin=config, check=False)
+
+    assert proc.returncode != 0
+    assert ('The ValidatingWebhookConfiguration "broken" is invalid: \n'
+            '* webhooks[0].sideEffects: Unsupported value: "Some": supported values: "None", "NoneOnDryRun"\n'
+            "* webhooks[0].timeoutSeconds: Invalid value: 60: the timeout value must be between 1 and 30 seconds\n"
+            '* webhooks[0].clientConfig.url: Invalid value: "http://127.0.0.1:9443/": '
+            "'https' is the only allowed URL scheme") in proc.stderr
+    assert kubectl("get", "validatingwebhookconfigurations", "-o", "name").stdout.strip() == ""
 
 
 def test_service_reference_is_verified_against_the_service_dns_name(

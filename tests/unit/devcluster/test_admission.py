@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from devcluster.admission import Webhook, WebhookChain, denial, review, rule_matches
+from devcluster.admission import Webhook, WebhookChain, configuration_causes, denial, review, rule_matches
 from devcluster.apiserver import AdmissionRequest, ApiServer
 from devcluster.errors import ApiError
 from devcluster.resources import BUILTIN_RESOURCES, ResourceType
@@ -117,6 +117,70 @@ def test_webhook_defaults(given: dict[str, Any], want_timeout: int, want_policy:
     assert (hook.timeout, hook.failure_policy, hook.side_effects) == (want_timeout, want_policy, "Unknown")
 
 
+@dataclass
+class ConfigCase:
+    name: str
+    webhooks: list[dict[str, Any]]
+    want: list[str]
+    mutating: bool = False
+
+
+def hook(**fields: Any) -> dict[str, Any]:
+    """A valid v1 webhook, with `fields` replacing (None: removing) its defaults."""
+    out: dict[str, Any] = {"name": "w.tasq.test", "clientConfig": {"url": "https://127.0.0.1:9443/"},
+                           "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                           "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+                                      "operations": ["CREATE"]}]}
+    out.update(fields)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+CONFIG_CASES = [
+    ConfigCase("a valid webhook has no errors", [hook()], []),
+    ConfigCase("sideEffects is required and only None/NoneOnDryRun exist in v1",
+               [hook(sideEffects=None), hook(name="x.tasq.test", sideEffects="Some")],
+               ["webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun",
+                'webhooks[1].sideEffects: Unsupported value: "Some": supported values: "None", "NoneOnDryRun"']),
+    ConfigCase("admissionReviewVersions is required",
+               [hook(admissionReviewVersions=None)],
+               ["webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1"]),
+    ConfigCase("names: three segments, unique within the configuration",
+               [hook(name="short"), hook(name="w.tasq.test"), hook(name="w.tasq.test")],
+               ['webhooks[0].name: Invalid value: "short": should be a domain with at least three segments '
+                "separated by dots", 'webhooks[2].name: Duplicate value: "w.tasq.test"']),
+    ConfigCase("policies and timeout out of range",
+               [hook(failurePolicy="Sometimes", timeoutSeconds=31, matchPolicy="Fuzzy")],
+               ['webhooks[0].failurePolicy: Unsupported value: "Sometimes": supported values: "Fail", "Ignore"',
+                'webhooks[0].matchPolicy: Unsupported value: "Fuzzy": supported values: "Exact", "Equivalent"',
+                "webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds"]),
+    ConfigCase("reinvocationPolicy is checked on mutating webhooks only",
+               [hook(reinvocationPolicy="Always")],
+               ['webhooks[0].reinvocationPolicy: Unsupported value: "Always": supported values: "IfNeeded", "Never"'],
+               mutating=True),
+    ConfigCase("client config: exactly one of url and service, https only",
+               [hook(clientConfig={}), hook(name="b.tasq.test", clientConfig={"url": "http://127.0.0.1/"}),
+                hook(name="c.tasq.test", clientConfig={"service": {"name": "s"}})],
+               ["webhooks[0].clientConfig: Required value: exactly one of url or service is required",
+                'webhooks[1].clientConfig.url: Invalid value: "http://127.0.0.1/": '
+                "'https' is the only allowed URL scheme",
+                "webhooks[2].clientConfig.service.namespace: Required value"]),
+    ConfigCase("rules: required lists, known operations and scope",
+               [hook(rules=[{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "PATCH"],
+                             "scope": "Everywhere"}])],
+               ["webhooks[0].rules[0].resources: Required value",
+                'webhooks[0].rules[0].operations[1]: Unsupported value: "PATCH": supported values: "*", '
+                '"CONNECT", "CREATE", "DELETE", "UPDATE"',
+                'webhooks[0].rules[0].scope: Unsupported value: "Everywhere": supported values: "*", "Cluster", '
+                '"Namespaced"']),
+]
+
+
+@pytest.mark.parametrize("case", CONFIG_CASES, ids=lambda c: c.name)
+def test_configuration_causes(case: ConfigCase) -> None:
+    causes = configuration_causes({"webhooks": case.webhooks}, case.mutating)
+    assert [str(cause) for cause in causes] == case.want
+
+
 DOWN = "https://127.0.0.1:1/admit"
 
 
@@ -128,14 +192,14 @@ async def test_selection_by_namespace_labels_and_exemption_of_webhook_configurat
     await api.create(namespaces, "", {"metadata": {"name": "off"}})
     validating = api.resource("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations")
     # Fail policy on everything, webhook down: a matching request is refused.
-    await api.create(validating, "", make_webhook_config("all").webhook("down.test", DOWN).rule(
+    await api.create(validating, "", make_webhook_config("all").webhook("down.tasq.test", DOWN).rule(
         ["*/*"], ["*"], ["*"], ["*"]).namespace_selector({"matchLabels": {"hooks": "on"}}).build())
     configmaps = api.resource("v1", "configmaps")
 
     await api.create(configmaps, "off", {"metadata": {"name": "c"}})
     with pytest.raises(ApiError) as err:
         await api.create(configmaps, "on", {"metadata": {"name": "c"}})
-    assert err.value.code == 500 and 'failed calling webhook "down.test"' in err.value.message
+    assert err.value.code == 500 and 'failed calling webhook "down.tasq.test"' in err.value.message
     # cluster-scoped objects ignore namespaceSelector; webhook configurations are never sent to webhooks
     with pytest.raises(ApiError):
         await api.create(api.resource("v1", "nodes"), "", {"metadata": {"name": "n"}})
