@@ -2,14 +2,17 @@
 
 Clusters of block > rack > host (16 hosts per rack, 8 racks per block), 8 GPUs + 64 cpu + 512Gi
 memory + 110 pods per node, about 40% of GPUs/cpu/memory taken by random bound pods. Pod sets of
-8..4096 one-GPU pods under required block, required rack, preferred rack and unconstrained.
-Run: `.venv/bin/python bench/topology.py [--quick] [--sizes 1000,10000] [--reps 30]`. Prints tables.
+8..4096 one-GPU pods under required block, required rack, preferred rack and unconstrained; then a
+cluster split between two flavors by a pool label (each tree holds only its flavor's nodes).
+Run: `.venv/bin/python bench/topology.py [--quick] [--sizes 1000,10000] [--split 50000] [--reps 30]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
+import os
 import platform
 import random
 import resource
@@ -115,7 +118,7 @@ def bench_size(n: int, counts: list[int], reps: int, rng: random.Random) -> None
         for count in counts:
             ps = PodSetRequest("main", count, {GPU: 1000, c.RESOURCE_PODS: 1000}, request)
             outcome = assign(topo, usage, [ps])
-            samples = timed(lambda ps=ps: assign(topo, usage, [ps]), reps)
+            samples = timed(functools.partial(assign, topo, usage, [ps]), reps)
             result = "fit" if isinstance(outcome, AssignmentSuccess) else "unfit"
             print(f"{mode:<16}{count:>6}{result:>8}{statistics.median(samples):>11.2f}{p95(samples):>9.2f}")
 
@@ -144,20 +147,68 @@ def bench_size(n: int, counts: list[int], reps: int, rng: random.Random) -> None
           f"(once per {n:,} node removals: {renumber_ms * 1000 / n:.1f} us each)")
 
 
+POOL = "cloud.com/pool"
+
+
+def traced_peak_mib(fn: Callable[[], Any]) -> float:
+    """Peak traced allocation of one call, in MiB (untimed: tracemalloc slows allocation)."""
+    gc.collect()
+    tracemalloc.start()
+    kept = fn()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del kept
+    return peak / 2**20
+
+
+def bench_split(n: int, reps: int, rng: random.Random) -> None:
+    """Two flavors, `pool=a` on the first half of the blocks and `pool=b` on the rest: build time and
+    memory of both trees, against two trees over the whole cluster (what each flavor held when every
+    node went into every tree), and one assignment's latency in a flavor tree against a whole tree."""
+    nodes, pods = make_cluster(n, rng)
+    half = n // 2
+    nodes = [NodeView(v.name, {**v.labels, POOL: "a" if i < half else "b"}, v.taints, v.allocatable, v.ready,
+                      v.unschedulable) for i, v in enumerate(nodes)]
+    usage = Usage.from_pods(pods)
+
+    def flavors() -> list[FlavorTopology]:
+        return [FlavorTopology.build(f"pool-{p}", LEVELS, {POOL: p}, (), nodes) for p in ("a", "b")]
+
+    def whole() -> list[FlavorTopology]:
+        return [FlavorTopology.build(f"all-{p}", LEVELS, {}, (), nodes) for p in ("a", "b")]
+
+    print(f"\n== {n:,} nodes split into 2 flavors by {POOL} (before: every tree held all {n:,} nodes)")
+    print(f"{'trees':<26}{'nodes/tree':>11}{'build ms (both)':>17}{'traced MiB (both)':>19}{'assign ms':>11}")
+    ps = PodSetRequest("main", 64, {GPU: 1000, c.RESOURCE_PODS: 1000}, MODES["required rack"])
+    for label, make in (("one per flavor (now)", flavors), ("whole cluster (before)", whole)):
+        gc.collect()
+        build_ms = statistics.median(timed(make, 3))
+        peak = traced_peak_mib(make)
+        topo = make()[0]
+        assign(topo, usage, [ps])  # the mask and rows, once
+        assign_ms = statistics.median(timed(functools.partial(assign, topo, usage, [ps]), reps))
+        print(f"{label:<26}{topo.node_count:>11,}{build_ms:>17.1f}{peak:>19.1f}{assign_ms:>11.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small smoke run (1,000 nodes, few reps)")
     parser.add_argument("--sizes", default="1000,10000,50000")
+    parser.add_argument("--split", type=int, default=50000, help="cluster size split into 2 flavors (0: skip)")
     parser.add_argument("--reps", type=int, default=30)
     args = parser.parse_args()
     sizes = [1000] if args.quick else [int(s) for s in args.sizes.split(",")]
     counts = [8, 64] if args.quick else [8, 64, 512, 4096]
     reps = 3 if args.quick else args.reps
-    print(f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}, "
-          f"numpy {np.__version__}")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, python "
+          f"{platform.python_version()}, numpy {np.__version__}; load average {os.getloadavg()[0]:.1f}")
     rng = random.Random(42)
     for n in sizes:
         bench_size(n, counts, reps, rng)
+    split = 1000 if args.quick else args.split
+    if split:
+        bench_split(split, reps, rng)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     print(f"\npeak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
