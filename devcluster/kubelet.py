@@ -1,7 +1,7 @@
 """The devcluster's kubelets (all nodes in one object): run bound pods for a set time on the API clock.
 
-Pods bound to a Ready node run, then Succeed after the `devcluster.tasq.io/run-seconds` annotation
-(none: until deleted) or Fail (`devcluster.tasq.io/fail: "true"`, `fail()`). On a NotReady node pods
+Pods bound to a Ready node are admitted (Failed `OutOf<resource>` past allocatable), run, then Succeed
+after the `devcluster.tasq.io/run-seconds` annotation or Fail on request. On a NotReady node pods
 do not start, turn unready, and are evicted when their NoExecute toleration runs out (the taint
 manager). `devcluster.components` drives `sync()`; time is `api.now()`.
 """
@@ -14,8 +14,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.quantity import Resources, add_into
 from controller.api.selectors import NO_EXECUTE, Taint, Toleration
-from controller.api.views import TERMINAL_PHASES
+from controller.api.views import TERMINAL_PHASES, NodeView, PodView
 from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
 from devcluster.errors import ApiError
 from devcluster.nodes import not_ready_taint_key, ready_condition, ready_status
@@ -28,6 +29,8 @@ REASON_NODE_NOT_READY = "NodeNotReady"
 CONDITION_DISRUPTION_TARGET = "DisruptionTarget"
 REASON_DELETION_BY_TAINT_MANAGER = "DeletionByTaintManager"
 MESSAGE_DELETION_BY_TAINT_MANAGER = "Taint manager: deleting due to NoExecute taint"
+# The kubelet's admission checks resources in this order, then extended resources by name.
+_ADMISSION_ORDER = (c.RESOURCE_PODS, c.RESOURCE_CPU, c.RESOURCE_MEMORY, "ephemeral-storage")
 
 PodKey = tuple[str, str]
 
@@ -55,6 +58,27 @@ def eviction_delay(pod: Mapping[str, Any], taint: Taint, default: float) -> floa
     return max(0.0, min(seconds)) if seconds else None
 
 
+def admission_failure(requests: Mapping[str, int], used: Mapping[str, int],
+                      allocatable: Mapping[str, int]) -> tuple[str, str] | None:
+    """The kubelet's rejection (reason, message) of a pod whose requests exceed what is left, else None.
+
+    The first short resource in the kubelet's order decides; amounts in its units (cpu in millicores,
+    the rest whole units, from our milli-units)."""
+    names = [*[n for n in _ADMISSION_ORDER if n in requests], *sorted(set(requests) - set(_ADMISSION_ORDER))]
+    for name in names:
+        want, have, cap = requests[name], used.get(name, 0), allocatable.get(name, 0)
+        if want > 0 and want + have > cap:
+            want, have, cap = (_kubelet_units(name, v) for v in (want, have, cap))
+            return (f"OutOf{name}", f"Pod was rejected: Node didn't have enough resource: {name}, "
+                                    f"requested: {want}, used: {have}, capacity: {cap}")
+    return None
+
+
+def _kubelet_units(name: str, milli: int) -> int:
+    """Our milli-units in the kubelet's: millicores for cpu, whole units (rounded up) otherwise."""
+    return milli if name == c.RESOURCE_CPU else -(-milli // 1000)
+
+
 def fail_requested(pod: Mapping[str, Any]) -> bool:
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     return str(annotations.get(c.ANNOTATION_DEVCLUSTER_FAIL, "")).lower() == "true"
@@ -72,6 +96,9 @@ class Kubelet:
         self._to_fail: set[PodKey] = set()
         self._deadlines: list[tuple[datetime, PodKey, str]] = []  # (when, pod, uid) heap
         self._node_status: dict[str, str] = {}  # node -> its Ready condition's status
+        self._allocatable: dict[str, Resources] = {}
+        self._used: dict[str, Resources] = {}  # node -> requests of the pods admitted and not terminated
+        self._admitted: dict[PodKey, tuple[str, Resources]] = {}
         self._not_ready_since: dict[str, datetime] = {}
         self._ip_counter = 0
         self._unsubscribe: list[Callable[[], None]] = []
@@ -97,8 +124,10 @@ class Kubelet:
         name = str(event.object["metadata"]["name"])
         if event.type == DELETED:
             self._node_status.pop(name, None)
+            self._allocatable.pop(name, None)
             self._not_ready_since.pop(name, None)
             return
+        self._allocatable[name] = NodeView.from_dict(event.object).allocatable
         status = ready_status(event.object)
         was_ready = self._node_status.get(name) == "True"
         self._node_status[name] = status
@@ -121,14 +150,27 @@ class Kubelet:
                 self._on_node_pods.get(str(gone["spec"]["nodeName"]), set()).discard(key)
             self._to_start.discard(key)
             self._to_fail.discard(key)
+            self._release(key)
             return
         assert pod is not None
         self._bound[key] = pod
         self._on_node_pods.setdefault(str(pod["spec"]["nodeName"]), set()).add(key)
-        if (pod.get("status") or {}).get("phase", "Pending") == "Pending":
+        if _phase(pod) == "Pending":
             self._to_start.add(key)
+        elif key not in self._admitted:
+            self._admit(key, pod)  # already running when this kubelet started: it holds its requests
         if fail_requested(pod):
             self._to_fail.add(key)
+
+    def _admit(self, key: PodKey, pod: Mapping[str, Any]) -> None:
+        node, requests = str(pod["spec"]["nodeName"]), PodView.from_dict(pod).requests
+        self._admitted[key] = (node, requests)
+        add_into(self._used.setdefault(node, {}), requests)
+
+    def _release(self, key: PodKey) -> None:
+        admitted = self._admitted.pop(key, None)
+        if admitted is not None:
+            add_into(self._used.setdefault(admitted[0], {}), admitted[1], times=-1)
 
     @property
     def has_work(self) -> bool:
@@ -189,6 +231,12 @@ class Kubelet:
         node = str(pod["spec"]["nodeName"])
         if self._node_status.get(node) != "True":
             return 0  # no kubelet runs it: Pending until the node exists and is Ready (`_on_node`)
+        if key not in self._admitted:
+            rejected = admission_failure(PodView.from_dict(pod).requests, self._used.get(node, {}),
+                                         self._allocatable.get(node, {}))
+            if rejected is not None:
+                return await self._reject(key, pod, *rejected)
+            self._admit(key, pod)
         started = timestamp(now)
         self._ip_counter += 1
         ip = f"10.244.{(self._ip_counter // 250) % 250}.{self._ip_counter % 250 + 2}"
@@ -200,12 +248,19 @@ class Kubelet:
                                   for ctr in pod["spec"].get("containers") or []],
         }
         if not await self._write_status(pod, status):
-            self._to_start.add(key)  # refused (an injected fault): try again next sync
+            self._to_start.add(key)  # refused (an injected fault): try again next sync (still admitted)
             return 0
         seconds = run_seconds(pod)
         if seconds is not None:
             heapq.heappush(self._deadlines, (now + timedelta(seconds=seconds), key, str(pod["metadata"]["uid"])))
         return 1
+
+    async def _reject(self, key: PodKey, pod: Mapping[str, Any], reason: str, message: str) -> int:
+        """Failed at admission, as the kubelet rejects a pod its node cannot hold; no container ran."""
+        if await self._write_status(pod, {"phase": "Failed", "reason": reason, "message": message}):
+            return 1
+        self._to_start.add(key)  # refused (an injected fault): try again next sync
+        return 0
 
     async def _finish(self, key: PodKey, now: datetime, failed: bool) -> int:
         """Running -> Succeeded (exit 0) or Failed (exit 1); containers terminated, Ready False."""

@@ -14,7 +14,7 @@ from devcluster import faults
 from devcluster.apiserver import ApiServer
 from devcluster.components import Components, ManualClock
 from devcluster.faults import Faults
-from devcluster.kubelet import Kubelet, run_seconds
+from devcluster.kubelet import Kubelet, admission_failure, run_seconds
 from tests.builders.cluster import PodBuilder, make_node, make_pod
 
 
@@ -181,6 +181,67 @@ async def test_a_pod_finishing_while_its_node_is_not_ready_is_reported_when_the_
     await kubelet.set_node_ready("n1", True)
     await kubelet.sync()
     assert (await current(api))["status"]["phase"] == "Succeeded"
+
+
+@dataclass
+class AdmissionCase:
+    name: str
+    requests: dict[str, int]
+    used: dict[str, int]
+    allocatable: dict[str, int]
+    want: tuple[str, str] | None
+
+
+GPU = "nvidia.com/gpu"
+ADMISSION_CASES = [
+    AdmissionCase("fits exactly", {GPU: 4000, "pods": 1000}, {GPU: 4000}, {GPU: 8000, "pods": 110_000}, None),
+    AdmissionCase("an extended resource in whole units",
+                  {GPU: 8000, "pods": 1000}, {GPU: 4000, "pods": 1000}, {GPU: 8000, "pods": 110_000},
+                  ("OutOfnvidia.com/gpu", "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, "
+                                          "requested: 8, used: 4, capacity: 8")),
+    AdmissionCase("cpu in millicores", {"cpu": 2000}, {"cpu": 3000}, {"cpu": 4000},
+                  ("OutOfcpu", "Pod was rejected: Node didn't have enough resource: cpu, "
+                               "requested: 2000, used: 3000, capacity: 4000")),
+    AdmissionCase("pods are checked before cpu", {"pods": 1000, "cpu": 5000}, {"pods": 1000},
+                  {"pods": 1000, "cpu": 4000},
+                  ("OutOfpods", "Pod was rejected: Node didn't have enough resource: pods, "
+                                "requested: 1, used: 1, capacity: 1")),
+    AdmissionCase("a resource the node does not have", {"example.com/fpga": 1000}, {}, {"pods": 110_000},
+                  ("OutOfexample.com/fpga", "Pod was rejected: Node didn't have enough resource: example.com/fpga, "
+                                            "requested: 1, used: 0, capacity: 0")),
+]
+
+
+@pytest.mark.parametrize("case", ADMISSION_CASES, ids=lambda c: c.name)
+def test_admission_failure(case: AdmissionCase) -> None:
+    assert admission_failure(case.requests, case.used, case.allocatable) == case.want
+
+
+async def test_a_pod_bound_past_the_nodes_allocatable_is_rejected_and_freed_capacity_admits_the_next() -> None:
+    api, kubelet, _clock = await kubelet_with_pod(make_pod("p").requests({GPU: 8}))
+    pods = api.resource("v1", "pods")
+    await api.patch(api.resource("v1", "nodes"), "", "n1", "application/merge-patch+json",
+                    {"status": {"allocatable": {GPU: "8"}}}, subresource="status")
+    for name in ("q", "r"):
+        body = make_pod(name).requests({GPU: 8}).build()
+        del body["metadata"]["uid"]
+        body["spec"]["nodeName"] = "n1"  # bound by hand: the scheduler never checked it
+        await api.create(pods, "default", body)
+    await kubelet.sync()
+
+    assert (await current(api, "p"))["status"]["phase"] == "Running"
+    for name in ("q", "r"):
+        rejected = (await current(api, name))["status"]
+        assert (rejected["phase"], rejected["reason"]) == ("Failed", "OutOfnvidia.com/gpu")
+        assert rejected["message"].endswith("requested: 8, used: 8, capacity: 8")
+
+    await api.delete(pods, "default", "p")
+    body = make_pod("s").requests({GPU: 8}).build()
+    del body["metadata"]["uid"]
+    body["spec"]["nodeName"] = "n1"
+    await api.create(pods, "default", body)
+    await kubelet.sync()
+    assert (await current(api, "s"))["status"]["phase"] == "Running"
 
 
 @dataclass
