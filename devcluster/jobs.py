@@ -348,6 +348,22 @@ def pod_for(job: Mapping[str, Any], index: int | None) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
 
 
+def _adopt_counted(record: JobRecord, pods: Iterable[Mapping[str, Any]]) -> None:
+    """A controller starting on existing Jobs: the terminated pods still present are taken as already in
+    the status counters (which it trusts), so they are not counted twice."""
+    for pod in pods:
+        uid, phase = str(pod["metadata"].get("uid")), _phase(pod)
+        if phase == "Succeeded":
+            record.succeeded.add(uid)
+            index = pod_index(pod)
+            if index is not None:
+                record.succeeded_indexes.add(index)
+        elif phase == "Failed":
+            record.failed.add(uid)
+    record.base_succeeded = max(0, record.base_succeeded - len(record.succeeded))
+    record.base_failed = max(0, record.base_failed - len(record.failed))
+
+
 def _controller_uid(pod: Mapping[str, Any]) -> str | None:
     for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") == "Job":
@@ -374,6 +390,8 @@ class JobController:
             self._on_job(StoredEvent("ADDED", job, None, 0))
         for pod in self.api.store.items(PODS_KEY):
             self._on_pod(StoredEvent("ADDED", pod, None, 0))
+        for uid, record in self._records.items():
+            _adopt_counted(record, self._pods.get(uid, {}).values())
         self._unsubscribe = [self.api.store.subscribe(JOBS_KEY, self._on_job),
                              self.api.store.subscribe(PODS_KEY, self._on_pod)]
         return self

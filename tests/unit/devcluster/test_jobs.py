@@ -319,3 +319,22 @@ async def test_the_active_deadline_fails_the_job_when_its_time_comes_with_a_matc
     events = (await api.list_objects(api.resource("v1", "events"), "default"))["items"]
     assert [(e["type"], e["reason"]) for e in events if e["reason"] not in ("SuccessfulCreate", "SuccessfulDelete")] == [
         ("Warning", "DeadlineExceeded")]
+
+
+async def test_a_restarted_controller_does_not_count_the_terminated_pods_twice() -> None:
+    api, first = await start(make_job("j").parallelism(2).completions(4).indexed().build())
+    [done, failed] = await pods(api)
+    pods_r = api.resource("v1", "pods")
+    for pod, phase in ((done, "Succeeded"), (failed, "Failed")):
+        await api.patch(pods_r, "default", pod["metadata"]["name"], PATCH_MERGE, {"status": {"phase": phase}},
+                        subresource="status")
+    await first.sync()
+    before = (await api.get(api.resource("batch/v1", "jobs"), "default", "j"))["status"]
+    assert (before["succeeded"], before["failed"], before["completedIndexes"]) == (1, 1, "0")
+    first.close()
+
+    second = JobController(api).start()
+    await second.sync()
+
+    after = (await api.get(api.resource("batch/v1", "jobs"), "default", "j"))["status"]
+    assert (after["succeeded"], after["failed"], after["completedIndexes"]) == (1, 1, "0")
