@@ -201,11 +201,11 @@ def _plan_running(plan: JobPlan, spec: Mapping[str, Any], active: list[Mapping[s
     status.setdefault("startTime", stamp)
     failed = record.base_failed + len(record.failed)
     if failed > int(spec.get("backoffLimit", 6)):
-        _fail(plan, active, conditions, REASON_BACKOFF_LIMIT_EXCEEDED, MESSAGE_BACKOFF, stamp)
+        _fail(plan, active, record, conditions, REASON_BACKOFF_LIMIT_EXCEEDED, MESSAGE_BACKOFF, stamp)
         return
     deadline = _active_deadline(spec, status)
     if deadline is not None and now >= deadline:
-        _fail(plan, active, conditions, REASON_DEADLINE_EXCEEDED, MESSAGE_DEADLINE, stamp)
+        _fail(plan, active, record, conditions, REASON_DEADLINE_EXCEEDED, MESSAGE_DEADLINE, stamp)
         return
     if _completed(spec, active, record):
         for kind in (COND_SUCCESS_CRITERIA_MET, COND_COMPLETE):
@@ -225,12 +225,14 @@ def _plan_running(plan: JobPlan, spec: Mapping[str, Any], active: list[Mapping[s
         plan.wake_no_later_than(backoff)
 
 
-def _fail(plan: JobPlan, active: list[Mapping[str, Any]], conditions: list[dict[str, Any]], reason: str,
-          message: str, stamp: str) -> None:
-    """FailureTarget and Failed with the reason; the active pods are deleted."""
+def _fail(plan: JobPlan, active: list[Mapping[str, Any]], record: JobRecord, conditions: list[dict[str, Any]],
+          reason: str, message: str, stamp: str) -> None:
+    """FailureTarget and Failed with the reason; the active pods are deleted and, as in the Job
+    controller (a finished Job's unterminated pods are failures), counted as failed."""
     for kind in (COND_FAILURE_TARGET, COND_FAILED):
         _condition(conditions, kind, "True", reason, message, stamp)
     plan.delete = [dict(p) for p in active]
+    record.failed.update(str(p["metadata"].get("uid")) for p in active)
 
 
 def _active_deadline(spec: Mapping[str, Any], status: Mapping[str, Any]) -> datetime | None:

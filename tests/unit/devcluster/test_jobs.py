@@ -134,9 +134,9 @@ PLAN_CASES = [
     PlanCase("a success ends the backoff",
              make_job().parallelism(1).completions(3), [job_pod("s", "Succeeded")], [None], [],
              {"succeeded": 1}, record=backoff(3, 0)),
-    PlanCase("past activeDeadlineSeconds the Job fails with DeadlineExceeded and its pods go",
+    PlanCase("past activeDeadlineSeconds the Job fails with DeadlineExceeded and its pods go, counted as failed",
              make_job().parallelism(1).completions(1).active_deadline(60).started(seconds_ago(60)),
-             [job_pod("r", "Running")], [], ["r"], {},
+             [job_pod("r", "Running")], [], ["r"], {"failed": 1},
              [("FailureTarget", "True", "DeadlineExceeded"), ("Failed", "True", "DeadlineExceeded")]),
     PlanCase("before its active deadline the Job runs and is woken at the deadline",
              make_job().parallelism(1).completions(1).active_deadline(60).started(seconds_ago(30)), [], [None], [],
@@ -144,10 +144,10 @@ PLAN_CASES = [
     PlanCase("a suspended Job's active deadline does not run",
              make_job().parallelism(1).completions(1).active_deadline(60).started(seconds_ago(3600)).suspended(),
              [], [], [], {}, [("Suspended", "True", "JobSuspended")]),
-    PlanCase("beyond the backoff limit the Job fails and its active pods go",
+    PlanCase("beyond the backoff limit the Job fails and its active pods go, counted as failed",
              make_job().parallelism(2).completions(4).backoff_limit(1),
              [job_pod("f1", "Failed"), job_pod("f2", "Failed"), job_pod("r", "Running")], [], ["r"],
-             {"failed": 2},
+             {"failed": 3},
              [("FailureTarget", "True", "BackoffLimitExceeded"), ("Failed", "True", "BackoffLimitExceeded")]),
     PlanCase("completions reached: SuccessCriteriaMet and Complete",
              make_job().parallelism(2).completions(2),
@@ -316,6 +316,7 @@ async def test_the_active_deadline_fails_the_job_when_its_time_comes_with_a_matc
     failed = next(cd for cd in job["status"]["conditions"] if cd["type"] == "Failed")
     assert (failed["reason"], failed["message"]) == ("DeadlineExceeded", "Job was active longer than specified deadline")
     assert await pods(api) == []
+    assert job["status"]["failed"] == 1  # the pod it deleted counts as failed, and only once
     events = (await api.list_objects(api.resource("v1", "events"), "default"))["items"]
     assert [(e["type"], e["reason"]) for e in events if e["reason"] not in ("SuccessfulCreate", "SuccessfulDelete")] == [
         ("Warning", "DeadlineExceeded")]
