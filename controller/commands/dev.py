@@ -14,10 +14,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from devcluster.cluster import DevCluster
 from devcluster.components import Components
-from devcluster.nodes import TopologyShape, parse_shape, topology_nodes
-from devcluster.seeding import apply_crds, create_nodes
+from devcluster.errors import ApiError
+from devcluster.nodes import TopologyShape, create_nodes, parse_shape, topology_nodes
+from devcluster.seeding import apply_crds
 
 DEFAULT_CRDS = Path(__file__).resolve().parents[2] / "crds"
 DEFAULT_TOPOLOGY = "2x4x4x8"
@@ -35,14 +38,28 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+class DevSetupError(Exception):
+    """The arguments cannot work (a directory as the kubeconfig, a busy port...): exit 2 with this message."""
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         shape = parse_shape(args.topology)
-    except ValueError as e:
+        check_paths(args.kubeconfig, args.crds)
+        asyncio.run(serve(args.kubeconfig, args.port, args.crds, shape, components=not args.no_components))
+    except (ValueError, DevSetupError) as e:
         print(f"tasq dev: {e}", file=sys.stderr)
         return 2
-    asyncio.run(serve(args.kubeconfig, args.port, args.crds, shape, components=not args.no_components))
     return 0
+
+
+def check_paths(kubeconfig: Path, crds: Path) -> None:
+    """Refuse, before anything starts, a kubeconfig path that is a directory and a missing CRD directory."""
+    if kubeconfig.is_dir():
+        raise DevSetupError(f"--kubeconfig {str(kubeconfig)!r} is a directory; give a file path, "
+                            f"e.g. {str(kubeconfig / 'config')!r}")
+    if not crds.is_dir():
+        raise DevSetupError(f"--crds {str(crds)!r} is not a directory of CRD YAML files")
 
 
 async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | None = None,
@@ -52,14 +69,23 @@ async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    cluster = await DevCluster(port=port).start()
+    try:
+        cluster = await DevCluster(port=port).start()
+    except OSError as e:
+        raise DevSetupError(f"cannot listen on 127.0.0.1:{port}: {e.strerror or e}") from e
     simulated = Components(cluster.api).start() if components else None
     if simulated is not None:
         simulated.run_in_background()
     try:
         nodes = await create_nodes(cluster.api, topology_nodes(shape or parse_shape(DEFAULT_TOPOLOGY), "gpu-"))
-        crd_names = await apply_crds(cluster.api, crds) if crds.is_dir() else []
-        path = cluster.write_kubeconfig(kubeconfig)
+        try:
+            crd_names = await apply_crds(cluster.api, crds)
+        except (ApiError, yaml.YAMLError) as e:
+            raise DevSetupError(f"cannot apply the CRDs in {str(crds)!r}: {e}") from e
+        try:
+            path = cluster.write_kubeconfig(kubeconfig)
+        except OSError as e:
+            raise DevSetupError(f"cannot write the kubeconfig {str(kubeconfig)!r}: {e.strerror or e}") from e
         print(f"devcluster serving at {cluster.url}: {nodes} node(s), {len(crd_names)} CRD(s)", flush=True)
         print(f"kubeconfig written to {path}; try:", flush=True)
         print(f"  kubectl --kubeconfig {path} get nodes -L cloud.provider.com/topology-rack", flush=True)

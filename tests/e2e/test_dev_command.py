@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from controller import cli
 from tests.e2e.conftest import REPO, Kubectl
 
 pytestmark = pytest.mark.e2e
@@ -44,3 +48,45 @@ def test_tasq_dev_serves_sample_gpu_nodes_and_crds_until_interrupted(tmp_path: P
         out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     assert "kubectl --kubeconfig" in out and out.strip().endswith("devcluster stopped")
+
+
+@dataclass
+class BadSetupCase:
+    name: str
+    args: Callable[[Path, int], list[str]]
+    want_message: Callable[[Path, int], str]
+
+
+def _busy_port_args(tmp: Path, port: int) -> list[str]:
+    return ["--kubeconfig", str(tmp / "config"), "--port", str(port)]
+
+
+BAD_SETUPS = [
+    BadSetupCase("kubeconfig_is_an_existing_directory",
+                 lambda tmp, _: ["--kubeconfig", str(tmp)],
+                 lambda tmp, _: f"tasq dev: --kubeconfig '{tmp}' is a directory; give a file path, "
+                                f"e.g. '{tmp / 'config'}'"),
+    BadSetupCase("crds_directory_does_not_exist",
+                 lambda tmp, _: ["--kubeconfig", str(tmp / "config"), "--crds", str(tmp / "missing")],
+                 lambda tmp, _: f"tasq dev: --crds '{tmp / 'missing'}' is not a directory of CRD YAML files"),
+    BadSetupCase("port_already_taken", _busy_port_args,
+                 lambda _, port: f"tasq dev: cannot listen on 127.0.0.1:{port}: "),
+    BadSetupCase("topology_shape_malformed",
+                 lambda tmp, _: ["--kubeconfig", str(tmp / "config"), "--topology", "2x4"],
+                 lambda _, __: "tasq dev: "),
+]
+
+
+@pytest.mark.parametrize("case", BAD_SETUPS, ids=lambda c: c.name)
+def test_unusable_arguments_exit_2_with_one_clear_line(case: BadSetupCase, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = cli.main(["dev", *case.args(tmp_path, port)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(case.want_message(tmp_path, port)) and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "config").exists()
