@@ -162,8 +162,9 @@ class Kubelet:
         if fail_requested(pod):
             self._to_fail.add(key)
 
-    def _admit(self, key: PodKey, pod: Mapping[str, Any]) -> None:
-        node, requests = str(pod["spec"]["nodeName"]), PodView.from_dict(pod).requests
+    def _admit(self, key: PodKey, pod: Mapping[str, Any], requests: Resources | None = None) -> None:
+        node = str(pod["spec"]["nodeName"])
+        requests = PodView.from_dict(pod).requests if requests is None else requests
         self._admitted[key] = (node, requests)
         add_into(self._used.setdefault(node, {}), requests)
 
@@ -232,11 +233,11 @@ class Kubelet:
         if self._node_status.get(node) != "True":
             return 0  # no kubelet runs it: Pending until the node exists and is Ready (`_on_node`)
         if key not in self._admitted:
-            rejected = admission_failure(PodView.from_dict(pod).requests, self._used.get(node, {}),
-                                         self._allocatable.get(node, {}))
+            requests = PodView.from_dict(pod).requests
+            rejected = admission_failure(requests, self._used.get(node, {}), self._allocatable.get(node, {}))
             if rejected is not None:
                 return await self._reject(key, pod, *rejected)
-            self._admit(key, pod)
+            self._admit(key, pod, requests)
         started = timestamp(now)
         self._ip_counter += 1
         ip = f"10.244.{(self._ip_counter // 250) % 250}.{self._ip_counter % 250 + 2}"

@@ -151,13 +151,17 @@ class Scheduler:
         new = None if event.type == DELETED else event.object
         old = event.old
         key = object_key(event.object)
-        if counts_on_node(old):
-            assert old is not None
-            self._account(old, -1)
-            self._requeue_all()
-        if counts_on_node(new):
-            assert new is not None
-            self._account(new, +1)
+        held_before, held_now = counts_on_node(old), counts_on_node(new)
+        if held_before and held_now and old is not None and new is not None and old["spec"] == new["spec"]:
+            pass  # a status change of a pod that keeps its place (the kubelet's writes): nothing moves
+        else:
+            if held_before:
+                assert old is not None
+                self._account(old, -1)
+                self._requeue_all()
+            if held_now:
+                assert new is not None
+                self._account(new, +1)
         if awaits_scheduling(new):
             assert new is not None
             self._pending[key] = new

@@ -166,6 +166,20 @@ async def test_a_node_that_appears_makes_pending_pods_schedulable() -> None:
     assert (await pod(api, "p"))["spec"]["nodeName"] == "late"
 
 
+async def test_status_writes_of_placed_pods_neither_move_capacity_nor_retry_waiting_pods() -> None:
+    api, scheduler = await cluster([gpu_node("n1", gpus=8)])
+    await add_pod(api, make_pod("running").requests({GPU: 8}))
+    await add_pod(api, make_pod("waiting").requests({GPU: 8}))
+    await scheduler.sync()
+    assert not scheduler.has_work
+
+    await api.patch(api.resource("v1", "pods"), "default", "running", "application/merge-patch+json",
+                    {"status": {"phase": "Running", "podIP": "10.0.0.1"}}, subresource="status")
+
+    assert scheduler.nodes["n1"].free[GPU] == 0
+    assert not scheduler.has_work  # only events that can free room or add nodes retry waiting pods
+
+
 # ---------------------------------------------------------------- property: never overcommitted
 
 
