@@ -180,8 +180,8 @@ class HttpFrontend:
                 return await self._watch(request, t)
             if not t.name:
                 return await self._list(request, t)
-            if t.subresource not in ("", "status"):
-                raise _not_found_path()
+            if t.subresource not in ("", "status") or (t.subresource == "status" and not t.resource.has_status):
+                raise _not_found_path()  # kinds without a status subresource (ConfigMaps...) have no /status
             obj = await self.api.get(t.resource, t.namespace, t.name, copy=False)
             return self._object(request, t.resource, obj)
         if method == "POST":

@@ -85,6 +85,24 @@ def test_version_and_unknown_paths(devcluster: DevCluster) -> None:
     assert missing.value.code == 404 and json.loads(missing.value.read())["kind"] == "Status"
 
 
+@pytest.mark.parametrize("resource, body, want_code", [
+    ("pods", {"metadata": {"name": "has-status"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, 200),
+    ("configmaps", {"metadata": {"name": "no-status"}, "data": {"k": "v"}}, 404),
+], ids=["pod_has_a_status_subresource", "configmap_has_none"])
+def test_get_status_subresource_only_where_the_kind_has_one(devcluster: DevCluster, namespace: str, resource: str,
+                                                            body: dict[str, Any], want_code: int) -> None:
+    base = f"{devcluster.url}/api/v1/namespaces/{namespace}/{resource}"
+    created = urllib.request.Request(base, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(created).close()
+    try:
+        with urllib.request.urlopen(f"{base}/{body['metadata']['name']}/status") as resp:
+            code = resp.status
+    except urllib.error.HTTPError as e:
+        code = e.code
+    assert code == want_code
+
+
 def test_create_get_replace_delete_with_kubernetes_status_codes(core: client.CoreV1Api, namespace: str) -> None:
     created, code, _ = core.create_namespaced_config_map_with_http_info(namespace, configmap("c1"))
     assert code == 201
