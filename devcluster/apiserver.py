@@ -60,6 +60,8 @@ PATCH_JSON = "application/json-patch+json"
 PATCH_MERGE = "application/merge-patch+json"
 PATCH_STRATEGIC = "application/strategic-merge-patch+json"
 PATCH_APPLY = "application/apply-patch+yaml"
+# Namespaces that exist from the start and can never be deleted (NamespaceLifecycle's immortal set).
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 
 
 # The server-owned metadata fields a client write cannot change.
@@ -151,7 +153,7 @@ class ApiServer:
         self.watch_hooks: list[WatchHook] = []
         self._name_counter = 0
         self.collector = GarbageCollector(self.store, self.registry, lambda: self.now())  # follows api.now
-        for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
+        for name in (*IMMORTAL_NAMESPACES, "kube-node-lease"):
             self._bootstrap("", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
     # ---------------------------------------------------------------- lookups
@@ -573,6 +575,10 @@ class ApiServer:
         namespace = namespace if r.namespaced else ""
         await self._faults(RequestInfo("delete", r, namespace, name, "", dry_run))
         obj = self._current(r, namespace, name)
+        if r.storage_key == ("", "namespaces") and name in IMMORTAL_NAMESPACES:
+            # kube-apiserver's NamespaceLifecycle admission plugin refuses these outright
+            raise ApiError(403, FORBIDDEN, f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                           kind="namespaces", name=name)
         pre = preconditions or {}
         if (pre.get("uid") and pre["uid"] != obj["metadata"].get("uid")) or (
                 pre.get("resourceVersion") and pre["resourceVersion"] != obj["metadata"]["resourceVersion"]):

@@ -242,6 +242,24 @@ async def test_namespace_deletion_removes_its_content_then_itself(api: ApiServer
         await api.get(nss, "", "team")
 
 
+@pytest.mark.parametrize("name, want_code", [("default", 403), ("kube-system", 403), ("kube-public", 403),
+                                              ("kube-node-lease", 200)])
+async def test_only_the_immortal_system_namespaces_refuse_deletion(api: ApiServer, name: str,
+                                                                    want_code: int) -> None:
+    nss, cms = res(api, "v1", "namespaces"), res(api, "v1", "configmaps")
+    await api.create(cms, name, make_configmap("kept").build())
+    try:
+        await api.delete(nss, "", name)
+        code = 200
+    except ApiError as e:
+        code = e.code
+        assert e.message == f'namespaces "{name}" is forbidden: this namespace may not be deleted'
+        assert e.reason == "Forbidden"
+    assert code == want_code
+    left = (await api.list_objects(cms, name))["items"]
+    assert [c["metadata"]["name"] for c in left] == (["kept"] if want_code == 403 else [])
+
+
 async def test_creating_in_a_terminating_namespace_is_forbidden(api: ApiServer) -> None:
     nss, cms = res(api, "v1", "namespaces"), res(api, "v1", "configmaps")
     await api.create(nss, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
