@@ -109,90 +109,104 @@ async def expect(resp: aiohttp.ClientResponse, *codes: int) -> Any:
 
 
 async def bench(url: str, nodes: int, pods: int, patches: int, concurrency: int) -> list[Row]:
-    rows: list[Row] = []
+    """Every phase in order on one HTTP session: creates and lists, then patches with a watcher attached."""
     timeout = aiohttp.ClientTimeout(total=600)
     connector = aiohttp.TCPConnector(limit=concurrency * 2)
     async with aiohttp.ClientSession(url, timeout=timeout, connector=connector) as http:
-        async def create_node(i: int) -> None:
-            async with http.post("/api/v1/nodes", json=node(i)) as r:
-                await expect(r, 201)
-        rows.append(await measure("create nodes (POST)", nodes, concurrency, create_node))
+        rows = await create_and_list(http, nodes, pods, concurrency)
+        rows += await patch_and_watch(http, patches, concurrency)
+    return rows
 
-        async def create_pod(i: int) -> None:
-            async with http.post("/api/v1/namespaces/default/pods", json=pod(i)) as r:
-                await expect(r, 201)
-        rows.append(await measure("create gated pods (POST)", pods, concurrency, create_pod))
 
-        async def list_all(_i: int) -> None:
-            async with http.get("/api/v1/namespaces/default/pods") as r:
-                body = await expect(r, 200)
-                assert len(body["items"]) == pods
-        rows.append(await measure(f"list {pods} pods", 5, 1, list_all))
+async def create_and_list(http: aiohttp.ClientSession, nodes: int, pods: int, concurrency: int) -> list[Row]:
+    """Phase 1: the server starts empty of bench objects; afterwards it holds `nodes` nodes and `pods` gated pods."""
+    rows: list[Row] = []
 
-        async def list_selected(_i: int) -> None:
-            async with http.get("/api/v1/namespaces/default/pods", params={"labelSelector": "shard=3"}) as r:
-                await expect(r, 200)
-        rows.append(await measure("list pods, labelSelector (1/8)", 20, 1, list_selected))
+    async def create_node(i: int) -> None:
+        async with http.post("/api/v1/nodes", json=node(i)) as r:
+            await expect(r, 201)
+    rows.append(await measure("create nodes (POST)", nodes, concurrency, create_node))
 
-        async def list_nodes_table(_i: int) -> None:
-            headers = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}
-            async with http.get("/api/v1/nodes", headers=headers) as r:
-                await expect(r, 200)
-        rows.append(await measure(f"list {nodes} nodes as Table", 5, 1, list_nodes_table))
+    async def create_pod(i: int) -> None:
+        async with http.post("/api/v1/namespaces/default/pods", json=pod(i)) as r:
+            await expect(r, 201)
+    rows.append(await measure("create gated pods (POST)", pods, concurrency, create_pod))
 
-        async def paginate(_i: int) -> None:
-            token = ""
-            while True:
-                params = {"limit": "500", **({"continue": token} if token else {})}
-                async with http.get("/api/v1/namespaces/default/pods", params=params) as r:
-                    body = await expect(r, 200)
-                token = body["metadata"].get("continue", "")
-                if not token:
-                    return
-        rows.append(await measure("paginated list (limit=500)", 3, 1, paginate))
+    async def list_all(_i: int) -> None:
+        async with http.get("/api/v1/namespaces/default/pods") as r:
+            body = await expect(r, 200)
+            assert len(body["items"]) == pods
+    rows.append(await measure(f"list {pods} pods", 5, 1, list_all))
 
-        async with http.get("/api/v1/namespaces/default/pods", params={"limit": "1"}) as r:
-            rv = (await expect(r, 200))["metadata"]["resourceVersion"]
-        watch_done = asyncio.get_running_loop().create_future()
-        sent: dict[str, float] = {}
-        watch_lat: list[float] = []
+    async def list_selected(_i: int) -> None:
+        async with http.get("/api/v1/namespaces/default/pods", params={"labelSelector": "shard=3"}) as r:
+            await expect(r, 200)
+    rows.append(await measure("list pods, labelSelector (1/8)", 20, 1, list_selected))
 
-        async def watcher() -> None:
-            params = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": "120"}
+    async def list_nodes_table(_i: int) -> None:
+        headers = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}
+        async with http.get("/api/v1/nodes", headers=headers) as r:
+            await expect(r, 200)
+    rows.append(await measure(f"list {nodes} nodes as Table", 5, 1, list_nodes_table))
+
+    async def paginate(_i: int) -> None:
+        token = ""
+        while True:
+            params = {"limit": "500", **({"continue": token} if token else {})}
             async with http.get("/api/v1/namespaces/default/pods", params=params) as r:
-                async for line in r.content:
-                    event = json.loads(line)
-                    name = event["object"]["metadata"]["name"]
-                    # the first MODIFIED event of each patched pod (a later one would count it twice)
-                    if event["type"] == "MODIFIED" and name in sent:
-                        watch_lat.append((time.perf_counter() - sent.pop(name)) * 1000)
-                        if len(watch_lat) == patches:
-                            watch_done.set_result(True)
-                            return
-        watch_task = asyncio.create_task(watcher())
-        await asyncio.sleep(0.2)
+                body = await expect(r, 200)
+            token = body["metadata"].get("continue", "")
+            if not token:
+                return
+    rows.append(await measure("paginated list (limit=500)", 3, 1, paginate))
+    return rows
 
-        async def ungate(i: int) -> None:
-            name = f"pod-{i:05d}"
-            patch = {"spec": {"$setElementOrder/schedulingGates": [], "schedulingGates": [
-                {"name": GATE, "$patch": "delete"}], "nodeSelector": {"cloud.provider.com/topology-rack": f"r{i % 60}"}}}
-            sent[name] = time.perf_counter()
-            async with http.patch(f"/api/v1/namespaces/default/pods/{name}", data=json.dumps(patch),
-                                  headers={"Content-Type": "application/strategic-merge-patch+json"}) as r:
-                await expect(r, 200)
-        start, cpu = time.perf_counter(), server_cpu_seconds()
-        rows.append(await measure("ungate pods (strategic PATCH)", patches, concurrency, ungate))
-        await asyncio.wait_for(watch_done, 60)
-        rows.append(Row("watch: all MODIFIED events seen", patches, time.perf_counter() - start, watch_lat,
-                        server_cpu_seconds() - cpu))
-        await watch_task
 
-        async def label(i: int) -> None:
-            patch = {"metadata": {"labels": {"round": "2"}}}
-            async with http.patch(f"/api/v1/namespaces/default/pods/pod-{i:05d}", data=json.dumps(patch),
-                                  headers={"Content-Type": "application/merge-patch+json"}) as r:
-                await expect(r, 200)
-        rows.append(await measure("label pods (merge PATCH)", patches, concurrency, label))
+async def patch_and_watch(http: aiohttp.ClientSession, patches: int, concurrency: int) -> list[Row]:
+    """Phase 2: the first `patches` pods are ungated (a watcher times each change), then labelled."""
+    rows: list[Row] = []
+    async with http.get("/api/v1/namespaces/default/pods", params={"limit": "1"}) as r:
+        rv = (await expect(r, 200))["metadata"]["resourceVersion"]
+    watch_done = asyncio.get_running_loop().create_future()
+    sent: dict[str, float] = {}
+    watch_lat: list[float] = []
+
+    async def watcher() -> None:
+        params = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": "120"}
+        async with http.get("/api/v1/namespaces/default/pods", params=params) as r:
+            async for line in r.content:
+                event = json.loads(line)
+                name = event["object"]["metadata"]["name"]
+                # the first MODIFIED event of each patched pod (a later one would count it twice)
+                if event["type"] == "MODIFIED" and name in sent:
+                    watch_lat.append((time.perf_counter() - sent.pop(name)) * 1000)
+                    if len(watch_lat) == patches:
+                        watch_done.set_result(True)
+                        return
+    watch_task = asyncio.create_task(watcher())
+    await asyncio.sleep(0.2)
+
+    async def ungate(i: int) -> None:
+        name = f"pod-{i:05d}"
+        patch = {"spec": {"$setElementOrder/schedulingGates": [], "schedulingGates": [
+            {"name": GATE, "$patch": "delete"}], "nodeSelector": {"cloud.provider.com/topology-rack": f"r{i % 60}"}}}
+        sent[name] = time.perf_counter()
+        async with http.patch(f"/api/v1/namespaces/default/pods/{name}", data=json.dumps(patch),
+                              headers={"Content-Type": "application/strategic-merge-patch+json"}) as r:
+            await expect(r, 200)
+    start, cpu = time.perf_counter(), server_cpu_seconds()
+    rows.append(await measure("ungate pods (strategic PATCH)", patches, concurrency, ungate))
+    await asyncio.wait_for(watch_done, 60)
+    rows.append(Row("watch: all MODIFIED events seen", patches, time.perf_counter() - start, watch_lat,
+                    server_cpu_seconds() - cpu))
+    await watch_task
+
+    async def label(i: int) -> None:
+        patch = {"metadata": {"labels": {"round": "2"}}}
+        async with http.patch(f"/api/v1/namespaces/default/pods/pod-{i:05d}", data=json.dumps(patch),
+                              headers={"Content-Type": "application/merge-patch+json"}) as r:
+            await expect(r, 200)
+    rows.append(await measure("label pods (merge PATCH)", patches, concurrency, label))
     return rows
 
 
