@@ -2,7 +2,7 @@
 
 Creates NODES nodes (blocks x racks x nodes x 8 GPUs) and runs Jobs totalling PODS pods through
 pod creation, scheduling, start and completion on a manual clock; prints one table. Results go to
-bench/RESULTS.md under `## devcluster cluster`. Usage: `.venv/bin/python bench/cluster.py [--pods N]`.
+bench/RESULTS.md under `## devcluster cluster`. Usage: `bench/cluster.py [--pods N] [--topology 4x10x25x8]`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).re
 
 from devcluster.apiserver import ApiServer  # noqa: E402
 from devcluster.components import Components, ManualClock  # noqa: E402
-from devcluster.nodes import TopologyShape, create_nodes, topology_nodes  # noqa: E402
+from devcluster.nodes import TopologyShape, create_nodes, parse_shape, topology_nodes  # noqa: E402
 
 Row = tuple[str, int, float]
 
@@ -79,8 +79,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pods", type=int, default=4096)
     parser.add_argument("--per-job", type=int, default=8)
+    parser.add_argument("--topology", default="4x10x25x8", help="BLOCKSxRACKSxNODESxGPUS (default: 1,000 nodes)")
     args = parser.parse_args()
-    shape = TopologyShape(blocks=4, racks=10, nodes=25, gpus=8)  # 1,000 nodes, 8,000 GPUs
+    shape = parse_shape(args.topology)
     print(f"# devcluster cluster: {shape.node_count} nodes, {args.pods} pods in Jobs of {args.per_job}; "
           f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs")
     print(f"| {'scenario':<14} | {'phase':<36} | {'pods':>5} | {'seconds':>7} | {'pods/s':>7} |")
