@@ -1,14 +1,18 @@
-"""The Job controller's pure planning (`plan_job`, `pod_for`, `compress_indexes`) as table cases, and
-the controller against an in-process API server (counting deleted pods, template changes)."""
+"""The Job controller's pure planning (`plan_job`, `pod_for`, `compress_indexes`) as table cases, the
+controller against an in-process API server (deleted pods, backoff, deadline, restart), and
+(hypothesis) a Job's whole life against a tally of its pods' outcomes."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from devcluster.apiserver import PATCH_MERGE, ApiServer
 from devcluster.components import ManualClock
@@ -339,3 +343,79 @@ async def test_a_restarted_controller_does_not_count_the_terminated_pods_twice()
 
     after = (await api.get(api.resource("batch/v1", "jobs"), "default", "j"))["status"]
     assert (after["succeeded"], after["failed"], after["completedIndexes"]) == (1, 1, "0")
+
+
+# ---------------------------------------------------------------- property: a Job's life against a tally
+
+
+@dataclass
+class JobRun:
+    """A Job and the outcome of each pod it runs, in the order its pods finish (then all succeed)."""
+
+    parallelism: int
+    completions: int
+    indexed: bool
+    backoff_limit: int
+    outcomes: list[bool]  # True: the next finishing pod succeeds
+
+
+@st.composite
+def job_runs(draw: st.DrawFn) -> JobRun:
+    return JobRun(draw(st.integers(1, 4)), draw(st.integers(1, 6)), draw(st.booleans()), draw(st.integers(0, 3)),
+                  draw(st.lists(st.booleans(), max_size=12)))
+
+
+def is_true(job: dict[str, Any], kind: str) -> bool:
+    return any(c["type"] == kind and c["status"] == "True" for c in job["status"].get("conditions", []))
+
+
+async def live_job(run: JobRun) -> dict[str, Any]:
+    """Drive the controller: after each sync check the active pods, then finish the first one; a
+    tally of what finished is the oracle for the final status."""
+    clock = ManualClock()
+    builder = make_job("j").parallelism(run.parallelism).completions(run.completions).backoff_limit(run.backoff_limit)
+    api, controller = await start((builder.indexed() if run.indexed else builder).build(), clock)
+    jobs_r, pods_r = api.resource("batch/v1", "jobs"), api.resource("v1", "pods")
+    outcomes, succeeded, failed, still_running = list(run.outcomes), 0, 0, 0
+    while True:
+        job = await api.get(jobs_r, "default", "j")
+        if is_true(job, "Complete") or is_true(job, "Failed"):
+            break
+        active = sorted((p for p in await pods(api) if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")),
+                        key=lambda p: p["metadata"]["name"])
+        assert len(active) <= min(run.parallelism, run.completions - succeeded)
+        if run.indexed:
+            indexes = [p["metadata"]["labels"][INDEX] for p in active]
+            assert len(set(indexes)) == len(indexes)
+        if not active:  # waiting out a failure backoff
+            wake = controller.next_deadline(clock())
+            assert wake is not None
+            clock.moment = wake
+        else:
+            ok = outcomes.pop(0) if outcomes else True
+            succeeded, failed, still_running = succeeded + ok, failed + (not ok), len(active) - 1
+            await api.patch(pods_r, "default", active[0]["metadata"]["name"], PATCH_MERGE,
+                            {"status": {"phase": "Succeeded" if ok else "Failed"}}, subresource="status")
+        await controller.sync()
+    assert job["status"].get("succeeded", 0) == succeeded
+    # a failing Job's pods still running are deleted and count as failed
+    assert job["status"].get("failed", 0) == failed + (still_running if is_true(job, "Failed") else 0)
+    assert "active" not in job["status"]
+    return job
+
+
+@settings(max_examples=40, deadline=None)
+@given(job_runs())
+def test_a_job_ends_as_its_pods_outcomes_say(run: JobRun) -> None:
+    job = asyncio.run(live_job(run))
+
+    failures_before_end, successes = 0, 0
+    for ok in [*run.outcomes, *[True] * run.completions]:  # the oracle: count until one limit is hit
+        successes, failures_before_end = successes + ok, failures_before_end + (not ok)
+        if failures_before_end > run.backoff_limit or successes == run.completions:
+            break
+    want_failed = failures_before_end > run.backoff_limit
+    assert is_true(job, "Failed") is want_failed
+    assert is_true(job, "Complete") is not want_failed
+    if run.indexed and not want_failed:
+        assert job["status"]["completedIndexes"] == compress_indexes(range(run.completions))
