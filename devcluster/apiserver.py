@@ -346,8 +346,8 @@ class ApiServer:
         if (r.has_status and r.custom) or (r.group, r.kind) in _STATUS_RESET_ON_CREATE:
             obj.pop("status", None)
         builtins.apply_defaults(r, obj)
-        if r.schema is not None:
-            pruned = self._prune(r, obj, strict)
+        pruned = self._prune(r, obj, strict)
+        if pruned is not obj:
             obj.clear()
             obj.update(pruned)
         if r.storage_key == crds.CRD_KEY:
@@ -355,10 +355,13 @@ class ApiServer:
 
     @staticmethod
     def _prune(r: ResourceType, obj: dict[str, Any], strict: bool) -> dict[str, Any]:
-        """Prune and default by the CRD schema; with fieldValidation=Strict unknown fields are a 400."""
-        assert r.schema is not None
+        """Prune (and default) by the CRD schema, or drop what a built-in kind's type lacks; with
+        fieldValidation=Strict unknown fields are a 400 instead."""
         dropped: list[str] = []
-        pruned = schema.prune_and_default(obj, r.schema, dropped)
+        if r.schema is not None:
+            pruned = schema.prune_and_default(obj, r.schema, dropped)
+        else:
+            pruned, dropped = builtins.prune_unknown_fields(r, obj)
         if strict and dropped:
             unknown = ", ".join(f'unknown field "{path}"' for path in dropped)
             raise bad_request(f"{r.kind} in version \"{r.version}\" cannot be handled as a {r.kind}: "
@@ -512,8 +515,7 @@ class ApiServer:
         if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
             raise conflict(r.plural, r.group, old["metadata"]["name"])
         new = self._merge_update(r, old, new, subresource)
-        if r.schema is not None:
-            new = self._prune(r, new, strict)
+        new = self._prune(r, new, strict)
         new = await self._admit("UPDATE", r, subresource, new, old, dry_run)
         causes = self._validate(r, new, old)
         if causes:

@@ -1,7 +1,8 @@
 """Defaulting and validation of the built-in kinds (the parts of their registry strategies tasq relies on).
 
-Pure functions called by the request pipeline: `apply_defaults` before admission, then
-`validate_create` / `validate_update` returning every field cause (an empty list = valid).
+Pure functions called by the request pipeline: `prune_unknown_fields` (decoding into the Go type),
+`apply_defaults` before admission, then `validate_create` / `validate_update` returning every field
+cause (an empty list = valid).
 Rules and wording follow pkg/apis/core/validation and pkg/apis/batch/validation.
 """
 
@@ -9,7 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
+
+from kubernetes.client import models
 
 from devcluster.errors import (
     CAUSE_FORBIDDEN,
@@ -248,3 +252,71 @@ def _mask_template(template: Mapping[str, Any]) -> dict[str, Any]:
     for key in _JOB_SCHEDULING_FIELDS:
         spec.pop(key, None)
     return masked
+
+
+# ---------------------------------------------------------------- unknown fields
+
+# Field names and types of every built-in kind come from the official client's generated models
+# (kubernetes 37 = Kubernetes 1.37), e.g. V1PodSpec: {"nodeSelector": "Dict[str, str]", ...}.
+_LIST, _DICT = "List[", "Dict[str, "
+
+
+def prune_unknown_fields(resource: ResourceType, obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Drop what the kind's Go type has no field for, as kube-apiserver's decoding does; returns the
+    object (the same one when nothing was dropped, never mutated) and the dropped paths in order."""
+    model = _model_for(resource.storage_group if resource.storage_group is not None else resource.group,
+                       resource.version, resource.kind)
+    dropped: list[str] = []
+    if model is None:
+        return obj, dropped
+    return _prune_object(obj, model, "", dropped), dropped
+
+
+@cache
+def _model_for(group: str, version: str, kind: str) -> str | None:
+    """The client model name of a stored kind (core Events are `CoreV1Event`), or None if unknown."""
+    prefix = "CoreV1" if (group, kind) == ("", "Event") else version.capitalize()
+    name = f"{prefix}{kind}"
+    return name if _fields(name) else None
+
+
+@cache
+def _fields(model: str) -> dict[str, str]:
+    """JSON field name -> client type string of one model ({} for names that are not models)."""
+    cls = getattr(models, model, None)
+    types: dict[str, str] = getattr(cls, "openapi_types", None) or {}
+    names: dict[str, str] = getattr(cls, "attribute_map", None) or {}
+    return {names[attr]: kind for attr, kind in types.items() if attr in names}
+
+
+def _prune_object(obj: dict[str, Any], model: str, path: str, dropped: list[str]) -> dict[str, Any]:
+    fields = _fields(model)
+    out: dict[str, Any] | None = None
+    for key, value in obj.items():
+        where = f"{path}.{key}" if path else key
+        kind = fields.get(key)
+        if kind is None:
+            dropped.append(where)
+            out = dict(obj) if out is None else out
+            del out[key]
+            continue
+        pruned = _prune_value(value, kind, where, dropped)
+        if pruned is not value:
+            out = dict(obj) if out is None else out
+            out[key] = pruned
+    return obj if out is None else out
+
+
+def _prune_value(value: Any, kind: str, path: str, dropped: list[str]) -> Any:
+    """Follow a client type string (`List[V1Container]`, `Dict[str, V1X]`, a model or a scalar)."""
+    if kind.startswith(_LIST) and isinstance(value, list):
+        item = kind[len(_LIST):-1]
+        items = [_prune_value(v, item, f"{path}[{i}]", dropped) for i, v in enumerate(value)]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if kind.startswith(_DICT) and isinstance(value, dict):
+        item = kind[len(_DICT):-1]
+        entries = {k: _prune_value(v, item, f"{path}.{k}", dropped) for k, v in value.items()}
+        return value if all(entries[k] is v for k, v in value.items()) else entries
+    if isinstance(value, dict) and _fields(kind):
+        return _prune_object(value, kind, path, dropped)
+    return value

@@ -148,6 +148,25 @@ spec: {{clusterQueue: team-a, clusterQueu: team-b}}
     assert stored["spec"] == {"clusterQueue": "team-a"}  # pruned
 
 
+def test_unknown_pod_field_is_refused_by_strict_field_validation(kubectl: Kubectl, apply_yaml: Apply,
+                                                                  namespace: str) -> None:
+    manifest = f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: typo, namespace: {namespace}}}
+spec:
+  nodeSelecter: {{cloud.provider.com/topology-rack: r1}}
+  containers: [{{name: c, image: i, imagee: j}}]
+"""
+    result = apply_yaml(manifest, check=False)
+    assert result.returncode == 1
+    assert ('strict decoding error: unknown field "spec.containers[0].imagee", unknown field "spec.nodeSelecter"'
+            in result.stderr)
+    assert "created" in apply_yaml(manifest, "--validate=false").stdout
+    stored = json.loads(kubectl("get", "pod", "typo", "-n", namespace, "-o", "json").stdout)
+    assert "nodeSelecter" not in stored["spec"] and "imagee" not in stored["spec"]["containers"][0]
+
+
 JOB = """
 apiVersion: batch/v1
 kind: Job

@@ -522,3 +522,58 @@ async def test_streaming_list_sends_current_objects_then_the_initial_events_end_
     assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == [
         ("ADDED", "a"), ("ADDED", "b"), ("BOOKMARK", None), ("ADDED", "c")]
     assert events[2]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+@dataclass
+class UnknownFieldCase:
+    name: str
+    api_version: str
+    plural: str
+    body: dict[str, Any]
+    want_dropped: list[str]
+
+
+UNKNOWN_FIELD_CASES = [
+    UnknownFieldCase("pod_spec_and_container_typos", "v1", "pods",
+                     make_pod("p").build() | {"spec": {"nodeSelecter": {"a": "b"}, "containers": [
+                         {"name": "c", "image": "i", "imagee": "j", "resources": {"requests": {"cpu": "1"}}}]}},
+                     ["spec.nodeSelecter", "spec.containers[0].imagee"]),
+    UnknownFieldCase("job_template_typo_and_metadata_typo", "batch/v1", "jobs",
+                     make_job("j", True) | {"metadata": {"name": "j", "lables": {"a": "b"}}, "spec": {
+                         "suspend": True, "template": {"spec": {"restartPolicy": "Never", "tolerationz": [],
+                                                                "containers": [{"name": "c", "image": "i"}]}}}},
+                     ["metadata.lables", "spec.template.spec.tolerationz"]),
+    UnknownFieldCase("secret_data_keys_are_free_form", "v1", "secrets",
+                     make_object("v1", "Secret", "s").field("stringData", {"any-key": "v"}).build(), []),
+    UnknownFieldCase("crd_schema_keywords_are_all_known", "apiextensions.k8s.io/v1", "customresourcedefinitions",
+                     {**WIDGET_CRD, "spec": {**WIDGET_CRD["spec"], "versions": [{
+                         "name": "v1", "served": True, "storage": True,
+                         "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                             "type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                             "properties": {"n": {"x-kubernetes-int-or-string": True, "default": 1}}}}}}}]}},
+                     []),
+]
+
+
+@pytest.mark.parametrize("case", UNKNOWN_FIELD_CASES, ids=lambda c: c.name)
+async def test_built_in_kinds_drop_unknown_fields_or_refuse_them_when_strict(api: ApiServer,
+                                                                             case: UnknownFieldCase) -> None:
+    r = res(api, case.api_version, case.plural)
+    if case.want_dropped:
+        with pytest.raises(ApiError) as strict:
+            await api.create(r, "default", case.body, strict=True)
+        assert strict.value.code == 400
+        assert strict.value.message.endswith("strict decoding error: " + ", ".join(
+            f'unknown field "{path}"' for path in case.want_dropped))
+    made = await api.create(r, "default", case.body)
+    for path in case.want_dropped:
+        parent: Any = made
+        *steps, last = path.replace("[0]", ".0").split(".")
+        for step in steps:
+            parent = parent[int(step)] if step.isdigit() else parent[step]
+        assert last not in parent, path
+    if case.plural == "customresourcedefinitions":
+        props = made["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        assert props["properties"]["n"] == {"x-kubernetes-int-or-string": True, "default": 1}
+    updated = await api.patch(r, "default", made["metadata"]["name"], MERGE, {"metadata": {"labelz": {"x": "y"}}})
+    assert "labelz" not in updated["metadata"]
