@@ -268,6 +268,25 @@ def test_custom_objects_validation_pruning_defaults_and_status(custom: client.Cu
     assert main["metadata"]["generation"] == 2
 
 
+def test_unsupported_patch_types_are_415(core: client.CoreV1Api, custom: client.CustomObjectsApi,
+                                        namespace: str) -> None:
+    """Custom objects take no strategic merge patch; server-side apply is not served (415 both)."""
+    custom.create_namespaced_custom_object("example.com", "v1", namespace, "widgets", {
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}})
+    with pytest.raises(ApiException) as strategic:
+        custom.patch_namespaced_custom_object("example.com", "v1", namespace, "widgets", "w",
+                                              {"spec": {"size": 2}},
+                                              _content_type="application/strategic-merge-patch+json")
+    assert strategic.value.status == 415 and status_of(strategic.value)["reason"] == "UnsupportedMediaType"
+    core.create_namespaced_config_map(namespace, configmap("c"))
+    with pytest.raises(ApiException) as apply:
+        core.patch_namespaced_config_map("c", namespace, {"data": {"k": "w"}}, field_manager="me",
+                                         _content_type="application/apply-patch+yaml")
+    assert apply.value.status == 415
+    assert custom.get_namespaced_custom_object("example.com", "v1", namespace, "widgets", "w")["spec"]["size"] == 1
+    assert core.read_namespaced_config_map("c", namespace).data == {"k": "v"}
+
+
 async def test_async_client_crud_and_watch(tmp_path: Path) -> None:
     async with DevCluster(bookmark_interval=0.2) as cluster:
         path = cluster.write_kubeconfig(tmp_path / "config")

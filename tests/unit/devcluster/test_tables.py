@@ -87,7 +87,11 @@ def test_rows_carry_partial_metadata_unless_the_object_is_asked_for() -> None:
      ["l", "tasq-0", "5s"]),
     ("PriorityClass", {"metadata": {"name": "high", "creationTimestamp": ago(5)}, "value": 1000},
      ["high", 1000, False, "5s", "PreemptLowerPriority"]),
-], ids=["configmap", "secret", "lease", "priorityclass"])
+    ("Event", {"metadata": {"name": "p.1", "creationTimestamp": ago(90)}, "lastTimestamp": ago(30),
+               "type": "Warning", "reason": "FailedScheduling", "message": "0/4 nodes are available",
+               "involvedObject": {"kind": "Pod", "name": "p"}},
+     ["30s", "Warning", "FailedScheduling", "pod/p", "0/4 nodes are available"]),
+], ids=["configmap", "secret", "lease", "priorityclass", "event_last_seen_from_last_timestamp"])
 def test_other_builtin_rows(kind: str, obj: dict[str, object], want: list[object]) -> None:
     r = next(r for r in BUILTIN_RESOURCES if r.kind == kind)
     assert TableMaker(r).cells(obj, NOW) == want
