@@ -189,14 +189,17 @@ _POD_MUTABLE_MSG = ("pod updates may not change fields other than `spec.containe
 
 
 def _pod_update_causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
-    """Pod spec is immutable except images, deadline, tolerations, gate removal and (while gated)
-    nodeSelector additions and affinity; nodeName changes only through the binding subresource."""
+    """Pod spec is immutable except images, deadline, toleration additions, gate removal and (while
+    gated) nodeSelector additions and affinity; nodeName changes only through the binding subresource."""
     causes: list[Cause] = []
     old_gates, new_gates = _gate_names(old), _gate_names(new)
     added = [g for g in new_gates if g not in old_gates]
     if added:
         causes.append(field_error("spec.schedulingGates", CAUSE_FORBIDDEN,
                                   f"only deletion is allowed, but found new scheduling gate '{added[0]}'"))
+    if not _only_added_tolerations(old.get("tolerations") or [], new.get("tolerations") or []):
+        causes.append(field_error("spec.tolerations", CAUSE_FORBIDDEN,
+                                  "existing toleration can not be modified except its tolerationSeconds"))
     gated = bool(old_gates)
     if gated:
         old_sel, new_sel = old.get("nodeSelector") or {}, new.get("nodeSelector") or {}
@@ -208,6 +211,14 @@ def _pod_update_causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[C
     if _masked_pod_spec(old, gated) != _masked_pod_spec(new, gated):
         causes.append(field_error("spec", CAUSE_FORBIDDEN, _POD_MUTABLE_MSG))
     return causes
+
+
+def _only_added_tolerations(old: list[Any], new: list[Any]) -> bool:
+    """Every old toleration is still there, possibly with another tolerationSeconds (pod update rule)."""
+    def key(t: Any) -> Any:
+        return sorted((k, repr(v)) for k, v in t.items() if k != "tolerationSeconds") if isinstance(t, Mapping) else t
+    kept = [key(t) for t in new]
+    return all(key(t) in kept for t in old)
 
 
 def _masked_pod_spec(spec: Mapping[str, Any], gated: bool) -> dict[str, Any]:

@@ -331,13 +331,22 @@ GATE_CASES = [
     GateCase("other spec fields stay immutable", {"spec": {"restartPolicy": "Never"}},
              "spec: Forbidden: pod updates may not change fields other than"),
     GateCase("images may change", {"spec": {"containers": [{"name": "main", "image": "v2"}]}}, ""),
+    GateCase("tolerations may be added", {"spec": {"tolerations": [
+        {"key": "gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60},
+        {"key": "new", "operator": "Exists"}]}}, ""),
+    GateCase("a toleration's seconds may change", {"spec": {"tolerations": [
+        {"key": "gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}]}}, ""),
+    GateCase("a toleration may not be removed", {"spec": {"tolerations": [{"key": "new", "operator": "Exists"}]}},
+             "spec.tolerations: Forbidden: existing toleration can not be modified except its tolerationSeconds"),
 ]
 
 
 @pytest.mark.parametrize("case", GATE_CASES, ids=lambda c: c.name)
 async def test_pod_updates_and_scheduling_gates(api: ApiServer, case: GateCase) -> None:
     pods = res(api, "v1", "pods")
-    await api.create(pods, "default", make_pod("p").gate("a").gate("b").build())
+    pod = make_pod("p").gate("a").gate("b").build()
+    pod["spec"]["tolerations"] = [{"key": "gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}]
+    await api.create(pods, "default", pod)
     if not case.want_error:
         await api.patch(pods, "default", "p", PATCH_STRATEGIC, case.patch)
         return
