@@ -3,12 +3,14 @@
 kubectl (apply/create/replace) asks /openapi/v3 whether each kind's PATCH accepts the
 `fieldValidation` query parameter; without an answer it insists on downloading full schemas for
 client-side validation. These documents declare every served resource's operations and that
-parameter, and no component schemas (so kubectl uses its built-in patch metadata).
+parameter (no requestBody media types, so kubectl keeps its built-in patch metadata), and the
+custom resources' schemas, which `kubectl explain` reads.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 from devcluster.resources import ResourceRegistry, ResourceType
@@ -32,7 +34,28 @@ def root(registry: ResourceRegistry) -> dict[str, Any]:
 
 
 def _hash(doc: dict[str, Any]) -> str:
-    return hashlib.sha256(repr(sorted(doc["paths"])).encode()).hexdigest()[:32].upper()
+    """Content hash: kubectl caches a document by it, so a changed CRD schema must change it."""
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32].upper()
+
+
+def schema_name(r: ResourceType) -> str:
+    """kube-apiserver's component name for a custom kind: the group reversed, `io.x-k8s.kueue.v1beta1.Workload`."""
+    return ".".join([*reversed(r.group.split(".")), r.version, r.kind])
+
+
+def _custom_schema(r: ResourceType) -> dict[str, Any]:
+    """The CRD version's openAPIV3Schema with the object envelope fields and the GVK extension."""
+    schema = dict(r.schema or {})
+    schema["properties"] = {
+        "apiVersion": {"type": "string", "description": "APIVersion defines the versioned schema of this "
+                                                        "representation of an object."},
+        "kind": {"type": "string", "description": "Kind is a string value representing the REST resource "
+                                                  "this object represents."},
+        "metadata": {"type": "object", "description": "Standard object's metadata."},
+        **(schema.get("properties") or {}),
+    }
+    schema["x-kubernetes-group-version-kind"] = [{"group": r.group, "version": r.version, "kind": r.kind}]
+    return schema
 
 
 def _operation(r: ResourceType, action: str) -> dict[str, Any]:
@@ -48,10 +71,13 @@ def _operation(r: ResourceType, action: str) -> dict[str, Any]:
 
 def group_version(registry: ResourceRegistry, group: str, version: str) -> dict[str, Any]:
     paths: dict[str, Any] = {}
+    schemas: dict[str, Any] = {}
     base = "/" + _prefix(group, version)
     for r in sorted(registry.resources(group, version), key=lambda r: r.plural):
+        if r.custom and r.schema is not None:
+            schemas[schema_name(r)] = _custom_schema(r)
         collection = f"{base}/namespaces/{{namespace}}/{r.plural}" if r.namespaced else f"{base}/{r.plural}"
         paths[collection] = {"post": _operation(r, "post")}
         paths[f"{collection}/{{name}}"] = {"put": _operation(r, "put"), "patch": _operation(r, "patch")}
     return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.37.0"}, "paths": paths,
-            "components": {"schemas": {}}}
+            "components": {"schemas": schemas}}

@@ -92,6 +92,17 @@ def test_get_resource_flavors_by_short_name(kubectl: Kubectl, samples_applied: A
     assert sorted(line.split()[0] for line in out.splitlines()[1:]) == ["a100", "h100"]
 
 
+def test_explain_reads_the_crd_schema_from_openapi_v3(kubectl: Kubectl, crds_installed: Any) -> None:
+    out = kubectl("explain", "workload.spec.podSets").stdout
+    assert "KIND:       Workload" in out and "FIELD: podSets <[]Object>" in out
+    fields = sorted(line.split()[0] for line in out.split("FIELDS:")[1].splitlines() if line.startswith("  ")
+                    and not line.startswith("    "))
+    crd = yaml.safe_load((REPO / "crds" / "kueue.x-k8s.io_workloads.yaml").read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    want = schema["properties"]["spec"]["properties"]["podSets"]["items"]["properties"]
+    assert fields == sorted(want)
+
+
 def test_label_annotate_describe_delete_a_custom_object(kubectl: Kubectl, samples_applied: Any) -> None:
     kubectl("label", "resourceflavor", "a100", "tier=spare")
     kubectl("annotate", "resourceflavor", "a100", "owner=ml-platform")

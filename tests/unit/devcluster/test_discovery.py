@@ -52,3 +52,21 @@ def test_openapi_declares_field_validation_on_every_patch() -> None:
     patch = doc["paths"]["/apis/batch/v1/namespaces/{namespace}/jobs/{name}"]["patch"]
     assert patch["x-kubernetes-group-version-kind"] == {"group": "batch", "version": "v1", "kind": "Job"}
     assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
+
+
+def test_openapi_carries_each_crd_schema_and_its_hash_follows_the_schema() -> None:
+    registry = ResourceRegistry.with_builtins()
+    body = crd("workloads", "Workload", ["v1beta1"])
+    body["spec"]["versions"][0]["schema"] = {"openAPIV3Schema": {
+        "type": "object", "properties": {"spec": {"type": "object", "properties": {"queueName": {"type": "string"}}}}}}
+    crds.register(registry, body)
+    doc = openapi.group_version(registry, "kueue.x-k8s.io", "v1beta1")
+    schema = doc["components"]["schemas"]["io.x-k8s.kueue.v1beta1.Workload"]
+    assert schema["x-kubernetes-group-version-kind"] == [
+        {"group": "kueue.x-k8s.io", "version": "v1beta1", "kind": "Workload"}]
+    assert sorted(schema["properties"]) == ["apiVersion", "kind", "metadata", "spec"]
+    before = openapi.root(registry)["paths"]["apis/kueue.x-k8s.io/v1beta1"]["serverRelativeURL"]
+    body["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"] = {"type": "object"}
+    crds.register(registry, body)
+    after = openapi.root(registry)["paths"]["apis/kueue.x-k8s.io/v1beta1"]["serverRelativeURL"]
+    assert before != after
