@@ -275,12 +275,28 @@ _LIST, _DICT = "List[", "Dict[str, "
 def prune_unknown_fields(resource: ResourceType, obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Drop what the kind's Go type has no field for, as kube-apiserver's decoding does; returns the
     object (the same one when nothing was dropped, never mutated) and the dropped paths in order."""
-    model = _model_for(resource.storage_group if resource.storage_group is not None else resource.group,
-                       resource.version, resource.kind)
+    model = client_model(resource)
     dropped: list[str] = []
     if model is None:
         return obj, dropped
     return _prune_object(obj, model, "", dropped), dropped
+
+
+def client_model(resource: ResourceType) -> str | None:
+    """The official client's model name of a built-in kind as stored (`V1Pod`), None for custom kinds."""
+    if resource.custom:
+        return None
+    group = resource.storage_group if resource.storage_group is not None else resource.group
+    return _model_for(group, resource.version, resource.kind)
+
+
+def model_fields(model: str) -> dict[str, tuple[str, str]]:
+    """JSON field name -> (client type string, description) of one model, for OpenAPI documents."""
+    cls = getattr(models, model, None)
+    docs = getattr(cls, "model_fields", None) or {}
+    names: dict[str, str] = getattr(cls, "attribute_map", None) or {}
+    return {names[attr]: (kind, str(getattr(docs.get(attr), "description", "") or ""))
+            for attr, kind in (getattr(cls, "openapi_types", None) or {}).items() if attr in names}
 
 
 @cache

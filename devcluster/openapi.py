@@ -4,15 +4,19 @@ kubectl (apply/create/replace) asks /openapi/v3 whether each kind's PATCH accept
 `fieldValidation` query parameter; without an answer it insists on downloading full schemas for
 client-side validation. These documents declare every served resource's operations and that
 parameter (no requestBody media types, so kubectl keeps its built-in patch metadata), and the
-custom resources' schemas, which `kubectl explain` reads.
+kinds' schemas, which `kubectl explain` reads: custom kinds' from their CRD, built-in kinds'
+from the official client's models (`V1PodSpec` -> `io.k8s.api.v1.PodSpec`: kubectl shows the last part).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+from functools import cache
 from typing import Any
 
+from devcluster.builtins import client_model, model_fields
 from devcluster.resources import ResourceRegistry, ResourceType
 
 _QUERY_PARAMS = ("fieldValidation", "dryRun", "fieldManager")
@@ -69,6 +73,63 @@ def _operation(r: ResourceType, action: str) -> dict[str, Any]:
     }
 
 
+_SCALARS: dict[str, dict[str, str]] = {
+    "str": {"type": "string"}, "int": {"type": "integer", "format": "int64"}, "bool": {"type": "boolean"},
+    "float": {"type": "number", "format": "double"}, "datetime": {"type": "string", "format": "date-time"},
+    "bytes": {"type": "string", "format": "byte"}, "object": {},
+}
+
+
+def _type_schema(kind: str, wanted: set[str]) -> dict[str, Any]:
+    """A client type string as an OpenAPI schema; models become refs (collected in `wanted`)."""
+    if kind.startswith("List["):
+        return {"type": "array", "items": _type_schema(kind[5:-1], wanted)}
+    if kind.startswith("Dict[str, "):
+        return {"type": "object", "additionalProperties": _type_schema(kind[10:-1], wanted)}
+    if kind in _SCALARS:
+        return dict(_SCALARS[kind])
+    wanted.add(kind)
+    return {"allOf": [{"$ref": f"#/components/schemas/{_component(kind)}"}]}
+
+
+_MODEL_NAME = re.compile(r"^(.*?V\d+(?:alpha\d+|beta\d+)?)([A-Z].*)$")
+
+
+def _component(model: str) -> str:
+    """`V1PodSpec` -> `io.k8s.api.v1.PodSpec`, `CoreV1Event` -> `io.k8s.api.corev1.Event` (unique, kind last)."""
+    m = _MODEL_NAME.match(model)
+    return f"io.k8s.api.{m.group(1).lower()}.{m.group(2)}" if m else f"io.k8s.api.{model}"
+
+
+@cache
+def _model_schemas(root: str) -> dict[str, Any]:
+    """The component schemas of a model and every model it reaches (static: cached per root)."""
+    schemas: dict[str, Any] = {}
+    todo = [root]
+    while todo:
+        model = todo.pop()
+        if _component(model) in schemas:
+            continue
+        wanted: set[str] = set()
+        properties = {}
+        for name, (kind, description) in sorted(model_fields(model).items()):
+            properties[name] = {**_type_schema(kind, wanted), **({"description": description} if description else {})}
+        schemas[_component(model)] = {"type": "object", "properties": properties}
+        todo.extend(sorted(wanted))
+    return schemas
+
+
+def _builtin_schemas(r: ResourceType) -> dict[str, Any]:
+    model = client_model(r)
+    if model is None:
+        return {}
+    schemas = dict(_model_schemas(model))
+    name = _component(model)
+    schemas[name] = {**schemas[name], "x-kubernetes-group-version-kind": [
+        {"group": r.group, "version": r.version, "kind": r.kind}]}
+    return schemas
+
+
 def group_version(registry: ResourceRegistry, group: str, version: str) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
@@ -76,6 +137,8 @@ def group_version(registry: ResourceRegistry, group: str, version: str) -> dict[
     for r in sorted(registry.resources(group, version), key=lambda r: r.plural):
         if r.custom and r.schema is not None:
             schemas[schema_name(r)] = _custom_schema(r)
+        elif r.storage_group is None:  # events.k8s.io Events are stored as core ones: no model of their own
+            schemas.update(_builtin_schemas(r))
         collection = f"{base}/namespaces/{{namespace}}/{r.plural}" if r.namespaced else f"{base}/{r.plural}"
         paths[collection] = {"post": _operation(r, "post")}
         paths[f"{collection}/{{name}}"] = {"put": _operation(r, "put"), "patch": _operation(r, "patch")}

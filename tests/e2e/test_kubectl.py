@@ -103,6 +103,17 @@ def test_explain_reads_the_crd_schema_from_openapi_v3(kubectl: Kubectl, crds_ins
     assert fields == sorted(want)
 
 
+@pytest.mark.parametrize("path, want_type", [
+    ("pod.spec.nodeSelector", "map[string]string"), ("jobs.spec.template.spec.schedulingGates", "[]PodSchedulingGate"),
+    ("node.spec.unschedulable", "boolean"),
+])
+def test_explain_reads_built_in_schemas_from_openapi_v3(kubectl: Kubectl, path: str, want_type: str) -> None:
+    out = kubectl("explain", path).stdout
+    field = path.rsplit(".", 1)[1]
+    assert f"FIELD: {field} <{want_type}>" in out
+    assert "DESCRIPTION:\n    <empty>" not in out  # the Kubernetes field documentation is there
+
+
 def test_label_annotate_describe_delete_a_custom_object(kubectl: Kubectl, samples_applied: Any) -> None:
     kubectl("label", "resourceflavor", "a100", "tier=spare")
     kubectl("annotate", "resourceflavor", "a100", "owner=ml-platform")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from devcluster import crds, discovery, openapi
 from devcluster.resources import ResourceRegistry
 
@@ -70,3 +72,28 @@ def test_openapi_carries_each_crd_schema_and_its_hash_follows_the_schema() -> No
     crds.register(registry, body)
     after = openapi.root(registry)["paths"]["apis/kueue.x-k8s.io/v1beta1"]["serverRelativeURL"]
     assert before != after
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["$ref"]] if "$ref" in node else []
+        return own + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+@pytest.mark.parametrize("group, version, kind, field, want_type", [
+    ("", "v1", "Pod", "spec", "#/components/schemas/io.k8s.api.v1.PodSpec"),
+    ("batch", "v1", "Job", "spec", "#/components/schemas/io.k8s.api.v1.JobSpec"),
+    ("", "v1", "Event", "involvedObject", "#/components/schemas/io.k8s.api.v1.ObjectReference"),
+])
+def test_openapi_built_in_kinds_have_resolvable_schemas(group: str, version: str, kind: str, field: str,
+                                                        want_type: str) -> None:
+    doc = openapi.group_version(ResourceRegistry.with_builtins(), group, version)
+    schemas = doc["components"]["schemas"]
+    root = next(s for s in schemas.values()
+                if {"group": group, "version": version, "kind": kind} in s.get("x-kubernetes-group-version-kind", []))
+    assert root["properties"][field]["allOf"] == [{"$ref": want_type}]
+    missing = {ref for ref in _refs(schemas) if ref.removeprefix("#/components/schemas/") not in schemas}
+    assert missing == set()
