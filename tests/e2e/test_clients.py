@@ -8,6 +8,7 @@ compacted watch history and expired continue tokens, dryRun, CRD validation and 
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -219,6 +220,18 @@ def test_watch_from_a_resource_version_sees_every_change_once(core: client.CoreV
             for e in watch.Watch().stream(core.list_namespaced_config_map, namespace, label_selector="app=x",
                                           resource_version=listed.metadata.resource_version, timeout_seconds=1)]
     assert seen == [("ADDED", "w", "v"), ("MODIFIED", "w", "2"), ("DELETED", "w", "2")]
+
+
+@pytest.mark.parametrize("bookmarks", [False, True], ids=["plain", "with_bookmarks"])
+def test_an_idle_watch_ends_at_timeout_seconds(core: client.CoreV1Api, namespace: str, bookmarks: bool) -> None:
+    """The server closes the stream itself (bookmarks, every 0.5 s here, must not keep it open)."""
+    started = time.monotonic()
+    resp = core.list_namespaced_config_map(namespace, watch=True, timeout_seconds=1, _preload_content=False,
+                                           allow_watch_bookmarks=bookmarks)
+    events = [json.loads(line) for line in resp.read().decode().splitlines() if line.strip()]
+    elapsed = time.monotonic() - started
+    assert 0.9 <= elapsed < 5, elapsed
+    assert {e["type"] for e in events} == ({"BOOKMARK"} if bookmarks else set())
 
 
 def test_watch_from_a_compacted_revision_is_410_gone(devcluster: DevCluster, core: client.CoreV1Api,
