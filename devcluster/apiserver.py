@@ -346,7 +346,7 @@ class ApiServer:
         if (r.has_status and r.custom) or (r.group, r.kind) in _STATUS_RESET_ON_CREATE:
             obj.pop("status", None)
         builtins.apply_defaults(r, obj)
-        pruned = self._prune(r, obj, strict)
+        pruned = self._prune(r, builtins.convert_string_data(r, obj), strict)
         if pruned is not obj:
             obj.clear()
             obj.update(pruned)
@@ -515,7 +515,7 @@ class ApiServer:
         if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
             raise conflict(r.plural, r.group, old["metadata"]["name"])
         new = self._merge_update(r, old, new, subresource)
-        new = self._prune(r, new, strict)
+        new = self._prune(r, builtins.convert_string_data(r, new), strict)
         new = await self._admit("UPDATE", r, subresource, new, old, dry_run)
         causes = self._validate(r, new, old)
         if causes:

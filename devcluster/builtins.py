@@ -8,6 +8,7 @@ Rules and wording follow pkg/apis/core/validation and pkg/apis/batch/validation.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping
 from functools import cache
@@ -263,6 +264,19 @@ def _mask_template(template: Mapping[str, Any]) -> dict[str, Any]:
     for key in _JOB_SCHEDULING_FIELDS:
         spec.pop(key, None)
     return masked
+
+
+def convert_string_data(resource: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    """A Secret's write-only `stringData` merged into `data` (base64, overriding its keys), as the
+    v1 -> internal conversion does on every write; other objects are returned as they are."""
+    string_data = obj.get("stringData")
+    if resource.custom or resource.kind != "Secret" or "stringData" not in obj:
+        return obj
+    out = {k: v for k, v in obj.items() if k != "stringData"}
+    if isinstance(string_data, Mapping) and string_data:
+        out["data"] = {**(obj.get("data") or {}),
+                       **{k: base64.b64encode(str(v).encode()).decode() for k, v in string_data.items()}}
+    return out
 
 
 # ---------------------------------------------------------------- unknown fields

@@ -3,6 +3,7 @@ collection, namespaces, CRDs, scheduling gates, Job immutability, watches and th
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -586,3 +587,18 @@ async def test_built_in_kinds_drop_unknown_fields_or_refuse_them_when_strict(api
         assert props["properties"]["n"] == {"x-kubernetes-int-or-string": True, "default": 1}
     updated = await api.patch(r, "default", made["metadata"]["name"], MERGE, {"metadata": {"labelz": {"x": "y"}}})
     assert "labelz" not in updated["metadata"]
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+async def test_secret_string_data_is_written_into_data_and_never_stored(api: ApiServer) -> None:
+    secrets = res(api, "v1", "secrets")
+    made = await api.create(secrets, "default", make_object("v1", "Secret", "s")
+                            .field("data", {"a": b64("1"), "keep": b64("k")})
+                            .field("stringData", {"a": "2", "b": "x"}).build())
+    assert made["data"] == {"a": b64("2"), "keep": b64("k"), "b": b64("x")} and "stringData" not in made
+    patched = await api.patch(secrets, "default", "s", MERGE, {"stringData": {"c": "y"}})
+    assert patched["data"] == {"a": b64("2"), "keep": b64("k"), "b": b64("x"), "c": b64("y")}
+    assert "stringData" not in await api.get(secrets, "default", "s")
