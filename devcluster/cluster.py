@@ -27,6 +27,8 @@ T = TypeVar("T")
 class DevCluster:
     """One API server plus its HTTP front end, bound to 127.0.0.1 (port 0 = a free port)."""
 
+    CONTEXT = "devcluster"  # the cluster, user and context name in the kubeconfigs it writes
+
     def __init__(self, *, port: int = 0, now: Clock = utc_now, history_limit: int = 20_000,
                  bookmark_interval: float = 5.0) -> None:
         self.api = ApiServer(now=now, history_limit=history_limit)
@@ -119,7 +121,7 @@ class DevCluster:
 
     # ---------------------------------------------------------------- clients
 
-    def kubeconfig(self, context: str = "devcluster") -> dict[str, Any]:
+    def kubeconfig(self, context: str = CONTEXT) -> dict[str, Any]:
         return {
             "apiVersion": "v1", "kind": "Config", "current-context": context, "preferences": {},
             "clusters": [{"name": context, "cluster": {"server": self.url}}],

@@ -54,12 +54,31 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_paths(kubeconfig: Path, crds: Path) -> None:
-    """Refuse, before anything starts, a kubeconfig path that is a directory and a missing CRD directory."""
+    """Refuse, before anything starts, a kubeconfig path that is a directory or another tool's kubeconfig
+    (tasq dev rewrites only its own), and a missing CRD directory."""
     if kubeconfig.is_dir():
         raise DevSetupError(f"--kubeconfig {str(kubeconfig)!r} is a directory; give a file path, "
                             f"e.g. {str(kubeconfig / 'config')!r}")
+    if kubeconfig.is_file():
+        foreign = _foreign_clusters(kubeconfig)
+        if foreign:
+            names = ", ".join(repr(n) for n in foreign)
+            raise DevSetupError(f"--kubeconfig {str(kubeconfig)!r} already holds another kubeconfig (cluster(s) "
+                                f"{names}); give a new path so it is not overwritten")
     if not crds.is_dir():
         raise DevSetupError(f"--crds {str(crds)!r} is not a directory of CRD YAML files")
+
+
+def _foreign_clusters(path: Path) -> list[str]:
+    """The sorted names of clusters in an existing file that `tasq dev` did not write (empty: safe to replace)."""
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return ["<unreadable>"]
+    if not isinstance(config, dict):
+        return [] if config is None else ["<not a kubeconfig>"]
+    names = {str(c.get("name", "")) for c in config.get("clusters") or [] if isinstance(c, dict)}
+    return sorted(names - {DevCluster.CONTEXT})
 
 
 async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | None = None,

@@ -12,8 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from controller import cli
+from controller.commands import dev
+from devcluster.cluster import DevCluster
 from tests.e2e.conftest import REPO, Kubectl
 
 pytestmark = pytest.mark.e2e
@@ -55,6 +58,12 @@ class BadSetupCase:
     name: str
     args: Callable[[Path, int], list[str]]
     want_message: Callable[[Path, int], str]
+    existing_kubeconfig: str | None = None  # written at <tmp>/config first; must survive unchanged
+
+
+OTHER_KUBECONFIG = yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "prod",
+                                   "clusters": [{"name": "prod", "cluster": {"server": "https://prod:6443"}},
+                                                {"name": "devcluster", "cluster": {"server": "http://x"}}]})
 
 
 def _busy_port_args(tmp: Path, port: int) -> list[str]:
@@ -71,6 +80,11 @@ BAD_SETUPS = [
                  lambda tmp, _: f"tasq dev: --crds '{tmp / 'missing'}' is not a directory of CRD YAML files"),
     BadSetupCase("port_already_taken", _busy_port_args,
                  lambda _, port: f"tasq dev: cannot listen on 127.0.0.1:{port}: "),
+    BadSetupCase("kubeconfig_of_another_cluster_is_not_overwritten",
+                 lambda tmp, _: ["--kubeconfig", str(tmp / "config")],
+                 lambda tmp, _: f"tasq dev: --kubeconfig '{tmp / 'config'}' already holds another kubeconfig "
+                                f"(cluster(s) 'prod'); give a new path so it is not overwritten",
+                 existing_kubeconfig=OTHER_KUBECONFIG),
     BadSetupCase("topology_shape_malformed",
                  lambda tmp, _: ["--kubeconfig", str(tmp / "config"), "--topology", "2x4"],
                  lambda _, __: "tasq dev: "),
@@ -80,6 +94,9 @@ BAD_SETUPS = [
 @pytest.mark.parametrize("case", BAD_SETUPS, ids=lambda c: c.name)
 def test_unusable_arguments_exit_2_with_one_clear_line(case: BadSetupCase, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config"
+    if case.existing_kubeconfig is not None:
+        config.write_text(case.existing_kubeconfig)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -89,4 +106,10 @@ def test_unusable_arguments_exit_2_with_one_clear_line(case: BadSetupCase, tmp_p
     assert code == 2
     assert err.startswith(case.want_message(tmp_path, port)) and err.count("\n") == 1, err
     assert "Traceback" not in err
-    assert not (tmp_path / "config").exists()
+    assert (config.read_text() if config.exists() else None) == case.existing_kubeconfig
+
+
+def test_a_kubeconfig_written_by_tasq_dev_may_be_replaced(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text(yaml.safe_dump(DevCluster().kubeconfig()))
+    dev.check_paths(config, REPO / "crds")  # no DevSetupError: the next `tasq dev` rewrites it
