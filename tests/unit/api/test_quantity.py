@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from kubernetes.utils import parse_quantity as k8s_parse_quantity
 
@@ -139,8 +139,11 @@ legal_texts = st.builds(
 
 @given(legal_texts)
 def test_parse_agrees_with_the_official_client_where_it_is_exact(text: str) -> None:
-    # kubernetes.utils.parse_quantity hands the text to Decimal (28 digits): exact at this size.
-    assert q.parse_quantity(text) == k8s_parse_quantity(text)
+    # kubernetes.utils.parse_quantity computes in Decimal's default 28 digits, so it is an exact
+    # oracle only for values that need no more (e.g. 999999999.999999Ei needs 34).
+    value = q.parse_quantity(text)
+    assume(len(value.normalize().as_tuple().digits) <= 28)
+    assert value == k8s_parse_quantity(text)
 
 
 @given(st.integers(min_value=-(10**12), max_value=10**12), st.sampled_from(SUFFIXES))
