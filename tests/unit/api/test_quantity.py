@@ -142,7 +142,8 @@ def test_parse_agrees_with_the_official_client_where_it_is_exact(text: str) -> N
     # kubernetes.utils.parse_quantity computes in Decimal's default 28 digits, so it is an exact
     # oracle only for values that need no more (e.g. 999999999.999999Ei needs 34).
     value = q.parse_quantity(text)
-    assume(len(value.normalize().as_tuple().digits) <= 28)
+    digits = "".join(map(str, value.as_tuple().digits)).strip("0")  # normalize() would round to 28
+    assume(len(digits) <= 28)
     assert value == k8s_parse_quantity(text)
 
 
