@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from controller.api import constants as c
+from controller.api.booleans import BOOLEAN_VALUES, parse_boolean
 from webhooks.validation import formats, meta, pod_templates, shapes
 from webhooks.validation.errors import (
     ROOT,
@@ -33,8 +34,6 @@ POD_SET_TOPOLOGY_ANNOTATIONS: Final = (c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY,
                                        c.ANNOTATION_PODSET_PREFERRED_TOPOLOGY,
                                        c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY)
 TOPOLOGY_ANNOTATIONS: Final = JOB_TOPOLOGY_ANNOTATIONS + POD_SET_TOPOLOGY_ANNOTATIONS
-# The spellings of Go's strconv.ParseBool that the job reconciler also reads (case-insensitively).
-BOOLEAN_VALUES: Final = ("true", "false", "True", "False", "TRUE", "FALSE")
 
 
 def _level(path: FieldPath, value: str, auto_allowed: bool) -> list[FieldError]:
@@ -57,7 +56,7 @@ def topology_annotations(path: FieldPath, annotations: Mapping[str, str]) -> lis
         if key not in annotations:
             continue
         if key == c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY:
-            if annotations[key] not in BOOLEAN_VALUES:
+            if parse_boolean(annotations[key]) is None:
                 errs.append(unsupported(path.key(key), annotations[key], BOOLEAN_VALUES))
         else:
             errs.extend(_level(path.key(key), annotations[key],

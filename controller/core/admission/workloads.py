@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.booleans import parse_boolean
 from controller.api.quantity import Resources
 from controller.api.selectors import NodeSelectorTerm, Toleration, required_node_affinity_terms
 from controller.api.views import pod_requests, tolerations_from
@@ -119,7 +120,7 @@ def topology_request_from_annotations(job_annotations: Mapping[str, str],
             notes.get(c.ANNOTATION_PODSET_PREFERRED_TOPOLOGY)
         if preferred:
             return TopologyRequest("preferred", None if preferred == c.TOPOLOGY_AUTO else preferred)
-        if notes.get(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "").lower() == "true":
+        if parse_boolean(notes.get(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY)):
             return TopologyRequest("unconstrained", None)
     return None
 
