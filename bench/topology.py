@@ -130,6 +130,16 @@ def bench_size(n: int, counts: list[int], reps: int, rng: random.Random) -> None
         bound.add_bound_pod(pod)
 
     per_pod_us = statistics.median(timed(pod_cycle, 2000)) * 1000 / 2
+    # A node leaving drops only its own pods (a per-node index), then comes back with them.
+    gone = pod.node_name or ""
+    its_pods = [p for p in pods if p.node_name == gone]
+
+    def usage_node_cycle() -> None:
+        bound.remove_node(gone)
+        for p in its_pods:
+            bound.add_bound_pod(p)
+
+    usage_node_us = statistics.median(timed(usage_node_cycle, 200)) * 1000
     victim = nodes[len(nodes) // 2]
     moved = NodeView(victim.name, {**victim.labels, RACK: "r-moved"}, (), victim.allocatable, True, False)
     flip = [moved, victim]
@@ -145,6 +155,7 @@ def bench_size(n: int, counts: list[int], reps: int, rng: random.Random) -> None
     print(f"incremental: bound pod add/remove {per_pod_us:.1f} us per update | node change "
           f"{per_node_us:.1f} us per update | domain renumbering {renumber_ms:.0f} ms "
           f"(once per {n:,} node removals: {renumber_ms * 1000 / n:.1f} us each)")
+    print(f"usage: node removal + re-adding its {len(its_pods)} pod(s) {usage_node_us:.1f} us")
 
 
 POOL = "cloud.com/pool"

@@ -101,6 +101,11 @@ class PodBuilder:
         self._obj["metadata"]["labels"][key] = value
         return self
 
+    def uid(self, uid: str) -> PodBuilder:
+        """Another object under the same name (a pod deleted and recreated gets a new uid)."""
+        self._obj["metadata"]["uid"] = uid
+        return self
+
     def annotation(self, key: str, value: str) -> PodBuilder:
         self._obj["metadata"]["annotations"][key] = value
         return self

@@ -73,7 +73,13 @@ class Usage:
         self.registry = registry if registry is not None else NodeRegistry()
         self._used: Int64Array = np.zeros((16, 8), dtype=np.int64)
         self._pods: dict[str, _BoundPod] = {}
+        self._on_row: dict[int, set[str]] = {}
+        """Row -> keys of the pods bound there, so a node removal touches only its own pods."""
+        self._owned_rows: set[int] = set()
+        """Rows whose `_on_row` set this Usage copied since it last shared them (copy-on-write)."""
         self._reservations: dict[str, dict[int, dict[int, int]]] = {}
+        self._converted: dict[str, set[str]] = {}
+        """Workload key -> uids of the pods whose share of its reservation already became usage."""
         self._gone: set[str] = set()
         """Nodes removed (their rows are zero) and not seen since; renumbered away past the slack."""
         self._shared = False
@@ -92,7 +98,10 @@ class Usage:
         twin.registry = self.registry
         twin._used = self._used.copy()
         twin._pods = self._pods
+        twin._on_row = self._on_row
+        twin._owned_rows = set()
         twin._reservations = self._reservations
+        twin._converted = self._converted
         twin._gone = self._gone
         twin._shared = self._shared = True
         return twin
@@ -103,9 +112,9 @@ class Usage:
         """Count a bound, non-terminal pod (re-adding the same pod replaces it; others are ignored).
 
         If the pod belongs to a reserved workload (`workload_key`, else its topology-workload
-        annotation), that reservation shrinks by what the pod now really uses (see `_consume`), once:
-        a later version of the same pod (a status update, a resize) only replaces its own amounts,
-        since its share of the reservation was already converted when it first bound.
+        annotation), that reservation shrinks by what the pod now really uses (see `_consume`), once
+        per pod uid: a later version of the same pod (a status update, a resize, or a removal and
+        re-add from a relist) only replaces its own amounts, since its share was already converted.
         """
         self._own()
         known = pod.key in self._pods
@@ -118,11 +127,15 @@ class Usage:
         self._ensure(row, max((col for col, _ in amounts), default=0))
         key = workload_key if workload_key is not None else workload_key_of(pod)
         held = self._reservations.get(key) if key is not None and not known else None
-        if held:
-            self._consume(held, row, amounts)
+        if held and key is not None:
+            converted = self._converted.setdefault(key, set())
+            if (pod.uid or pod.key) not in converted:
+                converted.add(pod.uid or pod.key)
+                self._consume(held, row, amounts)
         for col, milli in amounts:
             self._used[row, col] = min(int(self._used[row, col]) + milli, MILLI_CAP)
         self._pods[pod.key] = _BoundPod(row, amounts)
+        self._pods_on(row).add(pod.key)
 
     def _consume(self, held: dict[int, dict[int, int]], row: int, amounts: tuple[tuple[int, int], ...]) -> None:
         """A pod of a reserved workload bound: its reservation turns into real usage. Take from the
@@ -156,6 +169,10 @@ class Usage:
         entry = self._pods.pop(pod if isinstance(pod, str) else pod.key, None)
         if entry is None:
             return
+        keys = self._pods_on(entry.row)
+        keys.discard(pod if isinstance(pod, str) else pod.key)
+        if not keys:
+            del self._on_row[entry.row]
         for col, milli in entry.amounts:
             self._used[entry.row, col] = max(int(self._used[entry.row, col]) - milli, 0)
 
@@ -175,11 +192,13 @@ class Usage:
                 self._used[row, col] = min(int(self._used[row, col]) + milli, MILLI_CAP)
             held[row] = cols
         self._reservations[workload_key] = held
+        self._converted[workload_key] = set()
 
     def release(self, workload_key: str) -> None:
         """Drop what is left of a workload's reservation (it finished, or was evicted)."""
         self._own()
         held = self._reservations.pop(workload_key, None)
+        self._converted.pop(workload_key, None)
         for row, cols in (held or {}).items():
             for col, milli in cols.items():
                 self._used[row, col] = max(int(self._used[row, col]) - milli, 0)
@@ -192,7 +211,7 @@ class Usage:
         if row is None or name in self._gone:
             return
         if row < self._used.shape[0]:
-            for key in [k for k, p in self._pods.items() if p.row == row]:
+            for key in self._on_row.pop(row, ()):
                 del self._pods[key]
             for held in self._reservations.values():
                 held.pop(row, None)
@@ -252,6 +271,8 @@ class Usage:
         used[np.asarray([new_of[int(r)] for r in old_rows], dtype=np.int64)] = self._used[old_rows]
         self._used = used
         self._pods = {key: _BoundPod(new_of[p.row], p.amounts) for key, p in self._pods.items()}
+        self._on_row = {new_of[row]: set(keys) for row, keys in self._on_row.items()}
+        self._owned_rows = set(self._on_row)
         self._reservations = {k: {new_of[r]: cols for r, cols in held.items()}
                               for k, held in self._reservations.items()}
         self._gone = set()
@@ -262,9 +283,20 @@ class Usage:
         if self._shared:
             self._gone = set(self._gone)
             self._pods = dict(self._pods)
+            self._on_row = dict(self._on_row)  # the sets themselves are copied row by row (_pods_on)
+            self._owned_rows = set()
             self._reservations = {k: {r: dict(cols) for r, cols in held.items()}
                                   for k, held in self._reservations.items()}
+            self._converted = {k: set(uids) for k, uids in self._converted.items()}
             self._shared = False
+
+    def _pods_on(self, row: int) -> set[str]:
+        """The (private, writable) set of pod keys bound on a row; call after `_own`."""
+        keys = self._on_row.get(row)
+        if keys is None or row not in self._owned_rows:
+            keys = self._on_row[row] = set(keys or ())
+            self._owned_rows.add(row)
+        return keys
 
     def _ensure(self, row: int, col: int) -> None:
         """Grow the matrix (doubling rows, a few columns at a time) so [row, col] exists."""

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from controller.api import constants as c
 from controller.core.topology import FlavorTopology, Usage, assign
 from controller.core.topology.tree import DEAD_DOMAIN_SLACK
@@ -217,3 +223,93 @@ def test_node_churn_does_not_grow_the_usage_rows_and_renumbering_keeps_what_is_u
     usage.remove_bound_pod("default/p")
     usage.release("ns/w")
     assert (fit_in_rack(topo, usage), fit_in_rack(topo, before)) == (8, 5)
+
+
+@dataclass
+class ReAddCase:
+    name: str
+    steps: list[tuple[str, str]]
+    """(action, pod uid): "bind" adds the pod bound on h1, "drop" removes it by key."""
+    want_used: dict[str, int]
+    want_reserved: dict[str, dict[str, int]]
+
+
+A_GPU = {GPU: 1000, c.RESOURCE_PODS: 1000}
+RE_ADD_CASES = [
+    ReAddCase("a bound pod converts its share of the reservation", [("bind", "u1")],
+              want_used={GPU: 3000, c.RESOURCE_PODS: 3000}, want_reserved={"h1": {GPU: 2000, c.RESOURCE_PODS: 2000}}),
+    ReAddCase("removed then re-added (a relist) it does not consume the reservation again",
+              [("bind", "u1"), ("drop", "u1"), ("bind", "u1")],
+              want_used={GPU: 3000, c.RESOURCE_PODS: 3000}, want_reserved={"h1": {GPU: 2000, c.RESOURCE_PODS: 2000}}),
+    ReAddCase("removed and re-added many times it still converts once",
+              [("bind", "u1"), ("drop", "u1")] * 3 + [("bind", "u1")],
+              want_used={GPU: 3000, c.RESOURCE_PODS: 3000}, want_reserved={"h1": {GPU: 2000, c.RESOURCE_PODS: 2000}}),
+    ReAddCase("a replacement pod under the same name (new uid) converts its own share",
+              [("bind", "u1"), ("drop", "u1"), ("bind", "u2")],
+              want_used={GPU: 2000, c.RESOURCE_PODS: 2000}, want_reserved={"h1": A_GPU}),
+    ReAddCase("a removed pod not re-added leaves only the rest of the reservation",
+              [("bind", "u1"), ("drop", "u1")],
+              want_used={GPU: 2000, c.RESOURCE_PODS: 2000}, want_reserved={"h1": {GPU: 2000, c.RESOURCE_PODS: 2000}}),
+]
+
+
+@pytest.mark.parametrize("case", RE_ADD_CASES, ids=lambda case: case.name)
+def test_reservation_conversion_is_once_per_pod_uid(case: ReAddCase) -> None:
+    usage = Usage()
+    usage.reserve("ns/w1", {"h1": {GPU: 3000, c.RESOURCE_PODS: 3000}})
+    pod = make_pod("a", "ns").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "w1").requests({GPU: "1"}).on("h1")
+    for action, uid in case.steps:
+        if action == "bind":
+            usage.add_bound_pod(pod.uid(uid).view())
+        else:
+            usage.remove_bound_pod("ns/a")
+    assert usage.used("h1") == case.want_used
+    assert usage.reserved("ns/w1") == case.want_reserved
+
+
+def test_reserving_again_starts_a_fresh_conversion() -> None:
+    # Evicted and re-admitted: the new reservation is consumed by the pods bound from then on.
+    usage = Usage()
+    pod = make_pod("a", "ns").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "w1").requests({GPU: "1"}).on("h1")
+    usage.reserve("ns/w1", {"h1": {GPU: 2000}})
+    usage.add_bound_pod(pod.view())
+    usage.remove_bound_pod("ns/a")
+    usage.reserve("ns/w1", {"h1": {GPU: 2000}})
+    usage.add_bound_pod(pod.view())
+    assert usage.reserved("ns/w1") == {"h1": {GPU: 1000}}
+
+
+# A random history of pod binds, unbinds, node removals and clones, checked against a plain model:
+# the used capacity of a node is the sum of the pods bound on it since it was last removed.
+NODES = ("n0", "n1", "n2", "n3")
+usage_ops = st.lists(st.one_of(
+    st.tuples(st.just("bind"), st.integers(0, 7), st.sampled_from(NODES), st.integers(1, 4)),
+    st.tuples(st.just("unbind"), st.integers(0, 7), st.just(""), st.just(0)),
+    st.tuples(st.just("remove_node"), st.just(0), st.sampled_from(NODES), st.just(0)),
+    st.tuples(st.just("clone"), st.just(0), st.just(""), st.just(0)),
+), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(usage_ops)
+def test_incremental_usage_matches_a_model_of_bound_pods(ops: list[tuple[str, int, str, int]]) -> None:
+    usage, model = Usage(), dict[str, tuple[str, int]]()
+    frozen: list[tuple[Usage, dict[str, tuple[str, int]]]] = []
+    for op, pod, node, gpus in ops:
+        if op == "bind":
+            usage.add_bound_pod(make_pod(f"p{pod}").requests({GPU: gpus}).on(node).view())
+            model[f"default/p{pod}"] = (node, gpus)
+        elif op == "unbind":
+            usage.remove_bound_pod(f"default/p{pod}")
+            model.pop(f"default/p{pod}", None)
+        elif op == "remove_node":
+            usage.remove_node(node)
+            model = {key: (n, g) for key, (n, g) in model.items() if n != node}
+        else:  # keep writing to a clone; the original must stay as it was
+            frozen.append((usage, dict(model)))
+            usage = usage.clone()
+    for used, want in [(usage, model), *frozen]:
+        for node in NODES:
+            pods = [g for n, g in want.values() if n == node]
+            expected = {GPU: 1000 * sum(pods), c.RESOURCE_PODS: 1000 * len(pods)} if pods else {}
+            assert used.used(node) == expected, node
