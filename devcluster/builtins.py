@@ -58,6 +58,11 @@ def name_causes(resource: ResourceType, name: str) -> list[Cause]:
 # ---------------------------------------------------------------- defaults
 
 
+CONDITION_POD_SCHEDULED = "PodScheduled"
+REASON_SCHEDULING_GATED = "SchedulingGated"
+MESSAGE_GATED = "Scheduling is blocked due to non-empty scheduling gates"
+
+
 def apply_defaults(resource: ResourceType, obj: dict[str, Any]) -> None:
     """The defaults Kubernetes fills on create that clients read back (in place)."""
     if resource.custom:
@@ -90,6 +95,11 @@ def _default_pod(obj: dict[str, Any]) -> None:
     spec.setdefault("priority", 0)
     status = obj.setdefault("status", {})
     status.setdefault("phase", "Pending")
+    conditions = status.get("conditions") or []
+    if spec.get("schedulingGates") and not any(c.get("type") == CONDITION_POD_SCHEDULED for c in conditions):
+        # kube-apiserver's pod strategy records the gate at create, before any scheduler sees the pod
+        status["conditions"] = [*conditions, {"type": CONDITION_POD_SCHEDULED, "status": "False",
+                                              "reason": REASON_SCHEDULING_GATED, "message": MESSAGE_GATED}]
 
 
 def _default_job(obj: dict[str, Any]) -> None:

@@ -248,6 +248,11 @@ class Kubelet:
             "containerStatuses": [_container_status(ctr, {"running": {"startedAt": started}}, ready=True)
                                   for ctr in pod["spec"].get("containers") or []],
         }
+        if pod["spec"].get("initContainers"):
+            # init containers ran to completion before the main ones started (no time passes for them)
+            done = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": started}}
+            status["initContainerStatuses"] = [_container_status(ctr, done, ready=True)
+                                               for ctr in pod["spec"]["initContainers"]]
         if not await self._write_status(pod, status):
             self._to_start.add(key)  # refused (an injected fault): try again next sync (still admitted)
             return 0

@@ -17,16 +17,14 @@ from controller.api.quantity import Resources, exceeded, fits, subtract
 from controller.api.selectors import NO_SCHEDULE, Taint, Toleration, node_matches_pod, untolerated_taint
 from controller.api.views import TERMINAL_PHASES, NodeView, PodView
 from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
+from devcluster.builtins import CONDITION_POD_SCHEDULED, MESSAGE_GATED, REASON_SCHEDULING_GATED
 from devcluster.errors import ApiError
 from devcluster.nodes import not_ready_taint_key, ready_status
 from devcluster.recording import NORMAL, WARNING, EventRecorder
 from devcluster.store import DELETED, StoredEvent, object_key
 
 DEFAULT_SCHEDULER = "default-scheduler"
-CONDITION_POD_SCHEDULED = "PodScheduled"
 REASON_UNSCHEDULABLE = "Unschedulable"
-REASON_SCHEDULING_GATED = "SchedulingGated"
-MESSAGE_GATED = "Scheduling is blocked due to non-empty scheduling gates"
 TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 PODS_KEY = ("", "pods")
 NODES_KEY = ("", "nodes")

@@ -52,24 +52,98 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
+# Pod reasons and condition values kube-apiserver's pod printer (`printPod`) reads.
+_REASON_COMPLETED = "Completed"
+_REASON_SCHEDULING_GATED = "SchedulingGated"
+_REASON_POD_INITIALIZING = "PodInitializing"
+_REASON_NODE_LOST = "NodeLost"  # status.reason of pods on an unreachable node: printed `Unknown`
+_TERMINAL = ("Succeeded", "Failed")
+
+
+def _terminated_reason(term: Mapping[str, Any], prefix: str) -> str:
+    """`<prefix><reason>`, or `<prefix>Signal:<n>` / `<prefix>ExitCode:<n>` when the runtime gave none."""
+    if term.get("reason"):
+        return f"{prefix}{term['reason']}"
+    if term.get("signal"):
+        return f"{prefix}Signal:{term['signal']}"
+    return f"{prefix}ExitCode:{term.get('exitCode', 0)}"
+
+
+def _init_reason(pod: Mapping[str, Any]) -> tuple[str | None, int]:
+    """`Init:...` while an init container has not completed (the first such one decides), else None;
+    and how many started sidecars (restartable init containers) before it are ready."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    restartable = {str(c.get("name")) for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"}
+    total = len(spec.get("initContainers") or [])
+    ready = 0
+    for i, cs in enumerate(status.get("initContainerStatuses") or []):
+        state = cs.get("state") or {}
+        term, waiting = state.get("terminated"), state.get("waiting") or {}
+        if term is not None and int(term.get("exitCode", 0)) == 0:
+            continue
+        if cs.get("name") in restartable and cs.get("started"):
+            ready += 1 if cs.get("ready") else 0
+            continue  # a sidecar that is up does not hold initialization
+        if term is not None:
+            return _terminated_reason(term, "Init:"), ready
+        if waiting.get("reason") and waiting["reason"] != _REASON_POD_INITIALIZING:
+            return f"Init:{waiting['reason']}", ready
+        return f"Init:{i}/{total}", ready
+    return None, ready
+
+
+def _condition_true(status: Mapping[str, Any], kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def pod_status_reason(pod: Mapping[str, Any]) -> tuple[str, int]:
+    """The STATUS column and the count of ready containers, decided as kube-apiserver's pod printer does.
+
+    Order: status.reason over the phase; SchedulingGated from the PodScheduled condition; an unfinished
+    init container (`Init:Error`, `Init:0/2`); else the containers' waiting/terminated reasons
+    (`Completed`, `Error`, `OOMKilled`, `ExitCode:3`), `Completed` turned back into `Running`/`NotReady`
+    while another container runs; finally `Terminating` (or `Unknown` for a lost node) once deleted.
+    """
+    status = pod.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    reason = status.get("reason") or phase
+    if any(c.get("type") == "PodScheduled" and c.get("reason") == _REASON_SCHEDULING_GATED
+           for c in status.get("conditions") or []):
+        reason = _REASON_SCHEDULING_GATED
+    init, ready = _init_reason(pod)
+    if init is not None:
+        reason = init
+    if init is None or _condition_true(status, "Initialized"):
+        running = False
+        for cs in reversed(status.get("containerStatuses") or []):
+            state = cs.get("state") or {}
+            if (state.get("waiting") or {}).get("reason"):
+                reason = state["waiting"]["reason"]
+            elif state.get("terminated") is not None:
+                reason = _terminated_reason(state["terminated"], "")
+            elif cs.get("ready") and state.get("running") is not None:
+                running = True
+                ready += 1
+        if reason == _REASON_COMPLETED and running:
+            reason = "Running" if _condition_true(status, "Ready") else "NotReady"
+    if _meta(pod).get("deletionTimestamp"):
+        if status.get("reason") == _REASON_NODE_LOST:
+            reason = "Unknown"
+        elif phase not in _TERMINAL:
+            reason = "Terminating"
+    return reason, ready
+
+
 def _pod_row(pod: Mapping[str, Any], now: datetime) -> Row:
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     statuses = status.get("containerStatuses") or []
-    ready = sum(1 for s in statuses if s.get("ready"))
     restarts = sum(int(s.get("restartCount", 0)) for s in statuses)
-    phase = status.get("phase") or "Pending"
-    reason = status.get("reason") or phase
-    if spec.get("schedulingGates") and not spec.get("nodeName"):
-        reason = "SchedulingGated"
-    for s in statuses:
-        waiting = (s.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason"):
-            reason = waiting["reason"]
-    if _meta(pod).get("deletionTimestamp"):
-        reason = "Terminating"
+    reason, ready = pod_status_reason(pod)
+    total = len(spec.get("containers") or []) + sum(
+        1 for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always")
     nominated = status.get("nominatedNodeName") or "<none>"
-    gates = pod.get("spec", {}).get("readinessGates") or []
-    return [_meta(pod).get("name"), f"{ready}/{len(spec.get('containers') or [])}", reason, restarts,
+    gates = spec.get("readinessGates") or []
+    return [_meta(pod).get("name"), f"{ready}/{total}", reason, restarts,
             age(_meta(pod).get("creationTimestamp"), now), status.get("podIP") or "<none>",
             spec.get("nodeName") or "<none>", nominated, f"{len(gates)}/{len(gates)}" if gates else "<none>"]
 

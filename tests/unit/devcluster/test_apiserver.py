@@ -602,3 +602,17 @@ async def test_secret_string_data_is_written_into_data_and_never_stored(api: Api
     patched = await api.patch(secrets, "default", "s", MERGE, {"stringData": {"c": "y"}})
     assert patched["data"] == {"a": b64("2"), "keep": b64("k"), "b": b64("x"), "c": b64("y")}
     assert "stringData" not in await api.get(secrets, "default", "s")
+
+
+@pytest.mark.parametrize("gated, want_conditions", [
+    (True, [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+             "message": "Scheduling is blocked due to non-empty scheduling gates"}]),
+    (False, None),
+], ids=["gated_pod_gets_the_condition_at_create", "ungated_pod_gets_none"])
+async def test_pod_create_records_scheduling_gates_as_a_condition(api: ApiServer, gated: bool,
+                                                                  want_conditions: list[dict[str, str]] | None) -> None:
+    pod = make_pod("p").gate() if gated else make_pod("p")
+    body = pod.build()
+    del body["metadata"]["uid"]
+    made = await api.create(res(api, "v1", "pods"), "default", body)
+    assert made["status"].get("conditions") == want_conditions

@@ -15,6 +15,7 @@ from devcluster.apiserver import ApiServer
 from devcluster.components import Components, ManualClock
 from devcluster.faults import Faults
 from devcluster.kubelet import Kubelet, admission_failure, run_seconds
+from devcluster.tables import pod_status_reason
 from tests.builders.cluster import PodBuilder, make_node, make_pod
 
 
@@ -296,3 +297,22 @@ async def test_settle_returns_while_a_fault_keeps_refusing_writes() -> None:
 
     assert "nodeName" not in (await current(api))["spec"]
     assert components.scheduler.has_work  # still wanting to bind: the next round retries
+
+
+@pytest.mark.parametrize("fail, want_finished", [(False, ("Succeeded", "Completed")), (True, ("Failed", "Error"))],
+                         ids=["exit_0_prints_completed", "exit_1_prints_error"])
+async def test_the_kubelets_container_states_print_as_kubectl_shows_them(fail: bool,
+                                                                          want_finished: tuple[str, str]) -> None:
+    pod = make_pod("p").init_container("setup").annotation(c.ANNOTATION_DEVCLUSTER_RUN_SECONDS, "30")
+    api, kubelet, clock = await kubelet_with_pod(pod)
+    await kubelet.sync()
+    running = await current(api)
+    assert [s["state"]["terminated"]["reason"] for s in running["status"]["initContainerStatuses"]] == ["Completed"]
+    assert pod_status_reason(running) == ("Running", 1)
+    if fail:
+        kubelet.fail("default", "p")
+    else:
+        clock.advance(30)
+    await kubelet.sync()
+    finished = await current(api)
+    assert (finished["status"]["phase"], pod_status_reason(finished)[0]) == want_finished

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -29,15 +31,111 @@ def builtin(kind: str) -> ResourceType:
     return next(r for r in BUILTIN_RESOURCES if r.kind == kind and r.group in ("", "batch"))
 
 
-@pytest.mark.parametrize("pod, want_status", [
-    (make_pod("a").gate().build(), "SchedulingGated"),
-    (make_pod("b").build(), "Pending"),
-    (make_pod("c").on("n1").build(), "Running"),
-    (make_pod("d").on("n1", phase="Succeeded").build(), "Succeeded"),
-], ids=["gated", "pending", "running", "succeeded"])
-def test_pod_status_column(pod: dict[str, object], want_status: str) -> None:
-    cells = TableMaker(builtin("Pod")).cells(pod, NOW)
-    assert cells[2] == want_status
+class PodStatus:
+    """Fluent status for a pod row: container states as a kubelet reports them."""
+
+    def __init__(self, phase: str = "Running") -> None:
+        self.pod: dict[str, Any] = make_pod("p").on("n1", phase=phase).build()
+        self.status: dict[str, Any] = self.pod["status"]
+
+    def running(self, name: str = "main", ready: bool = True) -> PodStatus:
+        return self._container("containerStatuses", name, {"running": {"startedAt": ago(60)}}, ready)
+
+    def terminated(self, name: str = "main", reason: str = "", exit_code: int = 0, signal: int = 0,
+                   init: bool = False) -> PodStatus:
+        term: dict[str, Any] = {"exitCode": exit_code, **({"reason": reason} if reason else {}),
+                                **({"signal": signal} if signal else {})}
+        return self._container("initContainerStatuses" if init else "containerStatuses", name,
+                               {"terminated": term}, False)
+
+    def waiting(self, reason: str, name: str = "main", init: bool = False) -> PodStatus:
+        return self._container("initContainerStatuses" if init else "containerStatuses", name,
+                               {"waiting": {"reason": reason}}, False)
+
+    def condition(self, kind: str, status: str, reason: str = "") -> PodStatus:
+        self.status.setdefault("conditions", []).append({"type": kind, "status": status, "reason": reason})
+        return self
+
+    def init_containers(self, *names: str) -> PodStatus:
+        self.pod["spec"]["initContainers"] = [{"name": n, "image": "busybox"} for n in names]
+        return self
+
+    def containers(self, *names: str) -> PodStatus:
+        self.pod["spec"]["containers"] = [{"name": n, "image": "busybox"} for n in names]
+        return self
+
+    def pod_reason(self, reason: str) -> PodStatus:
+        self.status["reason"] = reason
+        return self
+
+    def deleted(self, reason: str = "") -> PodStatus:
+        self.pod["metadata"]["deletionTimestamp"] = ago(1)
+        if reason:
+            self.status["reason"] = reason
+        return self
+
+    def _container(self, field: str, name: str, state: dict[str, Any], ready: bool) -> PodStatus:
+        self.status.setdefault(field, []).append({"name": name, "ready": ready, "restartCount": 0, "state": state})
+        return self
+
+
+@dataclass
+class PodStatusCase:
+    name: str
+    pod: PodStatus
+    want_status: str
+    want_ready: str = "0/1"
+
+
+POD_STATUS_CASES = [
+    PodStatusCase("created_gated_pod_shows_the_gate_condition_apiserver_set",
+                  PodStatus("Pending").condition("PodScheduled", "False", "SchedulingGated"), "SchedulingGated"),
+    PodStatusCase("pending_without_containers_started", PodStatus("Pending"), "Pending"),
+    PodStatusCase("running_and_ready", PodStatus().running(), "Running", want_ready="1/1"),
+    PodStatusCase("finished_with_exit_0_is_completed", PodStatus("Succeeded").terminated(reason="Completed"),
+                  "Completed"),
+    PodStatusCase("finished_with_an_error_shows_the_container_reason",
+                  PodStatus("Failed").terminated(reason="Error", exit_code=1), "Error"),
+    PodStatusCase("oom_killed", PodStatus("Failed").terminated(reason="OOMKilled", exit_code=137), "OOMKilled"),
+    PodStatusCase("no_runtime_reason_shows_the_exit_code", PodStatus("Failed").terminated(exit_code=3),
+                  "ExitCode:3"),
+    PodStatusCase("no_runtime_reason_shows_the_signal", PodStatus("Failed").terminated(exit_code=137, signal=9),
+                  "Signal:9"),
+    PodStatusCase("terminated_without_container_statuses_shows_the_phase", PodStatus("Succeeded"), "Succeeded"),
+    PodStatusCase("kubelet_rejection_shows_the_status_reason", PodStatus("Failed").pod_reason("OutOfcpu"),
+                  "OutOfcpu"),
+    PodStatusCase("image_pull_waiting_reason", PodStatus("Pending").waiting("ImagePullBackOff"), "ImagePullBackOff"),
+    PodStatusCase("one_container_completed_another_running_and_ready_is_running",
+                  PodStatus().containers("a", "b").terminated("a", reason="Completed").running("b")
+                  .condition("Ready", "True"), "Running", want_ready="1/2"),
+    PodStatusCase("one_container_completed_another_running_pod_not_ready_is_not_ready",
+                  PodStatus().containers("a", "b").terminated("a", reason="Completed").running("b")
+                  .condition("Ready", "False"), "NotReady", want_ready="1/2"),
+    PodStatusCase("second_of_two_init_containers_running",
+                  PodStatus("Pending").init_containers("i1", "i2").terminated("i1", reason="Completed", init=True)
+                  .waiting("PodInitializing", "i2", init=True).waiting("PodInitializing"), "Init:1/2"),
+    PodStatusCase("failed_init_container", PodStatus("Pending").init_containers("i1")
+                  .terminated("i1", reason="Error", exit_code=1, init=True), "Init:Error"),
+    PodStatusCase("failed_init_container_without_reason", PodStatus("Pending").init_containers("i1")
+                  .terminated("i1", exit_code=2, init=True), "Init:ExitCode:2"),
+    PodStatusCase("init_container_crash_looping", PodStatus("Pending").init_containers("i1")
+                  .waiting("CrashLoopBackOff", "i1", init=True), "Init:CrashLoopBackOff"),
+    PodStatusCase("init_done_main_container_initializing",
+                  PodStatus("Pending").init_containers("i1").terminated("i1", reason="Completed", init=True)
+                  .waiting("PodInitializing"), "PodInitializing"),
+    PodStatusCase("deleted_running_pod_is_terminating", PodStatus().running().deleted(), "Terminating",
+                  want_ready="1/1"),
+    PodStatusCase("deleted_finished_pod_keeps_its_reason",
+                  PodStatus("Succeeded").terminated(reason="Completed").deleted(), "Completed"),
+    PodStatusCase("deleted_pod_of_a_lost_node_is_unknown", PodStatus().running().deleted("NodeLost"), "Unknown",
+                  want_ready="1/1"),
+]
+
+
+@pytest.mark.parametrize("case", POD_STATUS_CASES, ids=lambda c: c.name)
+def test_pod_status_and_ready_columns_follow_the_pod_printer(case: PodStatusCase) -> None:
+    cells = TableMaker(builtin("Pod")).cells(case.pod.pod, NOW)
+    assert (cells[2], cells[1]) == (case.want_status, case.want_ready)
 
 
 def test_node_row_shows_readiness_roles_and_version() -> None:
