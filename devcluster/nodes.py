@@ -16,12 +16,13 @@ import yaml
 
 from controller.api import constants as c
 from devcluster.apiserver import ApiServer
+from devcluster.discovery import KUBERNETES_VERSION
 from devcluster.errors import ApiError
 
 LABEL_BLOCK = "cloud.provider.com/topology-block"
 LABEL_RACK = "cloud.provider.com/topology-rack"
 RESOURCE_GPU = "nvidia.com/gpu"
-KUBELET_VERSION = "v1.31.0-devcluster"
+KUBELET_VERSION = KUBERNETES_VERSION[2]  # the nodes run the version /version reports
 TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
 

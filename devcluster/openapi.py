@@ -17,6 +17,7 @@ from functools import cache
 from typing import Any
 
 from devcluster.builtins import client_model, model_fields
+from devcluster.discovery import KUBERNETES_VERSION
 from devcluster.resources import ResourceRegistry, ResourceType
 
 _QUERY_PARAMS = ("fieldValidation", "dryRun", "fieldManager")
@@ -142,5 +143,5 @@ def group_version(registry: ResourceRegistry, group: str, version: str) -> dict[
         collection = f"{base}/namespaces/{{namespace}}/{r.plural}" if r.namespaced else f"{base}/{r.plural}"
         paths[collection] = {"post": _operation(r, "post")}
         paths[f"{collection}/{{name}}"] = {"put": _operation(r, "put"), "patch": _operation(r, "patch")}
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.37.0"}, "paths": paths,
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION[2]}, "paths": paths,
             "components": {"schemas": schemas}}

@@ -148,20 +148,30 @@ def _pod_row(pod: Mapping[str, Any], now: datetime) -> Row:
             spec.get("nodeName") or "<none>", nominated, f"{len(gates)}/{len(gates)}" if gates else "<none>"]
 
 
+_LABEL_ROLE_PREFIX = "node-role.kubernetes.io/"
+_LABEL_ROLE = "kubernetes.io/role"  # the older form: the role is the label's value
+
+
+def node_roles(labels: Mapping[str, str]) -> list[str]:
+    """kubectl's ROLES: `node-role.kubernetes.io/<role>` keys and `kubernetes.io/role` values, sorted, unique."""
+    roles = {k[len(_LABEL_ROLE_PREFIX):] for k in labels if k.startswith(_LABEL_ROLE_PREFIX)}
+    if labels.get(_LABEL_ROLE):
+        roles.add(labels[_LABEL_ROLE])
+    return sorted(r for r in roles if r)
+
+
 def _node_row(node: Mapping[str, Any], now: datetime) -> Row:
     status = node.get("status") or {}
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     state = "Ready" if ready and ready.get("status") == "True" else "NotReady" if ready else "Unknown"
     if (node.get("spec") or {}).get("unschedulable"):
         state += ",SchedulingDisabled"
-    labels = _meta(node).get("labels") or {}
-    prefix = "node-role.kubernetes.io/"
-    roles = ",".join(sorted(k[len(prefix):] for k in labels if k.startswith(prefix))) or "<none>"
+    roles = ",".join(node_roles(_meta(node).get("labels") or {})) or "<none>"
     info = status.get("nodeInfo") or {}
-    internal = next((a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP"),
-                    "<none>")
+    addresses = {str(a.get("type")): a.get("address") for a in reversed(status.get("addresses") or [])}
     return [_meta(node).get("name"), state, roles, age(_meta(node).get("creationTimestamp"), now),
-            info.get("kubeletVersion", ""), internal, "<none>", info.get("osImage", "<unknown>"),
+            info.get("kubeletVersion", ""), addresses.get("InternalIP") or "<none>",
+            addresses.get("ExternalIP") or "<none>", info.get("osImage", "<unknown>"),
             info.get("kernelVersion", "<unknown>"), info.get("containerRuntimeVersion", "<unknown>")]
 
 

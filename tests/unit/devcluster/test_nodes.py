@@ -9,6 +9,7 @@ import yaml
 
 from controller.api.views import NodeView
 from devcluster.apiserver import ApiServer
+from devcluster.discovery import version
 from devcluster.nodes import (
     LABEL_BLOCK,
     LABEL_RACK,
@@ -19,6 +20,7 @@ from devcluster.nodes import (
     parse_shape,
     topology_nodes,
 )
+from devcluster.tables import node_roles
 from tests.builders.cluster import make_node
 
 
@@ -59,6 +61,12 @@ def test_topology_nodes_label_blocks_racks_and_hosts() -> None:
     assert all(v.ready for v in views)
     assert nodes[0]["status"]["capacity"] == nodes[0]["status"]["allocatable"]
     assert "nvidia.com/gpu" not in topology_nodes(parse_shape("1x1x1x0"))[0]["status"]["allocatable"]
+
+
+def test_sample_nodes_are_workers_running_the_servers_version() -> None:
+    node = topology_nodes(parse_shape("1x1x1x8"))[0]
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == version()["gitVersion"]
+    assert node_roles(node["metadata"]["labels"]) == []  # printed `<none>`, as kubectl shows worker nodes
 
 
 async def test_a_dump_of_the_api_recreates_the_same_nodes() -> None:

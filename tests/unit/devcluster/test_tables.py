@@ -138,10 +138,28 @@ def test_pod_status_and_ready_columns_follow_the_pod_printer(case: PodStatusCase
     assert (cells[2], cells[1]) == (case.want_status, case.want_ready)
 
 
-def test_node_row_shows_readiness_roles_and_version() -> None:
-    node = make_node("n1").label("node-role.kubernetes.io/gpu", "").not_ready().build()
+@pytest.mark.parametrize("labels, want_roles", [
+    ({}, "<none>"),
+    ({"cloud.provider.com/topology-rack": "r1"}, "<none>"),
+    ({"node-role.kubernetes.io/gpu": ""}, "gpu"),
+    ({"node-role.kubernetes.io/worker": "", "node-role.kubernetes.io/control-plane": "yes"}, "control-plane,worker"),
+    ({"kubernetes.io/role": "master"}, "master"),
+    ({"kubernetes.io/role": "worker", "node-role.kubernetes.io/worker": ""}, "worker"),
+    ({"kubernetes.io/role": "", "node-role.kubernetes.io/": ""}, "<none>"),
+], ids=["no_labels_worker", "only_topology_labels", "role_label_key", "several_roles_sorted",
+        "legacy_role_label_value", "both_forms_counted_once", "empty_roles_ignored"])
+def test_node_roles_column_reads_the_role_labels_as_kubectl(labels: dict[str, str], want_roles: str) -> None:
+    node = make_node("n1").labels(labels).build()
+    assert TableMaker(builtin("Node")).cells(node, NOW)[2] == want_roles
+
+
+def test_node_row_shows_readiness_version_and_addresses() -> None:
+    node = make_node("n1").not_ready().build()
+    node["status"]["nodeInfo"] = {"kubeletVersion": "v1.37.0"}
+    node["status"]["addresses"] = [{"type": "InternalIP", "address": "10.0.0.1"},
+                                   {"type": "ExternalIP", "address": "34.1.2.3"}]
     cells = TableMaker(builtin("Node")).cells(node, NOW)
-    assert cells[:3] == ["n1", "NotReady", "gpu"]
+    assert [cells[i] for i in (0, 1, 4, 5, 6)] == ["n1", "NotReady", "v1.37.0", "10.0.0.1", "34.1.2.3"]
 
 
 def test_job_row_counts_completions_and_duration() -> None:
