@@ -140,6 +140,8 @@ def nodes_from_dump(text: str) -> list[dict[str, Any]]:
         if not isinstance(doc, dict):
             raise NodeDumpError(f"document {doc_index}", "not a mapping")
         items = doc.get("items") if doc.get("kind") in ("List", "NodeList") else [doc]
+        if items is not None and not isinstance(items, list):
+            raise NodeDumpError(f"document {doc_index}", "items is not a list")
         for i, item in enumerate(items or []):
             where = f"document {doc_index} item {i}"
             if not isinstance(item, dict) or item.get("kind", "Node") != "Node":
@@ -151,6 +153,9 @@ def nodes_from_dump(text: str) -> list[dict[str, Any]]:
 
 def _clean_node(item: dict[str, Any], where: str) -> dict[str, Any]:
     """The dumped node without server-set metadata; capacity/allocatable kept as they were."""
+    for part in ("metadata", "spec", "status"):
+        if not isinstance(item.get(part) or {}, dict):
+            raise NodeDumpError(where, f"{part} is not a mapping")
     meta = dict(item.get("metadata") or {})
     if not meta.get("name"):
         raise NodeDumpError(where, "metadata.name is missing")

@@ -1,7 +1,7 @@
 """`tasq dev`: run the devcluster API server with sample GPU nodes until interrupted.
 
 Starts `devcluster.DevCluster` on 127.0.0.1, creates GPU nodes from `--topology` (default 2 blocks
-x 4 racks x 4 nodes x 8 GPUs), applies `crds/`, runs the simulated Job controller, scheduler and
+x 4 racks x 4 nodes x 8 GPUs) and/or from `--nodes` dumps of a real cluster, applies `crds/`, runs the simulated Job controller, scheduler and
 kubelet in real time, writes a kubeconfig for kubectl and serves until SIGINT/SIGTERM (then exits 0).
 """
 
@@ -19,7 +19,14 @@ import yaml
 from devcluster.cluster import DevCluster
 from devcluster.components import Components
 from devcluster.errors import ApiError
-from devcluster.nodes import TopologyShape, create_nodes, parse_shape, topology_nodes
+from devcluster.nodes import (
+    NodeDumpError,
+    TopologyShape,
+    create_nodes,
+    nodes_from_dump,
+    parse_shape,
+    topology_nodes,
+)
 from devcluster.seeding import apply_crds
 
 DEFAULT_CRDS = Path(__file__).resolve().parents[2] / "crds"
@@ -31,8 +38,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--kubeconfig", type=Path, required=True, help="where to write the kubeconfig")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free port)")
     parser.add_argument("--crds", type=Path, default=DEFAULT_CRDS, help="directory of CRD YAML to apply")
-    parser.add_argument("--topology", default=DEFAULT_TOPOLOGY,
-                        help="GPU nodes as BLOCKSxRACKSxNODESxGPUS (default: %(default)s)")
+    parser.add_argument("--topology", default=None,
+                        help=f"GPU nodes as BLOCKSxRACKSxNODESxGPUS (default: {DEFAULT_TOPOLOGY}, "
+                             "none when --nodes is given)")
+    parser.add_argument("--nodes", type=Path, action="append", default=[], metavar="FILE",
+                        help="also create the nodes of a `kubectl get nodes -o yaml` dump (repeatable; "
+                             "later files replace nodes of the same name)")
     parser.add_argument("--no-components", action="store_true",
                         help="API server only: no Job controller, scheduler or kubelet (for benchmarks)")
     parser.set_defaults(handler=run)
@@ -44,9 +55,12 @@ class DevSetupError(Exception):
 
 def run(args: argparse.Namespace) -> int:
     try:
-        shape = parse_shape(args.topology)
+        topology = args.topology if args.topology is not None or not args.nodes else None
+        shape = parse_shape(topology) if topology is not None else None
         check_paths(args.kubeconfig, args.crds)
-        asyncio.run(serve(args.kubeconfig, args.port, args.crds, shape, components=not args.no_components))
+        dumped = [node for path in args.nodes for node in load_nodes(path)]
+        asyncio.run(serve(args.kubeconfig, args.port, args.crds, shape, components=not args.no_components,
+                          extra_nodes=dumped))
     except (ValueError, DevSetupError) as e:
         print(f"tasq dev: {e}", file=sys.stderr)
         return 2
@@ -69,6 +83,27 @@ def check_paths(kubeconfig: Path, crds: Path) -> None:
         raise DevSetupError(f"--crds {str(crds)!r} is not a directory of CRD YAML files")
 
 
+def load_nodes(path: Path) -> list[dict[str, Any]]:
+    """The Nodes of one dump file; DevSetupError naming the file and its first problem (one line)."""
+    try:
+        nodes = nodes_from_dump(path.read_text())
+    except OSError as e:
+        raise DevSetupError(f"--nodes {str(path)!r}: cannot read it: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise DevSetupError(f"--nodes {str(path)!r}: not UTF-8 text (byte {e.start})") from e
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise DevSetupError(f"--nodes {str(path)!r}: invalid YAML{where}: {e.problem or e.context}") from e
+    except yaml.YAMLError as e:
+        raise DevSetupError(f"--nodes {str(path)!r}: invalid YAML: {str(e).splitlines()[0]}") from e
+    except NodeDumpError as e:
+        raise DevSetupError(f"--nodes {str(path)!r}: {e}") from e
+    if not nodes:
+        raise DevSetupError(f"--nodes {str(path)!r}: holds no Node; want the output of `kubectl get nodes -o yaml`")
+    return nodes
+
+
 def _foreign_clusters(path: Path) -> list[str]:
     """The sorted names of clusters in an existing file that `tasq dev` did not write (empty: safe to replace)."""
     try:
@@ -82,8 +117,9 @@ def _foreign_clusters(path: Path) -> list[str]:
 
 
 async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | None = None,
-                components: bool = True) -> None:
-    """Start, seed, write the kubeconfig, print how to use it, wait for a signal, stop cleanly."""
+                components: bool = True, extra_nodes: list[dict[str, Any]] | None = None) -> None:
+    """Start, seed (`shape` nodes, then `extra_nodes`; the default shape when both are absent), write the
+    kubeconfig, print how to use it, wait for a signal, stop cleanly."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -96,7 +132,14 @@ async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | 
     if simulated is not None:
         simulated.run_in_background()
     try:
-        nodes = await create_nodes(cluster.api, topology_nodes(shape or parse_shape(DEFAULT_TOPOLOGY), "gpu-"))
+        if shape is None and not extra_nodes:
+            shape = parse_shape(DEFAULT_TOPOLOGY)
+        sample = topology_nodes(shape, "gpu-") if shape is not None else []
+        try:
+            await create_nodes(cluster.api, [*sample, *(extra_nodes or [])])
+        except ApiError as e:
+            raise DevSetupError(f"cannot create the nodes: {e.message}") from e
+        nodes = len({n["metadata"]["name"] for n in [*sample, *(extra_nodes or [])]})
         try:
             crd_names = await apply_crds(cluster.api, crds)
         except (ApiError, yaml.YAMLError) as e:

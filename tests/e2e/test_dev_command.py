@@ -66,6 +66,11 @@ OTHER_KUBECONFIG = yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "curren
                                                 {"name": "devcluster", "cluster": {"server": "http://x"}}]})
 
 
+def _write(tmp: Path, text: str) -> str:
+    (tmp / "dump.yaml").write_text(text)
+    return str(tmp / "dump.yaml")
+
+
 def _busy_port_args(tmp: Path, port: int) -> list[str]:
     return ["--kubeconfig", str(tmp / "config"), "--port", str(port)]
 
@@ -85,6 +90,20 @@ BAD_SETUPS = [
                  lambda tmp, _: f"tasq dev: --kubeconfig '{tmp / 'config'}' already holds another kubeconfig "
                                 f"(cluster(s) 'prod'); give a new path so it is not overwritten",
                  existing_kubeconfig=OTHER_KUBECONFIG),
+    BadSetupCase("nodes_file_missing",
+                 lambda tmp, _: ["--kubeconfig", str(tmp / "config"), "--nodes", str(tmp / "nodes.yaml")],
+                 lambda tmp, _: f"tasq dev: --nodes '{tmp / 'nodes.yaml'}': cannot read it: No such file or directory"),
+    BadSetupCase("nodes_file_is_not_yaml",
+                 lambda tmp, _: ["--kubeconfig", str(tmp / "config"), "--nodes", _write(tmp, "kind: List\nitems: [\n")],
+                 lambda tmp, _: f"tasq dev: --nodes '{tmp / 'dump.yaml'}': invalid YAML at line 3, column 1: "),
+    BadSetupCase("nodes_file_holds_pods",
+                 lambda tmp, _: ["--kubeconfig", str(tmp / "config"), "--nodes",
+                                 _write(tmp, "kind: List\nitems:\n- {kind: Pod, metadata: {name: p}}\n")],
+                 lambda tmp, _: f"tasq dev: --nodes '{tmp / 'dump.yaml'}': document 0 item 0: kind 'Pod' is not Node"),
+    BadSetupCase("nodes_file_empty",
+                 lambda tmp, _: ["--kubeconfig", str(tmp / "config"), "--nodes", _write(tmp, "")],
+                 lambda tmp, _: f"tasq dev: --nodes '{tmp / 'dump.yaml'}': holds no Node; "
+                                "want the output of `kubectl get nodes -o yaml`"),
     BadSetupCase("topology_shape_malformed",
                  lambda tmp, _: ["--kubeconfig", str(tmp / "config"), "--topology", "2x4"],
                  lambda _, __: "tasq dev: "),
@@ -113,3 +132,53 @@ def test_a_kubeconfig_written_by_tasq_dev_may_be_replaced(tmp_path: Path) -> Non
     config = tmp_path / "config"
     config.write_text(yaml.safe_dump(DevCluster().kubeconfig()))
     dev.check_paths(config, REPO / "crds")  # no DevSetupError: the next `tasq dev` rewrites it
+
+
+DUMP_LIST = """apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: cp-1
+    uid: 6f1c
+    resourceVersion: "812"
+    labels: {kubernetes.io/hostname: cp-1, node-role.kubernetes.io/control-plane: ""}
+  spec:
+    taints: [{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]
+  status:
+    allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+    conditions: [{type: Ready, status: "True"}]
+"""
+DUMP_DOCUMENTS = """kind: Node
+metadata: {name: gpu-a, labels: {kubernetes.io/hostname: gpu-a}}
+status: {allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "8"}, conditions: [{type: Ready, status: "True"}]}
+---
+kind: Node
+metadata: {name: gpu-b, labels: {kubernetes.io/hostname: gpu-b}}
+status: {allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "4"}, conditions: [{type: Ready, status: "True"}]}
+"""
+
+
+def test_tasq_dev_serves_the_nodes_of_dumps_instead_of_the_sample_topology(tmp_path: Path) -> None:
+    (tmp_path / "list.yaml").write_text(DUMP_LIST)
+    (tmp_path / "docs.yaml").write_text(DUMP_DOCUMENTS)
+    kubeconfig = tmp_path / "kubeconfig"
+    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "dev", "--kubeconfig", str(kubeconfig),
+                             "--no-components", "--nodes", str(tmp_path / "list.yaml"),
+                             "--nodes", str(tmp_path / "docs.yaml")],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not kubeconfig.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        kubectl = Kubectl(kubeconfig, tmp_path / "cache")
+        rows = [line.split() for line in kubectl("get", "nodes", "--no-headers").stdout.splitlines()]
+        assert [(r[0], r[2]) for r in rows] == [("cp-1", "control-plane"), ("gpu-a", "<none>"), ("gpu-b", "<none>")]
+        gpus = kubectl("get", "nodes", "-o", "jsonpath={.items[*].status.allocatable.nvidia\\.com/gpu}").stdout
+        assert gpus.split() == ["8", "4"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "devcluster serving at http://127.0.0.1:" in out and ": 3 node(s)," in out

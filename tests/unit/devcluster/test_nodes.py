@@ -97,6 +97,9 @@ async def test_create_nodes_replaces_existing_ones() -> None:
     ("kind: List\nitems:\n- kind: Pod\n  metadata: {name: p}\n", "document 0 item 0: kind 'Pod' is not Node"),
     ("kind: Node\nmetadata: {}\n", "document 0 item 0: metadata.name is missing"),
     ("--- [1, 2]\n", "document 0: not a mapping"),
+    ("kind: List\nitems: 5\n", "document 0: items is not a list"),
+    ("kind: Node\nmetadata: {name: a}\nstatus: [Ready]\n", "document 0 item 0: status is not a mapping"),
+    ("kind: Node\nmetadata: {name: a}\n---\nkind: Node\nmetadata: n\n", "document 1 item 0: metadata is not a mapping"),
 ])
 def test_broken_dumps(text: str, want: str) -> None:
     with pytest.raises(NodeDumpError) as err:
