@@ -8,13 +8,14 @@ input always gives the same output. Pure; `tasq simulate` reads the files and pr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller.api import constants as c
 from controller.api.flavor import ResourceFlavor
+from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.views import JobView, NodeView, PodView
@@ -22,7 +23,8 @@ from controller.api.workload import Workload
 from controller.core.admission.conditions import mark_admitted, mark_finished, mark_pending
 from controller.core.admission.cycle import AdmissionState, Pending, explain, run_until_quiet
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
-from controller.core.admission.snapshot import build_snapshot
+from controller.core.admission.restoring import domain_holdings
+from controller.core.admission.snapshot import AdmissionSnapshot, build_snapshot
 from controller.core.admission.workloads import (
     WorkloadInfo,
     format_timestamp,
@@ -66,6 +68,8 @@ class _Tracked:
     finished: str | None = None
     """"Succeeded" / "Failed" once its Job (or itself) finished."""
     fit: WorkloadFit | None = None
+    restoring: Mapping[str, Any] | None = None
+    """The `status.admission` it came with, until its domain slices hold nodes (`_restore_domains`)."""
 
 
 @dataclass(slots=True)
@@ -155,6 +159,7 @@ class Simulation:
             if finished is None and tracked.model.has_quota_reservation and tracked.model.admission:
                 # Admitted before this simulation: it keeps its quota (and named hosts).
                 tracked.fit = fit_from_admission(info, (manifest.get("status") or {})["admission"])
+                tracked.restoring = (manifest.get("status") or {})["admission"]
         if finished is not None and tracked.finished is None:
             tracked.finished = finished
             tracked.fit = None
@@ -174,6 +179,7 @@ class Simulation:
             [ResourceFlavor.from_dict(o) for o in self.of_kind(c.KIND_RESOURCE_FLAVOR)],
             [Topology.from_dict(o) for o in self.of_kind(c.KIND_TOPOLOGY)],
             nodes, pods, namespaces, {key: fit.node_usage for key, fit in running.items() if fit.node_usage})
+        running.update(self._restore_domains(snapshot, pods, nodes))
         state = AdmissionState(snapshot)
         for key, fit in running.items():
             if fit.cluster_queue in snapshot.cluster_queues:
@@ -182,6 +188,24 @@ class Simulation:
             state.workloads[key] = self.tracked[key].info
             state.queue_of[key] = fit.cluster_queue
         return state
+
+    def _restore_domains(self, snapshot: AdmissionSnapshot, pods: Sequence[PodView],
+                         nodes: Sequence[NodeView]) -> dict[str, WorkloadFit]:
+        """Workloads admitted before the simulation, seen for the first time: their slices naming a
+        rack or block (not a host) take nodes of that domain in `snapshot.usage` now, and keep them
+        in later steps through their fit (in input order, each seeing those restored before it)."""
+        by_name = {node.name: node for node in nodes}
+        out: dict[str, WorkloadFit] = {}
+        for key, tracked in sorted(self.tracked.items(), key=lambda kv: kv[1].info.seq):
+            if tracked.restoring is None or tracked.fit is None or tracked.finished is not None:
+                continue
+            held = domain_holdings(snapshot, tracked.info, tracked.restoring, pods, by_name)
+            node_usage = {node: dict(vector) for node, vector in tracked.fit.node_usage.items()}
+            for node, vector in held.items():
+                add_into(node_usage.setdefault(node, {}), vector)
+            tracked.fit = out[key] = replace(tracked.fit, node_usage=node_usage)
+            tracked.restoring = None
+        return out
 
     def workloads(self) -> list[Workload]:
         """Every workload with its status, by namespace then name."""

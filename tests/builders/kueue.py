@@ -7,6 +7,7 @@ Used by the admission unit tests, the simulate integration tests and the admissi
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any, Self
 
 from controller.api import constants as c
@@ -189,6 +190,21 @@ class WorkloadBuilder:
         elif preferred is not None:
             ps["topologyRequest"] = {"preferred": preferred}
         self._obj["spec"]["podSets"].append(ps)
+        return self
+
+    def admitted(self, cluster_queue: str, pod_set: str, count: int, flavors: dict[str, str],
+                 usage: dict[str, Quantity], slices: Sequence[tuple[dict[str, str], int]] = ()) -> Self:
+        """Admitted (QuotaReserved and Admitted) before anyone looked: one pod set's assignment, its
+        topology slices given as (nodeLabels, count)."""
+        psa: dict[str, Any] = {"name": pod_set, "count": count, "flavors": dict(flavors),
+                               "resourceUsage": {r: str(q) for r, q in usage.items()}}
+        if slices:
+            psa["topologyAssignment"] = {"slices": [{"nodeLabels": dict(labels), "count": n} for labels, n in slices]}
+        status = self._obj.setdefault("status", {})
+        status["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": [psa]}
+        status.setdefault("conditions", []).extend(
+            {"type": kind, "status": "True", "reason": kind, "message": "admitted earlier",
+             "lastTransitionTime": "2025-12-31T00:00:00Z"} for kind in (c.CONDITION_QUOTA_RESERVED, c.CONDITION_ADMITTED))
         return self
 
     def finished(self, succeeded: bool = True) -> Self:

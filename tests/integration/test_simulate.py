@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from controller.api import constants as c
 from controller.cli import main
-from tests.builders.kueue import make_job
+from tests.builders.cluster import make_node, make_pod
+from tests.builders.kueue import (
+    make_cluster_queue,
+    make_flavor,
+    make_job,
+    make_local_queue,
+    make_topology,
+    make_workload,
+)
 from tests.data.simulate.realistic_nodes import node_list
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "simulate"
@@ -440,3 +450,62 @@ def test_priority_classes_order_jobs_and_the_global_default_applies(
     waiting = condition(wls["job-older"], "QuotaReserved")
     assert waiting is not None and waiting["status"] == "False"
     assert "requests 8, available 0 (nominal 8, used 8)" in waiting["message"]
+
+
+# Two racks without a host level, so a Workload's slices name racks, never nodes:
+#
+#                b1
+#            /        \
+#          r1          r2
+#        /    \      /    \
+#     n1(4)  n2(4) n3(4)  n4(4)      (GPUs per node)
+BLOCK, RACK, GPU = "cloud.com/block", "cloud.com/rack", "nvidia.com/gpu"
+R1 = {BLOCK: "b1", RACK: "r1"}
+
+
+def rack_cluster() -> list[dict[str, Any]]:
+    nodes = [make_node(f"n{i}").labels({BLOCK: "b1", RACK: "r1" if i <= 2 else "r2"}).allocatable({GPU: 4}).build()
+             for i in range(1, 5)]
+    return [*nodes, make_topology("racks", BLOCK, RACK).obj(),
+            make_flavor("gpu").node_labels({BLOCK: "b1"}).topology_name("racks").obj(),
+            make_cluster_queue("cq").flavor("gpu", {GPU: 100}).obj(), make_local_queue("lq", "cq").obj()]
+
+
+@dataclass
+class HeldCase:
+    name: str
+    bound: int
+    """Pods of the admitted Workload bound in r1, and given in the input."""
+    job_pods: int
+    want_rack: str
+
+
+HELD_CASES = [
+    HeldCase("6 pods admitted in r1 hold 6 of its 8 GPUs: a 4-pod Job needs r2", 0, 4, want_rack="r2"),
+    HeldCase("with none bound, the 2 GPUs r1 has left fit a 2-pod Job (BestFit)", 0, 2, want_rack="r1"),
+    HeldCase("2 of its pods bound in r1 are part of the 6, not added to them", 2, 2, want_rack="r1"),
+    HeldCase("all 6 bound: nothing more is held, r1 keeps 2", 6, 2, want_rack="r1"),
+]
+
+
+@pytest.mark.parametrize("case", HELD_CASES, ids=lambda case: case.name)
+def test_a_workload_admitted_to_a_rack_before_the_simulation_holds_that_racks_nodes(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, case: HeldCase) -> None:
+    running = make_workload("running").queue("lq").created("2025-12-31T00:00:00Z") \
+        .pod_set("main", 6, {GPU: 1}, required=RACK) \
+        .admitted("cq", "main", 6, {GPU: "gpu"}, {GPU: 6}, [(R1, 6)]).obj()
+    bound = [make_pod(f"running-{i}").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "running")
+             .annotation(c.ANNOTATION_TOPOLOGY_PODSET, "main").requests({GPU: 1}).on(f"n{1 + i % 2}").build()
+             for i in range(case.bound)]
+    first, later = tmp_path / "cluster.yaml", tmp_path / "job.yaml"
+    first.write_text(yaml.safe_dump_all([*rack_cluster(), running, *bound]), encoding="utf-8")
+    # The Job comes in a later step: the held nodes outlive the step that restored them.
+    job = make_job("new").queue("lq").parallelism(case.job_pods).requests({GPU: 1}) \
+        .annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, RACK).obj()
+    later.write_text(yaml.safe_dump(job), encoding="utf-8")
+    wls = workloads_of(capsys, first, later)
+    [new] = [w for name, w in wls.items() if name.startswith("job-new-")]
+    admitted = condition(new, "Admitted")
+    assert admitted is not None and admitted["status"] == "True", condition(new, "QuotaReserved")
+    [psa] = new["status"]["admission"]["podSetAssignments"]
+    assert {sl["nodeLabels"][RACK] for sl in psa["topologyAssignment"]["slices"]} == {case.want_rack}
