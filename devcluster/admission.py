@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 
 from controller.api.selectors import label_selector_matches
+from devcluster import warning
 from devcluster.apiserver import AdmissionRequest, ApiServer
 from devcluster.errors import (
     BAD_REQUEST,
@@ -316,6 +317,8 @@ class WebhookChain:
                 return None
             return ApiError(500, INTERNAL_ERROR,
                             f'Internal error occurred: failed calling webhook "{hook.name}": {e.detail}')
+        for text in response.get("warnings") or []:
+            warning.add(str(text))  # also when denied: kube-apiserver records them before the verdict
         if not response.get("allowed"):
             return denial(hook.name, response.get("status") or {})
         return response

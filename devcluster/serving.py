@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from devcluster import discovery, openapi, protobuf
+from devcluster import discovery, openapi, protobuf, warning
 from devcluster.apiserver import PATCH_APPLY, ApiServer, ListOptions
 from devcluster.errors import ApiError, bad_request
 from devcluster.protobuf import ProtobufError
@@ -84,6 +84,14 @@ class HttpFrontend:
             w.close()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        with warning.collecting() as warnings:
+            response = await self._answer(request)
+        if warnings and not response.prepared:  # a watch stream has sent its headers already
+            for text in warnings:
+                response.headers.add(warning.HEADER, warning.header_value(text))
+        return response
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         try:
             return await self._dispatch(request)
         except ApiError as e:

@@ -21,10 +21,12 @@ from devcluster.certificates import KeyPair
 Responder = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
-def allow(patch: Sequence[Mapping[str, Any]] | None = None) -> Responder:
-    """Allow every request, optionally with a JSONPatch."""
+def allow(patch: Sequence[Mapping[str, Any]] | None = None, warnings: Sequence[str] = ()) -> Responder:
+    """Allow every request, optionally with a JSONPatch and warnings for the client."""
     def respond(_request: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"allowed": True}
+        if warnings:
+            out["warnings"] = list(warnings)
         if patch:
             out["patchType"] = "JSONPatch"
             out["patch"] = base64.b64encode(json.dumps(list(patch)).encode()).decode()
@@ -32,8 +34,8 @@ def allow(patch: Sequence[Mapping[str, Any]] | None = None) -> Responder:
     return respond
 
 
-def deny(message: str = "", code: int = 0, reason: str = "") -> Responder:
-    """Deny every request with this status message/code/reason (zero/empty: left out)."""
+def deny(message: str = "", code: int = 0, reason: str = "", warnings: Sequence[str] = ()) -> Responder:
+    """Deny every request with this status message/code/reason (zero/empty: left out) and warnings."""
     def respond(_request: Mapping[str, Any]) -> dict[str, Any]:
         status: dict[str, Any] = {}
         if message:
@@ -42,7 +44,7 @@ def deny(message: str = "", code: int = 0, reason: str = "") -> Responder:
             status["code"] = code
         if reason:
             status["reason"] = reason
-        return {"allowed": False, "status": status}
+        return {"allowed": False, "status": status, **({"warnings": list(warnings)} if warnings else {})}
     return respond
 
 

@@ -100,6 +100,39 @@ def test_validating_denial_reaches_kubectl_with_its_message(
     assert kubectl("get", "pods", "-n", namespace, "-o", "name").stdout == ""
 
 
+def test_webhook_warnings_reach_kubectl_as_warning_headers(
+        kubectl: Kubectl, namespace: str, serve: Callable[..., WebhookServer],
+        register: Callable[[dict[str, Any]], None], ca: CertificateAuthority) -> None:
+    mutating = serve(allow(warnings=['image "busybox" has no tag; "latest" is assumed', "repeated"]))
+    validating = serve(allow(warnings=["repeated", 'a \\ backslash and "quotes"']))
+    register(make_webhook_config("warn-mutating", mutating=True).webhook("warn.tasq.test", mutating.url, ca.ca_bundle)
+             .rule().only_namespace(namespace).build())
+    register(make_webhook_config("warn-validating").webhook("warn.tasq.test", validating.url, ca.ca_bundle)
+             .rule().only_namespace(namespace).build())
+
+    created = kubectl("create", "-f", "-", stdin=pod_yaml("p1", namespace))
+
+    # kubectl prints each distinct warning once, in the order the API server recorded them
+    assert [line for line in created.stderr.splitlines() if line.startswith("Warning: ")] == [
+        'Warning: image "busybox" has no tag; "latest" is assumed', "Warning: repeated",
+        'Warning: a \\ backslash and "quotes"']
+    assert created.stdout.strip() == "pod/p1 created"
+
+
+def test_a_denying_webhooks_warnings_still_reach_kubectl(
+        kubectl: Kubectl, namespace: str, serve: Callable[..., WebhookServer],
+        register: Callable[[dict[str, Any]], None], ca: CertificateAuthority) -> None:
+    server = serve(deny("pods need a queue label", warnings=["see https://tasq.test/queues"]))
+    register(make_webhook_config("deny-warn").webhook("deny.tasq.test", server.url, ca.ca_bundle)
+             .rule().only_namespace(namespace).build())
+
+    proc = kubectl("create", "-f", "-", stdin=pod_yaml("p2", namespace), check=False)
+
+    assert proc.returncode != 0
+    assert proc.stderr.splitlines()[0] == "Warning: see https://tasq.test/queues"
+    assert "denied the request: pods need a queue label" in proc.stderr
+
+
 @pytest.mark.parametrize(("code", "reason", "want_code"), [
     (422, "Invalid", 422),   # the webhook's own code and reason go back to the client
     (0, "", 403),            # no code: Forbidden, as kube-apiserver
