@@ -70,6 +70,10 @@ class _Tracked:
     fit: WorkloadFit | None = None
     restoring: Mapping[str, Any] | None = None
     """The `status.admission` it came with, until its domain slices hold nodes (`_restore_domains`)."""
+    spec: Mapping[str, Any] = field(default_factory=dict)
+    """The spec it was built from: a changed Job is compared with it."""
+    """The manifest spec it was built from (a Job's changes are compared with it)."""
+    """The `status.admission` it came with, until its domain slices hold nodes (`_restore_domains`)."""
 
 
 @dataclass(slots=True)
@@ -139,23 +143,28 @@ class Simulation:
             if owner is not None:
                 owned.add(owner)
             manifests.append((obj, _workload_finished(obj) or job_done.get(owner or ("", ""))))
+        from_jobs: list[dict[str, Any]] = []
         for view, job in zip(jobs, self.of_kind("Job"), strict=True):
             key = (view.namespace or "default", view.name)
             if view.queue_name and key not in owned:
-                manifests.append((workload_from_job(job, classes, default), job_done[key]))
+                from_jobs.append(workload_from_job(job, classes, default))
+                manifests.append((from_jobs[-1], job_done[key]))
         for manifest, finished in manifests:
             self._track(manifest, finished, classes)
+        for manifest in from_jobs:
+            self._follow_job(manifest, classes)
 
     def _track(self, manifest: dict[str, Any], finished: str | None, classes: Mapping[str, int]) -> None:
         """Start tracking a workload the first time it is seen (a pre-admitted one keeps its quota);
         mark it Finished the first time it is seen finished."""
-        key = "{}/{}".format((manifest["metadata"].get("namespace") or "default"), manifest["metadata"]["name"])
+        key = _key_of(manifest)
         tracked = self.tracked.get(key)
         if tracked is None:
             manifest = _with_creation(manifest, self.now)
             info = workload_info(manifest, seq=len(self.tracked), priority_classes=classes,
                                  default_created=self.now.timestamp())
-            tracked = self.tracked[key] = _Tracked(Workload.from_dict(manifest), info)
+            tracked = self.tracked[key] = _Tracked(Workload.from_dict(manifest), info,
+                                                   spec=manifest.get("spec") or {})
             if finished is None and tracked.model.has_quota_reservation and tracked.model.admission:
                 # Admitted before this simulation: it keeps its quota (and named hosts).
                 tracked.fit = fit_from_admission(info, (manifest.get("status") or {})["admission"])
@@ -165,6 +174,21 @@ class Simulation:
             tracked.fit = None
             message = "Job finished successfully" if finished == c.REASON_SUCCEEDED else "Job failed"
             mark_finished(tracked.model, finished == c.REASON_SUCCEEDED, message, self.now)
+
+    def _follow_job(self, manifest: dict[str, Any], classes: Mapping[str, int]) -> None:
+        """A Job changed (parallelism, requests, annotations...) while its Workload waits: the
+        Workload is rebuilt from it, keeping its creation time, place in line and status, as Kueue's
+        job reconciler updates a suspended Job's Workload. An admitted or finished one is left as is."""
+        tracked = self.tracked[_key_of(manifest)]
+        if tracked.fit is not None or tracked.finished is not None or manifest.get("spec") == tracked.spec:
+            return
+        created = tracked.model.metadata.creation_timestamp
+        manifest = {**manifest, "metadata": {**manifest["metadata"], "creationTimestamp": created}}
+        info = workload_info(manifest, seq=tracked.info.seq, priority_classes=classes,
+                             default_created=self.now.timestamp())
+        model = Workload.from_dict(manifest)
+        model.status = tracked.model.status
+        tracked.model, tracked.info, tracked.spec = model, info, manifest.get("spec") or {}
 
     def _rebuild(self) -> AdmissionState:
         """A fresh snapshot of everything applied; admissions still running keep quota and nodes."""
@@ -225,6 +249,11 @@ class Simulation:
 
 _JOB_FINISHED = {c.CONDITION_JOB_COMPLETE: c.REASON_SUCCEEDED, c.CONDITION_JOB_FAILED: c.REASON_FAILED}
 """A Job's finished condition type -> the Workload's Finished reason."""
+
+
+def _key_of(manifest: Mapping[str, Any]) -> str:
+    """`namespace/name` of a Workload manifest (namespace `default` when absent)."""
+    return "{}/{}".format(manifest["metadata"].get("namespace") or "default", manifest["metadata"]["name"])
 
 
 def _owner_job(obj: Mapping[str, Any]) -> tuple[str, str] | None:

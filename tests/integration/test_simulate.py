@@ -509,3 +509,46 @@ def test_a_workload_admitted_to_a_rack_before_the_simulation_holds_that_racks_no
     assert admitted is not None and admitted["status"] == "True", condition(new, "QuotaReserved")
     [psa] = new["status"]["admission"]["podSetAssignments"]
     assert {sl["nodeLabels"][RACK] for sl in psa["topologyAssignment"]["slices"]} == {case.want_rack}
+
+
+@dataclass
+class JobChangeCase:
+    name: str
+    first_parallelism: int
+    then_parallelism: int
+    want_count: int
+    """The Workload's pod count after the second step (spec and, when admitted, admission)."""
+    want_admitted: bool
+
+
+JOB_CHANGE_CASES = [
+    JobChangeCase("too wide for a rack, then narrowed while waiting: rebuilt and admitted", 10, 6,
+                  want_count=6, want_admitted=True),
+    JobChangeCase("waiting, then widened further: rebuilt, still waiting with the new count", 10, 12,
+                  want_count=12, want_admitted=False),
+    JobChangeCase("admitted, then widened: the admission stands", 4, 6, want_count=4, want_admitted=True),
+]
+
+
+@pytest.mark.parametrize("case", JOB_CHANGE_CASES, ids=lambda case: case.name)
+def test_a_job_changed_in_a_later_step_rebuilds_its_workload_only_while_it_waits(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, case: JobChangeCase) -> None:
+    def job(parallelism: int) -> dict[str, Any]:
+        return make_job("train").queue("lq").parallelism(parallelism).requests({GPU: 1}) \
+            .annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, RACK).obj()
+
+    first, then = tmp_path / "first.yaml", tmp_path / "then.yaml"
+    first.write_text(yaml.safe_dump_all([*rack_cluster(), job(case.first_parallelism)]), encoding="utf-8")
+    then.write_text(yaml.safe_dump(job(case.then_parallelism)), encoding="utf-8")
+    wls = workloads_of(capsys, first, then)
+    [wl] = wls.values()
+    assert wl["spec"]["podSets"][0]["count"] == case.want_count
+    assert wl["metadata"]["creationTimestamp"] == "2026-01-01T00:00:01Z"  # the first step's, kept
+    admitted = condition(wl, "Admitted")
+    assert (admitted is not None and admitted["status"] == "True") == case.want_admitted
+    if case.want_admitted:
+        [psa] = wl["status"]["admission"]["podSetAssignments"]
+        assert psa["count"] == case.want_count
+    else:
+        waiting = condition(wl, "QuotaReserved")
+        assert waiting is not None and f"out of {case.want_count} pod(s)" in waiting["message"]
