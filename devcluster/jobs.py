@@ -8,7 +8,7 @@ pod events, keeps which terminated pods were counted, and applies plans in `sync
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,10 +16,11 @@ from typing import Any
 from controller.api import constants as c
 from devcluster.apiserver import ApiServer, timestamp
 from devcluster.builtins import LABEL_LEGACY_CONTROLLER_UID, LABEL_LEGACY_JOB_NAME
+from devcluster.controllers import StoreFollower
 from devcluster.errors import ApiError
 from devcluster.patching import clone
 from devcluster.recording import NORMAL, WARNING, EventRecorder
-from devcluster.store import DELETED, StoredEvent, object_key
+from devcluster.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
 
 JOBS_KEY = ("batch", "jobs")
 PODS_KEY = ("", "pods")
@@ -373,35 +374,26 @@ def _controller_uid(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
-class JobController:
+class JobController(StoreFollower):
     """Follows Jobs and their pods through store events; `sync()` reconciles the Jobs that changed."""
 
     def __init__(self, api: ApiServer) -> None:
-        self.api = api
+        super().__init__(api)
         self._jobs: dict[str, dict[str, Any]] = {}  # uid -> Job
         self._pods: dict[str, dict[PodKey, dict[str, Any]]] = {}  # job uid -> its pods
         self._records: dict[str, JobRecord] = {}
         self._dirty: set[str] = set()
         self._wakes: dict[str, datetime] = {}  # uid -> when to reconcile it again though nothing changed
         self._deleting: set[str] = set()  # uids of pods this controller deleted (not failures)
-        self._unsubscribe: list[Callable[[], None]] = []
         self.events = EventRecorder(api, "job-controller")
 
-    def start(self) -> JobController:
-        for job in self.api.store.items(JOBS_KEY):
-            self._on_job(StoredEvent("ADDED", job, None, 0))
-        for pod in self.api.store.items(PODS_KEY):
-            self._on_pod(StoredEvent("ADDED", pod, None, 0))
+    def follows(self) -> Sequence[tuple[StorageKey, Subscriber]]:
+        return ((JOBS_KEY, self._on_job), (PODS_KEY, self._on_pod))
+
+    def _replayed(self) -> None:
+        """A restarted controller: the terminated pods it finds are already in the Jobs' counters."""
         for uid, record in self._records.items():
             _adopt_counted(record, self._pods.get(uid, {}).values())
-        self._unsubscribe = [self.api.store.subscribe(JOBS_KEY, self._on_job),
-                             self.api.store.subscribe(PODS_KEY, self._on_pod)]
-        return self
-
-    def close(self) -> None:
-        for unsubscribe in self._unsubscribe:
-            unsubscribe()
-        self._unsubscribe = []
 
     @property
     def has_work(self) -> bool:

@@ -9,7 +9,7 @@ manager). `devcluster.components` drives `sync()`; time is `api.now()`.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,9 +18,10 @@ from controller.api.quantity import Resources, add_into
 from controller.api.selectors import NO_EXECUTE, Taint, Toleration
 from controller.api.views import TERMINAL_PHASES, NodeView, PodView
 from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
+from devcluster.controllers import StoreFollower
 from devcluster.errors import ApiError
 from devcluster.nodes import not_ready_taint_key, ready_condition, ready_status
-from devcluster.store import DELETED, StoredEvent, object_key
+from devcluster.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
 
 PODS_KEY = ("", "pods")
 NODES_KEY = ("", "nodes")
@@ -84,11 +85,11 @@ def fail_requested(pod: Mapping[str, Any]) -> bool:
     return str(annotations.get(c.ANNOTATION_DEVCLUSTER_FAIL, "")).lower() == "true"
 
 
-class Kubelet:
+class Kubelet(StoreFollower):
     """Follows bound pods and node readiness; `sync()` makes the due transitions and returns the writes."""
 
     def __init__(self, api: ApiServer, eviction_seconds: float = EVICTION_SECONDS) -> None:
-        self.api = api
+        super().__init__(api)
         self.eviction_seconds = eviction_seconds
         self._bound: dict[PodKey, dict[str, Any]] = {}
         self._on_node_pods: dict[str, set[PodKey]] = {}  # node -> its live pods (NotReady handling)
@@ -101,23 +102,11 @@ class Kubelet:
         self._admitted: dict[PodKey, tuple[str, Resources]] = {}
         self._not_ready_since: dict[str, datetime] = {}
         self._ip_counter = 0
-        self._unsubscribe: list[Callable[[], None]] = []
 
     # ---------------------------------------------------------------- state from events
 
-    def start(self) -> Kubelet:
-        for node in self.api.store.items(NODES_KEY):
-            self._on_node(StoredEvent("ADDED", node, None, 0))
-        for pod in self.api.store.items(PODS_KEY):
-            self._on_pod(StoredEvent("ADDED", pod, None, 0))
-        self._unsubscribe = [self.api.store.subscribe(NODES_KEY, self._on_node),
-                             self.api.store.subscribe(PODS_KEY, self._on_pod)]
-        return self
-
-    def close(self) -> None:
-        for unsubscribe in self._unsubscribe:
-            unsubscribe()
-        self._unsubscribe = []
+    def follows(self) -> Sequence[tuple[StorageKey, Subscriber]]:
+        return ((NODES_KEY, self._on_node), (PODS_KEY, self._on_pod))
 
     def _on_node(self, event: StoredEvent) -> None:
         """Track each node's Ready status; the pods waiting on a node that turns Ready can start."""

@@ -8,7 +8,7 @@ store's pod and node events to keep per-node free capacity incremental.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,10 +18,11 @@ from controller.api.selectors import NO_SCHEDULE, Taint, Toleration, node_matche
 from controller.api.views import TERMINAL_PHASES, NodeView, PodView
 from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
 from devcluster.builtins import CONDITION_POD_SCHEDULED, MESSAGE_GATED, REASON_SCHEDULING_GATED
+from devcluster.controllers import StoreFollower
 from devcluster.errors import ApiError
 from devcluster.nodes import not_ready_taint_key, ready_status
 from devcluster.recording import NORMAL, WARNING, EventRecorder
-from devcluster.store import DELETED, StoredEvent, object_key
+from devcluster.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
 
 DEFAULT_SCHEDULER = "default-scheduler"
 REASON_UNSCHEDULABLE = "Unschedulable"
@@ -75,37 +76,24 @@ def awaits_scheduling(pod: Mapping[str, Any] | None) -> bool:
             and spec.get("schedulerName", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER)
 
 
-class Scheduler:
+class Scheduler(StoreFollower):
     """Pending pods in queue order (priority desc, creation time, name) placed on the first feasible node."""
 
     def __init__(self, api: ApiServer) -> None:
-        self.api = api
+        super().__init__(api)
         self.nodes: dict[str, NodeState] = {}
         self._used: dict[str, Resources] = {}
         self._label_index: dict[tuple[str, str], set[str]] = {}
         self._pending: dict[PodKey, dict[str, Any]] = {}
         self._active: set[PodKey] = set()
         self._retry_all = False  # a cluster event happened: every pending pod is retried next cycle
-        self._unsubscribe: list[Callable[[], None]] = []
         self.events = EventRecorder(api, DEFAULT_SCHEDULER)
         self.binds = 0
 
     # ---------------------------------------------------------------- state from events
 
-    def start(self) -> Scheduler:
-        """Load current nodes and pods, then follow the store's events."""
-        for node in self.api.store.items(NODES_KEY):
-            self._set_node(node)
-        for pod in self.api.store.items(PODS_KEY):
-            self._on_pod(StoredEvent("ADDED", pod, None, 0))
-        self._unsubscribe = [self.api.store.subscribe(NODES_KEY, self._on_node),
-                             self.api.store.subscribe(PODS_KEY, self._on_pod)]
-        return self
-
-    def close(self) -> None:
-        for unsubscribe in self._unsubscribe:
-            unsubscribe()
-        self._unsubscribe = []
+    def follows(self) -> Sequence[tuple[StorageKey, Subscriber]]:
+        return ((NODES_KEY, self._on_node), (PODS_KEY, self._on_pod))
 
     @property
     def has_work(self) -> bool:
