@@ -271,9 +271,11 @@ class WebhookChain:
         return label_selector_matches(hook.namespace_selector, labels)
 
     async def mutate(self, req: AdmissionRequest) -> dict[str, Any] | ApiError:
-        """Each matching mutating webhook in turn; its JSON patch applies to what the next one sees."""
+        """Each matching mutating webhook in turn; its JSON patch applies to what the next one sees.
+        A DELETE has no object to patch: the old one is reviewed, and a patch is an internal error."""
+        if req.object is None:
+            return await self._mutate_delete(req)
         obj = req.object
-        assert obj is not None
         for hook in self._webhooks(MUTATING_KEY, req):
             current = AdmissionRequest(req.operation, req.resource, req.subresource, req.namespace, req.name,
                                        obj, req.old_object, req.dry_run, req.uid)
@@ -287,6 +289,17 @@ class WebhookChain:
                 return patched
             obj = patched
         return obj
+
+    async def _mutate_delete(self, req: AdmissionRequest) -> dict[str, Any] | ApiError:
+        assert req.old_object is not None
+        for hook in self._webhooks(MUTATING_KEY, req):
+            response = await self._admit_one(hook, req)
+            if isinstance(response, ApiError):
+                return response
+            if response is not None and response.get("patch"):
+                return ApiError(500, INTERNAL_ERROR, f'Internal error occurred: admission webhook "{hook.name}" '
+                                "attempted to modify the object, which is not supported for this operation")
+        return req.old_object
 
     async def validate(self, req: AdmissionRequest) -> ApiError | None:
         """All matching validating webhooks at once (as kube-apiserver); the first denial in order wins.

@@ -99,7 +99,8 @@ class AdmissionRequest:
 
 
 # Hook signatures (issue 6 plugs the webhook chain and fault injection in here). A mutating hook
-# returns the (possibly changed) object or an ApiError to deny; a validating hook returns an
+# returns the (possibly changed) object or an ApiError to deny (for DELETE it gets no object, only
+# old_object, and may only deny); a validating hook returns an
 # ApiError to deny or None; a fault hook returns an ApiError to fail the request before any change.
 MutatingHook = Callable[[AdmissionRequest], Awaitable[dict[str, Any] | ApiError]]
 ValidatingHook = Callable[[AdmissionRequest], Awaitable[ApiError | None]]
@@ -401,6 +402,16 @@ class ApiServer:
             obj = result
         return obj
 
+    async def _admit_delete(self, r: ResourceType, old: dict[str, Any], dry_run: bool) -> None:
+        """Mutating admission of a DELETE, as kube-apiserver runs it: no object, the stored one as
+        oldObject; hooks may only deny (what they return is ignored)."""
+        meta = old["metadata"]
+        for hook in list(self.mutating_hooks):
+            result = await hook(AdmissionRequest("DELETE", r, "", meta.get("namespace", ""), meta.get("name", ""),
+                                                 None, old, dry_run))
+            if isinstance(result, ApiError):
+                raise result
+
     async def _validate_admission(self, op: str, r: ResourceType, sub: str, obj: dict[str, Any] | None,
                                   old: dict[str, Any] | None, dry_run: bool) -> None:
         for hook in list(self.validating_hooks):
@@ -588,6 +599,7 @@ class ApiServer:
         policy = propagation or default_policy(r, obj)
         if policy not in (POLICY_BACKGROUND, POLICY_FOREGROUND, POLICY_ORPHAN):
             raise bad_request(f"propagationPolicy: Unsupported value: {policy!r}")
+        await self._admit_delete(r, obj, dry_run)
         await self._validate_admission("DELETE", r, "", None, obj, dry_run)
         current = self._current(r, namespace, name)  # hooks await: act on what is stored now
         if current["metadata"].get("uid") != obj["metadata"].get("uid"):

@@ -313,3 +313,26 @@ def test_delete_is_reviewed_with_the_old_object(
     assert (request["operation"], request["object"], request["oldObject"]["metadata"]["name"]) == (
         "DELETE", None, "keep")
     assert request["options"]["kind"] == "DeleteOptions"
+
+
+@pytest.mark.parametrize(("respond", "want_error"), [
+    (deny("pods here are kept"), 'admission webhook "keep.tasq.test" denied the request: pods here are kept'),
+    (allow([{"op": "add", "path": "/metadata/labels/x", "value": "y"}]),
+     'Internal error occurred: admission webhook "keep.tasq.test" attempted to modify the object, '
+     "which is not supported for this operation"),
+], ids=["mutating_webhook_denies_the_delete", "a_patch_on_delete_is_an_internal_error"])
+def test_mutating_webhooks_review_deletes_with_the_old_object(
+        kubectl: Kubectl, namespace: str, serve: Callable[..., WebhookServer],
+        register: Callable[[dict[str, Any]], None], ca: CertificateAuthority, respond: Any, want_error: str) -> None:
+    kubectl("apply", "-f", "-", stdin=pod_yaml("kept", namespace))
+    server = serve(respond)
+    register(make_webhook_config("keep-pods", mutating=True).webhook("keep.tasq.test", server.url, ca.ca_bundle)
+             .rule(operations=["DELETE"]).only_namespace(namespace).build())
+
+    proc = kubectl("delete", "pod", "kept", "-n", namespace, check=False)
+
+    assert want_error in proc.stderr
+    assert kubectl("get", "pod", "kept", "-n", namespace, "-o", "name").stdout.strip() == "pod/kept"
+    request = server.reviews[0]["request"]
+    assert (request["operation"], request["object"], request["oldObject"]["metadata"]["name"]) == (
+        "DELETE", None, "kept")
