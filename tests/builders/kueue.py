@@ -6,8 +6,7 @@ Used by the admission unit tests, the simulate integration tests and the admissi
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any, Self
 
 from controller.api import constants as c
@@ -17,20 +16,27 @@ from controller.api.topology import Topology
 from controller.api.views import NodeView
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.snapshot import build_snapshot
+from tests.builders.manifest import Manifest
 
 Quantity = str | int
 
 
-def _quotas(quotas: dict[str, Quantity]) -> list[dict[str, Any]]:
-    return [{"name": r, "nominalQuota": str(q)} for r, q in quotas.items()]
+def _quotas(quotas: Mapping[str, Quantity], borrowing: Mapping[str, Quantity]) -> list[dict[str, Any]]:
+    """Resource quotas in the given order, with a borrowingLimit where one is given."""
+    out: list[dict[str, Any]] = []
+    for r, q in quotas.items():
+        out.append({"name": r, "nominalQuota": str(q)})
+        if r in borrowing:
+            out[-1]["borrowingLimit"] = str(borrowing[r])
+    return out
 
 
-class ClusterQueueBuilder:
+class ClusterQueueBuilder(Manifest):
     def __init__(self, name: str) -> None:
-        self._obj: dict[str, Any] = {
+        super().__init__({
             "apiVersion": c.API_VERSION, "kind": c.KIND_CLUSTER_QUEUE, "metadata": {"name": name},
             "spec": {"namespaceSelector": {}, "resourceGroups": []},
-        }
+        })
 
     @property
     def _spec(self) -> dict[str, Any]:
@@ -61,11 +67,14 @@ class ClusterQueueBuilder:
         self._spec["resourceGroups"].append({"coveredResources": list(covered), "flavors": []})
         return self
 
-    def flavor(self, name: str, quotas: dict[str, Quantity]) -> Self:
-        """A flavor with nominal quotas; opens a group covering its resources when none is open."""
+    def flavor(self, name: str, quotas: Mapping[str, Quantity],
+               borrowing: Mapping[str, Quantity] | None = None) -> Self:
+        """A flavor with nominal quotas (and borrowing limits) in the given order, in the latest
+        group; opens a group covering its resources when none is open."""
         if not self._spec["resourceGroups"]:
             self.group(*quotas)
-        self._spec["resourceGroups"][-1]["flavors"].append({"name": name, "resources": _quotas(quotas)})
+        self._spec["resourceGroups"][-1]["flavors"].append({"name": name,
+                                                            "resources": _quotas(quotas, borrowing or {})})
         return self
 
     def limits(self, flavor: str, resource: str, borrowing: Quantity | None = None,
@@ -80,46 +89,45 @@ class ClusterQueueBuilder:
                             r["lendingLimit"] = str(lending)
         return self
 
-    def obj(self) -> dict[str, Any]:
-        return copy.deepcopy(self._obj)
-
     def model(self) -> ClusterQueue:
         return ClusterQueue.from_dict(self.obj())
 
 
-class LocalQueueBuilder:
+class LocalQueueBuilder(Manifest):
     def __init__(self, name: str, cluster_queue: str, namespace: str = "default") -> None:
-        self._obj: dict[str, Any] = {
+        super().__init__({
             "apiVersion": c.API_VERSION, "kind": c.KIND_LOCAL_QUEUE,
             "metadata": {"name": name, "namespace": namespace}, "spec": {"clusterQueue": cluster_queue},
-        }
-
-    def obj(self) -> dict[str, Any]:
-        return copy.deepcopy(self._obj)
+        })
 
     def model(self) -> LocalQueue:
         return LocalQueue.from_dict(self.obj())
 
 
-class ResourceFlavorBuilder:
+class ResourceFlavorBuilder(Manifest):
     def __init__(self, name: str) -> None:
-        self._obj: dict[str, Any] = {"apiVersion": c.API_VERSION, "kind": c.KIND_RESOURCE_FLAVOR,
-                                     "metadata": {"name": name}, "spec": {}}
+        super().__init__({"apiVersion": c.API_VERSION, "kind": c.KIND_RESOURCE_FLAVOR,
+                          "metadata": {"name": name}, "spec": {}})
 
     def node_labels(self, labels: dict[str, str]) -> Self:
         self._obj["spec"]["nodeLabels"] = dict(labels)
+        return self
+
+    def node_label(self, key: str, value: str) -> Self:
+        self._obj["spec"].setdefault("nodeLabels", {})[key] = value
         return self
 
     def topology_name(self, name: str) -> Self:
         self._obj["spec"]["topologyName"] = name
         return self
 
-    def levels(self, *levels: str) -> Self:
+    def levels(self, *levels: Any) -> Self:
         """The KEP's inline form."""
         self._obj["spec"]["topology"] = {"levels": list(levels)}
         return self
 
     def taint(self, key: str, value: str = "", effect: str = "NoSchedule") -> Self:
+        """A node taint; an empty value is written as given (`value: ""`) only by `raw_taint`."""
         taint = {"key": key, "effect": effect}
         if value:
             taint["value"] = value
@@ -133,38 +141,49 @@ class ResourceFlavorBuilder:
         self._obj["spec"].setdefault("tolerations", []).append(tol)
         return self
 
-    def obj(self) -> dict[str, Any]:
-        return copy.deepcopy(self._obj)
+    def raw_toleration(self, **fields: Any) -> Self:
+        """A toleration exactly as given (odd shapes for the validator tests)."""
+        self._obj["spec"].setdefault("tolerations", []).append(fields)
+        return self
 
     def model(self) -> ResourceFlavor:
         return ResourceFlavor.from_dict(self.obj())
 
 
-class TopologyBuilder:
+class TopologyBuilder(Manifest):
     def __init__(self, name: str, *levels: str) -> None:
-        self._obj: dict[str, Any] = {
+        super().__init__({
             "apiVersion": f"{c.GROUP}/{c.VERSION_V1ALPHA1}", "kind": c.KIND_TOPOLOGY, "metadata": {"name": name},
-            "spec": {"levels": [{"nodeLabel": level} for level in levels]},
-        }
+            "spec": {},
+        })
+        self.levels(*levels)
 
-    def obj(self) -> dict[str, Any]:
-        return copy.deepcopy(self._obj)
+    def levels(self, *labels: Any) -> Self:
+        """Replace the levels (widest first)."""
+        self._obj["spec"]["levels"] = [{"nodeLabel": label} for label in labels]
+        return self
 
     def model(self) -> Topology:
         return Topology.from_dict(self.obj())
 
 
-def _container(requests: dict[str, Quantity]) -> dict[str, Any]:
+def _container(requests: Mapping[str, Quantity]) -> dict[str, Any]:
     return {"name": "main", "image": "registry.example.com/app:1",
             "resources": {"requests": {r: str(q) for r, q in requests.items()}}}
 
 
-class WorkloadBuilder:
+def pod_template(requests: Mapping[str, Quantity] | None = None) -> dict[str, Any]:
+    """A pod template of one container `main` (requests default to 1 cpu), restartPolicy Never."""
+    return {"spec": {"restartPolicy": "Never",
+                     "containers": [_container({"cpu": "1"} if requests is None else requests)]}}
+
+
+class WorkloadBuilder(Manifest):
     def __init__(self, name: str, namespace: str = "default") -> None:
-        self._obj: dict[str, Any] = {
+        super().__init__({
             "apiVersion": c.API_VERSION, "kind": c.KIND_WORKLOAD,
             "metadata": {"name": name, "namespace": namespace}, "spec": {"podSets": []},
-        }
+        })
 
     def queue(self, name: str) -> Self:
         self._obj["spec"]["queueName"] = name
@@ -178,33 +197,42 @@ class WorkloadBuilder:
         self._obj["metadata"]["creationTimestamp"] = timestamp
         return self
 
-    def pod_set(self, name: str, count: int, requests: dict[str, Quantity],
+    def pod_set(self, name: str, count: int = 1, requests: Mapping[str, Quantity] | None = None,
                 required: str | None = None, preferred: str | None = None,
-                node_selector: dict[str, str] | None = None) -> Self:
-        spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [_container(requests)]}
+                node_selector: dict[str, str] | None = None, **fields: Any) -> Self:
+        """A pod set of `count` pods (requests default to 1 cpu); `fields` are further PodSet fields
+        as written (`minCount=2`, `topologyRequest={...}`)."""
+        template = pod_template(requests)
         if node_selector:
-            spec["nodeSelector"] = dict(node_selector)
-        ps: dict[str, Any] = {"name": name, "count": count, "template": {"spec": spec}}
+            template["spec"]["nodeSelector"] = dict(node_selector)
+        ps: dict[str, Any] = {"name": name, "count": count, "template": template}
         if required is not None:
             ps["topologyRequest"] = {"required": required}
         elif preferred is not None:
             ps["topologyRequest"] = {"preferred": preferred}
-        self._obj["spec"]["podSets"].append(ps)
+        self._obj["spec"].setdefault("podSets", []).append({**ps, **fields})
         return self
 
-    def admitted(self, cluster_queue: str, pod_set: str, count: int, flavors: dict[str, str],
-                 usage: dict[str, Quantity], slices: Sequence[tuple[dict[str, str], int]] = ()) -> Self:
-        """Admitted (QuotaReserved and Admitted) before anyone looked: one pod set's assignment, its
-        topology slices given as (nodeLabels, count)."""
-        psa: dict[str, Any] = {"name": pod_set, "count": count, "flavors": dict(flavors),
-                               "resourceUsage": {r: str(q) for r, q in usage.items()}}
+    def admitted(self, cluster_queue: str = "team-a") -> Self:
+        """QuotaReserved=True, a complete metav1.Condition as the admission cycle writes it."""
+        self._obj.setdefault("status", {})["conditions"] = [{
+            "type": c.CONDITION_QUOTA_RESERVED, "status": "True", "reason": c.REASON_QUOTA_RESERVED,
+            "message": f"Quota reserved in ClusterQueue {cluster_queue}",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+        return self
+
+    def assignment(self, name: str, count: int | None, *slices: tuple[dict[str, str], int],
+                   cluster_queue: str = "team-a", **fields: Any) -> Self:
+        """Add a PodSetAssignment to status.admission; `slices` are (nodeLabels, count) pairs of its
+        topologyAssignment, left out when none are given; `fields` as written (`flavors={...}`)."""
+        admission = self._obj.setdefault("status", {}).setdefault(
+            "admission", {"clusterQueue": cluster_queue, "podSetAssignments": []})
+        item: dict[str, Any] = {"name": name, **fields}
+        if count is not None:
+            item["count"] = count
         if slices:
-            psa["topologyAssignment"] = {"slices": [{"nodeLabels": dict(labels), "count": n} for labels, n in slices]}
-        status = self._obj.setdefault("status", {})
-        status["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": [psa]}
-        status.setdefault("conditions", []).extend(
-            {"type": kind, "status": "True", "reason": kind, "message": "admitted earlier",
-             "lastTransitionTime": "2025-12-31T00:00:00Z"} for kind in (c.CONDITION_QUOTA_RESERVED, c.CONDITION_ADMITTED))
+            item["topologyAssignment"] = {"slices": [{"nodeLabels": labels, "count": n} for labels, n in slices]}
+        admission["podSetAssignments"].append(item)
         return self
 
     def finished(self, succeeded: bool = True) -> Self:
@@ -214,18 +242,15 @@ class WorkloadBuilder:
             "lastTransitionTime": "2026-01-01T00:00:00Z"})
         return self
 
-    def obj(self) -> dict[str, Any]:
-        return copy.deepcopy(self._obj)
 
-
-class JobBuilder:
+class JobBuilder(Manifest):
     def __init__(self, name: str, namespace: str = "default") -> None:
-        self._obj: dict[str, Any] = {
+        super().__init__({
             "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": namespace, "labels": {}, "annotations": {}},
             "spec": {"parallelism": 1, "completions": 1, "completionMode": "Indexed",
                      "template": {"spec": {"restartPolicy": "Never", "containers": [_container({})]}}},
-        }
+        })
 
     @property
     def _pod_spec(self) -> dict[str, Any]:
@@ -267,10 +292,6 @@ class JobBuilder:
         self._pod_spec["overhead"] = {r: str(q) for r, q in overhead.items()}
         return self
 
-    def annotate(self, key: str, value: str) -> Self:
-        self._obj["metadata"]["annotations"][key] = value
-        return self
-
     def template_annotate(self, key: str, value: str) -> Self:
         self._obj["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {})[key] = value
         return self
@@ -294,9 +315,6 @@ class JobBuilder:
         self._obj["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded":
                                self._obj["spec"].get("parallelism", 1)}
         return self
-
-    def obj(self) -> dict[str, Any]:
-        return copy.deepcopy(self._obj)
 
 
 def make_cluster_queue(name: str) -> ClusterQueueBuilder:

@@ -493,7 +493,8 @@ def test_a_workload_admitted_to_a_rack_before_the_simulation_holds_that_racks_no
         capsys: pytest.CaptureFixture[str], tmp_path: Path, case: HeldCase) -> None:
     running = make_workload("running").queue("lq").created("2025-12-31T00:00:00Z") \
         .pod_set("main", 6, {GPU: 1}, required=RACK) \
-        .admitted("cq", "main", 6, {GPU: "gpu"}, {GPU: 6}, [(R1, 6)]).obj()
+        .admitted("cq").assignment("main", 6, (R1, 6), cluster_queue="cq", flavors={GPU: "gpu"},
+                                   resourceUsage={GPU: "6"}).obj()
     bound = [make_pod(f"running-{i}").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "running")
              .annotation(c.ANNOTATION_TOPOLOGY_PODSET, "main").requests({GPU: 1}).on(f"n{1 + i % 2}").build()
              for i in range(case.bound)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.webhooks.manifests import Case, cases, make_flavor, make_topology
+from tests.unit.webhooks.manifests import Case, cases, valid_flavor, valid_topology
 from webhooks.validation import FieldError, validate, validate_update
 
 
@@ -14,9 +14,9 @@ from webhooks.validation import FieldError, validate, validate_update
     Case("an apps/v1 Deployment is ignored", {"apiVersion": "apps/v1", "kind": "Deployment"}),
     Case("an unknown kind in tasq's group", {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Cohort"},
          want_errors=("kind",)),
-    Case("a ResourceFlavor at v1alpha1", make_flavor().set("apiVersion", "kueue.x-k8s.io/v1alpha1"),
+    Case("a ResourceFlavor at v1alpha1", valid_flavor().set("apiVersion", "kueue.x-k8s.io/v1alpha1"),
          want_errors=("apiVersion",)),
-    Case("a Topology at v1", make_topology().set("apiVersion", "kueue.x-k8s.io/v1"), want_errors=("apiVersion",)),
+    Case("a Topology at v1", valid_topology().set("apiVersion", "kueue.x-k8s.io/v1"), want_errors=("apiVersion",)),
     Case("a list is not an object", [1, 2], want_errors=("object",)),
 )
 def test_dispatch(case: Case) -> None:
@@ -24,7 +24,7 @@ def test_dispatch(case: Case) -> None:
 
 
 def test_update_of_a_kind_without_update_rules_applies_create_rules() -> None:
-    old, new = make_flavor().build(), make_flavor().topology_name("gpu").build()
+    old, new = valid_flavor().build(), valid_flavor().topology_name("gpu").build()
     assert [e.path for e in validate_update(old, new)] == ["spec.nodeLabels"]
 
 

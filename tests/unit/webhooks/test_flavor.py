@@ -2,72 +2,72 @@
 
 from __future__ import annotations
 
+from tests.builders.kueue import ResourceFlavorBuilder
 from tests.unit.webhooks.manifests import (
     BLOCK,
     RACK,
     Case,
-    FlavorBuilder,
     UpdateCase,
     cases,
-    make_flavor,
     update_cases,
+    valid_flavor,
 )
 from webhooks.validation import validate, validate_update
 
 GPU = "cloud.provider.com/gpu"
 
 
-def h100() -> FlavorBuilder:
-    return make_flavor().node_label(GPU, "h100")
+def h100() -> ResourceFlavorBuilder:
+    return valid_flavor().node_label(GPU, "h100")
 
 
 @cases(
-    Case("a flavor without any spec is a plain quota bucket", make_flavor()),
+    Case("a flavor without any spec is a plain quota bucket", valid_flavor()),
     Case("Kueue form with topologyName", h100().topology_name("gpu")),
-    Case("KEP inline levels", h100().inline_levels(BLOCK, RACK)),
+    Case("KEP inline levels", h100().levels(BLOCK, RACK)),
     Case("a tainted flavor with its toleration",
          h100().taint("nvidia.com/gpu", "present", "NoSchedule")
-         .toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")),
-    Case("an empty-key Exists toleration tolerates everything", h100().toleration(operator="Exists")),
+         .raw_toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")),
+    Case("an empty-key Exists toleration tolerates everything", h100().raw_toleration(operator="Exists")),
     Case("a NoExecute toleration with seconds",
-         h100().toleration(key="k", value="v", effect="NoExecute", tolerationSeconds=30)),
-    Case("both topology forms at once", h100().topology_name("gpu").inline_levels(BLOCK),
+         h100().raw_toleration(key="k", value="v", effect="NoExecute", tolerationSeconds=30)),
+    Case("both topology forms at once", h100().topology_name("gpu").levels(BLOCK),
          want_errors=("spec.topology",)),
-    Case("a topology with no node label to select nodes", make_flavor().topology_name("gpu"),
+    Case("a topology with no node label to select nodes", valid_flavor().topology_name("gpu"),
          want_errors=("spec.nodeLabels",)),
-    Case("inline levels with no node label", make_flavor().inline_levels(BLOCK),
+    Case("inline levels with no node label", valid_flavor().levels(BLOCK),
          want_errors=("spec.nodeLabels",)),
-    Case("inline levels empty", h100().inline_levels(), want_errors=("spec.topology.levels",)),
-    Case("inline levels repeat a label", h100().inline_levels(RACK, RACK),
+    Case("inline levels empty", h100().levels(), want_errors=("spec.topology.levels",)),
+    Case("inline levels repeat a label", h100().levels(RACK, RACK),
          want_errors=("spec.topology.levels[1]",)),
-    Case("inline hostname not lowest", h100().inline_levels("kubernetes.io/hostname", RACK),
+    Case("inline hostname not lowest", h100().levels("kubernetes.io/hostname", RACK),
          want_errors=("spec.topology.levels[0]",)),
-    Case("inline level not a string", h100().inline_levels(BLOCK, 7),
+    Case("inline level not a string", h100().levels(BLOCK, 7),
          want_errors=("spec.topology.levels[1]",)),
     Case("topologyName not a DNS subdomain", h100().topology_name("GPU_Topology"),
          want_errors=("spec.topologyName",)),
-    Case("a node label key with two slashes", make_flavor().node_label("a/b/c", "x"),
+    Case("a node label key with two slashes", valid_flavor().node_label("a/b/c", "x"),
          want_errors=("spec.nodeLabels",)),
-    Case("a node label value with a space", make_flavor().node_label(GPU, "h 100"),
+    Case("a node label value with a space", valid_flavor().node_label(GPU, "h 100"),
          want_errors=(f"spec.nodeLabels[{GPU}]",)),
-    Case("a node label value of 64 characters", make_flavor().node_label(GPU, "a" * 64),
+    Case("a node label value of 64 characters", valid_flavor().node_label(GPU, "a" * 64),
          want_errors=(f"spec.nodeLabels[{GPU}]",)),
     Case("nine node labels exceed Kueue's limit of 8",
-         make_flavor().set("spec.nodeLabels", {f"l{i}": "x" for i in range(9)}),
+         valid_flavor().set("spec.nodeLabels", {f"l{i}": "x" for i in range(9)}),
          want_errors=("spec.nodeLabels",)),
     Case("a taint with an unknown effect", h100().taint("gpu", "", "NoRun"),
          want_errors=("spec.nodeTaints[0].effect",)),
     Case("a taint without key or effect", h100().set("spec.nodeTaints", [{"value": "x"}]),
          want_errors=("spec.nodeTaints[0].key", "spec.nodeTaints[0].effect")),
-    Case("a toleration with an unknown operator", h100().toleration(key="k", operator="Matches"),
+    Case("a toleration with an unknown operator", h100().raw_toleration(key="k", operator="Matches"),
          want_errors=("spec.tolerations[0].operator",)),
-    Case("an empty-key toleration must use Exists", h100().toleration(operator="Equal", value="x"),
+    Case("an empty-key toleration must use Exists", h100().raw_toleration(operator="Equal", value="x"),
          want_errors=("spec.tolerations[0].operator",)),
-    Case("Exists with a value", h100().toleration(key="k", operator="Exists", value="v"),
+    Case("Exists with a value", h100().raw_toleration(key="k", operator="Exists", value="v"),
          want_errors=("spec.tolerations[0].value",)),
-    Case("a toleration with an unknown effect", h100().toleration(key="k", effect="Sometimes"),
+    Case("a toleration with an unknown effect", h100().raw_toleration(key="k", effect="Sometimes"),
          want_errors=("spec.tolerations[0].effect",)),
-    Case("tolerationSeconds without NoExecute", h100().toleration(key="k", tolerationSeconds=5),
+    Case("tolerationSeconds without NoExecute", h100().raw_toleration(key="k", tolerationSeconds=5),
          want_errors=("spec.tolerations[0].effect",)),
     Case("two taints with one key and effect, whatever their values",
          h100().taint("gpu", "a", "NoSchedule").taint("gpu", "b", "NoSchedule"),
@@ -94,11 +94,11 @@ def test_duplicate_taint_names_the_pair_and_the_rule() -> None:
 
 
 @update_cases(
-    UpdateCase("a flavor without topology may change its labels", make_flavor(), make_flavor().node_label(GPU, "a")),
+    UpdateCase("a flavor without topology may change its labels", valid_flavor(), valid_flavor().node_label(GPU, "a")),
     UpdateCase("a Kueue-form topology flavor is frozen", h100().topology_name("gpu"),
                h100().topology_name("gpu").node_label("zone", "a"), want_errors=("spec",)),
-    UpdateCase("a KEP-form topology flavor is frozen too", h100().inline_levels(BLOCK, RACK),
-               h100().inline_levels(RACK), want_errors=("spec",)),
+    UpdateCase("a KEP-form topology flavor is frozen too", h100().levels(BLOCK, RACK),
+               h100().levels(RACK), want_errors=("spec",)),
     UpdateCase("dropping the topology changes a frozen spec", h100().topology_name("gpu"), h100(),
                want_errors=("spec",)),
     UpdateCase("an unchanged topology flavor may be re-applied", h100().topology_name("gpu"),

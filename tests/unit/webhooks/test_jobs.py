@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller.api import constants as c
-from tests.unit.webhooks.manifests import BLOCK, RACK, Case, cases, make_job
+from tests.unit.webhooks.manifests import BLOCK, RACK, Case, cases, valid_job
 from webhooks.validation import validate, validate_update
 
 JOB_NOTES = "metadata.annotations"
@@ -18,72 +18,72 @@ PS_UNCONSTRAINED = f"{TPL_NOTES}[{c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY}]"
 
 
 @cases(
-    Case("a plain queued Job", make_job()),
-    Case("a Job without any tasq label is still checked but valid", make_job().drop("metadata.labels")),
-    Case("KEP require-topology at rack level", make_job().annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, RACK)),
-    Case("KEP prefer-topology at block level", make_job().annotate(c.ANNOTATION_PREFER_TOPOLOGY, BLOCK)),
-    Case("KEP prefer-topology auto", make_job().annotate(c.ANNOTATION_PREFER_TOPOLOGY, "auto")),
-    Case("Kueue podset-required-topology", make_job().template_annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, RACK)),
+    Case("a plain queued Job", valid_job()),
+    Case("a Job without any tasq label is still checked but valid", valid_job().drop("metadata.labels")),
+    Case("KEP require-topology at rack level", valid_job().annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, RACK)),
+    Case("KEP prefer-topology at block level", valid_job().annotate(c.ANNOTATION_PREFER_TOPOLOGY, BLOCK)),
+    Case("KEP prefer-topology auto", valid_job().annotate(c.ANNOTATION_PREFER_TOPOLOGY, "auto")),
+    Case("Kueue podset-required-topology", valid_job().template_annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, RACK)),
     Case("Kueue podset-preferred-topology",
-         make_job().template_annotate(c.ANNOTATION_PODSET_PREFERRED_TOPOLOGY, BLOCK)),
+         valid_job().template_annotate(c.ANNOTATION_PODSET_PREFERRED_TOPOLOGY, BLOCK)),
     Case("Kueue podset-unconstrained-topology true",
-         make_job().template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "true")),
+         valid_job().template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "true")),
     Case("Kueue podset-unconstrained-topology false",
-         make_job().template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "false")),
+         valid_job().template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "false")),
     Case("Kueue's unconstrained value capitalised as Go's ParseBool reads it",
-         make_job().template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "True")),
+         valid_job().template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "True")),
     Case("a KEP annotation on the pod template is read there too",
-         make_job().template_annotate(c.ANNOTATION_PREFER_TOPOLOGY, "auto")),
+         valid_job().template_annotate(c.ANNOTATION_PREFER_TOPOLOGY, "auto")),
     Case("a KEP annotation on the template is checked there",
-         make_job().template_annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "auto"),
+         valid_job().template_annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "auto"),
          want_errors=(f"{TPL_NOTES}[{c.ANNOTATION_REQUIRE_TOPOLOGY}]",)),
     Case("a Kueue annotation on the Job is checked there",
-         make_job().annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "yes"),
+         valid_job().annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "yes"),
          want_errors=(f"{JOB_NOTES}[{c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY}]",)),
     Case("a KEP and a Kueue annotation both on the template",
-         make_job().template_annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, RACK)
+         valid_job().template_annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, RACK)
          .template_annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, BLOCK), want_errors=(TPL_NOTES,)),
     Case("the same annotation on the Job and on its template",
-         make_job().annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, RACK)
+         valid_job().annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, RACK)
          .template_annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, RACK), want_errors=(TPL_NOTES,)),
-    Case("unrelated annotations do not count", make_job().annotate("example.com/owner", "ml")
+    Case("unrelated annotations do not count", valid_job().annotate("example.com/owner", "ml")
          .annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, RACK).template_annotate("prometheus.io/scrape", "true")),
-    Case("require-topology auto", make_job().annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "auto"),
+    Case("require-topology auto", valid_job().annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "auto"),
          want_errors=(REQUIRE,)),
-    Case("require-topology with a space", make_job().annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "my rack"),
+    Case("require-topology with a space", valid_job().annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "my rack"),
          want_errors=(REQUIRE,)),
-    Case("prefer-topology empty", make_job().annotate(c.ANNOTATION_PREFER_TOPOLOGY, ""), want_errors=(PREFER,)),
+    Case("prefer-topology empty", valid_job().annotate(c.ANNOTATION_PREFER_TOPOLOGY, ""), want_errors=(PREFER,)),
     Case("podset-required-topology auto",
-         make_job().template_annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, "auto"), want_errors=(PS_REQUIRED,)),
+         valid_job().template_annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, "auto"), want_errors=(PS_REQUIRED,)),
     Case("podset-preferred-topology with two slashes",
-         make_job().template_annotate(c.ANNOTATION_PODSET_PREFERRED_TOPOLOGY, "a/b/c"),
+         valid_job().template_annotate(c.ANNOTATION_PODSET_PREFERRED_TOPOLOGY, "a/b/c"),
          want_errors=(PS_PREFERRED,)),
     Case("podset-unconstrained-topology yes",
-         make_job().template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "yes"),
+         valid_job().template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "yes"),
          want_errors=(PS_UNCONSTRAINED,)),
-    Case("both KEP annotations on the Job", make_job().annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, RACK)
+    Case("both KEP annotations on the Job", valid_job().annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, RACK)
          .annotate(c.ANNOTATION_PREFER_TOPOLOGY, BLOCK), want_errors=(JOB_NOTES,)),
     Case("a KEP Job annotation and a Kueue template annotation",
-         make_job().annotate(c.ANNOTATION_PREFER_TOPOLOGY, BLOCK)
+         valid_job().annotate(c.ANNOTATION_PREFER_TOPOLOGY, BLOCK)
          .template_annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, RACK), want_errors=(TPL_NOTES,)),
     Case("two Kueue template annotations",
-         make_job().template_annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, RACK)
+         valid_job().template_annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, RACK)
          .template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "true"), want_errors=(TPL_NOTES,)),
     Case("an invalid value and a conflict are both reported",
-         make_job().annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "auto")
+         valid_job().annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "auto")
          .template_annotate(c.ANNOTATION_PODSET_PREFERRED_TOPOLOGY, RACK), want_errors=(REQUIRE, TPL_NOTES)),
-    Case("a queue label that is not a DNS name", make_job().label(c.LABEL_QUEUE_NAME, "Training_Queue"),
+    Case("a queue label that is not a DNS name", valid_job().label(c.LABEL_QUEUE_NAME, "Training_Queue"),
          want_errors=(f"metadata.labels[{c.LABEL_QUEUE_NAME}]",)),
-    Case("a negative parallelism", make_job().set("spec.parallelism", -2), want_errors=("spec.parallelism",)),
-    Case("a template without containers", make_job().set("spec.template.spec.containers", []),
+    Case("a negative parallelism", valid_job().set("spec.parallelism", -2), want_errors=("spec.parallelism",)),
+    Case("a template without containers", valid_job().set("spec.template.spec.containers", []),
          want_errors=("spec.template.spec.containers",)),
-    Case("a malformed gpu request", make_job().set("spec.template.spec.containers.0.resources.requests",
+    Case("a malformed gpu request", valid_job().set("spec.template.spec.containers.0.resources.requests",
                                                    {"nvidia.com/gpu": "1.2.3"}),
          want_errors=("spec.template.spec.containers[0].resources.requests[nvidia.com/gpu]",)),
     Case("a toleration with an unknown operator",
-         make_job().set("spec.template.spec.tolerations", [{"key": "gpu", "operator": "Is"}]),
+         valid_job().set("spec.template.spec.tolerations", [{"key": "gpu", "operator": "Is"}]),
          want_errors=("spec.template.spec.tolerations[0].operator",)),
-    Case("annotations that are not strings", make_job().set("metadata.annotations", {
+    Case("annotations that are not strings", valid_job().set("metadata.annotations", {
         c.ANNOTATION_REQUIRE_TOPOLOGY: 3}), want_errors=(REQUIRE,)),
 )
 def test_job(case: Case) -> None:
@@ -91,14 +91,14 @@ def test_job(case: Case) -> None:
 
 
 def test_auto_on_require_says_where_it_is_allowed() -> None:
-    errs = validate(make_job().annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "auto").build())
+    errs = validate(valid_job().annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "auto").build())
     assert [str(e) for e in errs] == [
         f'{REQUIRE}: Invalid value: "auto": \'auto\' is only allowed for kueue.x-k8s.io/prefer-topology; '
         'use a topology level label such as "cloud.provider.com/topology-rack"']
 
 
 def test_conflict_names_every_annotation_found() -> None:
-    job = make_job().annotate(c.ANNOTATION_PREFER_TOPOLOGY, "auto") \
+    job = valid_job().annotate(c.ANNOTATION_PREFER_TOPOLOGY, "auto") \
         .template_annotate(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, RACK) \
         .template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "false")
     assert [str(e) for e in validate(job.build())] == [
@@ -107,7 +107,7 @@ def test_conflict_names_every_annotation_found() -> None:
 
 
 def test_unconstrained_lists_the_allowed_values() -> None:
-    errs = validate(make_job().template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "yes").build())
+    errs = validate(valid_job().template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, "yes").build())
     assert [e.message for e in errs] == ['Unsupported value: "yes": supported values: "true", "false", "True", '
                                          '"False", "TRUE", "FALSE"']
 
@@ -123,6 +123,6 @@ def test_unconstrained_lists_the_allowed_values() -> None:
 ])
 def test_job_queue_label_update(old_suspend: bool, new_suspend: bool, new_queue: str,
                                 want_errors: list[str]) -> None:
-    old = make_job().set("spec.suspend", old_suspend).build()
-    new = make_job().set("spec.suspend", new_suspend).label(c.LABEL_QUEUE_NAME, new_queue).build()
+    old = valid_job().set("spec.suspend", old_suspend).build()
+    new = valid_job().set("spec.suspend", new_suspend).label(c.LABEL_QUEUE_NAME, new_queue).build()
     assert [e.path for e in validate_update(old, new)] == want_errors

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from tests.builders.kueue import ClusterQueueBuilder
 from tests.unit.webhooks.manifests import (
     Case,
-    ClusterQueueBuilder,
     UpdateCase,
     cases,
-    make_cluster_queue,
-    make_local_queue,
     update_cases,
+    valid_cluster_queue,
+    valid_local_queue,
 )
 from webhooks.validation import validate, validate_update
 
@@ -25,110 +25,110 @@ SET_F0 = f"{SET_RG0}.flavors.0"
 
 def gpu_group() -> ClusterQueueBuilder:
     """The default cpu/memory group plus a second group for GPUs with two flavors."""
-    return (make_cluster_queue().group("nvidia.com/gpu")
-            .flavor("h100-gpu", ("nvidia.com/gpu", "64")).flavor("a100-gpu", ("nvidia.com/gpu", "32")))
+    return (valid_cluster_queue().group("nvidia.com/gpu")
+            .flavor("h100-gpu", {"nvidia.com/gpu": "64"}).flavor("a100-gpu", {"nvidia.com/gpu": "32"}))
 
 
 @cases(
-    Case("one group with one flavor", make_cluster_queue()),
+    Case("one group with one flavor", valid_cluster_queue()),
     Case("two groups with distinct resources and flavors", gpu_group()),
-    Case("borrowing within a cohort", make_cluster_queue().cohort("research").group("nvidia.com/gpu")
-         .flavor("a100", ("nvidia.com/gpu", "8"), borrowing={"nvidia.com/gpu": "4"})),
-    Case("zero quota is allowed", make_cluster_queue().set(f"{SET_F0}.resources.0.nominalQuota", "0")),
-    Case("integer quotas are allowed", make_cluster_queue().set(f"{SET_F0}.resources.0.nominalQuota", 8)),
-    Case("StrictFIFO", make_cluster_queue().set("spec.queueingStrategy", "StrictFIFO")),
-    Case("a namespace selector with every operator", make_cluster_queue().set("spec.namespaceSelector", {
+    Case("borrowing within a cohort", valid_cluster_queue().cohort("research").group("nvidia.com/gpu")
+         .flavor("a100", {"nvidia.com/gpu": "8"}, borrowing={"nvidia.com/gpu": "4"})),
+    Case("zero quota is allowed", valid_cluster_queue().set(f"{SET_F0}.resources.0.nominalQuota", "0")),
+    Case("integer quotas are allowed", valid_cluster_queue().set(f"{SET_F0}.resources.0.nominalQuota", 8)),
+    Case("StrictFIFO", valid_cluster_queue().set("spec.queueingStrategy", "StrictFIFO")),
+    Case("a namespace selector with every operator", valid_cluster_queue().set("spec.namespaceSelector", {
         "matchLabels": {"team": "a"},
         "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod"]},
                              {"key": "tier", "operator": "NotIn", "values": ["x"]},
                              {"key": "ml", "operator": "Exists"},
                              {"key": "legacy", "operator": "DoesNotExist"}]})),
-    Case("a resource covered by two groups", make_cluster_queue().group("memory").flavor("m", ("memory", "1")),
+    Case("a resource covered by two groups", valid_cluster_queue().group("memory").flavor("m", {"memory": "1"}),
          want_errors=(f"{RG1}.coveredResources[0]",)),
-    Case("a resource covered twice in one group", make_cluster_queue()
+    Case("a resource covered twice in one group", valid_cluster_queue()
          .set(f"{SET_RG0}.coveredResources", ["cpu", "cpu"]).set(f"{SET_F0}.resources.1.name", "cpu"),
          want_errors=(f"{RG0}.coveredResources[1]",)),
-    Case("a flavor listed in two groups", make_cluster_queue().group("nvidia.com/gpu")
-         .flavor("h100", ("nvidia.com/gpu", "8")), want_errors=(f"{RG1}.flavors[0].name",)),
-    Case("a flavor with resources out of order", make_cluster_queue().group("nvidia.com/gpu", "pods")
-         .flavor("g", ("pods", "10"), ("nvidia.com/gpu", "8")),
+    Case("a flavor listed in two groups", valid_cluster_queue().group("nvidia.com/gpu")
+         .flavor("h100", {"nvidia.com/gpu": "8"}), want_errors=(f"{RG1}.flavors[0].name",)),
+    Case("a flavor with resources out of order", valid_cluster_queue().group("nvidia.com/gpu", "pods")
+         .flavor("g", {"pods": "10", "nvidia.com/gpu": "8"}),
          want_errors=(f"{RG1}.flavors[0].resources[0].name", f"{RG1}.flavors[0].resources[1].name")),
-    Case("a flavor missing a covered resource", make_cluster_queue().drop(f"{SET_F0}.resources.1"),
+    Case("a flavor missing a covered resource", valid_cluster_queue().drop(f"{SET_F0}.resources.1"),
          want_errors=(f"{F0}.resources",)),
-    Case("a flavor with an extra resource", make_cluster_queue().set(
+    Case("a flavor with an extra resource", valid_cluster_queue().set(
         f"{SET_F0}.resources", [{"name": "cpu", "nominalQuota": "1"}, {"name": "memory", "nominalQuota": "1"},
                                   {"name": "pods", "nominalQuota": "1"}]),
          want_errors=(f"{F0}.resources",)),
-    Case("a group without covered resources", make_cluster_queue().set(f"{SET_RG0}.coveredResources", []),
+    Case("a group without covered resources", valid_cluster_queue().set(f"{SET_RG0}.coveredResources", []),
          want_errors=(f"{RG0}.coveredResources", f"{F0}.resources")),
-    Case("a group without flavors", make_cluster_queue().set(f"{SET_RG0}.flavors", []),
+    Case("a group without flavors", valid_cluster_queue().set(f"{SET_RG0}.flavors", []),
          want_errors=(f"{RG0}.flavors",)),
-    Case("sixty-four flavors in one group are Kueue's maximum", make_cluster_queue().set(f"{SET_RG0}.flavors", [
+    Case("sixty-four flavors in one group are Kueue's maximum", valid_cluster_queue().set(f"{SET_RG0}.flavors", [
         {"name": f"f{i}", "resources": [{"name": "cpu", "nominalQuota": "1"},
                                         {"name": "memory", "nominalQuota": "1"}]} for i in range(64)])),
-    Case("sixty-five flavors in one group", make_cluster_queue().set(f"{SET_RG0}.flavors", [
+    Case("sixty-five flavors in one group", valid_cluster_queue().set(f"{SET_RG0}.flavors", [
         {"name": f"f{i}", "resources": [{"name": "cpu", "nominalQuota": "1"},
                                         {"name": "memory", "nominalQuota": "1"}]} for i in range(65)]),
          want_errors=(f"{RG0}.flavors",)),
-    Case("sixty-five covered resources", make_cluster_queue().set(
+    Case("sixty-five covered resources", valid_cluster_queue().set(
         f"{SET_RG0}.coveredResources", [f"example.com/r{i}" for i in range(65)]).set(f"{SET_F0}.resources", [
             {"name": f"example.com/r{i}", "nominalQuota": "1"} for i in range(65)]),
          want_errors=(f"{RG0}.coveredResources", f"{F0}.resources")),
-    Case("seventeen resource groups", make_cluster_queue().set("spec.resourceGroups", [
+    Case("seventeen resource groups", valid_cluster_queue().set("spec.resourceGroups", [
         {"coveredResources": [f"r{i}"], "flavors": [{"name": f"f{i}", "resources": [
             {"name": f"r{i}", "nominalQuota": "1"}]}]} for i in range(17)]),
          want_errors=("spec.resourceGroups",)),
-    Case("a negative quota", make_cluster_queue().set(f"{SET_F0}.resources.0.nominalQuota", "-1"),
+    Case("a negative quota", valid_cluster_queue().set(f"{SET_F0}.resources.0.nominalQuota", "-1"),
          want_errors=(f"{F0}.resources[0].nominalQuota",)),
-    Case("a malformed quota", make_cluster_queue().set(f"{SET_F0}.resources.1.nominalQuota", "64 Gi"),
+    Case("a malformed quota", valid_cluster_queue().set(f"{SET_F0}.resources.1.nominalQuota", "64 Gi"),
          want_errors=(f"{F0}.resources[1].nominalQuota",)),
-    Case("a missing quota", make_cluster_queue().drop(f"{SET_F0}.resources.0.nominalQuota"),
+    Case("a missing quota", valid_cluster_queue().drop(f"{SET_F0}.resources.0.nominalQuota"),
          want_errors=(f"{F0}.resources[0].nominalQuota",)),
-    Case("borrowing without a cohort", make_cluster_queue().set(f"{SET_F0}.resources.0.borrowingLimit", "2"),
+    Case("borrowing without a cohort", valid_cluster_queue().set(f"{SET_F0}.resources.0.borrowingLimit", "2"),
          want_errors=(f"{F0}.resources[0].borrowingLimit",)),
-    Case("lending without a cohort", make_cluster_queue().set(f"{SET_F0}.resources.0.lendingLimit", "2"),
+    Case("lending without a cohort", valid_cluster_queue().set(f"{SET_F0}.resources.0.lendingLimit", "2"),
          want_errors=(f"{F0}.resources[0].lendingLimit",)),
-    Case("a negative borrowing limit", make_cluster_queue().cohort("c").set(f"{SET_F0}.resources.0.borrowingLimit", "-2"), want_errors=(f"{F0}.resources[0].borrowingLimit",)),
-    Case("a flavor name with uppercase", make_cluster_queue().set(f"{SET_F0}.name", "H100"),
+    Case("a negative borrowing limit", valid_cluster_queue().cohort("c").set(f"{SET_F0}.resources.0.borrowingLimit", "-2"), want_errors=(f"{F0}.resources[0].borrowingLimit",)),
+    Case("a flavor name with uppercase", valid_cluster_queue().set(f"{SET_F0}.name", "H100"),
          want_errors=(f"{F0}.name",)),
-    Case("a cohort name with underscores", make_cluster_queue().cohort("my_cohort"),
+    Case("a cohort name with underscores", valid_cluster_queue().cohort("my_cohort"),
          want_errors=("spec.cohort",)),
-    Case("an unknown queueing strategy", make_cluster_queue().set("spec.queueingStrategy", "Foo"),
+    Case("an unknown queueing strategy", valid_cluster_queue().set("spec.queueingStrategy", "Foo"),
          want_errors=("spec.queueingStrategy",)),
-    Case("a selector with an unknown operator", make_cluster_queue().set(
+    Case("a selector with an unknown operator", valid_cluster_queue().set(
         "spec.namespaceSelector", {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}),
          want_errors=("spec.namespaceSelector.matchExpressions[0].operator",)),
-    Case("a selector In without values", make_cluster_queue().set(
+    Case("a selector In without values", valid_cluster_queue().set(
         "spec.namespaceSelector", {"matchExpressions": [{"key": "a", "operator": "In"}]}),
          want_errors=("spec.namespaceSelector.matchExpressions[0].values",)),
-    Case("a selector Exists with values", make_cluster_queue().set(
+    Case("a selector Exists with values", valid_cluster_queue().set(
         "spec.namespaceSelector", {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}),
          want_errors=("spec.namespaceSelector.matchExpressions[0].values",)),
-    Case("a selector with a bad label key and value", make_cluster_queue().set(
+    Case("a selector with a bad label key and value", valid_cluster_queue().set(
         "spec.namespaceSelector", {"matchLabels": {"-team": "a b"}}),
          want_errors=("spec.namespaceSelector.matchLabels", "spec.namespaceSelector.matchLabels[-team]")),
-    Case("lending up to the whole nominal quota", make_cluster_queue().cohort("c")
+    Case("lending up to the whole nominal quota", valid_cluster_queue().cohort("c")
          .set(f"{SET_F0}.resources.1.lendingLimit", "64Gi")),
-    Case("lending more than the nominal quota, across units", make_cluster_queue().cohort("c")
+    Case("lending more than the nominal quota, across units", valid_cluster_queue().cohort("c")
          .set(f"{SET_F0}.resources.1.lendingLimit", "65537Mi"),
          want_errors=(f"{F0}.resources[1].lendingLimit",)),
-    Case("Kueue's current and deprecated flavorFungibility names", make_cluster_queue().set(
+    Case("Kueue's current and deprecated flavorFungibility names", valid_cluster_queue().set(
         "spec.flavorFungibility", {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "Preempt"})),
-    Case("an unknown flavorFungibility policy", make_cluster_queue().set(
+    Case("an unknown flavorFungibility policy", valid_cluster_queue().set(
         "spec.flavorFungibility", {"whenCanBorrow": "Preempt", "whenCanPreempt": "Borrow"}),
          want_errors=("spec.flavorFungibility.whenCanBorrow", "spec.flavorFungibility.whenCanPreempt")),
-    Case("every stop policy is known", make_cluster_queue().set("spec.stopPolicy", "HoldAndDrain")),
-    Case("an unknown stop policy", make_cluster_queue().set("spec.stopPolicy", "Pause"),
+    Case("every stop policy is known", valid_cluster_queue().set("spec.stopPolicy", "HoldAndDrain")),
+    Case("an unknown stop policy", valid_cluster_queue().set("spec.stopPolicy", "Pause"),
          want_errors=("spec.stopPolicy",)),
-    Case("borrowing preemption needs reclaiming preemption", make_cluster_queue().set(
+    Case("borrowing preemption needs reclaiming preemption", valid_cluster_queue().set(
         "spec.preemption", {"reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "LowerPriority"}}),
          want_errors=("spec.preemption.borrowWithinCohort.policy",)),
-    Case("reclaimWithinCohort defaults to Never for that rule", make_cluster_queue().set(
+    Case("reclaimWithinCohort defaults to Never for that rule", valid_cluster_queue().set(
         "spec.preemption", {"borrowWithinCohort": {"policy": "LowerPriority"}}),
          want_errors=("spec.preemption.borrowWithinCohort.policy",)),
-    Case("borrowing preemption with reclaiming preemption", make_cluster_queue().set(
+    Case("borrowing preemption with reclaiming preemption", valid_cluster_queue().set(
         "spec.preemption", {"reclaimWithinCohort": "Any", "borrowWithinCohort": {"policy": "LowerPriority"}})),
-    Case("an unknown preemption policy", make_cluster_queue().set(
+    Case("an unknown preemption policy", valid_cluster_queue().set(
         "spec.preemption", {"withinClusterQueue": "Always", "borrowWithinCohort": {"policy": "Any"}}),
          want_errors=("spec.preemption.withinClusterQueue", "spec.preemption.borrowWithinCohort.policy")),
 )
@@ -137,7 +137,7 @@ def test_cluster_queue(case: Case) -> None:
 
 
 def test_out_of_order_resources_name_the_expected_resource() -> None:
-    cq = make_cluster_queue().set(f"{SET_F0}.resources.0.name", "memory").set(f"{SET_F0}.resources.1.name", "cpu")
+    cq = valid_cluster_queue().set(f"{SET_F0}.resources.0.name", "memory").set(f"{SET_F0}.resources.1.name", "cpu")
     assert [str(e) for e in validate(cq.build())] == [
         f"{F0}.resources[0].name: Invalid value: \"memory\": must be 'cpu': a flavor lists the group's "
         "coveredResources in the same order",
@@ -147,30 +147,30 @@ def test_out_of_order_resources_name_the_expected_resource() -> None:
 
 
 def test_unknown_strategy_lists_the_supported_values() -> None:
-    errs = validate(make_cluster_queue().set("spec.queueingStrategy", "Foo").build())
+    errs = validate(valid_cluster_queue().set("spec.queueingStrategy", "Foo").build())
     assert [str(e) for e in errs] == [
         'spec.queueingStrategy: Unsupported value: "Foo": supported values: "BestEffortFIFO", "StrictFIFO"']
 
 
 def test_a_malformed_quota_names_the_offending_text() -> None:
-    errs = validate(make_cluster_queue().set(f"{SET_F0}.resources.1.nominalQuota", "64 Gi").build())
+    errs = validate(valid_cluster_queue().set(f"{SET_F0}.resources.1.nominalQuota", "64 Gi").build())
     assert len(errs) == 1 and '"64 Gi"' in errs[0].message
 
 
 def test_lending_limit_error_quotes_the_nominal_quota() -> None:
-    cq = make_cluster_queue().cohort("c").set(f"{SET_F0}.resources.0.lendingLimit", "8500m")
+    cq = valid_cluster_queue().cohort("c").set(f"{SET_F0}.resources.0.lendingLimit", "8500m")
     assert [str(e) for e in validate(cq.build())] == [
         f'{F0}.resources[0].lendingLimit: Invalid value: "8500m": must be less than or equal to the '
         'nominalQuota ("8")']
 
 
 @update_cases(
-    UpdateCase("quotas may change", make_cluster_queue(), make_cluster_queue().set(
+    UpdateCase("quotas may change", valid_cluster_queue(), valid_cluster_queue().set(
         f"{SET_F0}.resources.0.nominalQuota", "16")),
-    UpdateCase("the default strategy spelt out is no change", make_cluster_queue(),
-               make_cluster_queue().set("spec.queueingStrategy", "BestEffortFIFO")),
-    UpdateCase("the queueing strategy is immutable", make_cluster_queue(),
-               make_cluster_queue().set("spec.queueingStrategy", "StrictFIFO"),
+    UpdateCase("the default strategy spelt out is no change", valid_cluster_queue(),
+               valid_cluster_queue().set("spec.queueingStrategy", "BestEffortFIFO")),
+    UpdateCase("the queueing strategy is immutable", valid_cluster_queue(),
+               valid_cluster_queue().set("spec.queueingStrategy", "StrictFIFO"),
                want_errors=("spec.queueingStrategy",)),
 )
 def test_cluster_queue_update(case: UpdateCase) -> None:
@@ -178,12 +178,12 @@ def test_cluster_queue_update(case: UpdateCase) -> None:
 
 
 @cases(
-    Case("a queue pointing at a ClusterQueue", make_local_queue()),
-    Case("no clusterQueue", make_local_queue().drop("spec.clusterQueue"), want_errors=("spec.clusterQueue",)),
-    Case("an empty clusterQueue", make_local_queue(cluster_queue=""), want_errors=("spec.clusterQueue",)),
-    Case("a clusterQueue that is not a DNS name", make_local_queue(cluster_queue="Team A"),
+    Case("a queue pointing at a ClusterQueue", valid_local_queue()),
+    Case("no clusterQueue", valid_local_queue().drop("spec.clusterQueue"), want_errors=("spec.clusterQueue",)),
+    Case("an empty clusterQueue", valid_local_queue(cluster_queue=""), want_errors=("spec.clusterQueue",)),
+    Case("a clusterQueue that is not a DNS name", valid_local_queue(cluster_queue="Team A"),
          want_errors=("spec.clusterQueue",)),
-    Case("a namespace that is not a DNS label", make_local_queue().set("metadata.namespace", "a.b"),
+    Case("a namespace that is not a DNS label", valid_local_queue().set("metadata.namespace", "a.b"),
          want_errors=("metadata.namespace",)),
 )
 def test_local_queue(case: Case) -> None:
@@ -195,5 +195,5 @@ def test_local_queue(case: Case) -> None:
     pytest.param("team-b", ["spec.clusterQueue"], id="re-pointing a LocalQueue is refused"),
 ])
 def test_local_queue_cluster_queue_is_immutable(new_cq: str, want_errors: list[str]) -> None:
-    errs = validate_update(make_local_queue().build(), make_local_queue(cluster_queue=new_cq).build())
+    errs = validate_update(valid_local_queue().build(), valid_local_queue(cluster_queue=new_cq).build())
     assert [e.path for e in errs] == want_errors

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.webhooks.manifests import BLOCK, RACK, Case, cases, make_topology
+from tests.unit.webhooks.manifests import BLOCK, RACK, Case, cases, valid_topology
 from webhooks.validation import validate, validate_update
 
 HOST = "kubernetes.io/hostname"
@@ -12,33 +12,33 @@ LEVELS = "spec.levels"
 
 
 @cases(
-    Case("three levels block rack host are accepted", make_topology().levels(BLOCK, RACK, HOST)),
-    Case("a single hostname level is accepted", make_topology().levels(HOST)),
-    Case("sixteen levels are the maximum", make_topology().levels(*[f"l{i}" for i in range(16)])),
-    Case("served as v1beta1 too", make_topology().set("apiVersion", "kueue.x-k8s.io/v1beta1")),
-    Case("no levels at all", make_topology().levels(), want_errors=(LEVELS,)),
-    Case("missing spec", make_topology().drop("spec"), want_errors=("spec",)),
-    Case("seventeen levels are too many", make_topology().levels(*[f"l{i}" for i in range(17)]),
+    Case("three levels block rack host are accepted", valid_topology().levels(BLOCK, RACK, HOST)),
+    Case("a single hostname level is accepted", valid_topology().levels(HOST)),
+    Case("sixteen levels are the maximum", valid_topology().levels(*[f"l{i}" for i in range(16)])),
+    Case("served as v1beta1 too", valid_topology().set("apiVersion", "kueue.x-k8s.io/v1beta1")),
+    Case("no levels at all", valid_topology().levels(), want_errors=(LEVELS,)),
+    Case("missing spec", valid_topology().drop("spec"), want_errors=("spec",)),
+    Case("seventeen levels are too many", valid_topology().levels(*[f"l{i}" for i in range(17)]),
          want_errors=(LEVELS,)),
-    Case("the same label twice", make_topology().levels(BLOCK, RACK, BLOCK),
+    Case("the same label twice", valid_topology().levels(BLOCK, RACK, BLOCK),
          want_errors=("spec.levels[2].nodeLabel",)),
-    Case("hostname above the rack level", make_topology().levels(BLOCK, HOST, RACK),
+    Case("hostname above the rack level", valid_topology().levels(BLOCK, HOST, RACK),
          want_errors=("spec.levels[1].nodeLabel",)),
-    Case("a label with a space", make_topology().levels(BLOCK, "rack id"),
+    Case("a label with a space", valid_topology().levels(BLOCK, "rack id"),
          want_errors=("spec.levels[1].nodeLabel",)),
-    Case("a label with an empty prefix", make_topology().levels("/rack"),
+    Case("a label with an empty prefix", valid_topology().levels("/rack"),
          want_errors=("spec.levels[0].nodeLabel",)),
-    Case("a level without nodeLabel", make_topology().set("spec.levels", [{}]),
+    Case("a level without nodeLabel", valid_topology().set("spec.levels", [{}]),
          want_errors=("spec.levels[0].nodeLabel",)),
-    Case("levels is not a list", make_topology().set("spec.levels", "rack"), want_errors=(LEVELS,)),
-    Case("an uppercase object name", make_topology("GPU"), want_errors=("metadata.name",)),
+    Case("levels is not a list", valid_topology().set("spec.levels", "rack"), want_errors=(LEVELS,)),
+    Case("an uppercase object name", valid_topology("GPU"), want_errors=("metadata.name",)),
 )
 def test_topology(case: Case) -> None:
     assert sorted(e.path for e in validate(case.manifest())) == sorted(case.want_errors)
 
 
 def test_duplicate_and_misplaced_hostname_messages_name_the_value() -> None:
-    errs = validate(make_topology().levels(HOST, RACK, RACK).build())
+    errs = validate(valid_topology().levels(HOST, RACK, RACK).build())
     assert [str(e) for e in errs] == [
         'spec.levels[0].nodeLabel: Invalid value: "kubernetes.io/hostname": '
         "'kubernetes.io/hostname' may only be the lowest (last) level, found at 1 of 3",
@@ -53,6 +53,6 @@ def test_duplicate_and_misplaced_hostname_messages_name_the_value() -> None:
 ])
 def test_topology_levels_are_immutable(old_levels: tuple[str, ...], new_levels: tuple[str, ...],
                                        want_errors: list[str]) -> None:
-    old = make_topology().levels(*old_levels).build()
-    new = make_topology().levels(*new_levels).label("team", "ml").build()
+    old = valid_topology().levels(*old_levels).build()
+    new = valid_topology().levels(*new_levels).label("team", "ml").build()
     assert [e.path for e in validate_update(old, new)] == want_errors
