@@ -178,7 +178,7 @@ def test_unreadable_input_is_an_error(capsys: pytest.CaptureFixture[str], tmp_pa
     assert f"error: {path}: not YAML or JSON" in err
 
 
-ALREADY_ADMITTED = """\
+A100_QUEUE = """\
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
 metadata: {name: a100}
@@ -198,6 +198,10 @@ apiVersion: kueue.x-k8s.io/v1beta1
 kind: LocalQueue
 metadata: {name: lq, namespace: default}
 spec: {clusterQueue: cq}
+"""
+"""A flavor `a100`, ClusterQueue `cq` with 8 GPUs and LocalQueue `lq`, without topology."""
+
+ALREADY_ADMITTED = A100_QUEUE + """\
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: Workload
@@ -412,26 +416,7 @@ kind: PriorityClass
 metadata: {name: urgent}
 value: 1000
 ---
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: a100}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: a100
-      resources: [{name: nvidia.com/gpu, nominalQuota: "8"}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: lq, namespace: default}
-spec: {clusterQueue: cq}
-"""
+""" + A100_QUEUE
 
 
 def test_priority_classes_order_jobs_and_the_global_default_applies(
