@@ -8,8 +8,10 @@ validating admission -> storage, then the garbage collector and finalizer bookke
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -41,6 +43,7 @@ from devcluster.errors import (
     gone,
     invalid,
     not_found,
+    too_large_resource_version,
 )
 from devcluster.patching import PatchError, clone, json_patch, merge_patch, strategic_merge_patch
 from devcluster.resources import ResourceRegistry, ResourceType
@@ -67,6 +70,11 @@ IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 # The server-owned metadata fields a client write cannot change.
 _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation",
                 "resourceVersion", "name", "namespace")
+# How long a read from a future resourceVersion waits for the store (kube-apiserver's watch cache: 3 s),
+# and how often it looks.
+FRESH_WAIT_SECONDS = 3.0
+_FRESH_POLL = 0.01
+
 # Kinds whose create ignores a client-supplied status (their registry strategy resets it).
 _STATUS_RESET_ON_CREATE = frozenset({("", "Pod"), ("batch", "Job"), ("", "Service")})
 
@@ -122,6 +130,7 @@ class ListOptions:
     field_selector: str = ""
     limit: int = 0
     continue_token: str = ""
+    resource_version: str = ""  # "" / "0": any; N: not older than N (waits, then 504 past the store's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +157,7 @@ class ApiServer:
         self.store = Store(history_limit)
         self.now = now
         self.new_uid = uid_factory
+        self.fresh_wait = FRESH_WAIT_SECONDS
         self.mutating_hooks: list[MutatingHook] = []
         self.validating_hooks: list[ValidatingHook] = []
         self.fault_hooks: list[FaultHook] = []
@@ -219,6 +229,8 @@ class ApiServer:
         opts = opts or ListOptions()
         await self._faults(RequestInfo("list", r, namespace or ""))
         flt = self._filter(r, namespace, opts)
+        if opts.resource_version not in ("", "0") and not opts.continue_token:
+            await self._wait_for_revision(opts.resource_version)
         list_revision, start = self.store.revision, ("", "")
         if opts.continue_token:
             list_revision, start = self._decode_continue(r, opts.continue_token)
@@ -234,6 +246,19 @@ class ApiServer:
             meta["remainingItemCount"] = rest
         items = [self._out(r, o, copy) for o in matching]
         return {"kind": r.list_kind, "apiVersion": r.group_version, "metadata": meta, "items": items}
+
+    async def _wait_for_revision(self, resource_version: str) -> None:
+        """A read "not older than" a revision the store has not reached waits for it, as the watch cache
+        does (`fresh_wait` seconds of real time: it is a networking concern, like watch timeouts)."""
+        try:
+            wanted = int(resource_version)
+        except ValueError:
+            raise bad_request(f"invalid resource version: {resource_version!r}") from None
+        deadline = time.monotonic() + self.fresh_wait
+        while self.store.revision < wanted:
+            if time.monotonic() >= deadline:
+                raise too_large_resource_version(wanted, self.store.revision)
+            await asyncio.sleep(_FRESH_POLL)
 
     @staticmethod
     def _encode_continue(revision: int, last: tuple[str, str]) -> str:

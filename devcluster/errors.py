@@ -32,6 +32,7 @@ CAUSE_FORBIDDEN = "FieldValueForbidden"
 CAUSE_TYPE_INVALID = "FieldValueTypeInvalid"
 CAUSE_DUPLICATE = "FieldValueDuplicate"
 CAUSE_TOO_LONG = "FieldValueTooLong"
+CAUSE_RESOURCE_VERSION_TOO_LARGE = "ResourceVersionTooLarge"
 CAUSE_TOO_MANY = "FieldValueTooMany"
 
 # The human word Kubernetes prints before each cause (field.ErrorType.String()).
@@ -154,6 +155,13 @@ def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> ApiError:
 
 def bad_request(message: str) -> ApiError:
     return ApiError(400, BAD_REQUEST, message)
+
+
+def too_large_resource_version(wanted: int, current: int) -> ApiError:
+    """504 for a read from a resourceVersion the server has not reached (storage's TooLargeResourceVersion)."""
+    return ApiError(504, TIMEOUT, f"Timeout: Too large resource version: {wanted}, current: {current}",
+                    causes=[Cause("", CAUSE_RESOURCE_VERSION_TOO_LARGE, "Too large resource version")],
+                    retry_after=1)
 
 
 def gone(message: str) -> ApiError:

@@ -258,7 +258,8 @@ class HttpFrontend:
             limit = int(q.get("limit") or 0)
         except ValueError:
             raise bad_request(f"invalid limit: {q.get('limit')!r}") from None
-        return ListOptions(q.get("labelSelector", ""), q.get("fieldSelector", ""), limit, q.get("continue", ""))
+        return ListOptions(q.get("labelSelector", ""), q.get("fieldSelector", ""), limit, q.get("continue", ""),
+                           q.get("resourceVersion", ""))
 
     async def _list(self, request: web.Request, t: Target) -> web.Response:
         result = await self.api.list_objects(t.resource, t.namespace or None, self._list_options(request), copy=False)

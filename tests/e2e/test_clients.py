@@ -22,6 +22,7 @@ from kubernetes.aio import config as aconfig
 from kubernetes.aio import watch as awatch
 from kubernetes.client.rest import ApiException
 
+from devcluster.apiserver import FRESH_WAIT_SECONDS
 from devcluster.cluster import DevCluster
 
 pytestmark = pytest.mark.e2e
@@ -325,3 +326,19 @@ async def test_async_client_crud_and_watch(tmp_path: Path) -> None:
             with pytest.raises(aclient.ApiException) as conflict:
                 await core.create_namespace({"metadata": {"name": "default"}})
             assert conflict.value.status == 409
+
+
+def test_list_from_a_resource_version_the_server_has_not_reached_is_504_too_large(
+        devcluster: DevCluster, core: client.CoreV1Api, namespace: str) -> None:
+    current = int(core.list_namespaced_config_map(namespace).metadata.resource_version)
+    assert core.list_namespaced_config_map(namespace, resource_version=str(current)).items == []
+    devcluster.api.fresh_wait = 0.1
+    try:
+        with pytest.raises(ApiException) as error:
+            core.list_namespaced_config_map(namespace, resource_version=str(current + 1000))
+    finally:
+        devcluster.api.fresh_wait = FRESH_WAIT_SECONDS
+    status = status_of(error.value)
+    assert (error.value.status, status["reason"], status["details"]["causes"][0]["reason"]) == (
+        504, "Timeout", "ResourceVersionTooLarge")
+    assert status["message"].startswith(f"Timeout: Too large resource version: {current + 1000}, current: ")

@@ -3,6 +3,7 @@ collection, namespaces, CRDs, scheduling gates, Job immutability, watches and th
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -616,3 +617,40 @@ async def test_pod_create_records_scheduling_gates_as_a_condition(api: ApiServer
     del body["metadata"]["uid"]
     made = await api.create(res(api, "v1", "pods"), "default", body)
     assert made["status"].get("conditions") == want_conditions
+
+
+async def test_a_list_from_a_future_resource_version_waits_for_it_then_is_504(api: ApiServer) -> None:
+    cms = res(api, "v1", "configmaps")
+    await api.create(cms, "default", make_configmap("a").build())
+    now = api.store.revision
+    api.fresh_wait = 0.05
+
+    served = await api.list_objects(cms, "default", ListOptions(resource_version=str(now)))
+    assert served["metadata"]["resourceVersion"] == str(now)  # the current revision is not "too new"
+    with pytest.raises(ApiError) as error:
+        await api.list_objects(cms, "default", ListOptions(resource_version=str(now + 2)))
+    assert error.value.status() == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 504, "reason": "Timeout",
+        "message": f"Timeout: Too large resource version: {now + 2}, current: {now}",
+        "details": {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version",
+                                "field": ""}], "retryAfterSeconds": 1}}
+    with pytest.raises(ApiError) as error:
+        await api.list_objects(cms, "default", ListOptions(resource_version="abc"))
+    assert error.value.code == 400
+
+
+async def test_a_list_from_a_future_resource_version_is_served_once_writes_reach_it(api: ApiServer) -> None:
+    cms = res(api, "v1", "configmaps")
+    wanted = api.store.revision + 2
+    api.fresh_wait = 5.0
+
+    async def two_writes() -> None:
+        for name in ("a", "b"):
+            await asyncio.sleep(0.02)
+            await api.create(cms, "default", make_configmap(name).build())
+
+    writer = asyncio.create_task(two_writes())
+    listed = await api.list_objects(cms, "default", ListOptions(resource_version=str(wanted)))
+    await writer
+    assert ([i["metadata"]["name"] for i in listed["items"]], listed["metadata"]["resourceVersion"]) == (
+        ["a", "b"], str(wanted))
