@@ -1,10 +1,8 @@
 """CustomResourceDefinitions (apiextensions.k8s.io/v1) generated from the pydantic models.
 
-Turns each kind's pydantic JSON schema into a structural OpenAPI v3 schema (refs inlined,
-`nullable` instead of null unions, int-or-string quantities, preserved pod templates) and wraps
-it with names, scope, versions, the status subresource and Kueue's printer columns. Also turns a
-CRD schema back into plain JSON Schema (`crd_json_schema`) for tests and offline validation.
-Used by `tasq crds`, the devcluster and the tests.
+Each kind's JSON schema becomes a structural OpenAPI v3 schema (refs inlined, `nullable`, int-or-string
+quantities, preserved pod templates) with names, scope, versions, status subresource and Kueue's
+printer columns; `crd_json_schema` turns one back into JSON Schema. Used by `tasq crds`, devcluster, tests.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Exact Kubernetes resource quantities and integer resource vectors.
 
 Parses every legal quantity form (`500m`, `1.5`, `2Gi`, `1e3`, `10k`, `1Ei`...) into an exact
-Decimal, formats values canonically as the API server does, and converts them to integer
-milli-units, the unit of every resource vector on tasq's hot paths (no floats anywhere).
-Used by the models, the validators, the topology engine and the admission cycle.
-The official client's `kubernetes.utils.parse_quantity` is not used: it hands the text to
-Decimal(), so it accepts "NaN", "Infinity", "1_000" and "1e3k", and computes in 28 digits.
+Decimal, formats values canonically as the API server does, and converts them to integer milli-units,
+the unit of every resource vector on tasq's hot paths. Used by the models, validators, engine, admission.
 """
+
+# The official client's `kubernetes.utils.parse_quantity` is not used: it hands the text to
+# Decimal(), so it accepts "NaN", "Infinity", "1_000" and "1e3k", and computes in 28 digits.
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Validation of batch/v1 Jobs that tasq manages: the queue label and the topology annotations.
 
-Two annotation families select a pod set's topology: the original KEP's Job annotations
-(`require-topology`, `prefer-topology`, value a level label or `auto` for prefer) and Kueue's
-pod-template annotations (`podset-required/preferred/unconstrained-topology`). The job reconciler
-reads all five on the Job and on its one template, so their values are checked in both places
-and at most one of them may be set in all. Called by dispatching.
+The KEP's Job annotations (`require-topology`, `prefer-topology`: a level label, `auto` for prefer)
+and Kueue's pod-template ones (`podset-required/preferred/unconstrained-topology`) are all read on the
+Job and its template, so values are checked in both places, at most one set. Called by dispatching.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""Validation of ClusterQueue and LocalQueue objects.
+"""Validation of ClusterQueue and LocalQueue objects. Called by `webhooks.validation.dispatching`.
 
-ClusterQueue rules are Kueue's: each resource is covered by exactly one resource group, every
-flavor of a group lists the group's covered resources in the same order, a flavor appears once
-per queue, at most 16 groups, 64 flavors per group and 64 resources, quotas are non-negative,
-borrowing/lending limits need a cohort, a lendingLimit is at most the nominalQuota, and the
-queueing strategy cannot change. Called by `webhooks.validation.dispatching`.
+ClusterQueue rules are Kueue's: each resource covered by exactly one group, a group's flavors list its
+resources in order, a flavor once per queue, at most 16 groups / 64 flavors / 64 resources, quotas
+non-negative, borrowing/lending limits need a cohort, lendingLimit <= nominalQuota, fixed strategy.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """The topology engine: where a workload's pods fit in one flavor's topology (DESIGN.md §3). Pure.
 
-API (used by the admission cycle and the cache):
-- `FlavorTopology.build(name, levels, node_labels, flavor_tolerations, nodes)`: the static tree of a
-  flavor (levels widest first) holding only the nodes carrying every flavor nodeLabel (pass all the
-  cluster's); patch it with `upsert_node(NodeView)` (moves relabelled nodes in/out) / `remove_node(name)`.
-- `Usage`: what is taken per node, one for the whole cluster (`Usage.from_pods(pods)`), shared by all
-  flavors; `clone()` per cycle; `add_bound_pod` / `remove_bound_pod` / `remove_node` as events come;
-  `reserve(workload_key, success.placement.resources)` after admitting, `release(workload_key)` when
-  it finishes. Pods of a reserved workload convert its reservation into real usage as they bind.
-- `assign(topology, usage, [PodSetRequest...])` -> `AssignmentSuccess` (`assignments`, one
-  `TopologyAssignment` per pod set, `to_dict()` is the Workload-status form; `placement`) or
-  `AssignmentFailure` (`reason`: PodSetTopologyUnfit / TopologyLevelMissing, `message`, `podset`,
-  `fit`, `best`, `domain_fits`, `excluded`). Never mutates `usage`; the caller prefixes the message
-  with the pod set it failed for if it wants to.
+`FlavorTopology` is a flavor's static tree (built once, patched per node); `Usage` what is taken per
+node, one for the whole cluster, cloned per cycle, with reservations that bound pods convert;
+`assign(topology, usage, podsets)` returns an `AssignmentSuccess` or a quantitative
+`AssignmentFailure` and never mutates `usage`. Used by the admission cycle and the cache.
 """
 
 from controller.core.topology.assigning import assign

@@ -1,11 +1,9 @@
-"""Per-cycle usage: what is already taken on every node, whichever flavor looks at it.
+"""Per-cycle usage: what is taken on every node (bound non-terminal pods, each with 1000 milli `pods`,
+plus reservations of admitted workloads whose pods are not bound yet), whichever flavor looks at it.
 
-Holds, per node, the requests of bound non-terminal pods (tasq's or not; each includes 1000 milli
-`pods`) plus the reservations of admitted workloads whose pods are not bound yet. One Usage serves
-the whole cluster (rows keyed by node name in a shared, append-only `NodeRegistry`, swapped for a
-fresh one when removed nodes pile up), so flavors whose node sets overlap see the same free
-capacity. Fed incrementally by the cache; cloned per admission cycle (a numpy copy plus
-copy-on-write maps). Read by `assigning`, which never mutates it.
+One Usage serves the whole cluster (rows keyed in a shared, append-only `NodeRegistry`, renumbered
+when removed nodes pile up). Fed incrementally by the cache; cloned per admission cycle (a numpy copy
+plus copy-on-write maps). Read by `assigning`, which never mutates it.
 """
 
 from __future__ import annotations
