@@ -202,7 +202,7 @@ def report(results: list[Result]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: 1 cohort x 2 queues, 10% of the workloads")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 cohort x 2 queues, 10%% of the workloads")
     args = parser.parse_args()
     cohorts, queues, scale = (1, 2, 0.1) if args.quick else (5, 6, 1.0)
     shapes = (Shape(1, 10, 64), Shape(5, 20, 100))
