@@ -13,6 +13,7 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.views import NodeView, PodView
+from tests.builders.manifest import Manifest, taint
 
 
 def _merge(resources: Mapping[str, str | int] | None, kwargs: Mapping[str, str | int]) -> dict[str, str]:
@@ -21,11 +22,11 @@ def _merge(resources: Mapping[str, str | int] | None, kwargs: Mapping[str, str |
     return out
 
 
-class NodeBuilder:
+class NodeBuilder(Manifest):
     """A Ready, schedulable node labelled with its hostname and allocatable `pods: 110`."""
 
     def __init__(self, name: str) -> None:
-        self._obj: dict[str, Any] = {
+        super().__init__({
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": name, "labels": {c.LABEL_HOSTNAME: name}},
@@ -34,11 +35,7 @@ class NodeBuilder:
                 "allocatable": {c.RESOURCE_PODS: "110"},
                 "conditions": [{"type": "Ready", "status": "True"}],
             },
-        }
-
-    def label(self, key: str, value: str) -> NodeBuilder:
-        self._obj["metadata"]["labels"][key] = value
-        return self
+        })
 
     def labels(self, labels: Mapping[str, str]) -> NodeBuilder:
         self._obj["metadata"]["labels"].update(labels)
@@ -54,10 +51,7 @@ class NodeBuilder:
         return self
 
     def taint(self, key: str, value: str = "", effect: str = "NoSchedule") -> NodeBuilder:
-        taint = {"key": key, "effect": effect}
-        if value:
-            taint["value"] = value
-        self._obj["spec"].setdefault("taints", []).append(taint)
+        self._obj["spec"].setdefault("taints", []).append(taint(key, value, effect))
         return self
 
     def not_ready(self) -> NodeBuilder:
@@ -68,9 +62,6 @@ class NodeBuilder:
         self._obj["spec"]["unschedulable"] = True
         return self
 
-    def build(self) -> dict[str, Any]:
-        return copy.deepcopy(self._obj)
-
     def view(self) -> NodeView:
         return NodeView.from_dict(self._obj)
 
@@ -79,36 +70,26 @@ def make_node(name: str) -> NodeBuilder:
     return NodeBuilder(name)
 
 
-class PodBuilder:
+class PodBuilder(Manifest):
     """A pending pod with one container `main` and no requests; bind it with `.on(node)`."""
 
     def __init__(self, name: str, namespace: str = "default") -> None:
-        self._obj: dict[str, Any] = {
+        super().__init__({
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
                          "labels": {}, "annotations": {}},
             "spec": {"containers": [{"name": "main", "image": "busybox"}]},
             "status": {"phase": "Pending"},
-        }
+        })
 
     @property
     def _spec(self) -> dict[str, Any]:
         spec: dict[str, Any] = self._obj["spec"]
         return spec
 
-    def label(self, key: str, value: str) -> PodBuilder:
-        self._obj["metadata"]["labels"][key] = value
-        return self
-
-    def uid(self, uid: str) -> PodBuilder:
-        """Another object under the same name (a pod deleted and recreated gets a new uid)."""
-        self._obj["metadata"]["uid"] = uid
-        return self
-
     def annotation(self, key: str, value: str) -> PodBuilder:
-        self._obj["metadata"]["annotations"][key] = value
-        return self
+        return self.annotate(key, value)
 
     def requests(self, resources: Mapping[str, str | int] | None = None, **kwargs: str | int) -> PodBuilder:
         """Requests of the (first) container `main`."""
@@ -184,9 +165,6 @@ class PodBuilder:
         return {"metadata": copy.deepcopy({k: v for k, v in self._obj["metadata"].items()
                                            if k in ("labels", "annotations")}),
                 "spec": copy.deepcopy(self._spec)}
-
-    def build(self) -> dict[str, Any]:
-        return copy.deepcopy(self._obj)
 
     def view(self) -> PodView:
         return PodView.from_dict(self._obj)

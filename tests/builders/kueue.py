@@ -16,7 +16,7 @@ from controller.api.topology import Topology
 from controller.api.views import NodeView
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.snapshot import build_snapshot
-from tests.builders.manifest import Manifest
+from tests.builders.manifest import Manifest, taint
 
 Quantity = str | int
 
@@ -127,11 +127,7 @@ class ResourceFlavorBuilder(Manifest):
         return self
 
     def taint(self, key: str, value: str = "", effect: str = "NoSchedule") -> Self:
-        """A node taint; an empty value is written as given (`value: ""`) only by `raw_taint`."""
-        taint = {"key": key, "effect": effect}
-        if value:
-            taint["value"] = value
-        self._obj["spec"].setdefault("nodeTaints", []).append(taint)
+        self._obj["spec"].setdefault("nodeTaints", []).append(taint(key, value, effect))
         return self
 
     def toleration(self, key: str, value: str = "", effect: str = "NoSchedule") -> Self:
@@ -191,10 +187,6 @@ class WorkloadBuilder(Manifest):
 
     def priority(self, value: int) -> Self:
         self._obj["spec"]["priority"] = value
-        return self
-
-    def created(self, timestamp: str) -> Self:
-        self._obj["metadata"]["creationTimestamp"] = timestamp
         return self
 
     def pod_set(self, name: str, count: int = 1, requests: Mapping[str, Quantity] | None = None,
@@ -301,14 +293,6 @@ class JobBuilder(Manifest):
             self._pod_spec["priority"] = value
         if class_name is not None:
             self._pod_spec["priorityClassName"] = class_name
-        return self
-
-    def created(self, timestamp: str) -> Self:
-        self._obj["metadata"]["creationTimestamp"] = timestamp
-        return self
-
-    def uid(self, uid: str) -> Self:
-        self._obj["metadata"]["uid"] = uid
         return self
 
     def complete(self) -> Self:

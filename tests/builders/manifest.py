@@ -17,6 +17,14 @@ def _walk(obj: Any, parts: list[str]) -> Any:
     return obj
 
 
+def taint(key: str, value: str = "", effect: str = "NoSchedule") -> dict[str, str]:
+    """A node taint as the API writes it (an empty value is left out)."""
+    out = {"key": key, "effect": effect}
+    if value:
+        out["value"] = value
+    return out
+
+
 class Manifest:
     """A manifest under construction (see the module docstring)."""
 
@@ -49,6 +57,15 @@ class Manifest:
 
     def annotate(self, key: str, value: str) -> Self:
         self._obj["metadata"].setdefault("annotations", {})[key] = value
+        return self
+
+    def created(self, timestamp: str) -> Self:
+        self._obj["metadata"]["creationTimestamp"] = timestamp
+        return self
+
+    def uid(self, uid: str) -> Self:
+        """Another object under the same name (one deleted and recreated gets a new uid)."""
+        self._obj["metadata"]["uid"] = uid
         return self
 
     def obj(self) -> dict[str, Any]:
