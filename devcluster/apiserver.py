@@ -315,6 +315,10 @@ class ApiServer:
         self._check_namespace(r, namespace)
         self._prepare_create(r, obj, strict)
         obj = await self._admit("CREATE", r, "", obj, None, dry_run)
+        meta = obj["metadata"]
+        if not meta.get("name") and meta.get("generateName"):
+            # after mutating admission, as kube-apiserver's BeforeCreate: mutating webhooks see no name yet
+            obj = {**obj, "metadata": {**meta, "name": self._generate_name(r, namespace, str(meta["generateName"]))}}
         causes = builtins.name_causes(r, obj["metadata"].get("name", "")) + self._validate(r, obj, None)
         if causes:
             raise invalid(r.kind, r.group, obj["metadata"].get("name", ""), causes)
@@ -360,10 +364,8 @@ class ApiServer:
                            f"namespace {namespace} because it is being terminated", kind=r.plural, group=r.group)
 
     def _prepare_create(self, r: ResourceType, obj: dict[str, Any], strict: bool = False) -> None:
-        """Server-set metadata, generateName, status reset and defaults (the strategy's PrepareForCreate)."""
+        """Server-set metadata, status reset and defaults (the strategy's PrepareForCreate)."""
         meta = obj["metadata"]
-        if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = self._generate_name(r, meta["namespace"] if r.namespaced else "", meta["generateName"])
         for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
             meta.pop(key, None)
         meta["uid"] = self.new_uid()

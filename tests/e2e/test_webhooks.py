@@ -336,3 +336,23 @@ def test_mutating_webhooks_review_deletes_with_the_old_object(
     request = server.reviews[0]["request"]
     assert (request["operation"], request["object"], request["oldObject"]["metadata"]["name"]) == (
         "DELETE", None, "kept")
+
+
+def test_generate_name_is_resolved_after_mutating_and_before_validating_webhooks(
+        kubectl: Kubectl, namespace: str, serve: Callable[..., WebhookServer],
+        register: Callable[[dict[str, Any]], None], ca: CertificateAuthority) -> None:
+    mutating, validating = serve(allow()), serve(allow())
+    register(make_webhook_config("see-name-m", mutating=True).webhook("m.tasq.test", mutating.url, ca.ca_bundle)
+             .rule().only_namespace(namespace).build())
+    register(make_webhook_config("see-name-v").webhook("v.tasq.test", validating.url, ca.ca_bundle)
+             .rule().only_namespace(namespace).build())
+
+    created = kubectl("create", "-f", "-", "-o", "name", stdin=(
+        f"apiVersion: v1\nkind: Pod\nmetadata: {{generateName: gen-, namespace: {namespace}}}\n"
+        "spec: {containers: [{name: main, image: busybox}]}\n")).stdout.strip()
+
+    seen_by_mutating, seen_by_validating = mutating.reviews[0]["request"], validating.reviews[0]["request"]
+    assert (seen_by_mutating["name"], seen_by_mutating["object"]["metadata"].get("name")) == ("", None)
+    assert seen_by_mutating["object"]["metadata"]["generateName"] == "gen-"
+    assert created == f"pod/{seen_by_validating['name']}" == f"pod/{seen_by_validating['object']['metadata']['name']}"
+    assert seen_by_validating["name"].startswith("gen-")
