@@ -202,10 +202,8 @@ def validate_cluster_queue(obj: Mapping[str, Any]) -> list[FieldError]:
 def validate_cluster_queue_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
     """Kueue: the queueing strategy is immutable (absent means the default, BestEffortFIFO)."""
     errs = validate_cluster_queue(new)
-    old_strategy = shapes.lookup(old, "spec", "queueingStrategy") or c.QUEUEING_BEST_EFFORT_FIFO
-    new_strategy = shapes.lookup(new, "spec", "queueingStrategy") or c.QUEUEING_BEST_EFFORT_FIFO
-    if old_strategy != new_strategy:
-        errs.append(invalid(SPEC.child("queueingStrategy"), new_strategy, "field is immutable"))
+    errs.extend(shapes.unchanged(old, new, SPEC.child("queueingStrategy"), ("spec", "queueingStrategy"),
+                                 default=c.QUEUEING_BEST_EFFORT_FIFO))
     return errs
 
 
@@ -225,8 +223,5 @@ def validate_local_queue(obj: Mapping[str, Any]) -> list[FieldError]:
 def validate_local_queue_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
     """A LocalQueue cannot be re-pointed at another ClusterQueue (Kueue: field is immutable)."""
     errs = validate_local_queue(new)
-    old_cq = shapes.lookup(old, "spec", "clusterQueue")
-    new_cq = shapes.lookup(new, "spec", "clusterQueue")
-    if old_cq != new_cq:
-        errs.append(invalid(SPEC.child("clusterQueue"), new_cq, "field is immutable"))
+    errs.extend(shapes.unchanged(old, new, SPEC.child("clusterQueue"), ("spec", "clusterQueue")))
     return errs

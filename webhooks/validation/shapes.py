@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhooks.validation.errors import FieldError, FieldPath, wrong_type
+from webhooks.validation.errors import FieldError, FieldPath, invalid, wrong_type
 
 
 def mapping(parent: Mapping[str, Any] | None, key: str, path: FieldPath,
@@ -93,3 +93,11 @@ def lookup(obj: Any, *keys: str) -> Any:
             return None
         obj = obj.get(key)
     return obj
+
+
+def unchanged(old: Any, new: Any, path: FieldPath, keys: tuple[str, ...], detail: str = "field is immutable",
+              default: Any = None) -> list[FieldError]:
+    """An update check: no error when the field at `keys` is equal in both objects (absent or empty
+    reads as `default`), else one naming the new value."""
+    before, after = (default if v is None or v == "" else v for v in (lookup(old, *keys), lookup(new, *keys)))
+    return [] if before == after else [invalid(path, after, detail)]

@@ -75,8 +75,5 @@ def validate_topology(obj: Mapping[str, Any]) -> list[FieldError]:
 def validate_topology_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
     """A Topology's levels are immutable: workloads were admitted against them."""
     errs = validate_topology(new)
-    old_levels = shapes.lookup(old, "spec", "levels")
-    new_levels = shapes.lookup(new, "spec", "levels")
-    if old_levels != new_levels:
-        errs.append(invalid(SPEC.child("levels"), new_levels, "field is immutable"))
+    errs.extend(shapes.unchanged(old, new, SPEC.child("levels"), ("spec", "levels")))
     return errs

@@ -144,9 +144,8 @@ def validate_workload_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> 
         return errs
     if shapes.lookup(old, "spec", "podSets") != shapes.lookup(new, "spec", "podSets"):
         errs.append(invalid_omitted(SPEC.child("podSets"), "field is immutable once quota is reserved"))
-    new_queue = shapes.lookup(new, "spec", "queueName")
-    if shapes.lookup(old, "spec", "queueName") != new_queue:
-        errs.append(invalid(SPEC.child("queueName"), new_queue, "field is immutable once quota is reserved"))
+    errs.extend(shapes.unchanged(old, new, SPEC.child("queueName"), ("spec", "queueName"),
+                                 "field is immutable once quota is reserved"))
     return errs
 
 
