@@ -55,7 +55,10 @@ class InputError(Exception):
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "simulate", help="what-if: run admission on manifests (Nodes, Pods, queues, Jobs...) offline",
-        description="Each -f is one step, applied in order; admission runs until quiet after each.")
+        description="Each -f is one step, applied in order; admission runs until quiet after each. "
+                    "A Workload given with status.admission keeps its quota and nodes (slices naming a "
+                    "rack or block take that domain's nodes); a Job changed in a later step rebuilds "
+                    "its Workload while that waits, never once admitted.")
     parser.add_argument("-f", "--filename", dest="files", action="append", required=True,
                         metavar="FILE|DIR|-", help="manifests to apply (repeatable; - reads stdin)")
     parser.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
