@@ -1,4 +1,4 @@
-"""The simulated cluster components together: Job controller, scheduler and kubelet on one clock.
+"""The simulated cluster components together: Job controller, scheduler, kubelet and pod GC on one clock.
 
 `Components(api).start()` follows the store; `settle()` runs them until nothing changes (tests),
 `advance(seconds)` moves a `ManualClock` in steps so timed transitions happen in order, and
@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from devcluster.apiserver import ApiServer
 from devcluster.jobs import JobController
 from devcluster.kubelet import Kubelet
+from devcluster.podgc import PodGC
 from devcluster.scheduling import Scheduler
 
 
@@ -39,7 +40,7 @@ class SettleError(Exception):
 
 
 class Components:
-    """Job controller -> scheduler -> kubelet, each cycle in that order (the order a real cluster's
+    """Job controller -> scheduler -> kubelet -> pod GC, each cycle in that order (the order a real cluster's
     watches would usually deliver work in)."""
 
     def __init__(self, api: ApiServer, *, eviction_seconds: float = 300.0) -> None:
@@ -47,12 +48,14 @@ class Components:
         self.jobs = JobController(api)
         self.scheduler = Scheduler(api)
         self.kubelet = Kubelet(api, eviction_seconds)
+        self.podgc = PodGC(api)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> Components:
         self.jobs.start()
         self.scheduler.start()
         self.kubelet.start()
+        self.podgc.start()
         return self
 
     def close(self) -> None:
@@ -62,10 +65,12 @@ class Components:
         self.jobs.close()
         self.scheduler.close()
         self.kubelet.close()
+        self.podgc.close()
 
     async def step(self) -> int:
         """One round of every component; the number of writes they made."""
-        return await self.jobs.sync() + await self.scheduler.sync() + await self.kubelet.sync()
+        return (await self.jobs.sync() + await self.scheduler.sync() + await self.kubelet.sync()
+                + await self.podgc.sync())
 
     async def settle(self, rounds: int = 200) -> int:
         """Run rounds until one makes no write with nothing queued, or two in a row make none (what is
@@ -87,7 +92,8 @@ class Components:
         total = await self.settle()
         while True:
             dues = [d for d in (self.kubelet.next_deadline(after=clock.moment),
-                                self.jobs.next_deadline(after=clock.moment)) if d is not None]
+                                self.jobs.next_deadline(after=clock.moment),
+                                self.podgc.next_deadline(after=clock.moment)) if d is not None]
             due = min(dues) if dues else None
             if due is None or due > target:
                 break

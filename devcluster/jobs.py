@@ -418,7 +418,8 @@ class JobController(StoreFollower):
             self._dirty.add(uid)
 
     def _on_pod(self, event: StoredEvent) -> None:
-        """Index pods by their controlling Job; a live pod removed by someone else counts as failed."""
+        """Index pods by their controlling Job; a live pod removed by someone else counts as failed, a
+        terminated one by its phase (once)."""
         uid = _controller_uid(event.object)
         if uid is None:
             return
@@ -431,9 +432,13 @@ class JobController(StoreFollower):
             pod_uid = str(event.object["metadata"].get("uid"))
             record = self._records.get(uid)
             old = event.old or event.object
-            if (record is not None and pod_uid not in self._deleting
-                    and _phase(old) not in ("Succeeded", "Failed")):
-                record.count_failure(pod_uid, self.api.now())
+            if record is not None and pod_uid not in self._deleting:
+                if _phase(old) in ("Succeeded", "Failed"):
+                    # terminated, then deleted (e.g. by the pod GC) before a reconcile counted it: count it
+                    # now, as the job-tracking finalizer guarantees in Kubernetes
+                    _count_terminated([old], record, self.api.now())
+                else:
+                    record.count_failure(pod_uid, self.api.now())
             self._deleting.discard(pod_uid)
         else:
             pods[key] = event.object
