@@ -98,6 +98,7 @@ class Kubelet(StoreFollower):
         self._deadlines: list[tuple[datetime, PodKey, str]] = []  # (when, pod, uid) heap
         self._node_status: dict[str, str] = {}  # node -> its Ready condition's status
         self._allocatable: dict[str, Resources] = {}
+        self._host_ips: dict[str, str] = {}  # node -> its InternalIP, the hostIP of its pods
         self._used: dict[str, Resources] = {}  # node -> requests of the pods admitted and not terminated
         self._admitted: dict[PodKey, tuple[str, Resources]] = {}
         self._not_ready_since: dict[str, datetime] = {}
@@ -114,9 +115,13 @@ class Kubelet(StoreFollower):
         if event.type == DELETED:
             self._node_status.pop(name, None)
             self._allocatable.pop(name, None)
+            self._host_ips.pop(name, None)
             self._not_ready_since.pop(name, None)
             return
         self._allocatable[name] = NodeView.from_dict(event.object).allocatable
+        addresses = (event.object.get("status") or {}).get("addresses") or []
+        self._host_ips[name] = next((str(a["address"]) for a in addresses
+                                     if a.get("type") == "InternalIP" and a.get("address")), _host_ip(name))
         status = ready_status(event.object)
         was_ready = self._node_status.get(name) == "True"
         self._node_status[name] = status
@@ -231,7 +236,7 @@ class Kubelet(StoreFollower):
         self._ip_counter += 1
         ip = f"10.244.{(self._ip_counter // 250) % 250}.{self._ip_counter % 250 + 2}"
         status = {
-            "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": _host_ip(node),
+            "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": self._host_ips[node],
             "startTime": started, "qosClass": "BestEffort",
             "conditions": _conditions(pod, started, ready=True),
             "containerStatuses": [_container_status(ctr, {"running": {"startedAt": started}}, ready=True)

@@ -70,8 +70,9 @@ def parse_shape(text: str) -> TopologyShape:
 
 
 def node_object(name: str, labels: Mapping[str, str], allocatable: Mapping[str, str],
-                taints: Iterable[Mapping[str, str]] = (), ready: bool = True) -> dict[str, Any]:
-    """A Node as a kubelet registers it: labels, taints, capacity = allocatable, Ready, nodeInfo."""
+                taints: Iterable[Mapping[str, str]] = (), ready: bool = True, internal_ip: str = "") -> dict[str, Any]:
+    """A Node as a kubelet registers it: labels, taints, capacity = allocatable, Ready, addresses
+    (InternalIP when given, Hostname), nodeInfo."""
     node: dict[str, Any] = {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {c.LABEL_HOSTNAME: name, **labels}},
@@ -80,7 +81,8 @@ def node_object(name: str, labels: Mapping[str, str], allocatable: Mapping[str, 
             "capacity": dict(allocatable),
             "allocatable": dict(allocatable),
             "conditions": [ready_condition(ready)],
-            "addresses": [{"type": "Hostname", "address": name}],
+            "addresses": ([{"type": "InternalIP", "address": internal_ip}] if internal_ip else [])
+                         + [{"type": "Hostname", "address": name}],
             "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": KUBELET_VERSION,
                          "operatingSystem": "linux", "architecture": "amd64",
                          "containerRuntimeVersion": "devcluster://1", "osImage": "devcluster",
@@ -117,8 +119,9 @@ def not_ready_taint_key(status: str) -> str:
 
 
 def topology_nodes(shape: TopologyShape, prefix: str = "") -> list[dict[str, Any]]:
-    """Nodes `<prefix>b<B>-r<R>-n<N>` (1-based), labelled block `b<B>`, rack `b<B>-r<R>` and hostname."""
-    nodes = []
+    """Nodes `<prefix>b<B>-r<R>-n<N>` (1-based), labelled block `b<B>`, rack `b<B>-r<R>` and hostname, with
+    InternalIPs 10.0.0.1, 10.0.0.2, ... in that order."""
+    nodes: list[dict[str, Any]] = []
     allocatable = {"cpu": shape.cpu, "memory": shape.memory, c.RESOURCE_PODS: str(shape.pods)}
     if shape.gpus:
         allocatable[RESOURCE_GPU] = str(shape.gpus)
@@ -126,8 +129,9 @@ def topology_nodes(shape: TopologyShape, prefix: str = "") -> list[dict[str, Any
         for r in range(1, shape.racks + 1):
             for n in range(1, shape.nodes + 1):
                 block, rack = f"b{b}", f"b{b}-r{r}"
+                i = len(nodes) + 1
                 nodes.append(node_object(f"{prefix}{rack}-n{n}", {LABEL_BLOCK: block, LABEL_RACK: rack},
-                                         allocatable))
+                                         allocatable, internal_ip=f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"))
     return nodes
 
 

@@ -316,3 +316,16 @@ async def test_the_kubelets_container_states_print_as_kubectl_shows_them(fail: b
     await kubelet.sync()
     finished = await current(api)
     assert (finished["status"]["phase"], pod_status_reason(finished)[0]) == want_finished
+
+
+@pytest.mark.parametrize("addresses, want_host_ip", [
+    ([{"type": "InternalIP", "address": "10.1.2.3"}, {"type": "Hostname", "address": "n1"}], "10.1.2.3"),
+    ([{"type": "Hostname", "address": "n1"}], "192.168."),  # made up from the node's name
+], ids=["the_nodes_internal_ip", "a_made_up_address_without_one"])
+async def test_a_running_pods_host_ip_is_its_nodes_internal_ip(addresses: list[dict[str, str]],
+                                                               want_host_ip: str) -> None:
+    api, kubelet, _clock = await kubelet_with_pod(make_pod("p"))
+    await api.patch(api.resource("v1", "nodes"), "", "n1", "application/merge-patch+json",
+                    {"status": {"addresses": addresses}}, subresource="status")
+    await kubelet.sync()
+    assert (await current(api))["status"]["hostIP"].startswith(want_host_ip)

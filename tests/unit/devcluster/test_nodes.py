@@ -63,6 +63,13 @@ def test_topology_nodes_label_blocks_racks_and_hosts() -> None:
     assert "nvidia.com/gpu" not in topology_nodes(parse_shape("1x1x1x0"))[0]["status"]["allocatable"]
 
 
+def test_sample_nodes_have_distinct_internal_ips_in_order() -> None:
+    nodes = topology_nodes(parse_shape("2x4x40x8"))  # 320 nodes: the addresses cross an octet
+    ips = [next(a["address"] for a in n["status"]["addresses"] if a["type"] == "InternalIP") for n in nodes]
+    assert (ips[0], ips[255], ips[-1]) == ("10.0.0.1", "10.0.1.0", "10.0.1.64")
+    assert len(set(ips)) == len(nodes)
+
+
 def test_sample_nodes_are_workers_running_the_servers_version() -> None:
     node = topology_nodes(parse_shape("1x1x1x8"))[0]
     assert node["status"]["nodeInfo"]["kubeletVersion"] == version()["gitVersion"]
