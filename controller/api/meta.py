@@ -187,13 +187,6 @@ def set_condition(conditions: list[Condition], type_: str, status: ConditionStat
     return changed
 
 
-def remove_condition(conditions: list[Condition], type_: str) -> bool:
-    """Remove a condition type in place; True when it was there."""
-    before = len(conditions)
-    conditions[:] = [cd for cd in conditions if cd.type != type_]
-    return len(conditions) != before
-
-
 class KubeObject(ApiModel):
     """apiVersion/kind/metadata, the envelope every kind shares."""
 
