@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from controller.api import constants as c
-from devcluster.apiserver import ApiServer, timestamp
+from devcluster.apiserver import ApiServer
 from devcluster.builtins import LABEL_LEGACY_CONTROLLER_UID, LABEL_LEGACY_JOB_NAME
+from devcluster.clock import parse_time, timestamp
 from devcluster.controllers import StoreFollower
 from devcluster.errors import ApiError
 from devcluster.patching import clone
@@ -137,14 +138,6 @@ def _condition(conditions: list[dict[str, Any]], kind: str, status: str, reason:
 
 def _is_true(conditions: Iterable[Mapping[str, Any]], kind: str) -> bool:
     return any(cd.get("type") == kind and cd.get("status") == "True" for cd in conditions)
-
-
-def parse_time(value: Any) -> datetime | None:
-    """A metav1.Time string (`2026-01-01T00:00:00Z`) as a UTC datetime; None when absent or malformed."""
-    try:
-        return datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
 
 
 def plan_job(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], record: JobRecord,

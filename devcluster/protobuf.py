@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from devcluster.clock import timestamp
+
 MAGIC = b"k8s\x00"
 
 
@@ -147,7 +149,7 @@ def _scalar(kind: str, value: Any) -> Any:
         seconds = {n: v for n, _w, v in _fields(value)}.get(1, 0)
         if not seconds:
             return None  # the zero time is how Go writes an unset metav1.Time
-        return datetime.fromtimestamp(_signed(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return timestamp(datetime.fromtimestamp(_signed(seconds), UTC))
     if kind == "quantity":
         return {n: v for n, _w, v in _fields(value)}.get(1, b"").decode()
     raise ProtobufError(f"unsupported field kind {kind}")

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from devcluster import jsonpath
+from devcluster.clock import parse_time
 from devcluster.resources import ResourceType
 
 Column = tuple[str, str, str, int]  # name, type, format, priority (1 = only with -o wide)
@@ -23,9 +24,8 @@ def age(created: str | None, now: datetime) -> str:
     """kubectl's HumanDuration of now - created: `12s`, `5m3s`, `3h`, `4d`..."""
     if not created:
         return "<unknown>"
-    try:
-        then = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
+    then = parse_time(created)
+    if then is None:
         return "<invalid>"
     seconds = int((now - then).total_seconds())
     if seconds < 0:
@@ -194,8 +194,7 @@ def _job_row(job: Mapping[str, Any], now: datetime) -> Row:
     duration = ""
     if status.get("startTime"):
         end = status.get("completionTime")
-        end_time = datetime.strptime(end, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) if end else now
-        duration = age(status["startTime"], end_time)
+        duration = age(status["startTime"], (parse_time(end) if end else None) or now)
     template = (spec.get("template") or {}).get("spec") or {}
     containers = template.get("containers") or []
     selector = ",".join(f"{k}={v}" for k, v in sorted(((spec.get("selector") or {}).get("matchLabels") or {}).items()))
