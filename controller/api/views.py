@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from controller.api import constants as c
 from controller.api.quantity import Resources, add_into, resources_from
 from controller.api.selectors import NodeSelectorTerm, Taint, Toleration, required_node_affinity_terms
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+POD_SLOT_MILLI: Final = 1000
+"""What one pod takes of the `pods` resource (1 pod, in milli-units)."""
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -87,6 +89,13 @@ def pod_requests(pod_spec: Mapping[str, Any]) -> Resources:
     return {k: v for k, v in regular.items() if v > 0}
 
 
+def placement_requests(pod_spec: Mapping[str, Any]) -> Resources:
+    """What one pod takes on a node: its effective requests plus 1 `pods` (the topology engine's unit)."""
+    requests = pod_requests(pod_spec)
+    requests[c.RESOURCE_PODS] = POD_SLOT_MILLI
+    return requests
+
+
 @dataclass(frozen=True, slots=True)
 class OwnerRef:
     api_version: str
@@ -112,7 +121,7 @@ class PodView:
     node_name: str
     phase: str
     requests: Resources
-    """Effective requests (pod_requests) plus 1 `pods` (1000 milli)."""
+    """What the pod takes on its node (`placement_requests`: effective requests plus 1 `pods`)."""
     scheduling_gates: tuple[str, ...]
     node_selector: Mapping[str, str]
     tolerations: tuple[Toleration, ...]
@@ -133,8 +142,6 @@ class PodView:
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PodView:
         meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
-        requests = pod_requests(spec)
-        requests[c.RESOURCE_PODS] = 1000
         return cls(
             namespace=str(meta.get("namespace", "")),
             name=str(meta.get("name", "")),
@@ -143,10 +150,10 @@ class PodView:
             annotations=dict(meta.get("annotations") or {}),
             node_name=str(spec.get("nodeName") or ""),
             phase=str(status.get("phase") or "Pending"),
-            requests=requests,
+            requests=placement_requests(spec),
             scheduling_gates=tuple(str(g.get("name", "")) for g in spec.get("schedulingGates") or []),
             node_selector=dict(spec.get("nodeSelector") or {}),
-            tolerations=tuple(Toleration.from_dict(t) for t in spec.get("tolerations") or []),
+            tolerations=tolerations_from(spec.get("tolerations")),
             affinity_terms=required_node_affinity_terms(spec),
             owners=owner_refs(obj),
             deleting=bool(meta.get("deletionTimestamp")),

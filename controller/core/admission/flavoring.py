@@ -15,6 +15,7 @@ from typing import Any
 from controller.api import constants as c
 from controller.api.quantity import Resources, add_into, format_milli, resources_from, resources_to_strings
 from controller.api.selectors import NodeSelectorTerm, requirement_matches, untolerated_taint
+from controller.api.views import POD_SLOT_MILLI
 from controller.core.admission.quota import ClusterQueueQuota, FlavorResource, QuotaLedger, ResourceGroup
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo
 from controller.core.admission.workloads import PodSetInfo, WorkloadInfo
@@ -110,7 +111,7 @@ def quota_requests(cq: ClusterQueueQuota, ps: PodSetInfo) -> Resources:
     """Total requests of a pod set; `pods` counts only when the ClusterQueue covers it (Kueue)."""
     total = {r: v * ps.count for r, v in ps.requests.items()}
     if cq.group_for(c.RESOURCE_PODS) is not None:
-        total[c.RESOURCE_PODS] = 1000 * ps.count
+        total[c.RESOURCE_PODS] = POD_SLOT_MILLI * ps.count
     return total
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.quantity import Resources, add_into
-from controller.api.views import NodeView, PodView
+from controller.api.views import POD_SLOT_MILLI, NodeView, PodView
 from controller.core.admission.snapshot import AdmissionSnapshot
 from controller.core.admission.workloads import PodSetInfo, WorkloadInfo
 from controller.core.topology import AssignmentSuccess, FlavorTopology, PodSetRequest, TopologyRequest, assign
@@ -101,7 +101,7 @@ def domain_holdings(snap: AdmissionSnapshot, wl: WorkloadInfo, admission: Mappin
     held: dict[str, Resources] = {}
     for sl in domain_slices(snap, wl, admission):
         bound = _bound_in(sl, wl.key, pods, nodes)
-        already = sum(v.get(c.RESOURCE_PODS, 0) for v in bound.values()) // 1000
+        already = sum(v.get(c.RESOURCE_PODS, 0) for v in bound.values()) // POD_SLOT_MILLI
         here = _place(snap, sl, sl.count - already)
         for into, parts in ((placed, (here,)), (held, (here, bound))):
             for part in parts:

@@ -18,7 +18,7 @@ from controller.api import constants as c
 from controller.api.booleans import parse_boolean
 from controller.api.quantity import Resources
 from controller.api.selectors import NodeSelectorTerm, Toleration, required_node_affinity_terms
-from controller.api.views import pod_requests, tolerations_from
+from controller.api.views import POD_SLOT_MILLI, pod_requests, tolerations_from
 from controller.core.topology import TopologyRequest
 
 JOB_POD_SET_NAME = "main"
@@ -196,7 +196,7 @@ def pod_set_info(obj: Mapping[str, Any]) -> PodSetInfo:
         name=str(obj.get("name", JOB_POD_SET_NAME)),
         count=int(obj.get("count", 1)),
         requests=requests,
-        placement_requests={**requests, c.RESOURCE_PODS: 1000},
+        placement_requests={**requests, c.RESOURCE_PODS: POD_SLOT_MILLI},
         topology=topology,
         node_selector=dict(pod_spec.get("nodeSelector") or {}),
         affinity_terms=required_node_affinity_terms(pod_spec),

@@ -10,10 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from controller.api import constants as c
-from controller.api.quantity import Resources
 from controller.api.selectors import NodeSelectorTerm, Toleration, required_node_affinity_terms
-from controller.api.views import pod_requests, tolerations_from
+from controller.api.views import placement_requests, tolerations_from
 
 TopologyMode = Literal["required", "preferred", "unconstrained"]
 
@@ -46,12 +44,10 @@ class PodSetRequest:
                       topology: TopologyRequest = UNCONSTRAINED) -> PodSetRequest:
         """From a pod template (`{"metadata":..., "spec":...}`) as a Job or Workload carries it."""
         spec: Mapping[str, Any] = template.get("spec") or {}
-        requests: Resources = pod_requests(spec)
-        requests[c.RESOURCE_PODS] = 1000
         return cls(
             name=name,
             count=count,
-            requests=requests,
+            requests=placement_requests(spec),
             topology=topology,
             node_selector=dict(spec.get("nodeSelector") or {}),
             affinity_terms=required_node_affinity_terms(spec),

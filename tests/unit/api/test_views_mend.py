@@ -1,0 +1,27 @@
+"""placement_requests: one pod's footprint on a node, shared by PodView, PodSetRequest and PodSetInfo."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.api.views import POD_SLOT_MILLI, PodView, placement_requests, pod_requests
+from controller.core.admission.workloads import pod_set_info
+from controller.core.topology import PodSetRequest
+
+SPEC: dict[str, Any] = {
+    "containers": [{"name": "main", "resources": {"requests": {"cpu": "2", "nvidia.com/gpu": "8"}}}],
+    "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "3"}}}],
+}
+
+
+def test_placement_requests_are_the_effective_requests_plus_one_pod() -> None:
+    assert placement_requests(SPEC) == {**pod_requests(SPEC), "pods": POD_SLOT_MILLI}
+    assert placement_requests(SPEC) == {"cpu": 3000, "nvidia.com/gpu": 8000, "pods": 1000}
+
+
+def test_every_view_of_one_pod_spec_takes_the_same_room_on_a_node() -> None:
+    pod = PodView.from_dict({"metadata": {"name": "p", "namespace": "ns"}, "spec": SPEC})
+    request = PodSetRequest.from_template("main", {"spec": SPEC}, 4)
+    info = pod_set_info({"name": "main", "count": 4, "template": {"spec": SPEC}})
+    assert pod.requests == request.requests == info.placement_requests == placement_requests(SPEC)
+    assert "pods" not in info.requests
