@@ -1,17 +1,32 @@
-"""`StoreFollower`: the start/close plumbing the simulated components share.
+"""`StoreFollower`: the start/close plumbing the simulated components share, and how they read pods.
 
 The Job controller, the scheduler and the kubelet each keep incremental state from synchronous store
 events: on `start()` they see every current object as ADDED, then every committed write; `close()`
-stops the events. Subclasses name the resources they follow and their handlers in `follows()`.
+stops the events. Subclasses name the resources they follow and their handlers in `follows()`;
+`pod_phase` and `counts_on_node` are the pod readings the Job controller, scheduler and kubelet share.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Self
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Self
 
+from controller.api.views import TERMINAL_PHASES
 from devcluster.apiserver import ApiServer
 from devcluster.store import ADDED, StorageKey, StoredEvent, Subscriber
+
+PODS_KEY: StorageKey = ("", "pods")
+NODES_KEY: StorageKey = ("", "nodes")
+
+
+def pod_phase(pod: Mapping[str, Any] | None) -> str:
+    """The pod's status.phase; Pending while none was written yet (as `PodView` reads it)."""
+    return str(((pod or {}).get("status") or {}).get("phase") or "Pending")
+
+
+def counts_on_node(pod: Mapping[str, Any] | None) -> bool:
+    """A bound pod holds node capacity until it terminates or is removed."""
+    return pod is not None and bool((pod.get("spec") or {}).get("nodeName")) and pod_phase(pod) not in TERMINAL_PHASES
 
 
 class StoreFollower:

@@ -14,17 +14,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.views import TERMINAL_PHASES
 from devcluster.apiserver import ApiServer
 from devcluster.builtins import LABEL_LEGACY_CONTROLLER_UID, LABEL_LEGACY_JOB_NAME
 from devcluster.clock import parse_time, timestamp
-from devcluster.controllers import StoreFollower
+from devcluster.controllers import PODS_KEY, StoreFollower, pod_phase
 from devcluster.errors import ApiError
 from devcluster.patching import clone
 from devcluster.recording import NORMAL, WARNING, EventRecorder
 from devcluster.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
 
 JOBS_KEY = ("batch", "jobs")
-PODS_KEY = ("", "pods")
 INDEXED = "Indexed"
 ENV_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 
@@ -96,10 +96,6 @@ class JobPlan:
         self.wake_at = moment if self.wake_at is None else min(self.wake_at, moment)
 
 
-def _phase(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("status") or {}).get("phase") or "Pending")
-
-
 def pod_index(pod: Mapping[str, Any]) -> int | None:
     """The completion index from the pod's label; None when absent or not a number."""
     raw = ((pod.get("metadata") or {}).get("labels") or {}).get(c.LABEL_JOB_COMPLETION_INDEX)
@@ -147,7 +143,7 @@ def plan_job(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], record: 
     status = clone(dict(job.get("status") or {}))
     conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
     pods = list(pods)
-    active = [p for p in pods if _phase(p) not in ("Succeeded", "Failed") and not p["metadata"].get("deletionTimestamp")]
+    active = [p for p in pods if pod_phase(p) not in TERMINAL_PHASES and not p["metadata"].get("deletionTimestamp")]
     _count_terminated(pods, record, now)
     plan = JobPlan(status=status)
     finished = _is_true(conditions, COND_COMPLETE) or _is_true(conditions, COND_FAILED)
@@ -165,14 +161,14 @@ def _count_terminated(pods: list[Mapping[str, Any]], record: JobRecord, now: dat
     """Record newly Succeeded pods (a success ends the failure backoff) and then newly Failed ones."""
     for pod in pods:
         uid = str(pod["metadata"].get("uid"))
-        if _phase(pod) == "Succeeded" and uid not in record.succeeded:
+        if pod_phase(pod) == "Succeeded" and uid not in record.succeeded:
             record.succeeded.add(uid)
             record.failures_since_success = 0
             index = pod_index(pod)
             if index is not None:
                 record.succeeded_indexes.add(index)
     for pod in pods:
-        if _phase(pod) == "Failed":
+        if pod_phase(pod) == "Failed":
             record.count_failure(str(pod["metadata"].get("uid")), now)
 
 
@@ -264,7 +260,7 @@ def _scale_non_indexed(plan: JobPlan, spec: Mapping[str, Any], active: list[Mapp
     elif len(active) > wanted:
         # Delete the least progressed first: unbound, then not running, then the newest.
         ranked = sorted(active, key=lambda p: (bool((p.get("spec") or {}).get("nodeName")),
-                                               _phase(p) == "Running",
+                                               pod_phase(p) == "Running",
                                                str(p["metadata"].get("creationTimestamp", ""))))
         plan.delete = [dict(p) for p in ranked[:len(active) - wanted]]
 
@@ -348,7 +344,7 @@ def _adopt_counted(record: JobRecord, pods: Iterable[Mapping[str, Any]]) -> None
     """A controller starting on existing Jobs: the terminated pods still present are taken as already in
     the status counters (which it trusts), so they are not counted twice."""
     for pod in pods:
-        uid, phase = str(pod["metadata"].get("uid")), _phase(pod)
+        uid, phase = str(pod["metadata"].get("uid")), pod_phase(pod)
         if phase == "Succeeded":
             record.succeeded.add(uid)
             index = pod_index(pod)
@@ -426,7 +422,7 @@ class JobController(StoreFollower):
             record = self._records.get(uid)
             old = event.old or event.object
             if record is not None and pod_uid not in self._deleting:
-                if _phase(old) in ("Succeeded", "Failed"):
+                if pod_phase(old) in TERMINAL_PHASES:
                     # terminated, then deleted (e.g. by the pod GC) before a reconcile counted it: count it
                     # now, as the job-tracking finalizer guarantees in Kubernetes
                     _count_terminated([old], record, self.api.now())

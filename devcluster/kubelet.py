@@ -16,15 +16,13 @@ from typing import Any
 from controller.api import constants as c
 from controller.api.quantity import Resources, add_into
 from controller.api.selectors import NO_EXECUTE, Taint, Toleration
-from controller.api.views import TERMINAL_PHASES, NodeView, PodView
+from controller.api.views import NodeView, PodView
 from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
-from devcluster.controllers import StoreFollower
+from devcluster.controllers import NODES_KEY, PODS_KEY, StoreFollower, counts_on_node, pod_phase
 from devcluster.errors import ApiError
 from devcluster.nodes import not_ready_taint_key, ready_condition, ready_status
 from devcluster.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
 
-PODS_KEY = ("", "pods")
-NODES_KEY = ("", "nodes")
 EVICTION_SECONDS = 300.0  # the tolerationSeconds the DefaultTolerationSeconds admission plugin adds
 REASON_NODE_NOT_READY = "NodeNotReady"
 CONDITION_DISRUPTION_TARGET = "DisruptionTarget"
@@ -131,14 +129,12 @@ class Kubelet(StoreFollower):
         self._not_ready_since.pop(name, None)
         if not was_ready:
             self._to_start.update(key for key in self._on_node_pods.get(name, ())
-                                  if _phase(self._bound.get(key)) == "Pending")
+                                  if pod_phase(self._bound.get(key)) == "Pending")
 
     def _on_pod(self, event: StoredEvent) -> None:
         key = object_key(event.object)
         pod = None if event.type == DELETED else event.object
-        live = pod is not None and bool(pod["spec"].get("nodeName")) and (
-            (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES)
-        if not live:
+        if not counts_on_node(pod):
             gone = self._bound.pop(key, None)
             if gone is not None:
                 self._on_node_pods.get(str(gone["spec"]["nodeName"]), set()).discard(key)
@@ -149,7 +145,7 @@ class Kubelet(StoreFollower):
         assert pod is not None
         self._bound[key] = pod
         self._on_node_pods.setdefault(str(pod["spec"]["nodeName"]), set()).add(key)
-        if _phase(pod) == "Pending":
+        if pod_phase(pod) == "Pending":
             self._to_start.add(key)
         elif key not in self._admitted:
             self._admit(key, pod)  # already running when this kubelet started: it holds its requests
@@ -304,7 +300,7 @@ class Kubelet(StoreFollower):
         """Evicted once the toleration ran out, else marked Ready=False (once)."""
         if due is not None and now >= due:
             return await self._evict(pod, now)
-        if _ready_status(pod) == "False" or (pod.get("status") or {}).get("phase") != "Running":
+        if _ready_status(pod) == "False" or pod_phase(pod) != "Running":
             return 0
         started = str((pod.get("status") or {}).get("startTime") or timestamp(now))
         conditions = _conditions(pod, started, ready=False, reason=REASON_NODE_NOT_READY)
@@ -363,10 +359,6 @@ class Kubelet(StoreFollower):
 def _host_ip(node: str) -> str:
     n = sum(node.encode()) % 250
     return f"192.168.{len(node) % 250}.{n + 2}"
-
-
-def _phase(pod: Mapping[str, Any] | None) -> str:
-    return str(((pod or {}).get("status") or {}).get("phase") or "Pending")
 
 
 def _ready_status(pod: Mapping[str, Any]) -> str:

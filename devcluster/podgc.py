@@ -14,7 +14,7 @@ from typing import Any
 
 from controller.api.views import TERMINAL_PHASES
 from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
-from devcluster.controllers import StoreFollower
+from devcluster.controllers import NODES_KEY, PODS_KEY, StoreFollower
 from devcluster.errors import ApiError
 from devcluster.kubelet import CONDITION_DISRUPTION_TARGET
 from devcluster.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
@@ -22,8 +22,6 @@ from devcluster.store import DELETED, StorageKey, StoredEvent, Subscriber, objec
 QUARANTINE = timedelta(seconds=40)
 REASON_DELETION_BY_POD_GC = "DeletionByPodGC"
 MESSAGE_NODE_GONE = "PodGC: node no longer exists"
-PODS_KEY = ("", "pods")
-NODES_KEY = ("", "nodes")
 
 PodKey = tuple[str, str]
 

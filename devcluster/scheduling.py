@@ -18,7 +18,7 @@ from controller.api.selectors import NO_SCHEDULE, Taint, Toleration, node_matche
 from controller.api.views import TERMINAL_PHASES, NodeView, PodView
 from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
 from devcluster.builtins import CONDITION_POD_SCHEDULED, MESSAGE_GATED, REASON_SCHEDULING_GATED
-from devcluster.controllers import StoreFollower
+from devcluster.controllers import NODES_KEY, PODS_KEY, StoreFollower, counts_on_node, pod_phase
 from devcluster.errors import ApiError
 from devcluster.nodes import not_ready_taint_key, ready_status
 from devcluster.recording import NORMAL, WARNING, EventRecorder
@@ -27,8 +27,6 @@ from devcluster.store import DELETED, StorageKey, StoredEvent, Subscriber, objec
 DEFAULT_SCHEDULER = "default-scheduler"
 REASON_UNSCHEDULABLE = "Unschedulable"
 TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
-PODS_KEY = ("", "pods")
-NODES_KEY = ("", "nodes")
 
 PodKey = tuple[str, str]
 # What makes two pods see the same feasible nodes: nodeSelector, required affinity, tolerations.
@@ -58,21 +56,12 @@ def signature(pod: PodView) -> Signature:
     return (tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations)
 
 
-def counts_on_node(pod: Mapping[str, Any] | None) -> bool:
-    """A bound pod holds node capacity until it terminates or is removed."""
-    if pod is None:
-        return False
-    phase = (pod.get("status") or {}).get("phase") or "Pending"
-    return bool((pod.get("spec") or {}).get("nodeName")) and phase not in TERMINAL_PHASES
-
-
 def awaits_scheduling(pod: Mapping[str, Any] | None) -> bool:
     """An unbound, live, non-terminal pod for the default scheduler."""
     if pod is None:
         return False
     spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
-    phase = (pod.get("status") or {}).get("phase") or "Pending"
-    return (not spec.get("nodeName") and not meta.get("deletionTimestamp") and phase not in TERMINAL_PHASES
+    return (not spec.get("nodeName") and not meta.get("deletionTimestamp") and pod_phase(pod) not in TERMINAL_PHASES
             and spec.get("schedulerName", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER)
 
 
