@@ -131,10 +131,6 @@ class PodBuilder(Manifest):
         self._obj["status"]["phase"] = phase
         return self
 
-    def phase(self, phase: str) -> PodBuilder:
-        self._obj["status"]["phase"] = phase
-        return self
-
     def node_selector(self, selector: Mapping[str, str]) -> PodBuilder:
         self._spec.setdefault("nodeSelector", {}).update(selector)
         return self

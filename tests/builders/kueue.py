@@ -227,13 +227,6 @@ class WorkloadBuilder(Manifest):
         admission["podSetAssignments"].append(item)
         return self
 
-    def finished(self, succeeded: bool = True) -> Self:
-        self._obj.setdefault("status", {}).setdefault("conditions", []).append({
-            "type": c.CONDITION_FINISHED, "status": "True",
-            "reason": c.REASON_SUCCEEDED if succeeded else c.REASON_FAILED, "message": "done",
-            "lastTransitionTime": "2026-01-01T00:00:00Z"})
-        return self
-
 
 class JobBuilder(Manifest):
     def __init__(self, name: str, namespace: str = "default") -> None:
@@ -293,11 +286,6 @@ class JobBuilder(Manifest):
             self._pod_spec["priority"] = value
         if class_name is not None:
             self._pod_spec["priorityClassName"] = class_name
-        return self
-
-    def complete(self) -> Self:
-        self._obj["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded":
-                               self._obj["spec"].get("parallelism", 1)}
         return self
 
 

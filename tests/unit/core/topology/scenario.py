@@ -77,10 +77,6 @@ class PodSetBuilder:
         self._requests.update(resources_from(quantities))
         return self
 
-    def node_selector(self, **labels: str) -> PodSetBuilder:
-        self._selector.update(labels)
-        return self
-
     def selector(self, key: str, value: str) -> PodSetBuilder:
         self._selector[key] = value
         return self
