@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.api import constants as c
-from controller.api.quantity import Resources, exceeded, fits, subtract
+from controller.api.quantity import Resources, add_into, exceeded, fits, subtract
 from controller.api.selectors import NO_SCHEDULE, Taint, Toleration, node_matches_pod, untolerated_taint
 from controller.api.views import TERMINAL_PHASES, NodeView, PodView
 from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
@@ -149,13 +149,10 @@ class Scheduler(StoreFollower):
     def _account(self, pod: Mapping[str, Any], sign: int) -> None:
         node = str(pod["spec"]["nodeName"])
         requests = PodView.from_dict(pod).requests
-        used = self._used.setdefault(node, {})
-        for k, v in requests.items():
-            used[k] = used.get(k, 0) + sign * v
+        add_into(self._used.setdefault(node, {}), requests, times=sign)
         state = self.nodes.get(node)
         if state is not None:
-            for k, v in requests.items():
-                state.free[k] = state.free.get(k, 0) - sign * v
+            add_into(state.free, requests, times=-sign)
 
     def _requeue_all(self) -> None:
         """A cluster event may make unschedulable pods schedulable: retry them all (kube-scheduler's move),
