@@ -20,6 +20,7 @@ from devcluster.cluster import DevCluster
 from devcluster.components import Components
 from devcluster.errors import ApiError
 from devcluster.nodes import (
+    LABEL_RACK,
     NodeDumpError,
     TopologyShape,
     create_nodes,
@@ -134,12 +135,12 @@ async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | 
     try:
         if shape is None and not extra_nodes:
             shape = parse_shape(DEFAULT_TOPOLOGY)
-        sample = topology_nodes(shape, "gpu-") if shape is not None else []
+        all_nodes = [*(topology_nodes(shape, "gpu-") if shape is not None else []), *(extra_nodes or [])]
         try:
-            await create_nodes(cluster.api, [*sample, *(extra_nodes or [])])
+            await create_nodes(cluster.api, all_nodes)
         except ApiError as e:
             raise DevSetupError(f"cannot create the nodes: {e.message}") from e
-        nodes = len({n["metadata"]["name"] for n in [*sample, *(extra_nodes or [])]})
+        nodes = len({n["metadata"]["name"] for n in all_nodes})  # a later dump replaces a same-named node
         try:
             crd_names = await apply_crds(cluster.api, crds)
         except (ApiError, yaml.YAMLError) as e:
@@ -150,7 +151,7 @@ async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | 
             raise DevSetupError(f"cannot write the kubeconfig {str(kubeconfig)!r}: {e.strerror or e}") from e
         print(f"devcluster serving at {cluster.url}: {nodes} node(s), {len(crd_names)} CRD(s)", flush=True)
         print(f"kubeconfig written to {path}; try:", flush=True)
-        print(f"  kubectl --kubeconfig {path} get nodes -L cloud.provider.com/topology-rack", flush=True)
+        print(f"  kubectl --kubeconfig {path} get nodes -L {LABEL_RACK}", flush=True)
         print(f"  export KUBECONFIG={path}", flush=True)
         print("press Ctrl-C to stop", flush=True)
         await stop.wait()
