@@ -96,10 +96,25 @@ def test_same_input_same_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert yaml.safe_load(first[1])["kind"] == "List"
 
 
-def test_thousand_realistic_nodes_with_the_samples(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    nodes = tmp_path / "nodes.yaml"
+@dataclass(frozen=True)
+class RealisticNodes:
+    """1,000 generated nodes: the listing and the YAML file holding it."""
+    listing: dict[str, Any]
+    path: Path
+
+
+@pytest.fixture(scope="module")
+def thousand_nodes(tmp_path_factory: pytest.TempPathFactory) -> RealisticNodes:
+    """Written once per module: dumping 1,000 nodes to YAML takes about a second."""
     listing = node_list(1000)
-    nodes.write_text(yaml.dump(listing, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)), encoding="utf-8")
+    path = tmp_path_factory.mktemp("realistic") / "nodes.yaml"
+    path.write_text(yaml.dump(listing, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)), encoding="utf-8")
+    return RealisticNodes(listing, path)
+
+
+def test_thousand_realistic_nodes_with_the_samples(capsys: pytest.CaptureFixture[str],
+                                                   thousand_nodes: RealisticNodes) -> None:
+    nodes, listing = thousand_nodes.path, thousand_nodes.listing
     wls = workloads_of(capsys, nodes, SAMPLES)
     by_node = {n["metadata"]["name"]: n for n in listing["items"]}
     admitted = [w for w in wls.values() if condition(w, "Admitted")]
@@ -373,13 +388,12 @@ spec:
 
 
 def test_thousand_realistic_nodes_the_waiting_message_matches_a_count_of_usable_nodes(
-        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, thousand_nodes: RealisticNodes) -> None:
     """17 pods of 130Gi (one per node) required in one rack wait; the message's numbers match an
     oracle over the generated nodes: the flavor's nodes = labelled h100 ("Total nodes"); usable =
     those Ready, schedulable, not tainted broken."""
-    listing = node_list(1000)
-    nodes, job = tmp_path / "nodes.yaml", tmp_path / "job.yaml"
-    nodes.write_text(yaml.dump(listing, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)), encoding="utf-8")
+    nodes, listing = thousand_nodes.path, thousand_nodes.listing
+    job = tmp_path / "job.yaml"
     job.write_text(TOO_WIDE_FOR_A_RACK, encoding="utf-8")
     per_rack: dict[tuple[str, str], int] = {}
     h100 = [node for node in listing["items"] if node["metadata"]["labels"].get("cloud.provider.com/gpu") == "h100"]
