@@ -6,6 +6,7 @@ unknown fields rejected so a misspelt sample field fails here instead of being p
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ def _documents(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
+@functools.cache  # read once for all samples, not once per parametrized case
 def _crds_by_kind() -> dict[str, dict[str, Any]]:
     crds = [d for p in sorted((ROOT / "crds").glob("*.yaml")) for d in _documents(p)]
     return {crd["spec"]["names"]["kind"]: crd for crd in crds}
