@@ -125,11 +125,12 @@ def topology_request_from_annotations(job_annotations: Mapping[str, str],
     return None
 
 
-def priority_of(pod_spec: Mapping[str, Any], priority_classes: Mapping[str, int], default: int) -> int:
-    """spec.priority if set, else the named PriorityClass value, else the global default."""
-    if pod_spec.get("priority") is not None:
-        return int(pod_spec["priority"])
-    name = pod_spec.get("priorityClassName")
+def priority_of(spec: Mapping[str, Any], priority_classes: Mapping[str, int], default: int) -> int:
+    """`priority` if set, else the named `priorityClassName`'s value, else the default; a pod spec
+    and a Workload spec carry both fields under the same names."""
+    if spec.get("priority") is not None:
+        return int(spec["priority"])
+    name = spec.get("priorityClassName")
     if name and name in priority_classes:
         return priority_classes[name]
     return default
@@ -209,14 +210,11 @@ def workload_info(obj: Mapping[str, Any], seq: int = 0, priority_classes: Mappin
     """Parse a Workload manifest; priority from spec.priority, else its PriorityClass, else 0."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
-    priority = spec.get("priority")
-    if priority is None:
-        priority = (priority_classes or {}).get(str(spec.get("priorityClassName") or ""), 0)
     return WorkloadInfo(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name", "")),
         queue_name=str(spec.get("queueName") or (meta.get("labels") or {}).get(c.LABEL_QUEUE_NAME, "")),
-        priority=int(priority),
+        priority=priority_of(spec, priority_classes or {}, 0),
         created=parse_timestamp(meta.get("creationTimestamp"), default_created),
         seq=seq,
         pod_sets=tuple(pod_set_info(ps) for ps in spec.get("podSets") or []),
