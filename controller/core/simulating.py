@@ -15,6 +15,7 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.flavor import ResourceFlavor
+from controller.api.meta import format_time
 from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
@@ -27,7 +28,6 @@ from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, build_snapshot
 from controller.core.admission.workloads import (
     WorkloadInfo,
-    format_timestamp,
     workload_from_job,
     workload_info,
 )
@@ -276,5 +276,5 @@ def _with_creation(manifest: dict[str, Any], now: datetime) -> dict[str, Any]:
     """Objects without a creationTimestamp are created at the step that brought them (a copy)."""
     meta = dict(manifest.get("metadata") or {})
     if not meta.get("creationTimestamp"):
-        meta["creationTimestamp"] = format_timestamp(now.timestamp())
+        meta["creationTimestamp"] = format_time(now)
     return {**manifest, "metadata": meta}

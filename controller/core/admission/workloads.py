@@ -96,11 +96,6 @@ def parse_timestamp(text: str | None, default: float) -> float:
     return parsed.timestamp()
 
 
-def format_timestamp(seconds: float) -> str:
-    """RFC 3339 in UTC to the second, as the API server writes timestamps."""
-    return datetime.fromtimestamp(int(seconds), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def workload_name_for_job(job_name: str) -> str:
     """Kueue's `job-<name>-<hash5>`: a hash of the owner's kind, group and name keeps it unique."""
     prefix = f"job-{job_name}"[:_MAX_NAME_PREFIX]
