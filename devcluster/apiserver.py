@@ -18,11 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from devcluster import builtins, converting, crds, schema
-
-# Clock, timestamp and utc_now are re-exported: simulated components import them from here.
-from devcluster.clock import Clock as Clock
-from devcluster.clock import timestamp as timestamp
-from devcluster.clock import utc_now as utc_now
+from devcluster.clock import Clock, timestamp, utc_now
 from devcluster.collecting import (
     POLICY_BACKGROUND,
     POLICY_FOREGROUND,

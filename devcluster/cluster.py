@@ -17,7 +17,8 @@ import yaml
 from aiohttp import web
 
 from devcluster.admission import WebhookChain
-from devcluster.apiserver import ApiServer, Clock, utc_now
+from devcluster.apiserver import ApiServer
+from devcluster.clock import Clock, utc_now
 from devcluster.faults import Faults
 from devcluster.serving import HttpFrontend
 

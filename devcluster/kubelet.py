@@ -17,7 +17,8 @@ from controller.api import constants as c
 from controller.api.quantity import Resources, add_into
 from controller.api.selectors import NO_EXECUTE, Taint, Toleration
 from controller.api.views import NodeView, PodView
-from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
+from devcluster.apiserver import PATCH_MERGE, ApiServer
+from devcluster.clock import timestamp
 from devcluster.controllers import NODES_KEY, PODS_KEY, StoreFollower, counts_on_node, pod_phase
 from devcluster.errors import ApiError
 from devcluster.nodes import not_ready_taint_key, ready_condition, ready_status

@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from controller.api.views import TERMINAL_PHASES
-from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
+from devcluster.apiserver import PATCH_MERGE, ApiServer
+from devcluster.clock import timestamp
 from devcluster.controllers import NODES_KEY, PODS_KEY, StoreFollower
 from devcluster.errors import ApiError
 from devcluster.kubelet import CONDITION_DISRUPTION_TARGET

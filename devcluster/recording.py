@@ -11,7 +11,8 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from devcluster.apiserver import ApiServer, timestamp
+from devcluster.apiserver import ApiServer
+from devcluster.clock import timestamp
 from devcluster.errors import ApiError
 
 NORMAL = "Normal"

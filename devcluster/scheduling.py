@@ -16,8 +16,9 @@ from controller.api import constants as c
 from controller.api.quantity import Resources, add_into, exceeded, fits, subtract
 from controller.api.selectors import NO_SCHEDULE, Taint, Toleration, node_matches_pod, untolerated_taint
 from controller.api.views import TERMINAL_PHASES, NodeView, PodView
-from devcluster.apiserver import PATCH_MERGE, ApiServer, timestamp
+from devcluster.apiserver import PATCH_MERGE, ApiServer
 from devcluster.builtins import CONDITION_POD_SCHEDULED, MESSAGE_GATED, REASON_SCHEDULING_GATED
+from devcluster.clock import timestamp
 from devcluster.controllers import NODES_KEY, PODS_KEY, StoreFollower, counts_on_node, pod_phase
 from devcluster.errors import ApiError
 from devcluster.nodes import not_ready_taint_key, ready_status
