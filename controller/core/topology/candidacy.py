@@ -22,20 +22,22 @@ NOT_READY = "not ready"
 UNSCHEDULABLE = "unschedulable"
 NODE_SELECTOR = "node selector"
 NODE_AFFINITY = "node affinity"
-_KIND_ORDER = ("not ready", "unschedulable", "missing label", "taint", "node selector",
-               "node affinity", "resource")
+_MISSING_LABEL = "missing label"
+_TAINT = "taint"
+_RESOURCE = "resource"
+_KIND_ORDER = (NOT_READY, UNSCHEDULABLE, _MISSING_LABEL, _TAINT, NODE_SELECTOR, NODE_AFFINITY, _RESOURCE)
 
 
 def missing_label(key: str) -> str:
-    return f'missing label "{key}"'
+    return f'{_MISSING_LABEL} "{key}"'
 
 
 def taint_reason(taint: object) -> str:
-    return f'taint "{taint}"'
+    return f'{_TAINT} "{taint}"'
 
 
 def resource_reason(resource: str) -> str:
-    return f'resource "{resource}"'
+    return f'{_RESOURCE} "{resource}"'
 
 
 def reason_sort_key(reason: str) -> tuple[int, str]:
