@@ -134,13 +134,18 @@ def test_thousand_realistic_nodes_with_the_samples(capsys: pytest.CaptureFixture
             assert waiting is not None and waiting["status"] == "False" and waiting["message"]
 
 
+def queued_documents(path: Path) -> list[dict[str, Any]]:
+    """The Workloads and queue-labelled Jobs of a YAML file: each becomes one simulated Workload."""
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return [d for d in docs if d["kind"] == c.KIND_WORKLOAD or
+            (d["kind"] == "Job" and c.LABEL_QUEUE_NAME in d["metadata"].get("labels", {}))]
+
+
 def test_every_sample_alone_is_valid_and_simulates(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = simulate(capsys, "-f", str(SAMPLES))
     assert code == 0, err
     assert "error" not in err
-    docs = [d for p in SAMPLES.glob("*.yaml") for d in yaml.safe_load_all(p.read_text()) if d]
-    queued = [d for d in docs if d["kind"] == "Workload" or
-              (d["kind"] == "Job" and "kueue.x-k8s.io/queue-name" in d["metadata"].get("labels", {}))]
+    queued = [d for p in SAMPLES.glob("*.yaml") for d in queued_documents(p)]
     assert queued, "the samples hold Jobs and Workloads"
     assert len(out.splitlines()) == 1 + len(queued)
     assert err == ""
@@ -308,7 +313,7 @@ WORKLOAD_SAMPLES = sorted(p for p in SAMPLES.glob("*.yaml")
 def test_each_sample_job_alone_is_admitted_on_the_sample_fleet(capsys: pytest.CaptureFixture[str],
                                                                sample: Path) -> None:
     wls = workloads_of(capsys, GPU_NODES, *CLUSTER_SAMPLES, sample)
-    assert wls
+    assert wls and len(wls) == len(queued_documents(sample))  # one Workload per queued Job or Workload
     for name, wl in wls.items():
         admitted = condition(wl, "Admitted")
         assert admitted is not None and admitted["status"] == "True", (name, condition(wl, "QuotaReserved"))
