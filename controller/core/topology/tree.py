@@ -27,6 +27,14 @@ DEAD_DOMAIN_SLACK = 64
 that scans them, without bound."""
 
 
+def _sort_rank(keys: Sequence[DomainKey] | Sequence[str]) -> Int64Array:
+    """rank[i]: the position of keys[i] once all keys are sorted (ties by index)."""
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(keys), dtype=np.int64)
+    return rank
+
+
 class LevelDomains:
     """The domains of one level: ids are dense, assigned in order of first appearance, never reused
     (empty domains stay until the tree renumbers them all)."""
@@ -55,10 +63,7 @@ class LevelDomains:
     def rank(self) -> Int64Array:
         """rank[id]: position of the domain when all are sorted by label values (ties broken by it)."""
         if self._rank is None:
-            order = sorted(range(len(self.keys)), key=self.keys.__getitem__)
-            rank = np.empty(len(self.keys), dtype=np.int64)
-            rank[np.asarray(order, dtype=np.int64)] = np.arange(len(self.keys), dtype=np.int64)
-            self._rank = rank
+            self._rank = _sort_rank(self.keys)
         return self._rank
 
     def parents(self) -> Int64Array:
@@ -283,9 +288,5 @@ class FlavorTopology:
     def name_rank(self) -> Int64Array:
         """rank[slot] of each node by name, to break ties between nodes deterministically."""
         if self._name_rank is None:
-            names = [v.name if v is not None else "" for v in self._views]
-            order = sorted(range(len(names)), key=names.__getitem__)
-            rank = np.empty(len(names), dtype=np.int64)
-            rank[np.asarray(order, dtype=np.int64)] = np.arange(len(names), dtype=np.int64)
-            self._name_rank = rank
+            self._name_rank = _sort_rank([v.name if v is not None else "" for v in self._views])
         return self._name_rank
