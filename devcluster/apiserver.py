@@ -29,7 +29,13 @@ from devcluster.collecting import (
 )
 from devcluster.errors import (
     CAUSE_FORBIDDEN,
+    CAUSE_REQUIRED,
+    CONFLICT,
     FORBIDDEN,
+    INTERNAL_ERROR,
+    INVALID,
+    NOT_FOUND,
+    UNSUPPORTED_MEDIA_TYPE,
     ApiError,
     Cause,
     already_exists,
@@ -170,13 +176,13 @@ class ApiServer:
         group, _, version = api_version.rpartition("/")
         r = self.registry.get(group, version, plural)
         if r is None:
-            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({plural})")
+            raise ApiError(404, NOT_FOUND, f"the server could not find the requested resource ({plural})")
         return r
 
     def resource_for_kind(self, api_version: str, kind: str) -> ResourceType:
         r = self.registry.by_kind(api_version, kind)
         if r is None:
-            raise ApiError(404, "NotFound", f'no matches for kind "{kind}" in version "{api_version}"')
+            raise ApiError(404, NOT_FOUND, f'no matches for kind "{kind}" in version "{api_version}"')
         return r
 
     def _present(self, r: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
@@ -401,7 +407,7 @@ class ApiServer:
             name = f"{prefix[:58]}{suffix}"
             if self.store.get(r.storage_key, (namespace, name)) is None:
                 return name
-        raise ApiError(500, "InternalError", "could not generate a unique name")
+        raise ApiError(500, INTERNAL_ERROR, "could not generate a unique name")
 
     def _validate(self, r: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
         causes = builtins.validate_create(r, obj) if old is None else builtins.validate_update(r, old, obj)
@@ -502,16 +508,16 @@ class ApiServer:
                 patched = merge_patch(presented, patch)
             elif patch_type == PATCH_STRATEGIC:
                 if r.custom:
-                    raise ApiError(415, "UnsupportedMediaType",
+                    raise ApiError(415, UNSUPPORTED_MEDIA_TYPE,
                                    f"the body of the request was in an unknown format - accepted media types "
                                    f"include: {PATCH_JSON}, {PATCH_MERGE}, {PATCH_APPLY}")
                 patched = strategic_merge_patch(presented, patch)
             else:
-                raise ApiError(415, "UnsupportedMediaType",
+                raise ApiError(415, UNSUPPORTED_MEDIA_TYPE,
                                f"the body of the request was in an unknown format - accepted media types "
                                f"include: {PATCH_JSON}, {PATCH_MERGE}, {PATCH_STRATEGIC}")
         except PatchError as e:
-            raise ApiError(422, "Invalid", str(e)) from None
+            raise ApiError(422, INVALID, str(e)) from None
         if not isinstance(patched, dict):
             raise bad_request("the patched object is not a JSON object")
         new = self._decode(r, namespace, patched, copy=patch_type == PATCH_JSON)
@@ -544,7 +550,7 @@ class ApiServer:
                             dry_run: bool, copy: bool, strict: bool = False) -> dict[str, Any]:
         """The common tail of PUT and PATCH: precondition, merge, prune, admission, validation, storage."""
         if subresource not in ("", "status") or (subresource == "status" and not r.has_status):
-            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({subresource})")
+            raise ApiError(404, NOT_FOUND, f"the server could not find the requested resource ({subresource})")
         wanted_rv = new["metadata"].get("resourceVersion")
         if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
             raise conflict(r.plural, r.group, old["metadata"]["name"])
@@ -574,13 +580,13 @@ class ApiServer:
         pod = self._current(r, namespace, name)
         node = str(((body.get("target") or {}).get("name")) or "")
         if not node:
-            raise invalid("Binding", "", name, [field_error("target.name", "FieldValueRequired")])
+            raise invalid("Binding", "", name, [field_error("target.name", CAUSE_REQUIRED)])
         spec = pod.get("spec") or {}
         if spec.get("nodeName"):
-            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": pod '
+            raise ApiError(409, CONFLICT, f'Operation cannot be fulfilled on pods/binding "{name}": pod '
                            f'{name} is already assigned to node "{spec["nodeName"]}"', kind="pods/binding", name=name)
         if spec.get("schedulingGates"):
-            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": pod '
+            raise ApiError(409, CONFLICT, f'Operation cannot be fulfilled on pods/binding "{name}": pod '
                            f"{name} has non-empty .spec.schedulingGates", kind="pods/binding", name=name)
         new = clone(pod)
         new["spec"]["nodeName"] = node

@@ -17,8 +17,10 @@ from typing import Any
 from kubernetes.client import models
 
 from devcluster.errors import (
+    CAUSE_DUPLICATE,
     CAUSE_FORBIDDEN,
     CAUSE_INVALID,
+    CAUSE_NOT_SUPPORTED,
     CAUSE_REQUIRED,
     Cause,
     field_error,
@@ -156,7 +158,7 @@ def _pod_spec_causes(spec: Mapping[str, Any], path: str, pod: bool) -> list[Caus
     names = [g.get("name") for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping)]
     for i, name in enumerate(names):
         if name in names[:i]:
-            causes.append(field_error(f"{path}.schedulingGates[{i}]", "FieldValueDuplicate", "", name, True))
+            causes.append(field_error(f"{path}.schedulingGates[{i}]", CAUSE_DUPLICATE, "", name, True))
     return causes
 
 
@@ -171,7 +173,7 @@ def _job_causes(spec: Mapping[str, Any]) -> list[Cause]:
     tspec = template.get("spec") or {}
     causes += _pod_spec_causes(tspec, "spec.template.spec", pod=False)
     if tspec.get("restartPolicy") not in ("Never", "OnFailure"):
-        causes.append(field_error("spec.template.spec.restartPolicy", "FieldValueNotSupported",
+        causes.append(field_error("spec.template.spec.restartPolicy", CAUSE_NOT_SUPPORTED,
                                   'supported values: "OnFailure", "Never"', tspec.get("restartPolicy"), True))
     if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
         causes.append(field_error("spec.completions", CAUSE_REQUIRED,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from devcluster.errors import CAUSE_INVALID, CAUSE_REQUIRED, Cause, field_error
+from devcluster.errors import CAUSE_INVALID, CAUSE_NOT_SUPPORTED, CAUSE_REQUIRED, Cause, field_error
 from devcluster.resources import ResourceRegistry, ResourceType
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -30,7 +30,7 @@ def validate(crd: Mapping[str, Any]) -> list[Cause]:
         if not value:
             causes.append(field_error(path, CAUSE_REQUIRED))
     if spec.get("scope") not in ("Namespaced", "Cluster"):
-        causes.append(field_error("spec.scope", "FieldValueNotSupported", 'supported values: "Cluster", "Namespaced"',
+        causes.append(field_error("spec.scope", CAUSE_NOT_SUPPORTED, 'supported values: "Cluster", "Namespaced"',
                                   spec.get("scope"), True))
     versions = spec.get("versions") or []
     if not versions:

@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from devcluster.apiserver import ApiServer, RequestInfo
-from devcluster.errors import INTERNAL_ERROR, ApiError, bad_request, conflict, gone
+from devcluster.errors import INTERNAL_ERROR, METHOD_NOT_ALLOWED, ApiError, bad_request, conflict, gone
 from devcluster.watching import Watch
 
 LATENCY = "latency"
@@ -154,7 +154,7 @@ class Faults:
                 error = bad_request(f"fault: {e}")
                 return web.json_response(error.status(), status=error.code)
         elif request.method != "GET":
-            return web.json_response(ApiError(405, "MethodNotAllowed", "use GET, POST or DELETE").status(),
+            return web.json_response(ApiError(405, METHOD_NOT_ALLOWED, "use GET, POST or DELETE").status(),
                                      status=405)
         return web.json_response({"faults": [asdict(rule) for rule in self.rules]})
 

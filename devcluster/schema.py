@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from devcluster.errors import (
+    CAUSE_DUPLICATE,
     CAUSE_INVALID,
     CAUSE_NOT_SUPPORTED,
     CAUSE_REQUIRED,
@@ -217,7 +218,7 @@ def _check_array(value: list[Any], schema: Mapping[str, Any], path: str, causes:
         seen: list[Any] = []
         for i, item in enumerate(value):
             if item in seen:
-                causes.append(field_error(f"{path}[{i}]", "FieldValueDuplicate", "", item, True))
+                causes.append(field_error(f"{path}[{i}]", CAUSE_DUPLICATE, "", item, True))
             seen.append(item)
     elif list_type == "map":
         keys = schema.get("x-kubernetes-list-map-keys") or []
@@ -226,7 +227,7 @@ def _check_array(value: list[Any], schema: Mapping[str, Any], path: str, causes:
             if isinstance(item, Mapping):
                 k = tuple(repr(item.get(key)) for key in keys)
                 if k in seen_keys:
-                    causes.append(field_error(f"{path}[{i}]", "FieldValueDuplicate", "", item, True))
+                    causes.append(field_error(f"{path}[{i}]", CAUSE_DUPLICATE, "", item, True))
                 seen_keys.add(k)
     items = schema.get("items")
     if isinstance(items, Mapping):

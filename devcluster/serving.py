@@ -20,7 +20,14 @@ from aiohttp import web
 
 from devcluster import discovery, openapi, protobuf, warning
 from devcluster.apiserver import PATCH_APPLY, ApiServer, ListOptions
-from devcluster.errors import ApiError, bad_request
+from devcluster.errors import (
+    INTERNAL_ERROR,
+    METHOD_NOT_ALLOWED,
+    NOT_FOUND,
+    UNSUPPORTED_MEDIA_TYPE,
+    ApiError,
+    bad_request,
+)
 from devcluster.protobuf import ProtobufError
 from devcluster.resources import ResourceType
 from devcluster.tables import TableMaker
@@ -52,7 +59,7 @@ def _error(error: ApiError) -> web.Response:
 
 
 def _not_found_path() -> ApiError:
-    return ApiError(404, "NotFound", "the server could not find the requested resource")
+    return ApiError(404, NOT_FOUND, "the server could not find the requested resource")
 
 
 def _truthy(value: str | None) -> bool:
@@ -100,7 +107,7 @@ class HttpFrontend:
             raise
         except Exception as e:  # an emulator bug must still answer as the API server would
             log.exception("internal error serving %s %s", request.method, request.path)
-            return _error(ApiError(500, "InternalError", f"Internal error occurred: {e}"))
+            return _error(ApiError(500, INTERNAL_ERROR, f"Internal error occurred: {e}"))
 
     # ---------------------------------------------------------------- routing
 
@@ -199,7 +206,7 @@ class HttpFrontend:
             if t.name and t.subresource == "eviction" and t.resource.storage_key == ("", "pods"):
                 return _json(await self.api.evict(t.namespace, t.name, body), 201)
             if t.name:
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                raise ApiError(405, METHOD_NOT_ALLOWED, "the server does not allow this method on the requested "
                                "resource")
             created = await self.api.create(t.resource, t.namespace, body, dry_run=dry_run, strict=strict,
                                             copy=False)
@@ -212,7 +219,7 @@ class HttpFrontend:
         if method == "PATCH" and t.name:
             content_type = request.content_type
             if content_type == PATCH_APPLY:
-                raise ApiError(415, "UnsupportedMediaType", "server-side apply is not supported by the devcluster; "
+                raise ApiError(415, UNSUPPORTED_MEDIA_TYPE, "server-side apply is not supported by the devcluster; "
                                "use client-side kubectl apply")
             patch = await self._body(request)
             patched = await self.api.patch(t.resource, t.namespace, t.name, content_type, patch,
@@ -221,7 +228,7 @@ class HttpFrontend:
             return self._object(request, t.resource, patched)
         if method == "DELETE":
             return await self._delete(request, t, dry_run)
-        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        raise ApiError(405, METHOD_NOT_ALLOWED, "the server does not allow this method on the requested resource")
 
     async def _body(self, request: web.Request) -> Any:
         raw = await request.read()
@@ -231,7 +238,7 @@ class HttpFrontend:
             try:
                 return protobuf.decode(raw)
             except ProtobufError as e:
-                raise ApiError(415, "UnsupportedMediaType", str(e)) from None
+                raise ApiError(415, UNSUPPORTED_MEDIA_TYPE, str(e)) from None
         try:
             return json.loads(raw)
         except ValueError:
