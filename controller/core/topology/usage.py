@@ -8,7 +8,7 @@ plus copy-on-write maps). Read by `assigning`, which never mutates it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,6 +81,14 @@ class Usage:
         self._gone: set[str] = set()
         """Nodes removed (their rows are zero) and not seen since; renumbered away past the slack."""
         self._shared = False
+
+    @classmethod
+    def from_pods(cls, pods: Iterable[PodView], registry: NodeRegistry | None = None) -> Usage:
+        """A usage counting every bound, non-terminal pod (pass one registry for the whole cluster)."""
+        usage = cls(registry)
+        for pod in pods:
+            usage.add_bound_pod(pod)
+        return usage
 
     def clone(self) -> Usage:
         """An independent copy: the matrix is copied, the maps are shared until either side writes."""
