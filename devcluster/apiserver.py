@@ -591,8 +591,8 @@ class ApiServer:
         new = clone(pod)
         new["spec"]["nodeName"] = node
         conditions = [c for c in new.setdefault("status", {}).get("conditions") or []
-                      if c.get("type") != "PodScheduled"]
-        conditions.append({"type": "PodScheduled", "status": "True",
+                      if c.get("type") != builtins.CONDITION_POD_SCHEDULED]
+        conditions.append({"type": builtins.CONDITION_POD_SCHEDULED, "status": "True",
                            "lastTransitionTime": timestamp(self.now())})
         new["status"]["conditions"] = conditions
         self.store.put(r.storage_key, new)

@@ -60,6 +60,7 @@ def name_causes(resource: ResourceType, name: str) -> list[Cause]:
 # ---------------------------------------------------------------- defaults
 
 
+DEFAULT_SCHEDULER = "default-scheduler"
 CONDITION_POD_SCHEDULED = "PodScheduled"
 REASON_SCHEDULING_GATED = "SchedulingGated"
 MESSAGE_GATED = "Scheduling is blocked due to non-empty scheduling gates"
@@ -82,7 +83,7 @@ def apply_defaults(resource: ResourceType, obj: dict[str, Any]) -> None:
 
 def _default_pod_spec(spec: dict[str, Any], restart: str = "Always") -> None:
     spec.setdefault("restartPolicy", restart)
-    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("schedulerName", DEFAULT_SCHEDULER)
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("dnsPolicy", "ClusterFirst")
     for c in spec.get("containers") or []:

@@ -18,6 +18,7 @@ from controller.api.quantity import Resources, add_into
 from controller.api.selectors import NO_EXECUTE, Taint, Toleration
 from controller.api.views import NodeView, PodView
 from devcluster.apiserver import PATCH_MERGE, ApiServer
+from devcluster.builtins import CONDITION_POD_SCHEDULED
 from devcluster.clock import timestamp
 from devcluster.controllers import NODES_KEY, PODS_KEY, StoreFollower, counts_on_node, pod_phase
 from devcluster.errors import ApiError
@@ -372,8 +373,8 @@ def _ready_status(pod: Mapping[str, Any]) -> str:
 def _conditions(pod: Mapping[str, Any], at: str, ready: bool, reason: str = "") -> list[dict[str, Any]]:
     """PodScheduled (kept from binding), Initialized, ContainersReady and Ready, as the kubelet reports."""
     scheduled = next((cd for cd in (pod.get("status") or {}).get("conditions") or []
-                      if cd.get("type") == "PodScheduled"),
-                     {"type": "PodScheduled", "status": "True", "lastTransitionTime": at})
+                      if cd.get("type") == CONDITION_POD_SCHEDULED),
+                     {"type": CONDITION_POD_SCHEDULED, "status": "True", "lastTransitionTime": at})
     flag = "True" if ready else "False"
     out: list[dict[str, Any]] = [dict(scheduled), {"type": "Initialized", "status": "True", "lastTransitionTime": at}]
     for kind in ("ContainersReady", "Ready"):

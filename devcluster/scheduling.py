@@ -17,7 +17,12 @@ from controller.api.quantity import Resources, add_into, exceeded, fits, subtrac
 from controller.api.selectors import NO_SCHEDULE, Taint, Toleration, node_matches_pod, untolerated_taint
 from controller.api.views import TERMINAL_PHASES, NodeView, PodView
 from devcluster.apiserver import PATCH_MERGE, ApiServer
-from devcluster.builtins import CONDITION_POD_SCHEDULED, MESSAGE_GATED, REASON_SCHEDULING_GATED
+from devcluster.builtins import (
+    CONDITION_POD_SCHEDULED,
+    DEFAULT_SCHEDULER,
+    MESSAGE_GATED,
+    REASON_SCHEDULING_GATED,
+)
 from devcluster.clock import timestamp
 from devcluster.controllers import NODES_KEY, PODS_KEY, StoreFollower, counts_on_node, pod_phase
 from devcluster.errors import ApiError
@@ -25,7 +30,6 @@ from devcluster.nodes import not_ready_taint_key, ready_status
 from devcluster.recording import NORMAL, WARNING, EventRecorder
 from devcluster.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
 
-DEFAULT_SCHEDULER = "default-scheduler"
 REASON_UNSCHEDULABLE = "Unschedulable"
 TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 

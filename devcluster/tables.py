@@ -12,7 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from controller.api.views import TERMINAL_PHASES
 from devcluster import jsonpath
+from devcluster.builtins import CONDITION_POD_SCHEDULED, REASON_SCHEDULING_GATED
 from devcluster.clock import parse_time
 from devcluster.resources import ResourceType
 
@@ -54,10 +56,8 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 # Pod reasons and condition values kube-apiserver's pod printer (`printPod`) reads.
 _REASON_COMPLETED = "Completed"
-_REASON_SCHEDULING_GATED = "SchedulingGated"
 _REASON_POD_INITIALIZING = "PodInitializing"
 _REASON_NODE_LOST = "NodeLost"  # status.reason of pods on an unreachable node: printed `Unknown`
-_TERMINAL = ("Succeeded", "Failed")
 
 
 def _terminated_reason(term: Mapping[str, Any], prefix: str) -> str:
@@ -107,9 +107,9 @@ def pod_status_reason(pod: Mapping[str, Any]) -> tuple[str, int]:
     status = pod.get("status") or {}
     phase = status.get("phase") or "Pending"
     reason = status.get("reason") or phase
-    if any(c.get("type") == "PodScheduled" and c.get("reason") == _REASON_SCHEDULING_GATED
+    if any(c.get("type") == CONDITION_POD_SCHEDULED and c.get("reason") == REASON_SCHEDULING_GATED
            for c in status.get("conditions") or []):
-        reason = _REASON_SCHEDULING_GATED
+        reason = REASON_SCHEDULING_GATED
     init, ready = _init_reason(pod)
     if init is not None:
         reason = init
@@ -129,7 +129,7 @@ def pod_status_reason(pod: Mapping[str, Any]) -> tuple[str, int]:
     if _meta(pod).get("deletionTimestamp"):
         if status.get("reason") == _REASON_NODE_LOST:
             reason = "Unknown"
-        elif phase not in _TERMINAL:
+        elif phase not in TERMINAL_PHASES:
             reason = "Terminating"
     return reason, ready
 
