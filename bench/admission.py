@@ -72,7 +72,7 @@ def make_nodes(shape: Shape) -> list[NodeView]:
                 views.append(NodeView.from_dict({
                     "metadata": {"name": name, "labels": {c.LABEL_HOSTNAME: name, BLOCK: f"b{b}",
                                                           RACK: f"b{b}-r{r}", "tas-node-group": "tas"}},
-                    "status": {"allocatable": {"cpu": "96", "memory": "256Gi", "pods": "110"},
+                    "status": {"allocatable": {"cpu": "96", "memory": "256Gi", c.RESOURCE_PODS: "110"},
                                "conditions": [{"type": "Ready", "status": "True"}]}}))
     return views
 

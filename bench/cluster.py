@@ -19,9 +19,17 @@ from pathlib import Path
 # bench/devcluster.py (a sibling script) would shadow the devcluster package: drop this directory.
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
+from controller.api import constants as c  # noqa: E402
 from devcluster.apiserver import ApiServer  # noqa: E402
 from devcluster.components import Components, ManualClock  # noqa: E402
-from devcluster.nodes import TopologyShape, create_nodes, parse_shape, topology_nodes  # noqa: E402
+from devcluster.nodes import (  # noqa: E402
+    LABEL_RACK,
+    RESOURCE_GPU,
+    TopologyShape,
+    create_nodes,
+    parse_shape,
+    topology_nodes,
+)
 
 Row = tuple[str, int, float]
 
@@ -34,12 +42,12 @@ async def timed(label: str, count: int, step: Callable[[], Awaitable[int]]) -> R
 
 def job(name: str, pods: int, gpus: int, selector: dict[str, str] | None = None) -> dict[str, object]:
     spec: dict[str, object] = {"restartPolicy": "Never", "containers": [{
-        "name": "main", "image": "x", "resources": {"requests": {"nvidia.com/gpu": str(gpus), "cpu": "1"}}}]}
+        "name": "main", "image": "x", "resources": {"requests": {RESOURCE_GPU: str(gpus), "cpu": "1"}}}]}
     if selector:
         spec["nodeSelector"] = selector
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
             "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed",
-                     "template": {"metadata": {"annotations": {"devcluster.tasq.io/run-seconds": "60"}},
+                     "template": {"metadata": {"annotations": {c.ANNOTATION_DEVCLUSTER_RUN_SECONDS: "60"}},
                                   "spec": spec}}}
 
 
@@ -53,8 +61,8 @@ async def scenario(shape: TopologyShape, pods: int, per_job: int, pin: str) -> l
     racks = [f"b{b}-r{r}" for b in range(1, shape.blocks + 1) for r in range(1, shape.racks + 1)]
     hosts = [f"{rack}-n{n}" for rack in racks for n in range(1, shape.nodes + 1)]
     for i in range(pods // per_job):
-        selector = ({"cloud.provider.com/topology-rack": racks[i % len(racks)]} if pin == "rack" else
-                    {"kubernetes.io/hostname": hosts[i % len(hosts)]} if pin == "host" else None)
+        selector = ({LABEL_RACK: racks[i % len(racks)]} if pin == "rack" else
+                    {c.LABEL_HOSTNAME: hosts[i % len(hosts)]} if pin == "host" else None)
         await api.create(jobs, "default", job(f"j{i}", per_job, 1, selector), copy=False)
     rows = [await timed("Job controller: create pods", pods, components.jobs.sync),
             await timed("scheduler: bind pods", pods, components.scheduler.sync),

@@ -26,8 +26,10 @@ from typing import Any
 import aiohttp
 import yaml
 
+from controller.api import constants as c
+
 REPO = Path(__file__).resolve().parents[1]
-GATE = "kueue.x-k8s.io/topology"
+BLOCK, RACK, GPU = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", "nvidia.com/gpu"
 
 
 SERVER_PID = 0  # the `tasq dev` process, whose CPU time each phase reports
@@ -61,11 +63,10 @@ class Row:
 
 def node(i: int) -> dict[str, Any]:
     name = f"node-{i:05d}"
-    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
+    resources = {"cpu": "64", "memory": "512Gi", c.RESOURCE_PODS: "110", GPU: "8"}
     return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
-                                                  "cloud.provider.com/topology-rack": f"r{i // 16}",
-                                                  "cloud.provider.com/topology-block": f"b{i // 128}"}},
+            "metadata": {"name": name, "labels": {c.LABEL_HOSTNAME: name, RACK: f"r{i // 16}",
+                                                  BLOCK: f"b{i // 128}"}},
             "status": {"allocatable": resources, "capacity": resources,
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
@@ -73,10 +74,10 @@ def node(i: int) -> dict[str, Any]:
 def pod(i: int) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"pod-{i:05d}", "labels": {"app": "bench", "shard": str(i % 8)},
-                         "annotations": {"kueue.x-k8s.io/topology-podset": "main"}},
-            "spec": {"schedulingGates": [{"name": GATE}],
+                         "annotations": {c.ANNOTATION_TOPOLOGY_PODSET: "main"}},
+            "spec": {"schedulingGates": [{"name": c.SCHEDULING_GATE_TOPOLOGY}],
                      "containers": [{"name": "main", "image": "trainer:1",
-                                     "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}]}}
+                                     "resources": {"requests": {"cpu": "1", GPU: "1"}}}]}}
 
 
 async def measure(phase: str, count: int, concurrency: int, call: Callable[[int], Awaitable[None]]) -> Row:
@@ -189,7 +190,7 @@ async def patch_and_watch(http: aiohttp.ClientSession, patches: int, concurrency
     async def ungate(i: int) -> None:
         name = f"pod-{i:05d}"
         patch = {"spec": {"$setElementOrder/schedulingGates": [], "schedulingGates": [
-            {"name": GATE, "$patch": "delete"}], "nodeSelector": {"cloud.provider.com/topology-rack": f"r{i % 60}"}}}
+            {"name": c.SCHEDULING_GATE_TOPOLOGY, "$patch": "delete"}], "nodeSelector": {RACK: f"r{i % 60}"}}}
         sent[name] = time.perf_counter()
         async with http.patch(f"/api/v1/namespaces/default/pods/{name}", data=json.dumps(patch),
                               headers={"Content-Type": "application/strategic-merge-patch+json"}) as r:
