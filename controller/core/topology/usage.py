@@ -164,11 +164,12 @@ class Usage:
     def remove_bound_pod(self, pod: PodView | str) -> None:
         """Forget a pod (finished, deleted or unbound); its reservation share is not given back."""
         self._own()
-        entry = self._pods.pop(pod if isinstance(pod, str) else pod.key, None)
+        key = pod if isinstance(pod, str) else pod.key
+        entry = self._pods.pop(key, None)
         if entry is None:
             return
         keys = self._pods_on(entry.row)
-        keys.discard(pod if isinstance(pod, str) else pod.key)
+        keys.discard(key)
         if not keys:
             del self._on_row[entry.row]
         for col, milli in entry.amounts:
