@@ -73,11 +73,6 @@ class Case:
         return self.obj.build() if isinstance(self.obj, Manifest) else copy.deepcopy(self.obj)
 
 
-def cases(*rows: Case) -> Any:
-    """pytest parametrize arguments with the case names as ids."""
-    return pytest.mark.parametrize("case", rows, ids=[r.name for r in rows])
-
-
 @dataclass(frozen=True)
 class UpdateCase:
     """One update row: the stored object, the object written over it, the paths expected to fail."""
@@ -88,6 +83,6 @@ class UpdateCase:
     want_errors: tuple[str, ...] = ()
 
 
-def update_cases(*rows: UpdateCase) -> Any:
+def cases(*rows: Case | UpdateCase) -> Any:
     """pytest parametrize arguments (argument `case`) with the case names as ids."""
     return pytest.mark.parametrize("case", rows, ids=[r.name for r in rows])

@@ -9,7 +9,6 @@ from tests.unit.webhooks.manifests import (
     Case,
     UpdateCase,
     cases,
-    update_cases,
     valid_flavor,
 )
 from webhooks.validation import validate, validate_update
@@ -93,7 +92,7 @@ def test_duplicate_taint_names_the_pair_and_the_rule() -> None:
                                       'unique by key and effect pair']
 
 
-@update_cases(
+@cases(
     UpdateCase("a flavor without topology may change its labels", valid_flavor(), valid_flavor().node_label(GPU, "a")),
     UpdateCase("a Kueue-form topology flavor is frozen", h100().topology_name("gpu"),
                h100().topology_name("gpu").node_label("zone", "a"), want_errors=("spec",)),

@@ -9,7 +9,6 @@ from tests.unit.webhooks.manifests import (
     Case,
     UpdateCase,
     cases,
-    update_cases,
     valid_cluster_queue,
     valid_local_queue,
 )
@@ -164,7 +163,7 @@ def test_lending_limit_error_quotes_the_nominal_quota() -> None:
         'nominalQuota ("8")']
 
 
-@update_cases(
+@cases(
     UpdateCase("quotas may change", valid_cluster_queue(), valid_cluster_queue().set(
         f"{SET_F0}.resources.0.nominalQuota", "16")),
     UpdateCase("the default strategy spelt out is no change", valid_cluster_queue(),
