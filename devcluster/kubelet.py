@@ -80,6 +80,16 @@ def _kubelet_units(name: str, milli: int) -> int:
     return milli if name == c.RESOURCE_CPU else -(-milli // 1000)
 
 
+def disruption_conditions(pod: Mapping[str, Any], reason: str, message: str, now: datetime) -> list[dict[str, Any]]:
+    """The pod's conditions with DisruptionTarget=True (reason, message) in place of any earlier one: what
+    the taint manager and the pod GC write before they delete a pod."""
+    conditions = [cd for cd in (pod.get("status") or {}).get("conditions") or []
+                  if cd.get("type") != CONDITION_DISRUPTION_TARGET]
+    conditions.append({"type": CONDITION_DISRUPTION_TARGET, "status": "True", "reason": reason, "message": message,
+                       "lastTransitionTime": timestamp(now)})
+    return conditions
+
+
 def fail_requested(pod: Mapping[str, Any]) -> bool:
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     return str(annotations.get(c.ANNOTATION_DEVCLUSTER_FAIL, "")).lower() == "true"
@@ -311,11 +321,8 @@ class Kubelet(StoreFollower):
     async def _evict(self, pod: Mapping[str, Any], now: datetime) -> int:
         """As the taint manager once the toleration ran out: a DisruptionTarget condition, then delete."""
         meta = pod["metadata"]
-        conditions = [cd for cd in (pod.get("status") or {}).get("conditions") or []
-                      if cd.get("type") != CONDITION_DISRUPTION_TARGET]
-        conditions.append({"type": CONDITION_DISRUPTION_TARGET, "status": "True",
-                           "reason": REASON_DELETION_BY_TAINT_MANAGER, "message": MESSAGE_DELETION_BY_TAINT_MANAGER,
-                           "lastTransitionTime": timestamp(now)})
+        conditions = disruption_conditions(pod, REASON_DELETION_BY_TAINT_MANAGER, MESSAGE_DELETION_BY_TAINT_MANAGER,
+                                           now)
         if not await self._write_status(pod, {"conditions": conditions}):
             return 0
         try:

@@ -14,10 +14,9 @@ from typing import Any
 
 from controller.api.views import TERMINAL_PHASES
 from devcluster.apiserver import PATCH_MERGE, ApiServer
-from devcluster.clock import timestamp
-from devcluster.controllers import NODES_KEY, PODS_KEY, StoreFollower
+from devcluster.controllers import NODES_KEY, PODS_KEY, StoreFollower, pod_phase
 from devcluster.errors import ApiError
-from devcluster.kubelet import CONDITION_DISRUPTION_TARGET
+from devcluster.kubelet import disruption_conditions
 from devcluster.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
 
 QUARANTINE = timedelta(seconds=40)
@@ -85,12 +84,10 @@ class PodGC(StoreFollower):
     async def _collect(self, pod: dict[str, Any], now: datetime) -> int:
         """DisruptionTarget (and Failed unless terminated), then delete; refusals are left to the next event."""
         pods = self.api.resource("v1", "pods")
-        meta, status = pod["metadata"], pod.get("status") or {}
-        conditions = [cd for cd in status.get("conditions") or [] if cd.get("type") != CONDITION_DISRUPTION_TARGET]
-        conditions.append({"type": CONDITION_DISRUPTION_TARGET, "status": "True", "reason": REASON_DELETION_BY_POD_GC,
-                           "message": MESSAGE_NODE_GONE, "lastTransitionTime": timestamp(now)})
-        patch: dict[str, Any] = {"conditions": conditions}
-        if status.get("phase") not in TERMINAL_PHASES:
+        meta = pod["metadata"]
+        patch: dict[str, Any] = {"conditions": disruption_conditions(pod, REASON_DELETION_BY_POD_GC, MESSAGE_NODE_GONE,
+                                                                      now)}
+        if pod_phase(pod) not in TERMINAL_PHASES:
             patch["phase"] = "Failed"
         try:
             await self.api.patch(pods, meta["namespace"], meta["name"], PATCH_MERGE, {"status": patch},
