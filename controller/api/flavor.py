@@ -1,7 +1,7 @@
 """The ResourceFlavor kind, in both topology forms, and its one normalised topology view.
 
 Kueue names a Topology object (`spec.topologyName`); the original TAS KEP writes the levels
-inline (`spec.topology.levels`). `resolve_topology` turns either into a `FlavorTopology`, telling
+inline (`spec.topology.levels`). `resolve_topology` turns either into a `ResolvedTopology`, telling
 "no topology" (None) apart from "names a Topology that does not exist" (`missing`).
 Used by the admission cycle, the cache, the validators and `tasq simulate`.
 """
@@ -68,7 +68,7 @@ class ResourceFlavorSpec(ApiModel):
 
 
 @dataclass(frozen=True, slots=True)
-class FlavorTopology:
+class ResolvedTopology:
     """A flavor's topology after resolving either form.
 
     `name` is the Topology's name (the flavor's own name for the inline form); `levels` is empty
@@ -91,7 +91,7 @@ class ResourceFlavor(KubeObject):
     def has_topology(self) -> bool:
         return self.spec.topology_name is not None or self.spec.topology is not None
 
-    def resolve_topology(self, topologies_by_name: Mapping[str, Topology]) -> FlavorTopology | None:
+    def resolve_topology(self, topologies_by_name: Mapping[str, Topology]) -> ResolvedTopology | None:
         """None without a topology; otherwise the levels, empty when the named Topology is absent.
 
         The Kueue form wins when a flavor carries both (the validators reject that combination).
@@ -99,9 +99,9 @@ class ResourceFlavor(KubeObject):
         if self.spec.topology_name is not None:
             topo = topologies_by_name.get(self.spec.topology_name)
             levels = topo.level_labels if topo is not None else ()
-            return FlavorTopology(self.spec.topology_name, levels, inline=False)
+            return ResolvedTopology(self.spec.topology_name, levels, inline=False)
         if self.spec.topology is not None:
-            return FlavorTopology(self.name, tuple(self.spec.topology.levels), inline=True)
+            return ResolvedTopology(self.name, tuple(self.spec.topology.levels), inline=True)
         return None
 
     def topology_levels(self, topologies_by_name: Mapping[str, Topology]) -> tuple[str, ...] | None:
