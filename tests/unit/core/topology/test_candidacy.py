@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from controller.api.selectors import Toleration
+from controller.core.topology import Usage, assign
+from controller.core.topology.tree import MAX_MASKS
 from tests.builders.cluster import NodeBuilder
 from tests.unit.core.topology.scenario import (
     RACK,
@@ -18,6 +20,7 @@ from tests.unit.core.topology.scenario import (
     make_podset,
     run,
     slice_strings,
+    topology,
 )
 
 # Every case: one rack r1 of two 1-GPU hosts, `good` always usable and `odd` changed by the case;
@@ -128,11 +131,8 @@ def test_tally_lists_reasons_in_check_order_then_by_name() -> None:
 
 
 def test_masks_follow_node_changes_after_first_use() -> None:
-    from controller.core.topology import FlavorTopology, Usage, assign
-
     good, bad = gpu_node("good", "b1", "r1", 1), gpu_node("odd", "b1", "r1", 1)
-    topo = FlavorTopology.build("gpu", ("cloud.com/block", RACK, "kubernetes.io/hostname"), {}, (),
-                                [good.view(), bad.view()])
+    topo = topology([good, bad])
     podsets = [make_podset(2).require(RACK).build()]
     assert assign(topo, Usage(), podsets).ok
     topo.upsert_node(bad.not_ready().view())
@@ -142,12 +142,8 @@ def test_masks_follow_node_changes_after_first_use() -> None:
 
 
 def test_mask_cache_is_bounded_and_evicted_masks_are_rebuilt_correctly() -> None:
-    from controller.core.topology import FlavorTopology, Usage, assign
-    from controller.core.topology.tree import MAX_MASKS
-
-    nodes = [gpu_node("good", "b1", "r1", 1).label("zone", "a"), gpu_node("odd", "b1", "r1", 1).label("zone", "a")]
-    topo = FlavorTopology.build("gpu", ("cloud.com/block", RACK, "kubernetes.io/hostname"), {}, (),
-                                [n.view() for n in nodes])
+    topo = topology([gpu_node("good", "b1", "r1", 1).label("zone", "a"),
+                     gpu_node("odd", "b1", "r1", 1).label("zone", "a")])
     first = [make_podset(2).require(RACK).selector("zone", "a").build()]
     assert assign(topo, Usage(), first).ok
     for i in range(MAX_MASKS):

@@ -15,13 +15,13 @@ from controller.core.topology.usage import GONE_ROW_SLACK
 from tests.builders.cluster import make_pod
 from tests.unit.core.topology.scenario import (
     GPU,
-    LEVELS,
     RACK,
     expect_failure,
     expect_success,
     gpu_node,
     make_podset,
     slice_strings,
+    topology,
 )
 
 # One rack of two 4-GPU hosts:
@@ -34,8 +34,7 @@ from tests.unit.core.topology.scenario import (
 
 
 def rack() -> FlavorTopology:
-    return FlavorTopology.build("gpu", LEVELS, {}, (), [gpu_node("h1", "b1", "r1", 4).view(),
-                                                        gpu_node("h2", "b1", "r1", 4).view()])
+    return topology([gpu_node("h1", "b1", "r1", 4), gpu_node("h2", "b1", "r1", 4)])
 
 
 def fit_in_rack(topo: FlavorTopology, usage: Usage, count: int = 9) -> int:
@@ -132,8 +131,7 @@ def test_one_usage_serves_flavors_whose_nodes_overlap() -> None:
     # reservation made through "a" lands on h2, and "b" must see it.
     h1 = gpu_node("h1", "b1", "r1", 3).view()
     h2, h3 = (gpu_node(n, "b1", "r1", 4).view() for n in ("h2", "h3"))
-    a = FlavorTopology.build("a", LEVELS, {}, (), [h1, h2])
-    b = FlavorTopology.build("b", LEVELS, {}, (), [h3, h2])
+    a, b = topology([h1, h2], name="a"), topology([h3, h2], name="b")
     usage = Usage()
     success = expect_success(assign(a, usage, [make_podset(4).require("kubernetes.io/hostname").build()]))
     assert success.placement.pods == {"main": {"h2": 4}}
@@ -186,7 +184,7 @@ def test_node_churn_does_not_grow_the_domain_tables() -> None:
     #     r1        r{i}  (a new rack per round, holding the new host g{i}; g{i-1} leaves)
     #     |          |
     #   h1(4)      g{i}(2)
-    topo = FlavorTopology.build("gpu", LEVELS, {}, (), [gpu_node("h1", "b1", "r1", 4).view()])
+    topo = topology([gpu_node("h1", "b1", "r1", 4)])
     podsets = [make_podset(5).require("cloud.com/block").build()]
     for i in range(3 * DEAD_DOMAIN_SLACK):
         topo.upsert_node(gpu_node(f"g{i}", "b1", f"r{i + 2}", 2).view())
@@ -195,8 +193,7 @@ def test_node_churn_does_not_grow_the_domain_tables() -> None:
         assert len(topo.domains[-1].keys) <= 2 * topo.node_count + DEAD_DOMAIN_SLACK
         assert len(topo.domains[1].keys) <= 2 * topo.node_count + DEAD_DOMAIN_SLACK + 1
     last = f"g{3 * DEAD_DOMAIN_SLACK - 1}"
-    fresh = FlavorTopology.build("gpu", LEVELS, {}, (), [gpu_node("h1", "b1", "r1", 4).view(),
-                                                         gpu_node(last, "b1", f"r{3 * DEAD_DOMAIN_SLACK + 1}", 2).view()])
+    fresh = topology([gpu_node("h1", "b1", "r1", 4), gpu_node(last, "b1", f"r{3 * DEAD_DOMAIN_SLACK + 1}", 2)])
     assert assign(topo, Usage(), podsets) == assign(fresh, Usage(), podsets)
     (assignment,) = expect_success(assign(topo, Usage(), podsets)).assignments
     assert slice_strings(assignment) == ["b1/r1/h1=4", f"b1/r{3 * DEAD_DOMAIN_SLACK + 1}/{last}=1"]
