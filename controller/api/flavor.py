@@ -77,7 +77,6 @@ class ResolvedTopology:
 
     name: str
     levels: tuple[str, ...]
-    inline: bool
 
     @property
     def missing(self) -> bool:
@@ -99,9 +98,9 @@ class ResourceFlavor(KubeObject):
         if self.spec.topology_name is not None:
             topo = topologies_by_name.get(self.spec.topology_name)
             levels = topo.level_labels if topo is not None else ()
-            return ResolvedTopology(self.spec.topology_name, levels, inline=False)
+            return ResolvedTopology(self.spec.topology_name, levels)
         if self.spec.topology is not None:
-            return ResolvedTopology(self.name, tuple(self.spec.topology.levels), inline=True)
+            return ResolvedTopology(self.name, tuple(self.spec.topology.levels))
         return None
 
     def topology_levels(self, topologies_by_name: Mapping[str, Topology]) -> tuple[str, ...] | None:
