@@ -312,7 +312,7 @@ class Kubelet(StoreFollower):
         """Evicted once the toleration ran out, else marked Ready=False (once)."""
         if due is not None and now >= due:
             return await self._evict(pod, now)
-        if _ready_status(pod) == "False" or pod_phase(pod) != "Running":
+        if ready_status(pod) == "False" or pod_phase(pod) != "Running":
             return 0
         started = str((pod.get("status") or {}).get("startTime") or timestamp(now))
         conditions = _conditions(pod, started, ready=False, reason=REASON_NODE_NOT_READY)
@@ -368,13 +368,6 @@ class Kubelet(StoreFollower):
 def _host_ip(node: str) -> str:
     n = sum(node.encode()) % 250
     return f"192.168.{len(node) % 250}.{n + 2}"
-
-
-def _ready_status(pod: Mapping[str, Any]) -> str:
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return str(cond.get("status"))
-    return ""
 
 
 def _conditions(pod: Mapping[str, Any], at: str, ready: bool, reason: str = "") -> list[dict[str, Any]]:

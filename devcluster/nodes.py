@@ -96,7 +96,8 @@ def node_object(name: str, labels: Mapping[str, str], allocatable: Mapping[str, 
 
 
 def ready_condition(ready: bool, reason: str = "", message: str = "") -> dict[str, str]:
-    """The node Ready condition as the kubelet (True) or the node lifecycle controller (Unknown) sets it."""
+    """The node Ready condition as the kubelet posts it: True (KubeletReady) or False (KubeletNotReady);
+    `Kubelet.set_node_ready` turns the False one into the node lifecycle controller's Unknown."""
     if ready:
         return {"type": "Ready", "status": "True", "reason": reason or "KubeletReady",
                 "message": message or "kubelet is posting ready status"}
@@ -104,9 +105,9 @@ def ready_condition(ready: bool, reason: str = "", message: str = "") -> dict[st
             "message": message or "kubelet stopped posting node status"}
 
 
-def ready_status(node: Mapping[str, Any]) -> str:
-    """The node's Ready condition status: `True`, `False`, or `Unknown` (also when it has none yet)."""
-    for cond in (node.get("status") or {}).get("conditions") or []:
+def ready_status(obj: Mapping[str, Any]) -> str:
+    """A node's (or pod's) Ready condition status: `True`, `False`, or `Unknown` (also when it has none yet)."""
+    for cond in (obj.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Ready":
             return str(cond.get("status") or "Unknown")
     return "Unknown"
@@ -122,7 +123,7 @@ def topology_nodes(shape: TopologyShape, prefix: str = "") -> list[dict[str, Any
     """Nodes `<prefix>b<B>-r<R>-n<N>` (1-based), labelled block `b<B>`, rack `b<B>-r<R>` and hostname, with
     InternalIPs 10.0.0.1, 10.0.0.2, ... in that order."""
     nodes: list[dict[str, Any]] = []
-    allocatable = {"cpu": shape.cpu, "memory": shape.memory, c.RESOURCE_PODS: str(shape.pods)}
+    allocatable = {c.RESOURCE_CPU: shape.cpu, c.RESOURCE_MEMORY: shape.memory, c.RESOURCE_PODS: str(shape.pods)}
     if shape.gpus:
         allocatable[RESOURCE_GPU] = str(shape.gpus)
     for b in range(1, shape.blocks + 1):
