@@ -25,7 +25,7 @@ from controller.core.admission.cycle import (
     run_until_quiet,
 )
 from controller.core.admission.workloads import WorkloadInfo, workload_info
-from tests.builders.cluster import make_node
+from tests.builders.cluster import NodeBuilder, make_node
 from tests.builders.kueue import (
     ClusterQueueBuilder,
     ResourceFlavorBuilder,
@@ -42,10 +42,17 @@ GPU = "nvidia.com/gpu"
 BLOCK, RACK = "cloud.com/block", "cloud.com/rack"
 
 
+LAYOUT = (("n1", "r1"), ("n2", "r1"), ("n3", "r2"))
+
+
+def gpu_node(name: str, rack: str) -> NodeBuilder:
+    """A 4-GPU node of the h100 flavor in `rack` of block b1."""
+    return make_node(name).labels({BLOCK: "b1", RACK: rack, "gpu": "h100"}).allocatable({GPU: "4"}, cpu="32",
+                                                                                      memory="128Gi")
+
+
 def gpu_nodes() -> list[NodeView]:
-    layout = [("n1", "r1"), ("n2", "r1"), ("n3", "r2")]
-    return [make_node(name).labels({BLOCK: "b1", RACK: rack, "gpu": "h100"})
-            .allocatable({GPU: "4"}, cpu="32", memory="128Gi").view() for name, rack in layout]
+    return [gpu_node(name, rack).view() for name, rack in LAYOUT]
 
 
 def flavors() -> list[ResourceFlavorBuilder]:
@@ -329,9 +336,7 @@ NEEDS_CASES = [
 
 @pytest.mark.parametrize("case", NEEDS_CASES, ids=lambda case: case.name)
 def test_a_topology_unfit_message_ends_with_needs_and_free(case: NeedsCase) -> None:
-    nodes = [make_node(name).labels({BLOCK: "b1", RACK: rack, "gpu": "h100"})
-             .allocatable({GPU: "4", "pods": str(case.pods_per_node)}, cpu="32").view()
-             for name, rack in [("n1", "r1"), ("n2", "r1"), ("n3", "r2")]]
+    nodes = [gpu_node(name, rack).allocatable({c.RESOURCE_PODS: case.pods_per_node}).view() for name, rack in LAYOUT]
     state = make_admission_state([make_cluster_queue("a").flavor("h100", {GPU: 100})], flavors(), nodes,
                                  [make_topology("racks", BLOCK, RACK)])
     *admitted, waiting = submit_all(state, case.workloads)
@@ -350,8 +355,7 @@ def test_a_node_added_outside_admission_lets_the_parked_workload_in_once_capacit
     assert isinstance(first, Pending) and state.waiting() == [big.key]
     topology = state.snapshot.flavors["h100"].topology
     assert topology is not None
-    topology.upsert_node(make_node("n4").labels({BLOCK: "b1", RACK: "r1", "gpu": "h100"})
-                         .allocatable({GPU: "4"}, cpu="32", memory="128Gi").view())
+    topology.upsert_node(gpu_node("n4", "r1").view())
     assert run_until_quiet(state) == [], "parked until told that capacity changed"
     state.capacity_changed()
     [decision] = run_until_quiet(state)
