@@ -61,14 +61,14 @@ def flavor_infos(flavors: Iterable[ResourceFlavor], topologies: Iterable[Topolog
     out: dict[str, FlavorInfo] = {}
     for flavor in flavors:
         resolved = flavor.resolve_topology(by_name)
-        rules = (dict(flavor.spec.node_labels), flavor.taints(), flavor.selector_tolerations())
+        node_labels, tolerations = dict(flavor.spec.node_labels), flavor.selector_tolerations()
+        rules = (node_labels, flavor.taints(), tolerations)
         if resolved is None:
             out[flavor.name] = FlavorInfo(flavor.name, False, None, None, *rules)
             continue
         tree = None
         if not resolved.missing:
-            tree = FlavorTopology.build(resolved.name, resolved.levels, flavor.spec.node_labels,
-                                        flavor.selector_tolerations(), nodes)
+            tree = FlavorTopology.build(resolved.name, resolved.levels, node_labels, tolerations, nodes)
         out[flavor.name] = FlavorInfo(flavor.name, True, resolved.name, tree, *rules)
     return out
 
