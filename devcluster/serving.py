@@ -20,6 +20,7 @@ from aiohttp import web
 
 from devcluster import discovery, openapi, protobuf, warning
 from devcluster.apiserver import PATCH_APPLY, ApiServer, ListOptions
+from devcluster.collecting import POLICY_BACKGROUND, POLICY_ORPHAN
 from devcluster.errors import (
     INTERNAL_ERROR,
     METHOD_NOT_ALLOWED,
@@ -60,6 +61,10 @@ def _error(error: ApiError) -> web.Response:
 
 def _not_found_path() -> ApiError:
     return ApiError(404, NOT_FOUND, "the server could not find the requested resource")
+
+
+def _method_not_allowed() -> ApiError:
+    return ApiError(405, METHOD_NOT_ALLOWED, "the server does not allow this method on the requested resource")
 
 
 def _truthy(value: str | None) -> bool:
@@ -206,8 +211,7 @@ class HttpFrontend:
             if t.name and t.subresource == "eviction" and t.resource.storage_key == ("", "pods"):
                 return _json(await self.api.evict(t.namespace, t.name, body), 201)
             if t.name:
-                raise ApiError(405, METHOD_NOT_ALLOWED, "the server does not allow this method on the requested "
-                               "resource")
+                raise _method_not_allowed()
             created = await self.api.create(t.resource, t.namespace, body, dry_run=dry_run, strict=strict,
                                             copy=False)
             return self._object(request, t.resource, created, 201)
@@ -228,7 +232,7 @@ class HttpFrontend:
             return self._object(request, t.resource, patched)
         if method == "DELETE":
             return await self._delete(request, t, dry_run)
-        raise ApiError(405, METHOD_NOT_ALLOWED, "the server does not allow this method on the requested resource")
+        raise _method_not_allowed()
 
     async def _body(self, request: web.Request) -> Any:
         raw = await request.read()
@@ -280,7 +284,7 @@ class HttpFrontend:
         options: Mapping[str, Any] = body if isinstance(body, Mapping) else {}
         policy = request.query.get("propagationPolicy") or options.get("propagationPolicy")
         if policy is None and options.get("orphanDependents") is not None:
-            policy = "Orphan" if options.get("orphanDependents") else "Background"
+            policy = POLICY_ORPHAN if options.get("orphanDependents") else POLICY_BACKGROUND
         dry_run = dry_run or "All" in (options.get("dryRun") or [])
         if not t.name:
             return await self._delete_collection(request, t, policy, dry_run)
