@@ -89,7 +89,15 @@ MODES = {
 
 
 def bench_size(n: int, counts: list[int], reps: int, rng: random.Random) -> None:
+    """One cluster size: build and memory, the assignment table, then incremental updates."""
     nodes, pods = make_cluster(n, rng)
+    topo, usage = report_build(n, nodes, pods)
+    report_assign(topo, usage, counts, reps)
+    report_incremental(n, topo, usage, nodes, pods)
+
+
+def report_build(n: int, nodes: list[NodeView], pods: list[PodView]) -> tuple[FlavorTopology, Usage]:
+    """Times the tree build, the usage from pods and the first assignment; prints them with memory."""
     gc.collect()
     t0 = time.perf_counter()
     topo = FlavorTopology.build("gpu", LEVELS, {}, (), nodes)
@@ -113,6 +121,11 @@ def bench_size(n: int, counts: list[int], reps: int, rng: random.Random) -> None
     print(f"\n== {n:,} nodes ({len(pods):,} bound pods)")
     print(f"tree build {build_ms:.1f} ms | usage from pods {usage_ms:.1f} ms | first assign (mask, rows) "
           f"{first_ms:.1f} ms | usage clone {clone_ms:.3f} ms | traced peak (tree+usage) {peak / 2**20:.1f} MiB")
+    return topo, usage
+
+
+def report_assign(topo: FlavorTopology, usage: Usage, counts: list[int], reps: int) -> None:
+    """The latency table: each placement mode at each pod count, over `reps` calls."""
     print(f"{'mode':<16}{'pods':>6}{'result':>8}{'median ms':>11}{'p95 ms':>9}")
     for mode, request in MODES.items():
         for count in counts:
@@ -122,6 +135,10 @@ def bench_size(n: int, counts: list[int], reps: int, rng: random.Random) -> None
             result = "fit" if isinstance(outcome, AssignmentSuccess) else "unfit"
             print(f"{mode:<16}{count:>6}{result:>8}{statistics.median(samples):>11.2f}{p95(samples):>9.2f}")
 
+
+def report_incremental(n: int, topo: FlavorTopology, usage: Usage, nodes: list[NodeView],
+                       pods: list[PodView]) -> None:
+    """Per-update costs: a bound pod, a node leaving the usage, a node moving racks, renumbering."""
     pod = pods[len(pods) // 2]
     bound = usage.clone()
 
