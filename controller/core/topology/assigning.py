@@ -9,7 +9,7 @@ any failure returns a value and nothing is kept (the Usage is never mutated).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -308,8 +308,5 @@ def _with_exclusions(failure: AssignmentFailure, topology: FlavorTopology, free:
     listed = ", ".join(f"{reason}: {n}" for reason, n in excluded) or "none"
     message = (f'topology "{topology.name}" allows to fit only {failure.fit} out of {ps.count} pod(s) '
                f"{where}{best}. Total nodes: {failure.total_nodes}; excluded: {listed}")
-    return AssignmentFailure(
-        reason=failure.reason, message=message, podset=failure.podset, count=failure.count,
-        fit=failure.fit, level=failure.level, best=failure.best, domain_fits=failure.domain_fits,
-        total_nodes=failure.total_nodes, excluded=excluded)
+    return replace(failure, message=message, excluded=excluded)
 
