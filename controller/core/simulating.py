@@ -71,9 +71,7 @@ class _Tracked:
     restoring: Mapping[str, Any] | None = None
     """The `status.admission` it came with, until its domain slices hold nodes (`_restore_domains`)."""
     spec: Mapping[str, Any] = field(default_factory=dict)
-    """The spec it was built from: a changed Job is compared with it."""
     """The manifest spec it was built from (a Job's changes are compared with it)."""
-    """The `status.admission` it came with, until its domain slices hold nodes (`_restore_domains`)."""
 
 
 @dataclass(slots=True)
