@@ -22,6 +22,7 @@ import aiohttp
 from controller.api.selectors import label_selector_matches
 from devcluster import warning
 from devcluster.apiserver import AdmissionRequest, ApiServer
+from devcluster.collecting import NAMESPACES_KEY
 from devcluster.errors import (
     BAD_REQUEST,
     CAUSE_DUPLICATE,
@@ -264,7 +265,7 @@ class WebhookChain:
         if req.resource.kind == "Namespace" and not req.resource.group:
             labels = _labels(req.object or req.old_object)
         elif req.resource.namespaced:
-            ns = self.api.store.get(("", "namespaces"), ("", req.namespace))
+            ns = self.api.store.get(NAMESPACES_KEY, ("", req.namespace))
             labels = _labels(ns)
         else:
             return True  # cluster-scoped objects ignore namespaceSelector

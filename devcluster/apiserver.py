@@ -20,6 +20,7 @@ from typing import Any
 from devcluster import builtins, converting, crds, schema
 from devcluster.clock import Clock, timestamp, utc_now
 from devcluster.collecting import (
+    NAMESPACES_KEY,
     POLICY_BACKGROUND,
     POLICY_FOREGROUND,
     POLICY_ORPHAN,
@@ -358,7 +359,7 @@ class ApiServer:
     def _check_namespace(self, r: ResourceType, namespace: str) -> None:
         if not r.namespaced:
             return
-        ns = self.store.get(("", "namespaces"), ("", namespace))
+        ns = self.store.get(NAMESPACES_KEY, ("", namespace))
         if ns is None:
             raise not_found("namespaces", "", namespace)
         if ns["metadata"].get("deletionTimestamp"):
@@ -617,7 +618,7 @@ class ApiServer:
         namespace = namespace if r.namespaced else ""
         await self._faults(RequestInfo("delete", r, namespace, name, "", dry_run))
         obj = self._current(r, namespace, name)
-        if r.storage_key == ("", "namespaces") and name in IMMORTAL_NAMESPACES:
+        if r.storage_key == NAMESPACES_KEY and name in IMMORTAL_NAMESPACES:
             # kube-apiserver's NamespaceLifecycle admission plugin refuses these outright
             raise ApiError(403, FORBIDDEN, f'namespaces "{name}" is forbidden: this namespace may not be deleted',
                            kind="namespaces", name=name)

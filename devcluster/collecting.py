@@ -15,13 +15,14 @@ from devcluster import crds
 from devcluster.clock import Clock, timestamp
 from devcluster.patching import clone
 from devcluster.resources import ResourceRegistry, ResourceType
-from devcluster.store import Store, object_key
+from devcluster.store import StorageKey, Store, object_key
 
 FINALIZER_FOREGROUND = "foregroundDeletion"
 FINALIZER_ORPHAN = "orphan"
 POLICY_BACKGROUND = "Background"
 POLICY_FOREGROUND = "Foreground"
 POLICY_ORPHAN = "Orphan"
+NAMESPACES_KEY: StorageKey = ("", "namespaces")
 
 
 def default_policy(r: ResourceType, obj: Mapping[str, Any]) -> str:
@@ -68,7 +69,6 @@ class GarbageCollector:
             crds.register(self.registry, stored)
         return stored
 
-
     async def delete_object(self, r: ResourceType, obj: dict[str, Any], policy: str) -> dict[str, Any]:
         """Phase 1 of deletion: mark (deletionTimestamp + finalizers) or remove right away."""
         meta = obj["metadata"]
@@ -79,7 +79,7 @@ class GarbageCollector:
             finalizers.append(FINALIZER_FOREGROUND)
         if policy == POLICY_ORPHAN and has_dependents and FINALIZER_ORPHAN not in finalizers:
             finalizers.append(FINALIZER_ORPHAN)
-        if r.storage_key == ("", "namespaces"):
+        if r.storage_key == NAMESPACES_KEY:
             return await self._delete_namespace(r, obj)
         if not finalizers:
             removed = self.store.remove(r.storage_key, object_key(obj))
@@ -117,12 +117,12 @@ class GarbageCollector:
         return await self._finish_namespace(name) or ns
 
     async def _finish_namespace(self, name: str) -> dict[str, Any] | None:
-        ns = self.store.get(("", "namespaces"), ("", name))
+        ns = self.store.get(NAMESPACES_KEY, ("", name))
         if ns is None or not ns["metadata"].get("deletionTimestamp"):
             return None
         if any(self.store.count(key, name) for key in self.store.storage_keys()):
             return None
-        return self.store.remove(("", "namespaces"), ("", name))
+        return self.store.remove(NAMESPACES_KEY, ("", name))
 
     async def _drop_finalizer(self, r: ResourceType, obj: dict[str, Any], finalizer: str) -> dict[str, Any]:
         new = clone(obj)
