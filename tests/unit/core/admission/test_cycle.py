@@ -1,11 +1,4 @@
-"""The admission cycle: flavor fallback, ordering, queueing strategies, cohorts, all-or-nothing, release.
-
-Topology used by the topology cases (flavor `h100`, levels block > rack > hostname; 4 GPUs a node):
-
-    b1
-    ├── r1: n1 (4), n2 (4)
-    └── r2: n3 (4)
-"""
+"""The admission cycle: flavor fallback, ordering, queueing strategies, cohorts, all-or-nothing, release."""
 
 from __future__ import annotations
 
@@ -29,6 +22,7 @@ from tests.builders.cluster import NodeBuilder, make_node
 from tests.builders.kueue import (
     ClusterQueueBuilder,
     ResourceFlavorBuilder,
+    TopologyBuilder,
     WorkloadBuilder,
     make_admission_state,
     make_cluster_queue,
@@ -42,6 +36,13 @@ GPU = "nvidia.com/gpu"
 BLOCK, RACK = "cloud.com/block", "cloud.com/rack"
 
 
+# The topology cases' nodes (flavor `h100`, Topology `racks` of levels block > rack; 4 GPUs a node):
+#
+#        b1
+#      /    \
+#    r1      r2
+#   /  \      |
+# n1(4) n2(4) n3(4)
 LAYOUT = (("n1", "r1"), ("n2", "r1"), ("n3", "r2"))
 
 
@@ -53,6 +54,10 @@ def gpu_node(name: str, rack: str) -> NodeBuilder:
 
 def gpu_nodes() -> list[NodeView]:
     return [gpu_node(name, rack).view() for name, rack in LAYOUT]
+
+
+def topologies() -> list[TopologyBuilder]:
+    return [make_topology("racks", BLOCK, RACK)]
 
 
 def flavors() -> list[ResourceFlavorBuilder]:
@@ -198,7 +203,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
 def test_cycle(case: CycleCase) -> None:
-    state = make_admission_state(case.queues, flavors(), gpu_nodes(), [make_topology("racks", BLOCK, RACK)])
+    state = make_admission_state(case.queues, flavors(), gpu_nodes(), topologies())
     submit_all(state, case.workloads)
     decisions = run_until_quiet(state)
     admitted = {d.key.split("/")[1]: d for d in decisions if isinstance(d, Admit)}
@@ -217,7 +222,7 @@ def test_cycle(case: CycleCase) -> None:
 
 def test_all_or_nothing_leaves_no_quota_or_node_usage_behind() -> None:
     state = make_admission_state([make_cluster_queue("a").flavor("h100", {GPU: 100})], flavors(), gpu_nodes(),
-                                 [make_topology("racks", BLOCK, RACK)])
+                                 topologies())
     submit_all(state, [wl("w1", 4, 2, required=RACK).pod_set("workers", 3, {GPU: 4}, required=RACK)])
     [decision] = run_until_quiet(state)
     assert isinstance(decision, Pending)
@@ -227,7 +232,7 @@ def test_all_or_nothing_leaves_no_quota_or_node_usage_behind() -> None:
 
 def test_release_on_finish_admits_the_waiting_workload() -> None:
     state = make_admission_state([make_cluster_queue("a").flavor("h100", {GPU: 100})], flavors(), gpu_nodes(),
-                                 [make_topology("racks", BLOCK, RACK)])
+                                 topologies())
     first, second = submit_all(state, [wl("w1", 4, 2, required=RACK), wl("w2", 4, 2, required=RACK)])
     run_until_quiet(state)
     assert set(state.admitted) == {first.key} and state.waiting() == [second.key]
@@ -338,7 +343,7 @@ NEEDS_CASES = [
 def test_a_topology_unfit_message_ends_with_needs_and_free(case: NeedsCase) -> None:
     nodes = [gpu_node(name, rack).allocatable({c.RESOURCE_PODS: case.pods_per_node}).view() for name, rack in LAYOUT]
     state = make_admission_state([make_cluster_queue("a").flavor("h100", {GPU: 100})], flavors(), nodes,
-                                 [make_topology("racks", BLOCK, RACK)])
+                                 topologies())
     *admitted, waiting = submit_all(state, case.workloads)
     decisions = run_until_quiet(state)
     assert {d.key for d in decisions if isinstance(d, Admit)} == {w.key for w in admitted}
@@ -349,7 +354,7 @@ def test_a_topology_unfit_message_ends_with_needs_and_free(case: NeedsCase) -> N
 
 def test_a_node_added_outside_admission_lets_the_parked_workload_in_once_capacity_changed_is_called() -> None:
     state = make_admission_state([make_cluster_queue("a").flavor("h100", {GPU: 100})], flavors(), gpu_nodes(),
-                                 [make_topology("racks", BLOCK, RACK)])
+                                 topologies())
     [big] = submit_all(state, [wl("big", 4, 3, required=RACK)])
     [first] = run_until_quiet(state)
     assert isinstance(first, Pending) and state.waiting() == [big.key]
@@ -432,7 +437,7 @@ REASON_CASES = [
 @pytest.mark.parametrize("case", REASON_CASES, ids=lambda case: case.name)
 def test_the_pending_detail_names_the_flavors_common_cause(case: ReasonCase) -> None:
     all_flavors = [*flavors(), make_flavor("lost").topology_name("nowhere")]
-    state = make_admission_state([case.queue], all_flavors, gpu_nodes(), [make_topology("racks", BLOCK, RACK)])
+    state = make_admission_state([case.queue], all_flavors, gpu_nodes(), topologies())
     submit_all(state, [case.workload])
     [decision] = run_until_quiet(state)
     assert isinstance(decision, Pending)
