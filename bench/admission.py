@@ -1,15 +1,16 @@
 """Admission throughput on Kueue's TAS performance mix, driven on a simulated clock.
 
-The mix (Kueue test/performance/scheduler/configs/tas): 1 block x 10 racks x 64 nodes of 96 cpu /
-256Gi / 110 pods; 5 cohorts x 6 ClusterQueues (nominal 20 cpu, borrowingLimit 100) x 500 workloads:
-per queue 350 small (2 pods x 500m, every 100 ms, runs 200 ms, priority 50), 100 medium (4 x 1250m,
-every 500 ms, runs 500 ms, priority 100), 50 large (8 x 2500m, every 1200 ms, runs 1 s, priority 200);
-half of each class requires a rack, half prefers one (Kueue's "balanced" sets are split between them).
-Workloads arrive and finish on the simulated clock; after every event the admission cycle runs
-until quiet. Reports admission decisions per second of real time and time-to-admission per class in
-simulated time. The same again at 10,000 nodes (5 blocks x 20 racks x 100 nodes).
-Run: `.venv/bin/python bench/admission.py [--quick]`.
+Workloads arrive and finish on the simulated clock; after every event the admission cycle runs until
+quiet. Reports admission decisions per second of real time and time-to-admission per class in
+simulated time, at 640 and at 10,000 nodes. Run: `.venv/bin/python bench/admission.py [--quick]`.
 """
+
+# The mix (Kueue test/performance/scheduler/configs/tas): 1 block x 10 racks x 64 nodes of 96 cpu /
+# 256Gi / 110 pods; 5 cohorts x 6 ClusterQueues (nominal 20 cpu, borrowingLimit 100) x 500 workloads:
+# per queue 350 small (2 pods x 500m, every 100 ms, runs 200 ms, priority 50), 100 medium (4 x 1250m,
+# every 500 ms, runs 500 ms, priority 100), 50 large (8 x 2500m, every 1200 ms, runs 1 s, priority 200);
+# half of each class requires a rack, half prefers one (Kueue's "balanced" sets are split between them).
+# The 10,000-node run: 5 blocks x 20 racks x 100 nodes.
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """Benchmark of the topology engine (issue 3): build, incremental updates and assignment latency.
 
-Clusters of block > rack > host (16 hosts per rack, 8 racks per block), 8 GPUs + 64 cpu + 512Gi
-memory + 110 pods per node, about 40% of GPUs/cpu/memory taken by random bound pods. Pod sets of
-8..4096 one-GPU pods under required block, required rack, preferred rack and unconstrained; then a
-cluster split between two flavors by a pool label (each tree holds only its flavor's nodes).
+Pod sets of 8..4096 one-GPU pods under required block, required rack, preferred rack and
+unconstrained on clusters of `make_cluster`; then a cluster split between two flavors by a pool label
+(each tree holds only its flavor's nodes).
 Run: `.venv/bin/python bench/topology.py [--quick] [--sizes 1000,10000] [--split 50000] [--reps 30]`.
 """
 
@@ -43,7 +42,8 @@ GIB = 1024**3 * 1000  # milli
 
 
 def make_cluster(n: int, rng: random.Random) -> tuple[list[NodeView], list[PodView]]:
-    """n nodes and bound pods using ~40% of GPUs, cpu and memory (random per node)."""
+    """n nodes of block > rack > host (16 hosts per rack, 8 racks per block), each 8 GPUs + 64 cpu +
+    512Gi memory + 110 pods, and bound pods using ~40% of GPUs, cpu and memory (random per node)."""
     nodes: list[NodeView] = []
     pods: list[PodView] = []
     for i in range(n):
