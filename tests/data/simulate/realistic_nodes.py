@@ -1,10 +1,9 @@
 """Generates a `kubectl get nodes -o yaml`-shaped List of realistic nodes for `tasq simulate` tests.
 
-Nodes carry what kubelet and cloud providers really report: well-known labels, the sample
-topology labels (`cloud.provider.com/topology-block|rack`, `cloud.provider.com/gpu`), GPU taints,
-addresses, capacity vs allocatable (`95500m` cpu, `257741228Ki` memory), conditions with heartbeat
-times, nodeInfo. A few are NotReady, cordoned or tainted broken. Deterministic for a given seed.
-Run `python tests/data/simulate/realistic_nodes.py 1000 > nodes.yaml`; tests call `node_list`.
+Well-known and sample topology labels, GPU taints, addresses, capacity vs allocatable (`95500m` cpu,
+`257741228Ki` memory), conditions with heartbeat times, nodeInfo; a few NotReady, cordoned or tainted
+broken; deterministic for a seed. Tests call `node_list`; `python tests/data/simulate/realistic_nodes.py
+1000 > nodes.yaml` writes a file.
 """
 
 from __future__ import annotations
