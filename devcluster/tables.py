@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from controller.api.constants import CONDITION_JOB_COMPLETE, CONDITION_JOB_FAILED
 from controller.api.views import TERMINAL_PHASES
 from devcluster import jsonpath
 from devcluster.builtins import CONDITION_POD_SCHEDULED, REASON_SCHEDULING_GATED
@@ -178,9 +179,9 @@ def _node_row(node: Mapping[str, Any], now: datetime) -> Row:
 def _job_row(job: Mapping[str, Any], now: datetime) -> Row:
     spec, status = job.get("spec") or {}, job.get("status") or {}
     conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    if conditions.get("Complete") == "True":
+    if conditions.get(CONDITION_JOB_COMPLETE) == "True":
         state = "Complete"
-    elif conditions.get("Failed") == "True":
+    elif conditions.get(CONDITION_JOB_FAILED) == "True":
         state = "Failed"
     elif conditions.get("Suspended") == "True" or spec.get("suspend"):
         state = "Suspended"
@@ -248,6 +249,9 @@ def _default_row(obj: Mapping[str, Any], now: datetime) -> Row:
 
 _NAME: Column = ("Name", "string", "name", 0)
 _AGE: Column = ("Age", "string", "", 0)
+_EVENT_COLUMNS: tuple[Column, ...] = (("Last Seen", "string", "", 0), ("Type", "string", "", 0),
+                                      ("Reason", "string", "", 0), ("Object", "string", "", 0),
+                                      ("Message", "string", "", 0))
 _BUILTIN: dict[tuple[str, str], tuple[tuple[Column, ...], Callable[[Mapping[str, Any], datetime], Row]]] = {
     ("", "Pod"): ((_NAME, ("Ready", "string", "", 0), ("Status", "string", "", 0), ("Restarts", "string", "", 0),
                    _AGE, ("IP", "string", "", 1), ("Node", "string", "", 1), ("Nominated Node", "string", "", 1),
@@ -266,11 +270,8 @@ _BUILTIN: dict[tuple[str, str], tuple[tuple[Column, ...], Callable[[Mapping[str,
     ("scheduling.k8s.io", "PriorityClass"): ((_NAME, ("Value", "integer", "", 0), ("Global-Default", "boolean", "", 0),
                                              _AGE, ("Preemption-Policy", "string", "", 1)), _priority_class_row),
     ("apiextensions.k8s.io", "CustomResourceDefinition"): ((_NAME, ("Created At", "date", "", 0)), _crd_row),
-    ("", "Event"): ((("Last Seen", "string", "", 0), ("Type", "string", "", 0), ("Reason", "string", "", 0),
-                     ("Object", "string", "", 0), ("Message", "string", "", 0)), _event_row),
-    ("events.k8s.io", "Event"): ((("Last Seen", "string", "", 0), ("Type", "string", "", 0),
-                                  ("Reason", "string", "", 0), ("Object", "string", "", 0),
-                                  ("Message", "string", "", 0)), _event_row),
+    ("", "Event"): (_EVENT_COLUMNS, _event_row),
+    ("events.k8s.io", "Event"): (_EVENT_COLUMNS, _event_row),  # the same Events, served by both APIs
 }
 
 
@@ -311,7 +312,7 @@ class TableMaker:
             return self._builtin[0]
         if self.resource.custom:
             return (_NAME, *(c for c, _ in self._custom))
-        return (_NAME, ("Age", "string", "", 0))
+        return (_NAME, _AGE)
 
     def cells(self, obj: Mapping[str, Any], now: datetime) -> Row:
         if self._builtin is not None:
