@@ -170,6 +170,13 @@ def test_job_row_counts_completions_and_duration() -> None:
     assert TableMaker(builtin("Job")).cells(job, NOW)[:5] == ["j", "Complete", "4/4", "5m", "10m"]
 
 
+def test_job_row_with_unreadable_completion_time_runs_duration_to_now() -> None:
+    job = {"metadata": {"name": "j", "creationTimestamp": ago(600)},
+           "spec": {"completions": 1, "parallelism": 1},
+           "status": {"startTime": ago(420), "completionTime": "yesterday"}}
+    assert TableMaker(builtin("Job")).cells(job, NOW)[3] == "7m"
+
+
 def test_crd_printer_columns_use_jsonpath_types_and_dates() -> None:
     r = ResourceType("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", True, custom=True, printer_columns=(
         {"name": "Queue", "type": "string", "jsonPath": ".spec.queueName"},
