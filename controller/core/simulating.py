@@ -83,6 +83,8 @@ class Simulation:
     tracked: dict[str, _Tracked] = field(default_factory=dict)
     step: int = 0
     state: AdmissionState | None = None
+    _explained: list[Pending] = field(default_factory=list)
+    """Why each workload waits after the last `run`, by key (computed once there)."""
 
     @property
     def now(self) -> datetime:
@@ -110,10 +112,12 @@ class Simulation:
                 tracked = self.tracked[decision.key]
                 tracked.fit = state.admitted[decision.key]
                 mark_admitted(tracked.model, decision.admission, self.now)
+        self._explained = []
         for key in state.waiting():
             why = explain(state, key)
             if why is not None:
                 mark_pending(self.tracked[key].model, why.reason, why.message, self.now)
+                self._explained.append(why)
         self.state = state
 
     def _priority_classes(self) -> tuple[dict[str, int], int]:
@@ -234,15 +238,9 @@ class Simulation:
         return [self.tracked[key].model for key in sorted(self.tracked)]
 
     def explanations(self) -> list[Pending]:
-        """Why each pending workload waits, by key (after the last `run`)."""
-        if self.state is None:
-            return []
-        out = []
-        for key in self.state.waiting():
-            why = explain(self.state, key)
-            if why is not None:
-                out.append(why)
-        return out
+        """Why each pending workload waits, by key (after the last `run`, which wrote the same
+        reasons into the QuotaReserved conditions; not recomputed)."""
+        return list(self._explained)
 
 
 _JOB_FINISHED = {c.CONDITION_JOB_COMPLETE: c.REASON_SUCCEEDED, c.CONDITION_JOB_FAILED: c.REASON_FAILED}
