@@ -180,12 +180,6 @@ class ApiServer:
             raise ApiError(404, NOT_FOUND, f"the server could not find the requested resource ({plural})")
         return r
 
-    def resource_for_kind(self, api_version: str, kind: str) -> ResourceType:
-        r = self.registry.by_kind(api_version, kind)
-        if r is None:
-            raise ApiError(404, NOT_FOUND, f'no matches for kind "{kind}" in version "{api_version}"')
-        return r
-
     def _present(self, r: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """The stored object as served at r's group/version (CRD versions need no conversion)."""
         if r.storage_group is not None:

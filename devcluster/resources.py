@@ -155,13 +155,6 @@ class ResourceRegistry:
     def get(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self._by_gvr.get((group, version, plural))
 
-    def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
-        group, _, version = api_version.rpartition("/")
-        for r in self._by_gvr.values():
-            if r.group == group and r.version == version and r.kind == kind:
-                return r
-        return None
-
     def storage_versions(self, group: str, plural: str) -> list[ResourceType]:
         return [r for (g, _v, p), r in self._by_gvr.items() if g == group and p == plural]
 
