@@ -1,7 +1,7 @@
 """Fluent builders for Kueue objects and Jobs in tests: ClusterQueue, LocalQueue, ResourceFlavor,
 Topology, Workload and batch/v1 Job. Each builder's `obj()` is the manifest dict (as a YAML file or
 the API gives it) and, for tasq's kinds, `model()` the parsed pydantic object.
-Used by the admission unit tests, the simulate integration tests and the admission benchmark.
+Used by the admission, API-model and validator unit tests and the simulate integration tests.
 """
 
 from __future__ import annotations
