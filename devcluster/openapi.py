@@ -1,11 +1,9 @@
-"""Minimal OpenAPI v3 documents: enough for kubectl to use server-side field validation.
+"""Minimal OpenAPI v3 documents, served by the HTTP layer at /openapi/v3, enough for kubectl.
 
-kubectl (apply/create/replace) asks /openapi/v3 whether each kind's PATCH accepts the
-`fieldValidation` query parameter; without an answer it insists on downloading full schemas for
-client-side validation. These documents declare every served resource's operations and that
-parameter (no requestBody media types, so kubectl keeps its built-in patch metadata), and the
-kinds' schemas, which `kubectl explain` reads: custom kinds' from their CRD, built-in kinds'
-from the official client's models (`V1PodSpec` -> `io.k8s.api.v1.PodSpec`: kubectl shows the last part).
+kubectl apply/create/replace ask whether each kind's PATCH takes `fieldValidation` (else they want
+full schemas for client-side validation): every served resource's operations declare it (no
+requestBody media types, so kubectl keeps its own patch metadata). `kubectl explain` reads the kinds'
+schemas: custom kinds' from their CRD, built-in kinds' from the official client's models.
 """
 
 from __future__ import annotations
