@@ -319,9 +319,10 @@ def make_admission_state(cluster_queues: list[ClusterQueueBuilder], flavors: lis
                          namespaces: dict[str, dict[str, str]] | None = None) -> AdmissionState:
     """An AdmissionState over these objects; by default one LocalQueue `lq-<cq>` per ClusterQueue
     in namespace `default`."""
+    queues = [cq.model() for cq in cluster_queues]
     if local_queues is None:
-        local_queues = [make_local_queue(f"lq-{cq.model().name}", cq.model().name) for cq in cluster_queues]
-    snapshot = build_snapshot([cq.model() for cq in cluster_queues], [lq.model() for lq in local_queues],
+        local_queues = [make_local_queue(f"lq-{cq.name}", cq.name) for cq in queues]
+    snapshot = build_snapshot(queues, [lq.model() for lq in local_queues],
                               [f.model() for f in flavors], [t.model() for t in topologies or []],
                               nodes or [], [], namespaces)
     return AdmissionState(snapshot)
