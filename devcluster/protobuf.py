@@ -131,6 +131,11 @@ def _fields(data: bytes) -> list[tuple[int, int, Any]]:
     return out
 
 
+def _field_map(data: bytes) -> dict[int, Any]:
+    """Field number -> value, the last occurrence winning (for messages read by number)."""
+    return {n: v for n, _w, v in _fields(data)}
+
+
 def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
@@ -146,17 +151,17 @@ def _scalar(kind: str, value: Any) -> Any:
     if kind in ("bool", "pbool"):
         return bool(value)
     if kind == "time":
-        seconds = {n: v for n, _w, v in _fields(value)}.get(1, 0)
+        seconds = _field_map(value).get(1, 0)
         if not seconds:
             return None  # the zero time is how Go writes an unset metav1.Time
         return timestamp(datetime.fromtimestamp(_signed(seconds), UTC))
     if kind == "quantity":
-        return {n: v for n, _w, v in _fields(value)}.get(1, b"").decode()
+        return _field_map(value).get(1, b"").decode()
     raise ProtobufError(f"unsupported field kind {kind}")
 
 
 def _map_entry(kind: str, value: bytes) -> tuple[str, Any]:
-    entry = {n: v for n, _w, v in _fields(value)}
+    entry = _field_map(value)
     key = bytes(entry.get(1, b"")).decode()
     raw = entry.get(2, b"")
     if kind == "map_str":
@@ -201,11 +206,11 @@ def decode(body: bytes) -> dict[str, Any]:
     """The runtime.Unknown envelope (magic, typeMeta, raw) -> the object as JSON."""
     if not body.startswith(MAGIC):
         raise ProtobufError("missing the k8s protobuf magic prefix")
-    envelope = {n: v for n, _w, v in _fields(body[len(MAGIC):])}
-    type_meta: Mapping[int, Any] = {n: v for n, _w, v in _fields(envelope.get(1, b""))}
+    envelope = _field_map(body[len(MAGIC):])
+    type_meta: Mapping[int, Any] = _field_map(envelope.get(1, b""))
     api_version = bytes(type_meta.get(1, b"")).decode()
     kind = bytes(type_meta.get(2, b"")).decode()
-    if kind not in MESSAGES or kind in ("ObjectMeta", "Empty"):
+    if kind not in MESSAGES or kind in ("ObjectMeta", _SKIPPED):
         raise ProtobufError(f"protobuf bodies of kind {kind or '?'} are not supported by the devcluster; send JSON")
     obj = decode_message(kind, envelope.get(2, b""))
     obj.pop("status", None)
