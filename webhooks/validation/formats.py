@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from controller.api.meta import DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN
 from controller.api.quantity import QuantityError, parse_quantity
 from webhooks.validation.errors import FieldError, FieldPath, invalid, required, wrong_type
 
@@ -18,9 +19,9 @@ DNS1123_SUBDOMAIN_MAX: Final = 253
 QUALIFIED_NAME_MAX: Final = 63
 LABEL_VALUE_MAX: Final = 63
 
-_DNS1123_LABEL_RE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_SUBDOMAIN_RE: Final = re.compile(
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# The CRD schemas' patterns (anchored; fullmatch makes the anchors redundant, not wrong).
+_DNS1123_LABEL_RE: Final = re.compile(DNS_LABEL_PATTERN)
+_DNS1123_SUBDOMAIN_RE: Final = re.compile(DNS_SUBDOMAIN_PATTERN)
 _QUALIFIED_NAME_RE: Final = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
 _LABEL_RULE: Final = ("must consist of lower case alphanumeric characters or '-', and must start "
@@ -35,32 +36,29 @@ def _too_long(path: FieldPath, value: str, limit: int) -> FieldError:
     return invalid(path, value, f"must be no more than {limit} characters (has {len(value)})")
 
 
-def dns_label(path: FieldPath, value: Any) -> list[FieldError]:
-    """An RFC 1123 label: pod set names, container names."""
+def _rfc1123(path: FieldPath, value: Any, limit: int, pattern: re.Pattern[str], rule: str) -> list[FieldError]:
+    """A required string of at most `limit` characters matching `pattern`; `rule` explains it."""
     if not isinstance(value, str):
         return [wrong_type(path, value, "a string")]
     if not value:
         return [required(path)]
     errs = []
-    if len(value) > DNS1123_LABEL_MAX:
-        errs.append(_too_long(path, value, DNS1123_LABEL_MAX))
-    if not _DNS1123_LABEL_RE.fullmatch(value):
-        errs.append(invalid(path, value, f"a lowercase RFC 1123 label {_LABEL_RULE}"))
+    if len(value) > limit:
+        errs.append(_too_long(path, value, limit))
+    if not pattern.fullmatch(value):
+        errs.append(invalid(path, value, rule))
     return errs
+
+
+def dns_label(path: FieldPath, value: Any) -> list[FieldError]:
+    """An RFC 1123 label: pod set names, container names."""
+    return _rfc1123(path, value, DNS1123_LABEL_MAX, _DNS1123_LABEL_RE, f"a lowercase RFC 1123 label {_LABEL_RULE}")
 
 
 def dns_subdomain(path: FieldPath, value: Any) -> list[FieldError]:
     """An RFC 1123 subdomain: object names and references to them (queues, flavors, topologies)."""
-    if not isinstance(value, str):
-        return [wrong_type(path, value, "a string")]
-    if not value:
-        return [required(path)]
-    errs = []
-    if len(value) > DNS1123_SUBDOMAIN_MAX:
-        errs.append(_too_long(path, value, DNS1123_SUBDOMAIN_MAX))
-    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
-        errs.append(invalid(path, value, f"a lowercase RFC 1123 subdomain {_SUBDOMAIN_RULE}"))
-    return errs
+    return _rfc1123(path, value, DNS1123_SUBDOMAIN_MAX, _DNS1123_SUBDOMAIN_RE,
+                    f"a lowercase RFC 1123 subdomain {_SUBDOMAIN_RULE}")
 
 
 def qualified_name(path: FieldPath, value: Any) -> list[FieldError]:
