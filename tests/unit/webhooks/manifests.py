@@ -83,6 +83,6 @@ class UpdateCase:
     want_errors: tuple[str, ...] = ()
 
 
-def cases(*rows: Case | UpdateCase) -> Any:
+def cases(*rows: Case | UpdateCase) -> pytest.MarkDecorator:
     """pytest parametrize arguments (argument `case`) with the case names as ids."""
     return pytest.mark.parametrize("case", rows, ids=[r.name for r in rows])
