@@ -205,8 +205,8 @@ VALID_CASES = [
                                    **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k", "j"]})}))),
     ValidCase("a set of strings", root(obj({"l": array(string(), **{"x-kubernetes-list-type": "set"})}))),
     ValidCase("an embedded resource that preserves its fields",
-              root(obj({"e": obj(**{"x-kubernetes-embedded-resource": True,
-                                    "x-kubernetes-preserve-unknown-fields": True})}))),
+              root(obj({"e": obj(None, **{"x-kubernetes-embedded-resource": True,
+                                          "x-kubernetes-preserve-unknown-fields": True})}))),
     ValidCase("nullable with a null default", root(obj({"a": string(nullable=True, default=None)}))),
 ]
 
