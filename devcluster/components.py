@@ -49,28 +49,27 @@ class Components:
         self.scheduler = Scheduler(api)
         self.kubelet = Kubelet(api, eviction_seconds)
         self.podgc = PodGC(api)
+        self._cycle = (self.jobs, self.scheduler, self.kubelet, self.podgc)  # the order of every round
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> Components:
-        self.jobs.start()
-        self.scheduler.start()
-        self.kubelet.start()
-        self.podgc.start()
+        for component in self._cycle:
+            component.start()
         return self
 
     def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
             self._task = None
-        self.jobs.close()
-        self.scheduler.close()
-        self.kubelet.close()
-        self.podgc.close()
+        for component in self._cycle:
+            component.close()
 
     async def step(self) -> int:
         """One round of every component; the number of writes they made."""
-        return (await self.jobs.sync() + await self.scheduler.sync() + await self.kubelet.sync()
-                + await self.podgc.sync())
+        writes = 0
+        for component in self._cycle:
+            writes += await component.sync()
+        return writes
 
     async def settle(self, rounds: int = 200) -> int:
         """Run rounds until one makes no write with nothing queued, or two in a row make none (what is
@@ -81,20 +80,17 @@ class Components:
             writes = await self.step()
             total += writes
             idle = idle + 1 if writes == 0 else 0
-            if idle >= 2 or (idle and not (self.jobs.has_work or self.kubelet.has_work
-                                           or self.scheduler.has_work)):
+            if idle >= 2 or (idle and not any(component.has_work for component in self._cycle)):
                 return total
         raise SettleError(rounds)
 
     async def advance(self, clock: ManualClock, seconds: float) -> int:
-        """Move simulated time by `seconds`, stopping at each kubelet and Job deadline on the way and settling."""
+        """Move simulated time by `seconds`, stopping at each component's deadline on the way and settling."""
         target = clock.moment + timedelta(seconds=seconds)
         total = await self.settle()
         while True:
-            dues = [d for d in (self.kubelet.next_deadline(after=clock.moment),
-                                self.jobs.next_deadline(after=clock.moment),
-                                self.podgc.next_deadline(after=clock.moment)) if d is not None]
-            due = min(dues) if dues else None
+            due = min((d for d in (c.next_deadline(after=clock.moment) for c in self._cycle) if d is not None),
+                      default=None)
             if due is None or due > target:
                 break
             clock.moment = due

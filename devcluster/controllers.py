@@ -1,14 +1,15 @@
-"""`StoreFollower`: the start/close plumbing the simulated components share, and how they read pods.
+"""`StoreFollower`: what the simulated components (Job controller, scheduler, kubelet, pod GC) share.
 
-The Job controller, the scheduler and the kubelet each keep incremental state from synchronous store
-events: on `start()` they see every current object as ADDED, then every committed write; `close()`
-stops the events. Subclasses name the resources they follow and their handlers in `follows()`;
-`pod_phase` and `counts_on_node` are the pod readings the Job controller, scheduler and kubelet share.
+Each keeps incremental state from synchronous store events: on `start()` it sees every current object
+as ADDED, then every committed write, until `close()`. Subclasses name the resources they follow in
+`follows()` and do their rounds in `sync()`, driven by `devcluster.components`; `pod_phase` and
+`counts_on_node` are the pod readings they share.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Self
 
 from controller.api.views import TERMINAL_PHASES
@@ -38,6 +39,19 @@ class StoreFollower:
 
     def follows(self) -> Sequence[tuple[StorageKey, Subscriber]]:
         """(storage key, handler) pairs, in the order the current objects are replayed."""
+        raise NotImplementedError
+
+    @property
+    def has_work(self) -> bool:
+        """Whether `sync()` has untimed work queued (`Components.settle` stops once none has)."""
+        return False
+
+    def next_deadline(self, after: datetime) -> datetime | None:
+        """The first timed transition due after `after`, where simulated time stops; None: none."""
+        return None
+
+    async def sync(self) -> int:
+        """One round: make the writes that are due; how many were made."""
         raise NotImplementedError
 
     def _replayed(self) -> None:

@@ -59,10 +59,6 @@ class PodGC(StoreFollower):
         if node not in self._nodes:
             self._missing_since.setdefault(node, self.api.now())
 
-    @property
-    def has_work(self) -> bool:
-        return False  # only timed work: see next_deadline
-
     def next_deadline(self, after: datetime) -> datetime | None:
         """When the first quarantine after `after` ends (simulated time stops there)."""
         ends = [since + QUARANTINE for since in self._missing_since.values() if since + QUARANTINE > after]
