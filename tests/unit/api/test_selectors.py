@@ -49,7 +49,7 @@ REQUIREMENTS = [
     RequirementCase("Gt on a non-numeric label", "Gt", "rack", ("1",), want_match=False),
     RequirementCase("Gt with a spaced bound (Go's ParseInt refuses it)", "Gt", "slots", (" 7",),
                     want_match=False),
-    RequirementCase("Gt with digit separators (Go's ParseInt refuses them)", "Lt", "slots", ("1_0",),
+    RequirementCase("Lt with digit separators (Go's ParseInt refuses them)", "Lt", "slots", ("1_0",),
                     want_match=False),
     RequirementCase("Gt with two values", "Gt", "slots", ("1", "2"), want_match=False),
     RequirementCase("Gt on an absent key", "Gt", "zone", ("1",), want_match=False),
