@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from devcluster.apiserver import ApiServer
 from devcluster.jobs import JobController
-from devcluster.kubelet import Kubelet
+from devcluster.kubelet import EVICTION_SECONDS, Kubelet
 from devcluster.podgc import PodGC
 from devcluster.scheduling import Scheduler
 
@@ -43,7 +43,7 @@ class Components:
     """Job controller -> scheduler -> kubelet -> pod GC, each cycle in that order (the order a real cluster's
     watches would usually deliver work in)."""
 
-    def __init__(self, api: ApiServer, *, eviction_seconds: float = 300.0) -> None:
+    def __init__(self, api: ApiServer, *, eviction_seconds: float = EVICTION_SECONDS) -> None:
         self.api = api
         self.jobs = JobController(api)
         self.scheduler = Scheduler(api)
