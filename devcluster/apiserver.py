@@ -59,7 +59,7 @@ from devcluster.selecting import (
     parse_field_selector,
     parse_label_selector,
 )
-from devcluster.store import StorageKey, Store, object_key
+from devcluster.store import HISTORY_LIMIT, StorageKey, Store, object_key
 from devcluster.watching import Watch
 
 PATCH_JSON = "application/json-patch+json"
@@ -154,7 +154,7 @@ class _Filter:
 class ApiServer:
     """The emulated kube-apiserver's logic: registry + storage + admission + GC, no HTTP."""
 
-    def __init__(self, now: Clock = utc_now, history_limit: int = 20_000,
+    def __init__(self, now: Clock = utc_now, history_limit: int = HISTORY_LIMIT,
                  uid_factory: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
         self.registry = ResourceRegistry.with_builtins()
         self.store = Store(history_limit)

@@ -21,6 +21,7 @@ from devcluster.apiserver import ApiServer
 from devcluster.clock import Clock, utc_now
 from devcluster.faults import Faults
 from devcluster.serving import HttpFrontend
+from devcluster.store import HISTORY_LIMIT
 
 T = TypeVar("T")
 
@@ -30,7 +31,7 @@ class DevCluster:
 
     CONTEXT = "devcluster"  # the cluster, user and context name in the kubeconfigs it writes
 
-    def __init__(self, *, port: int = 0, now: Clock = utc_now, history_limit: int = 20_000,
+    def __init__(self, *, port: int = 0, now: Clock = utc_now, history_limit: int = HISTORY_LIMIT,
                  bookmark_interval: float = 5.0) -> None:
         self.api = ApiServer(now=now, history_limit=history_limit)
         self.faults = Faults(self.api).install()

@@ -16,6 +16,7 @@ from typing import Any
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
 DELETED = "DELETED"
+HISTORY_LIMIT = 20_000  # events retained per resource before older revisions are compacted
 
 StorageKey = tuple[str, str]  # (group, plural)
 ObjectKey = tuple[str, str]  # (namespace or "", name)
@@ -62,7 +63,7 @@ def object_key(obj: dict[str, Any]) -> ObjectKey:
 class Store:
     """Objects by storage key and (namespace, name), with a global revision counter."""
 
-    def __init__(self, history_limit: int = 20_000) -> None:
+    def __init__(self, history_limit: int = HISTORY_LIMIT) -> None:
         self.revision = 1
         self.history_limit = history_limit
         self._buckets: dict[StorageKey, _Bucket] = {}
