@@ -27,6 +27,10 @@ from controller.api.meta import (
 QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
 PreemptionPolicy = Literal["Never", "LowerPriority", "Any", "LowerOrNewerEqualPriority"]
+BorrowWithinCohortPolicy = Literal["Never", "LowerPriority"]
+# flavorFungibility: MayStopSearch is Kueue's current name; Borrow and Preempt its deprecated aliases.
+WhenCanBorrow = Literal["MayStopSearch", "TryNextFlavor", "Borrow"]
+WhenCanPreempt = Literal["MayStopSearch", "TryNextFlavor", "Preempt"]
 
 
 class ResourceQuota(ApiModel):
@@ -52,7 +56,7 @@ class ResourceGroup(ApiModel):
 
 
 class BorrowWithinCohort(ApiModel):
-    policy: Literal["Never", "LowerPriority"] | None = None
+    policy: BorrowWithinCohortPolicy | None = None
     max_priority_threshold: int | None = None
 
 
@@ -65,8 +69,8 @@ class ClusterQueuePreemption(ApiModel):
 class FlavorFungibility(ApiModel):
     """MayStopSearch is Kueue's current name; Borrow and Preempt its deprecated aliases."""
 
-    when_can_borrow: Literal["MayStopSearch", "TryNextFlavor", "Borrow"] | None = None
-    when_can_preempt: Literal["MayStopSearch", "TryNextFlavor", "Preempt"] | None = None
+    when_can_borrow: WhenCanBorrow | None = None
+    when_can_preempt: WhenCanPreempt | None = None
 
 
 class ClusterQueueSpec(ApiModel):

@@ -8,11 +8,19 @@ non-negative, borrowing/lending limits need a cohort, lendingLimit <= nominalQuo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from controller.api import constants as c
 from controller.api.quantity import parse_quantity
-from controller.api.queues import MAX_GROUP_ITEMS, MAX_RESOURCE_GROUPS
+from controller.api.queues import (
+    MAX_GROUP_ITEMS,
+    MAX_RESOURCE_GROUPS,
+    BorrowWithinCohortPolicy,
+    QueueingStrategy,
+    StopPolicy,
+    WhenCanBorrow,
+    WhenCanPreempt,
+)
 from webhooks.validation import formats, meta, placement, shapes
 from webhooks.validation.errors import (
     ROOT,
@@ -31,14 +39,15 @@ from webhooks.validation.errors import (
 # Kueue's limits, shared with the model (and so the CRD schema).
 MAX_FLAVORS_PER_GROUP: Final = MAX_GROUP_ITEMS
 MAX_RESOURCES: Final = MAX_GROUP_ITEMS
-QUEUEING_STRATEGIES: Final = (c.QUEUEING_BEST_EFFORT_FIFO, c.QUEUEING_STRICT_FIFO)
+# The enums the model (and so the CRD schema) declares, in its order; the two preemption policies
+# are narrower here than the model's shared PreemptionPolicy, as Kueue's webhook is.
+QUEUEING_STRATEGIES: Final[tuple[str, ...]] = get_args(QueueingStrategy)
 RECLAIM_POLICIES: Final = ("Never", "LowerPriority", "Any")
 WITHIN_CQ_POLICIES: Final = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
-BORROW_POLICIES: Final = ("Never", "LowerPriority")
-# flavorFungibility: Kueue's current names first, then the deprecated aliases it still accepts.
-WHEN_CAN_BORROW: Final = ("MayStopSearch", "TryNextFlavor", "Borrow")
-WHEN_CAN_PREEMPT: Final = ("MayStopSearch", "TryNextFlavor", "Preempt")
-STOP_POLICIES: Final = ("None", "Hold", "HoldAndDrain")
+BORROW_POLICIES: Final[tuple[str, ...]] = get_args(BorrowWithinCohortPolicy)
+WHEN_CAN_BORROW: Final[tuple[str, ...]] = get_args(WhenCanBorrow)
+WHEN_CAN_PREEMPT: Final[tuple[str, ...]] = get_args(WhenCanPreempt)
+STOP_POLICIES: Final[tuple[str, ...]] = get_args(StopPolicy)
 SPEC = ROOT.child("spec")
 
 
