@@ -20,7 +20,7 @@ from devcluster.admission import WebhookChain
 from devcluster.apiserver import ApiServer
 from devcluster.clock import Clock, utc_now
 from devcluster.faults import Faults
-from devcluster.serving import HttpFrontend
+from devcluster.serving import BOOKMARK_INTERVAL, HttpFrontend
 from devcluster.store import HISTORY_LIMIT
 
 T = TypeVar("T")
@@ -32,7 +32,7 @@ class DevCluster:
     CONTEXT = "devcluster"  # the cluster, user and context name in the kubeconfigs it writes
 
     def __init__(self, *, port: int = 0, now: Clock = utc_now, history_limit: int = HISTORY_LIMIT,
-                 bookmark_interval: float = 5.0) -> None:
+                 bookmark_interval: float = BOOKMARK_INTERVAL) -> None:
         self.api = ApiServer(now=now, history_limit=history_limit)
         self.faults = Faults(self.api).install()
         self.webhooks = WebhookChain(self.api, faults=self.faults).install()

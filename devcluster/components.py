@@ -17,6 +17,8 @@ from devcluster.kubelet import EVICTION_SECONDS, Kubelet
 from devcluster.podgc import PodGC
 from devcluster.scheduling import Scheduler
 
+ROUND_INTERVAL = 0.2  # seconds between real-time rounds (`tasq dev`)
+
 
 class ManualClock:
     """A clock tests move by hand; pass it as `DevCluster(now=clock)` so the API server shares it."""
@@ -98,7 +100,7 @@ class Components:
         clock.moment = target
         return total + await self.settle()
 
-    async def run(self, interval: float = 0.2) -> None:
+    async def run(self, interval: float = ROUND_INTERVAL) -> None:
         """Real time: a round every `interval` seconds until cancelled (`tasq dev`)."""
         while True:
             try:
@@ -109,6 +111,6 @@ class Components:
                 logging.getLogger(__name__).exception("devcluster components round failed")
             await asyncio.sleep(interval)
 
-    def run_in_background(self, interval: float = 0.2) -> asyncio.Task[None]:
+    def run_in_background(self, interval: float = ROUND_INTERVAL) -> asyncio.Task[None]:
         self._task = asyncio.get_running_loop().create_task(self.run(interval))
         return self._task

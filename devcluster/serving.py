@@ -37,6 +37,7 @@ from devcluster.watching import BOOKMARK, ERROR, Watch
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
+BOOKMARK_INTERVAL = 5.0  # seconds between BOOKMARK events on an idle watch that allows them
 _DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
@@ -74,7 +75,7 @@ def _truthy(value: str | None) -> bool:
 class HttpFrontend:
     """aiohttp handlers over one ApiServer; `bookmark_interval` paces idle watch bookmarks."""
 
-    def __init__(self, api: ApiServer, bookmark_interval: float = 5.0) -> None:
+    def __init__(self, api: ApiServer, bookmark_interval: float = BOOKMARK_INTERVAL) -> None:
         self.api = api
         self.bookmark_interval = bookmark_interval
         self.address = ""
