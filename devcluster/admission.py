@@ -156,13 +156,15 @@ def _webhook_causes(hook: Mapping[str, Any], path: str, mutating: bool) -> list[
                                   "should be a domain with at least three segments separated by dots", name, True))
     versions = [str(v) for v in hook.get("admissionReviewVersions") or []]
     if not versions:
-        causes.append(field_error(f"{path}.admissionReviewVersions", CAUSE_REQUIRED, "must specify one of v1, v1beta1"))
+        causes.append(field_error(f"{path}.admissionReviewVersions", CAUSE_REQUIRED,
+                                  f"must specify one of {', '.join(REVIEW_VERSIONS)}"))
     elif not set(versions) & set(REVIEW_VERSIONS):
         causes.append(field_error(f"{path}.admissionReviewVersions", CAUSE_INVALID,
-                                  "must include at least one of v1, v1beta1", versions, True))
+                                  f"must include at least one of {', '.join(REVIEW_VERSIONS)}", versions, True))
     side_effects = hook.get("sideEffects")
     if side_effects is None:
-        causes.append(field_error(f"{path}.sideEffects", CAUSE_REQUIRED, "must specify one of None, NoneOnDryRun"))
+        causes.append(field_error(f"{path}.sideEffects", CAUSE_REQUIRED,
+                                  f"must specify one of {', '.join(SIDE_EFFECTS_V1)}"))
     elif side_effects not in SIDE_EFFECTS_V1:
         causes.append(_supported(f"{path}.sideEffects", side_effects, SIDE_EFFECTS_V1))
     for key, allowed in (("failurePolicy", FAILURE_POLICIES), ("matchPolicy", MATCH_POLICIES),
@@ -172,7 +174,7 @@ def _webhook_causes(hook: Mapping[str, Any], path: str, mutating: bool) -> list[
     timeout = hook.get("timeoutSeconds")
     if timeout is not None and (not isinstance(timeout, int) or not 1 <= timeout <= MAX_TIMEOUT):
         causes.append(field_error(f"{path}.timeoutSeconds", CAUSE_INVALID,
-                                  "the timeout value must be between 1 and 30 seconds", timeout, True))
+                                  f"the timeout value must be between 1 and {MAX_TIMEOUT} seconds", timeout, True))
     causes += _client_config_causes(hook.get("clientConfig") or {}, f"{path}.clientConfig")
     for j, rule in enumerate(hook.get("rules") or []):
         causes += _rule_causes(rule if isinstance(rule, Mapping) else {}, f"{path}.rules[{j}]")
