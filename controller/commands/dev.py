@@ -1,8 +1,9 @@
 """`tasq dev`: run the devcluster API server with sample GPU nodes until interrupted.
 
 Starts `devcluster.DevCluster` on 127.0.0.1, creates GPU nodes from `--topology` (default 2 blocks
-x 4 racks x 4 nodes x 8 GPUs) and/or from `--nodes` dumps of a real cluster, applies `crds/`, runs the simulated Job controller, scheduler and
-kubelet in real time, writes a kubeconfig for kubectl and serves until SIGINT/SIGTERM (then exits 0).
+x 4 racks x 4 nodes x 8 GPUs) and/or from `--nodes` dumps of a real cluster, applies `crds/`, runs
+the simulated Job controller, scheduler and kubelet in real time, writes a kubeconfig for kubectl
+and serves until SIGINT/SIGTERM (then exits 0).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from controller.commands.crds import DEFAULT_DIR
 from devcluster.cluster import DevCluster
 from devcluster.components import Components
 from devcluster.errors import ApiError
@@ -30,7 +32,6 @@ from devcluster.nodes import (
 )
 from devcluster.seeding import apply_crds
 
-DEFAULT_CRDS = Path(__file__).resolve().parents[2] / "crds"
 DEFAULT_TOPOLOGY = "2x4x4x8"
 
 
@@ -38,7 +39,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("dev", help="run a local development API server with sample GPU nodes")
     parser.add_argument("--kubeconfig", type=Path, required=True, help="where to write the kubeconfig")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free port)")
-    parser.add_argument("--crds", type=Path, default=DEFAULT_CRDS, help="directory of CRD YAML to apply")
+    parser.add_argument("--crds", type=Path, default=DEFAULT_DIR, help="directory of CRD YAML to apply")
     parser.add_argument("--topology", default=None,
                         help=f"GPU nodes as BLOCKSxRACKSxNODESxGPUS (default: {DEFAULT_TOPOLOGY}, "
                              "none when --nodes is given)")
