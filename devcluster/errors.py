@@ -124,7 +124,8 @@ class ApiError(Exception):
 
 
 def qualified(plural: str, group: str) -> str:
-    """`pods` for the core group, `workloads.kueue.x-k8s.io` otherwise (k8s GroupResource.String())."""
+    """`pods` for the core group, `workloads.kueue.x-k8s.io` otherwise (k8s GroupResource.String(); kinds
+    are qualified the same way in Invalid messages)."""
     return f"{plural}.{group}" if group else plural
 
 
@@ -147,9 +148,8 @@ def conflict(plural: str, group: str, name: str) -> ApiError:
 
 def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> ApiError:
     """422 with every cause, worded as kube-apiserver: `Kind.group "name" is invalid: [a, b]`."""
-    qualified_kind = f"{kind}.{group}" if group else kind
     joined = str(causes[0]) if len(causes) == 1 else "[" + ", ".join(str(c) for c in causes) + "]"
-    return ApiError(422, INVALID, f'{qualified_kind} "{name}" is invalid: {joined}',
+    return ApiError(422, INVALID, f'{qualified(kind, group)} "{name}" is invalid: {joined}',
                     kind=kind, name=name, group=group, causes=list(causes))
 
 
