@@ -22,6 +22,9 @@ PLURAL_RESOURCE_FLAVORS: Final = "resourceflavors"
 PLURAL_CLUSTER_QUEUES: Final = "clusterqueues"
 PLURAL_LOCAL_QUEUES: Final = "localqueues"
 PLURAL_WORKLOADS: Final = "workloads"
+# The batch/v1 Job, the one workload kind tasq integrates (owner of the Workloads it builds).
+JOB_API_VERSION: Final = "batch/v1"
+KIND_JOB: Final = "Job"
 
 # Labels on Jobs and pods.
 LABEL_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"

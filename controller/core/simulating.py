@@ -37,12 +37,12 @@ SIMULATION_START = datetime(2026, 1, 1, tzinfo=UTC)
 
 KNOWN_KINDS = {
     ("v1", "Node"), ("v1", "Pod"), ("v1", "Namespace"), ("scheduling.k8s.io/v1", "PriorityClass"),
-    ("batch/v1", "Job"),
+    (c.JOB_API_VERSION, c.KIND_JOB),
     (f"{c.GROUP}/{c.VERSION_V1ALPHA1}", c.KIND_TOPOLOGY), (c.API_VERSION, c.KIND_TOPOLOGY),
     (c.API_VERSION, c.KIND_RESOURCE_FLAVOR), (c.API_VERSION, c.KIND_CLUSTER_QUEUE),
     (c.API_VERSION, c.KIND_LOCAL_QUEUE), (c.API_VERSION, c.KIND_WORKLOAD),
 }
-_NAMESPACED = {"Pod", "Job", c.KIND_LOCAL_QUEUE, c.KIND_WORKLOAD}
+_NAMESPACED = {"Pod", c.KIND_JOB, c.KIND_LOCAL_QUEUE, c.KIND_WORKLOAD}
 
 ObjectKey = tuple[str, str, str]
 """(kind, namespace, name)."""
@@ -135,7 +135,7 @@ class Simulation:
         A Workload owned by a Job stands for it, and finishes when that Job does (Kueue's job
         reconciler marks it Finished), even when the manifest itself says nothing."""
         classes, default = self._priority_classes()
-        jobs = [JobView.from_dict(job) for job in self.of_kind("Job")]
+        jobs = [JobView.from_dict(job) for job in self.of_kind(c.KIND_JOB)]
         job_done = {(view.namespace or "default", view.name): _JOB_FINISHED.get(view.finished or "")
                     for view in jobs}
         manifests: list[tuple[dict[str, Any], str | None]] = []
@@ -146,7 +146,7 @@ class Simulation:
                 owned.add(owner)
             manifests.append((obj, _workload_finished(obj) or job_done.get(owner or ("", ""))))
         from_jobs: list[dict[str, Any]] = []
-        for view, job in zip(jobs, self.of_kind("Job"), strict=True):
+        for view, job in zip(jobs, self.of_kind(c.KIND_JOB), strict=True):
             key = (view.namespace or "default", view.name)
             if view.queue_name and key not in owned:
                 from_jobs.append(workload_from_job(job, classes, default))
@@ -256,7 +256,7 @@ def _owner_job(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     """(namespace, name) of the Job that owns a Workload manifest, if one does."""
     meta = obj.get("metadata") or {}
     for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
+        if ref.get("kind") == c.KIND_JOB and str(ref.get("apiVersion", "")).startswith("batch/"):
             return str(meta.get("namespace") or "default"), str(ref.get("name", ""))
     return None
 

@@ -19,8 +19,6 @@ UpdateValidator = Callable[[Mapping[str, Any], Mapping[str, Any]], list[FieldErr
 
 _V1BETA1: Final = f"{c.GROUP}/{c.VERSION_V1BETA1}"
 _V1ALPHA1: Final = f"{c.GROUP}/{c.VERSION_V1ALPHA1}"
-JOB_API_VERSION: Final = "batch/v1"
-JOB_KIND: Final = "Job"
 
 # kind -> (served apiVersions, create rules, update rules); Topology is served in both versions.
 KINDS: Final[dict[str, tuple[tuple[str, ...], Validator, UpdateValidator | None]]] = {
@@ -38,7 +36,7 @@ def _rules(obj: Any) -> tuple[list[FieldError], tuple[Validator, UpdateValidator
     if not isinstance(obj, Mapping):
         return [wrong_type(ROOT.child("object"), obj, "an object")], None
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
-    if api_version == JOB_API_VERSION and kind == JOB_KIND:
+    if api_version == c.JOB_API_VERSION and kind == c.KIND_JOB:
         return [], (jobs.validate_job, jobs.validate_job_update)
     if not isinstance(api_version, str) or not api_version.startswith(f"{c.GROUP}/"):
         return [], None

@@ -151,7 +151,7 @@ def workload_from_job(job: Mapping[str, Any], priority_classes: Mapping[str, int
         "namespace": meta.get("namespace") or "default",
         "labels": {c.LABEL_QUEUE_NAME: labels[c.LABEL_QUEUE_NAME]} if c.LABEL_QUEUE_NAME in labels else {},
         "ownerReferences": [{
-            "apiVersion": "batch/v1", "kind": "Job", "name": meta.get("name", ""),
+            "apiVersion": c.JOB_API_VERSION, "kind": c.KIND_JOB, "name": meta.get("name", ""),
             "uid": meta.get("uid", ""), "controller": True, "blockOwnerDeletion": True,
         }],
     }
