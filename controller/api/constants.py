@@ -102,6 +102,10 @@ REASON_INVALID: Final = "Invalid"
 # Queueing strategies.
 QUEUEING_BEST_EFFORT_FIFO: Final = "BestEffortFIFO"
 QUEUEING_STRICT_FIFO: Final = "StrictFIFO"
+# ClusterQueue policies admission reads: stopPolicy "None" admits; whenCanBorrow TryNextFlavor
+# looks for a flavor that fits without borrowing first.
+STOP_POLICY_NONE: Final = "None"
+FUNGIBILITY_TRY_NEXT_FLAVOR: Final = "TryNextFlavor"
 
 # Resources with special meaning.
 RESOURCE_PODS: Final = "pods"

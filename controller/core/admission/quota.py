@@ -103,9 +103,9 @@ class ClusterQueueQuota:
             groups=tuple(groups),
             queueing_strategy=str(spec.get("queueingStrategy") or c.QUEUEING_BEST_EFFORT_FIFO),
             namespace_selector=None if selector is None else dict(selector),
-            stopped=spec.get("stopPolicy", "None") not in ("None", None),
+            stopped=spec.get("stopPolicy") not in (c.STOP_POLICY_NONE, None),
             try_next_flavor_before_borrowing=(spec.get("flavorFungibility") or {}).get("whenCanBorrow")
-            == "TryNextFlavor",
+            == c.FUNGIBILITY_TRY_NEXT_FLAVOR,
         )
 
 
