@@ -19,10 +19,8 @@ from controller.api.booleans import parse_boolean
 from controller.api.quantity import Resources
 from controller.api.selectors import NodeSelectorTerm, Toleration, required_node_affinity_terms
 from controller.api.views import POD_SLOT_MILLI, pod_requests, tolerations_from
+from controller.api.workload import DEFAULT_POD_SET_NAME
 from controller.core.topology import TopologyRequest
-
-JOB_POD_SET_NAME = "main"
-"""Kueue names the single PodSet of a batch/v1 Job `main`."""
 
 _MAX_NAME_PREFIX = 63 - 6  # the name must stay a DNS label: prefix + "-" + 5 hex characters
 _HASH_LENGTH = 5
@@ -141,7 +139,8 @@ def workload_from_job(job: Mapping[str, Any], priority_classes: Mapping[str, int
     labels = meta.get("labels") or {}
     parallelism = spec.get("parallelism")
     count = 1 if parallelism is None else int(parallelism)
-    pod_set: dict[str, Any] = {"name": JOB_POD_SET_NAME, "count": count, "template": template}
+    # Kueue gives a Job's single PodSet the API's default name (`main`).
+    pod_set: dict[str, Any] = {"name": DEFAULT_POD_SET_NAME, "count": count, "template": template}
     topology = topology_request_from_annotations(meta.get("annotations") or {},
                                                  (template.get("metadata") or {}).get("annotations") or {})
     if topology is not None:
@@ -189,7 +188,7 @@ def pod_set_info(obj: Mapping[str, Any]) -> PodSetInfo:
         {}, (template.get("metadata") or {}).get("annotations") or {})
     requests = pod_requests(pod_spec)
     return PodSetInfo(
-        name=str(obj.get("name", JOB_POD_SET_NAME)),
+        name=str(obj.get("name", DEFAULT_POD_SET_NAME)),
         count=int(obj.get("count", 1)),
         requests=requests,
         placement_requests={**requests, c.RESOURCE_PODS: POD_SLOT_MILLI},
