@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from controller.api import constants as c
 from controller.api.quantity import parse_quantity
 from webhooks.validation import formats, placement, shapes
 from webhooks.validation.errors import FieldError, FieldPath, duplicate, invalid, render, required
 
-STANDARD_CONTAINER_RESOURCES: Final = frozenset({"cpu", "memory", "ephemeral-storage"})
+STANDARD_CONTAINER_RESOURCES: Final = frozenset({c.RESOURCE_CPU, c.RESOURCE_MEMORY, "ephemeral-storage"})
 
 
 def _containers(path: FieldPath, items: list[Any] | None, errs: list[FieldError],
