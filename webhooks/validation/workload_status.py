@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, get_args
 
+from controller.api.meta import CONDITION_REASON_PATTERN, ConditionStatus
 from controller.api.quantity import QuantityError, to_milli
 from webhooks.validation import formats, placement, shapes
 from webhooks.validation.errors import (
@@ -26,10 +27,10 @@ from webhooks.validation.errors import (
 )
 
 STATUS = ROOT.child("status")
-CONDITION_STATUSES: Final = ("True", "False", "Unknown")
+CONDITION_STATUSES: Final[tuple[str, ...]] = get_args(ConditionStatus)
 REASON_MAX: Final = 1024
 MESSAGE_MAX: Final = 32768
-_REASON_RE: Final = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
+_REASON_RE: Final = re.compile(CONDITION_REASON_PATTERN)  # the Condition schema's (anchored) pattern
 
 
 def _condition(path: FieldPath, cond: Mapping[str, Any], errs: list[FieldError]) -> None:
