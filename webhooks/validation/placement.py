@@ -97,15 +97,14 @@ def taints(path: FieldPath, items: list[Any] | None, limit: int | None = None) -
         key, effect = item.get("key"), item.get("effect")
         if not isinstance(key, str) or not isinstance(effect, str):
             continue  # a wrong type was reported by `taint`
-        key_effect = (key, effect)
-        if key_effect in seen:
-            errs.append(duplicate_detail(item_path, f"{key_effect[0]}:{key_effect[1]}",
-                                         "taints must be unique by key and effect pair"))
-        seen.add(key_effect)
+        if (key, effect) in seen:
+            errs.append(duplicate_detail(item_path, f"{key}:{effect}", "taints must be unique by key and effect pair"))
+        seen.add((key, effect))
     return errs
 
 
 def tolerations(path: FieldPath, items: list[Any] | None, limit: int | None = None) -> list[FieldError]:
+    """A toleration list: at most `limit` items, each valid (duplicates are allowed, as in core/v1)."""
     errs: list[FieldError] = []
     if limit is not None and items is not None and len(items) > limit:
         errs.append(too_many(path, len(items), limit))
