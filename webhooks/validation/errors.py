@@ -33,6 +33,7 @@ class FieldPath:
 
 
 ROOT = FieldPath("")
+SPEC = ROOT.child("spec")
 
 
 @dataclass(frozen=True, slots=True)

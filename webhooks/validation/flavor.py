@@ -13,13 +13,12 @@ from typing import Any, Final
 
 from controller.api.flavor import MAX_FLAVOR_ITEMS
 from webhooks.validation import formats, meta, placement, shapes, topology
-from webhooks.validation.errors import ROOT, FieldError, forbidden, invalid_omitted, required
+from webhooks.validation.errors import SPEC, FieldError, forbidden, invalid_omitted, required
 
 # One limit for the three lists, shared with the model (and so the CRD schema).
 MAX_NODE_LABELS: Final = MAX_FLAVOR_ITEMS
 MAX_TAINTS: Final = MAX_FLAVOR_ITEMS
 MAX_TOLERATIONS: Final = MAX_FLAVOR_ITEMS
-SPEC = ROOT.child("spec")
 
 
 def _inline_topology(spec: Mapping[str, Any], errs: list[FieldError]) -> bool:

@@ -14,7 +14,7 @@ from controller.api import constants as c
 from controller.api.booleans import BOOLEAN_VALUES, parse_boolean
 from webhooks.validation import formats, meta, pod_templates, shapes
 from webhooks.validation.errors import (
-    ROOT,
+    SPEC,
     FieldError,
     FieldPath,
     invalid,
@@ -23,7 +23,6 @@ from webhooks.validation.errors import (
     unsupported,
 )
 
-SPEC = ROOT.child("spec")
 JOB_ANNOTATIONS_PATH = meta.METADATA.child("annotations")
 TEMPLATE_PATH = SPEC.child("template")
 TEMPLATE_ANNOTATIONS_PATH = TEMPLATE_PATH.child("metadata").child("annotations")

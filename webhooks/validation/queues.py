@@ -23,7 +23,7 @@ from controller.api.queues import (
 )
 from webhooks.validation import formats, meta, placement, shapes
 from webhooks.validation.errors import (
-    ROOT,
+    SPEC,
     FieldError,
     FieldPath,
     duplicate,
@@ -48,7 +48,6 @@ BORROW_POLICIES: Final[tuple[str, ...]] = get_args(BorrowWithinCohortPolicy)
 WHEN_CAN_BORROW: Final[tuple[str, ...]] = get_args(WhenCanBorrow)
 WHEN_CAN_PREEMPT: Final[tuple[str, ...]] = get_args(WhenCanPreempt)
 STOP_POLICIES: Final[tuple[str, ...]] = get_args(StopPolicy)
-SPEC = ROOT.child("spec")
 
 
 def _covered_resources(groups: list[tuple[FieldPath, Mapping[str, Any]]],

@@ -13,7 +13,7 @@ from typing import Any, Final
 from controller.api import constants as c
 from webhooks.validation import formats, meta, shapes
 from webhooks.validation.errors import (
-    ROOT,
+    SPEC,
     FieldError,
     FieldPath,
     duplicate,
@@ -23,7 +23,6 @@ from webhooks.validation.errors import (
 )
 
 MAX_LEVELS: Final = 16
-SPEC = ROOT.child("spec")
 
 
 def levels(path: FieldPath, labels: Sequence[tuple[FieldPath, Any]]) -> list[FieldError]:

@@ -15,7 +15,7 @@ from controller.api import constants as c
 from controller.api.workload import DEFAULT_POD_SET_NAME
 from webhooks.validation import formats, meta, pod_templates, shapes, workload_status
 from webhooks.validation.errors import (
-    ROOT,
+    SPEC,
     FieldError,
     FieldPath,
     duplicate,
@@ -30,7 +30,6 @@ from webhooks.validation.errors import (
 MAX_POD_SETS: Final = 8
 DEFAULT_COUNT: Final = 1
 TOPOLOGY_MODES: Final = ("preferred", "required", "unconstrained")
-SPEC = ROOT.child("spec")
 
 
 def topology_request(path: FieldPath, request: Mapping[str, Any]) -> list[FieldError]:
