@@ -53,14 +53,14 @@ def domain_slices(snap: AdmissionSnapshot, wl: WorkloadInfo, admission: Mapping[
     return out
 
 
-def _bound_in(sl: DomainSlice, key: str, pods: Iterable[PodView],
-              nodes: Mapping[str, NodeView]) -> dict[str, Resources]:
-    """Phase 2: per node, the share of the workload's bound pods of this pod set inside the slice's
-    domain (they already count as pods; their share is held so they convert it when they bind)."""
+def _bound_in(sl: DomainSlice, pods: Iterable[PodView], nodes: Mapping[str, NodeView]) -> dict[str, Resources]:
+    """Phase 2: per node, the share of the workload's bound pods (`pods` are the workload's own) of
+    this pod set inside the slice's domain (they already count as pods; their share is held so they
+    convert it when they bind)."""
     held: dict[str, Resources] = {}
     for pod in pods:
         node = nodes.get(pod.node_name or "")
-        if (node is None or pod.terminal or workload_key_of(pod) != key
+        if (node is None or pod.terminal
                 or pod.annotations.get(c.ANNOTATION_TOPOLOGY_PODSET, sl.pod_set.name) != sl.pod_set.name
                 or any(node.labels.get(k) != v for k, v in sl.node_labels.items())):
             continue
@@ -96,11 +96,11 @@ def domain_holdings(snap: AdmissionSnapshot, wl: WorkloadInfo, admission: Mappin
     placed; plus its bound pods' share, so reserving this before counting pods, as `build_snapshot`
     does, counts each pod once). The placed part is also reserved in `snap.usage` at once, under
     `<workload key>/domain-slices`, so the next slice and the next workload see it."""
-    pods = list(pods)
+    mine = [pod for pod in pods if workload_key_of(pod) == wl.key]  # once, not once per slice
     placed: dict[str, Resources] = {}
     held: dict[str, Resources] = {}
     for sl in domain_slices(snap, wl, admission):
-        bound = _bound_in(sl, wl.key, pods, nodes)
+        bound = _bound_in(sl, mine, nodes)
         already = sum(v.get(c.RESOURCE_PODS, 0) for v in bound.values()) // POD_SLOT_MILLI
         here = _place(snap, sl, sl.count - already)
         for into, parts in ((placed, (here,)), (held, (here, bound))):
