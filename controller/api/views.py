@@ -185,7 +185,7 @@ class JobView:
     def finished(self) -> str | None:
         """"Complete" or "Failed" once the Job has that condition with status True."""
         for cond in self.conditions:
-            if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            if cond.get("type") in (c.CONDITION_JOB_COMPLETE, c.CONDITION_JOB_FAILED) and cond.get("status") == "True":
                 return str(cond["type"])
         return None
 
