@@ -23,7 +23,7 @@ from controller.api.meta import (
     omitempty_list,
 )
 from controller.api.selectors import Taint, Toleration
-from controller.api.topology import Topology
+from controller.api.topology import MAX_TOPOLOGY_LEVELS, Topology
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
@@ -52,7 +52,7 @@ class FlavorToleration(ApiModel):
 class InlineTopology(ApiModel):
     """The KEP's inline form: level node labels, widest first."""
 
-    levels: list[LabelKeyStr] = Field(min_length=1, max_length=16)
+    levels: list[LabelKeyStr] = Field(min_length=1, max_length=MAX_TOPOLOGY_LEVELS)
 
 
 # Kueue's limits on a flavor's node labels, taints and tolerations.

@@ -6,9 +6,14 @@ Topology by `topologyName`; the cache and the topology engine read its `level_la
 
 from __future__ import annotations
 
+from typing import Final
+
 from pydantic import Field
 
 from controller.api.meta import ApiModel, KubeObject, LabelKeyStr
+
+MAX_TOPOLOGY_LEVELS: Final = 16
+"""Kueue's limit on a topology's levels (both the Topology kind and the KEP's inline form)."""
 
 
 class TopologyLevel(ApiModel):
@@ -16,7 +21,7 @@ class TopologyLevel(ApiModel):
 
 
 class TopologySpec(ApiModel):
-    levels: list[TopologyLevel] = Field(min_length=1, max_length=16)
+    levels: list[TopologyLevel] = Field(min_length=1, max_length=MAX_TOPOLOGY_LEVELS)
 
 
 class Topology(KubeObject):

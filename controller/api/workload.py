@@ -9,7 +9,7 @@ templates stay plain dicts. Used by the job reconciler, the admission cycle and 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from pydantic import Field
 
@@ -31,6 +31,8 @@ from controller.api.meta import (
 )
 
 DEFAULT_POD_SET_NAME = "main"
+MAX_POD_SETS: Final = 8
+"""Kueue's limit on a Workload's podSets."""
 
 
 class PodSetTopologyRequest(ApiModel):
@@ -51,7 +53,7 @@ class PodSet(ApiModel):
 
 
 class WorkloadSpec(ApiModel):
-    pod_sets: list[PodSet] = Field(min_length=1, max_length=8)
+    pod_sets: list[PodSet] = Field(min_length=1, max_length=MAX_POD_SETS)
     queue_name: DnsSubdomainStr | None = None
     priority_class_name: DnsSubdomainStr | None = None
     priority_class_source: str | None = None

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from controller.api import constants as c
+from controller.api.topology import MAX_TOPOLOGY_LEVELS
 from webhooks.validation import formats, meta, shapes
 from webhooks.validation.errors import (
     SPEC,
@@ -22,7 +23,7 @@ from webhooks.validation.errors import (
     too_many,
 )
 
-MAX_LEVELS: Final = 16
+MAX_LEVELS: Final = MAX_TOPOLOGY_LEVELS  # shared with the models (and so the CRD schemas)
 
 
 def levels(path: FieldPath, labels: Sequence[tuple[FieldPath, Any]]) -> list[FieldError]:

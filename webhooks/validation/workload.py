@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from controller.api import constants as c
-from controller.api.workload import DEFAULT_POD_SET_NAME
+from controller.api.workload import DEFAULT_POD_SET_NAME, MAX_POD_SETS
 from webhooks.validation import formats, meta, pod_templates, shapes, workload_status
 from webhooks.validation.errors import (
     SPEC,
@@ -27,7 +27,6 @@ from webhooks.validation.errors import (
     wrong_type,
 )
 
-MAX_POD_SETS: Final = 8
 DEFAULT_COUNT: Final = 1
 TOPOLOGY_MODES: Final = ("preferred", "required", "unconstrained")
 
