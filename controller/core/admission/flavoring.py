@@ -89,11 +89,11 @@ def fit_from_admission(wl: WorkloadInfo, admission: Mapping[str, Any]) -> Worklo
         for resource, flavor in flavors.items():
             quota[(flavor, resource)] = quota.get((flavor, resource), 0) + usage.get(resource, 0)
         ps = by_name.get(str(psa.get("name", "")))
-        slices = (psa.get("topologyAssignment") or {}).get("slices") or []
-        for sl in slices if ps is not None else []:
-            host = (sl.get("nodeLabels") or {}).get(c.LABEL_HOSTNAME)
-            if host is not None and ps is not None:
-                add_into(nodes.setdefault(host, {}), ps.placement_requests, int(sl.get("count", 0)))
+        if ps is not None:
+            for sl in (psa.get("topologyAssignment") or {}).get("slices") or []:
+                host = (sl.get("nodeLabels") or {}).get(c.LABEL_HOSTNAME)
+                if host is not None:
+                    add_into(nodes.setdefault(host, {}), ps.placement_requests, int(sl.get("count", 0)))
         granted.append(PodSetFlavors(str(psa.get("name", "")), int(psa.get("count") or 0), flavors, usage, None))
     return WorkloadFit(str(admission.get("clusterQueue", "")), tuple(granted), quota, nodes)
 
