@@ -48,6 +48,11 @@ class _Chosen:
     ids: Int64Array
     takes: Int64Array
 
+    @classmethod
+    def one(cls, level: int, domain: int, n: int) -> _Chosen:
+        """A single domain taking all `n` pods."""
+        return cls(level, np.asarray([domain], dtype=np.int64), np.asarray([n], dtype=np.int64))
+
 
 def assign(topology: FlavorTopology, usage: Usage, podsets: Sequence[PodSetRequest]) -> AssignmentOutcome:
     """Place every pod set (in order) or none; see the module docstring. Does not mutate `usage`."""
@@ -161,7 +166,7 @@ def _choose_start(topology: FlavorTopology, counts: list[Int64Array],
         rank = topology.domains[lowest].rank()
         one = _best_fit(_all(counts[lowest]), counts[lowest], rank, n)
         if one is not None:
-            return _Chosen(lowest, np.asarray([one], dtype=np.int64), np.asarray([n], dtype=np.int64))
+            return _Chosen.one(lowest, one, n)
         picked = _least_free(_all(counts[lowest]), counts[lowest], rank, n)
         if picked is None:
             return _unfit(topology, counts, ps, 0, in_total=True)
@@ -170,7 +175,7 @@ def _choose_start(topology: FlavorTopology, counts: list[Int64Array],
     for level in wider:
         best = _best_fit(_all(counts[level]), counts[level], topology.domains[level].rank(), n)
         if best is not None:
-            return _Chosen(level, np.asarray([best], dtype=np.int64), np.asarray([n], dtype=np.int64))
+            return _Chosen.one(level, best, n)
     if ps.topology.mode == "required":
         return _unfit(topology, counts, ps, start, in_total=False)
     spread = _fewest(_all(counts[0]), counts[0], topology.domains[0].rank(), n)
