@@ -169,8 +169,9 @@ class Simulation:
                                                    spec=manifest.get("spec") or {})
             if finished is None and tracked.model.has_quota_reservation and tracked.model.admission:
                 # Admitted before this simulation: it keeps its quota (and named hosts).
-                tracked.fit = fit_from_admission(info, (manifest.get("status") or {})["admission"])
-                tracked.restoring = (manifest.get("status") or {})["admission"]
+                admission = (manifest.get("status") or {})["admission"]
+                tracked.fit = fit_from_admission(info, admission)
+                tracked.restoring = admission
         if finished is not None and tracked.finished is None:
             tracked.finished = finished
             tracked.fit = None
@@ -196,8 +197,8 @@ class Simulation:
         """A fresh snapshot of everything applied; admissions still running keep quota and nodes."""
         nodes = [NodeView.from_dict(n) for n in self.of_kind("Node")]
         pods = [PodView.from_dict(p) for p in self.of_kind("Pod")]
-        namespaces = {str((ns.get("metadata") or {}).get("name", "")): dict((ns.get("metadata") or {}).get("labels") or {})
-                      for ns in self.of_kind("Namespace")}
+        ns_metas = [ns.get("metadata") or {} for ns in self.of_kind("Namespace")]
+        namespaces = {str(meta.get("name", "")): dict(meta.get("labels") or {}) for meta in ns_metas}
         running = {key: t.fit for key, t in self.tracked.items() if t.fit is not None and t.finished is None}
         snapshot = build_snapshot(
             [ClusterQueue.from_dict(o) for o in self.of_kind(c.KIND_CLUSTER_QUEUE)],
