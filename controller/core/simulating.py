@@ -135,7 +135,8 @@ class Simulation:
         A Workload owned by a Job stands for it, and finishes when that Job does (Kueue's job
         reconciler marks it Finished), even when the manifest itself says nothing."""
         classes, default = self._priority_classes()
-        jobs = [JobView.from_dict(job) for job in self.of_kind(c.KIND_JOB)]
+        job_objs = self.of_kind(c.KIND_JOB)
+        jobs = [JobView.from_dict(job) for job in job_objs]
         job_done = {(view.namespace or "default", view.name): _JOB_FINISHED.get(view.finished or "")
                     for view in jobs}
         manifests: list[tuple[dict[str, Any], str | None]] = []
@@ -146,7 +147,7 @@ class Simulation:
                 owned.add(owner)
             manifests.append((obj, _workload_finished(obj) or job_done.get(owner or ("", ""))))
         from_jobs: list[dict[str, Any]] = []
-        for view, job in zip(jobs, self.of_kind(c.KIND_JOB), strict=True):
+        for view, job in zip(jobs, job_objs, strict=True):
             key = (view.namespace or "default", view.name)
             if view.queue_name and key not in owned:
                 from_jobs.append(workload_from_job(job, classes, default))
