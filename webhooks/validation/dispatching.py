@@ -17,7 +17,7 @@ from webhooks.validation.errors import ROOT, FieldError, unsupported, wrong_type
 Validator = Callable[[Mapping[str, Any]], list[FieldError]]
 UpdateValidator = Callable[[Mapping[str, Any], Mapping[str, Any]], list[FieldError]]
 
-_V1BETA1: Final = f"{c.GROUP}/{c.VERSION_V1BETA1}"
+_V1BETA1: Final = c.API_VERSION
 _V1ALPHA1: Final = f"{c.GROUP}/{c.VERSION_V1ALPHA1}"
 
 # kind -> (served apiVersions, create rules, update rules); Topology is served in both versions.
