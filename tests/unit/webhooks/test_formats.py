@@ -137,3 +137,37 @@ def test_qualified_name_matches_the_oracle(s: str) -> None:
 @given(names)
 def test_label_value_matches_the_oracle(s: str) -> None:
     assert (formats.label_value(PATH, s) == []) == (s == "" or is_name_part(s))
+
+
+@dataclass(frozen=True)
+class NameCase:
+    name: str
+    check: Callable[[FieldPath, Any], list[FieldError]]
+    value: Any
+    want_messages: tuple[str, ...]
+
+
+NAME_CASES = [
+    NameCase("a plain label passes", formats.dns_label, "worker-0", ()),
+    NameCase("a dotted subdomain passes", formats.dns_subdomain, "team-a.gpu", ()),
+    NameCase("a dot is no label character", formats.dns_label, "team-a.gpu",
+             ("Invalid value: \"team-a.gpu\": a lowercase RFC 1123 label must consist",)),
+    NameCase("a trailing newline does not slip past the anchored pattern", formats.dns_subdomain, "queue\n",
+             ("Invalid value: \"queue\\n\": a lowercase RFC 1123 subdomain must consist",)),
+    NameCase("an empty name is required", formats.dns_subdomain, "", ("Required value",)),
+    NameCase("a number is the wrong type", formats.dns_label, 7, ("Invalid value: 7: must be a string",)),
+    NameCase("a 64-character label is too long but well formed", formats.dns_label, "a" * 64,
+             ("Invalid value: \"" + "a" * 64 + "\": must be no more than 63 characters (has 64)",)),
+    NameCase("a 254-character subdomain is too long and ends badly", formats.dns_subdomain, "a" * 253 + "-",
+             ("Invalid value: \"" + "a" * 253 + "-\": must be no more than 253 characters (has 254)",
+              "Invalid value: \"" + "a" * 253 + "-\": a lowercase RFC 1123 subdomain must consist")),
+]
+
+
+@pytest.mark.parametrize("case", NAME_CASES, ids=lambda case: case.name)
+def test_rfc1123_names(case: NameCase) -> None:
+    errs = case.check(FieldPath("metadata.name"), case.value)
+    assert len(errs) == len(case.want_messages)
+    for err, want in zip(errs, case.want_messages, strict=True):
+        assert err.path == "metadata.name"
+        assert err.message.startswith(want)

@@ -111,3 +111,26 @@ def test_a_workload_manifest_takes_its_class_priority_and_template_topology() ->
     info = workload_info(manifest, priority_classes=PRIORITY_CLASSES)
     assert info.priority == 1000
     assert info.pod_sets[0].topology == TopologyRequest("required", "rack")
+
+
+@dataclass(frozen=True)
+class PriorityCase:
+    name: str
+    spec: dict[str, Any]
+    want_priority: int
+
+
+PRIORITY_CASES = [
+    PriorityCase("an explicit priority wins over its class", {"priority": 7, "priorityClassName": "high"}, 7),
+    PriorityCase("a zero priority is explicit too", {"priority": 0, "priorityClassName": "high"}, 0),
+    PriorityCase("a known class gives its value", {"priorityClassName": "low"}, -5),
+    PriorityCase("an unknown class falls back to 0", {"priorityClassName": "missing"}, 0),
+    PriorityCase("neither field gives 0", {}, 0),
+]
+
+
+@pytest.mark.parametrize("case", PRIORITY_CASES, ids=lambda case: case.name)
+def test_a_workload_manifest_priority(case: PriorityCase) -> None:
+    wl = workload_info({"metadata": {"name": "w", "namespace": "ns"}, "spec": {"queueName": "q", **case.spec}},
+                       priority_classes=PRIORITY_CLASSES)
+    assert wl.priority == case.want_priority
