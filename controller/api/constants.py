@@ -51,6 +51,10 @@ ANNOTATION_TOPOLOGY_PODSET: Final = "kueue.x-k8s.io/topology-podset"
 
 # The scheduling gate that holds pods until the TopologyUngater releases them.
 SCHEDULING_GATE_TOPOLOGY: Final = "kueue.x-k8s.io/topology"
+# tasq's own label on admitted pod templates: the Pod webhook's objectSelector matches only it, so
+# a tasq outage can never block pods tasq does not manage (Kueue used `kueue.x-k8s.io/tas` until 0.14).
+LABEL_TAS: Final = "tasq.io/tas"
+LABEL_TAS_VALUE: Final = "true"
 
 # Gang labels accepted from other systems (later work).
 LABEL_POD_GROUP_NAME: Final = "pod-group.scheduling.x-k8s.io/name"
