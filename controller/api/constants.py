@@ -124,3 +124,6 @@ CONTROLLER_NAME: Final = "tasq.x-k8s.io/controller"
 ANNOTATION_DEVCLUSTER_RUN_SECONDS: Final = "devcluster.tasq.io/run-seconds"
 # ... and fails a pod (phase Failed, exit code 1) when this annotation is "true".
 ANNOTATION_DEVCLUSTER_FAIL: Final = "devcluster.tasq.io/fail"
+
+# The Kueue release whose API (v1beta1) and behaviour tasq follows; `tasq version` prints it.
+KUEUE_VERSION_FOLLOWED: Final = "0.19"

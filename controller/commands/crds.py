@@ -1,7 +1,8 @@
 """`tasq crds`: write the generated CRDs to `crds/`, or check that the checked-in files are current.
 
-The YAML comes from `controller.api.crds` (byte-stable), one file per kind. `--check` writes
-nothing and exits 1 naming every file that differs, is missing or should not be there.
+The YAML comes from `controller.api.crds` (byte-stable), one file per kind. Without `--output` it
+writes only into a source checkout's `crds/` (never into site-packages). `--check` writes nothing and
+exits 1 naming every file that differs, is missing or should not be there.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from controller.api.crds import all_crds, render_yaml
+from controller.bundled import checkout_root, crd_dir
 
-# The repository's crds/ directory (this file is controller/commands/crds.py).
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "crds"
+# The CRDs this installation carries (the checkout's crds/ in an editable install).
+DEFAULT_DIR = crd_dir()
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("crds", help="regenerate crds/ from the API models (or --check it)")
-    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR,
-                        help="directory of the CRD YAML files (default: the repository's crds/)")
+    parser.add_argument("--output", "--dir", dest="dir", type=Path, default=None, metavar="DIR",
+                        help="directory of the CRD YAML files (default: the checkout's crds/; "
+                             "--check defaults to the CRDs this installation carries)")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 and name the files that are out of date")
     parser.set_defaults(handler=run)
@@ -47,8 +50,21 @@ def stale_files(directory: Path, wanted: dict[str, str]) -> list[tuple[str, str]
     return sorted(problems)
 
 
+def _target(args: argparse.Namespace) -> Path | None:
+    if args.dir is not None:
+        return Path(args.dir)
+    if args.check:
+        return DEFAULT_DIR
+    root = checkout_root()
+    return None if root is None else root / "crds"
+
+
 def run(args: argparse.Namespace) -> int:
-    directory: Path = args.dir
+    directory = _target(args)
+    if directory is None:
+        print("tasq crds: not running from a source checkout; pass --output DIR to write the CRDs there "
+              "(the installed package is never modified)", file=sys.stderr)
+        return 2
     wanted = rendered()
     if args.check:
         problems = stale_files(directory, wanted)
@@ -59,7 +75,14 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(f"crds OK: {len(wanted)} file(s) in {directory} match the models")
         return 0
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        print(f"tasq crds: cannot create {directory}: {err.strerror}", file=sys.stderr)
+        return 2
+    if not directory.is_dir():
+        print(f"tasq crds: --output {directory} is not a directory", file=sys.stderr)
+        return 2
     written = 0
     for name, content in wanted.items():
         path = directory / name

@@ -1,0 +1,76 @@
+"""A plain (non-editable) install works anywhere: the wheel carries the CRDs and samples it needs.
+
+Builds the wheel from this checkout, installs it into a fresh venv outside the checkout and runs the
+commands from an unrelated directory, as a user who ran `pip install tasq` would.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)],
+                   check=True, capture_output=True, timeout=600)
+    return next(out.glob("tasq-*.whl"))
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    venv = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], check=True, capture_output=True,
+                   timeout=900)
+    yield venv
+
+
+def test_the_wheel_carries_every_crd_and_sample(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for crd in (REPO / "crds").glob("*.yaml"):
+        assert f"controller/data/crds/{crd.name}" in names
+    for sample in (REPO / "config" / "samples").glob("*.yaml"):
+        assert f"controller/data/samples/{sample.name}" in names
+    assert "controller/data/simulate/gpu-nodes.yaml" in names
+
+
+def _run(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(venv / "bin" / "tasq"), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _bundled(venv: Path, cwd: Path, expr: str) -> str:
+    proc = subprocess.run([str(venv / "bin" / "python"), "-c", f"from controller import bundled; print({expr})"],
+                          cwd=cwd, capture_output=True, text=True, check=True, timeout=60)
+    return proc.stdout.strip()
+
+
+def test_simulate_admits_the_packaged_samples_from_any_directory(installed: Path, tmp_path: Path) -> None:
+    nodes = _bundled(installed, tmp_path, "bundled.sample_nodes_file()")
+    samples = _bundled(installed, tmp_path, "bundled.samples_dir()")
+    assert str(REPO) not in nodes and str(REPO) not in samples
+    proc = _run(installed, tmp_path, "simulate", "-f", nodes, "-f", samples)
+    assert proc.returncode == 0, proc.stderr
+    assert "True" in proc.stdout  # at least one Workload admitted
+
+
+def test_crds_check_passes_and_writing_needs_output(installed: Path, tmp_path: Path) -> None:
+    assert _run(installed, tmp_path, "crds", "--check").returncode == 0
+    refused = _run(installed, tmp_path, "crds")
+    assert refused.returncode == 2 and "--output" in refused.stderr
+    assert _run(installed, tmp_path, "crds", "--output", str(tmp_path / "crds")).returncode == 0
+    assert len(list((tmp_path / "crds").glob("*.yaml"))) == len(list((REPO / "crds").glob("*.yaml")))
+
+
+def test_version_names_the_release(installed: Path, tmp_path: Path) -> None:
+    proc = _run(installed, tmp_path, "--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("tasq ")
