@@ -56,6 +56,28 @@ SCHEDULING_GATE_TOPOLOGY: Final = "kueue.x-k8s.io/topology"
 LABEL_TAS: Final = "tasq.io/tas"
 LABEL_TAS_VALUE: Final = "true"
 
+# tasq's admission webhooks: kopf handler ids, which are also the URL paths the configurations
+# call (`https://HOST:PORT/<id>`), and the objects of a real-cluster install (config/webhook/).
+WEBHOOK_MUTATE_JOB: Final = "mutate-batch-v1-job"
+WEBHOOK_MUTATE_POD: Final = "mutate-core-v1-pod"
+WEBHOOK_VALIDATE_JOB: Final = "validate-batch-v1-job"
+WEBHOOK_VALIDATE_TOPOLOGY: Final = "validate-kueue-x-k8s-io-topology"
+WEBHOOK_VALIDATE_RESOURCE_FLAVOR: Final = "validate-kueue-x-k8s-io-v1beta1-resourceflavor"
+WEBHOOK_VALIDATE_CLUSTER_QUEUE: Final = "validate-kueue-x-k8s-io-v1beta1-clusterqueue"
+WEBHOOK_VALIDATE_LOCAL_QUEUE: Final = "validate-kueue-x-k8s-io-v1beta1-localqueue"
+WEBHOOK_VALIDATE_WORKLOAD: Final = "validate-kueue-x-k8s-io-v1beta1-workload"
+WEBHOOK_NAME_DOMAIN: Final = "tasq.io"
+MUTATING_WEBHOOK_CONFIGURATION: Final = "tasq-mutating-webhook-configuration"
+VALIDATING_WEBHOOK_CONFIGURATION: Final = "tasq-validating-webhook-configuration"
+TASQ_NAMESPACE: Final = "tasq-system"
+WEBHOOK_SERVICE: Final = "tasq-webhook-service"
+WEBHOOK_SERVICE_PORT: Final = 443
+WEBHOOK_CONTAINER_PORT: Final = 9443
+WEBHOOK_CERT_SECRET: Final = "tasq-webhook-server-cert"
+WEBHOOK_CERT_FILE: Final = "tls.crt"
+WEBHOOK_KEY_FILE: Final = "tls.key"
+WEBHOOK_CA_FILE: Final = "ca.crt"
+
 # Gang labels accepted from other systems (later work).
 LABEL_POD_GROUP_NAME: Final = "pod-group.scheduling.x-k8s.io/name"
 LABEL_POD_GROUP_MIN_AVAILABLE: Final = "pod-group.scheduling.x-k8s.io/min-available"

@@ -1,0 +1,130 @@
+"""The Mutating/ValidatingWebhookConfigurations that route API requests to tasq's handlers.
+
+Pure: `webhook_configurations(client)` builds both objects for a local URL with its caBundle
+(`local_client`, `tasq dev` / `tasq run --local-webhooks`) or for the in-cluster Service
+(`service_client`, the static config/webhook/ YAML a unit test keeps equal to this). Every webhook
+fails closed but is scoped tightly: never kube-system or tasq's own namespace, pods only with
+tasq's label, Jobs only with the queue label. Called by controller.kube.webhooking and tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from controller.api import constants as c
+
+ADMISSION_API_VERSION: Final = "admissionregistration.k8s.io/v1"
+TIMEOUT_SECONDS: Final = 10
+EXCLUDED_NAMESPACES: Final = ("kube-system", c.TASQ_NAMESPACE)
+CERT_MANAGER_INJECT_CA: Final = "cert-manager.io/inject-ca-from"
+CERTIFICATE_NAME: Final = "tasq-serving-cert"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """How kube-apiserver reaches the server: a base URL, or a Service; plus the CA bundle."""
+
+    url: str = ""
+    service: tuple[str, str, int] | None = None  # (namespace, name, port)
+    ca_bundle: str = ""
+
+    def for_path(self, handler_id: str) -> dict[str, Any]:
+        """The clientConfig of the webhook served at /<handler_id>."""
+        out: dict[str, Any]
+        if self.service is not None:
+            namespace, name, port = self.service
+            out = {"service": {"namespace": namespace, "name": name, "port": port, "path": f"/{handler_id}"}}
+        else:
+            out = {"url": f"{self.url.rstrip('/')}/{handler_id}"}
+        if self.ca_bundle:
+            out["caBundle"] = self.ca_bundle
+        return out
+
+
+def local_client(url: str, ca_bundle: str) -> ClientConfig:
+    """A server on this machine (https://127.0.0.1:PORT), trusted through `ca_bundle` (base64 PEM)."""
+    return ClientConfig(url=url, ca_bundle=ca_bundle)
+
+
+def service_client(namespace: str = c.TASQ_NAMESPACE, name: str = c.WEBHOOK_SERVICE,
+                   port: int = c.WEBHOOK_SERVICE_PORT, ca_bundle: str = "") -> ClientConfig:
+    """The in-cluster Service in front of the operator (cert-manager injects the caBundle)."""
+    return ClientConfig(service=(namespace, name, port), ca_bundle=ca_bundle)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One webhook: its handler id (= URL path), what it matches, and its object selector."""
+
+    handler_id: str
+    group: str
+    versions: tuple[str, ...]
+    plural: str
+    operations: tuple[str, ...]
+    object_selector: Mapping[str, Any] | None = None
+
+
+_QUEUED: Final = {"matchExpressions": [{"key": c.LABEL_QUEUE_NAME, "operator": "Exists"}]}
+_TASQ_PODS: Final = {"matchLabels": {c.LABEL_TAS: c.LABEL_TAS_VALUE}}
+_CREATE: Final = ("CREATE",)
+_CREATE_UPDATE: Final = ("CREATE", "UPDATE")
+_V1BETA1: Final = (c.VERSION_V1BETA1,)
+
+MUTATING_ROUTES: Final = (
+    Route(c.WEBHOOK_MUTATE_JOB, "batch", ("v1",), "jobs", _CREATE, _QUEUED),
+    Route(c.WEBHOOK_MUTATE_POD, "", ("v1",), "pods", _CREATE, _TASQ_PODS),
+)
+VALIDATING_ROUTES: Final = (
+    Route(c.WEBHOOK_VALIDATE_JOB, "batch", ("v1",), "jobs", _CREATE_UPDATE, _QUEUED),
+    Route(c.WEBHOOK_VALIDATE_TOPOLOGY, c.GROUP, (c.VERSION_V1ALPHA1, c.VERSION_V1BETA1), c.PLURAL_TOPOLOGIES,
+          _CREATE_UPDATE),
+    Route(c.WEBHOOK_VALIDATE_RESOURCE_FLAVOR, c.GROUP, _V1BETA1, c.PLURAL_RESOURCE_FLAVORS, _CREATE_UPDATE),
+    Route(c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, c.GROUP, _V1BETA1, c.PLURAL_CLUSTER_QUEUES, _CREATE_UPDATE),
+    Route(c.WEBHOOK_VALIDATE_LOCAL_QUEUE, c.GROUP, _V1BETA1, c.PLURAL_LOCAL_QUEUES, _CREATE_UPDATE),
+    Route(c.WEBHOOK_VALIDATE_WORKLOAD, c.GROUP, _V1BETA1, c.PLURAL_WORKLOADS, _CREATE_UPDATE),
+)
+
+
+def namespace_selector(excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> dict[str, Any]:
+    """Every namespace but these, by the name label kube-apiserver puts on each Namespace."""
+    return {"matchExpressions": [{"key": c.LABEL_NAMESPACE_NAME, "operator": "NotIn", "values": list(excluded)}]}
+
+
+def webhook(route: Route, client: ClientConfig, excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> dict[str, Any]:
+    """One webhook entry: fail closed, no side effects, 10 s, AdmissionReview v1 only."""
+    out: dict[str, Any] = {
+        "name": f"{route.handler_id}.{c.WEBHOOK_NAME_DOMAIN}",
+        "admissionReviewVersions": ["v1"],
+        "clientConfig": client.for_path(route.handler_id),
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "timeoutSeconds": TIMEOUT_SECONDS,
+        "matchPolicy": "Equivalent",
+        "namespaceSelector": namespace_selector(excluded),
+        "rules": [{"apiGroups": [route.group], "apiVersions": list(route.versions), "resources": [route.plural],
+                   "operations": list(route.operations), "scope": "*"}],
+    }
+    if route.object_selector is not None:
+        out["objectSelector"] = dict(route.object_selector)
+    return out
+
+
+def webhook_configurations(client: ClientConfig, excluded: tuple[str, ...] = EXCLUDED_NAMESPACES,
+                           inject_ca_from: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
+    """(MutatingWebhookConfiguration, ValidatingWebhookConfiguration) for this client config;
+    `inject_ca_from` (namespace/certificate) asks cert-manager to fill in the caBundle."""
+    def configuration(kind: str, name: str, routes: tuple[Route, ...]) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": name}
+        if inject_ca_from:
+            metadata["annotations"] = {CERT_MANAGER_INJECT_CA: inject_ca_from}
+        return {"apiVersion": ADMISSION_API_VERSION, "kind": kind, "metadata": metadata,
+                "webhooks": [webhook(r, client, excluded) for r in routes]}
+    return (configuration("MutatingWebhookConfiguration", c.MUTATING_WEBHOOK_CONFIGURATION, MUTATING_ROUTES),
+            configuration("ValidatingWebhookConfiguration", c.VALIDATING_WEBHOOK_CONFIGURATION, VALIDATING_ROUTES))
+
+
+def in_cluster_configurations() -> tuple[dict[str, Any], dict[str, Any]]:
+    """What config/webhook/manifests.yaml holds: the Service client, caBundle from cert-manager."""
+    return webhook_configurations(service_client(), inject_ca_from=f"{c.TASQ_NAMESPACE}/{CERTIFICATE_NAME}")

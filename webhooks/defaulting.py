@@ -1,0 +1,82 @@
+"""Defaulting for the mutating webhooks: suspend queued Jobs, gate pods of admitted pod sets.
+
+Pure: each rule takes the object as the AdmissionReview carries it and returns the RFC 6902 JSON
+patch (a list of operations, empty when nothing changes); `applied` gives the patched copy.
+Called by `webhooks.handlers` on CREATE; objects of an unexpected shape get no patch (the
+validating webhook and the API server report those).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from controller.api import constants as c
+
+JsonPatch = list[dict[str, Any]]
+
+
+def _mapping(obj: Any, key: str) -> Mapping[str, Any] | None:
+    value = obj.get(key) if isinstance(obj, Mapping) else None
+    return value if isinstance(value, Mapping) else None
+
+
+def suspend_job(job: Any) -> JsonPatch:
+    """A Job carrying the queue label is created suspended, so only admission starts it
+    (Kueue's rule; the label's value is checked by the validating webhook)."""
+    labels = _mapping(_mapping(job, "metadata"), "labels")
+    if labels is None or c.LABEL_QUEUE_NAME not in labels:
+        return []
+    spec = job.get("spec")
+    if spec is None:
+        return [{"op": "add", "path": "/spec", "value": {"suspend": True}}]
+    if not isinstance(spec, Mapping) or spec.get("suspend") is True:
+        return []
+    return [{"op": "add", "path": "/spec/suspend", "value": True}]
+
+
+def gate_pod(pod: Any) -> JsonPatch:
+    """A pod of an admitted pod set (it carries the topology-podset annotation) gets the topology
+    scheduling gate, once; other gates stay, in their order (the ungater removes only its own)."""
+    annotations = _mapping(_mapping(pod, "metadata"), "annotations")
+    if annotations is None or c.ANNOTATION_TOPOLOGY_PODSET not in annotations:
+        return []
+    gate = {"name": c.SCHEDULING_GATE_TOPOLOGY}
+    spec = pod.get("spec")
+    if spec is None:
+        return [{"op": "add", "path": "/spec", "value": {"schedulingGates": [gate]}}]
+    if not isinstance(spec, Mapping):
+        return []
+    gates = spec.get("schedulingGates")
+    if gates is None:
+        return [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}]
+    if not isinstance(gates, list):
+        return []
+    if any(isinstance(g, Mapping) and g.get("name") == c.SCHEDULING_GATE_TOPOLOGY for g in gates):
+        return []
+    return [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def applied(obj: Mapping[str, Any], patch: JsonPatch) -> dict[str, Any]:
+    """A copy of `obj` with the `add` operations above applied (the only ones these rules make):
+    an object member is set, `-` appends to a list."""
+    out: dict[str, Any] = copy.deepcopy(dict(obj))
+    for op in patch:
+        *parents, last = [_unescape(t) for t in str(op["path"]).split("/")[1:]]
+        holder: Any = out
+        for token in parents:
+            holder = holder[int(token)] if isinstance(holder, list) else holder[token]
+        value = copy.deepcopy(op["value"])
+        if isinstance(holder, list):
+            if last == "-":
+                holder.append(value)
+            else:
+                holder.insert(int(last), value)
+        else:
+            holder[last] = value
+    return out

@@ -1,0 +1,104 @@
+"""The kopf admission handlers: thin adapters from AdmissionReviews to the pure rules.
+
+`register_handlers(registry)` adds to a kopf registry the mutating handlers (suspend queued Jobs,
+gate pods of admitted pod sets; `webhooks.defaulting`) and the validating ones (Jobs and tasq's
+kinds on CREATE and UPDATE; `webhooks.validation` and `webhooks.running_jobs`). Handler ids are
+the URL paths the webhook configurations call. Called by controller.kube.webhooking and tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import kopf
+
+from controller.api import constants as c
+from webhooks import defaulting, running_jobs
+from webhooks.validation import FieldError, validate, validate_update
+
+DENIAL_CODE: Final = 422  # kube-apiserver's code for an invalid object (StatusReasonInvalid)
+_CREATE_UPDATE: Final = ("CREATE", "UPDATE")
+
+# The validated kinds of tasq's group: (plural, handler id, Kind as kube-apiserver names it).
+TASQ_KINDS: Final = (
+    (c.PLURAL_TOPOLOGIES, c.WEBHOOK_VALIDATE_TOPOLOGY, c.KIND_TOPOLOGY),
+    (c.PLURAL_RESOURCE_FLAVORS, c.WEBHOOK_VALIDATE_RESOURCE_FLAVOR, c.KIND_RESOURCE_FLAVOR),
+    (c.PLURAL_CLUSTER_QUEUES, c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, c.KIND_CLUSTER_QUEUE),
+    (c.PLURAL_LOCAL_QUEUES, c.WEBHOOK_VALIDATE_LOCAL_QUEUE, c.KIND_LOCAL_QUEUE),
+    (c.PLURAL_WORKLOADS, c.WEBHOOK_VALIDATE_WORKLOAD, c.KIND_WORKLOAD),
+)
+
+
+def denial_message(kind: str, group: str, name: str, errors: list[FieldError]) -> str:
+    """The text kube-apiserver prints for an invalid object: `Kind.group "name" is invalid: ...`,
+    one error bare, several as a bracketed list, each with its field path."""
+    qualified = f"{kind}.{group}" if group else kind
+    listed = str(errors[0]) if len(errors) == 1 else "[" + ", ".join(str(e) for e in errors) + "]"
+    return f'{qualified} "{name}" is invalid: {listed}'
+
+
+def _name(body: Mapping[str, Any]) -> str:
+    metadata = body.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if not name and isinstance(metadata, Mapping):
+        name = metadata.get("generateName")
+    return name if isinstance(name, str) else ""
+
+
+def check(kind: str, group: str, operation: str | None, body: Mapping[str, Any],
+          old: Mapping[str, Any] | None, extra: list[FieldError] | None = None) -> None:
+    """Deny with every error (code 422) or return: the one place a verdict becomes an exception,
+    because kopf reads a denial from the handler's AdmissionError."""
+    new = dict(body)
+    errors = validate_update(dict(old), new) if operation == "UPDATE" and old is not None else validate(new)
+    errors += extra or []
+    if errors:
+        raise kopf.AdmissionError(denial_message(kind, group, _name(body), errors), code=DENIAL_CODE)
+
+
+def _patch_with(patch: kopf.Patch, ops: defaulting.JsonPatch) -> None:
+    """Hand the JSON patch to kopf, which sends the difference it makes to the reviewed object."""
+    if not ops:
+        return
+
+    def transform(body: Any) -> None:  # kopf's RawBody: the reviewed object, patched in place
+        new = defaulting.applied(body, ops)
+        body.clear()
+        body.update(new)
+    patch.fns.append(transform)
+
+
+def _mutate_job(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    _patch_with(patch, defaulting.suspend_job(dict(body)))
+
+
+def _mutate_pod(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    _patch_with(patch, defaulting.gate_pod(dict(body)))
+
+
+def _validate_job(body: kopf.Body, **kwargs: Any) -> None:
+    old, operation = kwargs.get("old"), kwargs.get("operation")
+    extra = running_jobs.validate_running_update(dict(old), dict(body)) \
+        if operation == "UPDATE" and old is not None else []
+    check(c.KIND_JOB, "batch", operation, body, old, extra)
+
+
+def _validator(kind: str) -> Callable[..., None]:
+    def handler(body: kopf.Body, **kwargs: Any) -> None:
+        check(kind, c.GROUP, kwargs.get("operation"), body, kwargs.get("old"))
+    handler.__name__ = f"validate_{kind.lower()}"
+    return handler
+
+
+def register_handlers(registry: kopf.OperatorRegistry) -> None:
+    """Add every admission handler to `registry` (each webhook path is its handler id)."""
+    kopf.on.mutate("batch", "v1", "jobs", id=c.WEBHOOK_MUTATE_JOB, operations=["CREATE"],
+                   registry=registry)(_mutate_job)
+    kopf.on.mutate("", "v1", "pods", id=c.WEBHOOK_MUTATE_POD, operations=["CREATE"],
+                   registry=registry)(_mutate_pod)
+    kopf.on.validate("batch", "v1", "jobs", id=c.WEBHOOK_VALIDATE_JOB, operations=_CREATE_UPDATE,
+                     registry=registry)(_validate_job)
+    for plural, handler_id, kind in TASQ_KINDS:
+        kopf.on.validate(group=c.GROUP, plural=plural, id=handler_id, operations=_CREATE_UPDATE,
+                         registry=registry)(_validator(kind))

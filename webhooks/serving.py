@@ -1,0 +1,212 @@
+"""The HTTPS admission server kopf runs tasq's webhook handlers behind.
+
+`AdmissionServer` is a kopf webhook server (`settings.admission.server`): it serves POST /<handler
+id> over TLS with a certificate and key read from files, and swaps in a new TLS context when the
+files change, so the next handshake uses the new certificate without a restart. Malformed
+AdmissionReviews get a 400 and the server keeps serving; every request is logged with the object
+it reviews. Started by controller.kube.webhooking; tests run it directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import ssl
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import kopf
+from aiohttp import web
+
+# kopf raises these for a review it cannot serve; it does not export the class at its top level.
+from kopf._core.engines.admission import WebhookError
+
+logger = logging.getLogger(__name__)
+
+REVIEW_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+MAX_REVIEW_BYTES: Final = 8 * 1024 * 1024  # kube-apiserver's own request limit is 3 MiB
+
+
+def review_problems(review: Any) -> list[str]:
+    """What makes a request body not an AdmissionReview kopf can answer (empty: well-formed)."""
+    if not isinstance(review, Mapping):
+        return ["the body must be a JSON object"]
+    problems = []
+    if review.get("apiVersion") not in REVIEW_VERSIONS or review.get("kind") != "AdmissionReview":
+        problems.append(f"apiVersion/kind must be one of {', '.join(REVIEW_VERSIONS)} / AdmissionReview")
+    request = review.get("request")
+    if not isinstance(request, Mapping):
+        return [*problems, "request must be an object"]
+    if not isinstance(request.get("uid"), str) or not request.get("uid"):
+        problems.append("request.uid must be a non-empty string")
+    resource = request.get("resource")
+    if not isinstance(resource, Mapping) or not all(
+            isinstance(resource.get(k), str) for k in ("group", "version", "resource")):
+        problems.append("request.resource must have string group, version and resource")
+    if request.get("operation") not in OPERATIONS:
+        problems.append(f"request.operation must be one of {', '.join(OPERATIONS)}")
+    if not isinstance(request.get("userInfo"), Mapping):
+        problems.append("request.userInfo must be an object")
+    new, old = request.get("object"), request.get("oldObject")
+    if not isinstance(new, Mapping) and not isinstance(old, Mapping):
+        problems.append("request.object or request.oldObject must be an object")
+    for key, value in (("object", new), ("oldObject", old)):
+        if value is not None and not isinstance(value, Mapping):
+            problems.append(f"request.{key} must be an object or null")
+    return problems
+
+
+def describe(review: Mapping[str, Any]) -> str:
+    """`CREATE Job ns/name uid=...` for the logs (from a well-formed review)."""
+    request = review["request"]
+    obj = request.get("object") if isinstance(request.get("object"), Mapping) else request.get("oldObject")
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    name = request.get("name") or metadata.get("name") or metadata.get("generateName") or ""
+    namespace = request.get("namespace") or metadata.get("namespace") or ""
+    kind = request.get("kind", {}).get("kind") if isinstance(request.get("kind"), Mapping) else None
+    where = f"{namespace}/{name}" if namespace else str(name)
+    dry = " dryRun" if request.get("dryRun") else ""
+    return f"{request['operation']} {kind or request['resource']['resource']} {where} uid={request['uid']}{dry}"
+
+
+@dataclass(frozen=True, slots=True)
+class TlsFiles:
+    """Where the serving certificate and key are, and the CA that goes into caBundle."""
+
+    cert: Path
+    key: Path
+    ca: Path | None = None
+
+    def fingerprint(self) -> tuple[tuple[int, int], ...]:
+        """Changes when any file is rewritten or replaced (a Secret volume swaps a symlink)."""
+        out = []
+        for path in (self.cert, self.key, self.ca):
+            if path is not None:
+                st = path.stat()
+                out.append((st.st_mtime_ns, st.st_size))
+        return tuple(out)
+
+    def context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.cert, self.key)
+        return context
+
+    def ca_bundle(self) -> str:
+        """base64 of the CA PEM (the serving certificate itself when no CA file is given)."""
+        return base64.b64encode((self.ca or self.cert).read_bytes()).decode("ascii")
+
+
+class AdmissionServer:
+    """A kopf webhook server over TLS from files, reloading them when they change (see module)."""
+
+    def __init__(self, tls: TlsFiles, *, addr: str = "127.0.0.1", port: int = 0, host: str | None = None,
+                 reload_interval: float = 10.0) -> None:
+        self.tls = tls
+        self.addr = addr
+        self.port = port
+        self.host = host or addr
+        self.reload_interval = reload_interval
+        self.reloads = 0
+        self._fingerprint = tls.fingerprint()
+        self._current = tls.context()
+        self._listening = asyncio.Event()
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.host}:{self.port}"
+
+    def _front_context(self) -> ssl.SSLContext:
+        """The listening socket's context: each handshake switches to the newest loaded context."""
+        front = self.tls.context()
+
+        def pick(sock: ssl.SSLObject, _server_name: str | None, _front: ssl.SSLContext) -> None:
+            sock.context = self._current
+        front.sni_callback = pick
+        return front
+
+    def reload_if_changed(self) -> bool:
+        """Load the files again if they changed; keep the old context when they cannot be loaded
+        (e.g. the certificate is written but the key not yet), retrying on the next check."""
+        try:
+            fingerprint = self.tls.fingerprint()
+            if fingerprint == self._fingerprint:
+                return False
+            context = self.tls.context()
+        except (OSError, ssl.SSLError) as e:
+            logger.warning("Cannot load the webhook certificate from %s: %s; serving the previous one",
+                           self.tls.cert, e)
+            return False
+        self._current, self._fingerprint = context, fingerprint
+        self.reloads += 1
+        logger.info("Loaded a new webhook serving certificate from %s", self.tls.cert)
+        return True
+
+    async def wait_listening(self) -> None:
+        await self._listening.wait()
+
+    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+        app = web.Application(client_max_size=MAX_REVIEW_BYTES)
+
+        async def serve(request: web.Request) -> web.Response:
+            return await self._serve(fn, request)
+        app.router.add_post("/{id:.*}", serve)
+        runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.addr, self.port, ssl_context=self._front_context())
+            await site.start()
+            server = site._server
+            if isinstance(server, asyncio.base_events.Server) and server.sockets:
+                self.port = int(server.sockets[0].getsockname()[1])
+            logger.info("Serving admission webhooks at %s", self.url)
+            self._listening.set()
+            yield kopf.WebhookClientConfig(url=self.url, caBundle=self.tls.ca_bundle())
+            while True:
+                await asyncio.sleep(self.reload_interval)
+                self.reload_if_changed()
+        finally:
+            self._listening.clear()
+            await runner.cleanup()
+
+    async def _serve(self, fn: kopf.WebhookFn, request: web.Request) -> web.Response:
+        """One AdmissionReview: 400 when malformed, kopf's verdict otherwise, a log line each."""
+        started = time.perf_counter()
+        try:
+            review = json.loads(await request.read())
+        except (ValueError, UnicodeDecodeError) as e:
+            return _bad_request(f"the body is not JSON: {e}")
+        problems = review_problems(review)
+        if problems:
+            return _bad_request("; ".join(problems))
+        what = describe(review)
+        try:
+            response = await fn(review, webhook=request.match_info.get("id") or None,
+                                headers=dict(request.headers))
+        except WebhookError as e:  # a review kopf cannot route (e.g. a resource without handlers)
+            logger.warning("Admission %s: cannot serve: %s", what, e)
+            return _bad_request(str(e))
+        except Exception:
+            logger.exception("Admission %s: the handler failed", what)
+            return web.json_response({"message": "internal error"}, status=500)
+        verdict = response.get("response", {})
+        elapsed = (time.perf_counter() - started) * 1000
+        if verdict.get("allowed"):
+            patched = " patched" if verdict.get("patch") else ""
+            logger.info("Admission %s: allowed%s (%.1f ms)", what, patched, elapsed)
+        else:
+            status = verdict.get("status") or {}
+            logger.info("Admission %s: denied %s: %s (%.1f ms)", what, status.get("code"),
+                        status.get("message"), elapsed)
+        return web.json_response(response)
+
+
+def _bad_request(message: str) -> web.Response:
+    logger.warning("Admission request refused: %s", message)
+    return web.json_response({"message": message}, status=400)
