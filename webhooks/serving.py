@@ -59,7 +59,38 @@ def review_problems(review: Any) -> list[str]:
     for key, value in (("object", new), ("oldObject", old)):
         if value is not None and not isinstance(value, Mapping):
             problems.append(f"request.{key} must be an object or null")
+        elif isinstance(value, Mapping) and not isinstance(value.get("metadata", {}), Mapping):
+            # kube-apiserver always sends ObjectMeta; kopf cannot read an object without it
+            problems.append(f"request.{key}.metadata must be an object")
     return problems
+
+
+async def answer(fn: kopf.WebhookFn, review: Any, webhook: str | None,
+                 headers: Mapping[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, body) for one decoded request body: 400 with the problems when it is not an
+    AdmissionReview kopf can route, 500 when a handler fails unexpectedly, else kopf's review."""
+    problems = review_problems(review)
+    if problems:
+        return 400, {"message": "; ".join(problems)}
+    what = describe(review)
+    started = time.perf_counter()
+    try:
+        response = await fn(review, webhook=webhook or None, headers=dict(headers or {}))
+    except WebhookError as e:  # a review kopf cannot route (e.g. a resource without handlers)
+        logger.warning("Admission %s: cannot serve: %s", what, e)
+        return 400, {"message": str(e)}
+    except Exception:
+        logger.exception("Admission %s: the handler failed", what)
+        return 500, {"message": "internal error"}
+    verdict = response.get("response", {})
+    elapsed = (time.perf_counter() - started) * 1000
+    if verdict.get("allowed"):
+        logger.info("Admission %s: allowed%s (%.1f ms)", what, " patched" if verdict.get("patch") else "", elapsed)
+    else:
+        status = verdict.get("status") or {}
+        logger.info("Admission %s: denied %s: %s (%.1f ms)", what, status.get("code"), status.get("message"),
+                    elapsed)
+    return 200, dict(response)
 
 
 def describe(review: Mapping[str, Any]) -> str:
@@ -176,35 +207,15 @@ class AdmissionServer:
             await runner.cleanup()
 
     async def _serve(self, fn: kopf.WebhookFn, request: web.Request) -> web.Response:
-        """One AdmissionReview: 400 when malformed, kopf's verdict otherwise, a log line each."""
-        started = time.perf_counter()
+        """One request: 400 when the body is not JSON, else what `answer` says."""
         try:
             review = json.loads(await request.read())
         except (ValueError, UnicodeDecodeError) as e:
             return _bad_request(f"the body is not JSON: {e}")
-        problems = review_problems(review)
-        if problems:
-            return _bad_request("; ".join(problems))
-        what = describe(review)
-        try:
-            response = await fn(review, webhook=request.match_info.get("id") or None,
-                                headers=dict(request.headers))
-        except WebhookError as e:  # a review kopf cannot route (e.g. a resource without handlers)
-            logger.warning("Admission %s: cannot serve: %s", what, e)
-            return _bad_request(str(e))
-        except Exception:
-            logger.exception("Admission %s: the handler failed", what)
-            return web.json_response({"message": "internal error"}, status=500)
-        verdict = response.get("response", {})
-        elapsed = (time.perf_counter() - started) * 1000
-        if verdict.get("allowed"):
-            patched = " patched" if verdict.get("patch") else ""
-            logger.info("Admission %s: allowed%s (%.1f ms)", what, patched, elapsed)
-        else:
-            status = verdict.get("status") or {}
-            logger.info("Admission %s: denied %s: %s (%.1f ms)", what, status.get("code"),
-                        status.get("message"), elapsed)
-        return web.json_response(response)
+        status, body = await answer(fn, review, request.match_info.get("id"), request.headers)
+        if status == 400:
+            logger.warning("Admission request refused: %s", body["message"])
+        return web.json_response(body, status=status)
 
 
 def _bad_request(message: str) -> web.Response:

@@ -1,0 +1,102 @@
+"""AdmissionReviews for tests, and tasq's handlers run through kopf's own admission engine.
+
+`review(obj, "CREATE")` builds the AdmissionReview v1 kube-apiserver would send for `obj`;
+`Admission().admit(handler_id, review)` answers it exactly as the webhook server does (kopf's
+`serve_admission_request` with the handlers of `register_handlers`, behind `serving.answer`), without a cluster. Used by
+the handler and server tests and by bench/webhooks.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import functools
+import itertools
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import jsonpatch
+import kopf
+from kopf._cogs.structs import references
+from kopf._core.engines import admission
+from kopf._core.engines.indexing import OperatorIndexers
+from kopf._core.reactor import inventory
+
+from controller.api import constants as c
+from webhooks.handlers import register_handlers
+from webhooks.serving import answer
+
+_uids = itertools.count(1)
+
+# apiVersion/kind -> (group, version, plural, namespaced), for the kinds the handlers serve.
+RESOURCES: dict[tuple[str, str], tuple[str, str, str, bool]] = {
+    ("batch/v1", "Job"): ("batch", "v1", "jobs", True),
+    ("v1", "Pod"): ("", "v1", "pods", True),
+    (f"{c.GROUP}/{c.VERSION_V1ALPHA1}", c.KIND_TOPOLOGY): (c.GROUP, c.VERSION_V1ALPHA1, c.PLURAL_TOPOLOGIES, False),
+    (c.API_VERSION, c.KIND_TOPOLOGY): (c.GROUP, c.VERSION_V1BETA1, c.PLURAL_TOPOLOGIES, False),
+    (c.API_VERSION, c.KIND_RESOURCE_FLAVOR): (c.GROUP, c.VERSION_V1BETA1, c.PLURAL_RESOURCE_FLAVORS, False),
+    (c.API_VERSION, c.KIND_CLUSTER_QUEUE): (c.GROUP, c.VERSION_V1BETA1, c.PLURAL_CLUSTER_QUEUES, False),
+    (c.API_VERSION, c.KIND_LOCAL_QUEUE): (c.GROUP, c.VERSION_V1BETA1, c.PLURAL_LOCAL_QUEUES, True),
+    (c.API_VERSION, c.KIND_WORKLOAD): (c.GROUP, c.VERSION_V1BETA1, c.PLURAL_WORKLOADS, True),
+}
+
+
+def review(obj: Mapping[str, Any], operation: str = "CREATE", old: Mapping[str, Any] | None = None,
+           dry_run: bool = False, api_version: str = "", kind: str = "") -> dict[str, Any]:
+    """The AdmissionReview for `obj` (its apiVersion/kind pick the resource unless given)."""
+    api_version = api_version or str(obj.get("apiVersion"))
+    kind = kind or str(obj.get("kind"))
+    group, version, plural, _ = RESOURCES[(api_version, kind)]
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    request: dict[str, Any] = {
+        "uid": f"uid-{next(_uids)}", "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": plural},
+        "name": metadata.get("name", "") if isinstance(metadata, Mapping) else "",
+        "namespace": metadata.get("namespace", "") if isinstance(metadata, Mapping) else "",
+        "operation": operation, "userInfo": {"username": "tester", "groups": ["system:authenticated"]},
+        "object": copy.deepcopy(dict(obj)), "oldObject": copy.deepcopy(dict(old)) if old is not None else None,
+        "dryRun": dry_run,
+    }
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+class Admission:
+    """tasq's handlers behind kopf's admission engine, as the webhook server calls them."""
+
+    def __init__(self) -> None:
+        self.registry = kopf.OperatorRegistry()
+        register_handlers(self.registry)
+        insights = references.Insights()
+        insights.webhook_resources.update(
+            references.Resource(group=g, version=v, plural=p, kind=k, namespaced=ns, verbs=["create"])
+            for (_, k), (g, v, p, ns) in RESOURCES.items())
+        self.fn = functools.partial(
+            admission.serve_admission_request, settings=kopf.OperatorSettings(), registry=self.registry,
+            insights=insights, memories=inventory.ResourceMemories(), memobase=kopf.Memo(),
+            indices=OperatorIndexers().indices)
+
+    async def answer(self, handler_id: str, request: Any) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, body) as the server sends them (`webhooks.serving.answer`)."""
+        return await answer(self.fn, request, handler_id)
+
+    async def admit(self, handler_id: str, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The AdmissionReview response's `response` part (the review must be well-formed)."""
+        status, out = await self.answer(handler_id, request)
+        assert status == 200, out
+        response: dict[str, Any] = out["response"]
+        return response
+
+
+def patch_of(response: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The decoded JSON patch of an allowed response (empty when there is none)."""
+    if not response.get("patch"):
+        return []
+    ops: list[dict[str, Any]] = json.loads(base64.b64decode(response["patch"]))
+    return ops
+
+
+def patched(obj: Mapping[str, Any], response: Mapping[str, Any]) -> dict[str, Any]:
+    """`obj` after the response's patch, applied by an independent RFC 6902 implementation."""
+    out: dict[str, Any] = jsonpatch.apply_patch(copy.deepcopy(dict(obj)), patch_of(response))
+    return out

@@ -1,0 +1,150 @@
+"""The TLS admission server: real HTTPS on 127.0.0.1, 400 for malformed reviews without going down,
+a log line naming each object, and certificate files reloaded without a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import ssl
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from cryptography import x509
+
+from controller.api import constants as c
+from tests.unit.webhooks.manifests import valid_job
+from tests.unit.webhooks.reviews import Admission, review
+from webhooks.certificates import CertificateAuthority, write_serving_files
+from webhooks.serving import AdmissionServer, TlsFiles, review_problems
+
+NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+
+
+def tls_files(directory: Path) -> TlsFiles:
+    return TlsFiles(directory / c.WEBHOOK_CERT_FILE, directory / c.WEBHOOK_KEY_FILE, directory / c.WEBHOOK_CA_FILE)
+
+
+def trusting(ca_pem: bytes) -> ssl.SSLContext:
+    return ssl.create_default_context(cadata=ca_pem.decode())
+
+
+@pytest.fixture
+async def running(tmp_path: Path) -> AsyncIterator[tuple[AdmissionServer, CertificateAuthority]]:
+    ca = write_serving_files(tmp_path, datetime.now(UTC))
+    server = AdmissionServer(tls_files(tmp_path), reload_interval=0.05)
+    serving = server(Admission().fn)
+    config = await anext(serving)
+    assert config["url"] == server.url and config.get("caBundle") == tls_files(tmp_path).ca_bundle()
+    task = asyncio.ensure_future(anext(serving))  # the server's reload loop
+    try:
+        yield server, ca
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await serving.aclose()
+
+
+async def post(server: AdmissionServer, ca_pem: bytes, path: str, body: bytes) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as session, session.post(
+            f"{server.url}/{path}", data=body, ssl=trusting(ca_pem),
+            headers={"Content-Type": "application/json"}) as resp:
+        return resp.status, await resp.json(content_type=None)
+
+
+async def served_serial(server: AdmissionServer, ca_pem: bytes) -> int:
+    """The serial number of the certificate a new TLS handshake gets."""
+    _, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=trusting(ca_pem))
+    der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    writer.close()
+    await writer.wait_closed()
+    return int(x509.load_der_x509_certificate(der).serial_number)
+
+
+@pytest.mark.parametrize(("body", "problem"), [
+    pytest.param(b"{not json", "not JSON", id="not JSON"),
+    pytest.param(b"[1, 2]", "JSON object", id="a list"),
+    pytest.param(b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "request must be",
+                 id="no request"),
+    pytest.param(json.dumps({**review(valid_job().obj()), "request": {"uid": "u"}}).encode(), "request.resource",
+                 id="a request without resource, operation or object"),
+])
+async def test_malformed_reviews_get_400_and_the_server_keeps_serving(
+        running: tuple[AdmissionServer, CertificateAuthority], body: bytes, problem: str) -> None:
+    server, ca = running
+    status, answer = await post(server, ca.cert_pem, c.WEBHOOK_MUTATE_JOB, body)
+    assert status == 400 and problem in answer["message"]
+    status, answer = await post(server, ca.cert_pem, c.WEBHOOK_MUTATE_JOB, json.dumps(review(valid_job().obj())).encode())
+    assert status == 200 and answer["response"]["allowed"] is True
+
+
+async def test_a_resource_without_handlers_is_a_bad_request(running: tuple[AdmissionServer, CertificateAuthority]) -> None:
+    server, ca = running
+    request = review(valid_job().obj())
+    request["request"]["resource"] = {"group": "apps", "version": "v1", "resource": "deployments"}
+    status, _ = await post(server, ca.cert_pem, c.WEBHOOK_MUTATE_JOB, json.dumps(request).encode())
+    assert status == 400
+
+
+async def test_each_request_is_logged_with_its_object(running: tuple[AdmissionServer, CertificateAuthority],
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="webhooks.serving")
+    server, ca = running
+    job = valid_job("logged").set("metadata.namespace", "team-a").annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "auto")
+    request = review(job.obj())
+    status, answer = await post(server, ca.cert_pem, c.WEBHOOK_VALIDATE_JOB, json.dumps(request).encode())
+    assert status == 200 and answer["response"]["allowed"] is False
+    uid = request["request"]["uid"]
+    assert f"CREATE Job team-a/logged uid={uid}: denied 422" in caplog.text
+
+
+async def test_new_certificate_files_are_served_without_a_restart(
+        running: tuple[AdmissionServer, CertificateAuthority], tmp_path: Path) -> None:
+    server, ca = running
+    first = await served_serial(server, ca.cert_pem)
+    write_serving_files(tmp_path, datetime.now(UTC), ca=ca)  # a renewal by the same CA
+    for _ in range(100):
+        if server.reloads:
+            break
+        await asyncio.sleep(0.05)
+    second = await served_serial(server, ca.cert_pem)
+    assert server.reloads == 1 and second != first
+    new_ca = write_serving_files(tmp_path, datetime.now(UTC))  # a new CA altogether
+    for _ in range(100):
+        if server.reloads == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert await served_serial(server, new_ca.cert_pem) not in (first, second)
+    status, _ = await post(server, new_ca.cert_pem, c.WEBHOOK_MUTATE_JOB, json.dumps(review(valid_job().obj())).encode())
+    assert status == 200
+
+
+async def test_a_half_written_pair_keeps_the_old_certificate(
+        running: tuple[AdmissionServer, CertificateAuthority], tmp_path: Path) -> None:
+    server, ca = running
+    first = await served_serial(server, ca.cert_pem)
+    other = CertificateAuthority.create(NOW)
+    cert_pem, _ = other.issue(["127.0.0.1"], datetime.now(UTC))
+    (tmp_path / c.WEBHOOK_CERT_FILE).write_bytes(cert_pem)  # the key that goes with it is not there yet
+    assert server.reload_if_changed() is False
+    assert await served_serial(server, ca.cert_pem) == first
+
+
+@pytest.mark.parametrize(("mutate", "problem"), [
+    pytest.param(lambda r: r.update(kind="Review"), "apiVersion/kind", id="wrong kind"),
+    pytest.param(lambda r: r["request"].update(uid=""), "request.uid", id="empty uid"),
+    pytest.param(lambda r: r["request"].update(operation="PATCH"), "request.operation", id="unknown operation"),
+    pytest.param(lambda r: r["request"].pop("userInfo"), "request.userInfo", id="no userInfo"),
+    pytest.param(lambda r: r["request"].update(object=None), "request.object or", id="no object at all"),
+    pytest.param(lambda r: r["request"].update(oldObject=[]), "request.oldObject must", id="oldObject a list"),
+    pytest.param(lambda r: r["request"]["object"].update(metadata="x"), "metadata must", id="metadata a string"),
+])
+def test_review_problems_name_what_is_wrong(mutate: Any, problem: str) -> None:
+    request = review(valid_job().obj())
+    assert review_problems(request) == []
+    mutate(request)
+    assert any(problem in p for p in review_problems(request))
