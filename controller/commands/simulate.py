@@ -1,7 +1,8 @@
 """`tasq simulate`: what-if admission on manifests, no cluster needed.
 
-Reads each `-f FILE|DIR|-` as one step (multi-document YAML or JSON, `kind: List` expanded), checks
-every object (webhook validators; core kinds here), applies the steps to a `Simulation`, and prints
+Reads each `-f FILE|DIR|-` as one step (multi-document YAML or JSON, `kind: List` expanded), passes
+every object through the boundary (`api.documents`, `api.kube_objects`), applies the steps to a
+`Simulation` only when no step has an error, and prints
 the Workloads as a table (`kubectl get workloads` plus FLAVOR and PLACEMENT) or a `kind: List`.
 Exit codes: 0 done, 2 invalid input (every error as `file:document: path: message`).
 """
@@ -11,45 +12,30 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
 
 from controller.api import constants as c
+from controller.api.documents import parse_documents
+from controller.api.kube_objects import check_object
 from controller.api.workload import Workload
-from controller.core.simulating import Simulation, is_known
-from webhooks.validation import FieldError, formats, placement, shapes, validate
-from webhooks.validation.errors import ROOT, required
-from webhooks.validation.meta import METADATA, object_meta
-from webhooks.validation.pod_templates import pod_template
+from controller.core.simulating import Simulation
 
 _SUFFIXES = (".yaml", ".yml", ".json")
 _COLUMNS = ("NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED", "FLAVOR", "PLACEMENT")
 
 
-@dataclass(frozen=True, slots=True)
-class Document:
-    """One object and where it came from: `file:document` plus the List item path when expanded."""
+@dataclass(slots=True)
+class Step:
+    """One -f argument after the boundary: the objects to apply, every error, the ignored documents."""
 
-    origin: str
-    item: str
-    obj: Any
-
-    def where(self, path: str) -> str:
-        inner = f"{self.item}.{path}" if self.item and path else (self.item or path)
-        return f"{self.origin}: {inner}" if inner else self.origin
-
-
-class InputError(Exception):
-    """A file that cannot be read or parsed; carries the origin and the parser's message."""
-
-    def __init__(self, origin: str, problem: str) -> None:
-        super().__init__(f"{origin}: {problem}")
-        self.origin = origin
-        self.problem = problem
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
 
 
 def register(subparsers: Any) -> None:
@@ -74,115 +60,61 @@ def _files(spec: str) -> list[Path]:
     return [path]
 
 
-def _parse(origin: str, text: str) -> Iterator[Document]:
-    """Documents of one file; `kind: List` (and `*List`) items become documents of their own."""
-    try:
-        loaded = list(yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
-    except yaml.YAMLError as err:
-        raise InputError(origin, f"not YAML or JSON: {err}".replace("\n", " ")) from err
-    for index, doc in enumerate(loaded, start=1):
-        if doc is not None:
-            yield from _flatten(f"{origin}:{index}", "", doc)
-
-
-def _flatten(where: str, item: str, obj: Any) -> Iterator[Document]:
-    """A List's items (Lists nested in Lists too, as kubectl flattens them) or the object itself."""
-    if isinstance(obj, dict) and str(obj.get("kind", "")).endswith("List") and "items" in obj:
-        for i, child in enumerate(obj.get("items") or []):
-            yield from _flatten(where, f"{item}.items[{i}]" if item else f"items[{i}]", child)
-    else:
-        yield Document(where, item, obj)
-
-
-def read_step(spec: str, stdin: TextIO) -> list[Document]:
-    """Every document of one -f argument (a file, the sorted files of a directory, or stdin)."""
+def read_step(spec: str, stdin: TextIO) -> Step:
+    """Every document of one -f argument (a file, the sorted files of a directory, or stdin), each
+    checked at the boundary as soon as it is parsed so only the kept fields stay in memory."""
+    step = Step()
     if spec == "-":
-        return list(_parse("<stdin>", stdin.read()))
-    docs: list[Document] = []
+        buffer = getattr(stdin, "buffer", None)
+        _check_into(step, "<stdin>", buffer.read() if buffer is not None else stdin.read().encode())
+        return step
     for path in _files(spec):
         try:
-            text = path.read_text(encoding="utf-8")
+            data = path.read_bytes()
         except OSError as err:
-            raise InputError(str(path), err.strerror or str(err)) from err
-        docs.extend(_parse(str(path), text))
-    return docs
-
-
-def check(docs: Sequence[Document]) -> tuple[list[str], list[str]]:
-    """(errors, notes): every validation error with its origin; unknown kinds to skip."""
-    errors: list[str] = []
-    notes: list[str] = []
-    for doc in docs:
-        if not isinstance(doc.obj, dict):
-            errors.append(f"{doc.where('')}: not an object")
+            step.errors.append(f"{path}: {err.strerror or err}")
             continue
-        if not is_known(doc.obj):
-            kind = f"{doc.obj.get('apiVersion', '?')} {doc.obj.get('kind', '?')}"
-            notes.append(f"{doc.where('')}: skipping unknown kind {kind}")
-            continue
-        for err in [*validate(doc.obj), *core_object_errors(doc.obj)]:
-            errors.append(f"{doc.where(err.path)}: {err.message}")
-    return errors, notes
+        _check_into(step, str(path), data)
+    return step
 
 
-def core_object_errors(obj: dict[str, Any]) -> list[FieldError]:
-    """The core kinds tasq reads but its webhooks leave alone (Node, Pod, Namespace,
-    PriorityClass): what simulation parses must be valid, so a bad manifest is an error with its
-    field path instead of a crash. Names; node labels, taints and quantities; pod specs; values."""
-    kind = obj.get("kind")
-    if obj.get("apiVersion") not in ("v1", "scheduling.k8s.io/v1") or kind == c.KIND_WORKLOAD:
-        return []
-    errs: list[FieldError] = []
-    meta = object_meta(obj, errs)
-    shapes.string_map(meta, "labels", METADATA.child("labels"), errs)
-    if kind == "Node":
-        status_path, spec_path = ROOT.child("status"), ROOT.child("spec")
-        status = shapes.mapping(obj, "status", status_path, errs)
-        for key in ("allocatable", "capacity"):
-            amounts = shapes.mapping(status, key, status_path.child(key), errs) or {}
-            for resource in sorted(amounts, key=str):
-                errs.extend(formats.quantity(status_path.child(key).key(str(resource)), amounts[resource]))
-        spec = shapes.mapping(obj, "spec", spec_path, errs)
-        errs.extend(placement.taints(spec_path.child("taints"),
-                                     shapes.sequence(spec, "taints", spec_path.child("taints"), errs)))
-    elif kind == "Pod":
-        errs.extend(pod_template(ROOT, obj))
-    elif kind == "PriorityClass" and shapes.integer(obj, "value", ROOT.child("value"), errs) is None \
-            and "value" not in obj:
-        errs.append(required(ROOT.child("value")))
-    return errs
+def _check_into(step: Step, origin: str, data: bytes) -> None:
+    docs, errors = parse_documents(origin, data)
+    del data
+    step.errors.extend(errors)
+    docs.reverse()
+    while docs:
+        doc = docs.pop()  # each raw object is released once checked
+        checked = check_object(doc.obj)
+        step.errors.extend(doc.where(err.path) + f": {err.message}" for err in checked.errors)
+        if checked.obj is not None:
+            step.objects.append(checked.obj)
+        elif checked.ignored:
+            step.ignored.append(f"{doc.where('')}: ignored {doc.obj['apiVersion']} {doc.obj['kind']} "
+                                "(tasq does not read this kind)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Read every step, validate everything before simulating anything, then apply and run each step."""
-    steps: list[list[Document]] = []
-    try:
-        for spec in args.files:
-            steps.append(read_step(spec, sys.stdin))
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    errors: list[str] = []
-    for docs in steps:
-        step_errors, notes = check(docs)
-        errors.extend(step_errors)
-        for note in notes:
-            print(note, file=sys.stderr)
+    steps = [read_step(spec, sys.stdin) for spec in args.files]
+    errors = [line for step in steps for line in step.errors]
     if errors:
         for line in errors:
             print(f"error: {line}", file=sys.stderr)
         print(f"{len(errors)} error(s); nothing simulated", file=sys.stderr)
         return 2
     sim = Simulation()
-    for docs in steps:
-        sim.apply(d.obj for d in docs if is_known(d.obj))
+    for step in steps:
+        sim.apply(step.objects)
+        step.objects = []
         sim.run()
-    _print(sim, args.output, args.explain)
+    _print(sim, args.output, args.explain, [line for step in steps for line in step.ignored])
     return 0
 
 
-def _print(sim: Simulation, output: str, with_explain: bool) -> None:
-    """The table or the kind: List; explanations follow the table (or go to stderr for -o yaml|json)."""
+def _print(sim: Simulation, output: str, with_explain: bool, ignored: Sequence[str]) -> None:
+    """The table or the kind: List; explanations (and the ignored documents) follow the table, or go
+    to stderr for -o yaml|json."""
     workloads = sim.workloads()
     explain_to = sys.stdout
     if output == "table":
@@ -196,6 +128,8 @@ def _print(sim: Simulation, output: str, with_explain: bool) -> None:
             sys.stdout.write(yaml.safe_dump(listing, sort_keys=True, default_flow_style=False))
         explain_to = sys.stderr  # keep stdout parseable
     if with_explain:
+        for line in ignored:
+            print(line, file=explain_to)
         for why in sim.explanations():
             print(f"{why.key}: {why.detail}: {why.message}", file=explain_to)
 

@@ -179,15 +179,22 @@ def test_invalid_objects_give_every_error_with_file_document_and_path(
     assert f"error: {path}:2: items[0].spec.clusterQueue" in err
 
 
-def test_unknown_kinds_are_reported_and_skipped(capsys: pytest.CaptureFixture[str],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    text = (DEADLOCK / "cluster.yaml").read_text() + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n" \
-        + "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck\nmetadata: {name: y}\n"
+def test_kinds_tasq_does_not_read_are_ignored_and_explain_says_so(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (DEADLOCK / "cluster.yaml").read_text() + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"
     monkeypatch.setattr("sys.stdin", io.StringIO(text))
-    code, _, err = simulate(capsys, "-f", "-", "-f", str(DEADLOCK / "jobs.yaml"))
-    assert code == 0
-    assert "<stdin>:6: skipping unknown kind apps/v1 Deployment" in err
-    assert "<stdin>:7: skipping unknown kind kueue.x-k8s.io/v1beta1 AdmissionCheck" in err
+    code, out, err = simulate(capsys, "-f", "-", "-f", str(DEADLOCK / "jobs.yaml"), "--explain")
+    assert (code, err) == (0, "")
+    assert "<stdin>:6: ignored apps/v1 Deployment (tasq does not read this kind)" in out
+
+
+def test_an_unknown_kind_in_tasqs_group_is_an_error(capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("apiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck\n"
+                                                 "metadata: {name: y}\n"))
+    code, out, err = simulate(capsys, "-f", "-")
+    assert (code, out) == (2, "")
+    assert 'error: <stdin>:1: kind: Unsupported value: "AdmissionCheck"' in err
 
 
 def test_unreadable_input_is_an_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -1,0 +1,203 @@
+"""Raw manifest bytes -> documents: where file and stdin contents become plain JSON-shaped objects.
+
+`parse_documents` decodes UTF-8, checks size and nesting depth before any parser builds objects
+(libyaml's composer overflows the C stack ~100,000 levels deep), parses JSON with `json` and YAML
+with libyaml strictly (duplicate or non-string keys and YAML-only types are errors; timestamps stay
+strings, as Kubernetes reads them), and flattens `kind: List`. Problems are values, never raised.
+Called by `tasq simulate`; `kube_objects.check_object` checks each document next.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+import yaml
+
+MAX_INPUT_BYTES: Final = 1 << 30
+"""Largest file (or stdin) accepted: a 50,000-node `kubectl get nodes,pods -o json` is ~250 MB."""
+MAX_DEPTH: Final = 100
+"""Deepest nesting of maps and lists accepted; Kubernetes objects stay far below (~20 with
+managedFields), and every walker behind this boundary may recurse this deep."""
+
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Parser: Any = getattr(yaml, "CParser", None)
+_TIMESTAMP_TAG: Final = "tag:yaml.org,2002:timestamp"
+_STR_TAG: Final = "tag:yaml.org,2002:str"
+_MERGE_TAG: Final = "tag:yaml.org,2002:merge"
+_NOT_JSON_TAGS: Final = ("tag:yaml.org,2002:binary", "tag:yaml.org,2002:set", "tag:yaml.org,2002:omap",
+                         "tag:yaml.org,2002:pairs", _TIMESTAMP_TAG)
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One object and where it came from: `file:document` plus the List item path when expanded."""
+
+    origin: str
+    item: str
+    obj: Any
+
+    def where(self, path: str) -> str:
+        """`origin: items[3].spec.x` for a field path inside this document."""
+        inner = f"{self.item}.{path}" if self.item and path else (self.item or path)
+        return f"{self.origin}: {inner}" if inner else self.origin
+
+
+class _StrictLoader(_BaseLoader):  # type: ignore[misc]
+    """libyaml when available; mappings refuse duplicate and non-string keys; timestamps are strings."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP_TAG]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG:
+                continue
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _STR_TAG:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"mapping key {key_node.value!r} is not a string (quote it)", key_node.start_mark)
+            if key_node.value in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key_node.value!r}", key_node.start_mark)
+            seen.add(key_node.value)
+        return super().construct_mapping(node, deep)
+
+
+def _refuse_tag(loader: Any, node: Any) -> Any:
+    raise yaml.constructor.ConstructorError(
+        None, None, f"YAML type {node.tag!r} has no JSON equivalent (quote the value)", node.start_mark)
+
+
+for _tag in _NOT_JSON_TAGS:
+    _StrictLoader.add_constructor(_tag, _refuse_tag)
+
+
+def _decoded(origin: str, data: bytes) -> tuple[str | None, str | None]:
+    """(text, problem): UTF-8 text (a BOM is dropped), or why the bytes are not accepted."""
+    if len(data) > MAX_INPUT_BYTES:
+        return None, f"{len(data)} bytes is more than the {MAX_INPUT_BYTES} accepted"
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as err:
+        return None, f"not UTF-8 text: byte {err.start} (0x{data[err.start]:02x}) is invalid"
+
+
+def _yaml_depth_problem(text: str) -> str | None:
+    """Nesting deeper than MAX_DEPTH, or an alias (a shared node a walker would expand), found on
+    libyaml's event stream, which keeps no C stack per level; None when the text may be composed."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_StrictLoader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return f"{_line(event)}: nested deeper than {MAX_DEPTH} levels"
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+            elif isinstance(event, yaml.AliasEvent):
+                return f"{_line(event)}: YAML aliases (*{event.anchor}) are not accepted"
+    except yaml.YAMLError as err:
+        return _yaml_problem(err)
+    return None
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    return "not YAML or JSON: " + " ".join(str(err).replace(' in "<unicode string>",', " at").split())
+
+
+def _line(event: Any) -> str:
+    mark = event.start_mark
+    return f"line {mark.line + 1}" if mark is not None else "somewhere"
+
+
+def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ValueError(f"duplicate key {dup!r}")
+    return obj
+
+
+def _loaded(text: str) -> tuple[list[Any], str | None]:
+    """(documents, problem): JSON when the text starts with `{` or `[`, else YAML (multi-document)."""
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            return [json.loads(text, object_pairs_hook=_json_pairs)], None
+        except RecursionError:
+            return [], "nested deeper than the JSON parser's limit"
+        except ValueError as err:
+            return [], f"not JSON: {err}"
+    problem = _yaml_depth_problem(text)
+    if problem is not None:
+        return [], problem
+    try:
+        return list(yaml.load_all(text, Loader=_StrictLoader)), None
+    except yaml.YAMLError as err:
+        return [], _yaml_problem(err)
+
+
+def parse_documents(origin: str, data: bytes) -> tuple[list[Document], list[str]]:
+    """(documents, errors) of one file or stdin; an error line is `origin: [path: ]message`.
+    Empty documents are skipped; List items become documents (`items[i]` in their path)."""
+    text, problem = _decoded(origin, data)
+    if text is None:
+        return [], [f"{origin}: {problem}"]
+    loaded, problem = _loaded(text)
+    del text
+    if problem is not None:
+        return [], [f"{origin}: {problem}"]
+    docs: list[Document] = []
+    errors: list[str] = []
+    for index, raw in enumerate(loaded, start=1):
+        loaded[index - 1] = None  # the List's items move into documents one by one
+        if raw is not None:
+            for doc, error in _flatten(f"{origin}:{index}", raw):
+                if error is None:
+                    docs.append(doc)
+                else:
+                    errors.append(doc.where(error))
+    return docs, errors
+
+
+def _flatten(where: str, raw: Any) -> Iterator[tuple[Document, str | None]]:
+    """Each object with None, or a Document with the problem at its path: a List's items (Lists in
+    Lists too, as kubectl flattens them, iteratively), the item popped from its List as it goes."""
+    stack: list[tuple[str, Any]] = [("", raw)]
+    while stack:
+        item, obj = stack.pop()
+        doc = Document(where, item, obj)
+        problem = _header_problem(obj)
+        if problem is not None:
+            yield doc, problem
+            continue
+        if not obj["kind"].endswith("List") or "items" not in obj:
+            yield doc, None
+            continue
+        items = obj["items"]
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            yield doc, f"items: Invalid value: {type(items).__name__}: must be a list of objects"
+            continue
+        prefix = f"{item}.items" if item else "items"
+        children = [(f"{prefix}[{i}]", child) for i, child in enumerate(items)]
+        items.clear()
+        stack.extend(reversed(children))
+
+
+def _header_problem(obj: Any) -> str | None:
+    """Why an object cannot be dispatched: not a map, or apiVersion/kind missing or not strings."""
+    if not isinstance(obj, dict):
+        return f"Invalid value: {type(obj).__name__}: must be an object with apiVersion and kind"
+    for key in ("apiVersion", "kind"):
+        value = obj.get(key)
+        if not isinstance(value, str) or not value:
+            shown = "missing" if value is None else f"a {type(value).__name__}"
+            return f"{key}: Required value: must be a non-empty string (is {shown})"
+    return None

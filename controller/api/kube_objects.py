@@ -1,0 +1,195 @@
+"""The boundary's checks: one parsed document -> errors with field paths, or the object tasq keeps.
+
+Core kinds tasq reads (Node, Pod, Namespace, PriorityClass, Job) are checked against Kubernetes'
+schema (`kube_schema`, strict as kubectl) and then the API server's value rules for what tasq reads
+(names, label keys and values, non-negative quantities and counts); tasq's kinds go to the webhook
+validators; other kinds are ignored (`Checked.ignored`). Nodes and Pods keep only the fields tasq
+reads, so a 50,000-node dump fits in memory. Called by `tasq simulate` for every document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from controller.api import constants as c
+from controller.api.kube_schema import MAX_WALK_DEPTH, schema_errors
+from webhooks.validation import FieldError, formats, placement, validate
+from webhooks.validation.errors import ROOT, SPEC, invalid, required
+from webhooks.validation.meta import METADATA, object_meta
+from webhooks.validation.pod_templates import pod_template
+
+KIND_NODE: Final = "Node"
+KIND_POD: Final = "Pod"
+KIND_NAMESPACE: Final = "Namespace"
+KIND_PRIORITY_CLASS: Final = "PriorityClass"
+PRIORITY_CLASS_API_VERSION: Final = "scheduling.k8s.io/v1"
+HIGHEST_USER_PRIORITY: Final = 1_000_000_000
+"""Kubernetes' HighestUserDefinablePriority: classes not named `system-*` stay at or below it."""
+
+CORE_DEFINITIONS: Final = {
+    ("v1", KIND_NODE): "io.k8s.api.core.v1.Node",
+    ("v1", KIND_POD): "io.k8s.api.core.v1.Pod",
+    ("v1", KIND_NAMESPACE): "io.k8s.api.core.v1.Namespace",
+    (PRIORITY_CLASS_API_VERSION, KIND_PRIORITY_CLASS): "io.k8s.api.scheduling.v1.PriorityClass",
+    (c.JOB_API_VERSION, c.KIND_JOB): "io.k8s.api.batch.v1.Job",
+}
+"""The core kinds tasq reads -> their definition in Kubernetes' schema."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What the boundary made of one document: its errors, or the object to use (None: ignored)."""
+
+    errors: list[FieldError]
+    obj: dict[str, Any] | None
+
+    @property
+    def ignored(self) -> bool:
+        return not self.errors and self.obj is None
+
+
+def check_object(obj: dict[str, Any]) -> Checked:
+    """Every error of one object (apiVersion and kind are strings, `documents` checked that)."""
+    key = (obj["apiVersion"], obj["kind"])
+    if obj["apiVersion"].startswith(f"{c.GROUP}/"):
+        depth = _too_deep(obj)
+        errs = [depth] if depth is not None else validate(obj)
+        return Checked(errs, None if errs else obj)
+    definition = CORE_DEFINITIONS.get(key)
+    if definition is None:
+        return Checked([], None)
+    errs = schema_errors(definition, obj)
+    if not errs:
+        errs = _value_errors(obj)
+    if errs:
+        return Checked(errs, None)
+    slim = _SLIM.get(obj["kind"])
+    return Checked([], slim(obj) if slim is not None else obj)
+
+
+def _too_deep(obj: Any) -> FieldError | None:
+    """The first value nested deeper than MAX_WALK_DEPTH (iteratively: no recursion to overflow)."""
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_WALK_DEPTH:
+            return invalid(ROOT, "...", f"nested deeper than {MAX_WALK_DEPTH} levels")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return None
+
+
+def _value_errors(obj: dict[str, Any]) -> list[FieldError]:
+    """The API server's value rules on a schema-valid core object, for the fields tasq reads."""
+    errs: list[FieldError] = []
+    meta = object_meta(obj, errs)
+    if obj["kind"] == KIND_NAMESPACE and isinstance(meta.get("name"), str):
+        errs.extend(formats.dns_label(METADATA.child("name"), meta["name"]))
+    for key, value in (meta.get("labels") or {}).items():
+        errs.extend(formats.qualified_name(METADATA.child("labels").key(key), key))
+        errs.extend(formats.label_value(METADATA.child("labels").key(key), value))
+    for key in meta.get("annotations") or {}:
+        errs.extend(formats.qualified_name(METADATA.child("annotations").key(key), key))
+    errs.extend(_KIND_RULES.get(obj["kind"], _no_rules)(obj))
+    return errs
+
+
+def _no_rules(obj: Mapping[str, Any]) -> list[FieldError]:
+    return []
+
+
+def _quantities(path_name: str, amounts: Mapping[str, Any] | None) -> list[FieldError]:
+    """Each amount a valid, non-negative quantity (`status.allocatable`, `spec.overhead`...)."""
+    path = ROOT
+    for part in path_name.split("."):
+        path = path.child(part)
+    return [err for name in sorted(amounts or {}) for err in formats.quantity(path.key(name), (amounts or {})[name])]
+
+
+def _node_rules(obj: Mapping[str, Any]) -> list[FieldError]:
+    status, spec = obj.get("status") or {}, obj.get("spec") or {}
+    errs = _quantities("status.allocatable", status.get("allocatable"))
+    errs.extend(_quantities("status.capacity", status.get("capacity")))
+    errs.extend(placement.taints(SPEC.child("taints"), spec.get("taints")))
+    return errs
+
+
+def _pod_rules(obj: Mapping[str, Any]) -> list[FieldError]:
+    errs = pod_template(ROOT, obj)
+    errs.extend(_quantities("spec.overhead", (obj.get("spec") or {}).get("overhead")))
+    return errs
+
+
+def _job_rules(obj: Mapping[str, Any]) -> list[FieldError]:
+    """Counts that must not be negative (apimachinery's ValidateNonnegativeField), then the
+    topology annotations and pod template (the Job validator)."""
+    spec = obj.get("spec") or {}
+    errs = [invalid(SPEC.child(name), spec[name], "must be greater than or equal to 0")
+            for name in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds")
+            if isinstance(spec.get(name), int) and spec[name] < 0]
+    return errs + validate(obj)
+
+
+def _priority_class_rules(obj: Mapping[str, Any]) -> list[FieldError]:
+    name = str((obj.get("metadata") or {}).get("name", ""))
+    value = obj.get("value")
+    if value is None:  # the schema leaves it optional; the API server requires it
+        return [required(ROOT.child("value"))]
+    if isinstance(value, int) and value > HIGHEST_USER_PRIORITY and not name.startswith("system-"):
+        return [invalid(ROOT.child("value"), value,
+                        f"must be no greater than {HIGHEST_USER_PRIORITY} (classes not named system-*)")]
+    return []
+
+
+_KIND_RULES: Final[dict[str, Callable[[Mapping[str, Any]], list[FieldError]]]] = {
+    KIND_NODE: _node_rules, KIND_POD: _pod_rules, c.KIND_JOB: _job_rules,
+    KIND_PRIORITY_CLASS: _priority_class_rules,
+}
+
+
+def _pick(obj: Mapping[str, Any] | None, keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: obj[k] for k in keys if obj and obj.get(k) is not None}
+
+
+_META_KEYS: Final = ("name", "generateName", "namespace", "uid", "labels", "creationTimestamp")
+_POD_META_KEYS: Final = (*_META_KEYS, "ownerReferences", "deletionTimestamp")
+_POD_SPEC_KEYS: Final = ("nodeName", "overhead", "schedulingGates", "nodeSelector", "tolerations",
+                         "priorityClassName", "priority")
+
+
+def _slim_node(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A Node as NodeView reads it: name, labels, taints, unschedulable, allocatable, Ready."""
+    status = obj.get("status") or {}
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+            "metadata": _pick(obj.get("metadata"), _META_KEYS),
+            "spec": _pick(obj.get("spec"), ("taints", "unschedulable")),
+            "status": {"allocatable": status.get("allocatable") or {},
+                       "conditions": [_pick(cd, ("type", "status")) for cd in status.get("conditions") or []]}}
+
+
+def _slim_pod(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A Pod as PodView reads it: identity, tasq's annotations, what it requests, where it runs."""
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    slim_meta = _pick(meta, _POD_META_KEYS)
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(c.GROUP)}
+    if annotations:
+        slim_meta["annotations"] = annotations
+    slim_spec = _pick(spec, _POD_SPEC_KEYS)
+    slim_spec["containers"] = [_pick(ctr, ("name", "resources")) for ctr in spec.get("containers") or []]
+    if spec.get("initContainers"):
+        slim_spec["initContainers"] = [_pick(ctr, ("name", "resources", "restartPolicy"))
+                                       for ctr in spec["initContainers"]]
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity")
+    if node_affinity:
+        slim_spec["affinity"] = {"nodeAffinity": node_affinity}
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": slim_meta, "spec": slim_spec,
+            "status": _pick(status, ("phase", "conditions"))}
+
+
+_SLIM: Final[dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]]] = {
+    KIND_NODE: _slim_node, KIND_POD: _slim_pod,
+}
