@@ -149,3 +149,21 @@ ANNOTATION_DEVCLUSTER_FAIL: Final = "devcluster.tasq.io/fail"
 
 # The Kueue release whose API (v1beta1) and behaviour tasq follows; `tasq version` prints it.
 KUEUE_VERSION_FOLLOWED: Final = "0.19"
+
+# Leader election: the Lease only the leader renews (in the operator's namespace).
+LEADER_LEASE_NAME: Final = "tasq-controller-leader"
+# The content type of a strategic merge patch (the pod ungate patch).
+CONTENT_TYPE_STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
+
+# Metrics (Prometheus names; the admission result values are Kueue's) and the probe paths.
+METRIC_ADMISSION_ATTEMPTS: Final = "tasq_admission_attempts_total"
+METRIC_ADMISSION_ATTEMPT_DURATION: Final = "tasq_admission_attempt_duration_seconds"
+METRIC_PENDING_WORKLOADS: Final = "tasq_pending_workloads"
+METRIC_ADMITTED_WORKLOADS: Final = "tasq_admitted_workloads"
+METRIC_CLUSTER_QUEUE_RESOURCE_USAGE: Final = "tasq_cluster_queue_resource_usage"
+METRIC_GATE_REMOVAL_LATENCY: Final = "tasq_gate_removal_latency_seconds"
+ADMISSION_RESULT_SUCCESS: Final = "success"
+ADMISSION_RESULT_INADMISSIBLE: Final = "inadmissible"
+PROBE_PATH_METRICS: Final = "/metrics"
+PROBE_PATH_HEALTHZ: Final = "/healthz"
+PROBE_PATH_READYZ: Final = "/readyz"
