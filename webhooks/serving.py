@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 REVIEW_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+IDENTITY_FIELDS: Final = ("name", "generateName", "namespace", "uid")
 MAX_REVIEW_BYTES: Final = 8 * 1024 * 1024  # kube-apiserver's own request limit is 3 MiB
 
 
@@ -59,10 +60,18 @@ def review_problems(review: Any) -> list[str]:
     for key, value in (("object", new), ("oldObject", old)):
         if value is not None and not isinstance(value, Mapping):
             problems.append(f"request.{key} must be an object or null")
-        elif isinstance(value, Mapping) and not isinstance(value.get("metadata", {}), Mapping):
-            # kube-apiserver always sends ObjectMeta; kopf cannot read an object without it
-            problems.append(f"request.{key}.metadata must be an object")
+        elif isinstance(value, Mapping):
+            problems.extend(_metadata_problems(f"request.{key}.metadata", value.get("metadata", {})))
     return problems
+
+
+def _metadata_problems(path: str, metadata: Any) -> list[str]:
+    """kube-apiserver always sends a decoded ObjectMeta; kopf fails on one whose identity fields
+    are not strings (it keys its memory by uid), so such a review is malformed here."""
+    if not isinstance(metadata, Mapping):
+        return [f"{path} must be an object"]
+    return [f"{path}.{field} must be a string" for field in IDENTITY_FIELDS
+            if metadata.get(field) is not None and not isinstance(metadata.get(field), str)]
 
 
 async def answer(fn: kopf.WebhookFn, review: Any, webhook: str | None,
