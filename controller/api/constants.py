@@ -152,6 +152,8 @@ KUEUE_VERSION_FOLLOWED: Final = "0.19"
 
 # Leader election: the Lease only the leader renews (in the operator's namespace).
 LEADER_LEASE_NAME: Final = "tasq-controller-leader"
+LEASE_API_VERSION: Final = "coordination.k8s.io/v1"
+KIND_LEASE: Final = "Lease"
 # The content type of a strategic merge patch (the pod ungate patch).
 CONTENT_TYPE_STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
 

@@ -1,0 +1,149 @@
+"""Leader election against the devcluster's Lease API, driven round by round with a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.aio import config as aconfig
+from kubernetes.aio.client import ApiClient, ApiException, CoordinationV1Api
+
+from controller.kube.leading import LeaderElector
+from devcluster.cluster import DevCluster
+
+NS, LEASE = "kube-system", "tasq-test"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+async def no_sleep(_: float) -> None:
+    await asyncio.sleep(0)
+
+
+@pytest.fixture
+async def api_client(tmp_path: Path) -> AsyncIterator[ApiClient]:
+    async with DevCluster() as cluster:
+        client = await aconfig.new_client_from_config(config_file=str(cluster.write_kubeconfig(tmp_path / "kc")))
+        async with client:
+            yield client
+
+
+def elector(api_client: ApiClient, identity: str, clock: FakeClock, events: list[str] | None = None,
+            **kw: Any) -> LeaderElector:
+    log = events if events is not None else []
+    return LeaderElector(api_client, NS, LEASE, identity, clock=clock, sleep=no_sleep,
+                         on_started=lambda: log.append(f"{identity} started"),
+                         on_stopped=lambda: log.append(f"{identity} stopped"), **kw)
+
+
+async def lease_spec(api_client: ApiClient) -> Any:
+    return (await CoordinationV1Api(api_client).read_namespaced_lease(LEASE, NS)).spec
+
+
+async def test_the_first_replica_creates_the_lease_and_the_second_waits_while_it_is_renewed(
+        api_client: ApiClient) -> None:
+    clock, events = FakeClock(), []
+    a, b = elector(api_client, "a", clock, events), elector(api_client, "b", clock, events)
+    await a.step()
+    await b.step()
+    for _ in range(3):
+        clock.advance(10)  # each renewal comes before the 15 s lease runs out
+        await a.step()
+        await b.step()
+    assert (a.is_leader, b.is_leader, events) == (True, False, ["a started"])
+    spec = await lease_spec(api_client)
+    assert (spec.holder_identity, spec.lease_duration_seconds, spec.lease_transitions) == ("a", 15, 0)
+    assert spec.renew_time == clock.now and spec.acquire_time == clock.now - timedelta(seconds=30)
+
+
+async def test_an_expired_lease_is_taken_over_and_the_old_leader_steps_down_when_it_sees_that(
+        api_client: ApiClient) -> None:
+    clock, events = FakeClock(), []
+    a, b = elector(api_client, "a", clock, events), elector(api_client, "b", clock, events)
+    await a.step()
+    clock.advance(14.9)
+    await b.step()
+    assert not b.is_leader  # 14.9 s after the last renewal the lease still holds
+    clock.advance(0.1)
+    await b.step()
+    await a.step()
+    assert events == ["a started", "b started", "a stopped"]
+    spec = await lease_spec(api_client)
+    assert (spec.holder_identity, spec.lease_transitions, spec.acquire_time) == ("b", 1, clock.now)
+
+
+async def test_a_released_lease_is_taken_at_the_next_retry_without_waiting_for_expiry(
+        api_client: ApiClient) -> None:
+    clock = FakeClock()
+    a, b = elector(api_client, "a", clock), elector(api_client, "b", clock)
+    await a.step()
+    assert await a.release()
+    assert not await b.release()  # not b's to release
+    assert (await lease_spec(api_client)).holder_identity is None
+    await b.step()
+    assert b.is_leader
+
+
+async def test_a_leader_that_cannot_renew_stops_after_the_renew_deadline(
+        api_client: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock, events = FakeClock(), []
+    a = elector(api_client, "a", clock, events)
+    await a.step()
+
+    async def broken(*_: Any, **__: Any) -> Any:
+        raise ApiException(status=500, reason="Internal Server Error")
+    monkeypatch.setattr(a.api, "read_namespaced_lease", broken)
+    clock.advance(10)
+    await a.step()
+    assert a.is_leader  # 10 s without renewal: still within the 10 s deadline
+    clock.advance(0.5)
+    await a.step()
+    assert (a.is_leader, events) == (False, ["a started", "a stopped"])
+
+
+async def test_losing_the_write_race_for_an_expired_lease_is_not_leadership(
+        api_client: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    a, b = elector(api_client, "a", clock), elector(api_client, "b", clock)
+    await a.step()
+    clock.advance(20)
+    stale = await CoordinationV1Api(api_client).read_namespaced_lease(LEASE, NS)
+    await a.step()  # a renews first: the resourceVersion b read is gone
+
+    async def read_stale(*_: Any, **__: Any) -> Any:
+        return stale
+    monkeypatch.setattr(b.api, "read_namespaced_lease", read_stale)
+    await b.step()
+    assert (a.is_leader, b.is_leader) == (True, False)
+    assert (await lease_spec(api_client)).holder_identity == "a"
+
+
+async def test_cancelling_run_stops_leading_and_releases_the_lease(api_client: ApiClient) -> None:
+    events: list[str] = []
+    a = LeaderElector(api_client, NS, LEASE, "a", lease_duration_s=3, renew_deadline_s=2, retry_period_s=0.05,
+                      on_stopped=lambda: events.append("stopped"))
+    task = asyncio.create_task(a.run())
+    await asyncio.wait_for(a.leading.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (a.is_leader, events) == (False, ["stopped"])
+    assert (await lease_spec(api_client)).holder_identity is None
+
+
+def test_timings_must_be_ordered_retry_below_deadline_below_duration() -> None:
+    with pytest.raises(ValueError, match=r"retry period \(2s\) < renew deadline \(20s\) < lease duration \(15s\)"):
+        LeaderElector(None, NS, LEASE, "a", renew_deadline_s=20)  # type: ignore[arg-type]
