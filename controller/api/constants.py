@@ -138,6 +138,17 @@ RESOURCE_PODS: Final = "pods"
 RESOURCE_CPU: Final = "cpu"
 RESOURCE_MEMORY: Final = "memory"
 
+# Events the operator posts: Kueue's job-integration reasons, plus the Workload condition reasons
+# above for Admitted and each new pending cause; sent as this component.
+EVENT_TYPE_NORMAL: Final = "Normal"
+EVENT_TYPE_WARNING: Final = "Warning"
+EVENT_REASON_CREATED_WORKLOAD: Final = "CreatedWorkload"
+EVENT_REASON_STARTED: Final = "Started"
+EVENT_REASON_STOPPED: Final = "Stopped"
+EVENT_REASON_FINISHED_WORKLOAD: Final = "FinishedWorkload"
+EVENT_REASON_ERR_WORKLOAD_COMPOSE: Final = "ErrWorkloadCompose"
+EVENT_COMPONENT: Final = "tasq-controller"
+
 # Field managers and the operator's identity.
 FIELD_MANAGER: Final = "tasq"
 CONTROLLER_NAME: Final = "tasq.x-k8s.io/controller"

@@ -1,0 +1,177 @@
+"""The admission loop: on a change, debounce, run one admission cycle over the cache, write results.
+
+Only while leading. A cycle runs the pure core (`run_until_quiet`) on `ClusterCache.admission_state`
+(so admissions are reserved in the cache at once), then writes every decision as a Workload status
+patch (resourceVersion-checked, retried), posts Events (Admitted; a pending cause once per new
+cause) and refreshes the ClusterQueue and LocalQueue statuses. One cycle at a time; the next
+starts only after this one's writes end. Started by controller.kube.operating.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.api import constants as c
+from controller.api.workload import Workload
+from controller.cache.cluster import ClusterCache, admission_of
+from controller.core.admission.conditions import mark_admitted, mark_pending, quota_reserved_message
+from controller.core.admission.cycle import AdmissionState, Admit, Pending, explain, run_until_quiet
+from controller.core.admission.workloads import workload_info
+from controller.kube.api import ApiError, KubeApi
+from controller.kube.events import EventRecorder
+from controller.kube.statuses import queue_statuses, write_queue_status, write_workload_status
+
+log = logging.getLogger(__name__)
+
+DEBOUNCE_S = 0.05
+"""Changes arriving within this window after the first one are taken by the same cycle."""
+PARALLEL_WRITES = 32
+
+
+class AdmissionLoop:
+    """See the module docstring. `notify()` from any cache change; `run()` until cancelled."""
+
+    def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
+                 on_admitted: Callable[[str], None] | None = None, debounce_s: float = DEBOUNCE_S) -> None:
+        self.cache = cache
+        self.api = api
+        self.recorder = recorder
+        self.on_admitted = on_admitted
+        self.debounce_s = debounce_s
+        self.cycles = 0
+        self.admitted_at: dict[str, float] = {}
+        """Workload key -> monotonic time its admission was written (benchmarks read it)."""
+        self._wake = asyncio.Event()
+        self._last_cause: dict[str, str] = {}
+        self._queue_status: dict[tuple[bool, str], dict[str, Any]] = {}
+        self._seen_generation = -1
+        self._slots = asyncio.Semaphore(PARALLEL_WRITES)
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    async def run(self, leading: asyncio.Event | None = None) -> None:
+        """Cycle after every burst of changes, while `leading` is set (always without one)."""
+        self._wake.set()
+        while True:
+            await self._wake.wait()
+            if leading is not None and not leading.is_set():
+                await leading.wait()
+            await asyncio.sleep(self.debounce_s)
+            self._wake.clear()
+            if self.cache.generation == self._seen_generation:
+                continue
+            self._seen_generation = self.cache.generation
+            try:
+                await self.cycle()
+            except ApiError as e:
+                log.warning("admission cycle: %s; retrying on the next change", e)
+                self._wake.set()
+
+    async def cycle(self) -> None:
+        """Phases: decide (pure, synchronous), record admissions in the cache, write statuses."""
+        self.cycles += 1
+        state = self.cache.admission_state()
+        decisions = run_until_quiet(state)
+        admits = [d for d in decisions if isinstance(d, Admit)]
+        for admit in admits:
+            self.cache.record_admission(admit.key, state.admitted[admit.key])
+        pendings = self._pending(state)
+        writes = [self._write_admission(a) for a in admits] + [self._write_pending(p) for p in pendings]
+        await asyncio.gather(*writes)
+        waiting = {key: q for key in state.waiting() if (q := state.queue_of.get(key)) is not None}
+        await self._write_queues(waiting)
+
+    def _pending(self, state: AdmissionState) -> list[Pending]:
+        """Why each waiting workload waits: its decision this cycle, else (not yet told, e.g. parked
+        behind a same-shape head) recomputed once; workloads already showing a reason keep it."""
+        out = []
+        for key in state.waiting():
+            why = state.pending.get(key)
+            entry = self.cache.workloads.get(key)
+            if entry is None:
+                continue
+            if why is None and _quota_condition(entry.obj) is None:
+                why = explain(state, key)
+            if why is not None:
+                out.append(why)
+        return out
+
+    async def _write_admission(self, admit: Admit) -> None:
+        """Write `status.admission` + QuotaReserved/Admitted; on a Workload gone, changed (another
+        spec) or admitted elsewhere meanwhile, give the reservation back."""
+        entry = self.cache.workloads.get(admit.key)
+        if entry is None:
+            self.cache.forget_admission(admit.key)
+            return
+        shape = entry.info.shape
+        now = datetime.now(UTC)
+        ours = [False]
+
+        def change(model: Workload) -> bool:
+            raw = model.to_dict()
+            ours[0] = not (model.is_finished or admission_of(raw) is not None or workload_info(raw).shape != shape)
+            return ours[0] and mark_admitted(model, admit.admission, now)
+
+        async with self._slots:
+            try:
+                written = await write_workload_status(self.api, entry.obj, change)
+            except ApiError as e:
+                log.warning("admitting %s: %s", admit.key, e)
+                written = None
+        if written is None or not ours[0] or admission_of(written) is None:
+            self.cache.forget_admission(admit.key)
+            self.notify()
+            return
+        self.admitted_at[admit.key] = time.monotonic()
+        self._last_cause.pop(admit.key, None)
+        await self.recorder.post(written, c.REASON_ADMITTED, quota_reserved_message(admit.cluster_queue))
+        if self.on_admitted is not None:
+            self.on_admitted(admit.key)
+
+    async def _write_pending(self, why: Pending) -> None:
+        """QuotaReserved=False with the reason and message; an Event when the cause is new."""
+        entry = self.cache.workloads.get(why.key)
+        if entry is None:
+            return
+        now = datetime.now(UTC)
+
+        def change(model: Workload) -> bool:
+            if model.is_finished or model.has_quota_reservation:
+                return False
+            return mark_pending(model, why.reason, why.message, now)
+
+        async with self._slots:
+            try:
+                written = await write_workload_status(self.api, entry.obj, change)
+            except ApiError as e:
+                log.warning("pending status of %s: %s", why.key, e)
+                return
+        if written is not None and self._last_cause.get(why.key) != why.detail:
+            self._last_cause[why.key] = why.detail
+            await self.recorder.post(written, why.reason, why.message)
+
+    async def _write_queues(self, waiting: dict[str, str]) -> None:
+        """ClusterQueue and LocalQueue statuses, each written only when it changed."""
+        cqs, lqs = queue_statuses(self.cache, waiting)
+        for local, statuses in ((False, cqs), (True, lqs)):
+            for key, status in statuses.items():
+                if self._queue_status.get((local, key)) == status:
+                    continue
+                try:
+                    await write_queue_status(self.api, local, key, status)
+                    self._queue_status[(local, key)] = status
+                except ApiError as e:
+                    log.warning("status of queue %s: %s", key, e)
+
+
+def _quota_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == c.CONDITION_QUOTA_RESERVED:
+            return dict(cond)
+    return None

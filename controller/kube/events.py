@@ -1,0 +1,50 @@
+"""Kubernetes Events about Jobs and Workloads (`kubectl describe` shows them).
+
+`EventRecorder.post` creates a core/v1 Event naming the object, reason and message; a failure to
+post is logged, never raised (an Event is a courtesy, the status is the record). Called by the
+admission loop and the job reconciler.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.api import constants as c
+from controller.api.meta import format_time
+from controller.kube.api import EVENTS, ApiError, KubeApi
+
+log = logging.getLogger(__name__)
+
+
+class EventRecorder:
+    def __init__(self, api: KubeApi) -> None:
+        self.api = api
+        self.posted = 0
+
+    async def post(self, obj: Mapping[str, Any], reason: str, message: str,
+                   type_: str = c.EVENT_TYPE_NORMAL) -> None:
+        """One Event about `obj` (an object as read from the API: apiVersion, kind, metadata)."""
+        meta = obj.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "default")
+        now = format_time(datetime.now(UTC))
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta.get('name', '')}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": {"apiVersion": obj.get("apiVersion", ""), "kind": obj.get("kind", ""),
+                               "name": meta.get("name", ""), "namespace": namespace, "uid": meta.get("uid", ""),
+                               "resourceVersion": meta.get("resourceVersion", "")},
+            "reason": reason, "message": message[:1024], "type": type_, "count": 1,
+            "firstTimestamp": now, "lastTimestamp": now,
+            "source": {"component": c.EVENT_COMPONENT},
+            "reportingComponent": c.EVENT_COMPONENT,
+        }
+        try:
+            await self.api.create(EVENTS, namespace, event)
+            self.posted += 1
+        except ApiError as e:
+            log.warning("cannot post event %s on %s %s/%s: %s", reason, obj.get("kind"), namespace,
+                        meta.get("name"), e)

@@ -1,0 +1,116 @@
+"""The operator process: cache, watches, admission loop and job reconciler under one kopf operator.
+
+`Operator(api_client)` wires them; `run(stop)` primes the cache from the API, starts the loops
+(which act only while `leading` is set) and runs kopf (standalone: no peering, no posting of kopf's
+own Events) until `stop` is set. `registry_hooks` let other parts (webhooks) add to the same kopf
+registry and settings. Used by `tasq run`, `tasq dev` and the e2e tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import kopf
+from kubernetes.aio import client
+
+from controller.api import constants as c
+from controller.cache.cluster import ClusterCache, object_key
+from controller.kube.admitting import AdmissionLoop
+from controller.kube.api import KubeApi
+from controller.kube.events import EventRecorder
+from controller.kube.job_reconciling import JobReconciler
+from controller.kube.watching import prime, register_watches
+
+log = logging.getLogger(__name__)
+
+RegistryHook = Callable[[kopf.OperatorRegistry], None]
+SettingsHook = Callable[[kopf.OperatorSettings], None]
+
+
+def connection_info(api_client: client.ApiClient) -> kopf.ConnectionInfo:
+    """kopf's credentials from the same configuration the writers use."""
+    conf = api_client.configuration
+    auth = str((conf.api_key or {}).get("authorization", "") or (conf.api_key or {}).get("BearerToken", ""))
+    token = auth.removeprefix("Bearer ").strip() or None
+    return kopf.ConnectionInfo(
+        server=str(conf.host), token=token, ca_path=conf.ssl_ca_cert or None, insecure=not conf.verify_ssl,
+        certificate_path=conf.cert_file or None, private_key_path=conf.key_file or None,
+        username=conf.username or None, password=conf.password or None)
+
+
+class Operator:
+    """See the module docstring. `leading` gates every write (set for ever without an elector)."""
+
+    def __init__(self, api_client: client.ApiClient, leading: asyncio.Event | None = None) -> None:
+        self.api_client = api_client
+        self.api = KubeApi(api_client)
+        self.cache = ClusterCache()
+        self.recorder = EventRecorder(self.api)
+        self.admission = AdmissionLoop(self.cache, self.api, self.recorder)
+        self.jobs = JobReconciler(self.cache, self.api, self.recorder)
+        if leading is None:
+            leading = asyncio.Event()
+            leading.set()
+        self.leading = leading
+        self.registry = kopf.OperatorRegistry()
+        self.settings_hooks: list[SettingsHook] = []
+        self.pod_listeners: list[Callable[[Mapping[str, Any]], None]] = []
+        """Called with every pod event after the cache applied it (the ungater subscribes)."""
+        self.ready = asyncio.Event()
+        register_watches(self.registry, self.cache, self.on_change)
+        self._register_login_and_settings()
+
+    def on_change(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
+        """Route one applied event: admission reacts to all, the reconciler to Jobs and Workloads."""
+        del event_type
+        self.admission.notify()
+        if kind == c.KIND_JOB:
+            self.jobs.notify(object_key(obj))
+        elif kind == c.KIND_WORKLOAD:
+            self.jobs.notify_workload(obj)
+        elif kind == "Pod":
+            for listener in self.pod_listeners:
+                listener(obj)
+
+    def _register_login_and_settings(self) -> None:
+        @kopf.on.login(registry=self.registry)
+        def login(**_: Any) -> kopf.ConnectionInfo:
+            return connection_info(self.api_client)
+
+        @kopf.on.startup(registry=self.registry)
+        def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+            settings.posting.enabled = False
+            settings.watching.server_timeout = 300
+            settings.watching.client_timeout = 330
+            for hook in self.settings_hooks:
+                hook(settings)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Prime, start the loops and kopf, and return once `stop` is set (everything stopped)."""
+        await prime(self.cache, self.api, self.on_change)
+        tasks = [asyncio.create_task(self.admission.run(self.leading), name="tasq-admission"),
+                 asyncio.create_task(self.jobs.run(self.leading), name="tasq-jobs")]
+        for key in list(self.cache.jobs):
+            self.jobs.notify(key)
+        kopf_ready = asyncio.Event()
+        kopf_task = asyncio.create_task(kopf.operator(
+            registry=self.registry, standalone=True, clusterwide=True, stop_flag=stop, ready_flag=kopf_ready),
+            name="tasq-kopf")
+        ready_wait = asyncio.create_task(kopf_ready.wait())
+        await asyncio.wait({kopf_task, ready_wait}, return_when=asyncio.FIRST_COMPLETED)
+        if kopf_ready.is_set():
+            self.ready.set()
+        try:
+            await asyncio.wait({kopf_task, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+            await kopf_task
+        finally:
+            ready_wait.cancel()
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

@@ -1,0 +1,117 @@
+"""Status writes with optimistic concurrency: Workload conditions/admission, queue statuses.
+
+`write_workload_status` applies a change to a Workload model and merge-patches its status with the
+object's resourceVersion; on 409 it reads the object afresh and applies the change again, so a
+concurrent writer is never overwritten. `queue_statuses` computes the ClusterQueue and LocalQueue
+status (counts, flavor usage) from the cache. Used by the admission loop and the job reconciler.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from controller.api.quantity import format_milli
+from controller.api.workload import Workload
+from controller.cache.cluster import ClusterCache, admission_of
+from controller.kube.api import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, ApiError, KubeApi, retrying
+
+CONFLICT_ATTEMPTS = 8
+"""Fresh reads after a 409 before a status write gives up (the next event retries it)."""
+
+
+async def write_workload_status(api: KubeApi, obj: Mapping[str, Any],
+                                change: Callable[[Workload], bool]) -> dict[str, Any] | None:
+    """Apply `change` (True when it changed something) and patch the status; retried from a fresh
+    read on 409. The Workload as written (or as found, when `change` had nothing to do); None when
+    it is gone or cannot be parsed."""
+    current: Mapping[str, Any] = obj
+    meta = obj.get("metadata") or {}
+    namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+    for _ in range(CONFLICT_ATTEMPTS):
+        try:
+            model = Workload.from_dict(dict(current))
+        except ValidationError:
+            return None
+        if not change(model):
+            return dict(current)
+        status = model.status.to_dict() if model.status is not None else {}
+        patch = {"metadata": {"resourceVersion": (current.get("metadata") or {}).get("resourceVersion")},
+                 "status": status}
+        try:
+            return await retrying(functools.partial(api.merge_patch, WORKLOADS, namespace, name, patch, "status"))
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            if e.status != 409:
+                raise
+        try:
+            current = await retrying(lambda: api.get(WORKLOADS, namespace, name))
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+    raise ApiError(409, f"workload {namespace}/{name}: still conflicting after {CONFLICT_ATTEMPTS} fresh reads")
+
+
+def _flavor_usage(used: Mapping[tuple[str, str], int], spec_pairs: list[tuple[str, str]],
+                  borrowed: bool) -> list[dict[str, Any]]:
+    """Kueue's `flavorsUsage` list: every flavor and resource of the queue, in spec order."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for flavor, resource in [*spec_pairs, *sorted(set(used) - set(spec_pairs))]:
+        entry: dict[str, Any] = {"name": resource, "total": format_milli(used.get((flavor, resource), 0), resource)}
+        if borrowed:
+            entry["borrowed"] = "0"
+        out.setdefault(flavor, []).append(entry)
+    return [{"name": flavor, "resources": resources} for flavor, resources in out.items()]
+
+
+def queue_statuses(cache: ClusterCache, waiting: Mapping[str, str]) -> tuple[
+        dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(ClusterQueue name -> status, LocalQueue `ns/name` -> status) from the cache's held
+    admissions and `waiting` (workload key -> its ClusterQueue). Admitted = reserving: tasq has no
+    admission checks, so both conditions are set together."""
+    snapshot = cache.snapshot()
+    cq_counts = {name: [0, 0] for name in cache.cluster_queues}
+    lq_counts = {key: [0, 0] for key in cache.local_queues}
+    lq_used: dict[str, dict[tuple[str, str], int]] = {key: {} for key in cache.local_queues}
+    for key, entry in cache.workloads.items():
+        lq = f"{entry.info.namespace}/{entry.info.queue_name}"
+        if entry.fit is not None or (admission_of(entry.obj) is not None and not entry.finished):
+            if entry.fit is not None and entry.fit.cluster_queue in cq_counts:
+                cq_counts[entry.fit.cluster_queue][1] += 1
+            if lq in lq_counts:
+                lq_counts[lq][1] += 1
+                for fr, milli in (entry.fit.quota_usage if entry.fit else {}).items():
+                    lq_used[lq][fr] = lq_used[lq].get(fr, 0) + milli
+        elif key in waiting:
+            if waiting[key] in cq_counts:
+                cq_counts[waiting[key]][0] += 1
+            if lq in lq_counts:
+                lq_counts[lq][0] += 1
+    cqs: dict[str, dict[str, Any]] = {}
+    for name, (pending, admitted) in cq_counts.items():
+        quota = snapshot.cluster_queues.get(name)
+        pairs = [(fq.name, res) for g in quota.groups for fq in g.flavors for res in fq.resources] if quota else []
+        used = snapshot.quota.used.get(name, {})
+        usage = _flavor_usage(used, pairs, borrowed=True)
+        cqs[name] = {"pendingWorkloads": pending, "reservingWorkloads": admitted, "admittedWorkloads": admitted,
+                     "flavorsReservation": usage, "flavorsUsage": usage}
+    lqs: dict[str, dict[str, Any]] = {}
+    for key, (pending, admitted) in lq_counts.items():
+        usage = _flavor_usage(lq_used[key], sorted(lq_used[key]), borrowed=False)
+        lqs[key] = {"pendingWorkloads": pending, "reservingWorkloads": admitted, "admittedWorkloads": admitted,
+                    "flavorsReservation": usage, "flavorUsage": usage}
+    return cqs, lqs
+
+
+async def write_queue_status(api: KubeApi, kind_local: bool, key: str, status: Mapping[str, Any]) -> None:
+    """Merge-patch one queue's status (tasq is its only writer: no resourceVersion needed)."""
+    if kind_local:
+        namespace, name = key.split("/", 1)
+        await retrying(lambda: api.merge_patch(LOCAL_QUEUES, namespace, name, {"status": status}, "status"))
+    else:
+        await retrying(lambda: api.merge_patch(CLUSTER_QUEUES, None, key, {"status": status}, "status"))

@@ -1,0 +1,74 @@
+"""Watches that feed the cache: the watched resources, a priming list, kopf event handlers.
+
+`prime` lists every watched resource once at start (so the first admission cycle sees the whole
+cluster, admitted Workloads included); `register_watches` adds one `@kopf.on.event` handler per
+resource to a kopf registry: each event is applied to the cache and reported to `on_change`.
+Event handlers write nothing on the objects (no kopf annotations or finalizers).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import kopf
+
+from controller.api import constants as c
+from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS, ClusterCache
+from controller.kube.api import KubeApi
+
+log = logging.getLogger(__name__)
+
+# Kind -> (group, version, plural), in the order `prime` lists them: configuration first, then
+# nodes and pods, then Workloads (restored against them), then Jobs.
+RESOURCES: dict[str, tuple[str, str, str]] = {
+    KIND_NAMESPACE: ("", "v1", "namespaces"),
+    KIND_PRIORITY_CLASS: ("scheduling.k8s.io", "v1", "priorityclasses"),
+    c.KIND_TOPOLOGY: (c.GROUP, c.VERSION_V1ALPHA1, c.PLURAL_TOPOLOGIES),
+    c.KIND_RESOURCE_FLAVOR: (c.GROUP, c.VERSION_V1BETA1, c.PLURAL_RESOURCE_FLAVORS),
+    c.KIND_CLUSTER_QUEUE: (c.GROUP, c.VERSION_V1BETA1, c.PLURAL_CLUSTER_QUEUES),
+    c.KIND_LOCAL_QUEUE: (c.GROUP, c.VERSION_V1BETA1, c.PLURAL_LOCAL_QUEUES),
+    KIND_NODE: ("", "v1", "nodes"),
+    KIND_POD: ("", "v1", "pods"),
+    c.KIND_WORKLOAD: (c.GROUP, c.VERSION_V1BETA1, c.PLURAL_WORKLOADS),
+    c.KIND_JOB: ("batch", "v1", "jobs"),
+}
+
+OnChange = Callable[[str, str, Mapping[str, Any]], None]
+"""(kind, event type ADDED/MODIFIED/DELETED, object) after the cache applied it."""
+
+
+def _api_version(group: str, version: str) -> str:
+    return f"{group}/{version}" if group else version
+
+
+async def prime(cache: ClusterCache, api: KubeApi, on_change: OnChange) -> None:
+    """List every watched resource into the cache (each object reported as ADDED)."""
+    for kind, (group, version, plural) in RESOURCES.items():
+        for obj in await api.list((_api_version(group, version), plural)):
+            obj = {**obj, "kind": kind}
+            if cache.upsert(kind, obj):
+                on_change(kind, "ADDED", obj)
+
+
+def apply_event(cache: ClusterCache, kind: str, event_type: str | None, obj: Mapping[str, Any],
+                on_change: OnChange) -> None:
+    """One watch event into the cache (kopf's initial listing has no type: an ADDED)."""
+    obj = {**obj, "kind": kind}
+    if event_type == "DELETED":
+        cache.delete(kind, obj)
+        on_change(kind, "DELETED", obj)
+    elif cache.upsert(kind, obj):
+        on_change(kind, event_type or "ADDED", obj)
+
+
+def register_watches(registry: kopf.OperatorRegistry, cache: ClusterCache, on_change: OnChange) -> None:
+    """One kopf event handler per watched resource, all feeding `cache`."""
+    for kind, (group, version, plural) in RESOURCES.items():
+        async def handler(event: kopf.RawEvent, kind: str = kind, **_: Any) -> None:
+            obj = event.get("object")
+            if isinstance(obj, Mapping):
+                apply_event(cache, kind, event.get("type"), obj, on_change)
+
+        kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(handler)

@@ -1,0 +1,259 @@
+"""The operator end to end on the devcluster, driven by the real kubectl.
+
+Topology of the module's nodes (8 GPUs, 64 CPUs each; flavor `h100` = label gpu=h100):
+
+    b1: r1 [n1 n2]   r2 [n1 n2]
+    b2: r1 [n1 n2]   r2 [n1 n2]         8 nodes, 64 GPUs in all
+
+The ClusterQueue `team` has 48 GPUs of quota. Jobs are created suspended, as the Job webhook
+would make them; the simulated Job controller, scheduler and kubelet run the pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.commands.crds import DEFAULT_DIR
+from controller.kube.api import connect
+from controller.kube.operating import Operator
+from devcluster.cluster import DevCluster
+from devcluster.components import Components
+from devcluster.nodes import create_nodes, node_object
+from devcluster.seeding import apply_crds
+from tests.e2e.conftest import Kubectl
+
+pytestmark = pytest.mark.e2e
+
+BLOCK, RACK = "example.com/block", "example.com/rack"
+SETUP = f"""
+apiVersion: kueue.x-k8s.io/v1alpha1
+kind: Topology
+metadata: {{name: dc}}
+spec:
+  levels: [{{nodeLabel: {BLOCK}}}, {{nodeLabel: {RACK}}}, {{nodeLabel: kubernetes.io/hostname}}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {{name: h100}}
+spec: {{nodeLabels: {{gpu: h100}}, topologyName: dc}}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {{name: team}}
+spec:
+  namespaceSelector: {{}}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{{name: cpu, nominalQuota: "1000"}}, {{name: nvidia.com/gpu, nominalQuota: "48"}}]
+"""
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not reached in {timeout}s")
+
+
+class RunningOperator:
+    """An Operator on its own event loop in a thread; `stop()` ends it cleanly."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.operator: Operator | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        api_client = await connect(self.kubeconfig)
+        self.operator = Operator(api_client)
+        watcher = asyncio.create_task(self._signal_ready())
+        try:
+            await self.operator.run(self._stop)
+        finally:
+            watcher.cancel()
+            await api_client.close()  # type: ignore[no-untyped-call]
+
+    async def _signal_ready(self) -> None:
+        assert self.operator is not None
+        await self.operator.ready.wait()
+        self._ready.set()
+
+    def start(self) -> RunningOperator:
+        self._thread.start()
+        assert self._ready.wait(30), "operator did not become ready"
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "operator did not stop"
+
+
+@pytest.fixture(scope="module")
+def cluster(devcluster: DevCluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    api = devcluster.api
+    nodes = [node_object(f"{b}-{r}-{n}", {BLOCK: b, RACK: f"{b}-{r}", "gpu": "h100"},
+                         {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"})
+             for b in ("b1", "b2") for r in ("r1", "r2") for n in ("n1", "n2")]
+
+    async def seed() -> Components:
+        await apply_crds(api, DEFAULT_DIR)
+        await create_nodes(api, nodes)
+        components = Components(api).start()
+        components.run_in_background(0.05)
+        return components
+
+    components = devcluster.call(seed)
+    path = tmp_path_factory.mktemp("setup") / "setup.yaml"
+    path.write_text(SETUP)
+    wait_for(lambda: kubectl("apply", "-f", str(path), check=False).returncode == 0, what="CRDs served")
+    yield devcluster
+    devcluster.call(lambda: _close(components))
+
+
+async def _close(components: Components) -> None:
+    components.close()
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: DevCluster, kubeconfig: Path) -> Iterator[RunningOperator]:
+    running = RunningOperator(kubeconfig).start()
+    yield running
+    running.stop()
+
+
+def job(name: str, namespace: str, pods: int, gpus: int, *, annotations: dict[str, str] | None = None,
+        run_seconds: float = 1.0, priority_class: str | None = None) -> str:
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "busybox",
+                        "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": str(gpus)}}}]}
+    if priority_class:
+        pod_spec["priorityClassName"] = priority_class
+    return json.dumps({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"},
+                     "annotations": annotations or {}},
+        "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "suspend": True,
+                 "template": {"metadata": {"annotations": {"devcluster.tasq.io/run-seconds": str(run_seconds)}},
+                              "spec": pod_spec}}})
+
+
+def local_queue(namespace: str) -> str:
+    return json.dumps({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+                       "metadata": {"name": "lq", "namespace": namespace}, "spec": {"clusterQueue": "team"}})
+
+
+def get(kubectl: Kubectl, *args: str) -> Any:
+    return json.loads(kubectl("get", *args, "-o", "json").stdout)
+
+
+def workload_of(kubectl: Kubectl, namespace: str, job_name: str) -> dict[str, Any] | None:
+    for wl in get(kubectl, "workloads", "-n", namespace)["items"]:
+        if any(ref.get("name") == job_name for ref in wl["metadata"].get("ownerReferences") or []):
+            return dict(wl)
+    return None
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond["type"] == type_:
+            return dict(cond)
+    return None
+
+
+def test_a_require_rack_job_is_admitted_into_one_rack_and_runs_to_completion(
+        operator: RunningOperator, kubectl: Kubectl, namespace: str) -> None:
+    kubectl("apply", "-f", "-", stdin=local_queue(namespace))
+    kubectl("apply", "-f", "-", stdin=job("rack", namespace, 2, 8, annotations={
+        "kueue.x-k8s.io/require-topology": RACK}))
+    wl = wait_for(lambda: (w := workload_of(kubectl, namespace, "rack")) and condition(w, "Admitted") and w,
+                  what="Workload admitted")
+    assert wl["metadata"]["name"].startswith("job-rack-")
+    (psa,) = wl["status"]["admission"]["podSetAssignments"]
+    assert psa["flavors"] == {"cpu": "h100", "nvidia.com/gpu": "h100"}
+    slices = psa["topologyAssignment"]["slices"]
+    assert {s["nodeLabels"][RACK] for s in slices} == {"b1-r1"}  # tightest rack, first by name
+    assert sum(s["count"] for s in slices) == 2
+    started = wait_for(lambda: (j := get(kubectl, "job", "rack", "-n", namespace)) and
+                       not j["spec"].get("suspend") and j, what="Job unsuspended")
+    template = started["spec"]["template"]
+    assert template["spec"]["nodeSelector"] == {"gpu": "h100"}
+    assert template["metadata"]["annotations"]["kueue.x-k8s.io/topology-workload"] == wl["metadata"]["name"]
+    assert template["metadata"]["annotations"]["kueue.x-k8s.io/topology-podset"] == "main"
+    assert template["metadata"]["labels"]["tasq.io/tas"] == "true"
+    done = wait_for(lambda: condition(workload_of(kubectl, namespace, "rack"), "Finished"), 60, "Finished")
+    assert done["reason"] == "Succeeded"
+    events = get(kubectl, "events", "-n", namespace)["items"]
+    assert {"CreatedWorkload", "Admitted", "Started"} <= {e["reason"] for e in events}
+
+
+def test_gang_deadlock_the_second_job_creates_no_pod_until_the_first_finishes(
+        operator: RunningOperator, kubectl: Kubectl, namespace: str) -> None:
+    """Two 4-pod x 8-GPU gangs (32 GPUs each) against 48 GPUs of quota: one runs whole, the other
+    stays suspended with zero pods and a quantitative reason, then runs after the first."""
+    kubectl("apply", "-f", "-", stdin=local_queue(namespace))
+    kubectl("apply", "-f", "-", stdin=job("first", namespace, 4, 8, run_seconds=3))
+    wait_for(lambda: condition(workload_of(kubectl, namespace, "first"), "Admitted"), what="first admitted")
+    kubectl("apply", "-f", "-", stdin=job("second", namespace, 4, 8, run_seconds=1))
+    pending = wait_for(lambda: (c := condition(workload_of(kubectl, namespace, "second"), "QuotaReserved"))
+                       and c["status"] == "False" and c, what="second pending")
+    assert pending["reason"] == "Pending"
+    assert "nvidia.com/gpu" in pending["message"]
+    cq = wait_for(lambda: (q := get(kubectl, "clusterqueue", "team")) and
+                  q.get("status", {}).get("pendingWorkloads", 0) >= 1 and q, what="ClusterQueue status")
+    assert cq["status"]["admittedWorkloads"] >= 1
+    gpu = [r for f in cq["status"]["flavorsUsage"] for r in f["resources"] if r["name"] == "nvidia.com/gpu"]
+    assert gpu and gpu[0]["total"] == "32"
+    while condition(workload_of(kubectl, namespace, "first"), "Finished") is None:
+        second_pods = [p for p in get(kubectl, "pods", "-n", namespace)["items"]
+                       if p["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name") == "second"]
+        assert second_pods == []
+        assert get(kubectl, "job", "second", "-n", namespace)["spec"]["suspend"] is True
+        time.sleep(0.2)
+    wait_for(lambda: condition(workload_of(kubectl, namespace, "second"), "Admitted"), what="second admitted")
+    wait_for(lambda: condition(workload_of(kubectl, namespace, "second"), "Finished"), 60, "second finished")
+
+
+def test_a_job_with_a_missing_priority_class_gets_no_workload_and_an_event(
+        operator: RunningOperator, kubectl: Kubectl, namespace: str) -> None:
+    kubectl("apply", "-f", "-", stdin=local_queue(namespace))
+    kubectl("apply", "-f", "-", stdin=job("nopc", namespace, 1, 1, priority_class="does-not-exist"))
+    event = wait_for(lambda: next((e for e in get(kubectl, "events", "-n", namespace)["items"]
+                                   if e["reason"] == "ErrWorkloadCompose"), None), what="event")
+    assert '"does-not-exist" not found' in event["message"]
+    assert event["involvedObject"]["name"] == "nopc"
+    assert workload_of(kubectl, namespace, "nopc") is None
+    assert get(kubectl, "job", "nopc", "-n", namespace)["spec"]["suspend"] is True
+
+
+def test_deleting_a_job_deletes_its_workload_and_releases_its_quota(
+        operator: RunningOperator, kubectl: Kubectl, namespace: str) -> None:
+    kubectl("apply", "-f", "-", stdin=local_queue(namespace))
+    kubectl("apply", "-f", "-", stdin=job("long", namespace, 1, 8, run_seconds=600))
+    wait_for(lambda: condition(workload_of(kubectl, namespace, "long"), "Admitted"), what="admitted")
+    kubectl("delete", "job", "long", "-n", namespace)
+    wait_for(lambda: workload_of(kubectl, namespace, "long") is None, what="Workload deleted")
+    running = operator.operator
+    assert running is not None
+    wait_for(lambda: all(not k.startswith(namespace + "/") for k in running.cache.snapshot().quota.by_workload),
+             what="quota released")
