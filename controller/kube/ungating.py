@@ -1,0 +1,186 @@
+"""The TopologyUngater: releases an admitted Workload's gated pods into their topology slices (DESIGN §2.6).
+
+The cache calls `notify(namespace, workload)` on every pod or Workload event; `run()` gathers those for
+`batch_seconds` per Workload, asks `source` for an `UngatingInput`, plans with the pure
+`plan_ungating` and sends one strategic-merge patch per pod (remove only our gate, add the slice's
+nodeSelector) with at most `parallelism` in flight. Only runs while the leader gate is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+from kubernetes.aio.client import ApiException, CoreV1Api
+
+from controller.api import constants as c
+from controller.core.ungating import Ungate, UngatingInput, plan_ungating
+from controller.kube.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+WorkloadKey = tuple[str, str]  # (namespace, workload name)
+Source = Callable[[str, str], UngatingInput | None]
+
+# Errors after which the same plan may succeed on a fresh look (conflict, throttling, server trouble).
+_RETRIABLE = frozenset({409, 429, 500, 502, 503, 504})
+
+
+def ungate_patch(ungate: Ungate) -> dict[str, Any]:
+    """The one patch that releases a pod: our gate removed (other gates kept), the slice's labels added.
+
+    The uid makes the patch apply only to the pod that was planned, not a namesake created since.
+    """
+    return {
+        "metadata": {"uid": ungate.uid},
+        "spec": {
+            "schedulingGates": [{"name": c.SCHEDULING_GATE_TOPOLOGY, "$patch": "delete"}],
+            "nodeSelector": dict(ungate.node_selector),
+        },
+    }
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class TopologyUngater:
+    """Batches pod events per Workload and ungates its pods; see the module docstring.
+
+    `expectations[(namespace, workload)][uid]` holds the node selector of each pod patched but not
+    yet seen ungated in the cache: the planner counts those slots as taken, so a lagging cache
+    never causes a second ungate. An entry goes when the cache shows the pod ungated, terminated or
+    gone, or when its patch fails. `patches` and `failures` count the API calls made (benchmarks).
+    """
+
+    def __init__(self, core_api: CoreV1Api, source: Source, metrics: Metrics | None = None,
+                 batch_seconds: float = 1.0, parallelism: int = 16, *, leader: asyncio.Event | None = None,
+                 clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], datetime] = _utc_now) -> None:
+        self.core_api, self.source, self.metrics = core_api, source, metrics
+        self.batch_seconds = batch_seconds
+        self.leader = leader
+        self.clock, self.wall_clock = clock, wall_clock
+        self.expectations: dict[WorkloadKey, dict[str, Mapping[str, str]]] = {}
+        self.patches = 0
+        self.failures = 0
+        self._semaphore = asyncio.Semaphore(parallelism)
+        self._due: dict[WorkloadKey, float] = {}
+        self._heap: list[tuple[float, WorkloadKey]] = []
+        self._wake = asyncio.Event()
+        self._active = asyncio.Event()
+        self._active.set()
+
+    def notify(self, namespace: str, workload: str) -> None:
+        """Something about this Workload or its pods changed: look at it once the batch window closes."""
+        key = (namespace, workload)
+        if key in self._due:
+            return
+        due = self.clock() + self.batch_seconds
+        self._due[key] = due
+        heapq.heappush(self._heap, (due, key))
+        self._wake.set()
+
+    def pause(self) -> None:
+        """Stop ungating (notifications are still gathered) until `resume()`."""
+        self._active.clear()
+
+    def resume(self) -> None:
+        self._active.set()
+
+    async def run(self) -> None:
+        """Until cancelled: wait for due Workloads (and the leader gate), then sync them together."""
+        while True:
+            await self._wait_until_allowed()
+            keys = self._pop_due()
+            if keys:
+                await asyncio.gather(*(self.sync(ns, wl) for ns, wl in keys))
+                continue
+            self._wake.clear()
+            timeout = self._heap[0][0] - self.clock() if self._heap else None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+    async def _wait_until_allowed(self) -> None:
+        """Return once not paused and (with a leader gate) leading; either may flip while waiting."""
+        while not (self._active.is_set() and (self.leader is None or self.leader.is_set())):
+            await self._active.wait()
+            if self.leader is not None:
+                await self.leader.wait()
+
+    def _pop_due(self) -> list[WorkloadKey]:
+        """The Workloads whose batch window has closed, removed from the queue."""
+        now = self.clock()
+        keys = []
+        while self._heap and self._heap[0][0] <= now:
+            _, key = heapq.heappop(self._heap)
+            self._due.pop(key, None)
+            keys.append(key)
+        return keys
+
+    async def sync(self, namespace: str, workload: str) -> int:
+        """Plan and patch one Workload now; returns how many pods were ungated."""
+        key = (namespace, workload)
+        inp = self.source(namespace, workload)
+        if inp is None:
+            self.expectations.pop(key, None)
+            return 0
+        expected = self._observe(key, inp)
+        plan = plan_ungating(inp, expected)
+        if not plan.ungate:
+            return 0
+        created = {p.uid: p.created for p in inp.pods}
+        for u in plan.ungate:
+            expected[u.uid] = u.node_selector
+        results = await asyncio.gather(*(self._patch(namespace, key, u, created[u.uid]) for u in plan.ungate))
+        if any(r is None for r in results):
+            self.notify(namespace, workload)
+        return sum(1 for r in results if r)
+
+    def _observe(self, key: WorkloadKey, inp: UngatingInput) -> dict[str, Mapping[str, str]]:
+        """Drop the expectations the cache has caught up with (pod ungated, terminated or gone)."""
+        expected = self.expectations.setdefault(key, {})
+        if expected:
+            still_gated = {p.uid for p in inp.pods if p.gated and not p.terminated}
+            for uid in [u for u in expected if u not in still_gated]:
+                del expected[uid]
+        return expected
+
+    async def _patch(self, namespace: str, key: WorkloadKey, u: Ungate, created: str) -> bool | None:
+        """Send one ungate patch. True: sent; False: failed for good (404, 422...); None: worth a retry.
+
+        A failed patch changed nothing on the pod (one patch is atomic), so its expectation goes.
+        """
+        async with self._semaphore:
+            self.patches += 1
+            try:
+                await self.core_api.patch_namespaced_pod(
+                    u.pod, namespace, ungate_patch(u), _content_type=c.CONTENT_TYPE_STRATEGIC_MERGE_PATCH)
+            except ApiException as e:
+                return self._failed(key, u, e.status or 0, f"{e.status} {e.reason}")
+            except (aiohttp.ClientError, OSError, TimeoutError) as e:
+                return self._failed(key, u, 503, f"{type(e).__name__}: {e}")
+        if self.metrics is not None:
+            self.metrics.gate_removed(self._age_seconds(created))
+        return True
+
+    def _failed(self, key: WorkloadKey, u: Ungate, status: int, why: str) -> bool | None:
+        self.failures += 1
+        self.expectations.get(key, {}).pop(u.uid, None)
+        retriable = status in _RETRIABLE
+        log.log(logging.INFO if retriable else logging.WARNING,
+                "ungating pod %s/%s of Workload %s failed: %s", key[0], u.pod, key[1], why)
+        return None if retriable else False
+
+    def _age_seconds(self, created: str) -> float:
+        try:
+            born = datetime.fromisoformat(created)
+        except ValueError:
+            return 0.0
+        return (self.wall_clock() - born).total_seconds()

@@ -1,0 +1,272 @@
+"""The TopologyUngater against a fake CoreV1Api (patch bodies, expectations, failures, batching, the
+leader gate, bounded parallelism) and once against the devcluster, whose scheduler then binds the pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.aio import config as aconfig
+from kubernetes.aio.client import ApiClient, ApiException, CoreV1Api
+
+from controller.api import constants as c
+from controller.api.workload import TopologySlice
+from controller.core.ungating import PodState, UngatingInput
+from controller.kube.metrics import Metrics
+from controller.kube.ungating import TopologyUngater
+from devcluster.cluster import DevCluster
+from devcluster.components import Components
+from devcluster.nodes import LABEL_BLOCK, LABEL_RACK, create_nodes, parse_shape, topology_nodes
+
+RACK = "cloud.com/rack"
+OTHER_GATE = "example.com/other"
+SLICES = {"main": [TopologySlice(node_labels={RACK: "r1"}, count=2), TopologySlice(node_labels={RACK: "r2"}, count=2)]}
+
+
+@dataclass
+class FakePod:
+    name: str
+    index: int
+    gates: list[str] = field(default_factory=lambda: [c.SCHEDULING_GATE_TOPOLOGY, OTHER_GATE])
+    node_selector: dict[str, str] = field(default_factory=lambda: {"flavor": "h100"})
+    terminated: bool = False
+
+    @property
+    def uid(self) -> str:
+        return f"uid-{self.name}"
+
+    def state(self) -> PodState:
+        gated = c.SCHEDULING_GATE_TOPOLOGY in self.gates
+        return PodState(self.name, self.uid, "main", self.index, gated, None if gated else dict(self.node_selector),
+                        self.terminated, "2026-01-01T00:00:00Z")
+
+
+class FakeCore:
+    """The part of CoreV1Api the ungater uses: applies our patch shape to in-memory pods.
+
+    `fail[name]` lists statuses the next patches of that pod answer with; `delay` holds each patch
+    so concurrency can be measured (`max_in_flight`).
+    """
+
+    def __init__(self, pods: list[FakePod]) -> None:
+        self.pods = {p.name: p for p in pods}
+        self.calls: list[tuple[str, str, dict[str, Any], str]] = []
+        self.fail: dict[str, list[int]] = {}
+        self.delay = 0.0
+        self.in_flight = self.max_in_flight = 0
+
+    async def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any],
+                                   _content_type: str = "") -> None:
+        self.calls.append((name, namespace, copy.deepcopy(body), _content_type))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay)
+            if self.fail.get(name):
+                raise ApiException(status=self.fail[name].pop(0), reason="injected")
+            pod = self.pods[name]
+            assert body["metadata"]["uid"] == pod.uid
+            removed = {g["name"] for g in body["spec"]["schedulingGates"] if g.get("$patch") == "delete"}
+            pod.gates = [g for g in pod.gates if g not in removed]
+            pod.node_selector.update(body["spec"]["nodeSelector"])
+        finally:
+            self.in_flight -= 1
+
+
+def live(core: FakeCore) -> Any:
+    """A source that sees the fake API's pods as they are (a cache that is up to date)."""
+    return lambda ns, wl: UngatingInput(ns, wl, SLICES, [p.state() for p in core.pods.values()])
+
+
+def frozen(core: FakeCore) -> Any:
+    """A source that keeps showing the pods as they were when it was made (a lagging cache)."""
+    states = [p.state() for p in core.pods.values()]
+    return lambda ns, wl: UngatingInput(ns, wl, SLICES, states)
+
+
+def pods(n: int) -> list[FakePod]:
+    return [FakePod(f"p{i}", i) for i in range(n)]
+
+
+async def test_each_gated_pod_gets_one_patch_removing_only_our_gate_and_adding_its_slice() -> None:
+    core, metrics = FakeCore(pods(5)), Metrics()
+    ungater = TopologyUngater(core, live(core), metrics,  # type: ignore[arg-type]
+                              wall_clock=lambda: datetime(2026, 1, 1, 0, 0, 2, tzinfo=UTC))
+    assert await ungater.sync("ns", "wl") == 4
+    assert sorted(name for name, *_ in core.calls) == ["p0", "p1", "p2", "p3"]
+    _, ns, body, content_type = next(call for call in core.calls if call[0] == "p2")
+    assert (ns, content_type) == ("ns", "application/strategic-merge-patch+json")
+    assert body == {"metadata": {"uid": "uid-p2"},
+                    "spec": {"schedulingGates": [{"name": c.SCHEDULING_GATE_TOPOLOGY, "$patch": "delete"}],
+                             "nodeSelector": {RACK: "r2"}}}
+    assert core.pods["p2"].gates == [OTHER_GATE]
+    assert core.pods["p2"].node_selector == {"flavor": "h100", RACK: "r2"}
+    assert core.pods["p4"].gates == [c.SCHEDULING_GATE_TOPOLOGY, OTHER_GATE]  # beyond the 4 slots
+    assert b"tasq_gate_removal_latency_seconds_count 4.0" in metrics.exposition()
+    assert b'tasq_gate_removal_latency_seconds_bucket{le="2.0"} 4.0' in metrics.exposition()
+    assert b'tasq_gate_removal_latency_seconds_bucket{le="1.5"} 0.0' in metrics.exposition()
+
+
+async def test_expectations_prevent_a_second_ungate_while_the_cache_lags_and_clear_when_it_catches_up() -> None:
+    core = FakeCore(pods(4))
+    ungater = TopologyUngater(core, frozen(core))  # type: ignore[arg-type]
+    assert await ungater.sync("ns", "wl") == 4
+    assert await ungater.sync("ns", "wl") == 0  # the cache still shows all four gated
+    assert len(core.calls) == 4
+    assert len(ungater.expectations["ns", "wl"]) == 4
+    ungater.source = live(core)
+    assert await ungater.sync("ns", "wl") == 0
+    assert ungater.expectations["ns", "wl"] == {}
+
+
+async def test_a_conflict_clears_the_expectation_and_the_pod_is_patched_again_next_round() -> None:
+    core = FakeCore(pods(2))
+    core.fail["p1"] = [409]
+    ungater = TopologyUngater(core, frozen(core), batch_seconds=0)  # type: ignore[arg-type]
+    assert await ungater.sync("ns", "wl") == 1
+    assert set(ungater.expectations["ns", "wl"]) == {"uid-p0"}
+    assert ungater._pop_due() == [("ns", "wl")]  # re-queued for the next round
+    assert await ungater.sync("ns", "wl") == 1
+    assert [name for name, *_ in core.calls] in (["p0", "p1", "p1"], ["p1", "p0", "p1"])
+    assert (ungater.patches, ungater.failures) == (3, 1)
+    assert core.pods["p1"].gates == [OTHER_GATE]
+
+
+async def test_a_pod_gone_or_invalid_is_not_retried_until_an_event_says_so() -> None:
+    core = FakeCore(pods(2))
+    core.fail["p0"], core.fail["p1"] = [404], [422]
+    ungater = TopologyUngater(core, frozen(core), batch_seconds=0)  # type: ignore[arg-type]
+    assert await ungater.sync("ns", "wl") == 0
+    assert ungater._pop_due() == []
+    assert ungater.expectations["ns", "wl"] == {}
+
+
+async def test_a_workload_the_source_no_longer_knows_drops_its_expectations() -> None:
+    core = FakeCore(pods(1))
+    ungater = TopologyUngater(core, frozen(core))  # type: ignore[arg-type]
+    await ungater.sync("ns", "wl")
+    ungater.source = lambda ns, wl: None
+    assert await ungater.sync("ns", "wl") == 0
+    assert ("ns", "wl") not in ungater.expectations
+
+
+async def test_patches_in_flight_never_exceed_the_parallelism() -> None:
+    core = FakeCore(pods(40))
+    core.delay = 0.01
+    slices = {"main": [TopologySlice(node_labels={RACK: "r1"}, count=40)]}
+    ungater = TopologyUngater(core, lambda ns, wl: UngatingInput(ns, wl, slices,  # type: ignore[arg-type]
+                                                                 [p.state() for p in core.pods.values()]),
+                              parallelism=3)
+    assert await ungater.sync("ns", "wl") == 40
+    assert core.max_in_flight == 3
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[list[Any]]:
+    """Background ungater tasks, cancelled at the end of the test."""
+    tasks: list[Any] = []
+    yield tasks
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_events_within_the_batch_window_make_one_sync(running: list[Any]) -> None:
+    core = FakeCore(pods(4))
+    seen: list[str] = []
+
+    def source(ns: str, wl: str) -> UngatingInput:
+        seen.append(wl)
+        return UngatingInput(ns, wl, SLICES, [p.state() for p in core.pods.values()])
+    ungater = TopologyUngater(core, source, batch_seconds=0.2)  # type: ignore[arg-type]
+    running.append(asyncio.create_task(ungater.run()))
+    for _ in range(5):
+        ungater.notify("ns", "a")
+        await asyncio.sleep(0.01)
+    ungater.notify("ns", "b")
+    await asyncio.sleep(0.1)
+    assert seen == []  # the window is still open
+    await asyncio.sleep(0.3)
+    assert sorted(seen) == ["a", "b"]
+
+
+async def test_only_the_leader_ungates_and_pause_holds_it_too(running: list[Any]) -> None:
+    core = FakeCore(pods(2))
+    leader = asyncio.Event()
+    ungater = TopologyUngater(core, live(core), batch_seconds=0.01, leader=leader)  # type: ignore[arg-type]
+    running.append(asyncio.create_task(ungater.run()))
+    ungater.notify("ns", "wl")
+    await asyncio.sleep(0.1)
+    assert core.calls == []
+    ungater.pause()
+    leader.set()
+    await asyncio.sleep(0.1)
+    assert core.calls == []
+    ungater.resume()
+    await asyncio.sleep(0.1)
+    assert len(core.calls) == 2
+
+
+# ------------------------------------------------------------------------ against the devcluster
+
+#   block b1
+#   ├── rack b1-r1: b1-r1-n1, b1-r1-n2   (2 GPUs each)
+#   └── rack b1-r2: b1-r2-n1, b1-r2-n2
+@pytest.fixture
+async def cluster_api(tmp_path: Path) -> AsyncIterator[tuple[DevCluster, ApiClient]]:
+    async with DevCluster() as cluster:
+        await create_nodes(cluster.api, topology_nodes(parse_shape("1x2x2x2")))
+        client = await aconfig.new_client_from_config(config_file=str(cluster.write_kubeconfig(tmp_path / "kc")))
+        async with client:
+            yield cluster, client
+
+
+def gated_pod(name: str, index: int) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {c.LABEL_JOB_COMPLETION_INDEX: str(index)}},
+            "spec": {"schedulingGates": [{"name": c.SCHEDULING_GATE_TOPOLOGY}],
+                     "nodeSelector": {LABEL_BLOCK: "b1"},
+                     "containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"requests": {"nvidia.com/gpu": "1"},
+                                                   "limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def pod_state(obj: Any) -> PodState:
+    gates = [g.name for g in obj.spec.scheduling_gates or []]
+    return PodState(obj.metadata.name, obj.metadata.uid, "main",
+                    int(obj.metadata.labels[c.LABEL_JOB_COMPLETION_INDEX]), c.SCHEDULING_GATE_TOPOLOGY in gates,
+                    obj.spec.node_selector, obj.status.phase in ("Succeeded", "Failed"),
+                    obj.metadata.creation_timestamp.isoformat())
+
+
+async def test_on_the_devcluster_indexed_pods_are_ungated_into_their_racks_and_bound_there(
+        cluster_api: tuple[DevCluster, ApiClient]) -> None:
+    cluster, client = cluster_api
+    core = CoreV1Api(client)
+    for i in range(6):
+        await core.create_namespaced_pod("default", gated_pod(f"w-{i}", i))
+    slices = {"main": [TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r1"}, count=4),
+                       TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r2"}, count=1)]}
+    listed: list[PodState] = []
+    ungater = TopologyUngater(core, lambda ns, wl: UngatingInput(ns, wl, slices, listed))
+    listed[:] = [pod_state(p) for p in (await core.list_namespaced_pod("default")).items]
+    assert await ungater.sync("default", "job-w") == 5
+    components = Components(cluster.api).start()
+    try:
+        await components.settle()
+    finally:
+        components.close()
+    got = {p.metadata.name: (p.spec.node_name or "", p.spec.scheduling_gates)
+           for p in (await core.list_namespaced_pod("default")).items}
+    assert {n: node.rsplit("-", 1)[0] for n, (node, _) in got.items()} == {
+        "w-0": "b1-r1", "w-1": "b1-r1", "w-2": "b1-r1", "w-3": "b1-r1", "w-4": "b1-r2", "w-5": ""}
+    assert got["w-5"][1][0].name == c.SCHEDULING_GATE_TOPOLOGY
+    listed[:] = [pod_state(p) for p in (await core.list_namespaced_pod("default")).items]
+    assert await ungater.sync("default", "job-w") == 0  # the slots are all taken by the bound pods
