@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     errors = [line for step in steps for line in step.errors]
     if errors:
         for line in errors:
-            print(f"error: {line}", file=sys.stderr)
+            print(f"error: {_printable(line)}", file=sys.stderr)
         print(f"{len(errors)} error(s); nothing simulated", file=sys.stderr)
         return 2
     sim = Simulation()
@@ -110,6 +111,14 @@ def run(args: argparse.Namespace) -> int:
         sim.run()
     _print(sim, args.output, args.explain, [line for step in steps for line in step.ignored])
     return 0
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _printable(line: str) -> str:
+    """One line whatever the input held: control characters (in keys or values) escaped."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), line)
 
 
 def _print(sim: Simulation, output: str, with_explain: bool, ignored: Sequence[str]) -> None:
