@@ -124,7 +124,6 @@ def admission_registry(client: ApiClient, server: AdmissionServer) -> kopf.Opera
         settings.admission.server = server
         settings.admission.managed = None  # tasq writes its own, tightly scoped configurations
         settings.posting.enabled = False  # verdicts go to the caller and the log, not to Events
-        settings.scanning.disabled = True  # no CRD/namespace watching: the resources are known
     return registry
 
 
