@@ -8,7 +8,7 @@ the URL paths the webhook configurations call. Called by controller.kube.webhook
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final
 
 import kopf
@@ -69,30 +69,31 @@ def _patch_with(patch: kopf.Patch, ops: defaulting.JsonPatch) -> None:
     patch.fns.append(transform)
 
 
-def _mutate_job(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+async def _mutate_job(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     _patch_with(patch, defaulting.suspend_job(dict(body)))
 
 
-def _mutate_pod(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+async def _mutate_pod(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     _patch_with(patch, defaulting.gate_pod(dict(body)))
 
 
-def _validate_job(body: kopf.Body, **kwargs: Any) -> None:
+async def _validate_job(body: kopf.Body, **kwargs: Any) -> None:
     old, operation = kwargs.get("old"), kwargs.get("operation")
     extra = running_jobs.validate_running_update(dict(old), dict(body)) \
         if operation == "UPDATE" and old is not None else []
     check(c.KIND_JOB, "batch", operation, body, old, extra)
 
 
-def _validator(kind: str) -> Callable[..., None]:
-    def handler(body: kopf.Body, **kwargs: Any) -> None:
+def _validator(kind: str) -> Callable[..., Coroutine[Any, Any, None]]:
+    async def handler(body: kopf.Body, **kwargs: Any) -> None:
         check(kind, c.GROUP, kwargs.get("operation"), body, kwargs.get("old"))
     handler.__name__ = f"validate_{kind.lower()}"
     return handler
 
 
 def register_handlers(registry: kopf.OperatorRegistry) -> None:
-    """Add every admission handler to `registry` (each webhook path is its handler id)."""
+    """Add every admission handler to `registry` (each webhook path is its handler id). They are
+    coroutines only so kopf calls them on its loop instead of a thread: they never await."""
     kopf.on.mutate("batch", "v1", "jobs", id=c.WEBHOOK_MUTATE_JOB, operations=["CREATE"],
                    registry=registry)(_mutate_job)
     kopf.on.mutate("", "v1", "pods", id=c.WEBHOOK_MUTATE_POD, operations=["CREATE"],
