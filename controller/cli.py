@@ -26,6 +26,11 @@ def _dev() -> ModuleType:
     return dev
 
 
+def _run() -> ModuleType:
+    from controller.commands import run
+    return run
+
+
 def _crds() -> ModuleType:
     from controller.commands import crds
     return crds
@@ -39,6 +44,7 @@ def _version() -> ModuleType:
 # name -> (one-line summary, loader), in the order `tasq --help` lists them. A command is listed
 # only once its module exists.
 COMMANDS: dict[str, tuple[str, Callable[[], ModuleType]]] = {
+    "run": ("run the tasq operator against a cluster", _run),
     "dev": ("run a local development API server with sample GPU nodes", _dev),
     "simulate": ("what-if admission on manifests, no cluster needed", _simulate),
     "crds": ("regenerate crds/ from the API models (or --check it)", _crds),

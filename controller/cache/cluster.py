@@ -19,6 +19,7 @@ from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.views import JobView, NodeView, PodView
+from controller.api.workload import TopologySlice
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
 from controller.core.admission.quota import ClusterQueueQuota, QuotaLedger
@@ -26,6 +27,7 @@ from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo, flavor_infos
 from controller.core.admission.workloads import WorkloadInfo, workload_info
 from controller.core.topology import Usage, workload_key_of
+from controller.core.ungating.planning import PodState, UngatingInput
 
 KIND_NODE = "Node"
 KIND_POD = "Pod"
@@ -338,6 +340,37 @@ class ClusterCache:
 
     def flavor_info(self, name: str) -> FlavorInfo | None:
         return self.snapshot().flavors.get(name)
+
+    def workload_of_pod(self, pod: Mapping[str, Any]) -> tuple[str, str] | None:
+        """(namespace, Workload name) a pod belongs to, by its topology-workload annotation."""
+        meta = pod.get("metadata") or {}
+        name = (meta.get("annotations") or {}).get(c.ANNOTATION_TOPOLOGY_WORKLOAD)
+        return (str(meta.get("namespace", "")), str(name)) if name else None
+
+    def ungating_input(self, namespace: str, workload: str) -> UngatingInput | None:
+        """What the TopologyUngater plans from: the admitted, unfinished Workload's slices per pod
+        set and the states of its pods; None when it is not (or no longer) admitted."""
+        key = f"{namespace}/{workload}"
+        entry = self.workloads.get(key)
+        admission = admission_of(entry.obj) if entry is not None else None
+        if entry is None or admission is None or entry.finished:
+            return None
+        slices: dict[str, list[TopologySlice]] = {}
+        for psa in admission.get("podSetAssignments") or []:
+            raw = (psa.get("topologyAssignment") or {}).get("slices") or []
+            slices[str(psa.get("name", ""))] = [TopologySlice.model_validate(sl) for sl in raw]
+        pods = [_pod_state(self.pods[p]) for p in sorted(self.pods_of.get(key, ())) if p in self.pods]
+        return UngatingInput(namespace=namespace, workload=workload, slices=slices, pods=pods)
+
+
+def _pod_state(pod: PodView) -> PodState:
+    index = pod.labels.get(c.LABEL_JOB_COMPLETION_INDEX, "")
+    gated = c.SCHEDULING_GATE_TOPOLOGY in pod.scheduling_gates
+    return PodState(
+        name=pod.name, uid=pod.uid, pod_set=pod.annotations.get(c.ANNOTATION_TOPOLOGY_PODSET, ""),
+        completion_index=int(index) if index.isdigit() else None, gated=gated,
+        assigned=None if gated else dict(pod.node_selector), terminated=pod.terminal or pod.deleting,
+        created=pod.creation_timestamp)
 
 
 _CONFIG_KINDS = frozenset({c.KIND_RESOURCE_FLAVOR, c.KIND_TOPOLOGY, c.KIND_CLUSTER_QUEUE, c.KIND_LOCAL_QUEUE,

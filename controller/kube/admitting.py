@@ -24,6 +24,7 @@ from controller.core.admission.cycle import AdmissionState, Admit, Pending, expl
 from controller.core.admission.workloads import workload_info
 from controller.kube.api import ApiError, KubeApi
 from controller.kube.events import EventRecorder
+from controller.kube.metrics import Metrics
 from controller.kube.statuses import queue_statuses, write_queue_status, write_workload_status
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,10 @@ class AdmissionLoop:
     """See the module docstring. `notify()` from any cache change; `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
-                 on_admitted: Callable[[str], None] | None = None, debounce_s: float = DEBOUNCE_S) -> None:
+                 on_admitted: Callable[[str], None] | None = None, debounce_s: float = DEBOUNCE_S,
+                 metrics: Metrics | None = None) -> None:
         self.cache = cache
+        self.metrics = metrics
         self.api = api
         self.recorder = recorder
         self.on_admitted = on_admitted
@@ -72,13 +75,23 @@ class AdmissionLoop:
             except ApiError as e:
                 log.warning("admission cycle: %s; retrying on the next change", e)
                 self._wake.set()
+            except Exception:  # a bug in one cycle must not stop admission for good
+                log.exception("admission cycle failed; retrying on the next change")
 
     async def cycle(self) -> None:
         """Phases: decide (pure, synchronous), record admissions in the cache, write statuses."""
         self.cycles += 1
+        started = time.perf_counter()
         state = self.cache.admission_state()
         decisions = run_until_quiet(state)
         admits = [d for d in decisions if isinstance(d, Admit)]
+        if self.metrics is not None and decisions:
+            # The cycle decides its heads in one pass: each attempt is charged its share.
+            share = (time.perf_counter() - started) / len(decisions)
+            for decision in decisions:
+                self.metrics.admission_attempted(
+                    c.ADMISSION_RESULT_SUCCESS if isinstance(decision, Admit) else c.ADMISSION_RESULT_INADMISSIBLE,
+                    share)
         for admit in admits:
             self.cache.record_admission(admit.key, state.admitted[admit.key])
         pendings = self._pending(state)
@@ -159,6 +172,8 @@ class AdmissionLoop:
     async def _write_queues(self, waiting: dict[str, str]) -> None:
         """ClusterQueue and LocalQueue statuses, each written only when it changed."""
         cqs, lqs = queue_statuses(self.cache, waiting)
+        if self.metrics is not None:
+            self._record_queue_metrics(cqs)
         for local, statuses in ((False, cqs), (True, lqs)):
             for key, status in statuses.items():
                 if self._queue_status.get((local, key)) == status:
@@ -168,6 +183,15 @@ class AdmissionLoop:
                     self._queue_status[(local, key)] = status
                 except ApiError as e:
                     log.warning("status of queue %s: %s", key, e)
+
+
+    def _record_queue_metrics(self, cqs: dict[str, dict[str, Any]]) -> None:
+        assert self.metrics is not None
+        used = self.cache.snapshot().quota.used
+        for name, status in cqs.items():
+            self.metrics.cluster_queue_counted(name, status["pendingWorkloads"], status["admittedWorkloads"])
+            for (flavor, resource), milli in used.get(name, {}).items():
+                self.metrics.resource_used(name, flavor, resource, milli / 1000)
 
 
 def _quota_condition(obj: dict[str, Any]) -> dict[str, Any] | None:

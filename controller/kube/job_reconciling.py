@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,8 +70,12 @@ def missing_priority_class(job: Mapping[str, Any], known: Mapping[str, Any]) -> 
 class JobReconciler:
     """See the module docstring. `notify(job_key)` on any Job or Workload change; `run()` until cancelled."""
 
-    def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder) -> None:
+    def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
+                 on_cache_change: Callable[[], None] | None = None) -> None:
         self.cache = cache
+        self.on_cache_change = on_cache_change
+        """Called after this reconciler applied its own write to the cache (the admission loop must
+        see a release at once: the watch event that follows carries the same version and is skipped)."""
         self.api = api
         self.recorder = recorder
         self._dirty: set[str] = set()
@@ -99,6 +103,8 @@ class JobReconciler:
                     log.warning("job %s: %s; retrying", key, e)
                     await asyncio.sleep(0.2)
                     self.notify(key)
+                except Exception:  # one Job's bug must not stop the others
+                    log.exception("job %s: reconcile failed", key)
 
         while True:
             await self._wake.wait()
@@ -154,7 +160,7 @@ class JobReconciler:
             if e.status == 409:
                 return  # already there; its watch event follows
             raise
-        self.cache.upsert(c.KIND_WORKLOAD, created)
+        self._applied(created)
         await self.recorder.post(job, c.EVENT_REASON_CREATED_WORKLOAD,
                                  f"Created Workload: {view.namespace}/{manifest['metadata']['name']}")
 
@@ -192,8 +198,12 @@ class JobReconciler:
 
         written = await write_workload_status(self.api, entry.obj, change)
         if written is not None:
-            self.cache.upsert(c.KIND_WORKLOAD, written)
+            self._applied(written)
             await self.recorder.post(written, c.EVENT_REASON_FINISHED_WORKLOAD, message)
+
+    def _applied(self, workload: Mapping[str, Any]) -> None:
+        if self.cache.upsert(c.KIND_WORKLOAD, workload) and self.on_cache_change is not None:
+            self.on_cache_change()
 
     async def _delete_workload(self, entry: WorkloadEntry) -> None:
         try:

@@ -23,6 +23,7 @@ from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.job_reconciling import JobReconciler
+from controller.kube.metrics import Metrics, serve_probes
 from controller.kube.watching import prime, register_watches
 
 log = logging.getLogger(__name__)
@@ -45,13 +46,15 @@ def connection_info(api_client: client.ApiClient) -> kopf.ConnectionInfo:
 class Operator:
     """See the module docstring. `leading` gates every write (set for ever without an elector)."""
 
-    def __init__(self, api_client: client.ApiClient, leading: asyncio.Event | None = None) -> None:
+    def __init__(self, api_client: client.ApiClient, leading: asyncio.Event | None = None,
+                 metrics: Metrics | None = None) -> None:
         self.api_client = api_client
         self.api = KubeApi(api_client)
         self.cache = ClusterCache()
         self.recorder = EventRecorder(self.api)
-        self.admission = AdmissionLoop(self.cache, self.api, self.recorder)
-        self.jobs = JobReconciler(self.cache, self.api, self.recorder)
+        self.metrics = metrics if metrics is not None else Metrics()
+        self.admission = AdmissionLoop(self.cache, self.api, self.recorder, metrics=self.metrics)
+        self.jobs = JobReconciler(self.cache, self.api, self.recorder, on_cache_change=self.admission.notify)
         if leading is None:
             leading = asyncio.Event()
             leading.set()
@@ -114,3 +117,28 @@ class Operator:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+
+async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, *, elector: Any | None = None,
+                         metrics_host: str = "127.0.0.1", metrics_port: int | None = None,
+                         started: Callable[[Operator], None] | None = None) -> None:
+    """The whole operator until `stop`: leader election (`elector`, a LeaderElector; always leading
+    without one), probes and metrics on `metrics_port`, then `Operator.run`. `started` is called
+    with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
+    operator = Operator(api_client, leading=elector.leading if elector is not None else None)
+    if started is not None:
+        started(operator)
+    probes = None
+    if metrics_port is not None:
+        probes = await serve_probes(metrics_host, metrics_port, operator.ready.is_set, operator.metrics)
+        log.info("probes and metrics on %s:%d", metrics_host, probes.port)
+    electing = asyncio.create_task(elector.run(), name="tasq-leader-election") if elector is not None else None
+    try:
+        await operator.run(stop)
+    finally:
+        if electing is not None:
+            electing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await electing
+        if probes is not None:
+            await probes.close()

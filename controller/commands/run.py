@@ -1,0 +1,79 @@
+"""`tasq run`: the operator against a cluster until SIGINT/SIGTERM.
+
+Connects in-cluster or with `--kubeconfig`, elects a leader on a Lease in `--lease-namespace`
+(only the leader admits and writes), serves /healthz, /readyz and /metrics on `--metrics-port`,
+and exits 0 after a clean stop (the Lease released). Exit 2 on arguments that cannot work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+import uuid
+from pathlib import Path
+
+from controller.api import constants as c
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("run", help="run the tasq operator against a cluster")
+    parser.add_argument("--kubeconfig", type=Path, default=None,
+                        help="kubeconfig to use (default: the in-cluster service account)")
+    parser.add_argument("--metrics-port", type=int, default=8080,
+                        help="port of /metrics, /healthz and /readyz (default 8080; -1: none)")
+    parser.add_argument("--metrics-host", default="0.0.0.0",  # all interfaces: the kubelet probes a pod IP
+                        help="address the probes listen on (default 0.0.0.0)")
+    parser.add_argument("--lease-namespace", default=c.TASQ_NAMESPACE,
+                        help=f"namespace of the leader-election Lease (default {c.TASQ_NAMESPACE})")
+    parser.add_argument("--lease-name", default=c.LEADER_LEASE_NAME,
+                        help=f"name of the Lease (default {c.LEADER_LEASE_NAME})")
+    parser.add_argument("--identity", default=None,
+                        help="this replica's identity in the Lease (default: hostname + random suffix)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO (default WARNING)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.kubeconfig is not None and not args.kubeconfig.is_file():
+        print(f"tasq run: --kubeconfig {str(args.kubeconfig)!r} is not a file", file=sys.stderr)
+        return 2
+    if args.kubeconfig is None and "KUBERNETES_SERVICE_HOST" not in os.environ:
+        print("tasq run: not in a cluster (no KUBERNETES_SERVICE_HOST); give --kubeconfig", file=sys.stderr)
+        return 2
+    if not -1 <= args.metrics_port <= 65535:
+        print(f"tasq run: --metrics-port {args.metrics_port}: want 0-65535, or -1 for none", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    identity = args.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+    try:
+        asyncio.run(_serve(args, identity))
+    except OSError as e:
+        print(f"tasq run: {e.strerror or e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _serve(args: argparse.Namespace, identity: str) -> None:
+    from controller.kube.api import connect
+    from controller.kube.leading import LeaderElector
+    from controller.kube.operating import serve_operator
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    api_client = await connect(args.kubeconfig)
+    try:
+        elector = LeaderElector(api_client, args.lease_namespace, args.lease_name, identity)
+        await serve_operator(api_client, stop, elector=elector, metrics_host=args.metrics_host,
+                             metrics_port=None if args.metrics_port < 0 else args.metrics_port)
+    finally:
+        await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
