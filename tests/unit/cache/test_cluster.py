@@ -1,0 +1,164 @@
+"""ClusterCache: events patch state, admissions are reserved once, restored after a restart and released.
+
+The topology of every case (flavor `gpu` = label gpu=yes, 8 GPUs per host):
+
+    rack r1: h1 h2        rack r2: h3 h4
+
+ClusterQueue `cq` has 32 GPUs of quota; LocalQueue default/lq points at it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.api import constants as c
+from controller.cache.cluster import KIND_NODE, KIND_POD, ClusterCache
+from controller.core.admission.cycle import Admit, run_until_quiet
+from tests.builders.cluster import make_node, make_pod
+from tests.builders.kueue import make_cluster_queue, make_flavor, make_local_queue, make_topology, make_workload
+
+RACK = "example.com/rack"
+GPU = "nvidia.com/gpu"
+HOSTS = {"h1": "r1", "h2": "r1", "h3": "r2", "h4": "r2"}
+
+
+def versioned(obj: dict[str, Any], rv: int) -> dict[str, Any]:
+    obj["metadata"]["resourceVersion"] = str(rv)
+    return obj
+
+
+@pytest.fixture
+def cache() -> ClusterCache:
+    cache = ClusterCache()
+    cache.upsert(c.KIND_TOPOLOGY, make_topology("dc", RACK, c.LABEL_HOSTNAME).obj())
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, make_flavor("gpu").node_label("gpu", "yes").topology_name("dc").obj())
+    cache.upsert(c.KIND_CLUSTER_QUEUE, make_cluster_queue("cq").flavor("gpu", {GPU: 32}).obj())
+    cache.upsert(c.KIND_LOCAL_QUEUE, make_local_queue("lq", "cq").obj())
+    for host, rack in HOSTS.items():
+        cache.upsert(KIND_NODE, make_node(host).labels({RACK: rack, "gpu": "yes"}).allocatable({GPU: 8}).obj())
+    return cache
+
+
+def gang(name: str, pods: int, rv: int = 1) -> dict[str, Any]:
+    return versioned(make_workload(name).queue("lq").pod_set("main", pods, {GPU: 8}, required=RACK).obj(), rv)
+
+
+def admitted_on_hosts(name: str, hosts: dict[str, int], rv: int = 1) -> dict[str, Any]:
+    """A Workload admitted (by an earlier operator) with host-level slices."""
+    builder = make_workload(name).queue("lq").pod_set("main", sum(hosts.values()), {GPU: 8}, required=RACK)
+    builder.admitted("cq").assignment(
+        "main", sum(hosts.values()), *[({RACK: HOSTS[h], c.LABEL_HOSTNAME: h}, n) for h, n in sorted(hosts.items())],
+        cluster_queue="cq", flavors={GPU: "gpu"}, resourceUsage={GPU: str(8 * sum(hosts.values()))})
+    return versioned(builder.obj(), rv)
+
+
+def gpus_used(cache: ClusterCache) -> dict[str, int]:
+    return {host: cache.usage.used(host).get(GPU, 0) // 1000 for host in HOSTS}
+
+
+def test_the_same_version_delivered_twice_is_applied_once(cache: ClusterCache) -> None:
+    before = cache.generation
+    node = make_node("h9").labels({RACK: "r3", "gpu": "yes"}).obj()
+    assert cache.upsert(KIND_NODE, versioned(node, 7)) is True
+    assert cache.upsert(KIND_NODE, versioned(node, 7)) is False
+    assert cache.generation == before + 1
+
+
+def test_a_cycle_reserves_in_the_cache_and_a_stale_event_does_not_release_it(cache: ClusterCache) -> None:
+    cache.upsert(c.KIND_WORKLOAD, gang("a", 2))
+    state = cache.admission_state()
+    (decision,) = run_until_quiet(state)
+    assert isinstance(decision, Admit)
+    cache.record_admission("default/a", state.admitted["default/a"])
+    assert sum(gpus_used(cache).values()) == 16
+    # The watch echoes an older version (no admission yet) before ours: the reservation stays.
+    cache.upsert(c.KIND_WORKLOAD, gang("a", 2, rv=2))
+    assert sum(gpus_used(cache).values()) == 16
+    assert cache.snapshot().quota.used["cq"][("gpu", GPU)] == 16_000
+    # The next cycle does not admit it again.
+    assert run_until_quiet(cache.admission_state()) == []
+
+
+def test_forgetting_an_unwritten_admission_releases_quota_and_nodes(cache: ClusterCache) -> None:
+    cache.upsert(c.KIND_WORKLOAD, gang("a", 2))
+    state = cache.admission_state()
+    run_until_quiet(state)
+    cache.record_admission("default/a", state.admitted["default/a"])
+    cache.forget_admission("default/a")
+    assert gpus_used(cache) == {h: 0 for h in HOSTS}
+    assert cache.snapshot().quota.used["cq"][("gpu", GPU)] == 0
+    (again,) = run_until_quiet(cache.admission_state())
+    assert isinstance(again, Admit)
+
+
+def test_after_a_restart_an_admission_is_restored_once_even_with_its_pods_already_bound(cache: ClusterCache) -> None:
+    # Pods arrive before the Workload (watch order is not guaranteed): h1 runs one of its two pods.
+    pod = make_pod("a-0").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "a").requests({GPU: 8}).on("h1")
+    cache.upsert(KIND_POD, versioned(pod.obj(), 1))
+    cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h1": 1, "h2": 1}))
+    state = cache.admission_state()
+    assert gpus_used(cache) == {"h1": 8, "h2": 8, "h3": 0, "h4": 0}
+    assert cache.snapshot().quota.used["cq"][("gpu", GPU)] == 16_000
+    assert "default/a" in state.admitted
+    # A second gang of 3 hosts does not fit in one rack any more; 2 do (rack r2).
+    cache.upsert(c.KIND_WORKLOAD, gang("b", 3))
+    cache.upsert(c.KIND_WORKLOAD, gang("c", 2))
+    decisions = {d.key: d for d in run_until_quiet(cache.admission_state())}
+    assert not isinstance(decisions["default/b"], Admit)
+    assert isinstance(decisions["default/c"], Admit)
+    slices = decisions["default/c"].admission["podSetAssignments"][0]["topologyAssignment"]["slices"]
+    assert {sl["nodeLabels"][RACK] for sl in slices} == {"r2"}
+
+
+def test_a_finished_workload_releases_quota_and_its_reservation_but_running_pods_still_count(
+        cache: ClusterCache) -> None:
+    pod = make_pod("a-0").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "a").requests({GPU: 8}).on("h1")
+    cache.upsert(KIND_POD, versioned(pod.obj(), 1))
+    cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h1": 1, "h2": 1}))
+    cache.admission_state()
+    finished = admitted_on_hosts("a", {"h1": 1, "h2": 1}, rv=2)
+    finished["status"]["conditions"].append({"type": c.CONDITION_FINISHED, "status": "True",
+                                             "reason": c.REASON_SUCCEEDED, "message": "done",
+                                             "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    cache.upsert(c.KIND_WORKLOAD, finished)
+    assert gpus_used(cache) == {"h1": 8, "h2": 0, "h3": 0, "h4": 0}
+    assert cache.snapshot().quota.used["cq"][("gpu", GPU)] == 0
+
+
+def test_a_node_change_patches_the_flavor_tree_in_place(cache: ClusterCache) -> None:
+    tree = cache.snapshot().flavors["gpu"].topology
+    assert tree is not None and tree.node_count == 4
+    cache.delete(KIND_NODE, make_node("h4").obj())
+    cache.upsert(KIND_NODE, make_node("h5").labels({RACK: "r2", "gpu": "yes"}).allocatable({GPU: 8}).obj())
+    cache.upsert(KIND_NODE, make_node("x1").labels({RACK: "r2"}).allocatable({GPU: 8}).obj())  # not the flavor's
+    assert cache.snapshot().flavors["gpu"].topology is tree
+    assert tree.node_count == 4
+    assert tree.slot_of("h4") is None and tree.slot_of("h5") is not None and tree.slot_of("x1") is None
+
+
+def test_a_cluster_queue_change_rebuilds_the_ledger_with_every_held_admission(cache: ClusterCache) -> None:
+    cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h1": 1}))
+    cache.admission_state()
+    cache.upsert(c.KIND_CLUSTER_QUEUE, versioned(make_cluster_queue("cq").flavor("gpu", {GPU: 8}).obj(), 5))
+    assert cache.snapshot().quota.used["cq"][("gpu", GPU)] == 8_000
+    cache.upsert(c.KIND_WORKLOAD, gang("b", 1))
+    (decision,) = run_until_quiet(cache.admission_state())
+    assert not isinstance(decision, Admit)  # quota 8, all used
+
+
+def test_ungating_input_lists_the_slices_and_pod_states_of_an_admitted_workload(cache: ClusterCache) -> None:
+    cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h1": 1, "h3": 1}))
+    gated = (make_pod("a-0").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "a")
+             .annotation(c.ANNOTATION_TOPOLOGY_PODSET, "main").label(c.LABEL_JOB_COMPLETION_INDEX, "0").gate())
+    cache.upsert(KIND_POD, versioned(gated.obj(), 1))
+    assert cache.workload_of_pod(gated.obj()) == ("default", "a")
+    inp = cache.ungating_input("default", "a")
+    assert inp is not None
+    assert [sl.count for sl in inp.slices["main"]] == [1, 1]
+    (state,) = inp.pods
+    assert (state.name, state.pod_set, state.completion_index, state.gated) == ("a-0", "main", 0, True)
+    assert cache.ungating_input("default", "missing") is None
+    cache.upsert(c.KIND_WORKLOAD, gang("b", 1))
+    assert cache.ungating_input("default", "b") is None  # not admitted
