@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import kopf
+from kopf._core.reactor.inventory import ResourceMemories
 from kubernetes.aio.client import AdmissionregistrationV1Api, ApiClient, ApiException
 
 from controller.api import constants as c
@@ -100,6 +101,15 @@ async def registered_webhooks(client: ApiClient, server: AdmissionServer,
         await remove_configurations(client)
 
 
+class ReviewMemories(ResourceMemories):
+    """kopf keeps a memo per object uid for every UPDATE review and forgets it only on a watched
+    deletion; an admission-only operator watches nothing, so that would grow with every Job and
+    Workload ever updated. tasq's handlers keep no memos: every review gets a fresh one."""
+
+    async def recall_memo(self, raw_body: Any, *, memobase: Any = None, ephemeral: bool = False) -> Any:
+        return await super().recall_memo(raw_body, memobase=memobase, ephemeral=True)
+
+
 def connection_info(client: ApiClient) -> kopf.ConnectionInfo:
     """kopf's credentials from the operator's kubernetes.aio client (one kubeconfig, one identity)."""
     cfg = client.configuration
@@ -133,7 +143,7 @@ async def serve_admission(client: ApiClient, server: AdmissionServer, stop: asyn
     this server while it runs (`registered_webhooks`); `ready` is set once they can be called."""
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # a denial is logged once, by the server
     operator = asyncio.create_task(kopf.operator(registry=admission_registry(client, server), clusterwide=True,
-                                                 standalone=True, stop_flag=stop))
+                                                 standalone=True, stop_flag=stop, memories=ReviewMemories()))
     try:
         waiting = asyncio.create_task(server.wait_listening())
         await asyncio.wait({operator, waiting}, return_when=asyncio.FIRST_COMPLETED)
