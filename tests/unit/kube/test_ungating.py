@@ -48,6 +48,20 @@ class FakePod:
                         self.terminated, "2026-01-01T00:00:00Z")
 
 
+@dataclass
+class FakeResponse:
+    """The raw aiohttp response the client returns without preloading: a status, a body, release()."""
+
+    status: int
+    released: bool = False
+
+    async def text(self) -> str:
+        return '{"kind": "Status", "reason": "injected"}'
+
+    def release(self) -> None:
+        self.released = True
+
+
 class FakeCore:
     """The part of CoreV1Api the ungater uses: applies our patch shape to in-memory pods.
 
@@ -61,21 +75,30 @@ class FakeCore:
         self.fail: dict[str, list[int]] = {}
         self.delay = 0.0
         self.in_flight = self.max_in_flight = 0
+        self.responses: list[FakeResponse] = []
 
-    async def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any],
-                                   _content_type: str = "") -> None:
+    def respond(self, status: int) -> FakeResponse:
+        self.responses.append(FakeResponse(status))
+        return self.responses[-1]
+
+    async def patch_namespaced_pod_without_preload_content(
+            self, name: str, namespace: str, body: dict[str, Any], _content_type: str = "") -> FakeResponse:
         self.calls.append((name, namespace, copy.deepcopy(body), _content_type))
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             await asyncio.sleep(self.delay)
             if self.fail.get(name):
-                raise ApiException(status=self.fail[name].pop(0), reason="injected")
+                status = self.fail[name].pop(0)
+                if status == 401:  # the client raises for what it has a response type for
+                    raise ApiException(status=status, reason="Unauthorized")
+                return self.respond(status)
             pod = self.pods[name]
             assert body["metadata"]["uid"] == pod.uid
             removed = {g["name"] for g in body["spec"]["schedulingGates"] if g.get("$patch") == "delete"}
             pod.gates = [g for g in pod.gates if g not in removed]
             pod.node_selector.update(body["spec"]["nodeSelector"])
+            return self.respond(200)
         finally:
             self.in_flight -= 1
 
@@ -137,15 +160,17 @@ async def test_a_conflict_clears_the_expectation_and_the_pod_is_patched_again_ne
     assert [name for name, *_ in core.calls] in (["p0", "p1", "p1"], ["p1", "p0", "p1"])
     assert (ungater.patches, ungater.failures) == (3, 1)
     assert core.pods["p1"].gates == [OTHER_GATE]
+    assert len(core.responses) == 3 and all(r.released for r in core.responses)
 
 
 async def test_a_pod_gone_or_invalid_is_not_retried_until_an_event_says_so() -> None:
     core = FakeCore(pods(2))
-    core.fail["p0"], core.fail["p1"] = [404], [422]
+    core.fail["p0"], core.fail["p1"] = [404], [401]
     ungater = TopologyUngater(core, frozen(core), batch_seconds=0)  # type: ignore[arg-type]
     assert await ungater.sync("ns", "wl") == 0
     assert ungater._pop_due() == []
     assert ungater.expectations["ns", "wl"] == {}
+    assert [r.released for r in core.responses] == [True]  # the 404 answer, read and released
 
 
 async def test_a_workload_the_source_no_longer_knows_drops_its_expectations() -> None:
