@@ -23,7 +23,9 @@ import yaml
 from controller.api import constants as c
 from controller.api.documents import parse_documents
 from controller.api.kube_objects import check_object
+from controller.api.queues import ClusterQueue
 from controller.api.workload import Workload
+from controller.core.admission.preemption import preemption_warning
 from controller.core.simulating import Simulation
 
 _SUFFIXES = (".yaml", ".yml", ".json")
@@ -104,6 +106,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {_printable(line)}", file=sys.stderr)
         print(f"{len(errors)} error(s); nothing simulated", file=sys.stderr)
         return 2
+    for step in steps:
+        for obj in step.objects:
+            if obj["kind"] == c.KIND_CLUSTER_QUEUE:
+                warning = preemption_warning(ClusterQueue.from_dict(obj))
+                if warning is not None:
+                    print(f"warning: {warning}", file=sys.stderr)
     sim = Simulation()
     for step in steps:
         sim.apply(step.objects)

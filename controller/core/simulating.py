@@ -8,6 +8,7 @@ input always gives the same output. Pure; `tasq simulate` reads the files and pr
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -34,6 +35,10 @@ from controller.core.admission.workloads import (
 
 SIMULATION_START = datetime(2026, 1, 1, tzinfo=UTC)
 """The simulated clock's origin: never the wall clock, so output is reproducible."""
+GENERATE_NAME_SEED = 0
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+"""The API server's alphabet for generated name suffixes (no vowels, no confusable characters)."""
+NAME_SUFFIX_LENGTH = 5
 
 KNOWN_KINDS = {
     ("v1", "Node"), ("v1", "Pod"), ("v1", "Namespace"), ("scheduling.k8s.io/v1", "PriorityClass"),
@@ -85,16 +90,37 @@ class Simulation:
     state: AdmissionState | None = None
     _explained: list[Pending] = field(default_factory=list)
     """Why each workload waits after the last `run`, by key (computed once there)."""
+    seed: int = GENERATE_NAME_SEED
+    _random: random.Random = field(init=False)
+    """Draws generated names; seeded, so the same input always gives the same names."""
+
+    def __post_init__(self) -> None:
+        self._random = random.Random(self.seed)
 
     @property
     def now(self) -> datetime:
         return self.start + timedelta(seconds=self.step)
 
     def apply(self, objects: Iterable[Mapping[str, Any]]) -> None:
-        """One step's objects (known kinds only; the caller reports the others)."""
+        """One step's objects (known kinds only; the caller reports the others). One with
+        `metadata.generateName` and no name is created under a new name, as the API server does."""
         self.step += 1
         for obj in objects:
+            obj = self._named(obj)
             self.objects[object_key(obj)] = dict(obj)
+
+    def _named(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The object itself, or a copy named generateName + 5 characters of the API server's
+        alphabet, drawn from the simulation's seeded generator (never one already taken)."""
+        meta = obj.get("metadata") or {}
+        prefix = meta.get("generateName")
+        if meta.get("name") or not prefix:
+            return obj
+        while True:
+            name = prefix + "".join(self._random.choice(NAME_ALPHABET) for _ in range(NAME_SUFFIX_LENGTH))
+            named = {**obj, "metadata": {**meta, "name": name}}
+            if object_key(named) not in self.objects:
+                return named
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [obj for (k, _, _), obj in self.objects.items() if k == kind]
@@ -146,16 +172,13 @@ class Simulation:
             if owner is not None:
                 owned.add(owner)
             manifests.append((obj, _workload_finished(obj) or job_done.get(owner or ("", ""))))
-        from_jobs: list[dict[str, Any]] = []
         for view, job in zip(jobs, job_objs, strict=True):
             key = (view.namespace or "default", view.name)
             if view.queue_name and key not in owned:
-                from_jobs.append(workload_from_job(job, classes, default))
-                manifests.append((from_jobs[-1], job_done[key]))
+                manifests.append((workload_from_job(job, classes, default), job_done[key]))
         for manifest, finished in manifests:
             self._track(manifest, finished, classes)
-        for manifest in from_jobs:
-            self._follow_job(manifest, classes)
+            self._follow_spec(manifest, classes)
 
     def _track(self, manifest: dict[str, Any], finished: str | None, classes: Mapping[str, int]) -> None:
         """Start tracking a workload the first time it is seen (a pre-admitted one keeps its quota);
@@ -179,10 +202,11 @@ class Simulation:
             message = "Job finished successfully" if finished == c.REASON_SUCCEEDED else "Job failed"
             mark_finished(tracked.model, finished == c.REASON_SUCCEEDED, message, self.now)
 
-    def _follow_job(self, manifest: dict[str, Any], classes: Mapping[str, int]) -> None:
-        """A Job changed (parallelism, requests, annotations...) while its Workload waits: the
-        Workload is rebuilt from it, keeping its creation time, place in line and status, as Kueue's
-        job reconciler updates a suspended Job's Workload. An admitted or finished one is left as is."""
+    def _follow_spec(self, manifest: dict[str, Any], classes: Mapping[str, int]) -> None:
+        """A Job (parallelism, requests, annotations...) or a Workload re-applied with a changed spec
+        while the Workload waits: the Workload takes the new spec, keeping its creation time, place in
+        line and status, as Kueue's job reconciler updates a suspended Job's Workload and the API an
+        updated Workload. An admitted or finished one is left as is."""
         tracked = self.tracked[_key_of(manifest)]
         if tracked.fit is not None or tracked.finished is not None or manifest.get("spec") == tracked.spec:
             return

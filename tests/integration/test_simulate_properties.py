@@ -35,7 +35,7 @@ BASE: list[dict[str, Any]] = [
     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"team": "a"}}},
     {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 100},
 ]
-ERROR_LINE = re.compile(r"(?P<field>\S.*?): (Required value|Invalid value|Unsupported value|Duplicate value|"
+ERROR_LINE = re.compile(r"(?P<field>.+?): (Required value|Invalid value|Unsupported value|Duplicate value|"
                         r"Not found|Too many|Forbidden|unknown field)")
 """A field path (any text: mutated keys are arbitrary), then one of apimachinery's error types."""
 

@@ -8,7 +8,6 @@ the benchmarks and (later) the controller's scheduler loop.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,40 +125,58 @@ def resolve_cluster_queue(snap: AdmissionSnapshot, wl: WorkloadInfo) -> tuple[st
 
 
 def run_cycle(state: AdmissionState) -> list[Decision]:
-    """One round: every ClusterQueue's head, by priority then age, each seeing earlier admissions."""
-    heads = state.queues.heads()
-    heads.sort(key=lambda head: state.workloads[head[1]].order_key())
-    return [_decide(state, cq_name, key) for cq_name, key in heads]
+    """One round: every ClusterQueue's head, decided as `_round` orders them."""
+    return _round(state, state.queues.heads())
 
 
 def run_until_quiet(state: AdmissionState) -> list[Decision]:
-    """Cycles back to back until no queue offers a head, merged into one pass: a queue's next head
-    joins the round as soon as its previous head is decided, so across all ClusterQueues heads are
-    always tried by priority then age. Every step admits or parks a head, so it ends."""
+    """Rounds back to back until no queue offers a head. Every round admits or parks each of its
+    heads (a borrower is decided at the round's end), so it ends."""
     decisions: list[Decision] = []
-    round_: list[tuple[tuple[int, float, int, str], str]] = [
-        (state.workloads[key].order_key(), cq_name) for cq_name, key in state.queues.heads()]
-    heapq.heapify(round_)
-    while round_:
-        _, cq_name = heapq.heappop(round_)
-        queue = state.queues.queues[cq_name]
-        key = queue.head()
-        if key is None:
-            continue
-        decisions.append(_decide(state, cq_name, key))
-        following = queue.head()
-        if following is not None:
-            heapq.heappush(round_, (state.workloads[following].order_key(), cq_name))
+    heads = state.queues.heads()
+    while heads:
+        decisions.extend(_round(state, heads))
+        heads = state.queues.heads()
     return decisions
 
 
-def _decide(state: AdmissionState, cq_name: str, key: str) -> Decision:
-    """Try one head: commit its quota on a fit (the nodes are already held), else park it."""
+def _round(state: AdmissionState, heads: list[tuple[str, str]]) -> list[Decision]:
+    """Kueue's order within one scheduling cycle: heads that fit without borrowing first, then
+    those that must borrow; each group by priority, then age. Heads are tried by priority then age;
+    one that fits within nominal quota is admitted at once (later heads see it); one that fits only
+    by borrowing drops its trial nodes and is tried again after the round's non-borrowers."""
+    heads = sorted(heads, key=lambda head: state.workloads[head[1]].order_key())
+    decisions: list[Decision] = []
+    borrowers: list[tuple[str, str]] = []
+    for cq_name, key in heads:
+        result = _try(state, cq_name, key)
+        if isinstance(result, WorkloadFit) and borrows(state.snapshot, result):
+            state.snapshot.usage.release(key)
+            borrowers.append((cq_name, key))
+        else:
+            decisions.append(_settle(state, cq_name, key, result))
+    decisions.extend(_settle(state, cq_name, key, _try(state, cq_name, key)) for cq_name, key in borrowers)
+    return decisions
+
+
+def borrows(snap: AdmissionSnapshot, fit: WorkloadFit) -> bool:
+    """Whether charging the fit takes its ClusterQueue above nominal quota for some flavor/resource."""
+    for (flavor, resource), amount in fit.quota_usage.items():
+        avail = snap.quota.availability(fit.cluster_queue, flavor, resource)
+        if amount and avail.used + amount > avail.nominal:
+            return True
+    return False
+
+
+def _try(state: AdmissionState, cq_name: str, key: str) -> WorkloadFit | NoFit:
+    """The head's fit now (its nodes held in the snapshot's usage) or why not (memoised per shape)."""
     wl = state.workloads[key]
-    memo = (cq_name, wl.shape)
-    result: WorkloadFit | NoFit | None = state._no_fit.get(memo)
-    if result is None:
-        result = assign_flavors(state.snapshot, cq_name, wl)
+    memo = state._no_fit.get((cq_name, wl.shape))
+    return memo if memo is not None else assign_flavors(state.snapshot, cq_name, wl)
+
+
+def _settle(state: AdmissionState, cq_name: str, key: str, result: WorkloadFit | NoFit) -> Decision:
+    """Commit a fit's quota (the nodes are already held), or park the head with why it waits."""
     queue = state.queues.queues[cq_name]
     if isinstance(result, WorkloadFit):
         state.snapshot.quota.reserve(key, cq_name, result.quota_usage)
@@ -167,7 +184,7 @@ def _decide(state: AdmissionState, cq_name: str, key: str) -> Decision:
         state.pending.pop(key, None)
         queue.remove(key)
         return Admit(key, cq_name, result.admission())
-    state._no_fit[memo] = result
+    state._no_fit[(cq_name, state.workloads[key].shape)] = result
     queue.park(key)
     decision = Pending(key, cq_name, c.REASON_PENDING, result.reason, result.message)
     state.pending[key] = decision

@@ -148,6 +148,11 @@ def _assign_pod_set(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl_key: str,
             groups.append(group)
     flavors: dict[str, str] = {}
     topology: TopologyAssignment | None = None
+    if not groups and ps.topology is not None:
+        placed = _place_without_quota(snap, cq, wl_key, ps, attempt)
+        if isinstance(placed, NoFit):
+            return placed
+        topology = placed
     for group in groups:
         wanted = {r: v for r, v in total.items() if r in group.covered}
         chosen = _first_fitting_flavor(snap, cq, wl_key, ps, group, wanted, attempt, topology is None)
@@ -184,6 +189,30 @@ def _first_fitting_flavor(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl_key
     reason = reasons.pop() if len(reasons) == 1 else c.REASON_QUOTA_EXCEEDED
     return NoFit(reason, f"couldn't assign flavors to pod set \"{ps.name}\": "
                  + "; ".join(r.clause for r in rejections))
+
+
+def _place_without_quota(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl_key: str, ps: PodSetInfo,
+                         attempt: _Attempt) -> TopologyAssignment | NoFit:
+    """A pod set that requests nothing the ClusterQueue covers but asks for a topology (Kueue's TAS
+    still places it: each pod takes one `pods` slot of its node): the first topology flavor of the
+    ClusterQueue, in its order, that suits the pod set and has room. No quota is charged."""
+    rejections: list[_Rejection] = []
+    for group in cq.groups:
+        for fq in group.flavors:
+            info = snap.flavors.get(fq.name)
+            if info is None or not info.has_topology:
+                continue
+            mismatch = flavor_mismatch(info, ps)
+            result = _place(snap, info, wl_key, ps, attempt) if mismatch is None else _Rejection(mismatch)
+            if not isinstance(result, _Rejection):
+                return result
+            rejections.append(result)
+    if not rejections:
+        return NoFit(c.REASON_TOPOLOGY_NOT_FOUND, f"couldn't assign flavors to pod set \"{ps.name}\": it "
+                     f"requests a topology but ClusterQueue \"{cq.name}\" has no flavor with a topology")
+    reasons = {r.reason for r in rejections}
+    return NoFit(reasons.pop() if len(reasons) == 1 else c.REASON_QUOTA_EXCEEDED,
+                 f"couldn't assign flavors to pod set \"{ps.name}\": " + "; ".join(r.clause for r in rejections))
 
 
 @dataclass(frozen=True, slots=True)
