@@ -101,6 +101,16 @@ async def registered_webhooks(client: ApiClient, server: AdmissionServer,
         await remove_configurations(client)
 
 
+class DenialsLoggedOnce(logging.Filter):
+    """kopf logs every denial (an AdmissionError) as an ERROR of the handler; a denial is a normal
+    answer, which the server already logs at INFO with the object, so kopf's line is dropped.
+    Unexpected handler exceptions are logged by kopf with other words and stay."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith("Webhook ") and " failed permanently: " in message)
+
+
 class ReviewMemories(ResourceMemories):
     """kopf keeps a memo per object uid for every UPDATE review and forgets it only on a watched
     deletion; an admission-only operator watches nothing, so that would grow with every Job and
@@ -141,7 +151,9 @@ async def serve_admission(client: ApiClient, server: AdmissionServer, stop: asyn
                           register_local: bool = False, ready: asyncio.Event | None = None) -> None:
     """Serve the webhooks until `stop` is set. With `register_local`, the configurations point at
     this server while it runs (`registered_webhooks`); `ready` is set once they can be called."""
-    logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # a denial is logged once, by the server
+    objects = logging.getLogger("kopf.objects")
+    if not any(isinstance(f, DenialsLoggedOnce) for f in objects.filters):
+        objects.addFilter(DenialsLoggedOnce())
     operator = asyncio.create_task(kopf.operator(registry=admission_registry(client, server), clusterwide=True,
                                                  standalone=True, stop_flag=stop, memories=ReviewMemories()))
     try:
