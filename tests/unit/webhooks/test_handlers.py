@@ -156,6 +156,16 @@ def test_tasq_kinds_on_create(hooks: Admission, handler_id: str, obj: dict[str, 
                  id="an admitted Workload's pod sets are immutable"),
     pytest.param(c.WEBHOOK_VALIDATE_WORKLOAD, valid_workload(), valid_workload().set("spec.podSets.0.count", 3),
                  [], id="a pending Workload's pod sets may change"),
+    pytest.param(c.WEBHOOK_VALIDATE_RESOURCE_FLAVOR, valid_flavor().node_labels({"gpu": "h100"}).topology_name("gpu"),
+                 valid_flavor().node_labels({"gpu": "a100"}).topology_name("gpu"), ["spec"], id="a flavor with a topology is frozen"),
+    pytest.param(c.WEBHOOK_VALIDATE_RESOURCE_FLAVOR, valid_flavor().node_labels({"gpu": "h100"}),
+                 valid_flavor().node_labels({"gpu": "a100"}), [],
+                 id="a flavor without a topology may change"),
+    pytest.param(c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, valid_cluster_queue(),
+                 valid_cluster_queue().set("spec.queueingStrategy", c.QUEUEING_STRICT_FIFO),
+                 ["spec.queueingStrategy"], id="a ClusterQueue's queueing strategy is immutable"),
+    pytest.param(c.WEBHOOK_VALIDATE_LOCAL_QUEUE, valid_local_queue(), valid_local_queue(cluster_queue="team-b"),
+                 ["spec.clusterQueue"], id="a LocalQueue cannot move to another ClusterQueue"),
 ])
 def test_tasq_kinds_on_update(hooks: Admission, handler_id: str, old: Any, new: Any, paths: list[str]) -> None:
     response = admit(hooks, handler_id, new.obj(), "UPDATE", old.obj())
