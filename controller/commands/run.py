@@ -34,6 +34,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help=f"name of the Lease (default {c.LEADER_LEASE_NAME})")
     parser.add_argument("--identity", default=None,
                         help="this replica's identity in the Lease (default: hostname + random suffix)")
+    hooks = parser.add_mutually_exclusive_group()
+    hooks.add_argument("--local-webhooks", action="store_true",
+                       help="serve the webhooks on 127.0.0.1 with a generated CA and register their "
+                            "configurations (a control plane on this machine); removed on exit")
+    hooks.add_argument("--webhook-cert-dir", type=Path, default=None,
+                       help="serve the webhooks with tls.crt/tls.key/ca.crt from this directory "
+                            "(a mounted Secret; reloaded when they change)")
+    parser.add_argument("--webhook-port", type=int, default=None,
+                        help=f"webhook port (default {c.WEBHOOK_CONTAINER_PORT}, or a free one with --local-webhooks)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO (default WARNING)")
     parser.set_defaults(handler=run)
 
@@ -47,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not -1 <= args.metrics_port <= 65535:
         print(f"tasq run: --metrics-port {args.metrics_port}: want 0-65535, or -1 for none", file=sys.stderr)
+        return 2
+    if args.webhook_cert_dir is not None and not args.webhook_cert_dir.is_dir():
+        print(f"tasq run: --webhook-cert-dir {str(args.webhook_cert_dir)!r} is not a directory", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -62,17 +74,22 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace, identity: str) -> None:
     from controller.kube.api import connect
     from controller.kube.leading import LeaderElector
-    from controller.kube.operating import serve_operator
+    from controller.kube.process import Webhooks, serve_tasq, take_back_signals
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    take_back_signals(stop)
+    webhooks = None
+    if args.local_webhooks:
+        webhooks = Webhooks(local=True, port=args.webhook_port or 0)
+    elif args.webhook_cert_dir is not None:
+        webhooks = Webhooks(cert_dir=args.webhook_cert_dir, addr="0.0.0.0",  # all interfaces: the Service
+                            port=args.webhook_port or c.WEBHOOK_CONTAINER_PORT)
     api_client = await connect(args.kubeconfig)
     try:
         elector = LeaderElector(api_client, args.lease_namespace, args.lease_name, identity)
-        await serve_operator(api_client, stop, elector=elector, metrics_host=args.metrics_host,
-                             metrics_port=None if args.metrics_port < 0 else args.metrics_port)
+        await serve_tasq(api_client, stop, webhooks=webhooks, elector=elector, metrics_host=args.metrics_host,
+                         metrics_port=None if args.metrics_port < 0 else args.metrics_port)
     finally:
         await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
         for sig in (signal.SIGINT, signal.SIGTERM):

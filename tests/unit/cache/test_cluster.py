@@ -17,7 +17,13 @@ from controller.api import constants as c
 from controller.cache.cluster import KIND_NODE, KIND_POD, ClusterCache
 from controller.core.admission.cycle import Admit, run_until_quiet
 from tests.builders.cluster import make_node, make_pod
-from tests.builders.kueue import make_cluster_queue, make_flavor, make_local_queue, make_topology, make_workload
+from tests.builders.kueue import (
+    make_cluster_queue,
+    make_flavor,
+    make_local_queue,
+    make_topology,
+    make_workload,
+)
 
 RACK = "example.com/rack"
 GPU = "nvidia.com/gpu"

@@ -1,0 +1,98 @@
+"""tasq's whole process on one event loop: the operator and, optionally, its admission webhooks.
+
+`serve_tasq` runs `serve_operator` and (with `Webhooks`) `serve_admission` side by side until
+`stop` is set or either ends; `ready` is set once both serve. kopf installs its own SIGINT/SIGTERM
+handlers (each instance replacing the last), so `serve_tasq` takes them back once kopf runs: a
+signal sets `stop`, which stops every part. Used by `tasq run`, `tasq dev` and `tasq demo`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kubernetes.aio import client
+
+from controller.kube.operating import Operator, serve_operator
+from controller.kube.webhooking import local_tls, serve_admission, serving_files
+from webhooks.serving import AdmissionServer
+
+
+@dataclass(frozen=True)
+class Webhooks:
+    """How to serve the webhooks: `cert_dir` holds tls.crt/tls.key/ca.crt (a mounted Secret), or,
+    with `local`, a fresh CA is generated and the configurations point at 127.0.0.1:`port`."""
+
+    local: bool = False
+    cert_dir: Path | None = None
+    addr: str = "127.0.0.1"
+    port: int = 0
+
+
+def take_back_signals(stop: asyncio.Event) -> None:
+    """SIGINT/SIGTERM set `stop` (only the main thread may install handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+
+async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, *, webhooks: Webhooks | None = None,
+                     elector: Any | None = None, metrics_host: str = "127.0.0.1", metrics_port: int | None = None,
+                     started: Callable[[Operator], None] | None = None, ready: asyncio.Event | None = None) -> None:
+    """See the module docstring; returns once every part stopped (webhook configurations removed)."""
+    operator_ready = asyncio.Event()
+    hooks_ready = asyncio.Event()
+    operators: list[Operator] = []
+
+    def on_started(operator: Operator) -> None:
+        operators.append(operator)
+        if started is not None:
+            started(operator)
+
+    with contextlib.ExitStack() as scratch:
+        parts = [asyncio.create_task(serve_operator(api_client, stop, elector=elector, metrics_host=metrics_host,
+                                                    metrics_port=metrics_port, started=on_started))]
+        if webhooks is not None:
+            if webhooks.local:
+                directory = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="tasq-webhooks-")))
+                tls = local_tls(directory, datetime.now(UTC))
+            else:
+                assert webhooks.cert_dir is not None
+                tls = serving_files(webhooks.cert_dir)
+            server = AdmissionServer(tls, addr=webhooks.addr, port=webhooks.port)
+            parts.append(asyncio.create_task(serve_admission(api_client, server, stop, register_local=webhooks.local,
+                                                             ready=hooks_ready)))
+        else:
+            hooks_ready.set()
+        waiter = asyncio.create_task(_when_ready(operators, operator_ready, hooks_ready, stop, ready))
+        try:
+            await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.set()
+            waiter.cancel()
+            results = await asyncio.gather(*parts, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                raise result
+
+
+async def _when_ready(operators: list[Operator], operator_ready: asyncio.Event, hooks_ready: asyncio.Event,
+                      stop: asyncio.Event, ready: asyncio.Event | None) -> None:
+    while not operators:
+        await asyncio.sleep(0.01)
+    await operators[0].ready.wait()
+    operator_ready.set()
+    await hooks_ready.wait()
+    take_back_signals(stop)
+    if ready is not None:
+        ready.set()

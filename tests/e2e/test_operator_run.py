@@ -1,0 +1,115 @@
+"""`tasq run` as a real process against the devcluster: webhooks, signals, leader failover.
+
+Same nodes and queues as test_operator (its `cluster` fixture): 8 hosts x 8 GPUs, 48 GPUs of quota.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devcluster.cluster import DevCluster
+from tests.e2e.conftest import Kubectl
+from tests.e2e.test_operator import cluster, condition, get, job, local_queue, wait_for, workload_of
+
+pytestmark = pytest.mark.e2e
+__all__ = ["cluster"]  # the fixture, shared with test_operator
+
+TASQ = Path(sys.executable).parent / "tasq"
+
+
+class Process:
+    def __init__(self, kubeconfig: Path, log: Path, *extra: str) -> None:
+        self.log = log
+        self.proc = subprocess.Popen(
+            [str(TASQ), "run", "--kubeconfig", str(kubeconfig), "--metrics-port", "-1",
+             "--lease-namespace", "default", "-v", *extra],
+            stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(30)
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[list[Process]]:
+    started: list[Process] = []
+    yield started
+    for proc in started:
+        if proc.proc.poll() is None:
+            proc.proc.kill()
+            proc.proc.wait(10)
+
+
+def lease_holder(kubectl: Kubectl) -> str | None:
+    proc = kubectl("get", "lease", "tasq-controller-leader", "-n", "default", "-o", "json", check=False)
+    if proc.returncode != 0:
+        return None
+    holder: Any = json.loads(proc.stdout).get("spec", {}).get("holderIdentity")
+    return str(holder) if holder else None
+
+
+def test_tasq_run_with_local_webhooks_suspends_admits_gates_and_stops_cleanly(
+        cluster: DevCluster, kubeconfig: Path, kubectl: Kubectl, namespace: str, tmp_path: Path,
+        processes: list[Process]) -> None:
+    proc = Process(kubeconfig, tmp_path / "tasq.log", "--local-webhooks", "--identity", "solo")
+    processes.append(proc)
+    wait_for(lambda: kubectl("get", "mutatingwebhookconfigurations", "-o", "name").stdout.strip(), 60,
+             "webhooks registered")
+    wait_for(lambda: lease_holder(kubectl) == "solo", 30, "leadership")
+    kubectl("apply", "-f", "-", stdin=local_queue(namespace))
+    manifest = json.loads(job("hooked", namespace, 2, 8, annotations={
+        "kueue.x-k8s.io/require-topology": "example.com/rack"}))
+    manifest["spec"]["suspend"] = False  # the Job webhook must suspend it
+    created = json.loads(kubectl("create", "-f", "-", "-o", "json", stdin=json.dumps(manifest)).stdout)
+    assert created["spec"]["suspend"] is True
+    wait_for(lambda: condition(workload_of(kubectl, namespace, "hooked"), "Admitted"), what="admitted")
+    pods = wait_for(lambda: (items := get(kubectl, "pods", "-n", namespace)["items"]) and len(items) == 2 and items,
+                    what="pods created")
+    for pod in pods:
+        assert {"name": "kueue.x-k8s.io/topology"} in pod["spec"].get("schedulingGates", [])
+    kubectl("delete", "job", "hooked", "-n", namespace)
+    wait_for(lambda: workload_of(kubectl, namespace, "hooked") is None, what="Workload deleted")
+    assert proc.stop() == 0, proc.output()
+    assert kubectl("get", "mutatingwebhookconfigurations", "-o", "name").stdout.strip() == ""
+
+
+def test_when_the_leader_is_killed_the_other_replica_admits_and_nothing_is_admitted_twice(
+        cluster: DevCluster, kubeconfig: Path, kubectl: Kubectl, namespace: str, tmp_path: Path,
+        processes: list[Process]) -> None:
+    first = Process(kubeconfig, tmp_path / "a.log", "--identity", "replica-a")
+    processes.append(first)
+    wait_for(lambda: lease_holder(kubectl) == "replica-a", 30, "replica-a leads")
+    second = Process(kubeconfig, tmp_path / "b.log", "--identity", "replica-b")
+    processes.append(second)
+    kubectl("apply", "-f", "-", stdin=local_queue(namespace))
+    kubectl("apply", "-f", "-", stdin=job("before", namespace, 2, 8, run_seconds=600))
+    wait_for(lambda: condition(workload_of(kubectl, namespace, "before"), "Admitted"), what="admitted by a")
+    first.stop(signal.SIGKILL)
+    kubectl("apply", "-f", "-", stdin=job("after", namespace, 2, 8, run_seconds=600))
+    wait_for(lambda: condition(workload_of(kubectl, namespace, "after"), "Admitted"), 60, "admitted by b")
+    assert lease_holder(kubectl) == "replica-b"
+    lq = wait_for(lambda: (q := get(kubectl, "localqueue", "lq", "-n", namespace)) and
+                  q.get("status", {}).get("admittedWorkloads") == 2 and q, what="queue status by b")
+    gpu = [r for f in lq["status"]["flavorUsage"] for r in f["resources"] if r["name"] == "nvidia.com/gpu"]
+    assert gpu[0]["total"] == "32"  # two 16-GPU admissions: "before" restored by b, not admitted again
+    before = workload_of(kubectl, namespace, "before")
+    assert before is not None
+    admitted_events = [e for e in get(kubectl, "events", "-n", namespace)["items"]
+                       if e["reason"] == "Admitted" and e["involvedObject"]["name"] == before["metadata"]["name"]]
+    assert len(admitted_events) == 1
+    for name in ("before", "after"):
+        kubectl("delete", "job", name, "-n", namespace)
+    assert second.stop() == 0, second.output()
