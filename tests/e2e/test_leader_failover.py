@@ -1,0 +1,215 @@
+"""Leader failover: two `tasq run` processes on one devcluster; only the Lease holder admits.
+
+Killing the leader (SIGKILL: no release) hands the Lease to the other replica within the lease
+duration (15 s, plus one 2 s retry period); a clean stop (SIGTERM) releases it so the successor takes
+over at its next retry. Nothing is admitted twice and the queue's usage is the sum of the admissions.
+
+Nodes: b1: r1 [n1 n2]  r2 [n1 n2]   (8 GPUs each); ClusterQueue `team`: 64 GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.api import constants as c
+from controller.commands.crds import DEFAULT_DIR
+from devcluster.cluster import DevCluster
+from devcluster.components import Components
+from devcluster.nodes import create_nodes, node_object
+from devcluster.seeding import apply_crds
+from tests.e2e.conftest import REPO, Kubectl
+
+pytestmark = pytest.mark.e2e
+
+LEASE_NS = "tasq-failover"
+LEASE_DURATION_S, RETRY_PERIOD_S = 15, 2  # `tasq run`'s LeaderElector defaults
+BLOCK, RACK = "example.com/block", "example.com/rack"
+SETUP = f"""
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {LEASE_NS}}}
+---
+apiVersion: kueue.x-k8s.io/v1alpha1
+kind: Topology
+metadata: {{name: dc}}
+spec:
+  levels: [{{nodeLabel: {BLOCK}}}, {{nodeLabel: {RACK}}}, {{nodeLabel: kubernetes.io/hostname}}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {{name: h100}}
+spec: {{nodeLabels: {{gpu: h100}}, topologyName: dc}}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {{name: team}}
+spec:
+  namespaceSelector: {{}}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{{name: cpu, nominalQuota: "1000"}}, {{name: nvidia.com/gpu, nominalQuota: "64"}}]
+"""
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not reached in {timeout}s")
+
+
+@pytest.fixture(scope="module")
+def cluster(devcluster: DevCluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    api = devcluster.api
+    nodes = [node_object(f"b1-{r}-{n}", {BLOCK: "b1", RACK: f"b1-{r}", "gpu": "h100"},
+                         {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"})
+             for r in ("r1", "r2") for n in ("n1", "n2")]
+
+    async def seed() -> Components:
+        await apply_crds(api, DEFAULT_DIR)
+        await create_nodes(api, nodes)
+        components = Components(api).start()
+        components.run_in_background(0.05)
+        return components
+
+    components = devcluster.call(seed)
+    path = tmp_path_factory.mktemp("setup") / "setup.yaml"
+    path.write_text(SETUP)
+    wait_for(lambda: kubectl("apply", "-f", str(path), check=False).returncode == 0, what="CRDs served")
+    yield devcluster
+
+    async def close() -> None:
+        components.close()
+    devcluster.call(close)
+
+
+class Replicas:
+    """`tasq run` processes started by a test, each with its own identity; all ended at teardown."""
+
+    def __init__(self, kubeconfig: Path, logs: Path) -> None:
+        self.kubeconfig, self.logs = kubeconfig, logs
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, identity: str) -> None:
+        log = (self.logs / f"{identity}.log").open("wb")
+        self.procs[identity] = subprocess.Popen(
+            [sys.executable, "-m", "controller.cli", "run", "--kubeconfig", str(self.kubeconfig),
+             "--lease-namespace", LEASE_NS, "--identity", identity, "--metrics-port", "-1", "-v"],
+            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def signal(self, identity: str, sig: int) -> None:
+        self.procs[identity].send_signal(sig)
+        self.procs[identity].wait(30)
+
+    def log(self, identity: str) -> str:
+        return (self.logs / f"{identity}.log").read_text(errors="replace")
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+
+
+@pytest.fixture
+def replicas(cluster: DevCluster, kubeconfig: Path, tmp_path: Path) -> Iterator[Replicas]:
+    running = Replicas(kubeconfig, tmp_path)
+    yield running
+    running.close()
+
+
+def get(kubectl: Kubectl, *args: str) -> Any:
+    return json.loads(kubectl("get", *args, "-o", "json").stdout)
+
+
+def holder(kubectl: Kubectl) -> str:
+    proc = kubectl("get", "lease", c.LEADER_LEASE_NAME, "-n", LEASE_NS, "-o", "json", check=False)
+    return str(json.loads(proc.stdout)["spec"].get("holderIdentity") or "") if proc.returncode == 0 else ""
+
+
+def submit(kubectl: Kubectl, namespace: str, name: str, pods: int) -> None:
+    kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {c.LABEL_QUEUE_NAME: "lq"},
+                     "annotations": {c.ANNOTATION_REQUIRE_TOPOLOGY: RACK}},
+        "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "suspend": True,
+                 "template": {"metadata": {"annotations": {c.ANNOTATION_DEVCLUSTER_RUN_SECONDS: "600"}},
+                              "spec": {"restartPolicy": "Never", "containers": [{
+                                  "name": "c", "image": "busybox",
+                                  "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "8"}}}]}}}}))
+
+
+def admitted(kubectl: Kubectl, namespace: str) -> dict[str, dict[str, Any]]:
+    """Job name -> its Workload, for every admitted Workload in the namespace."""
+    out = {}
+    for wl in get(kubectl, "workloads", "-n", namespace)["items"]:
+        conds = {x["type"]: x for x in (wl.get("status") or {}).get("conditions") or []}
+        if conds.get("Admitted", {}).get("status") == "True":
+            out[wl["metadata"]["ownerReferences"][0]["name"]] = wl
+    return out
+
+
+def test_killing_the_leader_hands_over_within_the_lease_duration_with_no_double_admission(
+        replicas: Replicas, kubectl: Kubectl, namespace: str) -> None:
+    kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": c.API_VERSION, "kind": c.KIND_LOCAL_QUEUE,
+        "metadata": {"name": "lq", "namespace": namespace}, "spec": {"clusterQueue": "team"}}))
+    replicas.start("alpha")
+    wait_for(lambda: holder(kubectl) == "alpha", what="alpha leading")
+    replicas.start("beta")
+    submit(kubectl, namespace, "first", 2)
+    first = wait_for(lambda: admitted(kubectl, namespace).get("first"), what="first admitted")
+    time.sleep(2 * RETRY_PERIOD_S)  # beta is up and watching, and stays a follower
+    assert holder(kubectl) == "alpha"
+
+    replicas.signal("alpha", signal.SIGKILL)
+    killed = time.monotonic()
+    submit(kubectl, namespace, "second", 2)
+    time.sleep(1)
+    assert "second" not in admitted(kubectl, namespace)  # the follower does not admit
+    wait_for(lambda: holder(kubectl) == "beta", LEASE_DURATION_S + RETRY_PERIOD_S + 5, "beta leading")
+    takeover = time.monotonic() - killed
+    assert takeover <= LEASE_DURATION_S + RETRY_PERIOD_S + 1, f"took {takeover:.1f}s"
+    second = wait_for(lambda: admitted(kubectl, namespace).get("second"), what="second admitted by beta")
+
+    workloads = get(kubectl, "workloads", "-n", namespace)["items"]
+    assert sorted(w["metadata"]["ownerReferences"][0]["name"] for w in workloads) == ["first", "second"]
+    now_first = admitted(kubectl, namespace)["first"]
+    assert now_first["status"]["admission"] == first["status"]["admission"]  # not re-admitted by beta
+    slices = [s for w in (now_first, second) for a in w["status"]["admission"]["podSetAssignments"]
+              for s in a["topologyAssignment"]["slices"]]
+    assert {s["nodeLabels"][RACK] for s in slices} == {"b1-r1", "b1-r2"}  # one rack each, never the same
+    cq = wait_for(lambda: (q := get(kubectl, "clusterqueue", "team")) and
+                  (q.get("status") or {}).get("admittedWorkloads") == 2 and q, what="queue status")
+    gpu = [r for f in cq["status"]["flavorsUsage"] for r in f["resources"] if r["name"] == "nvidia.com/gpu"]
+    assert gpu[0]["total"] == "32"
+
+
+def test_a_clean_stop_releases_the_lease_so_the_successor_takes_over_at_its_next_retry(
+        replicas: Replicas, kubectl: Kubectl) -> None:
+    replicas.start("gamma")
+    wait_for(lambda: holder(kubectl) in ("gamma", ""), what="lease free or gamma's")
+    wait_for(lambda: holder(kubectl) == "gamma", LEASE_DURATION_S + RETRY_PERIOD_S + 5, "gamma leading")
+    replicas.start("delta")
+    time.sleep(RETRY_PERIOD_S + 1)
+    assert holder(kubectl) == "gamma"
+    replicas.signal("gamma", signal.SIGTERM)
+    stopped = time.monotonic()
+    assert replicas.procs["gamma"].returncode == 0, replicas.log("gamma")
+    wait_for(lambda: holder(kubectl) == "delta", RETRY_PERIOD_S + 5, "delta leading")
+    assert time.monotonic() - stopped <= RETRY_PERIOD_S + 2
