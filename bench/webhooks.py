@@ -1,9 +1,10 @@
 """Benchmark of the Pod admission webhook (issue 11): throughput and latency percentiles.
 
-Two rows per load: `engine` answers Pod AdmissionReviews in-process (`webhooks.serving.answer` over
+Rows: `engine` answers Pod AdmissionReviews in-process (`webhooks.serving.answer` over
 kopf's admission engine with tasq's handlers: the CPU cost per review), `https` posts them over TLS to
 the real `AdmissionServer` from a client in another process (as kube-apiserver would), at several
-concurrencies. Every review gates a pod (a JSON patch in the answer); the server logs each request at
+concurrencies; a last `engine` row validates queued Jobs (64-pod template, a topology annotation)
+for comparison. Every Pod review gates a pod (a JSON patch in the answer); the server logs each request at
 INFO into /dev/null, as in production. Run: `.venv/bin/python bench/webhooks.py [--requests N]`.
 """
 
@@ -61,11 +62,23 @@ def pod(i: int) -> dict[str, Any]:
     }
 
 
-def review(i: int) -> dict[str, Any]:
-    obj = pod(i)
+def job(i: int) -> dict[str, Any]:
+    """A queued Job with a topology annotation and the same pod template, as a user submits it."""
+    template = pod(i)
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": f"train-{i}", "namespace": "team-a", "uid": f"job-{i}",
+                         "labels": {c.LABEL_QUEUE_NAME: "training"},
+                         "annotations": {c.ANNOTATION_REQUIRE_TOPOLOGY: "cloud.com/rack"}},
+            "spec": {"parallelism": 64, "completions": 64, "completionMode": "Indexed",
+                     "template": {"metadata": {"labels": {"app": "train"}}, "spec": template["spec"]}}}
+
+
+def review(i: int, kind: str = "Pod") -> dict[str, Any]:
+    obj = pod(i) if kind == "Pod" else job(i)
+    group, version, plural = ("", "v1", "pods") if kind == "Pod" else ("batch", "v1", "jobs")
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": f"req-{i}", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"}, "namespace": "team-a",
+        "uid": f"req-{i}", "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": plural}, "namespace": "team-a",
         "name": obj["metadata"]["name"], "operation": "CREATE",
         "userInfo": {"username": "system:serviceaccount:kube-system:job-controller"},
         "object": obj, "oldObject": None, "dryRun": False}}
@@ -76,8 +89,10 @@ def webhook_fn() -> kopf.WebhookFn:
     registry = kopf.OperatorRegistry()
     register_handlers(registry)
     insights = references.Insights()
-    insights.webhook_resources.add(references.Resource(group="", version="v1", plural="pods", kind="Pod",
-                                                       namespaced=True, verbs=["create"]))
+    insights.webhook_resources.update({
+        references.Resource(group="", version="v1", plural="pods", kind="Pod", namespaced=True, verbs=["create"]),
+        references.Resource(group="batch", version="v1", plural="jobs", kind="Job", namespaced=True,
+                            verbs=["create"])})
     fn: kopf.WebhookFn = functools.partial(  # type: ignore[assignment]
         admission.serve_admission_request, settings=kopf.OperatorSettings(), registry=registry, insights=insights,
         memories=inventory.ResourceMemories(), memobase=kopf.Memo(), indices=OperatorIndexers().indices)
@@ -91,19 +106,20 @@ def summary(name: str, latencies_s: list[float], wall_s: float) -> str:
             f"{p[98]:>8.2f} {ms[-1]:>8.2f}")
 
 
-async def engine_row(requests: int) -> str:
+async def engine_row(requests: int, name: str, kind: str, handler_id: str) -> str:
+    """Sequential reviews in-process; each must be allowed (Pods: with the gate's patch)."""
     fn = webhook_fn()
-    bodies = [review(i) for i in range(requests)]
+    bodies = [review(i, kind) for i in range(requests)]
     for body in bodies[:200]:  # warm-up
-        await answer(fn, body, c.WEBHOOK_MUTATE_POD)
+        await answer(fn, body, handler_id)
     latencies = []
     started = time.perf_counter()
     for body in bodies:
         t = time.perf_counter()
-        status, out = await answer(fn, body, c.WEBHOOK_MUTATE_POD)
+        status, out = await answer(fn, body, handler_id)
         latencies.append(time.perf_counter() - t)
-        assert status == 200 and out["response"]["patch"], out
-    return summary("engine (in-process)", latencies, time.perf_counter() - started)
+        assert status == 200 and out["response"]["allowed"] and (kind != "Pod" or out["response"]["patch"]), out
+    return summary(name, latencies, time.perf_counter() - started)
 
 
 def client(url: str, ca: str, requests: int, concurrency: int, out: Any) -> None:
@@ -179,9 +195,10 @@ def main() -> None:
           f"kopf {kopf.__version__ if hasattr(kopf, '__version__') else '?'}; load average {load[0]:.1f}",
           file=sys.stdout)
     print(f"{'row':<22} {'reviews':>7} {'per s':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
-    print(asyncio.run(engine_row(args.requests)))
+    print(asyncio.run(engine_row(args.requests, "engine (in-process)", "Pod", c.WEBHOOK_MUTATE_POD)))
     for row in asyncio.run(https_rows(args.requests, args.concurrency)):
         print(row)
+    print(asyncio.run(engine_row(args.requests, "engine: validate Job", "Job", c.WEBHOOK_VALIDATE_JOB)))
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 
