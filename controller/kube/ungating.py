@@ -134,6 +134,8 @@ class TopologyUngater:
         expected = self._observe(key, inp)
         plan = plan_ungating(inp, expected)
         if not plan.ungate:
+            if not expected:
+                del self.expectations[key]  # nothing in flight: keep no entry per Workload ever seen
             return 0
         created = {p.uid: p.created for p in inp.pods}
         for u in plan.ungate:
