@@ -1,4 +1,6 @@
-"""Admission webhooks: pure validation/defaulting (`webhooks.validation`) and thin handlers.
+"""Admission webhooks: pure rules, kopf handlers and the TLS server that serves them.
 
-`webhooks.validation` is shared with `tasq simulate`; only the handlers turn errors into denials.
+Pure: `validation` (shared with `tasq simulate`), `defaulting`, `running_jobs`, `configurations`.
+Runtime: `handlers` (kopf adapters; only they turn errors into denials), `serving` (HTTPS, reloads
+its certificate files), `certificates` (a local CA). Wired into the operator by controller.kube.webhooking.
 """
