@@ -1,9 +1,10 @@
-"""`tasq dev`: run the devcluster API server with sample GPU nodes until interrupted.
+"""`tasq dev`: the devcluster with sample GPU nodes and tasq's operator and webhooks, in one process.
 
 Starts `devcluster.DevCluster` on 127.0.0.1, creates GPU nodes from `--topology` (default 2 blocks
 x 4 racks x 4 nodes x 8 GPUs) and/or from `--nodes` dumps of a real cluster, applies `crds/`, runs
-the simulated Job controller, scheduler and kubelet in real time, writes a kubeconfig for kubectl
-and serves until SIGINT/SIGTERM (then exits 0).
+the simulated Job controller, scheduler and kubelet in real time, writes a kubeconfig for kubectl,
+then runs tasq (operator + local webhooks; `--no-tasq`: the bare control plane) and serves until
+SIGINT/SIGTERM (then exits 0). `dev_stack` is the same as an async context manager (`tasq demo`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,18 @@ import argparse
 import asyncio
 import signal
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from controller.commands.crds import DEFAULT_DIR
+from controller.kube.api import connect
+from controller.kube.operating import Operator
+from controller.kube.process import Webhooks, serve_tasq
 from devcluster.cluster import DevCluster
 from devcluster.components import Components
 from devcluster.errors import ApiError
@@ -48,6 +55,8 @@ def register(subparsers: Any) -> None:
                              "later files replace nodes of the same name)")
     parser.add_argument("--no-components", action="store_true",
                         help="API server only: no Job controller, scheduler or kubelet (for benchmarks)")
+    parser.add_argument("--no-tasq", action="store_true",
+                        help="the bare control plane: no tasq operator or webhooks")
     parser.set_defaults(handler=run)
 
 
@@ -62,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         check_paths(args.kubeconfig, args.crds)
         dumped = [node for path in args.nodes for node in load_nodes(path)]
         asyncio.run(serve(args.kubeconfig, args.port, args.crds, shape, components=not args.no_components,
-                          extra_nodes=dumped))
+                          extra_nodes=dumped, tasq=not args.no_tasq))
     except (ValueError, DevSetupError) as e:
         print(f"tasq dev: {e}", file=sys.stderr)
         return 2
@@ -118,14 +127,26 @@ def _foreign_clusters(path: Path) -> list[str]:
     return sorted(names - {DevCluster.CONTEXT})
 
 
-async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | None = None,
-                components: bool = True, extra_nodes: list[dict[str, Any]] | None = None) -> None:
-    """Start, seed (`shape` nodes, then `extra_nodes`; the default shape when both are absent), write the
-    kubeconfig, print how to use it, wait for a signal, stop cleanly."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+@dataclass
+class DevStack:
+    """A running `tasq dev`: the cluster, its kubeconfig, what was seeded and tasq's operator (None
+    with `tasq=False`)."""
+
+    cluster: DevCluster
+    kubeconfig: Path
+    nodes: int
+    crds: list[str]
+    operator: Operator | None
+
+
+@asynccontextmanager
+async def dev_stack(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | None = None,
+                    components: bool = True, extra_nodes: list[dict[str, Any]] | None = None,
+                    tasq: bool = True, stop: asyncio.Event | None = None) -> AsyncIterator[DevStack]:
+    """Start and seed (`shape` nodes, then `extra_nodes`; the default shape when both are absent),
+    write the kubeconfig, start tasq against it; everything is stopped on exit. `stop` (set by a
+    signal once tasq runs) also ends tasq early."""
+    stop = stop or asyncio.Event()
     try:
         cluster = await DevCluster(port=port).start()
     except OSError as e:
@@ -133,6 +154,8 @@ async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | 
     simulated = Components(cluster.api).start() if components else None
     if simulated is not None:
         simulated.run_in_background()
+    api_client = None
+    tasq_task: asyncio.Task[None] | None = None
     try:
         if shape is None and not extra_nodes:
             shape = parse_shape(DEFAULT_TOPOLOGY)
@@ -150,16 +173,45 @@ async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | 
             path = cluster.write_kubeconfig(kubeconfig)
         except OSError as e:
             raise DevSetupError(f"cannot write the kubeconfig {str(kubeconfig)!r}: {e.strerror or e}") from e
-        print(f"devcluster serving at {cluster.url}: {nodes} node(s), {len(crd_names)} CRD(s)", flush=True)
-        print(f"kubeconfig written to {path}; try:", flush=True)
-        print(f"  kubectl --kubeconfig {path} get nodes -L {LABEL_RACK}", flush=True)
-        print(f"  export KUBECONFIG={path}", flush=True)
-        print("press Ctrl-C to stop", flush=True)
-        await stop.wait()
+        operators: list[Operator] = []
+        if tasq:
+            api_client = await connect(path)
+            ready = asyncio.Event()
+            tasq_task = asyncio.create_task(serve_tasq(api_client, stop, webhooks=Webhooks(local=True),
+                                                       started=operators.append, ready=ready))
+            await asyncio.wait({tasq_task, asyncio.create_task(ready.wait())}, return_when=asyncio.FIRST_COMPLETED)
+            if tasq_task.done():
+                await tasq_task  # it failed to start: raise why
+        yield DevStack(cluster, path, nodes, crd_names, operators[0] if operators else None)
     finally:
+        stop.set()
+        if tasq_task is not None:
+            await asyncio.gather(tasq_task, return_exceptions=True)
+        if api_client is not None:
+            await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
         if simulated is not None:
             simulated.close()
         await cluster.aclose()
+
+
+async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | None = None,
+                components: bool = True, extra_nodes: list[dict[str, Any]] | None = None, tasq: bool = True) -> None:
+    """`dev_stack`, print how to use it, wait for a signal, stop cleanly."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with dev_stack(kubeconfig, port, crds, shape, components, extra_nodes, tasq, stop) as stack:
+            what = "tasq operator and webhooks running" if stack.operator is not None else "no tasq (--no-tasq)"
+            print(f"devcluster serving at {stack.cluster.url}: {stack.nodes} node(s), {len(stack.crds)} CRD(s); "
+                  f"{what}", flush=True)
+            print(f"kubeconfig written to {stack.kubeconfig}; try:", flush=True)
+            print(f"  kubectl --kubeconfig {stack.kubeconfig} get nodes -L {LABEL_RACK}", flush=True)
+            print(f"  export KUBECONFIG={stack.kubeconfig}", flush=True)
+            print("press Ctrl-C to stop", flush=True)
+            await stop.wait()
+    finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     print("devcluster stopped", flush=True)
