@@ -23,6 +23,7 @@ from controller.kube.metrics import Metrics
 from controller.kube.ungating import TopologyUngater
 from devcluster.cluster import DevCluster
 from devcluster.components import Components
+from devcluster.faults import CONFLICT, ERROR
 from devcluster.nodes import LABEL_BLOCK, LABEL_RACK, create_nodes, parse_shape, topology_nodes
 
 RACK = "cloud.com/rack"
@@ -295,3 +296,39 @@ async def test_on_the_devcluster_indexed_pods_are_ungated_into_their_racks_and_b
     assert got["w-5"][1][0].name == c.SCHEDULING_GATE_TOPOLOGY
     listed[:] = [pod_state(p) for p in (await core.list_namespaced_pod("default")).items]
     assert await ungater.sync("default", "job-w") == 0  # the slots are all taken by the bound pods
+
+
+async def test_on_the_devcluster_injected_409s_and_500s_on_pod_patches_converge_with_one_retry_each(
+        cluster_api: tuple[DevCluster, ApiClient], running: list[Any]) -> None:
+    cluster, client = cluster_api
+    core = CoreV1Api(client)
+    for i in range(6):
+        await core.create_namespaced_pod("default", gated_pod(f"f-{i}", i))
+    cluster.faults.inject(CONFLICT, "patch", "pods", count=3)
+    cluster.faults.inject(ERROR, "patch", "pods", count=2)
+    slices = {"main": [TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r1"}, count=3),
+                       TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r2"}, count=3)]}
+    listed: list[PodState] = []
+
+    async def follow() -> None:  # a cache that lags the API by up to 20 ms
+        while True:
+            listed[:] = [pod_state(p) for p in (await core.list_namespaced_pod("default")).items]
+            await asyncio.sleep(0.02)
+    running.append(asyncio.create_task(follow()))
+    ungater = TopologyUngater(core, lambda ns, wl: UngatingInput(ns, wl, slices, list(listed)), batch_seconds=0.05)
+    running.append(asyncio.create_task(ungater.run()))
+    await asyncio.sleep(0.05)
+    ungater.notify("default", "job-f")
+
+    async def all_released() -> list[Any]:
+        items = (await core.list_namespaced_pod("default")).items
+        return [] if any(p.spec.scheduling_gates for p in items) else items
+    for _ in range(100):
+        if items := await all_released():
+            break
+        await asyncio.sleep(0.05)
+    assert items, "pods still gated after 5 s"
+    assert (ungater.patches, ungater.failures) == (11, 5)  # 6 pods, each injected failure retried once
+    by_index = {int(p.metadata.labels[c.LABEL_JOB_COMPLETION_INDEX]): p.spec.node_selector[LABEL_RACK]
+                for p in items}
+    assert by_index == {0: "b1-r1", 1: "b1-r1", 2: "b1-r1", 3: "b1-r2", 4: "b1-r2", 5: "b1-r2"}
