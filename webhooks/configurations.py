@@ -64,6 +64,11 @@ class Route:
     plural: str
     operations: tuple[str, ...]
     object_selector: Mapping[str, Any] | None = None
+    with_status: bool = False  # the status subresource too (Kueue validates Workload status writes)
+
+    @property
+    def resources(self) -> list[str]:
+        return [self.plural, f"{self.plural}/status"] if self.with_status else [self.plural]
 
 
 _QUEUED: Final = {"matchExpressions": [{"key": c.LABEL_QUEUE_NAME, "operator": "Exists"}]}
@@ -83,7 +88,7 @@ VALIDATING_ROUTES: Final = (
     Route(c.WEBHOOK_VALIDATE_RESOURCE_FLAVOR, c.GROUP, _V1BETA1, c.PLURAL_RESOURCE_FLAVORS, _CREATE_UPDATE),
     Route(c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, c.GROUP, _V1BETA1, c.PLURAL_CLUSTER_QUEUES, _CREATE_UPDATE),
     Route(c.WEBHOOK_VALIDATE_LOCAL_QUEUE, c.GROUP, _V1BETA1, c.PLURAL_LOCAL_QUEUES, _CREATE_UPDATE),
-    Route(c.WEBHOOK_VALIDATE_WORKLOAD, c.GROUP, _V1BETA1, c.PLURAL_WORKLOADS, _CREATE_UPDATE),
+    Route(c.WEBHOOK_VALIDATE_WORKLOAD, c.GROUP, _V1BETA1, c.PLURAL_WORKLOADS, _CREATE_UPDATE, with_status=True),
 )
 
 
@@ -103,7 +108,7 @@ def webhook(route: Route, client: ClientConfig, excluded: tuple[str, ...] = EXCL
         "timeoutSeconds": TIMEOUT_SECONDS,
         "matchPolicy": "Equivalent",
         "namespaceSelector": namespace_selector(excluded),
-        "rules": [{"apiGroups": [route.group], "apiVersions": list(route.versions), "resources": [route.plural],
+        "rules": [{"apiGroups": [route.group], "apiVersions": list(route.versions), "resources": route.resources,
                    "operations": list(route.operations), "scope": "*"}],
     }
     if route.object_selector is not None:

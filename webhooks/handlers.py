@@ -101,5 +101,7 @@ def register_handlers(registry: kopf.OperatorRegistry) -> None:
     kopf.on.validate("batch", "v1", "jobs", id=c.WEBHOOK_VALIDATE_JOB, operations=_CREATE_UPDATE,
                      registry=registry)(_validate_job)
     for plural, handler_id, kind in TASQ_KINDS:
+        # "*": a Workload's status writes come to the same path (the configuration routes them here)
         kopf.on.validate(group=c.GROUP, plural=plural, id=handler_id, operations=_CREATE_UPDATE,
+                         subresource="*" if plural == c.PLURAL_WORKLOADS else None,
                          registry=registry)(_validator(kind))

@@ -43,7 +43,7 @@ RESOURCES: dict[tuple[str, str], tuple[str, str, str, bool]] = {
 
 
 def review(obj: Mapping[str, Any], operation: str = "CREATE", old: Mapping[str, Any] | None = None,
-           dry_run: bool = False, api_version: str = "", kind: str = "") -> dict[str, Any]:
+           dry_run: bool = False, api_version: str = "", kind: str = "", subresource: str = "") -> dict[str, Any]:
     """The AdmissionReview for `obj` (its apiVersion/kind pick the resource unless given)."""
     api_version = api_version or str(obj.get("apiVersion"))
     kind = kind or str(obj.get("kind"))
@@ -58,6 +58,8 @@ def review(obj: Mapping[str, Any], operation: str = "CREATE", old: Mapping[str, 
         "object": copy.deepcopy(dict(obj)), "oldObject": copy.deepcopy(dict(old)) if old is not None else None,
         "dryRun": dry_run,
     }
+    if subresource:
+        request["subResource"] = subresource
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 

@@ -116,3 +116,4 @@ def test_tasq_kinds_are_validated_on_create_and_update_in_every_served_version()
     for plural in (c.PLURAL_TOPOLOGIES, c.PLURAL_RESOURCE_FLAVORS, c.PLURAL_CLUSTER_QUEUES,
                    c.PLURAL_LOCAL_QUEUES, c.PLURAL_WORKLOADS, "jobs"):
         assert rules[plural]["operations"] == ["CREATE", "UPDATE"]
+    assert rules[c.PLURAL_WORKLOADS]["resources"] == [c.PLURAL_WORKLOADS, f"{c.PLURAL_WORKLOADS}/status"]

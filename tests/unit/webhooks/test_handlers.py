@@ -175,6 +175,22 @@ def test_tasq_kinds_on_update(hooks: Admission, handler_id: str, old: Any, new: 
         assert response["allowed"] is True, response
 
 
+@pytest.mark.parametrize(("new", "paths"), [
+    pytest.param(valid_workload().admitted().assignment("main", 2, cluster_queue="team-b"), ["status.admission"],
+                 id="an admission edited in place is refused"),
+    pytest.param(valid_workload().admitted(), [], id="an admission cleared is allowed"),
+])
+def test_workload_status_writes_are_validated(hooks: Admission, new: Any, paths: list[str]) -> None:
+    """Status writes (the status subresource) reach the Workload handler, as in Kueue."""
+    old = valid_workload().admitted().assignment("main", 2).obj()
+    response = asyncio.run(hooks.admit(c.WEBHOOK_VALIDATE_WORKLOAD,
+                                       review(new.obj(), "UPDATE", old, subresource="status")))
+    if paths:
+        denied_paths(response, *paths)
+    else:
+        assert response["allowed"] is True, response
+
+
 def test_dry_run_gets_the_same_verdict(hooks: Admission) -> None:
     bad = valid_topology().set("spec.levels", []).obj()
     wet, dry = (admit(hooks, c.WEBHOOK_VALIDATE_TOPOLOGY, bad, dry_run=d) for d in (False, True))
