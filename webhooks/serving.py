@@ -124,13 +124,14 @@ class TlsFiles:
     key: Path
     ca: Path | None = None
 
-    def fingerprint(self) -> tuple[tuple[int, int], ...]:
-        """Changes when any file is rewritten or replaced (a Secret volume swaps a symlink)."""
+    def fingerprint(self) -> tuple[tuple[int, int, int], ...]:
+        """Changes when any file is rewritten or replaced (a Secret volume swaps a symlink to a
+        new directory: stat follows it to the new file)."""
         out = []
         for path in (self.cert, self.key, self.ca):
             if path is not None:
                 st = path.stat()
-                out.append((st.st_mtime_ns, st.st_size))
+                out.append((st.st_ino, st.st_mtime_ns, st.st_size))
         return tuple(out)
 
     def context(self) -> ssl.SSLContext:

@@ -148,3 +148,31 @@ def test_review_problems_name_what_is_wrong(mutate: Any, problem: str) -> None:
     assert review_problems(request) == []
     mutate(request)
     assert any(problem in p for p in review_problems(request))
+
+
+def _secret_volume_version(volume: Path, version: str, ca: CertificateAuthority | None) -> CertificateAuthority:
+    """Write one version of a mounted Secret as the kubelet does: files in a timestamped directory,
+    `..data` pointing at it (swapped in one rename), and each key a symlink through `..data`."""
+    ca = write_serving_files(volume / version, datetime.now(UTC), ca=ca)
+    tmp = volume / "..data_tmp"
+    tmp.symlink_to(version)
+    tmp.replace(volume / "..data")
+    for name in (c.WEBHOOK_CERT_FILE, c.WEBHOOK_KEY_FILE, c.WEBHOOK_CA_FILE):
+        if not (volume / name).is_symlink():
+            (volume / name).symlink_to(Path("..data") / name)
+    return ca
+
+
+async def test_a_renewed_secret_volume_is_picked_up(tmp_path: Path) -> None:
+    ca = _secret_volume_version(tmp_path, "..2026_11_24_12_00_00.1", None)
+    server = AdmissionServer(tls_files(tmp_path), reload_interval=0.05)
+    serving = server(Admission().fn)
+    await anext(serving)
+    try:
+        first = await served_serial(server, ca.cert_pem)
+        assert server.reload_if_changed() is False
+        _secret_volume_version(tmp_path, "..2026_11_24_13_00_00.2", ca)
+        assert server.reload_if_changed() is True
+        assert await served_serial(server, ca.cert_pem) != first
+    finally:
+        await serving.aclose()
