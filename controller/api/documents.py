@@ -1,16 +1,18 @@
 """Raw manifest bytes -> documents: where file and stdin contents become plain JSON-shaped objects.
 
-`parse_documents` decodes UTF-8, checks size and nesting depth before any parser builds objects
-(libyaml's composer overflows the C stack ~100,000 levels deep), parses JSON with `json` and YAML
-with libyaml strictly (duplicate or non-string keys and YAML-only types are errors; timestamps stay
-strings, as Kubernetes reads them), and flattens `kind: List`. Problems are values, never raised.
-Called by `tasq simulate`; `kube_objects.check_object` checks each document next.
+`decode` takes UTF-8 within a size limit; `parse_documents` checks nesting depth before any parser
+builds objects (libyaml's composer overflows the C stack ~100,000 levels deep), parses JSON with
+`json` (a List's items one at a time) and YAML with libyaml strictly (duplicate or non-string keys
+and YAML-only types are errors; timestamps stay strings, as Kubernetes reads them), and flattens
+`kind: List`. Problems are values, never raised. Called by `tasq simulate`;
+`kube_objects.check_object` checks each document next.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -77,7 +79,7 @@ for _tag in _NOT_JSON_TAGS:
     _StrictLoader.add_constructor(_tag, _refuse_tag)
 
 
-def _decoded(origin: str, data: bytes) -> tuple[str | None, str | None]:
+def decode(data: bytes) -> tuple[str | None, str | None]:
     """(text, problem): UTF-8 text (a BOM is dropped), or why the bytes are not accepted."""
     if len(data) > MAX_INPUT_BYTES:
         return None, f"{len(data)} bytes is more than the {MAX_INPUT_BYTES} accepted"
@@ -124,66 +126,125 @@ def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def _loaded(text: str) -> tuple[list[Any], str | None]:
-    """(documents, problem): JSON when the text starts with `{` or `[`, else YAML (multi-document)."""
-    if text.lstrip()[:1] in ("{", "["):
+def parse_documents(origin: str, text: str) -> Iterator[Document | str]:
+    """The documents of one file or stdin, lazily, each checked object after object by the caller:
+    a Document, or an error line `origin[:document]: [path: ]message`. Empty documents are skipped;
+    List items become documents (`items[i]` in their path). JSON when the text starts with `{` or
+    `[` (a top-level List's items decoded one at a time, so a dump is never whole in memory), else
+    YAML (multi-document, nesting checked on the event stream first)."""
+    start = _SPACE.match(text).end()  # type: ignore[union-attr]
+    if text.startswith(("{", "["), start):
         try:
-            return [json.loads(text, object_pairs_hook=_json_pairs)], None
+            yield from _json_documents(f"{origin}:1", text, start)
         except RecursionError:
-            return [], "nested deeper than the JSON parser's limit"
+            yield f"{origin}: nested deeper than the JSON parser's limit"
         except ValueError as err:
-            return [], f"not JSON: {err}"
+            yield f"{origin}: not JSON: {err}"
+        return
     problem = _yaml_depth_problem(text)
     if problem is not None:
-        return [], problem
+        yield f"{origin}: {problem}"
+        return
     try:
-        return list(yaml.load_all(text, Loader=_StrictLoader)), None
+        for index, raw in enumerate(yaml.load_all(text, Loader=_StrictLoader), start=1):
+            if raw is not None:
+                yield from _flatten(f"{origin}:{index}", raw)
     except yaml.YAMLError as err:
-        return [], _yaml_problem(err)
+        yield f"{origin}: {_yaml_problem(err)}"
 
 
-def parse_documents(origin: str, data: bytes) -> tuple[list[Document], list[str]]:
-    """(documents, errors) of one file or stdin; an error line is `origin: [path: ]message`.
-    Empty documents are skipped; List items become documents (`items[i]` in their path)."""
-    text, problem = _decoded(origin, data)
-    if text is None:
-        return [], [f"{origin}: {problem}"]
-    loaded, problem = _loaded(text)
-    del text
+_DECODER = json.JSONDecoder(object_pairs_hook=_json_pairs)
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _skip(text: str, pos: int) -> int:
+    return _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+
+
+def _json_documents(where: str, text: str, pos: int) -> Iterator[Document | str]:
+    """A top-level object read key by key: an `items` array is decoded item by item; every other
+    value whole. Raises ValueError (as json does) on bad JSON."""
+    if not text.startswith("{", pos):
+        value, pos = _DECODER.raw_decode(text, pos)
+        _expect_end(text, pos)
+        yield from _flatten(where, value)
+        return
+    header: dict[str, Any] = {}
+    streamed = False
+    pos = _skip(text, pos + 1)
+    while not text.startswith("}", pos):
+        if not text.startswith('"', pos):
+            raise ValueError(f"expected a property name in double quotes at char {pos}")
+        key, pos = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]
+        if key in header or (key == "items" and streamed):
+            raise ValueError(f"duplicate key {key!r}")
+        pos = _skip(text, pos)
+        if not text.startswith(":", pos):
+            raise ValueError(f"expected ':' at char {pos}")
+        pos = _skip(text, pos + 1)
+        if key == "items" and text.startswith("[", pos):
+            streamed = True
+            pos = yield from _json_items(where, text, pos)
+        else:
+            header[key], pos = _DECODER.raw_decode(text, pos)
+        pos = _skip(text, pos)
+        if text.startswith(",", pos):
+            pos = _skip(text, pos + 1)
+        elif not text.startswith("}", pos):
+            raise ValueError(f"expected ',' or '}}' at char {pos}")
+    _expect_end(text, pos + 1)
+    if not streamed:
+        yield from _flatten(where, header)
+        return
+    problem = _header_problem(header)
+    if problem is None and not header["kind"].endswith("List"):
+        problem = "items", f"Invalid value: only a kind: List has items (kind is {header['kind']!r})"
     if problem is not None:
-        return [], [f"{origin}: {problem}"]
-    docs: list[Document] = []
-    errors: list[str] = []
-    for index, raw in enumerate(loaded, start=1):
-        loaded[index - 1] = None  # the List's items move into documents one by one
-        if raw is not None:
-            for doc, error in _flatten(f"{origin}:{index}", raw):
-                if error is None:
-                    docs.append(doc)
-                else:
-                    errors.append(doc.where(error))
-    return docs, errors
+        yield f"{where}: {problem[0]}: {problem[1]}"
 
 
-def _flatten(where: str, raw: Any) -> Iterator[tuple[Document, str | None]]:
-    """Each object with None, or a Document with the problem at its path: a List's items (Lists in
-    Lists too, as kubectl flattens them, iteratively), the item popped from its List as it goes."""
-    stack: list[tuple[str, Any]] = [("", raw)]
+def _json_items(where: str, text: str, pos: int) -> Generator[Document | str, None, int]:
+    """The items of a top-level List, each decoded and flattened on its own; returns the position
+    after the array."""
+    pos = _skip(text, pos + 1)
+    index = 0
+    while not text.startswith("]", pos):
+        item, pos = _DECODER.raw_decode(text, pos)
+        yield from _flatten(where, item, f"items[{index}]")
+        index += 1
+        pos = _skip(text, pos)
+        if text.startswith(",", pos):
+            pos = _skip(text, pos + 1)
+        elif not text.startswith("]", pos):
+            raise ValueError(f"expected ',' or ']' at char {pos}")
+    return pos + 1
+
+
+def _expect_end(text: str, pos: int) -> None:
+    pos = _skip(text, pos)
+    if pos != len(text):
+        raise ValueError(f"extra data at char {pos}")
+
+
+def _flatten(where: str, raw: Any, path: str = "") -> Iterator[Document | str]:
+    """Each object as a Document, or the error line at its path: a List's items (Lists in Lists
+    too, as kubectl flattens them, iteratively), each released from its List as it goes."""
+    stack: list[tuple[str, Any]] = [(path, raw)]
     while stack:
         item, obj = stack.pop()
         doc = Document(where, item, obj)
         problem = _header_problem(obj)
         if problem is not None:
-            yield doc, problem
+            yield f"{doc.where(problem[0])}: {problem[1]}"
             continue
         if not obj["kind"].endswith("List") or "items" not in obj:
-            yield doc, None
+            yield doc
             continue
         items = obj["items"]
         if items is None:
             continue
         if not isinstance(items, list):
-            yield doc, f"items: Invalid value: {type(items).__name__}: must be a list of objects"
+            yield f"{doc.where('items')}: Invalid value: {type(items).__name__}: must be a list of objects"
             continue
         prefix = f"{item}.items" if item else "items"
         children = [(f"{prefix}[{i}]", child) for i, child in enumerate(items)]
@@ -191,13 +252,14 @@ def _flatten(where: str, raw: Any) -> Iterator[tuple[Document, str | None]]:
         stack.extend(reversed(children))
 
 
-def _header_problem(obj: Any) -> str | None:
-    """Why an object cannot be dispatched: not a map, or apiVersion/kind missing or not strings."""
+def _header_problem(obj: Any) -> tuple[str, str] | None:
+    """(path, message) when an object cannot be dispatched: not a map, or apiVersion/kind missing or
+    not strings."""
     if not isinstance(obj, dict):
-        return f"Invalid value: {type(obj).__name__}: must be an object with apiVersion and kind"
+        return "", f"Invalid value: {type(obj).__name__}: must be an object with apiVersion and kind"
     for key in ("apiVersion", "kind"):
         value = obj.get(key)
         if not isinstance(value, str) or not value:
             shown = "missing" if value is None else f"a {type(value).__name__}"
-            return f"{key}: Required value: must be a non-empty string (is {shown})"
+            return key, f"Required value: must be a non-empty string (is {shown})"
     return None

@@ -13,7 +13,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import yaml
 
 from controller.api import constants as c
-from controller.api.documents import parse_documents
+from controller.api.documents import decode, parse_documents
 from controller.api.kube_objects import check_object
 from controller.api.queues import ClusterQueue
 from controller.api.workload import Workload
@@ -68,26 +68,36 @@ def read_step(spec: str, stdin: TextIO) -> Step:
     checked at the boundary as soon as it is parsed so only the kept fields stay in memory."""
     step = Step()
     if spec == "-":
-        buffer = getattr(stdin, "buffer", None)
-        _check_into(step, "<stdin>", buffer.read() if buffer is not None else stdin.read().encode())
+        _check_into(step, "<stdin>", *_text(lambda: _stdin_bytes(stdin)))
         return step
     for path in _files(spec):
-        try:
-            data = path.read_bytes()
-        except OSError as err:
-            step.errors.append(f"{path}: {err.strerror or err}")
-            continue
-        _check_into(step, str(path), data)
+        _check_into(step, str(path), *_text(path.read_bytes))
     return step
 
 
-def _check_into(step: Step, origin: str, data: bytes) -> None:
-    docs, errors = parse_documents(origin, data)
-    del data
-    step.errors.extend(errors)
-    docs.reverse()
-    while docs:
-        doc = docs.pop()  # each raw object is released once checked
+def _stdin_bytes(stdin: TextIO) -> bytes:
+    buffer = getattr(stdin, "buffer", None)
+    return buffer.read() if buffer is not None else stdin.read().encode()
+
+
+def _text(read: Callable[[], bytes]) -> tuple[str | None, str | None]:
+    """(text, problem) of one input; its bytes are released as soon as they are decoded."""
+    try:
+        data = read()
+    except OSError as err:
+        return None, err.strerror or str(err)
+    return decode(data)
+
+
+def _check_into(step: Step, origin: str, text: str | None, problem: str | None) -> None:
+    """Parse and check one input document by document, keeping what the boundary returns."""
+    if text is None:
+        step.errors.append(f"{origin}: {problem}")
+        return
+    for doc in parse_documents(origin, text):
+        if isinstance(doc, str):
+            step.errors.append(doc)
+            continue
         checked = check_object(doc.obj)
         step.errors.extend(doc.where(err.path) + f": {err.message}" for err in checked.errors)
         if checked.obj is not None:

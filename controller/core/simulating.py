@@ -16,6 +16,7 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.flavor import ResourceFlavor
+from controller.api.kube_objects import KIND_NODE, KIND_POD
 from controller.api.meta import format_time
 from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
@@ -40,14 +41,7 @@ NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 """The API server's alphabet for generated name suffixes (no vowels, no confusable characters)."""
 NAME_SUFFIX_LENGTH = 5
 
-KNOWN_KINDS = {
-    ("v1", "Node"), ("v1", "Pod"), ("v1", "Namespace"), ("scheduling.k8s.io/v1", "PriorityClass"),
-    (c.JOB_API_VERSION, c.KIND_JOB),
-    (f"{c.GROUP}/{c.VERSION_V1ALPHA1}", c.KIND_TOPOLOGY), (c.API_VERSION, c.KIND_TOPOLOGY),
-    (c.API_VERSION, c.KIND_RESOURCE_FLAVOR), (c.API_VERSION, c.KIND_CLUSTER_QUEUE),
-    (c.API_VERSION, c.KIND_LOCAL_QUEUE), (c.API_VERSION, c.KIND_WORKLOAD),
-}
-_NAMESPACED = {"Pod", c.KIND_JOB, c.KIND_LOCAL_QUEUE, c.KIND_WORKLOAD}
+_NAMESPACED = {KIND_POD, c.KIND_JOB, c.KIND_LOCAL_QUEUE, c.KIND_WORKLOAD}
 
 ObjectKey = tuple[str, str, str]
 """(kind, namespace, name)."""
@@ -58,10 +52,6 @@ def object_key(obj: Mapping[str, Any]) -> ObjectKey:
     kind = str(obj.get("kind", ""))
     namespace = str(meta.get("namespace") or "default") if kind in _NAMESPACED else ""
     return kind, namespace, str(meta.get("name", ""))
-
-
-def is_known(obj: Mapping[str, Any]) -> bool:
-    return (obj.get("apiVersion"), obj.get("kind")) in KNOWN_KINDS
 
 
 @dataclass(slots=True)
@@ -90,6 +80,10 @@ class Simulation:
     state: AdmissionState | None = None
     _explained: list[Pending] = field(default_factory=list)
     """Why each workload waits after the last `run`, by key (computed once there)."""
+    _nodes: dict[ObjectKey, NodeView] = field(default_factory=dict)
+    _pods: dict[ObjectKey, PodView] = field(default_factory=dict)
+    """The applied Nodes and Pods, kept only as views built once when applied (`objects` holds
+    every other kind as given)."""
     seed: int = GENERATE_NAME_SEED
     _random: random.Random = field(init=False)
     """Draws generated names; seeded, so the same input always gives the same names."""
@@ -107,7 +101,13 @@ class Simulation:
         self.step += 1
         for obj in objects:
             obj = self._named(obj)
-            self.objects[object_key(obj)] = dict(obj)
+            key = object_key(obj)
+            if key[0] == KIND_NODE:
+                self._nodes[key] = NodeView.from_dict(obj)
+            elif key[0] == KIND_POD:
+                self._pods[key] = PodView.from_dict(obj)
+            else:
+                self.objects[key] = dict(obj)
 
     def _named(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
         """The object itself, or a copy named generateName + 5 characters of the API server's
@@ -119,7 +119,8 @@ class Simulation:
         while True:
             name = prefix + "".join(self._random.choice(NAME_ALPHABET) for _ in range(NAME_SUFFIX_LENGTH))
             named = {**obj, "metadata": {**meta, "name": name}}
-            if object_key(named) not in self.objects:
+            key = object_key(named)
+            if key not in self.objects and key not in self._nodes and key not in self._pods:
                 return named
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
@@ -220,8 +221,8 @@ class Simulation:
 
     def _rebuild(self) -> AdmissionState:
         """A fresh snapshot of everything applied; admissions still running keep quota and nodes."""
-        nodes = [NodeView.from_dict(n) for n in self.of_kind("Node")]
-        pods = [PodView.from_dict(p) for p in self.of_kind("Pod")]
+        nodes = list(self._nodes.values())
+        pods = list(self._pods.values())
         ns_metas = [ns.get("metadata") or {} for ns in self.of_kind("Namespace")]
         namespaces = {str(meta.get("name", "")): dict(meta.get("labels") or {}) for meta in ns_metas}
         running = {key: t.fit for key, t in self.tracked.items() if t.fit is not None and t.finished is None}
