@@ -94,7 +94,7 @@ class LeaderElector:
             self._renewed_at = now
             if not self.is_leader:
                 await self._start_leading()
-        elif self.is_leader and (attempt is _Attempt.TAKEN or self._past_renew_deadline(now)):
+        elif self.is_leader and (attempt is _Attempt.TAKEN or self._past_renew_deadline(self.clock())):
             await self._stop_leading()
 
     async def release(self) -> bool:

@@ -147,3 +147,17 @@ async def test_cancelling_run_stops_leading_and_releases_the_lease(api_client: A
 def test_timings_must_be_ordered_retry_below_deadline_below_duration() -> None:
     with pytest.raises(ValueError, match=r"retry period \(2s\) < renew deadline \(20s\) < lease duration \(15s\)"):
         LeaderElector(None, NS, LEASE, "a", renew_deadline_s=20)  # type: ignore[arg-type]
+
+
+async def test_a_renewal_that_hangs_past_the_deadline_stops_leading_in_the_same_round(
+        api_client: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock, events = FakeClock(), []
+    a = elector(api_client, "a", clock, events, lease_duration_s=3, renew_deadline_s=0.2, retry_period_s=0.1)
+    await a.step()
+
+    async def hangs(*_: Any, **__: Any) -> Any:
+        clock.advance(5)  # the clock moves on while the request hangs
+        await asyncio.sleep(10)
+    monkeypatch.setattr(a.api, "read_namespaced_lease", hangs)
+    await a.step()
+    assert (a.is_leader, events) == (False, ["a started", "a stopped"])
