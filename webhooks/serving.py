@@ -26,10 +26,14 @@ from aiohttp import web
 # kopf raises these for a review it cannot serve; it does not export the class at its top level.
 from kopf._core.engines.admission import WebhookError
 
+from webhooks.handlers import DENIAL_CODE, denial_message
+from webhooks.validation.errors import ROOT, FieldError, FieldPath
+
 logger = logging.getLogger(__name__)
 
 REVIEW_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+MAX_OBJECT_DEPTH: Final = 64  # a Workload's pod template nests about 15 levels; kopf copies recursively
 IDENTITY_FIELDS: Final = ("name", "generateName", "namespace", "uid")
 MAX_REVIEW_BYTES: Final = 8 * 1024 * 1024  # kube-apiserver's own request limit is 3 MiB
 
@@ -74,14 +78,53 @@ def _metadata_problems(path: str, metadata: Any) -> list[str]:
             if metadata.get(field) is not None and not isinstance(metadata.get(field), str)]
 
 
+def too_deep(obj: Any, limit: int = MAX_OBJECT_DEPTH) -> FieldPath | None:
+    """The path of the first value nested more than `limit` levels inside `obj`, found without
+    recursion (so any depth a JSON document can have is measured), or None."""
+    stack: list[tuple[Any, FieldPath, int]] = [(obj, ROOT, 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > limit:
+            return path
+        if isinstance(value, Mapping):
+            stack.extend((v, path.child(str(k)), depth + 1) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, path.index(i), depth + 1) for i, v in enumerate(value))
+    return None
+
+
+def _denied_as_too_deep(review: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A 422 denial for an object nested deeper than kopf can copy (kube-apiserver passes such
+    values in fields that keep unknown content), naming where; None for an ordinary object."""
+    request = review["request"]
+    for key in ("object", "oldObject"):
+        path = too_deep(request.get(key))
+        if path is None:
+            continue
+        shown = path.text if len(path.text) <= 120 else path.text[:120] + "..."
+        kind = request.get("kind") if isinstance(request.get("kind"), Mapping) else {}
+        error = FieldError(shown, f"Invalid value: must not be nested more than {MAX_OBJECT_DEPTH} levels deep")
+        message = denial_message(str(kind.get("kind") or request["resource"]["resource"]),
+                                 str(request["resource"]["group"]), str(request.get("name") or ""), [error])
+        return {"apiVersion": review["apiVersion"], "kind": "AdmissionReview",
+                "response": {"uid": request["uid"], "allowed": False,
+                             "status": {"code": DENIAL_CODE, "message": message}}}
+    return None
+
+
 async def answer(fn: kopf.WebhookFn, review: Any, webhook: str | None,
                  headers: Mapping[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     """(HTTP status, body) for one decoded request body: 400 with the problems when it is not an
-    AdmissionReview kopf can route, 500 when a handler fails unexpectedly, else kopf's review."""
+    AdmissionReview kopf can route, a denial for an object too deep for kopf, 500 when a handler
+    fails unexpectedly, else kopf's review."""
     problems = review_problems(review)
     if problems:
         return 400, {"message": "; ".join(problems)}
     what = describe(review)
+    deep = _denied_as_too_deep(review)
+    if deep is not None:
+        logger.info("Admission %s: denied %s", what, deep["response"]["status"]["message"])
+        return 200, deep
     started = time.perf_counter()
     try:
         response = await fn(review, webhook=webhook or None, headers=dict(headers or {}))
@@ -220,8 +263,8 @@ class AdmissionServer:
         """One request: 400 when the body is not JSON, else what `answer` says."""
         try:
             review = json.loads(await request.read())
-        except (ValueError, UnicodeDecodeError) as e:
-            return _bad_request(f"the body is not JSON: {e}")
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            return _bad_request(f"the body is not JSON this server can read: {e}")
         status, body = await answer(fn, review, request.match_info.get("id"), request.headers)
         if status == 400:
             logger.warning("Admission request refused: %s", body["message"])

@@ -20,7 +20,7 @@ from controller.api import constants as c
 from tests.unit.webhooks.manifests import valid_job
 from tests.unit.webhooks.reviews import Admission, review
 from webhooks.certificates import CertificateAuthority, write_serving_files
-from webhooks.serving import AdmissionServer, TlsFiles, review_problems
+from webhooks.serving import MAX_OBJECT_DEPTH, AdmissionServer, TlsFiles, review_problems, too_deep
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
@@ -67,6 +67,7 @@ async def served_serial(server: AdmissionServer, ca_pem: bytes) -> int:
 
 @pytest.mark.parametrize(("body", "problem"), [
     pytest.param(b"{not json", "not JSON", id="not JSON"),
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, "not JSON", id="JSON nested deeper than the decoder goes"),
     pytest.param(b"[1, 2]", "JSON object", id="a list"),
     pytest.param(b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "request must be",
                  id="no request"),
@@ -176,3 +177,32 @@ async def test_a_renewed_secret_volume_is_picked_up(tmp_path: Path) -> None:
         assert await served_serial(server, ca.cert_pem) != first
     finally:
         await serving.aclose()
+
+
+def nested(depth: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for _ in range(depth):
+        out = {"a": out}
+    return out
+
+
+@pytest.mark.parametrize(("depth", "deep"), [(MAX_OBJECT_DEPTH - 3, False), (MAX_OBJECT_DEPTH + 1, True),
+                                             (50_000, True)])
+def test_too_deep_measures_any_depth_without_recursion(depth: int, deep: bool) -> None:
+    path = too_deep({"spec": {"x": [nested(depth)]}})
+    assert (path is not None) is deep
+    if path is not None:
+        assert path.text.startswith("spec.x[0].a.a")
+
+
+@pytest.mark.parametrize("handler_id", [c.WEBHOOK_VALIDATE_JOB, c.WEBHOOK_MUTATE_JOB])
+async def test_an_object_too_deep_for_kopf_is_denied_with_its_path(handler_id: str) -> None:
+    """kopf copies objects recursively and fails past ~500 levels; such an object is denied (422),
+    naming where, instead of failing the call."""
+    request = review(valid_job().obj())
+    request["request"]["object"]["spec"]["template"]["spec"]["extra"] = nested(2_000)
+    status, body = await Admission().answer(handler_id, request)
+    assert status == 200 and body["response"]["allowed"] is False
+    assert body["response"]["status"]["code"] == 422
+    assert 'Job.batch "train" is invalid: spec.template.spec.extra.a.a' in body["response"]["status"]["message"]
+    assert f"nested more than {MAX_OBJECT_DEPTH} levels" in body["response"]["status"]["message"]
