@@ -168,6 +168,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="10000,50000")
     parser.add_argument("--no-yaml", action="store_true", help="JSON dumps only")
+    parser.add_argument("--indent", type=int, default=4, help="JSON indentation (kubectl: 4; 0: compact)")
     args = parser.parse_args()
     print(f"# {platform.python_version()} {platform.machine()} {os.cpu_count()} cpus; libyaml "
           f"{'yes' if hasattr(yaml, 'CSafeLoader') else 'no'}; uptime: {os.getloadavg()}")
@@ -183,7 +184,7 @@ def main() -> None:
                 path = Path(tmp) / f"dump-{n}.{fmt}"
                 with path.open("w", encoding="utf-8") as f:
                     if fmt == "json":
-                        json.dump(listing, f, indent=4)
+                        json.dump(listing, f, indent=args.indent or None)
                     else:
                         yaml.dump(listing, f, Dumper=yaml.CSafeDumper, sort_keys=False)
                 bare = measure(_BARE_JSON if fmt == "json" else _BARE_YAML, str(path))

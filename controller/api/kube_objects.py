@@ -23,7 +23,7 @@ from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.workload import Workload
 from webhooks.validation import FieldError, formats, placement, validate
-from webhooks.validation.errors import ROOT, SPEC, invalid, required
+from webhooks.validation.errors import ROOT, SPEC, invalid, required, unsupported
 from webhooks.validation.meta import METADATA, object_meta
 from webhooks.validation.pod_templates import pod_template
 
@@ -32,6 +32,10 @@ KIND_POD: Final = "Pod"
 KIND_NAMESPACE: Final = "Namespace"
 KIND_PRIORITY_CLASS: Final = "PriorityClass"
 PRIORITY_CLASS_API_VERSION: Final = "scheduling.k8s.io/v1"
+POD_PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+CONDITION_STATUSES: Final = ("True", "False", "Unknown")
+COMPLETION_MODES: Final = ("NonIndexed", "Indexed")
+"""Enumerations the schema leaves as plain strings, for the fields tasq reads."""
 HIGHEST_USER_PRIORITY: Final = 1_000_000_000
 """Kubernetes' HighestUserDefinablePriority: classes not named `system-*` stay at or below it."""
 
@@ -150,12 +154,18 @@ def _node_rules(obj: Mapping[str, Any]) -> list[FieldError]:
     errs = _quantities("status.allocatable", status.get("allocatable"))
     errs.extend(_quantities("status.capacity", status.get("capacity")))
     errs.extend(placement.taints(SPEC.child("taints"), spec.get("taints")))
+    path = ROOT.child("status").child("conditions")
+    errs.extend(unsupported(path.index(i).child("status"), cd.get("status"), CONDITION_STATUSES)
+                for i, cd in enumerate(status.get("conditions") or []) if cd.get("status") not in CONDITION_STATUSES)
     return errs
 
 
 def _pod_rules(obj: Mapping[str, Any]) -> list[FieldError]:
     errs = pod_template(ROOT, obj)
     errs.extend(_quantities("spec.overhead", (obj.get("spec") or {}).get("overhead")))
+    phase = (obj.get("status") or {}).get("phase")
+    if phase is not None and phase not in POD_PHASES:
+        errs.append(unsupported(ROOT.child("status").child("phase"), phase, POD_PHASES))
     return errs
 
 
@@ -166,6 +176,9 @@ def _job_rules(obj: Mapping[str, Any]) -> list[FieldError]:
     errs = [invalid(SPEC.child(name), spec[name], "must be greater than or equal to 0")
             for name in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds")
             if isinstance(spec.get(name), int) and spec[name] < 0]
+    mode = spec.get("completionMode")
+    if mode is not None and mode not in COMPLETION_MODES:
+        errs.append(unsupported(SPEC.child("completionMode"), mode, COMPLETION_MODES))
     return errs + validate(obj)
 
 
