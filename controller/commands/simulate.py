@@ -10,6 +10,8 @@ Exit codes: 0 done, 2 invalid input (every error as `file:document: path: messag
 from __future__ import annotations
 
 import argparse
+import errno
+import functools
 import json
 import re
 import sys
@@ -21,7 +23,7 @@ from typing import Any, TextIO
 import yaml
 
 from controller.api import constants as c
-from controller.api.documents import decode, parse_documents
+from controller.api.documents import MAX_INPUT_BYTES, decode, parse_documents
 from controller.api.kube_objects import check_object
 from controller.api.queues import ClusterQueue
 from controller.api.workload import Workload
@@ -71,8 +73,16 @@ def read_step(spec: str, stdin: TextIO) -> Step:
         _check_into(step, "<stdin>", *_text(lambda: _stdin_bytes(stdin)))
         return step
     for path in _files(spec):
-        _check_into(step, str(path), *_text(path.read_bytes))
+        _check_into(step, str(path), *_text(functools.partial(_file_bytes, path)))
     return step
+
+
+def _file_bytes(path: Path) -> bytes:
+    """The file's bytes; one larger than the boundary accepts is refused before it is read."""
+    size = path.stat().st_size
+    if size > MAX_INPUT_BYTES:
+        raise OSError(errno.EFBIG, f"{size} bytes is more than the {MAX_INPUT_BYTES} accepted")
+    return path.read_bytes()
 
 
 def _stdin_bytes(stdin: TextIO) -> bytes:

@@ -135,3 +135,13 @@ def test_an_unquoted_timestamp_is_read_as_the_string_kubernetes_reads(capsys: py
     path.write_text(NODE.replace("n1}", "n1, creationTimestamp: 2026-01-01T00:00:00Z}"), encoding="utf-8")
     code, _, err = simulate(capsys, "-f", str(path))
     assert (code, err) == (0, "")
+
+
+def test_a_file_above_the_size_limit_is_refused_before_it_is_read(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("controller.commands.simulate.MAX_INPUT_BYTES", 10)
+    path = tmp_path / "big.yaml"
+    path.write_text(NODE, encoding="utf-8")
+    code, out, err = simulate(capsys, "-f", str(path))
+    assert (code, out) == (2, "")
+    assert f"error: {path}: 39 bytes is more than the 10 accepted" in err
