@@ -144,4 +144,4 @@ def test_a_file_above_the_size_limit_is_refused_before_it_is_read(
     path.write_text(NODE, encoding="utf-8")
     code, out, err = simulate(capsys, "-f", str(path))
     assert (code, out) == (2, "")
-    assert f"error: {path}: 39 bytes is more than the 10 accepted" in err
+    assert f"error: {path}: 47 bytes is more than the 10 accepted" in err
