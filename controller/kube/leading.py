@@ -51,7 +51,7 @@ class LeaderElector:
     `on_started` / `on_stopped` run (awaited when they return an awaitable) on each transition.
     """
 
-    def __init__(self, api_client: ApiClient, namespace: str, name: str, identity: str, *,
+    def __init__(self, api_client: ApiClient, namespace: str, name: str, identity: str,
                  lease_duration_s: float = 15, renew_deadline_s: float = 10, retry_period_s: float = 2,
                  on_started: Callback | None = None, on_stopped: Callback | None = None,
                  clock: Callable[[], datetime] = _utc_now,
