@@ -25,6 +25,17 @@ PLURAL_WORKLOADS: Final = "workloads"
 # The batch/v1 Job, the one workload kind tasq integrates (owner of the Workloads it builds).
 JOB_API_VERSION: Final = "batch/v1"
 KIND_JOB: Final = "Job"
+# The core kinds tasq reads besides Jobs (Nodes and Pods for capacity, Namespaces for selectors).
+KIND_NODE: Final = "Node"
+KIND_POD: Final = "Pod"
+KIND_NAMESPACE: Final = "Namespace"
+KIND_PRIORITY_CLASS: Final = "PriorityClass"
+CORE_API_VERSION: Final = "v1"
+PRIORITY_CLASS_API_VERSION: Final = "scheduling.k8s.io/v1"
+POD_PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+CONDITION_STATUSES: Final = ("True", "False", "Unknown")
+JOB_COMPLETION_MODES: Final = ("NonIndexed", "Indexed")
+"""Values Kubernetes accepts where its schema says only "string" (checked by api.kube_objects)."""
 
 # Labels on Jobs and pods.
 LABEL_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"
@@ -180,3 +191,19 @@ ADMISSION_RESULT_INADMISSIBLE: Final = "inadmissible"
 PROBE_PATH_METRICS: Final = "/metrics"
 PROBE_PATH_HEALTHZ: Final = "/healthz"
 PROBE_PATH_READYZ: Final = "/readyz"
+
+# Kueue's pod-set slice and group annotations (TAS, Kueue 0.19) and the reason for a slice request
+# the flavor's topology cannot express (a slice level above the pod set's level, an inner layer
+# that is not below the outer one).
+ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-slice-required-topology"
+ANNOTATION_PODSET_SLICE_SIZE: Final = "kueue.x-k8s.io/podset-slice-size"
+ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS: Final = \
+    "kueue.x-k8s.io/podset-slice-required-topology-constraints"
+ANNOTATION_PODSET_GROUP_NAME: Final = "kueue.x-k8s.io/podset-group-name"
+REASON_SLICE_TOPOLOGY_INVALID: Final = "SliceTopologyInvalid"
+MAX_SLICE_LAYERS: Final = 3
+"""Kueue's limit on the layers of `podset-slice-required-topology-constraints`."""
+
+# Kueue's feature gates that change placement (`--feature-gates=Name=true,...`).
+FEATURE_TAS_BALANCED_PLACEMENT: Final = "TASBalancedPlacement"
+FEATURE_TAS_MULTI_LAYER_TOPOLOGY: Final = "TASMultiLayerTopology"

@@ -64,7 +64,8 @@ class AssignmentFailure:
     """No placement for pod set `podset` (earlier pod sets may have fitted; nothing is kept).
 
     `level` is the level the fit counts refer to (the requested one, or the widest when spreading);
-    `fit` the most pods any acceptable placement could hold; `best` the best domain's path at
+    `unit` what `fit` counts: "pod", or "slice" for a pod set in slices of more than one pod;
+    `fit` the most units any acceptable placement could hold; `best` the best domain's path at
     `level` (None when nothing fits at all); `domain_fits` every domain at `level` with room, most
     first (path, count); `excluded` the tally of nodes excluded by reason, in message order.
     """
@@ -74,6 +75,7 @@ class AssignmentFailure:
     podset: str
     count: int = 0
     fit: int = 0
+    unit: str = "pod"
     level: str | None = None
     best: str | None = None
     domain_fits: tuple[tuple[str, int], ...] = ()

@@ -1,4 +1,5 @@
-"""What the topology engine is asked to place: one pod set, its per-pod requests and its topology mode.
+"""What the topology engine is asked to place: one pod set, its per-pod requests, its topology mode,
+its slice layers (Kueue's pod-set slices) and its pod-set group.
 
 Built by the admission cycle from a Workload's podSets (or by tests directly); read by `assigning`.
 `PodSetRequest.from_template` computes the effective requests as kube-scheduler does, plus 1 `pods`.
@@ -17,11 +18,34 @@ TopologyMode = Literal["required", "preferred", "unconstrained"]
 
 
 @dataclass(frozen=True, slots=True)
+class SliceLayer:
+    """Every `size` consecutive pods of the pod set lie inside one domain of `level`."""
+
+    level: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
 class TopologyRequest:
-    """How a pod set must be packed; `level` None means the lowest level (the KEP's `auto`)."""
+    """How a pod set must be packed; `level` None means the lowest level (the KEP's `auto`).
+
+    `slices`: Kueue's slice layers, outer first (`podset-slice-required-topology` + `-size` is one
+    layer; `-constraints` up to three), each inner size dividing the outer one. `group`: Kueue's
+    `podset-group-name`: pod sets of one workload sharing it are placed in one domain together.
+    `implied`: no annotation at all, placed as unconstrained because every flavor of the
+    ClusterQueue has a topology (Kueue's implicit TAS).
+    """
 
     mode: TopologyMode
     level: str | None = None
+    slices: tuple[SliceLayer, ...] = ()
+    group: str | None = None
+    implied: bool = False
+
+    @property
+    def slice_size(self) -> int:
+        """Pods per outer slice; 1 (every pod its own slice) without slice layers."""
+        return self.slices[0].size if self.slices else 1
 
 
 UNCONSTRAINED = TopologyRequest("unconstrained", None)
