@@ -22,9 +22,9 @@ from controller.core.ungating import PodState, UngatingInput
 from controller.kube.metrics import Metrics
 from controller.kube.ungating import TopologyUngater
 from devcluster.cluster import DevCluster
-from devcluster.components import Components
-from devcluster.faults import CONFLICT, ERROR
-from devcluster.nodes import LABEL_BLOCK, LABEL_RACK, create_nodes, parse_shape, topology_nodes
+from devcluster.server.faults import CONFLICT, ERROR
+from devcluster.simulated.components import Components
+from devcluster.simulated.nodes import LABEL_BLOCK, LABEL_RACK, create_nodes, parse_shape, topology_nodes
 
 RACK = "cloud.com/rack"
 OTHER_GATE = "example.com/other"
@@ -332,3 +332,36 @@ async def test_on_the_devcluster_injected_409s_and_500s_on_pod_patches_converge_
     by_index = {int(p.metadata.labels[c.LABEL_JOB_COMPLETION_INDEX]): p.spec.node_selector[LABEL_RACK]
                 for p in items}
     assert by_index == {0: "b1-r1", 1: "b1-r1", 2: "b1-r1", 3: "b1-r2", 4: "b1-r2", 5: "b1-r2"}
+
+
+async def test_on_the_devcluster_a_restart_between_patches_ungates_the_rest_exactly_once(
+        cluster_api: tuple[DevCluster, ApiClient]) -> None:
+    """The first ungater dies after 3 or 4 of 6 patches (its expectations die with it); a new one, reading
+    the API afresh, releases only the other 3, each into the slice of its index."""
+    _, client = cluster_api
+    core = CoreV1Api(client)
+    for i in range(6):
+        await core.create_namespaced_pod("default", gated_pod(f"r-{i}", i))
+    slices = {"main": [TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r1"}, count=3),
+                       TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r2"}, count=3)]}
+
+    async def listing() -> list[PodState]:
+        return [pod_state(p) for p in (await core.list_namespaced_pod("default")).items]
+    before = await listing()
+    first = TopologyUngater(core, lambda ns, wl: UngatingInput(ns, wl, slices, before), parallelism=1)
+    task = asyncio.create_task(first.sync("default", "job-r"))
+    while first.patches < 4:  # the 4th patch is waiting on the API when the process dies
+        await asyncio.sleep(0.001)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    middle = await listing()
+    done_before = {p.name for p in middle if not p.gated}
+    assert 3 <= len(done_before) <= 4
+
+    second = TopologyUngater(core, lambda ns, wl: UngatingInput(ns, wl, slices, middle))
+    assert await second.sync("default", "job-r") == 6 - len(done_before)
+    items = (await core.list_namespaced_pod("default")).items
+    assert not any(p.spec.scheduling_gates for p in items)
+    assert {int(p.metadata.labels[c.LABEL_JOB_COMPLETION_INDEX]): p.spec.node_selector[LABEL_RACK] for p in items} == {
+        0: "b1-r1", 1: "b1-r1", 2: "b1-r1", 3: "b1-r2", 4: "b1-r2", 5: "b1-r2"}
