@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import given, settings
@@ -242,3 +242,22 @@ def test_the_plan_does_not_depend_on_the_order_pods_are_listed(
     shuffled = list(pods)
     rnd.shuffle(shuffled)
     assert plan(slices, pods) == plan(list(reversed(slices)), shuffled)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenarios(), st.data())
+def test_pods_in_flight_hold_their_slots_and_are_never_ungated_twice(
+        scenario: tuple[list[TopologySlice], list[PodBuilder]], data: st.DataObject) -> None:
+    slices, pods = scenario
+    waiting = [i for i, p in enumerate(pods) if p.gated and not p.terminated]
+    chosen = data.draw(st.sets(st.sampled_from(waiting))) if waiting else set()
+    racks = {i: data.draw(st.integers(0, len(slices) - 1)) for i in sorted(chosen)}
+    in_flight = {pods[i].state().uid: {BLOCK: "b1", RACK: f"r{r}"} for i, r in racks.items()}
+    result = plan(slices, pods, in_flight)
+    # the oracle sees an in-flight pod as already released into the slice its patch names
+    as_if_released = [replace(p).released_to("b1", f"r{racks[i]}") if i in racks else p for i, p in enumerate(pods)]
+    free = oracle_free_slots(slices, as_if_released)
+    new = Counter(u.node_selector[RACK] for u in result.ungate)
+    assert all(new[r] <= free.get(r, 0) for r in new)
+    assert not {u.uid for u in result.ungate} & set(in_flight)
+    assert len(result.ungate) == min(len(waiting) - len(chosen), sum(free.values()))
