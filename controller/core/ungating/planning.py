@@ -2,7 +2,8 @@
 
 Pure: the TopologyUngater (controller/kube/ungating.py) builds an `UngatingInput` from its cache and
 patches one pod per `Ungate`. Pods already released keep their slot; terminated pods free theirs;
-with completion indexes, pod i goes to the slice holding slot i (slices in their sorted order).
+with completion indexes, pod i goes to the slice holding slot i (slices in the admission's order,
+which sorts them).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def plan_ungating(inp: UngatingInput, in_flight: Mapping[str, Mapping[str, str]]
 
 @dataclass
 class _SlotBoard:
-    """The slices of one pod set in sorted order and how many slots of each are still free.
+    """The slices of one pod set in the admission's order and how many slots of each are still free.
 
     `starts[i]` is the first slot (rank) of slice i, so slot r belongs to slice
     `bisect_right(starts, r) - 1`; `by_labels` finds a slice from a released pod's node selector.
@@ -105,7 +106,9 @@ class _SlotBoard:
 
     @classmethod
     def of(cls, slices: Sequence[TopologySlice]) -> _SlotBoard:
-        ordered = sorted(slices, key=lambda s: tuple(s.node_labels.values()))
+        # The admission's order, as Kueue numbers slots: the admission sorts slices by their values
+        # level by level, which the planner cannot redo (an API round trip may reorder label keys).
+        ordered = list(slices)
         starts: list[int] = []
         total = 0
         for s in ordered:
@@ -191,7 +194,7 @@ def _place_by_rank(board: _SlotBoard, waiting: list[PodState], usable: bool) -> 
 
 
 def _fill_in_order(board: _SlotBoard, waiting: list[PodState]) -> tuple[list[Ungate], list[PodState]]:
-    """Phase 3: the remaining pods, in order, fill the free slots slice by slice in sorted order.
+    """Phase 3: the remaining pods, in order, fill the free slots slice by slice in the admission's order.
 
     One pass over pods and slices together; returns the pods placed and those left without a slot.
     """
