@@ -20,9 +20,9 @@ from pathlib import Path
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from controller.api import constants as c  # noqa: E402
-from devcluster.apiserver import ApiServer  # noqa: E402
-from devcluster.components import Components, ManualClock  # noqa: E402
-from devcluster.nodes import (  # noqa: E402
+from devcluster.server.apiserver import ApiServer  # noqa: E402
+from devcluster.simulated.components import Components, ManualClock  # noqa: E402
+from devcluster.simulated.nodes import (  # noqa: E402
     LABEL_RACK,
     RESOURCE_GPU,
     TopologyShape,

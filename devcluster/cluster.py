@@ -16,12 +16,12 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
-from devcluster.admission import WebhookChain
-from devcluster.apiserver import ApiServer
-from devcluster.clock import Clock, utc_now
-from devcluster.faults import Faults
-from devcluster.serving import BOOKMARK_INTERVAL, HttpFrontend
-from devcluster.store import HISTORY_LIMIT
+from devcluster.front.serving import BOOKMARK_INTERVAL, HttpFrontend
+from devcluster.server.apiserver import ApiServer
+from devcluster.server.clock import Clock, utc_now
+from devcluster.server.faults import Faults
+from devcluster.server.store import HISTORY_LIMIT
+from devcluster.webhooking.admission import WebhookChain
 
 T = TypeVar("T")
 

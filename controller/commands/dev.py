@@ -26,9 +26,9 @@ from controller.kube.api import connect
 from controller.kube.operating import Operator
 from controller.kube.process import Webhooks, serve_tasq
 from devcluster.cluster import DevCluster
-from devcluster.components import Components
-from devcluster.errors import ApiError
-from devcluster.nodes import (
+from devcluster.server.errors import ApiError
+from devcluster.simulated.components import Components
+from devcluster.simulated.nodes import (
     LABEL_RACK,
     NodeDumpError,
     TopologyShape,
@@ -37,7 +37,7 @@ from devcluster.nodes import (
     parse_shape,
     topology_nodes,
 )
-from devcluster.seeding import apply_crds
+from devcluster.simulated.seeding import apply_crds
 
 DEFAULT_TOPOLOGY = "2x4x4x8"
 

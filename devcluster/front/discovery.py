@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devcluster.resources import ResourceRegistry
+from devcluster.server.resources import ResourceRegistry
 
 KUBERNETES_VERSION = ("1", "37", "v1.37.0-tasq")
 

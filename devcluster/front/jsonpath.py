@@ -1,7 +1,7 @@
 """A JSONPath subset for CRD additionalPrinterColumns, evaluated as kubectl's printer does.
 
 Supports `.a.b`, `['a.b']`, `[0]`, `[-1]`, `[*]`, `..`-free paths and filters
-`[?(@.type=="Admitted")]` (==, !=, and bare `@.field` presence). Used by `devcluster.tables`.
+`[?(@.type=="Admitted")]` (==, !=, and bare `@.field` presence). Used by `devcluster.front.tables`.
 """
 
 from __future__ import annotations

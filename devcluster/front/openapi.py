@@ -14,9 +14,9 @@ import re
 from functools import cache
 from typing import Any
 
-from devcluster.builtins import client_model, model_fields
-from devcluster.discovery import KUBERNETES_VERSION
-from devcluster.resources import ResourceRegistry, ResourceType
+from devcluster.front.discovery import KUBERNETES_VERSION
+from devcluster.server.builtins import client_model, model_fields
+from devcluster.server.resources import ResourceRegistry, ResourceType
 
 _QUERY_PARAMS = ("fieldValidation", "dryRun", "fieldManager")
 

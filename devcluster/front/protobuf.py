@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from devcluster.clock import timestamp
+from devcluster.server.clock import timestamp
 
 MAGIC = b"k8s\x00"
 

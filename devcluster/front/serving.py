@@ -18,10 +18,12 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from devcluster import discovery, openapi, protobuf, warning
-from devcluster.apiserver import PATCH_APPLY, ApiServer, ListOptions
-from devcluster.collecting import POLICY_BACKGROUND, POLICY_ORPHAN
-from devcluster.errors import (
+from devcluster.front import discovery, openapi, protobuf
+from devcluster.front.protobuf import ProtobufError
+from devcluster.front.tables import TableMaker
+from devcluster.server.apiserver import PATCH_APPLY, ApiServer, ListOptions
+from devcluster.server.collecting import POLICY_BACKGROUND, POLICY_ORPHAN
+from devcluster.server.errors import (
     INTERNAL_ERROR,
     METHOD_NOT_ALLOWED,
     NOT_FOUND,
@@ -29,10 +31,9 @@ from devcluster.errors import (
     ApiError,
     bad_request,
 )
-from devcluster.protobuf import ProtobufError
-from devcluster.resources import ResourceType
-from devcluster.tables import TableMaker
-from devcluster.watching import BOOKMARK, ERROR, Watch
+from devcluster.server.resources import ResourceType
+from devcluster.server.watching import BOOKMARK, ERROR, Watch
+from devcluster.webhooking import warning
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Server-side Table output (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`) for `kubectl get`.
 
 Columns for Pods, Nodes, Jobs, Namespaces and Events follow kubectl's familiar printers; custom
-resources use their CRD's additionalPrinterColumns (evaluated with `devcluster.jsonpath`). Called
+resources use their CRD's additionalPrinterColumns (evaluated with `devcluster.front.jsonpath`). Called
 by the HTTP layer for lists, single objects and watch events; `now` makes AGE deterministic.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 
 from controller.api.constants import CONDITION_JOB_COMPLETE, CONDITION_JOB_FAILED
 from controller.api.views import TERMINAL_PHASES
-from devcluster import jsonpath
-from devcluster.builtins import CONDITION_POD_SCHEDULED, REASON_SCHEDULING_GATED
-from devcluster.clock import parse_time
-from devcluster.resources import ResourceType
+from devcluster.front import jsonpath
+from devcluster.server.builtins import CONDITION_POD_SCHEDULED, REASON_SCHEDULING_GATED
+from devcluster.server.clock import parse_time
+from devcluster.server.resources import ResourceType
 
 Column = tuple[str, str, str, int]  # name, type, format, priority (1 = only with -o wide)
 Row = list[Any]

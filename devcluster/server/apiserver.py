@@ -1,7 +1,7 @@
 """The request pipeline: what kube-apiserver does between decoding a request and writing to storage.
 
 `ApiServer` is the in-process API (async create/get/list/update/patch/delete/watch) used by the
-HTTP layer (`devcluster.serving`) and directly by simulated components in the same event loop.
+HTTP layer (`devcluster.front.serving`) and directly by simulated components in the same event loop.
 Every write goes: fault hooks -> decode/default -> mutating admission -> validation ->
 validating admission -> storage, then the garbage collector and finalizer bookkeeping.
 """
@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from devcluster import builtins, converting, crds, schema
-from devcluster.clock import Clock, timestamp, utc_now
-from devcluster.collecting import (
+from devcluster.server import builtins, converting, crds, schema
+from devcluster.server.clock import Clock, timestamp, utc_now
+from devcluster.server.collecting import (
     NAMESPACES_KEY,
     POLICY_BACKGROUND,
     POLICY_FOREGROUND,
@@ -28,7 +28,7 @@ from devcluster.collecting import (
     default_policy,
     same_content,
 )
-from devcluster.errors import (
+from devcluster.server.errors import (
     CAUSE_FORBIDDEN,
     CAUSE_REQUIRED,
     CONFLICT,
@@ -48,9 +48,9 @@ from devcluster.errors import (
     not_found,
     too_large_resource_version,
 )
-from devcluster.patching import PatchError, clone, json_patch, merge_patch, strategic_merge_patch
-from devcluster.resources import ResourceRegistry, ResourceType
-from devcluster.selecting import (
+from devcluster.server.patching import PatchError, clone, json_patch, merge_patch, strategic_merge_patch
+from devcluster.server.resources import ResourceRegistry, ResourceType
+from devcluster.server.selecting import (
     FieldRequirement,
     Requirement,
     SelectorError,
@@ -59,8 +59,8 @@ from devcluster.selecting import (
     parse_field_selector,
     parse_label_selector,
 )
-from devcluster.store import HISTORY_LIMIT, StorageKey, Store, object_key
-from devcluster.watching import Watch
+from devcluster.server.store import HISTORY_LIMIT, StorageKey, Store, object_key
+from devcluster.server.watching import Watch
 
 PATCH_JSON = "application/json-patch+json"
 PATCH_MERGE = "application/merge-patch+json"

@@ -16,7 +16,7 @@ from typing import Any
 
 from kubernetes.client import models
 
-from devcluster.errors import (
+from devcluster.server.errors import (
     CAUSE_DUPLICATE,
     CAUSE_FORBIDDEN,
     CAUSE_INVALID,
@@ -25,8 +25,8 @@ from devcluster.errors import (
     Cause,
     field_error,
 )
-from devcluster.patching import clone
-from devcluster.resources import ResourceType
+from devcluster.server.patching import clone
+from devcluster.server.resources import ResourceType
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

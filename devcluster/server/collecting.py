@@ -1,6 +1,6 @@
 """Deletion and garbage collection: finalizers, deletionTimestamp, owner references, namespaces, CRDs.
 
-Used by the request pipeline (`devcluster.apiserver`) after admission: `delete_object` marks or
+Used by the request pipeline (`devcluster.server.apiserver`) after admission: `delete_object` marks or
 removes an object, `write` persists an update (removing an object whose last finalizer went away),
 and every removal runs the garbage collector, as kube-controller-manager's GC and namespace
 controller would, but synchronously so tests see a settled state.
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from devcluster import crds
-from devcluster.clock import Clock, timestamp
-from devcluster.patching import clone
-from devcluster.resources import ResourceRegistry, ResourceType
-from devcluster.store import StorageKey, Store, object_key
+from devcluster.server import crds
+from devcluster.server.clock import Clock, timestamp
+from devcluster.server.patching import clone
+from devcluster.server.resources import ResourceRegistry, ResourceType
+from devcluster.server.store import StorageKey, Store, object_key
 
 FINALIZER_FOREGROUND = "foregroundDeletion"
 FINALIZER_ORPHAN = "orphan"

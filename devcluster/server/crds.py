@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from devcluster.errors import CAUSE_INVALID, CAUSE_NOT_SUPPORTED, CAUSE_REQUIRED, Cause, field_error
-from devcluster.resources import ResourceRegistry, ResourceType
+from devcluster.server.errors import CAUSE_INVALID, CAUSE_NOT_SUPPORTED, CAUSE_REQUIRED, Cause, field_error
+from devcluster.server.resources import ResourceRegistry, ResourceType
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 

@@ -1,6 +1,6 @@
 """API errors as Kubernetes `Status` objects: the HTTP code, the reason and the field causes.
 
-Raised by the request pipeline (`devcluster.apiserver`) and turned into a `Status` body by the
+Raised by the request pipeline (`devcluster.server.apiserver`) and turned into a `Status` body by the
 HTTP layer; in-process callers catch `ApiError` the way client code catches `ApiException`.
 """
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from aiohttp import web
 
-from devcluster.apiserver import ApiServer, RequestInfo
-from devcluster.errors import INTERNAL_ERROR, METHOD_NOT_ALLOWED, ApiError, bad_request, conflict, gone
-from devcluster.watching import Watch
+from devcluster.server.apiserver import ApiServer, RequestInfo
+from devcluster.server.errors import INTERNAL_ERROR, METHOD_NOT_ALLOWED, ApiError, bad_request, conflict, gone
+from devcluster.server.watching import Watch
 
 LATENCY = "latency"
 CONFLICT = "conflict"

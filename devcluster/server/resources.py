@@ -124,7 +124,7 @@ class ResourceRegistry:
     """Served resources by (group, version, plural); CRD kinds are added and removed at runtime.
 
     All versions of one kind share storage; events.k8s.io/v1 Events are served from the core/v1
-    Events' storage (converted by `devcluster.converting`), as Kubernetes does.
+    Events' storage (converted by `devcluster.server.converting`), as Kubernetes does.
     """
 
     _by_gvr: dict[tuple[str, str, str], ResourceType] = field(default_factory=dict)

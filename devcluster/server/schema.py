@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from devcluster.errors import (
+from devcluster.server.errors import (
     CAUSE_DUPLICATE,
     CAUSE_INVALID,
     CAUSE_NOT_SUPPORTED,
@@ -22,7 +22,7 @@ from devcluster.errors import (
     Cause,
     field_error,
 )
-from devcluster.patching import clone
+from devcluster.server.patching import clone
 
 PRESERVE = "x-kubernetes-preserve-unknown-fields"
 INT_OR_STRING = "x-kubernetes-int-or-string"

@@ -1,6 +1,6 @@
 """The storage layer: objects per resource, one global resourceVersion, watch history.
 
-Plays etcd's role for the request pipeline (`devcluster.apiserver`): every write gets the next
+Plays etcd's role for the request pipeline (`devcluster.server.apiserver`): every write gets the next
 revision, lands in a bounded per-resource history (older revisions are compacted: watches from
 them get 410 Gone) and is pushed synchronously to subscribers. It knows nothing of validation.
 Stored objects are never mutated in place: a write stores a new dict, so events can share them.

@@ -11,8 +11,8 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from devcluster.errors import gone
-from devcluster.store import ADDED, DELETED, MODIFIED, Compacted, StorageKey, Store, StoredEvent
+from devcluster.server.errors import gone
+from devcluster.server.store import ADDED, DELETED, MODIFIED, Compacted, StorageKey, Store, StoredEvent
 
 ERROR = "ERROR"
 BOOKMARK = "BOOKMARK"
@@ -116,7 +116,7 @@ class Watch:
                                              "metadata": {"resourceVersion": str(revision)}}}
 
     def drop(self) -> None:
-        """End the watch as a broken connection would (fault injection, `devcluster.faults`)."""
+        """End the watch as a broken connection would (fault injection, `devcluster.server.faults`)."""
         self.dropped = True
         self.close()
 

@@ -11,11 +11,11 @@ import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 
-from devcluster.apiserver import ApiServer
-from devcluster.jobs import JobController
-from devcluster.kubelet import EVICTION_SECONDS, Kubelet
-from devcluster.podgc import PodGC
-from devcluster.scheduling import Scheduler
+from devcluster.server.apiserver import ApiServer
+from devcluster.simulated.jobs import JobController
+from devcluster.simulated.kubelet import EVICTION_SECONDS, Kubelet
+from devcluster.simulated.podgc import PodGC
+from devcluster.simulated.scheduling import Scheduler
 
 ROUND_INTERVAL = 0.2  # seconds between real-time rounds (`tasq dev`)
 

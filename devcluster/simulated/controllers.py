@@ -2,7 +2,7 @@
 
 Each keeps incremental state from synchronous store events: on `start()` it sees every current object
 as ADDED, then every committed write, until `close()`. Subclasses name the resources they follow in
-`follows()` and do their rounds in `sync()`, driven by `devcluster.components`; `pod_phase` and
+`follows()` and do their rounds in `sync()`, driven by `devcluster.simulated.components`; `pod_phase` and
 `counts_on_node` are the pod readings they share.
 """
 
@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any, Self
 
 from controller.api.views import TERMINAL_PHASES
-from devcluster.apiserver import ApiServer
-from devcluster.store import ADDED, StorageKey, StoredEvent, Subscriber
+from devcluster.server.apiserver import ApiServer
+from devcluster.server.store import ADDED, StorageKey, StoredEvent, Subscriber
 
 PODS_KEY: StorageKey = ("", "pods")
 NODES_KEY: StorageKey = ("", "nodes")

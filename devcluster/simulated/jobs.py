@@ -3,7 +3,7 @@
 `plan_job` is the pure part: from a Job and its pods it decides which pods to create (with which
 completion index) and delete, and the status to write. `JobController` follows the store's Job and
 pod events, keeps which terminated pods were counted, and applies plans in `sync()` (driven by
-`devcluster.components`). Rules follow pkg/controller/job (Kubernetes 1.31); see devcluster/README.md.
+`devcluster.simulated.components`). Rules follow pkg/controller/job (Kubernetes 1.31); see devcluster/README.md.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.views import TERMINAL_PHASES
-from devcluster.apiserver import ApiServer
-from devcluster.builtins import LABEL_LEGACY_CONTROLLER_UID, LABEL_LEGACY_JOB_NAME
-from devcluster.clock import parse_time, timestamp
-from devcluster.controllers import PODS_KEY, StoreFollower, pod_phase
-from devcluster.errors import ApiError
-from devcluster.patching import clone
-from devcluster.recording import NORMAL, WARNING, EventRecorder
-from devcluster.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
+from devcluster.server.apiserver import ApiServer
+from devcluster.server.builtins import LABEL_LEGACY_CONTROLLER_UID, LABEL_LEGACY_JOB_NAME
+from devcluster.server.clock import parse_time, timestamp
+from devcluster.server.errors import ApiError
+from devcluster.server.patching import clone
+from devcluster.server.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
+from devcluster.simulated.controllers import PODS_KEY, StoreFollower, pod_phase
+from devcluster.simulated.recording import NORMAL, WARNING, EventRecorder
 
 JOBS_KEY = ("batch", "jobs")
 INDEXED = "Indexed"

@@ -3,7 +3,7 @@
 Pods bound to a Ready node are admitted (Failed `OutOf<resource>` past allocatable), run, then Succeed
 after the `devcluster.tasq.io/run-seconds` annotation or Fail on request. On a NotReady node pods
 do not start, turn unready, and are evicted when their NoExecute toleration runs out (the taint
-manager). `devcluster.components` drives `sync()`; time is `api.now()`.
+manager). `devcluster.simulated.components` drives `sync()`; time is `api.now()`.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from controller.api import constants as c
 from controller.api.quantity import Resources, add_into
 from controller.api.selectors import NO_EXECUTE, Taint, Toleration
 from controller.api.views import NodeView, PodView
-from devcluster.apiserver import PATCH_MERGE, ApiServer
-from devcluster.builtins import CONDITION_POD_SCHEDULED
-from devcluster.clock import timestamp
-from devcluster.controllers import NODES_KEY, PODS_KEY, StoreFollower, counts_on_node, pod_phase
-from devcluster.errors import ApiError
-from devcluster.nodes import not_ready_taint_key, ready_condition, ready_status
-from devcluster.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
+from devcluster.server.apiserver import PATCH_MERGE, ApiServer
+from devcluster.server.builtins import CONDITION_POD_SCHEDULED
+from devcluster.server.clock import timestamp
+from devcluster.server.errors import ApiError
+from devcluster.server.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
+from devcluster.simulated.controllers import NODES_KEY, PODS_KEY, StoreFollower, counts_on_node, pod_phase
+from devcluster.simulated.nodes import not_ready_taint_key, ready_condition, ready_status
 
 EVICTION_SECONDS = 300.0  # the tolerationSeconds the DefaultTolerationSeconds admission plugin adds
 REASON_NODE_NOT_READY = "NodeNotReady"

@@ -15,9 +15,9 @@ from typing import Any
 import yaml
 
 from controller.api import constants as c
-from devcluster.apiserver import ApiServer
-from devcluster.discovery import KUBERNETES_VERSION
-from devcluster.errors import ApiError
+from devcluster.front.discovery import KUBERNETES_VERSION
+from devcluster.server.apiserver import ApiServer
+from devcluster.server.errors import ApiError
 
 LABEL_BLOCK = "cloud.provider.com/topology-block"
 LABEL_RACK = "cloud.provider.com/topology-rack"

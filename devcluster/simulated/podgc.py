@@ -2,7 +2,7 @@
 
 As kube-controller-manager's PodGC: a node missing for the quarantine (40 s, so a node that is only
 being re-registered keeps its pods) has its pods marked DisruptionTarget (`DeletionByPodGC`), the
-non-terminated ones Failed, then deleted. Driven by `devcluster.components` through `sync()`;
+non-terminated ones Failed, then deleted. Driven by `devcluster.simulated.components` through `sync()`;
 `next_deadline()` lets simulated time stop when a quarantine ends.
 """
 
@@ -13,11 +13,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from controller.api.views import TERMINAL_PHASES
-from devcluster.apiserver import PATCH_MERGE, ApiServer
-from devcluster.controllers import NODES_KEY, PODS_KEY, StoreFollower, pod_phase
-from devcluster.errors import ApiError
-from devcluster.kubelet import disruption_conditions
-from devcluster.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
+from devcluster.server.apiserver import PATCH_MERGE, ApiServer
+from devcluster.server.errors import ApiError
+from devcluster.server.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
+from devcluster.simulated.controllers import NODES_KEY, PODS_KEY, StoreFollower, pod_phase
+from devcluster.simulated.kubelet import disruption_conditions
 
 QUARANTINE = timedelta(seconds=40)
 REASON_DELETION_BY_POD_GC = "DeletionByPodGC"

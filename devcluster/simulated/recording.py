@@ -11,9 +11,9 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from devcluster.apiserver import ApiServer
-from devcluster.clock import timestamp
-from devcluster.errors import ApiError
+from devcluster.server.apiserver import ApiServer
+from devcluster.server.clock import timestamp
+from devcluster.server.errors import ApiError
 
 NORMAL = "Normal"
 WARNING = "Warning"

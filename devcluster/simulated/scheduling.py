@@ -2,7 +2,7 @@
 
 Filters follow the default profile's order (NodeUnschedulable, TaintToleration, NodeAffinity,
 NodeResourcesFit incl. `pods`); among feasible nodes it takes the first by name (bin packing, so
-placements are deterministic). Driven by `devcluster.components` through `sync()`; it follows the
+placements are deterministic). Driven by `devcluster.simulated.components` through `sync()`; it follows the
 store's pod and node events to keep per-node free capacity incremental.
 """
 
@@ -16,19 +16,19 @@ from controller.api import constants as c
 from controller.api.quantity import Resources, add_into, exceeded, fits, subtract
 from controller.api.selectors import NO_SCHEDULE, Taint, Toleration, node_matches_pod, untolerated_taint
 from controller.api.views import TERMINAL_PHASES, NodeView, PodView
-from devcluster.apiserver import PATCH_MERGE, ApiServer
-from devcluster.builtins import (
+from devcluster.server.apiserver import PATCH_MERGE, ApiServer
+from devcluster.server.builtins import (
     CONDITION_POD_SCHEDULED,
     DEFAULT_SCHEDULER,
     MESSAGE_GATED,
     REASON_SCHEDULING_GATED,
 )
-from devcluster.clock import timestamp
-from devcluster.controllers import NODES_KEY, PODS_KEY, StoreFollower, counts_on_node, pod_phase
-from devcluster.errors import ApiError
-from devcluster.nodes import not_ready_taint_key, ready_status
-from devcluster.recording import NORMAL, WARNING, EventRecorder
-from devcluster.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
+from devcluster.server.clock import timestamp
+from devcluster.server.errors import ApiError
+from devcluster.server.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
+from devcluster.simulated.controllers import NODES_KEY, PODS_KEY, StoreFollower, counts_on_node, pod_phase
+from devcluster.simulated.nodes import not_ready_taint_key, ready_status
+from devcluster.simulated.recording import NORMAL, WARNING, EventRecorder
 
 REASON_UNSCHEDULABLE = "Unschedulable"
 TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"

@@ -1,7 +1,7 @@
 """Seeding a fresh devcluster with the CustomResourceDefinitions found in a directory of YAML files.
 
 Used by `tasq dev` (and later `tasq demo`) right after the server starts (sample nodes come from
-`devcluster.nodes`); goes through the in-process API, so CRDs are validated and watched like any client's.
+`devcluster.simulated.nodes`); goes through the in-process API, so CRDs are validated and watched like any client's.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from devcluster.apiserver import ApiServer
-from devcluster.errors import ApiError
+from devcluster.server.apiserver import ApiServer
+from devcluster.server.errors import ApiError
 
 
 async def apply_crds(api: ApiServer, directory: Path) -> list[str]:

@@ -20,10 +20,9 @@ from typing import Any
 import aiohttp
 
 from controller.api.selectors import label_selector_matches
-from devcluster import warning
-from devcluster.apiserver import AdmissionRequest, ApiServer
-from devcluster.collecting import NAMESPACES_KEY
-from devcluster.errors import (
+from devcluster.server.apiserver import AdmissionRequest, ApiServer
+from devcluster.server.collecting import NAMESPACES_KEY
+from devcluster.server.errors import (
     BAD_REQUEST,
     CAUSE_DUPLICATE,
     CAUSE_INVALID,
@@ -35,8 +34,9 @@ from devcluster.errors import (
     field_error,
     invalid,
 )
-from devcluster.faults import Faults
-from devcluster.patching import PatchError, clone, json_patch
+from devcluster.server.faults import Faults
+from devcluster.server.patching import PatchError, clone, json_patch
+from devcluster.webhooking import warning
 
 MUTATING_KEY = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
 VALIDATING_KEY = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from devcluster.certificates import KeyPair
+from devcluster.webhooking.certificates import KeyPair
 
 Responder = Callable[[Mapping[str, Any]], dict[str, Any]]
 

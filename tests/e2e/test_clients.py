@@ -22,8 +22,8 @@ from kubernetes.aio import config as aconfig
 from kubernetes.aio import watch as awatch
 from kubernetes.client.rest import ApiException
 
-from devcluster.apiserver import FRESH_WAIT_SECONDS
 from devcluster.cluster import DevCluster
+from devcluster.server.apiserver import FRESH_WAIT_SECONDS
 
 pytestmark = pytest.mark.e2e
 

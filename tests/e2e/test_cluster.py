@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from devcluster.cluster import DevCluster
-from devcluster.components import Components, ManualClock
-from devcluster.nodes import create_nodes, parse_shape, topology_nodes
+from devcluster.simulated.components import Components, ManualClock
+from devcluster.simulated.nodes import create_nodes, parse_shape, topology_nodes
 from tests.e2e.conftest import Kubectl
 
 

@@ -21,9 +21,9 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import ProtocolError
 
-from devcluster import faults
-from devcluster.certificates import CertificateAuthority
 from devcluster.cluster import DevCluster
+from devcluster.server import faults
+from devcluster.webhooking.certificates import CertificateAuthority
 from tests.builders.webhooks import WebhookServer, allow, make_webhook_config
 from tests.e2e.conftest import Kubectl
 

@@ -24,9 +24,9 @@ import pytest
 from controller.api import constants as c
 from controller.commands.crds import DEFAULT_DIR
 from devcluster.cluster import DevCluster
-from devcluster.components import Components
-from devcluster.nodes import create_nodes, node_object
-from devcluster.seeding import apply_crds
+from devcluster.simulated.components import Components
+from devcluster.simulated.nodes import create_nodes, node_object
+from devcluster.simulated.seeding import apply_crds
 from tests.e2e.conftest import REPO, Kubectl
 
 pytestmark = pytest.mark.e2e

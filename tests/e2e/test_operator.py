@@ -25,9 +25,9 @@ from controller.commands.crds import DEFAULT_DIR
 from controller.kube.api import connect
 from controller.kube.operating import Operator
 from devcluster.cluster import DevCluster
-from devcluster.components import Components
-from devcluster.nodes import create_nodes, node_object
-from devcluster.seeding import apply_crds
+from devcluster.simulated.components import Components
+from devcluster.simulated.nodes import create_nodes, node_object
+from devcluster.simulated.seeding import apply_crds
 from tests.e2e.conftest import Kubectl
 
 pytestmark = pytest.mark.e2e

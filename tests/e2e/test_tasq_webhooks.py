@@ -28,8 +28,8 @@ from controller.api import constants as c
 from controller.commands.crds import DEFAULT_DIR
 from controller.kube.webhooking import register_configurations, serve_admission, serving_files
 from devcluster.cluster import DevCluster
-from devcluster.components import Components
-from devcluster.seeding import apply_crds
+from devcluster.simulated.components import Components
+from devcluster.simulated.seeding import apply_crds
 from tests.e2e.conftest import Kubectl
 from webhooks.certificates import write_serving_files
 from webhooks.serving import AdmissionServer

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from devcluster.certificates import CertificateAuthority, KeyPair
 from devcluster.cluster import DevCluster
-from devcluster.errors import ApiError
+from devcluster.server.errors import ApiError
+from devcluster.webhooking.certificates import CertificateAuthority, KeyPair
 from tests.builders.webhooks import WebhookServer, allow, deny, make_webhook_config
 from tests.e2e.conftest import Kubectl
 

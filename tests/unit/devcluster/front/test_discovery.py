@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from devcluster import crds, discovery, openapi
-from devcluster.resources import ResourceRegistry
+from devcluster.front import discovery, openapi
+from devcluster.server import crds
+from devcluster.server.resources import ResourceRegistry
 
 
 def crd(plural: str, kind: str, versions: list[str], status: bool = False) -> dict[str, Any]:

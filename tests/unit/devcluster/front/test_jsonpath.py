@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from devcluster.jsonpath import JSONPathError, evaluate, parse
+from devcluster.front.jsonpath import JSONPathError, evaluate, parse
 
 WORKLOAD: dict[str, Any] = {
     "metadata": {"name": "w", "labels": {"app.kubernetes.io/name": "x"}},

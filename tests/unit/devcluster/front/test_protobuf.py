@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from devcluster.protobuf import MAGIC, ProtobufError, decode
+from devcluster.front.protobuf import MAGIC, ProtobufError, decode
 
 
 def varint(n: int) -> bytes:

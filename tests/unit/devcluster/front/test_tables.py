@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from devcluster.resources import BUILTIN_RESOURCES, ResourceType
-from devcluster.tables import TableMaker, age
+from devcluster.front.tables import TableMaker, age
+from devcluster.server.resources import BUILTIN_RESOURCES, ResourceType
 from tests.builders.cluster import make_node, make_pod
 
 NOW = datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC)

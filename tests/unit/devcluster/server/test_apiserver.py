@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from devcluster.apiserver import (
+from devcluster.server.apiserver import (
     PATCH_MERGE,
     PATCH_STRATEGIC,
     AdmissionRequest,
@@ -19,8 +19,8 @@ from devcluster.apiserver import (
     ListOptions,
     RequestInfo,
 )
-from devcluster.errors import ApiError
-from devcluster.resources import ResourceType
+from devcluster.server.errors import ApiError
+from devcluster.server.resources import ResourceType
 from tests.builders.cluster import make_pod
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from devcluster import faults
-from devcluster.apiserver import PATCH_MERGE, ApiServer, RequestInfo
-from devcluster.errors import ApiError
-from devcluster.faults import Fault, Faults
-from devcluster.resources import BUILTIN_RESOURCES
+from devcluster.server import faults
+from devcluster.server.apiserver import PATCH_MERGE, ApiServer, RequestInfo
+from devcluster.server.errors import ApiError
+from devcluster.server.faults import Fault, Faults
+from devcluster.server.resources import BUILTIN_RESOURCES
 
 PODS = next(r for r in BUILTIN_RESOURCES if r.plural == "pods")
 

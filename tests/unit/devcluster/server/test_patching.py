@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devcluster.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
+from devcluster.server.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
 
 
 @dataclass(frozen=True)

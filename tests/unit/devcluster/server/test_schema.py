@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devcluster.schema import prune_and_default, validate
+from devcluster.server.schema import prune_and_default, validate
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

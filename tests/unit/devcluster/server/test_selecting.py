@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devcluster.selecting import (
+from devcluster.server.selecting import (
     SelectorError,
     field_value,
     fields_match,

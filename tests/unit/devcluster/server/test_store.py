@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from devcluster.store import ADDED, DELETED, MODIFIED, Compacted, Store, StoredEvent
+from devcluster.server.store import ADDED, DELETED, MODIFIED, Compacted, Store, StoredEvent
 
 PODS = ("", "pods")
 CMS = ("", "configmaps")

@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from devcluster.apiserver import PATCH_MERGE, ApiServer, ListOptions
-from devcluster.errors import ApiError
+from devcluster.server.apiserver import PATCH_MERGE, ApiServer, ListOptions
+from devcluster.server.errors import ApiError
 
 NAMES = st.sampled_from(["a", "b", "c", "d"])
 OPS = st.lists(st.tuples(st.sampled_from(["create", "relabel", "edit", "delete"]), NAMES,

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from devcluster.apiserver import PATCH_MERGE, ApiServer
-from devcluster.components import ManualClock
-from devcluster.jobs import JobController, JobRecord, compress_indexes, plan_job, pod_for
+from devcluster.server.apiserver import PATCH_MERGE, ApiServer
+from devcluster.simulated.components import ManualClock
+from devcluster.simulated.jobs import JobController, JobRecord, compress_indexes, plan_job, pod_for
 
 NOW_AT = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
 NOW = "2026-01-01T00:10:00Z"

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
-from devcluster import faults
-from devcluster.apiserver import ApiServer
-from devcluster.components import Components, ManualClock
-from devcluster.faults import Faults
-from devcluster.kubelet import Kubelet, admission_failure, run_seconds
-from devcluster.tables import pod_status_reason
+from devcluster.front.tables import pod_status_reason
+from devcluster.server import faults
+from devcluster.server.apiserver import ApiServer
+from devcluster.server.faults import Faults
+from devcluster.simulated.components import Components, ManualClock
+from devcluster.simulated.kubelet import Kubelet, admission_failure, run_seconds
 from tests.builders.cluster import PodBuilder, make_node, make_pod
 
 

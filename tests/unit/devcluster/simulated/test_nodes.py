@@ -8,9 +8,10 @@ import pytest
 import yaml
 
 from controller.api.views import NodeView
-from devcluster.apiserver import ApiServer
-from devcluster.discovery import version
-from devcluster.nodes import (
+from devcluster.front.discovery import version
+from devcluster.front.tables import node_roles
+from devcluster.server.apiserver import ApiServer
+from devcluster.simulated.nodes import (
     LABEL_BLOCK,
     LABEL_RACK,
     NodeDumpError,
@@ -20,7 +21,6 @@ from devcluster.nodes import (
     parse_shape,
     topology_nodes,
 )
-from devcluster.tables import node_roles
 from tests.builders.cluster import make_node
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from devcluster.apiserver import ApiServer
-from devcluster.components import Components, ManualClock
-from devcluster.podgc import PodGC
-from devcluster.store import StoredEvent
+from devcluster.server.apiserver import ApiServer
+from devcluster.server.store import StoredEvent
+from devcluster.simulated.components import Components, ManualClock
+from devcluster.simulated.podgc import PodGC
 from tests.builders.cluster import make_node, make_pod
 
 Step = Callable[[ApiServer], Any]

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from controller.api.quantity import fits, subtract, total
 from controller.api.selectors import Taint, node_matches_pod, untolerated_taint
 from controller.api.views import NodeView, PodView
-from devcluster.apiserver import ApiServer
-from devcluster.scheduling import NodeState, Scheduler, unschedulable_message
+from devcluster.server.apiserver import ApiServer
+from devcluster.simulated.scheduling import NodeState, Scheduler, unschedulable_message
 from tests.builders.cluster import NodeBuilder, PodBuilder, make_node, make_pod
 
 GPU = "nvidia.com/gpu"

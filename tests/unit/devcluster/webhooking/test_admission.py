@@ -8,10 +8,17 @@ from typing import Any
 
 import pytest
 
-from devcluster.admission import Webhook, WebhookChain, configuration_causes, denial, review, rule_matches
-from devcluster.apiserver import AdmissionRequest, ApiServer
-from devcluster.errors import ApiError
-from devcluster.resources import BUILTIN_RESOURCES, ResourceType
+from devcluster.server.apiserver import AdmissionRequest, ApiServer
+from devcluster.server.errors import ApiError
+from devcluster.server.resources import BUILTIN_RESOURCES, ResourceType
+from devcluster.webhooking.admission import (
+    Webhook,
+    WebhookChain,
+    configuration_causes,
+    denial,
+    review,
+    rule_matches,
+)
 from tests.builders.webhooks import make_webhook_config
 
 RESOURCES = {(r.group, r.plural): r for r in BUILTIN_RESOURCES}

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from devcluster import warning
+from devcluster.webhooking import warning
 
 
 @pytest.mark.parametrize("text, want", [
