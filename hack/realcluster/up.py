@@ -1,0 +1,646 @@
+"""`hack/realcluster/up`: a real Kubernetes v1.37 control plane on 127.0.0.1 for tasq's tests.
+
+Builds the `realcluster` binary (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) and
+kwok into a cache directory keyed by the pins (rebuilt only when one changes), starts them with
+generated certificates, creates the same sample nodes as `tasq dev` as kwok nodes, applies crds/,
+installs kwok stages that honour the devcluster's test annotations, prints `ready` and serves until
+SIGINT/SIGTERM. Run by people and by the `--cluster=real` pytest session fixture (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import datetime
+import fcntl
+import hashlib
+import importlib
+import ipaddress
+import json
+import os
+import pkgutil
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+KUBERNETES_VERSION = "v1.37.2"
+KWOK_MODULE = "sigs.k8s.io/kwok/cmd/kwok"
+KWOK_VERSION = "v0.8.0"
+PINNED_FILES = ("go.mod", "go.sum", "main.go")
+DEFAULT_TOPOLOGY = "2x4x4x8"  # as `tasq dev`
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_NODE_VALUE = "fake"
+ANNOTATION_RUN_SECONDS = "devcluster.tasq.io/run-seconds"
+ANNOTATION_FAIL = "devcluster.tasq.io/fail"
+SERVICE_CIDR = "10.96.0.0/16"
+POD_CIDR = "10.244.0.0/16"  # the devcluster kubelet's pod IPs come from this range too
+CLUSTER_NAME = "tasq-realcluster"
+START_TIMEOUT = 120.0
+PR_SET_PDEATHSIG = 1
+
+LDFLAGS = " ".join([
+    f"-X k8s.io/component-base/version.gitVersion={KUBERNETES_VERSION}",
+    "-X k8s.io/component-base/version.gitMajor=1",
+    "-X k8s.io/component-base/version.gitMinor=37",
+    f"-X k8s.io/client-go/pkg/version.gitVersion={KUBERNETES_VERSION}",
+])
+
+
+class UpError(Exception):
+    """The control plane cannot be built or started; the message says which step and why."""
+
+
+def log(message: str) -> None:
+    print(f"realcluster: {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- building
+
+
+def cache_key() -> str:
+    """A digest of everything the binaries are built from: the pinned Go files, kwok's version and Go's."""
+    digest = hashlib.sha256()
+    for name in PINNED_FILES:
+        digest.update(name.encode() + b"\0" + (HERE / name).read_bytes() + b"\0")
+    digest.update(f"{KWOK_MODULE}@{KWOK_VERSION}\0{LDFLAGS}\0".encode())
+    digest.update(run_go(["version"], capture=True).encode())
+    return digest.hexdigest()[:16]
+
+
+def run_go(args: list[str], capture: bool = False, env: Mapping[str, str] | None = None,
+           cwd: Path | None = None) -> str:
+    """Runs `go ARGS`; UpError with the command and its output when it fails or Go is missing."""
+    go = shutil.which("go")
+    if go is None:
+        raise UpError("`go` is not on PATH; the real control plane is built from Go modules (Go 1.26)")
+    proc = subprocess.run([go, *args], cwd=cwd, env={**os.environ, **(env or {})}, text=True,
+                          stdout=subprocess.PIPE if capture else sys.stderr, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        raise UpError(f"`go {' '.join(args)}` failed with exit code {proc.returncode}"
+                      + (f":\n{proc.stdout}" if capture else " (its output is above)"))
+    return proc.stdout or ""
+
+
+def ensure_binaries(cache_root: Path) -> tuple[Path, Path]:
+    """The realcluster and kwok binaries of the current pins, built into `cache_root/<key>/` when missing.
+
+    A lock file serialises concurrent `up`s; each binary is built under a temporary name and renamed,
+    so an interrupted build never leaves a half-written binary that looks finished."""
+    target = cache_root / cache_key()
+    target.mkdir(parents=True, exist_ok=True)
+    realcluster, kwok = target / "realcluster", target / "kwok"
+    with (target / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        env = {"CGO_ENABLED": "0"}
+        if not realcluster.exists():
+            log(f"building realcluster (Kubernetes {KUBERNETES_VERSION}) into {target}")
+            started = time.monotonic()
+            partial = target / "realcluster.partial"
+            run_go(["build", "-o", str(partial), "-ldflags", LDFLAGS, "."], env=env, cwd=HERE)
+            partial.rename(realcluster)
+            log(f"built realcluster in {time.monotonic() - started:.0f}s")
+        if not kwok.exists():
+            log(f"building kwok {KWOK_VERSION} into {target}")
+            started = time.monotonic()
+            gobin = Path(tempfile.mkdtemp(prefix="kwok-", dir=target))
+            try:
+                run_go(["install", f"{KWOK_MODULE}@{KWOK_VERSION}"], env={**env, "GOBIN": str(gobin)}, cwd=HERE)
+                (gobin / "kwok").rename(kwok)
+            finally:
+                shutil.rmtree(gobin, ignore_errors=True)
+            log(f"built kwok in {time.monotonic() - started:.0f}s")
+    return realcluster, kwok
+
+
+# ---------------------------------------------------------------- certificates
+
+
+def write_certificates(pki: Path) -> None:
+    """A CA, the apiserver's serving cert (loopback names), an admin client cert in system:masters and
+    the service-account signing key pair, all EC P-256, as PEM files in `pki`."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
+
+    def issue(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: x509.Name,
+              signer: ec.EllipticCurvePrivateKey, ca: bool, usage: list[x509.ObjectIdentifier],
+              names: list[x509.GeneralName]) -> bytes:
+        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=7))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if usage:
+            builder = builder.add_extension(x509.ExtendedKeyUsage(usage), critical=False)
+        if names:
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        return builder.sign(signer, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tasq-realcluster-ca")])
+    (pki / "ca.crt").write_bytes(issue(ca_name, ca_key, ca_name, ca_key, True, [], []))
+    serving_key = ec.generate_private_key(ec.SECP256R1())
+    dns = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+           "kubernetes.default.svc.cluster.local"]
+    names: list[x509.GeneralName] = [x509.DNSName(n) for n in dns]
+    names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", "10.96.0.1")]
+    (pki / "apiserver.crt").write_bytes(issue(
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]), serving_key, ca_name, ca_key,
+        False, [ExtendedKeyUsageOID.SERVER_AUTH], names))
+    (pki / "apiserver.key").write_bytes(key_pem(serving_key))
+    admin_key = ec.generate_private_key(ec.SECP256R1())
+    admin_name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+                            x509.NameAttribute(NameOID.COMMON_NAME, "tasq-admin")])
+    (pki / "admin.crt").write_bytes(issue(admin_name, admin_key, ca_name, ca_key, False,
+                                          [ExtendedKeyUsageOID.CLIENT_AUTH], []))
+    (pki / "admin.key").write_bytes(key_pem(admin_key))
+    sa_key = ec.generate_private_key(ec.SECP256R1())
+    (pki / "sa.key").write_bytes(key_pem(sa_key))
+    (pki / "sa.pub").write_bytes(sa_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+def kubeconfig_text(pki: Path, server: str) -> str:
+    """An admin kubeconfig (JSON, which kubectl and the clients read as YAML) with embedded credentials."""
+    import base64
+
+    def data(name: str) -> str:
+        return base64.b64encode((pki / name).read_bytes()).decode()
+
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": CLUSTER_NAME,
+        "clusters": [{"name": CLUSTER_NAME, "cluster": {"server": server,
+                                                        "certificate-authority-data": data("ca.crt")}}],
+        "users": [{"name": "tasq-admin", "user": {"client-certificate-data": data("admin.crt"),
+                                                  "client-key-data": data("admin.key")}}],
+        "contexts": [{"name": CLUSTER_NAME, "context": {"cluster": CLUSTER_NAME, "user": "tasq-admin"}}],
+    }
+    return json.dumps(config, indent=2) + "\n"
+
+
+# ---------------------------------------------------------------- processes
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when `up` dies, even by SIGKILL, so no component outlives it."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class Processes:
+    """The started components, each logging to `<workdir>/<name>.log`; stopped in reverse order."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.running: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    def start(self, name: str, argv: list[str]) -> None:
+        out = (self.workdir / f"{name}.log").open("wb")
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=_die_with_parent)
+        out.close()
+        self.running.append((name, proc))
+
+    def check(self) -> None:
+        """UpError naming the first component that exited, with the end of its log."""
+        for name, proc in self.running:
+            if proc.poll() is not None:
+                raise UpError(f"{name} exited with code {proc.returncode}:\n{self.tail(name)}")
+
+    def tail(self, name: str, lines: int = 25) -> str:
+        path = self.workdir / f"{name}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        for _name, proc in reversed(self.running):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        self.running.clear()
+
+
+def wait_for(what: str, probe: Callable[[], bool], processes: Processes, timeout: float = START_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not probe():
+        processes.check()
+        if time.monotonic() > deadline:
+            raise UpError(f"{what} not ready after {timeout:.0f}s")
+        time.sleep(0.2)
+
+
+class Api:
+    """Just enough of a REST client (stdlib) for `up` to wait for readiness and create nodes."""
+
+    def __init__(self, server: str, pki: Path) -> None:
+        self.server = server
+        self.context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        self.context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+
+    def request(self, method: str, path: str, body: Any = None,
+                content_type: str = "application/json") -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.server + path, data=data, method=method,
+                                     headers={"Content-Type": content_type, "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, context=self.context, timeout=10) as resp:
+                raw = resp.read()
+                return resp.status, (json.loads(raw) if raw.startswith(b"{") else raw.decode())
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            return e.code, (json.loads(raw) if raw.startswith(b"{") else raw.decode(errors="replace"))
+        except (urllib.error.URLError, OSError):
+            return 0, None
+
+    def ok(self, path: str) -> bool:
+        return self.request("GET", path)[0] == 200
+
+
+# ---------------------------------------------------------------- sample nodes
+
+
+def _devcluster_nodes_module() -> Any:
+    """The devcluster module that makes `tasq dev`'s sample nodes (found by its functions, wherever the
+    devcluster package keeps it), so both clusters get identical nodes from one definition."""
+    sys.path.insert(0, str(REPO))
+    import devcluster
+
+    wanted = ("topology_nodes", "parse_shape", "nodes_from_dump")
+    for name in ("devcluster.nodes", "devcluster.components.nodes", "devcluster.simulated.nodes"):
+        with contextlib.suppress(ImportError):
+            module = importlib.import_module(name)
+            if all(hasattr(module, w) for w in wanted):
+                return module
+    for info in pkgutil.walk_packages(devcluster.__path__, "devcluster."):
+        with contextlib.suppress(ImportError):
+            module = importlib.import_module(info.name)
+            if all(hasattr(module, w) for w in wanted):
+                return module
+    raise UpError("no devcluster module defines topology_nodes/parse_shape/nodes_from_dump")
+
+
+def sample_nodes(topology: str | None, dumps: list[Path]) -> list[dict[str, Any]]:
+    """The nodes `tasq dev` would create for these arguments, annotated for kwok to run them."""
+    nodes_module = _devcluster_nodes_module()
+    if topology is None and not dumps:
+        topology = DEFAULT_TOPOLOGY
+    nodes: list[dict[str, Any]] = []
+    if topology is not None:
+        try:
+            nodes += nodes_module.topology_nodes(nodes_module.parse_shape(topology))
+        except ValueError as e:
+            raise UpError(f"--topology: {e}") from e
+    for path in dumps:
+        try:
+            nodes += nodes_module.nodes_from_dump(path.read_text())
+        except (OSError, ValueError) as e:
+            raise UpError(f"--nodes {str(path)!r}: {e}") from e
+    for node in nodes:
+        annotations = node["metadata"].setdefault("annotations", {})
+        annotations[KWOK_NODE_ANNOTATION] = KWOK_NODE_VALUE
+    return nodes
+
+
+def create_nodes(api: Api, nodes: list[dict[str, Any]]) -> None:
+    """Creates each node; writes its status through the status subresource when create dropped it."""
+    for node in nodes:
+        name = node["metadata"]["name"]
+        code, body = api.request("POST", "/api/v1/nodes", node)
+        if code == 409:
+            continue  # a later --nodes file repeats a name: the first one stands
+        if code != 201:
+            raise UpError(f"creating node {name!r}: HTTP {code}: {body}")
+        if not (body.get("status") or {}).get("allocatable"):
+            code, body = api.request("PATCH", f"/api/v1/nodes/{name}/status", {"status": node["status"]},
+                                     "application/merge-patch+json")
+            if code != 200:
+                raise UpError(f"writing the status of node {name!r}: HTTP {code}: {body}")
+
+
+# ---------------------------------------------------------------- kwok stages
+
+# Pod lifecycle as the devcluster's kubelet runs it: a bound pod starts Running; with
+# `devcluster.tasq.io/fail: "true"` it then Fails (exit 1), otherwise it Succeeds (exit 0) once its
+# `devcluster.tasq.io/run-seconds` have passed (a non-negative number; without one it runs until
+# deleted); a deleted pod goes at once. Selectors and delays are jq expressions (kwok v1alpha1 Stage).
+_FAIL_EXPR = f'(.metadata.annotations["{ANNOTATION_FAIL}"] // "" | ascii_downcase) == "true"'
+_RUN_EXPR = f'[.metadata.annotations["{ANNOTATION_RUN_SECONDS}"] | tonumber? | . >= 0] | any'
+_DELAY_EXPR = f'.metadata.annotations["{ANNOTATION_RUN_SECONDS}"] + "s"'
+
+
+def _terminated_template(phase: str, exit_code: int, reason: str, condition_reason: str) -> str:
+    return f"""{{{{ $now := Now }}}}
+phase: {phase}
+conditions:
+- type: Ready
+  status: "False"
+  reason: {condition_reason}
+  lastTransitionTime: {{{{ $now | Quote }}}}
+- type: ContainersReady
+  status: "False"
+  reason: {condition_reason}
+  lastTransitionTime: {{{{ $now | Quote }}}}
+containerStatuses:
+{{{{ range .spec.containers }}}}
+- name: {{{{ .name | Quote }}}}
+  image: {{{{ .image | Quote }}}}
+  ready: false
+  started: false
+  restartCount: 0
+  state:
+    terminated:
+      exitCode: {exit_code}
+      reason: {reason}
+      startedAt: {{{{ $now | Quote }}}}
+      finishedAt: {{{{ $now | Quote }}}}
+{{{{ end }}}}
+"""
+
+
+_RUNNING_TEMPLATE = """{{ $now := Now }}
+phase: Running
+startTime: {{ $now | Quote }}
+conditions:
+- type: Initialized
+  status: "True"
+  lastTransitionTime: {{ $now | Quote }}
+- type: Ready
+  status: "True"
+  lastTransitionTime: {{ $now | Quote }}
+- type: ContainersReady
+  status: "True"
+  lastTransitionTime: {{ $now | Quote }}
+containerStatuses:
+{{ range .spec.containers }}
+- name: {{ .name | Quote }}
+  image: {{ .image | Quote }}
+  ready: true
+  started: true
+  restartCount: 0
+  state:
+    running:
+      startedAt: {{ $now | Quote }}
+{{ end }}
+{{ with .spec.initContainers }}
+initContainerStatuses:
+{{ range . }}
+- name: {{ .name | Quote }}
+  image: {{ .image | Quote }}
+  ready: true
+  restartCount: 0
+  state:
+    terminated:
+      exitCode: 0
+      reason: Completed
+      startedAt: {{ $now | Quote }}
+      finishedAt: {{ $now | Quote }}
+{{ end }}
+{{ end }}
+{{ with NodeIPWith .spec.nodeName }}
+hostIP: {{ . | Quote }}
+hostIPs:
+- ip: {{ . | Quote }}
+{{ end }}
+{{ with PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+podIP: {{ . | Quote }}
+podIPs:
+- ip: {{ . | Quote }}
+{{ end }}
+"""
+
+
+def _stage(name: str, expressions: list[dict[str, Any]], nxt: dict[str, Any],
+           delay: dict[str, Any] | None = None, kind: str = "Pod") -> dict[str, Any]:
+    spec: dict[str, Any] = {"resourceRef": {"apiGroup": "v1", "kind": kind},
+                            "selector": {"matchExpressions": expressions}, "next": nxt}
+    if delay is not None:
+        spec["delay"] = delay
+    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name}, "spec": spec}
+
+
+def pod_stages() -> list[dict[str, Any]]:
+    """The kwok Stages of the devcluster kubelet's pod lifecycle (see the comment above)."""
+    live = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
+    running = {"key": ".status.phase", "operator": "In", "values": ["Running"]}
+    return [
+        _stage("tasq-pod-start", [live, {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
+                                  {"key": '.status.conditions.[] | select(.type == "Ready") | .status',
+                                   "operator": "NotIn", "values": ["True"]}],
+               {"statusTemplate": _RUNNING_TEMPLATE}),
+        _stage("tasq-pod-fail", [live, running, {"key": _FAIL_EXPR, "operator": "In", "values": ["true"]}],
+               {"statusTemplate": _terminated_template("Failed", 1, "Error", "PodFailed")}),
+        _stage("tasq-pod-succeed", [live, running, {"key": _FAIL_EXPR, "operator": "NotIn", "values": ["true"]},
+                                    {"key": _RUN_EXPR, "operator": "In", "values": ["true"]}],
+               {"statusTemplate": _terminated_template("Succeeded", 0, "Completed", "PodCompleted")},
+               delay={"durationMilliseconds": 0, "durationFrom": {"expressionFrom": _DELAY_EXPR}}),
+        _stage("tasq-pod-delete", [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}],
+               {"delete": True}),
+        # kwok starts its node controller, which holds the nodes' Leases (so the node lifecycle
+        # controller keeps them Ready) and takes their pods, only when some Node stage exists. The
+        # nodes keep the status they were created with, as on devcluster: this stage matches none.
+        _stage("tasq-node-managed", [{"key": f'.metadata.annotations["{KWOK_NODE_ANNOTATION}"]',
+                                      "operator": "In", "values": ["tasq-never-matches"]}], {}, kind="Node"),
+    ]
+
+
+# ---------------------------------------------------------------- the control plane
+
+
+def component_argv(realcluster: Path, kwok: Path, workdir: Path, ports: Mapping[str, int]) -> dict[str, list[str]]:
+    """Command lines of every component, in start order."""
+    pki, kubeconfig = workdir / "pki", str(workdir / "admin.kubeconfig")
+    common = ["--kubeconfig", kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1"]
+    return {
+        "etcd": [str(realcluster), "etcd", f"--data-dir={workdir / 'etcd'}",
+                 f"--listen-client-url=http://127.0.0.1:{ports['etcd']}",
+                 f"--listen-peer-url=http://127.0.0.1:{ports['etcd-peer']}"],
+        "kube-apiserver": [
+            str(realcluster), "kube-apiserver", f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={ports['apiserver']}",
+            f"--cert-dir={workdir / 'apiserver-certs'}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC",
+            "--allow-privileged=true", "--profiling=false",
+            # loopback may not be the kubernetes Service's endpoint: no reconciler keeps one
+            "--endpoint-reconciler-type=none",
+            # The default admission plugins of kube-apiserver (Priority, ServiceAccount, the webhooks...)
+            # stay on; nothing is disabled.
+        ],
+        "kube-controller-manager": [
+            str(realcluster), "kube-controller-manager", *common, "--secure-port=0",
+            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+            "--use-service-account-credentials=false", "--controllers=*",
+            f"--cluster-cidr={POD_CIDR}", f"--service-cluster-ip-range={SERVICE_CIDR}",
+        ],
+        "kube-scheduler": [str(realcluster), "kube-scheduler", *common, "--secure-port=0"],
+        "kwok": [str(kwok), "--kubeconfig", kubeconfig, f"--config={workdir / 'kwok-stages.yaml'}",
+                 "--manage-all-nodes=false",
+                 f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}={KWOK_NODE_VALUE}",
+                 f"--cidr={POD_CIDR}", f"--server-address=127.0.0.1:{ports['kwok']}",
+                 # kwok renews each node's Lease, so the node lifecycle controller keeps the nodes Ready
+                 "--node-lease-duration-seconds=40"],
+    }
+
+
+def apply_crds(kubeconfig: Path, crds: Path) -> None:
+    kubectl = REPO / ".venv" / "bin" / "kubectl"
+    if not kubectl.exists():
+        found = shutil.which("kubectl")
+        if found is None:
+            raise UpError("kubectl not found (.venv/bin/kubectl or PATH) to apply --crds")
+        kubectl = Path(found)
+    proc = subprocess.run([str(kubectl), "--kubeconfig", str(kubeconfig), "apply", "--server-side",
+                           "-f", str(crds)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise UpError(f"applying {crds}: {proc.stderr.strip()}")
+    for _ in range(100):
+        proc = subprocess.run([str(kubectl), "--kubeconfig", str(kubeconfig), "wait", "--for=condition=Established",
+                               "--timeout=60s", "-f", str(crds)], capture_output=True, text=True)
+        if proc.returncode == 0:
+            return
+        time.sleep(0.2)
+    raise UpError(f"CRDs of {crds} not Established: {proc.stderr.strip()}")
+
+
+@contextlib.contextmanager
+def control_plane(args: argparse.Namespace) -> Iterator[Processes]:
+    """Builds (if needed), starts everything, writes the kubeconfig; yields the running processes;
+    stops every process and removes the temporary directory on exit."""
+    started = time.monotonic()
+    realcluster, kwok = ensure_binaries(args.cache_dir)
+    built = time.monotonic()
+    nodes = sample_nodes(args.topology, args.nodes)
+    workdir = Path(tempfile.mkdtemp(prefix="tasq-realcluster-"))
+    processes = Processes(workdir)
+    try:
+        (workdir / "pki").mkdir()
+        write_certificates(workdir / "pki")
+        ports = {name: free_port() for name in ("etcd", "etcd-peer", "apiserver", "kwok")}
+        server = f"https://127.0.0.1:{ports['apiserver']}"
+        (workdir / "admin.kubeconfig").write_text(kubeconfig_text(workdir / "pki", server))
+        (workdir / "kwok-stages.yaml").write_text("\n---\n".join(json.dumps(s) for s in pod_stages()) + "\n")
+        argv = component_argv(realcluster, kwok, workdir, ports)
+        processes.start("etcd", argv["etcd"])
+        wait_for("etcd", lambda: _port_open(ports["etcd"]), processes)
+        processes.start("kube-apiserver", argv["kube-apiserver"])
+        api = Api(server, workdir / "pki")
+        wait_for("kube-apiserver", lambda: api.ok("/readyz"), processes)
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            processes.start(name, argv[name])
+        create_nodes(api, nodes)
+        if args.crds is not None:
+            apply_crds(workdir / "admin.kubeconfig", args.crds)
+        # Pods of a namespace are refused until its default ServiceAccount exists: the controller
+        # manager is working once the default namespace has one.
+        wait_for("the default ServiceAccount", lambda: api.ok("/api/v1/namespaces/default/serviceaccounts/default"),
+                 processes)
+        args.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+        args.kubeconfig.write_text(kubeconfig_text(workdir / "pki", server))
+        processes.check()
+        log(f"started in {time.monotonic() - built:.1f}s ({time.monotonic() - started:.1f}s with the build "
+            f"check); {len(nodes)} nodes; logs in {workdir}")
+        yield processes
+    finally:
+        # a second signal must not cut the clean-up short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        processes.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(signum: int, _frame: FrameType | None) -> None:
+    raise _Stop(signum)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="hack/realcluster/up", description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", type=Path, required=False, help="where to write the admin kubeconfig")
+    parser.add_argument("--topology", default=None,
+                        help=f"sample GPU nodes as BLOCKSxRACKSxNODESxGPUS, as `tasq dev` (default: "
+                             f"{DEFAULT_TOPOLOGY}, none when --nodes is given)")
+    parser.add_argument("--nodes", type=Path, action="append", default=[], metavar="FILE",
+                        help="also create the nodes of a `kubectl get nodes -o yaml` dump (repeatable)")
+    parser.add_argument("--crds", type=Path, default=REPO / "crds", help="directory of CRD YAML to apply")
+    parser.add_argument("--no-crds", dest="crds", action="store_const", const=None, help="apply no CRDs")
+    parser.add_argument("--cache-dir", type=Path,
+                        default=Path(os.environ.get("TASQ_REALCLUSTER_CACHE")
+                                     or Path.home() / ".cache" / "tasq" / "realcluster"),
+                        help="where built binaries are kept, one directory per pin set "
+                             "(env TASQ_REALCLUSTER_CACHE)")
+    parser.add_argument("--build-only", action="store_true", help="build (when needed), print the binaries, exit")
+    args = parser.parse_args(argv)
+    if not args.build_only and args.kubeconfig is None:
+        parser.error("--kubeconfig is required (unless --build-only)")
+    if args.kubeconfig is not None and args.kubeconfig.is_dir():
+        parser.error(f"--kubeconfig {str(args.kubeconfig)!r} is a directory; give a file path")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
+    try:
+        if args.build_only:
+            for path in ensure_binaries(args.cache_dir):
+                print(path)
+            return 0
+        with control_plane(args) as processes:
+            print("ready", flush=True)
+            while True:
+                time.sleep(1)
+                processes.check()
+    except _Stop:
+        return 0
+    except UpError as e:
+        log(str(e))
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
