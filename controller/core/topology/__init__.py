@@ -15,7 +15,13 @@ from controller.core.topology.outcome import (
     Slice,
     TopologyAssignment,
 )
-from controller.core.topology.request import UNCONSTRAINED, PodSetRequest, TopologyMode, TopologyRequest
+from controller.core.topology.request import (
+    UNCONSTRAINED,
+    PodSetRequest,
+    SliceLayer,
+    TopologyMode,
+    TopologyRequest,
+)
 from controller.core.topology.tree import FlavorTopology
 from controller.core.topology.usage import NodeRegistry, Usage, workload_key_of
 
@@ -29,6 +35,7 @@ __all__ = [
     "Placement",
     "PodSetRequest",
     "Slice",
+    "SliceLayer",
     "TopologyAssignment",
     "TopologyMode",
     "TopologyRequest",

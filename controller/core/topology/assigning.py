@@ -428,11 +428,11 @@ def _unfit(topology: FlavorTopology, pods: list[Int64Array], units: list[Int64Ar
 def _group_unfit(topology: FlavorTopology, free: Int64Array, resources: Sequence[str],
                  members: Sequence[PodSetRequest], masks: Sequence[CandidateMask],
                  counts: Sequence[list[Int64Array]], level: int) -> AssignmentFailure:
-    """No domain takes the whole group: at its level, each domain's fit is the sum over members of
-    min(member fits, member count); the exclusion tally is the largest member's."""
+    """No domain takes the whole group: at its level, a domain's fit is the most pods of any one
+    member's shape it holds (members share the capacity, so their fits do not add up), at most the
+    group's count; the exclusion tally is the largest member's."""
     need = sum(m.count for m in members)
-    at = sum((np.minimum(c[level], m.count) for c, m in zip(counts, members, strict=True)),
-             np.zeros(len(topology.domains[level].keys), dtype=np.int64))
+    at = np.minimum(np.stack([c[level] for c in counts]).max(axis=0), need)
     rank = topology.domains[level].rank()
     room = np.nonzero(at)[0]
     order = room[np.lexsort((rank[room], -at[room]))]

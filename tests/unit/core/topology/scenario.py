@@ -14,6 +14,7 @@ from controller.core.topology import (
     AssignmentSuccess,
     FlavorTopology,
     PodSetRequest,
+    SliceLayer,
     TopologyAssignment,
     TopologyMode,
     TopologyRequest,
@@ -55,6 +56,23 @@ class PodSetBuilder:
         self._selector: dict[str, str] = {}
         self._terms: tuple[NodeSelectorTerm, ...] = ()
         self._tolerations: tuple[Toleration, ...] = ()
+        self._slices: tuple[SliceLayer, ...] = ()
+        self._group: str | None = None
+
+    def slices(self, level: str, size: int) -> PodSetBuilder:
+        """Kueue's `podset-slice-required-topology` + `podset-slice-size`."""
+        self._slices = (SliceLayer(level, size),)
+        return self
+
+    def layers(self, *layers: tuple[str, int]) -> PodSetBuilder:
+        """Kueue's `podset-slice-required-topology-constraints`, outer layer first."""
+        self._slices = tuple(SliceLayer(level, size) for level, size in layers)
+        return self
+
+    def group(self, name: str) -> PodSetBuilder:
+        """Kueue's `podset-group-name`."""
+        self._group = name
+        return self
 
     def require(self, level: str | None) -> PodSetBuilder:
         self._mode, self._level = "required", level
@@ -91,7 +109,8 @@ class PodSetBuilder:
 
     def build(self) -> PodSetRequest:
         return PodSetRequest(self._name, self._count, dict(self._requests),
-                             TopologyRequest(self._mode, self._level), dict(self._selector),
+                             TopologyRequest(self._mode, self._level, self._slices, self._group),
+                             dict(self._selector),
                              self._terms, self._tolerations)
 
 
@@ -107,11 +126,12 @@ def slice_strings(assignment: TopologyAssignment) -> list[str]:
 
 def run(nodes: Iterable[NodeBuilder | NodeView], *podsets: PodSetBuilder | PodSetRequest,
         pods: Iterable[PodView] = (), levels: tuple[str, ...] = LEVELS,
-        node_labels: Mapping[str, str] | None = None, tolerations: Sequence[Toleration] = ()) -> AssignmentOutcome:
+        node_labels: Mapping[str, str] | None = None, tolerations: Sequence[Toleration] = (),
+        balanced: bool = False) -> AssignmentOutcome:
     """Build the topology, count `pods` as bound usage and assign the pod sets in order."""
     topo = topology(nodes, levels, node_labels=node_labels, tolerations=tolerations)
     requests = [p.build() if isinstance(p, PodSetBuilder) else p for p in podsets]
-    return assign(topo, Usage.from_pods(pods), requests)
+    return assign(topo, Usage.from_pods(pods), requests, balanced=balanced)
 
 
 def expect_success(outcome: AssignmentOutcome) -> AssignmentSuccess:
