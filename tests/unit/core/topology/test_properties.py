@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from unittest import mock
 
 from hypothesis import given, settings
@@ -18,6 +18,7 @@ from controller.core.topology import (
     AssignmentSuccess,
     FlavorTopology,
     PodSetRequest,
+    SliceLayer,
     TopologyRequest,
     Usage,
     assign,
@@ -261,3 +262,55 @@ def test_racks_as_the_lowest_level_still_count_and_place_pods_per_node(
     (assignment,) = outcome.assignments
     assert [(tuple(s.node_labels.values()), s.count) for s in assignment.slices] == sorted(per_rack.items())
     assert sum(per_rack.values()) == count
+
+
+slice_requests = st.sampled_from([
+    (TopologyRequest("required", LEVELS[0]), LEVELS[1]), (TopologyRequest("required", LEVELS[0]), LEVELS[2]),
+    (TopologyRequest("required", LEVELS[1]), LEVELS[1]), (TopologyRequest("required", LEVELS[1]), LEVELS[2]),
+    (TopologyRequest("required", LEVELS[2]), LEVELS[2]), (TopologyRequest("preferred", LEVELS[1]), LEVELS[2]),
+    (TopologyRequest("preferred", LEVELS[0]), LEVELS[1]), (TopologyRequest("unconstrained", None), LEVELS[2])])
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), count=st.integers(1, 14), size=st.integers(1, 4), choice=slice_requests,
+       balanced=st.booleans())
+def test_slices_match_the_oracle(data: st.DataObject, count: int, size: int,
+                                 choice: tuple[TopologyRequest, str], balanced: bool) -> None:
+    base, slice_level = choice
+    world = data.draw(worlds(1))
+    request = PodSetRequest("main", count, {GPU: 1000, "pods": 1000},
+                            replace(base, slices=(SliceLayer(slice_level, size),)))
+    outcome = assign(flavor_tree(world.nodes), Usage.from_pods(world.pods), [request], balanced=balanced)
+    if count < size:  # smaller than one slice: plain pods
+        size = 1
+    whole, s_level = count // size, LEVELS.index(slice_level)
+    slices_in = {d: n // size for d, n in domain_sums(world, s_level).items()}
+
+    def holds(domain: tuple[str, ...]) -> bool:
+        """The oracle: whole slices inside the domain's slice-level domains, and room for every pod."""
+        slices = sum(n for d, n in slices_in.items() if d[: len(domain)] == domain)
+        pods = sum(n for node, n in world.fit.items() if world.path[node][: len(domain)] == domain)
+        return slices >= whole and pods >= count
+
+    if base.mode == "required":
+        level = LEVELS.index(base.level or "")
+        possible = any(holds(d) for d in domain_sums(world, level))
+    else:
+        possible = holds(())
+    # A result exists exactly when the oracle finds one.
+    assert isinstance(outcome, AssignmentSuccess) == possible, getattr(outcome, "message", "")
+    if not isinstance(outcome, AssignmentSuccess):
+        return
+    placed = outcome.placement.pods["main"]
+    # Counts sum to the pod set's count; no node over what it holds.
+    assert sum(placed.values()) == outcome.assignments[0].count == count
+    assert all(n <= world.fit[node] for node, n in placed.items())
+    # Every slice lies inside one domain of its level: the pods each slice-level domain got hold
+    # the pod set's whole slices.
+    got: dict[tuple[str, ...], int] = defaultdict(int)
+    for node, n in placed.items():
+        got[world.path[node][: s_level + 1]] += n
+    assert sum(n // size for n in got.values()) >= whole
+    if base.mode == "required":
+        # All of it, remainder included, inside one domain of the required level.
+        assert len({world.path[node][: LEVELS.index(base.level or "") + 1] for node in placed}) == 1
