@@ -15,7 +15,7 @@ import yaml
 
 from controller.api import constants as c
 from controller.api.flavor import ResourceFlavor
-from controller.api.meta import KubeObject
+from controller.api.meta import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, KubeObject
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.workload import Workload
@@ -199,6 +199,11 @@ def _structural(node: Any, field: str = "") -> Any:
             out[key] = value
     if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
         out[PRESERVE_UNKNOWN] = True
+    if out.get("type") == "integer" and out.get("format") == "int32":
+        # The API server checks no integer format; explicit bounds make it refuse what Kueue's
+        # Go types could not decode.
+        out.setdefault("minimum", INT32_MIN)
+        out.setdefault("maximum", INT32_MAX)
     keys = _LIST_MAP_KEYS.get(field)
     if keys is not None and out.get("type") == "array":
         out["x-kubernetes-list-map-keys"] = list(keys)
@@ -311,6 +316,10 @@ def _to_json_schema(node: Any, reject_unknown: bool) -> Any:
     for bound, flag in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
         if node.get(flag) is True and bound in out:
             out[flag] = out.pop(bound)
+    if out.get("type") == "integer":
+        # The API server decodes JSON numbers into int64: anything wider is refused before the schema.
+        out.setdefault("minimum", INT64_MIN)
+        out.setdefault("maximum", INT64_MAX)
     if node.get(INT_OR_STRING) and "anyOf" not in out and "allOf" not in out:
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
     if reject_unknown and "properties" in out and "additionalProperties" not in out \

@@ -16,7 +16,9 @@ from pydantic import Field
 
 from controller.api.meta import (
     ApiModel,
+    DateTimeStr,
     DnsSubdomainStr,
+    Int64,
     KubeObject,
     LabelKeyStr,
     omitempty_dict,
@@ -26,13 +28,16 @@ from controller.api.selectors import Taint, Toleration
 from controller.api.topology import MAX_TOPOLOGY_LEVELS, Topology
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+# core/v1 lets a toleration leave both empty: "" means Equal, and an empty effect matches every effect.
+TolerationOperator = Literal["Exists", "Equal", ""]
+TolerationEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute", ""]
 
 
 class NodeTaint(ApiModel):
     key: LabelKeyStr
     value: str | None = None
     effect: TaintEffect
-    time_added: str | None = None
+    time_added: DateTimeStr | None = None
 
     def to_selector(self) -> Taint:
         return Taint.from_dict(self.to_dict())
@@ -40,10 +45,10 @@ class NodeTaint(ApiModel):
 
 class FlavorToleration(ApiModel):
     key: str | None = None
-    operator: Literal["Exists", "Equal"] | None = None
+    operator: TolerationOperator | None = None
     value: str | None = None
-    effect: TaintEffect | None = None
-    toleration_seconds: int | None = None
+    effect: TolerationEffect | None = None
+    toleration_seconds: Int64 | None = None
 
     def to_selector(self) -> Toleration:
         return Toleration.from_dict(self.to_dict())

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
 from controller.api.quantity import parse as parse_quantity_text
@@ -57,6 +57,17 @@ def schema_only(**constraints: JsonValue) -> Any:
 DnsLabelStr = Annotated[str, schema_only(maxLength=63, pattern=DNS_LABEL_PATTERN)]
 DnsSubdomainStr = Annotated[str, schema_only(maxLength=253, pattern=DNS_SUBDOMAIN_PATTERN)]
 LabelKeyStr = Annotated[str, schema_only(maxLength=317, pattern=LABEL_KEY_PATTERN)]
+DateTimeStr = Annotated[str, schema_only(format="date-time")]
+"""metav1.Time on the wire: an RFC 3339 timestamp."""
+
+INT32_MIN: Final = -(2**31)
+INT32_MAX: Final = 2**31 - 1
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+Int32 = Annotated[int, schema_only(format="int32")]
+"""Go's int32 (Kueue's counts and priorities); the CRD's JSON Schema bounds it to that range."""
+Int64 = Annotated[int, schema_only(format="int64")]
+"""Go's int64; every other integer on the wire is one too (JSON decoding refuses larger numbers)."""
 
 
 def _is_empty(value: object) -> bool:
@@ -89,6 +100,15 @@ class ApiModel(BaseModel):
         extra="ignore",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _prune_nulls(cls, data: Any) -> Any:
+        """A null field reads as absent, as the API server prunes nulls from non-nullable fields
+        before defaulting (so `queueingStrategy: null` gets the default, not a type error)."""
+        if isinstance(data, dict) and None in data.values():
+            return {k: v for k, v in data.items() if v is not None}
+        return data
+
     def to_dict(self) -> dict[str, Any]:
         """The wire form: camelCase keys, no nulls, no empty optional lists or maps."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -113,7 +133,7 @@ class ObjectMeta(ApiModel):
     namespace: str | None = None
     uid: str | None = None
     resource_version: str | None = None
-    generation: int | None = None
+    generation: Int64 | None = None
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
     labels: dict[str, str] = omitempty_dict()
@@ -142,8 +162,8 @@ class Condition(ApiModel):
     status: ConditionStatus
     reason: Annotated[str, schema_only(minLength=1, maxLength=1024, pattern=CONDITION_REASON_PATTERN)]
     message: Annotated[str, schema_only(maxLength=32768)]
-    last_transition_time: Annotated[str, schema_only(format="date-time")]
-    observed_generation: int | None = Field(default=None, ge=0)
+    last_transition_time: DateTimeStr
+    observed_generation: Int64 | None = Field(default=None, ge=0)
 
 
 def format_time(now: datetime) -> str:

@@ -17,6 +17,7 @@ from controller.api.meta import (
     ApiModel,
     Condition,
     DnsSubdomainStr,
+    Int32,
     KubeObject,
     LabelSelector,
     QuantityStr,
@@ -57,7 +58,7 @@ class ResourceGroup(ApiModel):
 
 class BorrowWithinCohort(ApiModel):
     policy: BorrowWithinCohortPolicy | None = None
-    max_priority_threshold: int | None = None
+    max_priority_threshold: Int32 | None = None
 
 
 class ClusterQueuePreemption(ApiModel):
@@ -95,9 +96,9 @@ class FlavorUsage(ApiModel):
 
 
 class ClusterQueueStatus(ApiModel):
-    pending_workloads: int | None = None
-    reserving_workloads: int | None = None
-    admitted_workloads: int | None = None
+    pending_workloads: Int32 | None = None
+    reserving_workloads: Int32 | None = None
+    admitted_workloads: Int32 | None = None
     flavors_reservation: list[FlavorUsage] = omitempty_list()
     flavors_usage: list[FlavorUsage] = omitempty_list()
     conditions: list[Condition] = omitempty_list()
@@ -136,9 +137,9 @@ class LocalQueueFlavorUsage(ApiModel):
 
 
 class LocalQueueStatus(ApiModel):
-    pending_workloads: int | None = None
-    reserving_workloads: int | None = None
-    admitted_workloads: int | None = None
+    pending_workloads: Int32 | None = None
+    reserving_workloads: Int32 | None = None
+    admitted_workloads: Int32 | None = None
     conditions: list[Condition] = omitempty_list()
     flavors_reservation: list[LocalQueueFlavorUsage] = omitempty_list()
     flavor_usage: list[LocalQueueFlavorUsage] = omitempty_list()

@@ -9,7 +9,7 @@ templates stay plain dicts. Used by the job reconciler, the admission cycle and 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Final
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
@@ -18,21 +18,23 @@ from controller.api.meta import (
     ApiModel,
     Condition,
     ConditionStatus,
+    DateTimeStr,
     DnsLabelStr,
     DnsSubdomainStr,
+    Int32,
     KubeObject,
     LabelKeyStr,
     QuantityStr,
     find_condition,
     omitempty_dict,
     omitempty_list,
-    schema_only,
     set_condition,
 )
 
 DEFAULT_POD_SET_NAME = "main"
 MAX_POD_SETS: Final = 8
 """Kueue's limit on a Workload's podSets."""
+PriorityClassSource = Literal["kueue.x-k8s.io/workloadpriorityclass", "scheduling.k8s.io/priorityclass", ""]
 
 
 class PodSetTopologyRequest(ApiModel):
@@ -46,8 +48,8 @@ class PodSetTopologyRequest(ApiModel):
 
 class PodSet(ApiModel):
     name: DnsLabelStr = DEFAULT_POD_SET_NAME
-    count: int = Field(default=1, ge=0)
-    min_count: int | None = Field(default=None, ge=1)
+    count: Int32 = Field(default=1, ge=0)
+    min_count: Int32 | None = Field(default=None, ge=1)
     template: dict[str, Any] = Field(default_factory=dict)
     topology_request: PodSetTopologyRequest | None = None
 
@@ -56,8 +58,8 @@ class WorkloadSpec(ApiModel):
     pod_sets: list[PodSet] = Field(min_length=1, max_length=MAX_POD_SETS)
     queue_name: DnsSubdomainStr | None = None
     priority_class_name: DnsSubdomainStr | None = None
-    priority_class_source: str | None = None
-    priority: int | None = None
+    priority_class_source: PriorityClassSource | None = None
+    priority: Int32 | None = None
     active: bool | None = None
 
 
@@ -65,7 +67,7 @@ class TopologySlice(ApiModel):
     """`count` pods go to the domain whose level labels have these values."""
 
     node_labels: dict[str, str] = omitempty_dict()
-    count: int = Field(ge=1)
+    count: Int32 = Field(ge=1)
 
 
 class TopologyAssignment(ApiModel):
@@ -80,7 +82,7 @@ class PodSetAssignment(ApiModel):
     name: DnsLabelStr
     flavors: dict[str, str] = omitempty_dict()
     resource_usage: dict[str, QuantityStr] = omitempty_dict()
-    count: int | None = Field(default=None, ge=0)
+    count: Int32 | None = Field(default=None, ge=0)
     topology_assignment: TopologyAssignment | None = None
 
 
@@ -93,8 +95,8 @@ class Admission(ApiModel):
 
 
 class RequeueState(ApiModel):
-    count: int | None = Field(default=None, ge=0)
-    requeue_at: Annotated[str, schema_only(format="date-time")] | None = None
+    count: Int32 | None = Field(default=None, ge=0)
+    requeue_at: DateTimeStr | None = None
 
 
 class WorkloadStatus(ApiModel):

@@ -36,6 +36,11 @@ def _rules(obj: Any) -> tuple[list[FieldError], tuple[Validator, UpdateValidator
     if not isinstance(obj, Mapping):
         return [wrong_type(ROOT.child("object"), obj, "an object")], None
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    shape_errs = [wrong_type(ROOT.child(field), value, "a string")
+                  for field, value in (("apiVersion", api_version), ("kind", kind))
+                  if value is not None and not isinstance(value, str)]
+    if shape_errs:  # no object of any kind has these: not a Kubernetes object at all
+        return shape_errs, None
     if api_version == c.JOB_API_VERSION and kind == c.KIND_JOB:
         return [], (jobs.validate_job, jobs.validate_job_update)
     if not isinstance(api_version, str) or not api_version.startswith(f"{c.GROUP}/"):

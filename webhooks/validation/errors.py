@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +47,27 @@ class FieldError:
         return f"{self.path}: {self.message}"
 
 
+RENDER_MAX: Final = 256
+"""Characters of a value repeated in a message; a megabyte string is cut, not echoed whole."""
+
+
 def render(value: Any) -> str:
-    """A value as apimachinery quotes it in messages: strings quoted, numbers and booleans bare."""
+    """A value as apimachinery quotes it in messages: strings quoted, numbers and booleans bare;
+    at most RENDER_MAX characters, so no input makes a message (or a denial) huge."""
+    if isinstance(value, str) and len(value) > RENDER_MAX:
+        return f"{json.dumps(value[:RENDER_MAX], ensure_ascii=False)}... ({len(value)} characters)"
     try:
-        return json.dumps(value, sort_keys=True, ensure_ascii=False)
-    except (TypeError, ValueError):
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):  # mixed key types, NaN-free encoders, deep nesting
+        text = _bounded_repr(value)
+    return text if len(text) <= RENDER_MAX else f"{text[:RENDER_MAX]}... ({len(text)} characters)"
+
+
+def _bounded_repr(value: Any) -> str:
+    try:
         return repr(value)
+    except RecursionError:
+        return f"<{type(value).__name__} nested too deep to show>"
 
 
 def quoted_list(values: Iterable[str]) -> str:

@@ -37,13 +37,15 @@ def _inline_topology(spec: Mapping[str, Any], errs: list[FieldError]) -> bool:
 def validate_resource_flavor(obj: Mapping[str, Any]) -> list[FieldError]:
     """Every error in a ResourceFlavor object."""
     errs: list[FieldError] = []
-    meta.object_meta(obj, errs)
+    meta.modelled_meta(meta.object_meta(obj, errs), errs)
     spec = shapes.mapping(obj, "spec", SPEC, errs) or {}
     labels = shapes.string_map(spec, "nodeLabels", SPEC.child("nodeLabels"), errs)
     errs.extend(placement.node_labels(SPEC.child("nodeLabels"), labels, MAX_NODE_LABELS))
-    errs.extend(placement.taints(SPEC.child("nodeTaints"),
-                                 shapes.sequence(spec, "nodeTaints", SPEC.child("nodeTaints"), errs),
-                                 MAX_TAINTS))
+    taints = shapes.sequence(spec, "nodeTaints", SPEC.child("nodeTaints"), errs)
+    errs.extend(placement.taints(SPEC.child("nodeTaints"), taints, MAX_TAINTS))
+    for i, taint in enumerate(taints or []):
+        if isinstance(taint, Mapping):  # placement.taints reported the other items
+            shapes.timestamp(taint, "timeAdded", SPEC.child("nodeTaints").index(i).child("timeAdded"), errs)
     errs.extend(placement.tolerations(SPEC.child("tolerations"),
                                       shapes.sequence(spec, "tolerations", SPEC.child("tolerations"), errs),
                                       MAX_TOLERATIONS))

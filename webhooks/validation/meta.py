@@ -10,9 +10,38 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhooks.validation import formats, shapes
-from webhooks.validation.errors import ROOT, FieldError, required
+from webhooks.validation.errors import ROOT, FieldError, invalid, required
 
 METADATA = ROOT.child("metadata")
+
+
+def modelled_meta(meta: Mapping[str, Any], errs: list[FieldError]) -> None:
+    """The other ObjectMeta fields tasq's models read: types of uid, resourceVersion, timestamps,
+    generation, finalizers and ownerReferences; labels (qualified-name keys, label values) and
+    annotations (qualified-name keys, string values), as the API server checks them."""
+    for field in ("uid", "resourceVersion"):
+        shapes.string(meta, field, METADATA.child(field), errs)
+    for field in ("creationTimestamp", "deletionTimestamp"):
+        shapes.timestamp(meta, field, METADATA.child(field), errs)
+    generation = shapes.integer(meta, "generation", METADATA.child("generation"), errs)
+    if generation is not None and generation < 0:
+        errs.append(invalid(METADATA.child("generation"), generation, "must be greater than or equal to 0"))
+    finalizers = shapes.sequence(meta, "finalizers", METADATA.child("finalizers"), errs) or []
+    for i, finalizer in enumerate(finalizers):
+        errs.extend(formats.qualified_name(METADATA.child("finalizers").index(i), finalizer))
+    owners_path = METADATA.child("ownerReferences")
+    for path, owner in shapes.objects(shapes.sequence(meta, "ownerReferences", owners_path, errs), owners_path, errs):
+        for field in ("apiVersion", "kind", "name", "uid"):
+            if not shapes.string(owner, field, path.child(field), errs):
+                errs.append(required(path.child(field)))
+        for field in ("controller", "blockOwnerDeletion"):
+            shapes.boolean(owner, field, path.child(field), errs)
+    labels_path, notes_path = METADATA.child("labels"), METADATA.child("annotations")
+    for key, value in shapes.string_map(meta, "labels", labels_path, errs).items():
+        errs.extend(formats.qualified_name(labels_path.key(key), key))
+        errs.extend(formats.label_value(labels_path.key(key), value))
+    for key in shapes.string_map(meta, "annotations", notes_path, errs):
+        errs.extend(formats.qualified_name(notes_path.key(key), key))
 
 
 def object_meta(obj: Mapping[str, Any], errs: list[FieldError]) -> Mapping[str, Any]:

@@ -55,7 +55,7 @@ def _resources(path: FieldPath, resources: Mapping[str, Any] | None, errs: list[
     valid: dict[str, dict[str, Any]] = {"requests": {}, "limits": {}}
     for kind in ("requests", "limits"):
         kind_path = path.child(kind)
-        amounts = shapes.mapping(resources, kind, kind_path, errs) or {}
+        amounts = shapes.string_keys(shapes.mapping(resources, kind, kind_path, errs), kind_path, errs)
         for resource in sorted(amounts):
             name_errs = _resource_name(kind_path.key(resource), resource)
             value_errs = formats.quantity(kind_path.key(resource), amounts[resource])

@@ -21,7 +21,7 @@ from controller.api.queues import (
     WhenCanBorrow,
     WhenCanPreempt,
 )
-from webhooks.validation import formats, meta, placement, shapes
+from webhooks.validation import formats, meta, placement, shapes, workload_status
 from webhooks.validation.errors import (
     SPEC,
     FieldError,
@@ -153,6 +153,8 @@ def _preemption(spec: Mapping[str, Any], errs: list[FieldError]) -> None:
             errs.append(unsupported(path.child(field), value, allowed))
     borrow = shapes.mapping(preemption, "borrowWithinCohort", path.child("borrowWithinCohort"), errs)
     policy_path = path.child("borrowWithinCohort").child("policy")
+    shapes.integer(borrow, "maxPriorityThreshold", path.child("borrowWithinCohort").child("maxPriorityThreshold"),
+                   errs, bits=32)
     policy = shapes.string(borrow, "policy", policy_path, errs)
     if policy is not None and policy not in BORROW_POLICIES:
         errs.append(unsupported(policy_path, policy, BORROW_POLICIES))
@@ -194,7 +196,7 @@ def _queue_settings(spec: Mapping[str, Any], errs: list[FieldError]) -> str | No
 def validate_cluster_queue(obj: Mapping[str, Any]) -> list[FieldError]:
     """Every error in a ClusterQueue object."""
     errs: list[FieldError] = []
-    meta.object_meta(obj, errs)
+    meta.modelled_meta(meta.object_meta(obj, errs), errs)
     spec = shapes.mapping(obj, "spec", SPEC, errs) or {}
     cohort = _queue_settings(spec, errs)
     groups_path = SPEC.child("resourceGroups")
@@ -204,6 +206,7 @@ def validate_cluster_queue(obj: Mapping[str, Any]) -> list[FieldError]:
     groups = shapes.objects(raw_groups, groups_path, errs)
     covered = _covered_resources(groups, errs)
     _flavors(groups, covered, cohort, errs)
+    _queue_status(obj, ("flavorsReservation", "flavorsUsage"), ("total", "borrowed"), errs)
     return errs
 
 
@@ -218,14 +221,45 @@ def validate_cluster_queue_update(old: Mapping[str, Any], new: Mapping[str, Any]
 def validate_local_queue(obj: Mapping[str, Any]) -> list[FieldError]:
     """Every error in a LocalQueue object: it must name a valid ClusterQueue."""
     errs: list[FieldError] = []
-    meta.object_meta(obj, errs)
+    meta.modelled_meta(meta.object_meta(obj, errs), errs)
     spec = shapes.mapping(obj, "spec", SPEC, errs) or {}
     cq = shapes.string(spec, "clusterQueue", SPEC.child("clusterQueue"), errs)
-    if cq is None and "clusterQueue" not in spec:
+    if spec.get("clusterQueue") is None:  # absent or null (the API server prunes a null)
         errs.append(required(SPEC.child("clusterQueue")))
     elif cq is not None:
         errs.extend(formats.dns_subdomain(SPEC.child("clusterQueue"), cq))
+    shapes.enum(spec, "stopPolicy", SPEC.child("stopPolicy"), STOP_POLICIES, errs)
+    _queue_status(obj, ("flavorsReservation", "flavorUsage"), ("total",), errs)
     return errs
+
+
+def _queue_status(obj: Mapping[str, Any], usage_lists: tuple[str, ...], amounts: tuple[str, ...],
+                  errs: list[FieldError]) -> None:
+    """A queue's status as the controller writes it: int32 workload counts, conditions, and the
+    usage lists (flavor name, then resource name and quantities `amounts`)."""
+    path = workload_status.STATUS
+    status = shapes.mapping(obj, "status", path, errs)
+    if status is None:
+        return
+    for field in ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads"):
+        shapes.integer(status, field, path.child(field), errs, bits=32)
+    workload_status.conditions(status, errs)
+    for field in usage_lists:
+        for flavor_path, flavor in shapes.objects(shapes.sequence(status, field, path.child(field), errs),
+                                                  path.child(field), errs):
+            _named(flavor, flavor_path, errs)
+            resources_path = flavor_path.child("resources")
+            for item_path, item in shapes.objects(shapes.sequence(flavor, "resources", resources_path, errs),
+                                                  resources_path, errs):
+                _named(item, item_path, errs)
+                for amount in amounts:
+                    if item.get(amount) is not None:
+                        errs.extend(formats.quantity(item_path.child(amount), item[amount], non_negative=False))
+
+
+def _named(item: Mapping[str, Any], path: FieldPath, errs: list[FieldError]) -> None:
+    if not shapes.string(item, "name", path.child("name"), errs):
+        errs.append(required(path.child("name")))
 
 
 def validate_local_queue_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:

@@ -7,10 +7,16 @@ appending a FieldError. Absent (None) values are not errors here: callers decide
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
 
-from webhooks.validation.errors import FieldError, FieldPath, invalid, wrong_type
+from controller.api.meta import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from webhooks.validation.errors import FieldError, FieldPath, invalid, render, unsupported, wrong_type
+
+# RFC 3339 as metav1.Time parses it: date, `T`, time, optional fraction, `Z` or an offset.
+_RFC3339: Final = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 
 def mapping(parent: Mapping[str, Any] | None, key: str, path: FieldPath,
@@ -50,13 +56,58 @@ def string(parent: Mapping[str, Any] | None, key: str, path: FieldPath,
 
 
 def integer(parent: Mapping[str, Any] | None, key: str, path: FieldPath,
-            errs: list[FieldError]) -> int | None:
-    """`parent[key]` when it is an integer (booleans are not); None when absent or wrong."""
+            errs: list[FieldError], *, bits: int = 64) -> int | None:
+    """`parent[key]` when it is an integer (booleans are not) that fits Go's int32 or int64
+    (`bits`); None when absent or (reported) wrong."""
     value = None if parent is None else parent.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         errs.append(wrong_type(path, value, "an integer"))
+        return None
+    low, high = (INT32_MIN, INT32_MAX) if bits == 32 else (INT64_MIN, INT64_MAX)
+    if not low <= value <= high:
+        errs.append(invalid(path, value, f"must fit a {bits}-bit integer ({low} to {high})"))
+        return None
+    return value
+
+
+def boolean(parent: Mapping[str, Any] | None, key: str, path: FieldPath,
+            errs: list[FieldError]) -> bool | None:
+    """`parent[key]` when it is true or false; None when absent or (reported) of another type."""
+    value = None if parent is None else parent.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        errs.append(wrong_type(path, value, "a boolean"))
+        return None
+    return value
+
+
+def enum(parent: Mapping[str, Any] | None, key: str, path: FieldPath, allowed: Sequence[str],
+         errs: list[FieldError]) -> str | None:
+    """`parent[key]` when it is one of `allowed`; None when absent or (reported) anything else."""
+    value = string(parent, key, path, errs)
+    if value is not None and value not in allowed:
+        errs.append(unsupported(path, value, allowed))
+        return None
+    return value
+
+
+def timestamp(parent: Mapping[str, Any] | None, key: str, path: FieldPath,
+              errs: list[FieldError]) -> str | None:
+    """`parent[key]` when it is an RFC 3339 date-time (metav1.Time); None when absent or wrong."""
+    value = string(parent, key, path, errs)
+    if value is None:
+        return None
+    valid = _RFC3339.fullmatch(value) is not None
+    if valid:
+        try:
+            datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+        except ValueError:  # 2026-02-30T...: the shape is right, the date is not
+            valid = False
+    if not valid:
+        errs.append(invalid(path, value, "must be an RFC 3339 date-time such as \"2026-01-02T03:04:05Z\""))
         return None
     return value
 
@@ -67,11 +118,32 @@ def string_map(parent: Mapping[str, Any] | None, key: str, path: FieldPath,
     raw = mapping(parent, key, path, errs)
     out: dict[str, str] = {}
     for k, v in (raw or {}).items():
-        if not isinstance(v, str):
-            errs.append(wrong_type(path.key(str(k)), v, "a string"))
-            continue
-        out[str(k)] = v
+        if not isinstance(k, str):  # YAML allows `1: x` or `true: x`; JSON objects never do
+            errs.append(wrong_type(path.key(render(k)), k, "a string key"))
+        elif not isinstance(v, str):
+            errs.append(wrong_type(path.key(k), v, "a string"))
+        else:
+            out[k] = v
     return out
+
+
+def string_keys(raw: Mapping[Any, Any] | None, path: FieldPath, errs: list[FieldError]) -> dict[str, Any]:
+    """The string-keyed entries of a map (a YAML map may mix `1:` with `cpu:`); others reported."""
+    out: dict[str, Any] = {}
+    for k, v in (raw or {}).items():
+        if isinstance(k, str):
+            out[k] = v
+        else:
+            errs.append(wrong_type(path.key(render(k)), k, "a string key"))
+    return out
+
+
+def same(a: Any, b: Any) -> bool:
+    """`a == b` that reads values nested too deep to compare (RecursionError) as different."""
+    try:
+        return bool(a == b)
+    except RecursionError:
+        return False
 
 
 def objects(items: list[Any] | None, path: FieldPath,
@@ -100,4 +172,4 @@ def unchanged(old: Any, new: Any, path: FieldPath, keys: tuple[str, ...], detail
     """An update check: no error when the field at `keys` is equal in both objects (absent or empty
     reads as `default`), else one naming the new value."""
     before, after = (default if v is None or v == "" else v for v in (lookup(old, *keys), lookup(new, *keys)))
-    return [] if before == after else [invalid(path, after, detail)]
+    return [] if same(before, after) else [invalid(path, after, detail)]

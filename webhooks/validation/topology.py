@@ -61,7 +61,7 @@ def topology_levels(spec: Mapping[str, Any] | None,
 def validate_topology(obj: Mapping[str, Any]) -> list[FieldError]:
     """Every error in a Topology object."""
     errs: list[FieldError] = []
-    meta.object_meta(obj, errs)
+    meta.modelled_meta(meta.object_meta(obj, errs), errs)
     spec = shapes.mapping(obj, "spec", SPEC, errs)
     if spec is None:
         errs.append(required(SPEC))

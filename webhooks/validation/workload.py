@@ -9,10 +9,10 @@ queue name are immutable. The status is checked by `workload_status`. Called by 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from controller.api import constants as c
-from controller.api.workload import DEFAULT_POD_SET_NAME, MAX_POD_SETS
+from controller.api.workload import DEFAULT_POD_SET_NAME, MAX_POD_SETS, PriorityClassSource
 from webhooks.validation import formats, meta, pod_templates, shapes, workload_status
 from webhooks.validation.errors import (
     SPEC,
@@ -29,6 +29,7 @@ from webhooks.validation.errors import (
 
 DEFAULT_COUNT: Final = 1
 TOPOLOGY_MODES: Final = ("preferred", "required", "unconstrained")
+PRIORITY_CLASS_SOURCES: Final[tuple[str, ...]] = get_args(PriorityClassSource)
 
 
 def topology_request(path: FieldPath, request: Mapping[str, Any]) -> list[FieldError]:
@@ -57,13 +58,13 @@ def topology_request(path: FieldPath, request: Mapping[str, Any]) -> list[FieldE
 
 def _counts(path: FieldPath, pod_set: Mapping[str, Any], errs: list[FieldError]) -> int | None:
     """count >= 0 (absent: the CRD default, 1) and 0 < minCount <= count; returns the count."""
-    count = shapes.integer(pod_set, "count", path.child("count"), errs)
+    count = shapes.integer(pod_set, "count", path.child("count"), errs, bits=32)
     if pod_set.get("count") is None:
         count = DEFAULT_COUNT
     elif count is not None and count < 0:
         errs.append(invalid(path.child("count"), count, "must be greater than or equal to 0"))
         count = None
-    min_count = shapes.integer(pod_set, "minCount", path.child("minCount"), errs)
+    min_count = shapes.integer(pod_set, "minCount", path.child("minCount"), errs, bits=32)
     if min_count is None:
         return count
     if min_count < 1:
@@ -111,17 +112,31 @@ def pod_sets(items: list[Any] | None, errs: list[FieldError]) -> dict[str, int |
 def validate_workload(obj: Mapping[str, Any]) -> list[FieldError]:
     """Every error in a Workload object."""
     errs: list[FieldError] = []
-    meta.object_meta(obj, errs)
+    meta.modelled_meta(meta.object_meta(obj, errs), errs)
     spec = shapes.mapping(obj, "spec", SPEC, errs)
     if spec is None:
         return [*errs, required(SPEC)]
     queue = shapes.string(spec, "queueName", SPEC.child("queueName"), errs)
     if queue:
         errs.extend(formats.dns_subdomain(SPEC.child("queueName"), queue))
-    shapes.integer(spec, "priority", SPEC.child("priority"), errs)
+    _priority(spec, errs)
+    shapes.boolean(spec, "active", SPEC.child("active"), errs)
     counts = pod_sets(shapes.sequence(spec, "podSets", SPEC.child("podSets"), errs), errs)
     errs.extend(workload_status.validate_status(obj, counts))
     return errs
+
+
+def _priority(spec: Mapping[str, Any], errs: list[FieldError]) -> None:
+    """priority is an int32, present whenever priorityClassName is (Kueue's CEL rule); the class
+    name is a DNS subdomain and its source one of Kueue's two (or empty)."""
+    priority = shapes.integer(spec, "priority", SPEC.child("priority"), errs, bits=32)
+    name = shapes.string(spec, "priorityClassName", SPEC.child("priorityClassName"), errs)
+    if name:
+        errs.extend(formats.dns_subdomain(SPEC.child("priorityClassName"), name))
+        if priority is None and spec.get("priority") is None:
+            errs.append(required(SPEC.child("priority"), "priority should not be nil when "
+                                                        "priorityClassName is set"))
+    shapes.enum(spec, "priorityClassSource", SPEC.child("priorityClassSource"), PRIORITY_CLASS_SOURCES, errs)
 
 
 def has_quota_reserved(obj: Mapping[str, Any]) -> bool:
@@ -140,7 +155,7 @@ def validate_workload_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> 
     errs = validate_workload(new) + _admission_update(old, new)
     if not has_quota_reserved(old):
         return errs
-    if shapes.lookup(old, "spec", "podSets") != shapes.lookup(new, "spec", "podSets"):
+    if not shapes.same(shapes.lookup(old, "spec", "podSets"), shapes.lookup(new, "spec", "podSets")):
         errs.append(invalid_omitted(SPEC.child("podSets"), "field is immutable once quota is reserved"))
     errs.extend(shapes.unchanged(old, new, SPEC.child("queueName"), ("spec", "queueName"),
                                  "field is immutable once quota is reserved"))
@@ -151,7 +166,7 @@ def _admission_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Fi
     """Kueue: an admission may be set or cleared, never edited in place."""
     old_admission = shapes.lookup(old, "status", "admission")
     new_admission = shapes.lookup(new, "status", "admission")
-    if old_admission and new_admission and old_admission != new_admission:
+    if old_admission and new_admission and not shapes.same(old_admission, new_admission):
         return [invalid_omitted(workload_status.STATUS.child("admission"),
                                 "field is immutable once set; clear it before admitting again")]
     return []

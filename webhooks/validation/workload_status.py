@@ -28,6 +28,7 @@ from webhooks.validation.errors import (
 
 STATUS = ROOT.child("status")
 CONDITION_STATUSES: Final[tuple[str, ...]] = get_args(ConditionStatus)
+TYPE_MAX: Final = 316
 REASON_MAX: Final = 1024
 MESSAGE_MAX: Final = 32768
 _REASON_RE: Final = re.compile(CONDITION_REASON_PATTERN)  # the Condition schema's (anchored) pattern
@@ -35,7 +36,10 @@ _REASON_RE: Final = re.compile(CONDITION_REASON_PATTERN)  # the Condition schema
 
 def _condition(path: FieldPath, cond: Mapping[str, Any], errs: list[FieldError]) -> None:
     """One metav1.Condition, as ValidateConditions checks it."""
-    errs.extend(formats.qualified_name(path.child("type"), cond.get("type") or ""))
+    type_ = cond.get("type") or ""
+    errs.extend(formats.qualified_name(path.child("type"), type_))
+    if isinstance(type_, str) and len(type_) > TYPE_MAX:
+        errs.append(invalid(path.child("type"), type_, f"must be no more than {TYPE_MAX} characters"))
     status = cond.get("status")
     if status not in CONDITION_STATUSES:
         errs.append(unsupported(path.child("status"), status, CONDITION_STATUSES))
@@ -47,11 +51,14 @@ def _condition(path: FieldPath, cond: Mapping[str, Any], errs: list[FieldError])
                                                           "letters, digits, '_', ',' or ':', starting with "
                                                           "a letter and not ending with ',' or ':'"))
     message = shapes.string(cond, "message", path.child("message"), errs)
-    if message is not None and len(message) > MESSAGE_MAX:
+    if cond.get("message") is None:
+        errs.append(required(path.child("message"), "must be set (it may be empty)"))
+    elif message is not None and len(message) > MESSAGE_MAX:
         errs.append(invalid(path.child("message"), f"{len(message)} characters",
                             f"must have at most {MESSAGE_MAX} characters"))
-    if not shapes.string(cond, "lastTransitionTime", path.child("lastTransitionTime"), errs):
+    if cond.get("lastTransitionTime") is None:
         errs.append(required(path.child("lastTransitionTime"), "must be set"))
+    shapes.timestamp(cond, "lastTransitionTime", path.child("lastTransitionTime"), errs)
     generation = shapes.integer(cond, "observedGeneration", path.child("observedGeneration"), errs)
     if generation is not None and generation < 0:
         errs.append(invalid(path.child("observedGeneration"), generation, "must be greater than or equal to 0"))
@@ -73,7 +80,7 @@ def conditions(status: Mapping[str, Any], errs: list[FieldError]) -> None:
 def _resource_usage(path: FieldPath, usage: Mapping[str, Any], count: int | None,
                     errs: list[FieldError]) -> None:
     """Valid non-negative quantities; with a count, each a whole multiple of it (Kueue's rule)."""
-    for resource in sorted(usage):
+    for resource in sorted(usage):  # string keys only: the caller dropped the others
         errs.extend(formats.qualified_name(path, resource))
         value_errs = formats.quantity(path.key(resource), usage[resource])
         errs.extend(value_errs)
@@ -109,7 +116,7 @@ def _slices(path: FieldPath, items: list[Any] | None, want_pods: int, errs: list
         if labels and domain in seen:
             errs.append(duplicate(item_path.child("nodeLabels"), dict(domain)))
         seen.add(domain)
-        count = shapes.integer(item, "count", item_path.child("count"), errs)
+        count = shapes.integer(item, "count", item_path.child("count"), errs, bits=32)
         if count is None or count < 1:
             errs.append(invalid(item_path.child("count"), item.get("count"), "must be greater than 0"))
         else:
@@ -122,7 +129,7 @@ def _slices(path: FieldPath, items: list[Any] | None, want_pods: int, errs: list
 def _assignment(path: FieldPath, item: Mapping[str, Any], pod_set_count: int | None,
                 errs: list[FieldError]) -> None:
     """One PodSetAssignment against its pod set's count (None: the pod set is unknown)."""
-    count = shapes.integer(item, "count", path.child("count"), errs)
+    count = shapes.integer(item, "count", path.child("count"), errs, bits=32)
     if count is not None and count < 0:
         errs.append(invalid(path.child("count"), count, "must be greater than or equal to 0"))
     elif count is not None and pod_set_count is not None and count > pod_set_count:
@@ -132,7 +139,8 @@ def _assignment(path: FieldPath, item: Mapping[str, Any], pod_set_count: int | N
     for resource in sorted(flavors):
         errs.extend(formats.qualified_name(path.child("flavors"), resource))
         errs.extend(formats.dns_subdomain(path.child("flavors").key(resource), flavors[resource]))
-    usage = shapes.mapping(item, "resourceUsage", path.child("resourceUsage"), errs) or {}
+    usage = shapes.string_keys(shapes.mapping(item, "resourceUsage", path.child("resourceUsage"), errs),
+                               path.child("resourceUsage"), errs)
     _resource_usage(path.child("resourceUsage"), usage, count, errs)
     topology = shapes.mapping(item, "topologyAssignment", path.child("topologyAssignment"), errs)
     want_pods = count if count is not None else pod_set_count
@@ -171,4 +179,15 @@ def validate_status(obj: Mapping[str, Any], pod_sets: Mapping[str, int | None]) 
         return errs
     conditions(status, errs)
     admission(status, pod_sets, errs)
+    requeue_state(status, errs)
     return errs
+
+
+def requeue_state(status: Mapping[str, Any], errs: list[FieldError]) -> None:
+    """`status.requeueState`: a non-negative int32 count and an RFC 3339 requeueAt."""
+    path = STATUS.child("requeueState")
+    state = shapes.mapping(status, "requeueState", path, errs)
+    count = shapes.integer(state, "count", path.child("count"), errs, bits=32)
+    if count is not None and count < 0:
+        errs.append(invalid(path.child("count"), count, "must be greater than or equal to 0"))
+    shapes.timestamp(state, "requeueAt", path.child("requeueAt"), errs)
