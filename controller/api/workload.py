@@ -9,7 +9,7 @@ templates stay plain dicts. Used by the job reconciler, the admission cycle and 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field
 
@@ -37,13 +37,30 @@ MAX_POD_SETS: Final = 8
 PriorityClassSource = Literal["kueue.x-k8s.io/workloadpriorityclass", "scheduling.k8s.io/priorityclass", ""]
 
 
+class PodSetSliceRequiredTopologyConstraint(ApiModel):
+    """One layer of Kueue's multi-layer slices: every `size` pods lie in one domain of `topology`."""
+
+    topology: Annotated[str, Field(min_length=1, max_length=63)]
+    size: Int32 = Field(ge=1)
+
+
 class PodSetTopologyRequest(ApiModel):
-    """At most one of required/preferred/unconstrained; the validators enforce that."""
+    """At most one of required/preferred/unconstrained; the validators enforce that.
+
+    Kueue's slice and group fields come from the pod-template annotations: `podSetSliceRequiredTopology`
+    + `podSetSliceSize` (one slice layer), `podsetSliceRequiredTopologyConstraints` (1-3 layers,
+    outer first, exclusive with the two) and `podSetGroupName` (pod sets placed together).
+    """
 
     required: LabelKeyStr | None = None
     preferred: LabelKeyStr | None = None
     unconstrained: bool | None = None
     pod_index_label: LabelKeyStr | None = None
+    pod_set_group_name: Annotated[str, Field(max_length=256)] | None = None
+    pod_set_slice_required_topology: Annotated[str, Field(max_length=63)] | None = None
+    pod_set_slice_size: Int32 | None = Field(default=None, ge=1)
+    podset_slice_required_topology_constraints: list[PodSetSliceRequiredTopologyConstraint] | None = Field(
+        default=None, max_length=3)
 
 
 class PodSet(ApiModel):
