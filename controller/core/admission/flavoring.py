@@ -20,15 +20,18 @@ from controller.core.admission.quota import ClusterQueueQuota, FlavorResource, Q
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo
 from controller.core.admission.workloads import PodSetInfo, WorkloadInfo
 from controller.core.topology import (
-    UNCONSTRAINED,
     AssignmentSuccess,
     FlavorTopology,
     PodSetRequest,
     TopologyAssignment,
+    TopologyRequest,
     Usage,
     assign,
 )
 from controller.core.topology.candidacy import Signature
+
+IMPLIED = TopologyRequest("unconstrained", None, implied=True)
+"""What a pod set without a topology request gets on a topology flavor (Kueue's implicit TAS)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +103,16 @@ def fit_from_admission(wl: WorkloadInfo, admission: Mapping[str, Any]) -> Worklo
 
 @dataclass(slots=True)
 class _Attempt:
-    """Working state while one workload is tried: what its earlier pod sets already took."""
+    """Working state while one workload is tried: what its earlier pod sets already took.
+
+    `groups`: the workload's pod-set groups (Kueue's podset-group-name), members in order;
+    `grouped`: members already placed with their group's first member (flavor, assignment)."""
 
     quota: dict[FlavorResource, int] = field(default_factory=dict)
     nodes: dict[str, Resources] = field(default_factory=dict)
     reserved: bool = False
+    groups: dict[str, tuple[PodSetInfo, ...]] = field(default_factory=dict)
+    grouped: dict[str, tuple[str, TopologyAssignment]] = field(default_factory=dict)
 
 
 def quota_requests(cq: ClusterQueueQuota, ps: PodSetInfo) -> Resources:
@@ -123,6 +131,10 @@ def assign_flavors(snap: AdmissionSnapshot, cq_name: str, wl: WorkloadInfo) -> W
     """
     cq = snap.cluster_queues[cq_name]
     attempt = _Attempt()
+    for ps in wl.pod_sets:
+        group = ps.topology.group if ps.topology is not None else None
+        if group is not None:
+            attempt.groups[group] = (*attempt.groups.get(group, ()), ps)
     granted: list[PodSetFlavors] = []
     for ps in wl.pod_sets:
         result = _assign_pod_set(snap, cq, wl.key, ps, attempt)
@@ -295,10 +307,19 @@ def _place(snap: AdmissionSnapshot, info: FlavorInfo, wl_key: str, ps: PodSetInf
     if info.topology is None:
         return _Rejection(f"flavor \"{info.name}\": topology \"{info.topology_name}\" not found",
                           c.REASON_TOPOLOGY_NOT_FOUND)
-    request = PodSetRequest(ps.name, ps.count, ps.placement_requests,
-                            ps.topology if ps.topology is not None else UNCONSTRAINED,
-                            ps.node_selector, ps.affinity_terms, ps.tolerations)
-    outcome = assign(info.topology, snap.usage, [request])
+    if ps.name in attempt.grouped:
+        flavor, assignment = attempt.grouped[ps.name]
+        if flavor == info.name:
+            return assignment
+        return _Rejection(f"flavor \"{info.name}\": pod set group of \"{ps.name}\" was placed in flavor "
+                          f"\"{flavor}\"")
+    group = ps.topology.group if ps.topology is not None else None
+    members = attempt.groups.get(group, (ps,)) if group is not None else (ps,)
+    # Kueue's implicit TAS: no topology request on a topology flavor is unconstrained at the lowest level.
+    requests = [PodSetRequest(m.name, m.count, m.placement_requests,
+                              m.topology if m.topology is not None else IMPLIED,
+                              m.node_selector, m.affinity_terms, m.tolerations) for m in members]
+    outcome = assign(info.topology, snap.usage, requests, balanced=snap.features.balanced_placement)
     if not isinstance(outcome, AssignmentSuccess):
         needs = ""
         if outcome.reason == c.REASON_POD_SET_TOPOLOGY_UNFIT:
@@ -308,7 +329,10 @@ def _place(snap: AdmissionSnapshot, info: FlavorInfo, wl_key: str, ps: PodSetInf
         add_into(attempt.nodes.setdefault(node, {}), vector)
     snap.usage.reserve(wl_key, attempt.nodes)
     attempt.reserved = True
-    return outcome.assignments[0]
+    for member, assignment in zip(members, outcome.assignments, strict=True):
+        if member.name != ps.name:
+            attempt.grouped[member.name] = (info.name, assignment)
+    return outcome.assignments[[m.name for m in members].index(ps.name)]
 
 
 def needs_and_free(topology: FlavorTopology, usage: Usage, ps: PodSetInfo) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from controller.api import constants as c
+from controller.api.features import FeatureGates
 from controller.api.flavor import ResourceFlavor
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.selectors import Taint, Toleration
@@ -43,6 +44,8 @@ class AdmissionSnapshot:
     """Known namespaces and their labels; an unknown namespace has only its name label."""
     quota: QuotaLedger
     usage: Usage
+    features: FeatureGates = field(default_factory=FeatureGates)
+    """Kueue's placement feature gates (`--feature-gates`); the defaults unless a command sets them."""
 
     def clone(self) -> AdmissionSnapshot:
         return replace(self, quota=self.quota.clone(), usage=self.usage.clone())

@@ -9,6 +9,7 @@ manifest (built here or read from a file) into a WorkloadInfo. Called by the job
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,17 +21,66 @@ from controller.api.quantity import Resources
 from controller.api.selectors import NodeSelectorTerm, Toleration, required_node_affinity_terms
 from controller.api.views import POD_SLOT_MILLI, pod_requests, tolerations_from
 from controller.api.workload import DEFAULT_POD_SET_NAME
-from controller.core.topology import TopologyRequest
+from controller.core.topology import SliceLayer, TopologyRequest
 
 _MAX_NAME_PREFIX = 63 - 6  # the name must stay a DNS label: prefix + "-" + 5 hex characters
 _HASH_LENGTH = 5
 
 
 def topology_request_to_dict(request: TopologyRequest) -> dict[str, Any]:
-    """The Workload's `podSets[].topologyRequest` form; a preferred level None is written `auto`."""
-    if request.mode == "unconstrained":
-        return {"unconstrained": True}
-    return {request.mode: request.level if request.level is not None else c.TOPOLOGY_AUTO}
+    """The Workload's `podSets[].topologyRequest` form; a preferred level None is written `auto`.
+    A slice-only request (Kueue: slices without a required or preferred level) has no mode field."""
+    out: dict[str, Any] = {}
+    if request.mode != "unconstrained":
+        out[request.mode] = request.level if request.level is not None else c.TOPOLOGY_AUTO
+    elif not request.slices:
+        out["unconstrained"] = True
+    if len(request.slices) == 1:
+        out["podSetSliceRequiredTopology"] = request.slices[0].level
+        out["podSetSliceSize"] = request.slices[0].size
+    elif request.slices:
+        out["podsetSliceRequiredTopologyConstraints"] = [
+            {"topology": layer.level, "size": layer.size} for layer in request.slices]
+    if request.group is not None:
+        out["podSetGroupName"] = request.group
+    return out
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _slice_layers(level: Any, size: Any, layers: Any) -> tuple[SliceLayer, ...]:
+    """Kueue's slice layers from one level + size, or a list of `{topology, size}` (outer first).
+    Malformed values give no layers (the validators refuse them before they get here)."""
+    if isinstance(layers, list) and layers:
+        out = []
+        for layer in layers:
+            parsed = _int_or_none(layer.get("size")) if isinstance(layer, Mapping) else None
+            if parsed is None or not isinstance(layer.get("topology"), str):
+                return ()
+            out.append(SliceLayer(layer["topology"], parsed))
+        return tuple(out)
+    parsed = _int_or_none(size)
+    if isinstance(level, str) and level and parsed is not None:
+        return (SliceLayer(level, parsed),)
+    return ()
+
+
+def _annotated_slices(notes: Mapping[str, str]) -> tuple[SliceLayer, ...]:
+    """The slice annotations of a pod template (the constraints one is JSON)."""
+    layers: Any = None
+    raw = notes.get(c.ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS)
+    if raw:
+        try:
+            layers = json.loads(raw)
+        except ValueError:
+            return ()
+    return _slice_layers(notes.get(c.ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY),
+                         notes.get(c.ANNOTATION_PODSET_SLICE_SIZE), layers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,18 +153,24 @@ def workload_name_for_job(job_name: str) -> str:
 
 def topology_request_from_annotations(job_annotations: Mapping[str, str],
                                       template_annotations: Mapping[str, str]) -> TopologyRequest | None:
-    """The KEP Job annotations win over Kueue's pod-template annotations; required over preferred."""
+    """The KEP Job annotations win over Kueue's pod-template annotations; required over preferred.
+    Kueue's slice and group annotations are read on the pod template; slices alone (no level) are
+    Kueue's slice-only request."""
+    slices = _annotated_slices(template_annotations)
+    group = template_annotations.get(c.ANNOTATION_PODSET_GROUP_NAME) or None
     for notes in (job_annotations, template_annotations):
         required = notes.get(c.ANNOTATION_REQUIRE_TOPOLOGY) or \
             notes.get(c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY)
         if required:
-            return TopologyRequest("required", required)
+            return TopologyRequest("required", required, slices, group)
         preferred = notes.get(c.ANNOTATION_PREFER_TOPOLOGY) or \
             notes.get(c.ANNOTATION_PODSET_PREFERRED_TOPOLOGY)
         if preferred:
-            return TopologyRequest("preferred", None if preferred == c.TOPOLOGY_AUTO else preferred)
+            return TopologyRequest("preferred", None if preferred == c.TOPOLOGY_AUTO else preferred, slices, group)
         if parse_boolean(notes.get(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY)):
-            return TopologyRequest("unconstrained", None)
+            return TopologyRequest("unconstrained", None, slices, group)
+    if slices:
+        return TopologyRequest("unconstrained", None, slices, group)
     return None
 
 
@@ -170,13 +226,17 @@ def workload_from_job(job: Mapping[str, Any], priority_classes: Mapping[str, int
 def _topology_request(obj: Mapping[str, Any] | None) -> TopologyRequest | None:
     if not obj:
         return None
+    slices = _slice_layers(obj.get("podSetSliceRequiredTopology"), obj.get("podSetSliceSize"),
+                           obj.get("podsetSliceRequiredTopologyConstraints"))
+    group = obj.get("podSetGroupName")
+    group = str(group) if group else None
     if obj.get("required"):
-        return TopologyRequest("required", str(obj["required"]))
+        return TopologyRequest("required", str(obj["required"]), slices, group)
     if obj.get("preferred"):
         preferred = str(obj["preferred"])
-        return TopologyRequest("preferred", None if preferred == c.TOPOLOGY_AUTO else preferred)
-    if obj.get("unconstrained"):
-        return TopologyRequest("unconstrained", None)
+        return TopologyRequest("preferred", None if preferred == c.TOPOLOGY_AUTO else preferred, slices, group)
+    if obj.get("unconstrained") or slices:
+        return TopologyRequest("unconstrained", None, slices, group)
     return None
 
 

@@ -134,3 +134,36 @@ def test_a_workload_manifest_priority(case: PriorityCase) -> None:
     wl = workload_info({"metadata": {"name": "w", "namespace": "ns"}, "spec": {"queueName": "q", **case.spec}},
                        priority_classes=PRIORITY_CLASSES)
     assert wl.priority == case.want_priority
+
+
+@pytest.mark.parametrize(("notes", "want"), [
+    pytest.param({c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: "rack", c.ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY: "host",
+                  c.ANNOTATION_PODSET_SLICE_SIZE: "4"},
+                 {"required": "rack", "podSetSliceRequiredTopology": "host", "podSetSliceSize": 4},
+                 id="slice level and size"),
+    pytest.param({c.ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY: "host", c.ANNOTATION_PODSET_SLICE_SIZE: "2"},
+                 {"podSetSliceRequiredTopology": "host", "podSetSliceSize": 2},
+                 id="slices alone: Kueue's slice-only request, no mode field"),
+    pytest.param({c.ANNOTATION_PODSET_PREFERRED_TOPOLOGY: "block",
+                  c.ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS:
+                      '[{"topology": "rack", "size": 8}, {"topology": "host", "size": 4}]'},
+                 {"preferred": "block", "podsetSliceRequiredTopologyConstraints": [
+                     {"topology": "rack", "size": 8}, {"topology": "host", "size": 4}]},
+                 id="multi-layer constraints from JSON"),
+    pytest.param({c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: "rack", c.ANNOTATION_PODSET_GROUP_NAME: "g"},
+                 {"required": "rack", "podSetGroupName": "g"}, id="pod-set group"),
+    pytest.param({c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: "rack", c.ANNOTATION_PODSET_SLICE_SIZE: "x",
+                  c.ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY: "host"},
+                 {"required": "rack"}, id="a malformed size gives no slices (the validators refuse it first)"),
+])
+def test_slice_and_group_annotations_reach_the_workload_and_back(notes: dict[str, str], want: dict[str, Any]) -> None:
+    job = make_job("a").parallelism(8)
+    for key, value in notes.items():
+        job = job.template_annotate(key, value)
+    workload = workload_from_job(job.obj())
+    (pod_set,) = workload["spec"]["podSets"]
+    assert pod_set["topologyRequest"] == want
+    # The Workload's fields parse back into the same request the annotations gave.
+    (info,) = workload_info(workload).pod_sets
+    (from_notes,) = workload_info({"spec": {"podSets": [{**pod_set, "topologyRequest": None}]}}).pod_sets
+    assert info.topology == from_notes.topology
