@@ -24,6 +24,7 @@ import yaml
 
 from controller.api import constants as c
 from controller.api.documents import MAX_INPUT_BYTES, decode, parse_documents
+from controller.api.features import FeatureGateError, parse_feature_gates
 from controller.api.kube_objects import check_object
 from controller.api.queues import ClusterQueue
 from controller.api.workload import Workload
@@ -55,6 +56,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
                         help="table (default) or the Workloads as a kind: List")
     parser.add_argument("--explain", action="store_true", help="print why each pending Workload waits")
+    parser.add_argument("--feature-gates", default="", metavar="NAME=true|false,...",
+                        help="Kueue's placement feature gates: TASBalancedPlacement (default false), "
+                             "TASMultiLayerTopology (default true)")
     parser.set_defaults(handler=run)
 
 
@@ -119,6 +123,11 @@ def _check_into(step: Step, origin: str, text: str | None, problem: str | None) 
 
 def run(args: argparse.Namespace) -> int:
     """Read every step, validate everything before simulating anything, then apply and run each step."""
+    try:
+        features = parse_feature_gates(args.feature_gates)
+    except FeatureGateError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     steps = [read_step(spec, sys.stdin) for spec in args.files]
     errors = [line for step in steps for line in step.errors]
     if errors:
@@ -132,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
                 warning = preemption_warning(ClusterQueue.from_dict(obj))
                 if warning is not None:
                     print(f"warning: {warning}", file=sys.stderr)
-    sim = Simulation()
+    sim = Simulation(features=features)
     for step in steps:
         sim.apply(step.objects)
         step.objects = []

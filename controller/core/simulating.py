@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.features import FeatureGates
 from controller.api.flavor import ResourceFlavor
 from controller.api.kube_objects import KIND_NODE, KIND_POD
 from controller.api.meta import format_time
@@ -84,6 +85,8 @@ class Simulation:
     _pods: dict[ObjectKey, PodView] = field(default_factory=dict)
     """The applied Nodes and Pods, kept only as views built once when applied (`objects` holds
     every other kind as given)."""
+    features: FeatureGates = field(default_factory=FeatureGates)
+    """Kueue's placement feature gates (`tasq simulate --feature-gates`)."""
     seed: int = GENERATE_NAME_SEED
     _random: random.Random = field(init=False)
     """Draws generated names; seeded, so the same input always gives the same names."""
@@ -232,6 +235,7 @@ class Simulation:
             [ResourceFlavor.from_dict(o) for o in self.of_kind(c.KIND_RESOURCE_FLAVOR)],
             [Topology.from_dict(o) for o in self.of_kind(c.KIND_TOPOLOGY)],
             nodes, pods, namespaces, {key: fit.node_usage for key, fit in running.items() if fit.node_usage})
+        snapshot.features = self.features
         running.update(self._restore_domains(snapshot, pods, nodes))
         state = AdmissionState(snapshot)
         for key, fit in running.items():

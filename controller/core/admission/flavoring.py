@@ -313,6 +313,9 @@ def _place(snap: AdmissionSnapshot, info: FlavorInfo, wl_key: str, ps: PodSetInf
             return assignment
         return _Rejection(f"flavor \"{info.name}\": pod set group of \"{ps.name}\" was placed in flavor "
                           f"\"{flavor}\"")
+    if ps.topology is not None and len(ps.topology.slices) > 1 and not snap.features.multi_layer_topology:
+        return _Rejection(f"flavor \"{info.name}\": multi-layer slices need the "
+                          f"{c.FEATURE_TAS_MULTI_LAYER_TOPOLOGY} feature gate")
     group = ps.topology.group if ps.topology is not None else None
     members = attempt.groups.get(group, (ps,)) if group is not None else (ps,)
     # Kueue's implicit TAS: no topology request on a topology flavor is unconstrained at the lowest level.

@@ -107,3 +107,11 @@ def test_the_balanced_gate_reaches_the_engine() -> None:
     assert slices_of(admit(("main", 25, request), gates="TASBalancedPlacement=true")) == \
         [["n1=8", "n2=5", "n3=8", "n4=4"]]
     assert slices_of(admit(("main", 25, request))) == [["n1=8", "n2=7", "n3=8", "n4=2"]]
+
+
+def test_multi_layer_slices_wait_when_their_gate_is_off() -> None:
+    request = {"required": BLOCK,
+               "podsetSliceRequiredTopologyConstraints": [{"topology": RACK, "size": 8}, {"topology": HOST, "size": 4}]}
+    decision = admit(("main", 16, request), gates="TASMultiLayerTopology=false")
+    assert isinstance(decision, Pending)
+    assert 'flavor "h100": multi-layer slices need the TASMultiLayerTopology feature gate' in decision.message
