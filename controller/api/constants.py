@@ -32,6 +32,9 @@ KIND_NAMESPACE: Final = "Namespace"
 KIND_PRIORITY_CLASS: Final = "PriorityClass"
 CORE_API_VERSION: Final = "v1"
 PRIORITY_CLASS_API_VERSION: Final = "scheduling.k8s.io/v1"
+# A Workload's spec.priorityClassSource: which kind its priorityClassName names.
+PRIORITY_SOURCE_WORKLOAD: Final = "kueue.x-k8s.io/workloadpriorityclass"
+PRIORITY_SOURCE_POD: Final = "scheduling.k8s.io/priorityclass"
 POD_PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 CONDITION_STATUSES: Final = ("True", "False", "Unknown")
 JOB_COMPLETION_MODES: Final = ("NonIndexed", "Indexed")

@@ -14,6 +14,7 @@ from typing import Any, Final
 import yaml
 
 from controller.api import constants as c
+from controller.api.cel_rules import ITEMS, RULES
 from controller.api.flavor import ResourceFlavor
 from controller.api.meta import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, KubeObject
 from controller.api.queues import ClusterQueue, LocalQueue
@@ -23,6 +24,7 @@ from controller.api.workload import Workload
 CATEGORY: Final = "kueue"
 INT_OR_STRING: Final = "x-kubernetes-int-or-string"
 PRESERVE_UNKNOWN: Final = "x-kubernetes-preserve-unknown-fields"
+VALIDATIONS: Final = "x-kubernetes-validations"
 
 Schema = dict[str, Any]
 
@@ -235,6 +237,22 @@ def openapi_schema(model: type[KubeObject], description: str = "") -> Schema:
     return _sorted(tree)
 
 
+def attach_rules(schema: Schema, kind: str) -> Schema:
+    """The kind's CEL rules (`controller.api.cel_rules`) put on the schema nodes they guard, in place.
+
+    Raises KeyError naming the path when the schema lacks a node a rule is written for, so a model
+    change that moves a field cannot silently drop its rules.
+    """
+    for path, rules in RULES.get(kind, ()):
+        node = schema
+        for step in path:
+            node = node["items"] if step == ITEMS else node["properties"][step]
+        ordered = _sorted({**node, VALIDATIONS: [rule.to_dict() for rule in rules]})
+        node.clear()
+        node.update(ordered)
+    return schema
+
+
 def _version(spec: KindSpec, name: str, schema: Schema) -> dict[str, Any]:
     version: dict[str, Any] = {}
     if spec.columns:
@@ -250,7 +268,7 @@ def _version(spec: KindSpec, name: str, schema: Schema) -> dict[str, Any]:
 
 def crd(spec: KindSpec) -> dict[str, Any]:
     """The full CustomResourceDefinition of one kind."""
-    schema = openapi_schema(spec.model, spec.description)
+    schema = attach_rules(openapi_schema(spec.model, spec.description), spec.kind)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

@@ -34,6 +34,7 @@ from controller.api.meta import (
 DEFAULT_POD_SET_NAME = "main"
 MAX_POD_SETS: Final = 8
 """Kueue's limit on a Workload's podSets."""
+# Literal needs the strings themselves: c.PRIORITY_SOURCE_WORKLOAD, c.PRIORITY_SOURCE_POD or none.
 PriorityClassSource = Literal["kueue.x-k8s.io/workloadpriorityclass", "scheduling.k8s.io/priorityclass", ""]
 
 

@@ -123,7 +123,23 @@ def validate_workload(obj: Mapping[str, Any]) -> list[FieldError]:
     shapes.boolean(spec, "active", SPEC.child("active"), errs)
     counts = pod_sets(shapes.sequence(spec, "podSets", SPEC.child("podSets"), errs), errs)
     errs.extend(workload_status.validate_status(obj, counts))
+    errs.extend(_assignments_cover_pod_sets(obj))
     return errs
+
+
+def _assignments_cover_pod_sets(obj: Mapping[str, Any]) -> list[FieldError]:
+    """Kueue's CEL rule: with QuotaReserved True, the admission assigns as many pod sets as the
+    spec has (a partial admission would leave a pod set without a flavor)."""
+    pod_set_items = shapes.lookup(obj, "spec", "podSets")
+    assignments = shapes.lookup(obj, "status", "admission", "podSetAssignments")
+    if not _reserved_condition(obj) or not isinstance(shapes.lookup(obj, "status", "admission"), Mapping):
+        return []
+    want = len(pod_set_items) if isinstance(pod_set_items, list) else 0
+    have = len(assignments) if isinstance(assignments, list) else 0
+    if want == have:
+        return []
+    return [invalid(workload_status.STATUS.child("admission").child("podSetAssignments"), f"{have} item(s)",
+                    f"podSetAssignments must have the same number of podSets as the spec ({want})")]
 
 
 def _priority(spec: Mapping[str, Any], errs: list[FieldError]) -> None:
@@ -131,7 +147,7 @@ def _priority(spec: Mapping[str, Any], errs: list[FieldError]) -> None:
     name is a DNS subdomain and its source one of Kueue's two (or empty)."""
     priority = shapes.integer(spec, "priority", SPEC.child("priority"), errs, bits=32)
     name = shapes.string(spec, "priorityClassName", SPEC.child("priorityClassName"), errs)
-    if name:
+    if name is not None:  # "" too: the CRD's pattern refuses it
         errs.extend(formats.dns_subdomain(SPEC.child("priorityClassName"), name))
         if priority is None and spec.get("priority") is None:
             errs.append(required(SPEC.child("priority"), "priority should not be nil when "
@@ -141,8 +157,11 @@ def _priority(spec: Mapping[str, Any], errs: list[FieldError]) -> None:
 
 def has_quota_reserved(obj: Mapping[str, Any]) -> bool:
     """True when the Workload holds quota: an admission is recorded or QuotaReserved is True."""
-    if shapes.lookup(obj, "status", "admission"):
-        return True
+    return bool(shapes.lookup(obj, "status", "admission")) or _reserved_condition(obj)
+
+
+def _reserved_condition(obj: Mapping[str, Any]) -> bool:
+    """The Workload's QuotaReserved condition is True."""
     conditions = shapes.lookup(obj, "status", "conditions")
     return isinstance(conditions, list) and any(
         shapes.lookup(cond, "type") == c.CONDITION_QUOTA_RESERVED and shapes.lookup(cond, "status") == "True"
@@ -159,6 +178,26 @@ def validate_workload_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> 
         errs.append(invalid_omitted(SPEC.child("podSets"), "field is immutable once quota is reserved"))
     errs.extend(shapes.unchanged(old, new, SPEC.child("queueName"), ("spec", "queueName"),
                                  "field is immutable once quota is reserved"))
+    errs.extend(_priority_class_update(old, new))
+    return errs
+
+
+def _priority_class_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
+    """Kueue's CEL rules while quota is reserved: priorityClassSource keeps its value when both set
+    it, and so does priorityClassName unless the source is a WorkloadPriorityClass (whose name may change)."""
+    before = {f: shapes.lookup(old, "spec", f) for f in ("priorityClassSource", "priorityClassName")}
+    after = {f: shapes.lookup(new, "spec", f) for f in ("priorityClassSource", "priorityClassName")}
+    errs: list[FieldError] = []
+    sources_set = before["priorityClassSource"] is not None and after["priorityClassSource"] is not None
+    if sources_set and before["priorityClassSource"] != after["priorityClassSource"]:
+        errs.append(invalid(SPEC.child("priorityClassSource"), after["priorityClassSource"],
+                            "priorityClassSource is immutable while workload quota reserved"))
+    names_set = before["priorityClassName"] is not None and after["priorityClassName"] is not None
+    if sources_set and names_set and after["priorityClassSource"] != c.PRIORITY_SOURCE_WORKLOAD \
+            and before["priorityClassName"] != after["priorityClassName"]:
+        errs.append(invalid(SPEC.child("priorityClassName"), after["priorityClassName"],
+                            "priorityClassName is immutable while workload quota reserved and "
+                            f"priorityClassSource is not equal to {c.PRIORITY_SOURCE_WORKLOAD}"))
     return errs
 
 
