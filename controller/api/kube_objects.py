@@ -27,23 +27,14 @@ from webhooks.validation.errors import ROOT, SPEC, invalid, required, unsupporte
 from webhooks.validation.meta import METADATA, object_meta
 from webhooks.validation.pod_templates import pod_template
 
-KIND_NODE: Final = "Node"
-KIND_POD: Final = "Pod"
-KIND_NAMESPACE: Final = "Namespace"
-KIND_PRIORITY_CLASS: Final = "PriorityClass"
-PRIORITY_CLASS_API_VERSION: Final = "scheduling.k8s.io/v1"
-POD_PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
-CONDITION_STATUSES: Final = ("True", "False", "Unknown")
-COMPLETION_MODES: Final = ("NonIndexed", "Indexed")
-"""Enumerations the schema leaves as plain strings, for the fields tasq reads."""
 HIGHEST_USER_PRIORITY: Final = 1_000_000_000
 """Kubernetes' HighestUserDefinablePriority: classes not named `system-*` stay at or below it."""
 
 CORE_DEFINITIONS: Final = {
-    ("v1", KIND_NODE): "io.k8s.api.core.v1.Node",
-    ("v1", KIND_POD): "io.k8s.api.core.v1.Pod",
-    ("v1", KIND_NAMESPACE): "io.k8s.api.core.v1.Namespace",
-    (PRIORITY_CLASS_API_VERSION, KIND_PRIORITY_CLASS): "io.k8s.api.scheduling.v1.PriorityClass",
+    (c.CORE_API_VERSION, c.KIND_NODE): "io.k8s.api.core.v1.Node",
+    (c.CORE_API_VERSION, c.KIND_POD): "io.k8s.api.core.v1.Pod",
+    (c.CORE_API_VERSION, c.KIND_NAMESPACE): "io.k8s.api.core.v1.Namespace",
+    (c.PRIORITY_CLASS_API_VERSION, c.KIND_PRIORITY_CLASS): "io.k8s.api.scheduling.v1.PriorityClass",
     (c.JOB_API_VERSION, c.KIND_JOB): "io.k8s.api.batch.v1.Job",
 }
 """The core kinds tasq reads -> their definition in Kubernetes' schema."""
@@ -126,7 +117,7 @@ def _value_errors(obj: dict[str, Any]) -> list[FieldError]:
     """The API server's value rules on a schema-valid core object, for the fields tasq reads."""
     errs: list[FieldError] = []
     meta = object_meta(obj, errs)
-    if obj["kind"] == KIND_NAMESPACE and isinstance(meta.get("name"), str):
+    if obj["kind"] == c.KIND_NAMESPACE and isinstance(meta.get("name"), str):
         errs.extend(formats.dns_label(METADATA.child("name"), meta["name"]))
     for key, value in (meta.get("labels") or {}).items():
         errs.extend(formats.qualified_name(METADATA.child("labels").key(key), key))
@@ -155,8 +146,8 @@ def _node_rules(obj: Mapping[str, Any]) -> list[FieldError]:
     errs.extend(_quantities("status.capacity", status.get("capacity")))
     errs.extend(placement.taints(SPEC.child("taints"), spec.get("taints")))
     path = ROOT.child("status").child("conditions")
-    errs.extend(unsupported(path.index(i).child("status"), cd.get("status"), CONDITION_STATUSES)
-                for i, cd in enumerate(status.get("conditions") or []) if cd.get("status") not in CONDITION_STATUSES)
+    errs.extend(unsupported(path.index(i).child("status"), cd.get("status"), c.CONDITION_STATUSES)
+                for i, cd in enumerate(status.get("conditions") or []) if cd.get("status") not in c.CONDITION_STATUSES)
     return errs
 
 
@@ -164,8 +155,8 @@ def _pod_rules(obj: Mapping[str, Any]) -> list[FieldError]:
     errs = pod_template(ROOT, obj)
     errs.extend(_quantities("spec.overhead", (obj.get("spec") or {}).get("overhead")))
     phase = (obj.get("status") or {}).get("phase")
-    if phase is not None and phase not in POD_PHASES:
-        errs.append(unsupported(ROOT.child("status").child("phase"), phase, POD_PHASES))
+    if phase is not None and phase not in c.POD_PHASES:
+        errs.append(unsupported(ROOT.child("status").child("phase"), phase, c.POD_PHASES))
     return errs
 
 
@@ -177,8 +168,8 @@ def _job_rules(obj: Mapping[str, Any]) -> list[FieldError]:
             for name in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds")
             if isinstance(spec.get(name), int) and spec[name] < 0]
     mode = spec.get("completionMode")
-    if mode is not None and mode not in COMPLETION_MODES:
-        errs.append(unsupported(SPEC.child("completionMode"), mode, COMPLETION_MODES))
+    if mode is not None and mode not in c.JOB_COMPLETION_MODES:
+        errs.append(unsupported(SPEC.child("completionMode"), mode, c.JOB_COMPLETION_MODES))
     return errs + validate(obj)
 
 
@@ -194,8 +185,8 @@ def _priority_class_rules(obj: Mapping[str, Any]) -> list[FieldError]:
 
 
 _KIND_RULES: Final[dict[str, Callable[[Mapping[str, Any]], list[FieldError]]]] = {
-    KIND_NODE: _node_rules, KIND_POD: _pod_rules, c.KIND_JOB: _job_rules,
-    KIND_PRIORITY_CLASS: _priority_class_rules,
+    c.KIND_NODE: _node_rules, c.KIND_POD: _pod_rules, c.KIND_JOB: _job_rules,
+    c.KIND_PRIORITY_CLASS: _priority_class_rules,
 }
 
 
@@ -239,5 +230,5 @@ def _slim_pod(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _SLIM: Final[dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]]] = {
-    KIND_NODE: _slim_node, KIND_POD: _slim_pod,
+    c.KIND_NODE: _slim_node, c.KIND_POD: _slim_pod,
 }

@@ -17,7 +17,6 @@ from typing import Any
 from controller.api import constants as c
 from controller.api.features import FeatureGates
 from controller.api.flavor import ResourceFlavor
-from controller.api.kube_objects import KIND_NODE, KIND_POD
 from controller.api.meta import format_time
 from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
@@ -42,7 +41,7 @@ NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 """The API server's alphabet for generated name suffixes (no vowels, no confusable characters)."""
 NAME_SUFFIX_LENGTH = 5
 
-_NAMESPACED = {KIND_POD, c.KIND_JOB, c.KIND_LOCAL_QUEUE, c.KIND_WORKLOAD}
+_NAMESPACED = {c.KIND_POD, c.KIND_JOB, c.KIND_LOCAL_QUEUE, c.KIND_WORKLOAD}
 
 ObjectKey = tuple[str, str, str]
 """(kind, namespace, name)."""
@@ -105,9 +104,9 @@ class Simulation:
         for obj in objects:
             obj = self._named(obj)
             key = object_key(obj)
-            if key[0] == KIND_NODE:
+            if key[0] == c.KIND_NODE:
                 self._nodes[key] = NodeView.from_dict(obj)
-            elif key[0] == KIND_POD:
+            elif key[0] == c.KIND_POD:
                 self._pods[key] = PodView.from_dict(obj)
             else:
                 self.objects[key] = dict(obj)
@@ -153,7 +152,7 @@ class Simulation:
     def _priority_classes(self) -> tuple[dict[str, int], int]:
         classes: dict[str, int] = {}
         default = 0
-        for pc in self.of_kind("PriorityClass"):
+        for pc in self.of_kind(c.KIND_PRIORITY_CLASS):
             name = str((pc.get("metadata") or {}).get("name", ""))
             classes[name] = int(pc.get("value", 0))
             if pc.get("globalDefault"):
@@ -226,7 +225,7 @@ class Simulation:
         """A fresh snapshot of everything applied; admissions still running keep quota and nodes."""
         nodes = list(self._nodes.values())
         pods = list(self._pods.values())
-        ns_metas = [ns.get("metadata") or {} for ns in self.of_kind("Namespace")]
+        ns_metas = [ns.get("metadata") or {} for ns in self.of_kind(c.KIND_NAMESPACE)]
         namespaces = {str(meta.get("name", "")): dict(meta.get("labels") or {}) for meta in ns_metas}
         running = {key: t.fit for key, t in self.tracked.items() if t.fit is not None and t.finished is None}
         snapshot = build_snapshot(
