@@ -72,6 +72,7 @@ class TopologyUngater:
         self.failures = 0
         self._semaphore = asyncio.Semaphore(parallelism)
         self._due: dict[WorkloadKey, float] = {}
+        self._syncing: set[WorkloadKey] = set()
         self._heap: list[tuple[float, WorkloadKey]] = []
         self._wake = asyncio.Event()
         self._active = asyncio.Event()
@@ -95,17 +96,41 @@ class TopologyUngater:
         self._active.set()
 
     async def run(self) -> None:
-        """Until cancelled: wait for due Workloads (and the leader gate), then sync them together."""
-        while True:
-            await self._wait_until_allowed()
-            keys = self._pop_due()
-            if keys:
-                await asyncio.gather(*(self.sync(ns, wl) for ns, wl in keys))
-                continue
-            self._wake.clear()
-            timeout = self._heap[0][0] - self.clock() if self._heap else None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+        """Until cancelled: wait for due Workloads (and the leader gate) and start a sync for each.
+
+        Syncs of different Workloads overlap (the semaphore bounds their patches together); a
+        Workload whose previous sync is still running is looked at again one batch window later.
+        """
+        running: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                await self._wait_until_allowed()
+                for key in self._pop_due():
+                    if key in self._syncing:
+                        self.notify(*key)
+                        continue
+                    task = asyncio.create_task(self._sync_logged(key))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                self._wake.clear()
+                timeout = self._heap[0][0] - self.clock() if self._heap else None
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+        finally:
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+
+    async def _sync_logged(self, key: WorkloadKey) -> None:
+        """`sync` for `run`: an unexpected error is logged and the Workload retried, never fatal."""
+        self._syncing.add(key)
+        try:
+            await self.sync(*key)
+        except Exception:
+            log.exception("ungating Workload %s/%s failed; retrying", *key)
+            self.notify(*key)
+        finally:
+            self._syncing.discard(key)
 
     async def _wait_until_allowed(self) -> None:
         """Return once not paused and (with a leader gate) leading; either may flip while waiting."""
@@ -160,6 +185,10 @@ class TopologyUngater:
         A failed patch changed nothing on the pod (one patch is atomic), so its expectation goes.
         """
         async with self._semaphore:
+            if self.leader is not None and not self.leader.is_set():
+                # Leadership was lost during the batch: the new leader plans this pod itself.
+                self.expectations.get(key, {}).pop(u.uid, None)
+                return False
             self.patches += 1
             try:
                 # The raw response: decoding each returned Pod into client models would cost more

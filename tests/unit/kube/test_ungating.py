@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,7 +67,8 @@ class FakeCore:
     """The part of CoreV1Api the ungater uses: applies our patch shape to in-memory pods.
 
     `fail[name]` lists statuses the next patches of that pod answer with; `delay` holds each patch
-    so concurrency can be measured (`max_in_flight`).
+    so concurrency can be measured (`max_in_flight`); `blocks[name]` holds that pod's patch until set;
+    `on_call(n)` runs as the n-th patch arrives.
     """
 
     def __init__(self, pods: list[FakePod]) -> None:
@@ -75,6 +76,8 @@ class FakeCore:
         self.calls: list[tuple[str, str, dict[str, Any], str]] = []
         self.fail: dict[str, list[int]] = {}
         self.delay = 0.0
+        self.blocks: dict[str, asyncio.Event] = {}
+        self.on_call: Callable[[int], None] | None = None
         self.in_flight = self.max_in_flight = 0
         self.responses: list[FakeResponse] = []
 
@@ -87,8 +90,12 @@ class FakeCore:
         self.calls.append((name, namespace, copy.deepcopy(body), _content_type))
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        if self.on_call is not None:
+            self.on_call(len(self.calls))
         try:
             await asyncio.sleep(self.delay)
+            if name in self.blocks:
+                await self.blocks[name].wait()
             if self.fail.get(name):
                 status = self.fail[name].pop(0)
                 if status == 401:  # the client raises for what it has a response type for
@@ -113,6 +120,14 @@ def frozen(core: FakeCore) -> Any:
     """A source that keeps showing the pods as they were when it was made (a lagging cache)."""
     states = [p.state() for p in core.pods.values()]
     return lambda ns, wl: UngatingInput(ns, wl, SLICES, states)
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait until `check()` holds (polling), so a loaded machine slows a test down but does not fail it."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
+        await asyncio.sleep(0.01)
 
 
 def pods(n: int) -> list[FakePod]:
@@ -219,8 +234,9 @@ async def test_events_within_the_batch_window_make_one_sync(running: list[Any]) 
     ungater.notify("ns", "b")
     await asyncio.sleep(0.1)
     assert seen == []  # the window is still open
+    await eventually(lambda: len(seen) == 2)
     await asyncio.sleep(0.3)
-    assert sorted(seen) == ["a", "b"]
+    assert sorted(seen) == ["a", "b"]  # one look each, however many events
 
 
 async def test_only_the_leader_ungates_and_pause_holds_it_too(running: list[Any]) -> None:
@@ -236,8 +252,53 @@ async def test_only_the_leader_ungates_and_pause_holds_it_too(running: list[Any]
     await asyncio.sleep(0.1)
     assert core.calls == []
     ungater.resume()
-    await asyncio.sleep(0.1)
+    await eventually(lambda: len(core.calls) == 2)
+
+
+async def test_a_slow_workload_does_not_hold_up_another(running: list[Any]) -> None:
+    core = FakeCore([FakePod("slow-0", 0), FakePod("fast-0", 0)])
+    core.blocks["slow-0"] = asyncio.Event()
+
+    def source(ns: str, wl: str) -> UngatingInput:
+        return UngatingInput(ns, wl, SLICES, [p.state() for p in core.pods.values() if p.name.startswith(wl)])
+    ungater = TopologyUngater(core, source, batch_seconds=0.01)  # type: ignore[arg-type]
+    running.append(asyncio.create_task(ungater.run()))
+    ungater.notify("ns", "slow")
+    await eventually(lambda: len(core.calls) == 1)
+    ungater.notify("ns", "fast")
+    await eventually(lambda: core.pods["fast-0"].gates == [OTHER_GATE])
+    assert core.pods["slow-0"].gates[0] == c.SCHEDULING_GATE_TOPOLOGY  # its patch is still on the way
+    core.blocks["slow-0"].set()
+    await eventually(lambda: core.pods["slow-0"].gates == [OTHER_GATE])
+
+
+async def test_a_failing_source_is_logged_and_retried_without_stopping_the_ungater(
+        running: list[Any], caplog: pytest.LogCaptureFixture) -> None:
+    core = FakeCore(pods(1))
+    calls = []
+
+    def source(ns: str, wl: str) -> UngatingInput:
+        calls.append(wl)
+        if len(calls) == 1:
+            raise KeyError("cache bug")
+        return UngatingInput(ns, wl, SLICES, [p.state() for p in core.pods.values()])
+    ungater = TopologyUngater(core, source, batch_seconds=0.01)  # type: ignore[arg-type]
+    running.append(asyncio.create_task(ungater.run()))
+    ungater.notify("ns", "wl")
+    await eventually(lambda: core.pods["p0"].gates == [OTHER_GATE])
+    assert len(calls) == 2
+    assert "ungating Workload ns/wl failed; retrying" in caplog.text
+
+
+async def test_patches_still_queued_when_leadership_is_lost_are_not_sent() -> None:
+    core = FakeCore(pods(4))
+    leader = asyncio.Event()
+    leader.set()
+    core.on_call = lambda n: leader.clear() if n == 2 else None  # lost while the 2nd patch is sent
+    ungater = TopologyUngater(core, live(core), parallelism=1, leader=leader)  # type: ignore[arg-type]
+    assert await ungater.sync("ns", "wl") == 2
     assert len(core.calls) == 2
+    assert set(ungater.expectations["ns", "wl"]) == {"uid-p0", "uid-p1"}
 
 
 # ------------------------------------------------------------------------ against the devcluster
@@ -323,11 +384,11 @@ async def test_on_the_devcluster_injected_409s_and_500s_on_pod_patches_converge_
     async def all_released() -> list[Any]:
         items = (await core.list_namespaced_pod("default")).items
         return [] if any(p.spec.scheduling_gates for p in items) else items
-    for _ in range(100):
+    for _ in range(400):
         if items := await all_released():
             break
         await asyncio.sleep(0.05)
-    assert items, "pods still gated after 5 s"
+    assert items, "pods still gated after 20 s"
     assert (ungater.patches, ungater.failures) == (11, 5)  # 6 pods, each injected failure retried once
     by_index = {int(p.metadata.labels[c.LABEL_JOB_COMPLETION_INDEX]): p.spec.node_selector[LABEL_RACK]
                 for p in items}
