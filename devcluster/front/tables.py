@@ -12,8 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from controller.api.constants import CONDITION_JOB_COMPLETE, CONDITION_JOB_FAILED
-from controller.api.views import TERMINAL_PHASES
+from devcluster.constants import CONDITION_JOB_COMPLETE, CONDITION_JOB_FAILED, TERMINAL_PHASES
 from devcluster.front import jsonpath
 from devcluster.server.builtins import CONDITION_POD_SCHEDULED, REASON_SCHEDULING_GATED
 from devcluster.server.clock import parse_time

@@ -11,8 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.api.selectors import requirement_matches
-
 
 class SelectorError(ValueError):
     """A selector string that does not parse; the message is what the 400 response says."""
@@ -61,6 +59,47 @@ def parse_label_selector(text: str) -> tuple[Requirement, ...]:
         else:
             raise SelectorError(f"unable to parse requirement: {part.strip()!r}")
     return tuple(reqs)
+
+
+_INT64_RE = re.compile(r"[+-]?[0-9]+")
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _int64(text: str) -> int | None:
+    """A base-10 int64 as strconv.ParseInt reads it (Python's int() would also take " 5" and "1_0")."""
+    if not _INT64_RE.fullmatch(text):
+        return None
+    n = int(text)
+    return n if _INT64_MIN <= n <= _INT64_MAX else None
+
+
+def requirement_matches(labels: Mapping[str, str], key: str, operator: str, values: Sequence[str]) -> bool:
+    """One requirement (In, NotIn, Exists, DoesNotExist, and node selectors' Gt, Lt) against labels."""
+    if operator == "In":
+        return key in labels and labels[key] in values
+    if operator == "NotIn":
+        return key not in labels or labels[key] not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    if operator in ("Gt", "Lt") and key in labels and len(values) == 1:
+        have, bound = _int64(labels[key]), _int64(values[0])
+        if have is None or bound is None:
+            return False
+        return have > bound if operator == "Gt" else have < bound
+    return False
+
+
+def label_selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A metav1.LabelSelector object (matchLabels AND matchExpressions); absent or {} selects all."""
+    if not selector:
+        return True
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(requirement_matches(labels, str(e.get("key", "")), str(e.get("operator", "")),
+                                   [str(v) for v in e.get("values") or []])
+               for e in selector.get("matchExpressions") or [])
 
 
 def labels_match(reqs: Sequence[Requirement], labels: Mapping[str, str]) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Self
 
-from controller.api.views import TERMINAL_PHASES
+from devcluster.constants import TERMINAL_PHASES
 from devcluster.server.apiserver import ApiServer
 from devcluster.server.store import ADDED, StorageKey, StoredEvent, Subscriber
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from controller.api import constants as c
-from controller.api.views import TERMINAL_PHASES
+from devcluster import constants as c
+from devcluster.constants import TERMINAL_PHASES
 from devcluster.server.apiserver import ApiServer
 from devcluster.server.builtins import LABEL_LEGACY_CONTROLLER_UID, LABEL_LEGACY_JOB_NAME
 from devcluster.server.clock import parse_time, timestamp

@@ -13,17 +13,17 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from controller.api import constants as c
-from controller.api.quantity import Resources, add_into
-from controller.api.selectors import NO_EXECUTE, Taint, Toleration
-from controller.api.views import NodeView, PodView
+from devcluster import constants as c
+from devcluster.constants import NO_EXECUTE
 from devcluster.server.apiserver import PATCH_MERGE, ApiServer
 from devcluster.server.builtins import CONDITION_POD_SCHEDULED
 from devcluster.server.clock import timestamp
 from devcluster.server.errors import ApiError
+from devcluster.server.quantities import Resources, add_into
 from devcluster.server.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
 from devcluster.simulated.controllers import NODES_KEY, PODS_KEY, StoreFollower, counts_on_node, pod_phase
 from devcluster.simulated.nodes import not_ready_taint_key, ready_condition, ready_status
+from devcluster.simulated.readings import NodeView, PodView, Taint, Toleration
 
 EVICTION_SECONDS = 300.0  # the tolerationSeconds the DefaultTolerationSeconds admission plugin adds
 REASON_NODE_NOT_READY = "NodeNotReady"

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from controller.api import constants as c
+from devcluster import constants as c
 from devcluster.front.discovery import KUBERNETES_VERSION
 from devcluster.server.apiserver import ApiServer
 from devcluster.server.errors import ApiError

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from controller.api.views import TERMINAL_PHASES
+from devcluster.constants import TERMINAL_PHASES
 from devcluster.server.apiserver import PATCH_MERGE, ApiServer
 from devcluster.server.errors import ApiError
 from devcluster.server.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key

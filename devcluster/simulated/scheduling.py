@@ -12,10 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.api import constants as c
-from controller.api.quantity import Resources, add_into, exceeded, fits, subtract
-from controller.api.selectors import NO_SCHEDULE, Taint, Toleration, node_matches_pod, untolerated_taint
-from controller.api.views import TERMINAL_PHASES, NodeView, PodView
+from devcluster import constants as c
+from devcluster.constants import NO_SCHEDULE, TERMINAL_PHASES
 from devcluster.server.apiserver import PATCH_MERGE, ApiServer
 from devcluster.server.builtins import (
     CONDITION_POD_SCHEDULED,
@@ -25,9 +23,18 @@ from devcluster.server.builtins import (
 )
 from devcluster.server.clock import timestamp
 from devcluster.server.errors import ApiError
+from devcluster.server.quantities import Resources, add_into, exceeded, fits, subtract
 from devcluster.server.store import DELETED, StorageKey, StoredEvent, Subscriber, object_key
 from devcluster.simulated.controllers import NODES_KEY, PODS_KEY, StoreFollower, counts_on_node, pod_phase
 from devcluster.simulated.nodes import not_ready_taint_key, ready_status
+from devcluster.simulated.readings import (
+    NodeView,
+    PodView,
+    Taint,
+    Toleration,
+    node_matches_pod,
+    untolerated_taint,
+)
 from devcluster.simulated.recording import NORMAL, WARNING, EventRecorder
 
 REASON_UNSCHEDULABLE = "Unschedulable"
@@ -181,6 +188,10 @@ class Scheduler(StoreFollower):
             if current is None or current is not obj:
                 continue  # bound, deleted or changed meanwhile (then it is active again)
             pod = PodView.from_dict(obj)
+            if pod.invalid:
+                # only a pod stored before validation could carry this; it waits, the others go on
+                writes += await self._set_condition(obj, REASON_UNSCHEDULABLE, pod.invalid)
+                continue
             if pod.scheduling_gates:
                 writes += await self._set_condition(obj, REASON_SCHEDULING_GATED, MESSAGE_GATED)
                 continue

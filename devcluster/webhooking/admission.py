@@ -19,7 +19,6 @@ from typing import Any
 
 import aiohttp
 
-from controller.api.selectors import label_selector_matches
 from devcluster.server.apiserver import AdmissionRequest, ApiServer
 from devcluster.server.collecting import NAMESPACES_KEY
 from devcluster.server.errors import (
@@ -36,6 +35,7 @@ from devcluster.server.errors import (
 )
 from devcluster.server.faults import Faults
 from devcluster.server.patching import PatchError, clone, json_patch
+from devcluster.server.selecting import label_selector_matches
 from devcluster.webhooking import warning
 
 MUTATING_KEY = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")

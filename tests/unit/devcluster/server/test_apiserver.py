@@ -273,7 +273,7 @@ async def test_creating_in_a_terminating_namespace_is_forbidden(api: ApiServer) 
     assert error.value.code == 403
 
 
-WIDGET_CRD = {
+WIDGET_CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
     "metadata": {"name": "widgets.example.com"},
     "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},

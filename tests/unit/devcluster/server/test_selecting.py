@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -12,6 +13,7 @@ from devcluster.server.selecting import (
     SelectorError,
     field_value,
     fields_match,
+    label_selector_matches,
     labels_match,
     parse_field_selector,
     parse_label_selector,
@@ -113,3 +115,17 @@ def test_event_source_matches_its_component() -> None:
 ], ids=["absent bool", "set bool", "absent count", "absent string"])
 def test_absent_fields_read_as_go_zero_values(obj: dict[str, object], path: str, want: str) -> None:
     assert field_value(obj, path) == want
+
+
+@pytest.mark.parametrize(("_name", "selector", "matches"), [
+    ("absent selects all", None, True),
+    ("empty selects all", {}, True),
+    ("matchLabels pair present", {"matchLabels": {"team": "a"}}, True),
+    ("matchLabels pair differs", {"matchLabels": {"team": "b"}}, False),
+    ("NotIn with the label absent", {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["x"]}]},
+     True),
+    ("labels and expressions ANDed", {"matchLabels": {"team": "a"},
+                                      "matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]}, False),
+])
+def test_label_selector_object(_name: str, selector: dict[str, Any] | None, matches: bool) -> None:
+    assert label_selector_matches(selector, {"team": "a"}) is matches

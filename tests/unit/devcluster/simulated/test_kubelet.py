@@ -41,7 +41,7 @@ async def current(api: ApiServer, name: str = "p") -> dict[str, Any]:
 
 
 def ready(pod: dict[str, Any]) -> str:
-    return next(cd["status"] for cd in pod["status"]["conditions"] if cd["type"] == "Ready")
+    return str(next(cd["status"] for cd in pod["status"]["conditions"] if cd["type"] == "Ready"))
 
 
 async def test_bound_pod_runs_then_succeeds_after_its_run_seconds() -> None:

@@ -1,5 +1,6 @@
 """The devcluster scheduler: filters and their kube-scheduler message, queue order, incremental capacity,
-and (hypothesis) that no node is ever overcommitted and no pending pod had a place to go."""
+and (hypothesis) that no node is ever overcommitted and no pending pod had a place to go; the oracle reads
+nodes and pods with tasq's own selector and quantity code, an implementation independent of devcluster's."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from controller.api.quantity import fits, subtract, total
 from controller.api.selectors import Taint, node_matches_pod, untolerated_taint
 from controller.api.views import NodeView, PodView
 from devcluster.server.apiserver import ApiServer
+from devcluster.simulated.readings import PodView as SimulatedPodView
 from devcluster.simulated.scheduling import NodeState, Scheduler, unschedulable_message
 from tests.builders.cluster import NodeBuilder, PodBuilder, make_node, make_pod
 
@@ -83,7 +85,7 @@ MESSAGE_CASES = [
 
 @pytest.mark.parametrize("case", MESSAGE_CASES, ids=lambda c: c.name)
 def test_unschedulable_message(case: MessageCase) -> None:
-    assert unschedulable_message(case.nodes, case.pod.view()) == case.want
+    assert unschedulable_message(case.nodes, SimulatedPodView.from_dict(case.pod.build())) == case.want
 
 
 # ---------------------------------------------------------------- through the API server
