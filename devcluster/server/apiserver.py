@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from devcluster.server import builtins, converting, crds, schema
+from devcluster.server import builtins, celrules, converting, crds, schema
 from devcluster.server.clock import Clock, timestamp, utc_now
 from devcluster.server.collecting import (
     NAMESPACES_KEY,
@@ -407,7 +407,11 @@ class ApiServer:
     def _validate(self, r: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
         causes = builtins.validate_create(r, obj) if old is None else builtins.validate_update(r, old, obj)
         if r.schema is not None:
-            causes += schema.validate(obj, r.schema)
+            schema_causes = schema.validate(obj, r.schema)
+            causes += schema_causes
+            if r.has_rules and not schema_causes:
+                # CEL rules run on schema-valid objects only (their types are then what the rules expect)
+                causes += celrules.rule_causes(obj, old, r.schema)
         if r.storage_key == crds.CRD_KEY:
             causes += crds.validate(obj)
         if old is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from devcluster.server import celrules
 from devcluster.server.errors import CAUSE_INVALID, CAUSE_NOT_SUPPORTED, CAUSE_REQUIRED, Cause, field_error
 from devcluster.server.resources import ResourceRegistry, ResourceType
 
@@ -38,6 +39,9 @@ def validate(crd: Mapping[str, Any]) -> list[Cause]:
     elif sum(1 for v in versions if v.get("storage")) != 1:
         causes.append(field_error("spec.versions", CAUSE_INVALID, "must have exactly one version marked as storage "
                                   "version", "{...}", False))
+    for i, v in enumerate(versions):
+        schema = (v.get("schema") or {}).get("openAPIV3Schema") if isinstance(v, Mapping) else None
+        causes += celrules.compile_causes(schema, f"spec.versions[{i}].schema.openAPIV3Schema")
     expected = f"{names.get('plural')}.{spec.get('group')}"
     name = (crd.get("metadata") or {}).get("name")
     if not causes and name != expected:
@@ -83,7 +87,7 @@ def resource_types(crd: Mapping[str, Any]) -> list[ResourceType]:
             schema=schema if isinstance(schema, Mapping) else None,
             printer_columns=tuple(v.get("additionalPrinterColumns") or ()), custom=True,
             selectable_fields=tuple(f.get("jsonPath", "").lstrip(".") for f in v.get("selectableFields") or []),
-            storage_version=bool(v.get("storage")),
+            storage_version=bool(v.get("storage")), has_rules=celrules.has_rules(schema),
         ))
     return out
 

@@ -30,6 +30,8 @@ class ResourceType:
     schema: Mapping[str, Any] | None = None
     printer_columns: tuple[Mapping[str, Any], ...] = ()
     custom: bool = False
+    # CRD-only: whether the schema carries x-kubernetes-validations rules (CEL) anywhere.
+    has_rules: bool = False
     # Field selectors this resource accepts besides metadata.name / metadata.namespace.
     selectable_fields: tuple[str, ...] = ()
     storage_version: bool = True
