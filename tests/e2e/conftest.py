@@ -1,7 +1,9 @@
-"""Shared e2e fixtures: one devcluster per test module, a kubeconfig for it, a kubectl runner.
+"""Shared e2e fixtures: one cluster per test module, a kubeconfig for it, a kubectl runner.
 
+The cluster is the devcluster, or with `--cluster=real` the real control plane (tests/conftest.py).
 Tests isolate themselves with the `namespace` fixture (a fresh namespace each) so a module can
-share one server. `DevCluster.call` runs in-process API coroutines on the server's own loop.
+share one server. `DevCluster.call` runs in-process API coroutines on the server's own loop; a test
+that asks for the `devcluster` fixture runs on the devcluster only.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import itertools
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,8 +51,13 @@ def devcluster() -> Iterator[DevCluster]:
 
 
 @pytest.fixture(scope="module")
-def kubeconfig(devcluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return devcluster.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+def kubeconfig(request: pytest.FixtureRequest, cluster: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The admin kubeconfig of this module's cluster: the devcluster's, or the real control plane's."""
+    if cluster == "real":
+        path: Path = request.getfixturevalue("realcluster_kubeconfig")
+        return path
+    dev: DevCluster = request.getfixturevalue("devcluster")
+    return dev.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +66,23 @@ def kubectl(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Kubec
 
 
 @pytest.fixture
-def namespace(devcluster: DevCluster) -> str:
-    """A fresh namespace for one test."""
+def namespace(request: pytest.FixtureRequest, cluster: str) -> str:
+    """A fresh namespace for one test; on a real cluster, once its default ServiceAccount exists (the
+    ServiceAccount admission plugin refuses pods until the controller manager has made it)."""
     name = f"t{next(_names)}"
-    api = devcluster.api
-    devcluster.call(lambda: api.create(api.resource("v1", "namespaces"), "",
-                                       {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))
+    if cluster == "real":
+        kubectl: Kubectl = request.getfixturevalue("kubectl")
+        kubectl("create", "namespace", name)
+        deadline = time.monotonic() + 30
+        while kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"namespace {name}: no default ServiceAccount after 30s")
+            time.sleep(0.1)
+        return name
+    dev: DevCluster = request.getfixturevalue("devcluster")
+    api = dev.api
+    dev.call(lambda: api.create(api.resource("v1", "namespaces"), "",
+                                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))
     return name
 
 
