@@ -93,6 +93,9 @@ def validate_job(obj: Mapping[str, Any]) -> list[FieldError]:
     template_notes = shapes.string_map(template_meta, "annotations", TEMPLATE_ANNOTATIONS_PATH, errs)
     errs.extend(topology_annotations(TEMPLATE_ANNOTATIONS_PATH, template_notes))
     errs.extend(single_topology_annotation(job_notes, template_notes))
+    errs.extend(pod_templates.tas_annotations(
+        TEMPLATE_ANNOTATIONS_PATH, template_notes, 1 if parallelism is None else parallelism if parallelism >= 0 else None,
+        level_elsewhere=any(k in job_notes for k in JOB_TOPOLOGY_ANNOTATIONS)))
     errs.extend(pod_templates.pod_template(TEMPLATE_PATH, template))
     return errs
 

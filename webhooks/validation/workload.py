@@ -84,6 +84,7 @@ def pod_sets(items: list[Any] | None, errs: list[FieldError]) -> dict[str, int |
     elif len(items) > MAX_POD_SETS:
         errs.append(too_many(path, len(items), MAX_POD_SETS))
     counts: dict[str, int | None] = {}
+    requests: list[tuple[FieldPath, Mapping[str, Any]]] = []
     with_min_count = 0
     for item_path, pod_set in shapes.objects(items, path, errs):
         # An absent (or null) name is the CRD default, as the API server would store it.
@@ -103,6 +104,9 @@ def pod_sets(items: list[Any] | None, errs: list[FieldError]) -> dict[str, int |
         request = shapes.mapping(pod_set, "topologyRequest", item_path.child("topologyRequest"), errs)
         if request is not None:
             errs.extend(topology_request(item_path.child("topologyRequest"), request))
+            errs.extend(pod_templates.slice_fields(item_path.child("topologyRequest"), request, count))
+            requests.append((item_path.child("topologyRequest"), request))
+    errs.extend(pod_templates.pod_set_groups(requests))
     if with_min_count > 1:
         errs.append(invalid(path, f"{with_min_count} pod sets with minCount",
                             "at most one podSet can use minCount"))
