@@ -1,11 +1,10 @@
 """Raw manifest bytes -> documents: where file and stdin contents become plain JSON-shaped objects.
 
-`decode` takes UTF-8 within a size limit; `parse_documents` checks nesting depth before any parser
-builds objects (libyaml's composer overflows the C stack ~100,000 levels deep), parses JSON with
-`json` (a List's items one at a time) and YAML with libyaml strictly (duplicate or non-string keys
-and YAML-only types are errors; timestamps stay strings, as Kubernetes reads them), and flattens
-`kind: List`. Problems are values, never raised. Called by `tasq simulate`;
-`kube_objects.check_object` checks each document next.
+`decode` takes UTF-8 within a size limit; `parse_documents` parses JSON with `json` (a top-level
+List's items one at a time) and YAML from libyaml's events (`yaml_stream`: strict, depth-limited
+before anything is built, items one at a time too), and flattens `kind: List`. Problems are
+values, never raised. Called by `tasq simulate`; `kube_objects.check_object` checks each
+document next.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-import yaml
+from controller.api.yaml_stream import STREAMED, YamlProblem, read_yaml
 
 MAX_INPUT_BYTES: Final = 1 << 30
 """Largest file (or stdin) accepted: a 50,000-node `kubectl get nodes,pods -o json` is ~250 MB."""
@@ -24,13 +23,6 @@ MAX_DEPTH: Final = 100
 """Deepest nesting of maps and lists accepted; Kubernetes objects stay far below (~20 with
 managedFields), and every walker behind this boundary may recurse this deep."""
 
-_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_Parser: Any = getattr(yaml, "CParser", None)
-_TIMESTAMP_TAG: Final = "tag:yaml.org,2002:timestamp"
-_STR_TAG: Final = "tag:yaml.org,2002:str"
-_MERGE_TAG: Final = "tag:yaml.org,2002:merge"
-_NOT_JSON_TAGS: Final = ("tag:yaml.org,2002:binary", "tag:yaml.org,2002:set", "tag:yaml.org,2002:omap",
-                         "tag:yaml.org,2002:pairs", _TIMESTAMP_TAG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,38 +39,6 @@ class Document:
         return f"{self.origin}: {inner}" if inner else self.origin
 
 
-class _StrictLoader(_BaseLoader):  # type: ignore[misc]
-    """libyaml when available; mappings refuse duplicate and non-string keys; timestamps are strings."""
-
-    yaml_implicit_resolvers = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP_TAG]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: set[str] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == _MERGE_TAG:
-                continue
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _STR_TAG:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"mapping key {key_node.value!r} is not a string (quote it)", key_node.start_mark)
-            if key_node.value in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key_node.value!r}", key_node.start_mark)
-            seen.add(key_node.value)
-        return super().construct_mapping(node, deep)
-
-
-def _refuse_tag(loader: Any, node: Any) -> Any:
-    raise yaml.constructor.ConstructorError(
-        None, None, f"YAML type {node.tag!r} has no JSON equivalent (quote the value)", node.start_mark)
-
-
-for _tag in _NOT_JSON_TAGS:
-    _StrictLoader.add_constructor(_tag, _refuse_tag)
-
-
 def decode(data: bytes) -> tuple[str | None, str | None]:
     """(text, problem): UTF-8 text (a BOM is dropped), or why the bytes are not accepted."""
     if len(data) > MAX_INPUT_BYTES:
@@ -87,34 +47,6 @@ def decode(data: bytes) -> tuple[str | None, str | None]:
         return data.decode("utf-8-sig"), None
     except UnicodeDecodeError as err:
         return None, f"not UTF-8 text: byte {err.start} (0x{data[err.start]:02x}) is invalid"
-
-
-def _yaml_depth_problem(text: str) -> str | None:
-    """Nesting deeper than MAX_DEPTH, or an alias (a shared node a walker would expand), found on
-    libyaml's event stream, which keeps no C stack per level; None when the text may be composed."""
-    depth = 0
-    try:
-        for event in yaml.parse(text, Loader=_StrictLoader):
-            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    return f"{_line(event)}: nested deeper than {MAX_DEPTH} levels"
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
-            elif isinstance(event, yaml.AliasEvent):
-                return f"{_line(event)}: YAML aliases (*{event.anchor}) are not accepted"
-    except yaml.YAMLError as err:
-        return _yaml_problem(err)
-    return None
-
-
-def _yaml_problem(err: yaml.YAMLError) -> str:
-    return "not YAML or JSON: " + " ".join(str(err).replace(' in "<unicode string>",', " at").split())
-
-
-def _line(event: Any) -> str:
-    mark = event.start_mark
-    return f"line {mark.line + 1}" if mark is not None else "somewhere"
 
 
 def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -131,7 +63,7 @@ def parse_documents(origin: str, text: str) -> Iterator[Document | str]:
     a Document, or an error line `origin[:document]: [path: ]message`. Empty documents are skipped;
     List items become documents (`items[i]` in their path). JSON when the text starts with `{` or
     `[` (a top-level List's items decoded one at a time, so a dump is never whole in memory), else
-    YAML (multi-document, nesting checked on the event stream first)."""
+    YAML (multi-document, read from libyaml's events by `yaml_stream`, items one at a time too)."""
     start = _SPACE.match(text).end()  # type: ignore[union-attr]
     if text.startswith(("{", "["), start):
         try:
@@ -141,16 +73,17 @@ def parse_documents(origin: str, text: str) -> Iterator[Document | str]:
         except ValueError as err:
             yield f"{origin}: not JSON: {err}"
         return
-    problem = _yaml_depth_problem(text)
-    if problem is not None:
-        yield f"{origin}: {problem}"
-        return
     try:
-        for index, raw in enumerate(yaml.load_all(text, Loader=_StrictLoader), start=1):
-            if raw is not None:
-                yield from _flatten(f"{origin}:{index}", raw)
-    except yaml.YAMLError as err:
-        yield f"{origin}: {_yaml_problem(err)}"
+        for number, path, value in read_yaml(text, MAX_DEPTH):
+            where = f"{origin}:{number}"
+            if path:
+                yield from _flatten(where, value, path)
+            elif isinstance(value, dict) and value.get("items") is STREAMED:
+                yield from _streamed_list(where, value)
+            else:
+                yield from _flatten(where, value)
+    except YamlProblem as err:
+        yield f"{origin}: {err}"
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_json_pairs)
@@ -196,6 +129,13 @@ def _json_documents(where: str, text: str, pos: int) -> Iterator[Document | str]
     if not streamed:
         yield from _flatten(where, header)
         return
+    header["items"] = STREAMED
+    yield from _streamed_list(where, header)
+
+
+def _streamed_list(where: str, header: dict[str, Any]) -> Iterator[str]:
+    """The rest of an object whose top-level `items` were handed out one by one: it must have been
+    a List (its items went through `_flatten` already)."""
     problem = _header_problem(header)
     if problem is None and not header["kind"].endswith("List"):
         problem = "items", f"Invalid value: only a kind: List has items (kind is {header['kind']!r})"

@@ -74,7 +74,7 @@ CRASHED = [
     case("kind: List whose items is a map", "apiVersion: v1\nkind: List\nitems: {a: 1}\n",
          ":1: items: Invalid value: dict: must be a list"),
     case("a map mixing key types", NODE.replace("{name: n1}", "{name: n1, labels: {1: a, b: c}}"),
-         ": not YAML or JSON: mapping key '1' is not a string"),
+         ": line 3: mapping key 1 is not a string"),
 ]
 
 ACCEPTED = [
@@ -92,7 +92,7 @@ ACCEPTED = [
          ":1: spec.priority: Invalid value: 4294967296"),
     case("an unknown field (kubectl's strict validation refuses it)", NODE + "spec: {unschedulabel: true}\n",
          ':1: spec.unschedulabel: unknown field "unschedulabel"'),
-    case("duplicate YAML keys", NODE + "metadata: {name: n2}\n", ": not YAML or JSON: duplicate key 'metadata'"),
+    case("duplicate YAML keys", NODE + "metadata: {name: n2}\n", ": line 4: duplicate key 'metadata'"),
     case("duplicate JSON keys", '{"apiVersion": "v1", "kind": "Node", "kind": "Pod"}', ": not JSON: duplicate key 'kind'"),
     case("negative Pod overhead", POD + f"spec: {{{CONTAINERS}, overhead: {{cpu: '-1'}}}}\n",
          ':1: spec.overhead[cpu]: Invalid value: "-1": must be greater than or equal to 0'),

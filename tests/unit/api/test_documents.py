@@ -26,7 +26,9 @@ def parsed(text: str) -> tuple[list[tuple[str, str, object]], list[str]]:
     json.dumps({"kind": "NodeList", "apiVersion": "v1", "items": [NODE, NODE]}),
     "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n"
     "- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n",
-], ids=["kubectl's JSON (items before kind)", "compact JSON NodeList", "YAML List"])
+    "apiVersion: v1\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n"
+    "- {apiVersion: v1, kind: Node, metadata: {name: n1}}\nkind: List\n",
+], ids=["kubectl's JSON (items before kind)", "compact JSON NodeList", "YAML List", "YAML List, items before kind"])
 def test_a_list_becomes_its_items_with_their_paths(text: str) -> None:
     assert parsed(text) == ([("f:1", "items[0]", NODE), ("f:1", "items[1]", NODE)], [])
 
@@ -41,6 +43,7 @@ def test_lists_in_lists_flatten_and_yaml_documents_count_from_one() -> None:
     ('{"apiVersion": "v1", "kind": "Node", "items": []}',
      "f:1: items: Invalid value: only a kind: List has items (kind is 'Node')"),
     ('{"apiVersion": "v1", "kind": "List", "items": [], "items": []}', "f: not JSON: duplicate key 'items'"),
+    ("apiVersion: v1\nkind: Node\nitems: []\n", "f:1: items: Invalid value: only a kind: List has items"),
     ('{"apiVersion": "v1", "kind": "List", "items": []} {}', "f: not JSON: extra data at char 50"),
     ('{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Node"} 2]}',
      "f: not JSON: expected ',' or ']' at char 84"),
@@ -49,11 +52,13 @@ def test_lists_in_lists_flatten_and_yaml_documents_count_from_one() -> None:
     ('[{"apiVersion": "v1"}]', "f:1: Invalid value: list: must be an object with apiVersion and kind"),
     ("a: [" * 60 + "]" * 60, f"f: line 1: nested deeper than {MAX_DEPTH} levels"),
     ("a: &x {b: 1}\nc: *x\n", "f: line 2: YAML aliases (*x) are not accepted"),
-    ("a: !!set {b}\n", "f: not YAML or JSON: YAML type 'tag:yaml.org,2002:set' has no JSON equivalent"),
-    ("a: {1: x}\n", "f: not YAML or JSON: mapping key '1' is not a string (quote it)"),
-], ids=["items on a kind that is not a List", "items twice", "trailing data", "bad item separator",
+    ("a: !!set {b}\n", "f: line 1: YAML type 'tag:yaml.org,2002:set' has no JSON equivalent"),
+    ("a: {1: x}\n", "f: line 1: mapping key 1 is not a string (quote it)"),
+    ("a: 1\nb: 2\na: 3\n", "f: line 3: duplicate key 'a'"),
+    ("a: [1,\n", "f: not YAML or JSON: while parsing a flow"),
+], ids=["items on a kind that is not a List", "items twice", "YAML items on a kind that is not a List", "trailing data", "bad item separator",
         "a List whose kind is a list", "a top-level array", "YAML nested past the limit", "an alias",
-        "a set", "an integer key"])
+        "a set", "an integer key", "a duplicate key", "YAML cut short"])
 def test_bad_documents_are_error_lines(text: str, error: str) -> None:
     _, errors = parsed(text)
     assert len(errors) == 1 and errors[0].startswith(error), errors
