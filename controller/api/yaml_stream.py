@@ -20,6 +20,7 @@ STREAMED: Final = object()
 
 _TIMESTAMP_TAG: Final = "tag:yaml.org,2002:timestamp"
 _STR_TAG: Final = "tag:yaml.org,2002:str"
+_MERGE_TAG: Final = "tag:yaml.org,2002:merge"
 _SCALAR_TAGS: Final = frozenset({_STR_TAG, "tag:yaml.org,2002:null", "tag:yaml.org,2002:bool",
                                  "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"})
 _COLLECTION_TAGS: Final = (None, "!", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")
@@ -69,6 +70,8 @@ def _scalar(loader: Any, event: Any) -> Any:
         tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
     if tag == _STR_TAG:
         return event.value
+    if tag == _MERGE_TAG:
+        raise YamlProblem(f"{_line(event)}: YAML merge keys (<<) are not accepted")
     if tag not in _SCALAR_TAGS:
         raise YamlProblem(f"{_line(event)}: YAML type {tag!r} has no JSON equivalent (quote the value)")
     node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
@@ -144,8 +147,6 @@ def _documents(loader: Any, max_depth: int) -> Iterator[tuple[int, str, Any]]:
 def _key(mapping: dict[str, Any], key: Any, event: Any) -> str:
     if not isinstance(key, str):
         raise YamlProblem(f"{_line(event)}: mapping key {key!r} is not a string (quote it)")
-    if key == "<<" and event.style is None:
-        raise YamlProblem(f"{_line(event)}: YAML merge keys (<<) are not accepted")
     if key in mapping:
         raise YamlProblem(f"{_line(event)}: duplicate key {key!r}")
     return key
