@@ -16,6 +16,11 @@ from types import ModuleType
 Handler = Callable[[argparse.Namespace], int]
 
 
+def _demo() -> ModuleType:
+    from controller.commands import demo
+    return demo
+
+
 def _simulate() -> ModuleType:
     from controller.commands import simulate
     return simulate
@@ -44,8 +49,9 @@ def _version() -> ModuleType:
 # name -> (one-line summary, loader), in the order `tasq --help` lists them. A command is listed
 # only once its module exists.
 COMMANDS: dict[str, tuple[str, Callable[[], ModuleType]]] = {
+    "demo": ("run a local cluster with tasq and sample Jobs; show where their pods land and why", _demo),
     "run": ("run the tasq operator against a cluster", _run),
-    "dev": ("run a local development API server with sample GPU nodes", _dev),
+    "dev": ("run a local cluster (sample GPU nodes) with tasq, for kubectl", _dev),
     "simulate": ("what-if admission on manifests, no cluster needed", _simulate),
     "crds": ("regenerate crds/ from the API models (or --check it)", _crds),
     "version": ("print the tasq version, the API versions it serves and the Kueue it follows", _version),

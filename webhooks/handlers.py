@@ -91,6 +91,10 @@ def _validator(kind: str) -> Callable[..., Coroutine[Any, Any, None]]:
     return handler
 
 
+SERVED_VERSIONS: dict[str, tuple[str, ...]] = {c.PLURAL_TOPOLOGIES: (c.VERSION_V1ALPHA1, c.VERSION_V1BETA1)}
+"""Kinds served in more than v1beta1 (as the CRDs declare them)."""
+
+
 def register_handlers(registry: kopf.OperatorRegistry) -> None:
     """Add every admission handler to `registry` (each webhook path is its handler id). They are
     coroutines only so kopf calls them on its loop instead of a thread: they never await."""
@@ -101,7 +105,10 @@ def register_handlers(registry: kopf.OperatorRegistry) -> None:
     kopf.on.validate("batch", "v1", "jobs", id=c.WEBHOOK_VALIDATE_JOB, operations=_CREATE_UPDATE,
                      registry=registry)(_validate_job)
     for plural, handler_id, kind in TASQ_KINDS:
-        # "*": a Workload's status writes come to the same path (the configuration routes them here)
-        kopf.on.validate(group=c.GROUP, plural=plural, id=handler_id, operations=_CREATE_UPDATE,
-                         subresource="*" if plural == c.PLURAL_WORKLOADS else None,
-                         registry=registry)(_validator(kind))
+        # One registration per served version: kopf otherwise knows only the preferred one and
+        # refuses reviews of the others (a Kueue manifest's Topology is v1alpha1).
+        for version in SERVED_VERSIONS.get(plural, (c.VERSION_V1BETA1,)):
+            # "*": a Workload's status writes come to the same path (the configuration routes them here)
+            kopf.on.validate(c.GROUP, version, plural, id=handler_id, operations=_CREATE_UPDATE,
+                             subresource="*" if plural == c.PLURAL_WORKLOADS else None,
+                             registry=registry)(_validator(kind))

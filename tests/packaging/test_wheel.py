@@ -6,6 +6,7 @@ commands from an unrelated directory, as a user who ran `pip install tasq` would
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -20,7 +21,11 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)],
+    # Build from a clean copy: setuptools reuses an in-tree build/ and would ship files deleted since.
+    source = tmp_path_factory.mktemp("source") / "tasq"
+    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache", ".hypothesis", "tests"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
                    check=True, capture_output=True, timeout=600)
     return next(out.glob("tasq-*.whl"))
 
@@ -74,3 +79,9 @@ def test_crds_check_passes_and_writing_needs_output(installed: Path, tmp_path: P
 def test_version_names_the_release(installed: Path, tmp_path: Path) -> None:
     proc = _run(installed, tmp_path, "--version")
     assert proc.returncode == 0 and proc.stdout.startswith("tasq ")
+
+
+def test_demo_runs_from_the_installed_package(installed: Path, tmp_path: Path) -> None:
+    proc = _run(installed, tmp_path, "demo")
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+    assert "gang-b: admitted" in proc.stdout
