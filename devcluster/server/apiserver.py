@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from devcluster.server import builtins, celrules, converting, crds, schema
+from devcluster.server import builtins, celrules, converting, crds, schema, validation
 from devcluster.server.clock import Clock, timestamp, utc_now
 from devcluster.server.collecting import (
     NAMESPACES_KEY,
@@ -338,6 +338,8 @@ class ApiServer:
             raise bad_request(f"the API version in the data ({obj.get('apiVersion')}) does not match the "
                               f"expected API version ({r.group_version})")
         obj["apiVersion"], obj["kind"] = r.group_version, r.kind
+        if not r.custom and (refused := validation.undecodable(r.kind, obj)) is not None:
+            raise bad_request(refused)
         meta = obj.get("metadata")
         meta = obj["metadata"] = dict(meta) if isinstance(meta, dict) else {}
         body_ns = meta.get("namespace")

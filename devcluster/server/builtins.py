@@ -16,6 +16,7 @@ from typing import Any
 
 from kubernetes.client import models
 
+from devcluster.server import validation
 from devcluster.server.errors import (
     CAUSE_DUPLICATE,
     CAUSE_FORBIDDEN,
@@ -131,13 +132,16 @@ def _default_job(obj: dict[str, Any]) -> None:
 
 
 def validate_create(resource: ResourceType, obj: Mapping[str, Any]) -> list[Cause]:
+    causes = validation.metadata_causes(obj.get("metadata"), builtin=not resource.custom)
     if resource.custom:
-        return []
+        return causes
     if resource.kind == "Pod":
-        return _pod_spec_causes(obj.get("spec") or {}, "spec", pod=True)
+        return causes + _pod_spec_causes(obj.get("spec") or {}, "spec", pod=True)
     if resource.kind == "Job" and resource.group == "batch":
-        return _job_causes(obj.get("spec") or {})
-    return []
+        return causes + _job_causes(obj.get("spec") or {}) + validation.job_status_causes(obj.get("status"))
+    if resource.kind == "Lease":
+        return causes + validation.lease_causes(obj.get("spec"))
+    return causes
 
 
 def _pod_spec_causes(spec: Mapping[str, Any], path: str, pod: bool) -> list[Cause]:
@@ -156,6 +160,7 @@ def _pod_spec_causes(spec: Mapping[str, Any], path: str, pod: bool) -> list[Caus
     if pod and spec.get("schedulingGates") and spec.get("nodeName"):
         causes.append(field_error(f"{path}.nodeName", CAUSE_FORBIDDEN,
                                   "cannot be set until all schedulingGates have been cleared"))
+    causes += validation.pod_spec_field_causes(spec, path)
     names = [g.get("name") for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping)]
     for i, name in enumerate(names):
         if name in names[:i]:
@@ -170,6 +175,7 @@ def _job_causes(spec: Mapping[str, Any]) -> list[Cause]:
         if isinstance(v, int) and v < 0:
             causes.append(field_error(f"spec.{key}", CAUSE_INVALID,
                                       "must be greater than or equal to 0", v, True))
+    causes += validation.job_spec_field_causes(spec)
     template = spec.get("template") or {}
     tspec = template.get("spec") or {}
     causes += _pod_spec_causes(tspec, "spec.template.spec", pod=False)
@@ -183,13 +189,17 @@ def _job_causes(spec: Mapping[str, Any]) -> list[Cause]:
 
 
 def validate_update(resource: ResourceType, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
+    causes = validation.metadata_causes(new.get("metadata"), builtin=not resource.custom)
     if resource.custom:
-        return []
+        return causes
     if resource.kind == "Pod":
-        return _pod_update_causes(old.get("spec") or {}, new.get("spec") or {})
+        return causes + _pod_update_causes(old.get("spec") or {}, new.get("spec") or {})
     if resource.kind == "Job" and resource.group == "batch":
-        return _job_update_causes(old.get("spec") or {}, new.get("spec") or {}) + _job_causes(new.get("spec") or {})
-    return []
+        return (causes + _job_update_causes(old.get("spec") or {}, new.get("spec") or {})
+                + _job_causes(new.get("spec") or {}) + validation.job_status_causes(new.get("status")))
+    if resource.kind == "Lease":
+        return causes + validation.lease_causes(new.get("spec"))
+    return causes
 
 
 def _gate_names(spec: Mapping[str, Any]) -> list[str]:

@@ -1,0 +1,113 @@
+"""Built-in validation through the request pipeline: every bad field is a 422 cause with its path and
+the apiserver's wording; an unparseable quantity is a 400 before anything is stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from devcluster.server.apiserver import PATCH_MERGE, ApiServer
+from devcluster.server.errors import ApiError
+from devcluster.server.validation import qualified_name_problems
+
+
+def pod(**spec: Any) -> dict[str, Any]:
+    meta = spec.pop("metadata", {})
+    container = {"name": "c", "image": "busybox", **spec.pop("container", {})}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", **meta},
+            "spec": {"containers": [container], **spec}}
+
+
+@pytest.mark.parametrize(("_name", "body", "want"), [
+    ("a label key with a space", pod(metadata={"labels": {"bad key": "v"}}),
+     'metadata.labels: Invalid value: "bad key": name part must consist of alphanumeric characters'),
+    ("a label value starting with a dash", pod(metadata={"labels": {"k": "-v"}}),
+     'metadata.labels: Invalid value: "-v": a valid label must be an empty string'),
+    ("an annotation key with two slashes", pod(metadata={"annotations": {"a/b/c": "v"}}),
+     'metadata.annotations: Invalid value: "a/b/c": a qualified name must consist of'),
+    ("a finalizer neither standard nor qualified", pod(metadata={"finalizers": ["cleanup"]}),
+     'metadata.finalizers[0]: Invalid value: "cleanup": name is neither a standard finalizer name nor is it '
+     "fully qualified"),
+    ("a negative request", pod(container={"resources": {"requests": {"cpu": "-1"}}}),
+     'spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0'),
+    ("a request above its limit", pod(container={"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}),
+     'spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1'),
+    ("a nodeSelector key", pod(nodeSelector={"bad key": "v"}), 'spec.nodeSelector: Invalid value: "bad key"'),
+    ("Exists with a value", pod(tolerations=[{"key": "gpu", "operator": "Exists", "value": "x"}]),
+     "spec.tolerations[0].operator: Invalid value: \"x\": value must be empty when `operator` is 'Exists'"),
+    ("an unknown effect", pod(tolerations=[{"key": "gpu", "effect": "Sometimes"}]),
+     'spec.tolerations[0].effect: Unsupported value: "Sometimes"'),
+    ("seconds without NoExecute", pod(tolerations=[{"key": "gpu", "effect": "NoSchedule", "tolerationSeconds": 5}]),
+     "spec.tolerations[0].effect: Invalid value: \"NoSchedule\": effect must be 'NoExecute' when "
+     "`tolerationSeconds` is set"),
+    ("an empty key needs Exists", pod(tolerations=[{"value": "x"}]),
+     "spec.tolerations[0].operator: Invalid value: \"\": operator must be Exists when `key` is empty"),
+])
+async def test_a_bad_pod_field_is_refused_with_its_path(_name: str, body: dict[str, Any], want: str) -> None:
+    api = ApiServer()
+    with pytest.raises(ApiError) as refused:
+        await api.create(api.resource("v1", "pods"), "default", body)
+    assert refused.value.code == 422
+    assert want in refused.value.message
+
+
+async def test_an_unparseable_quantity_is_a_400_and_nothing_is_stored() -> None:
+    api = ApiServer()
+    pods = api.resource("v1", "pods")
+    with pytest.raises(ApiError) as refused:
+        await api.create(pods, "default", pod(container={"resources": {"requests": {"cpu": "abc"}}}))
+    assert refused.value.code == 400
+    assert refused.value.message.startswith('Pod in version "v1" cannot be handled as a Pod: quantities must match')
+    assert (await api.list_objects(pods, "default"))["items"] == []
+
+
+async def test_a_custom_resource_finalizer_needs_only_a_qualified_name() -> None:
+    api = ApiServer()
+    cms = api.resource("v1", "configmaps")
+    with pytest.raises(ApiError, match="name part must consist"):
+        await api.create(cms, "default", {"metadata": {"name": "c", "finalizers": ["example.com/bad name"]}})
+    made = await api.create(cms, "default", {"metadata": {"name": "c", "finalizers": ["example.com/cleanup"]}})
+    assert made["metadata"]["finalizers"] == ["example.com/cleanup"]
+
+
+@pytest.mark.parametrize(("_name", "spec", "want"), [
+    ("a zero duration", {"leaseDurationSeconds": 0},
+     "spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"),
+    ("negative transitions", {"leaseTransitions": -1},
+     "spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0"),
+])
+async def test_bad_lease_fields(_name: str, spec: dict[str, Any], want: str) -> None:
+    api = ApiServer()
+    with pytest.raises(ApiError) as refused:
+        await api.create(api.resource("coordination.k8s.io/v1", "leases"), "default",
+                         {"metadata": {"name": "l"}, "spec": spec})
+    assert refused.value.code == 422 and want in refused.value.message
+
+
+JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+       "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never",
+                                                       "containers": [{"name": "c", "image": "busybox"}]}}}}
+
+
+@pytest.mark.parametrize(("_name", "status", "want"), [
+    ("a negative count", {"succeeded": -1}, "status.succeeded: Invalid value: -1: must be greater than or equal to 0"),
+    ("complete and failed at once", {"conditions": [{"type": "Complete", "status": "True"},
+                                                    {"type": "Failed", "status": "True"}]},
+     "cannot set Complete=True and Failed=true conditions"),
+])
+async def test_a_bad_job_status_write_is_refused(_name: str, status: dict[str, Any], want: str) -> None:
+    api = ApiServer()
+    jobs = api.resource("batch/v1", "jobs")
+    await api.create(jobs, "default", JOB)
+    with pytest.raises(ApiError) as refused:
+        await api.patch(jobs, "default", "j", PATCH_MERGE, {"status": status}, subresource="status")
+    assert refused.value.code == 422 and want in refused.value.message
+
+
+@pytest.mark.parametrize(("name", "problems"), [
+    ("example.com/my-name", 0), ("MyName", 0), ("a/b/c", 1), ("/x", 1), ("Example.com/x", 1), ("x" * 64, 1),
+    ("example.com/", 1),
+])
+def test_qualified_names(name: str, problems: int) -> None:
+    assert len(qualified_name_problems(name)) == problems
