@@ -144,18 +144,29 @@ def _round(state: AdmissionState, heads: list[tuple[str, str]]) -> list[Decision
     """Kueue's order within one scheduling cycle: heads that fit without borrowing first, then
     those that must borrow; each group by priority, then age. Heads are tried by priority then age;
     one that fits within nominal quota is admitted at once (later heads see it); one that fits only
-    by borrowing drops its trial nodes and is tried again after the round's non-borrowers."""
+    by borrowing drops its trial nodes and is decided after the round's non-borrowers: tried again
+    when something was admitted since its trial, else its trial fit stands."""
     heads = sorted(heads, key=lambda head: state.workloads[head[1]].order_key())
     decisions: list[Decision] = []
-    borrowers: list[tuple[str, str]] = []
+    borrowers: list[tuple[str, str, WorkloadFit, int]] = []
+    admitted = 0
     for cq_name, key in heads:
         result = _try(state, cq_name, key)
         if isinstance(result, WorkloadFit) and borrows(state.snapshot, result):
             state.snapshot.usage.release(key)
-            borrowers.append((cq_name, key))
-        else:
-            decisions.append(_settle(state, cq_name, key, result))
-    decisions.extend(_settle(state, cq_name, key, _try(state, cq_name, key)) for cq_name, key in borrowers)
+            borrowers.append((cq_name, key, result, admitted))
+            continue
+        decisions.append(_settle(state, cq_name, key, result))
+        admitted += isinstance(decisions[-1], Admit)
+    for cq_name, key, trial, admitted_before in borrowers:
+        outcome: WorkloadFit | NoFit = trial
+        if admitted != admitted_before:
+            outcome = _try(state, cq_name, key)
+        elif trial.node_usage:
+            # Nothing was admitted since its trial: quota and nodes are as they were, so is its fit.
+            state.snapshot.usage.reserve(key, trial.node_usage)
+        decisions.append(_settle(state, cq_name, key, outcome))
+        admitted += isinstance(decisions[-1], Admit)
     return decisions
 
 
