@@ -1,0 +1,140 @@
+"""config/rbac grants exactly the API calls tasq makes: derived from the code, compared both ways.
+
+Every request tasq sends goes through one of three doors, each read here from the source:
+- `controller.kube.api.KubeApi` methods called with a resource constant of that module (the
+  operator's reads and writes); `functools.partial(api.merge_patch, ...)` counts the same;
+- the typed `kubernetes.aio` clients (`read_namespaced_lease`, `patch_namespaced_pod...`), whose
+  class names the group and whose method name the verb and resource;
+- kopf's watches, one per entry of `controller.kube.watching.RESOURCES` (list + watch), plus the
+  CRD observer kopf runs in every operator (list + watch customresourcedefinitions).
+The admissionregistration calls are `tasq run --local-webhooks` only (a developer's admin
+credentials, a control plane on the same machine); in a cluster the configurations come from
+config/webhook, so the ServiceAccount must not hold them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import kubernetes.aio.client
+import yaml
+
+from controller.kube import api as kube_api
+from controller.kube.watching import RESOURCES
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCES = sorted([*(REPO / "controller" / "kube").glob("*.py"), *(REPO / "webhooks").glob("*.py")])
+KUBEAPI_VERBS = {"get": "get", "list": "list", "create": "create", "merge_patch": "patch", "delete": "delete"}
+TYPED = re.compile(r"^(read|list|create|replace|patch|delete)_(namespaced_)?([a-z_]+?)(_status)?"
+                   r"(_with_http_info|_without_preload_content)?$")
+TYPED_VERBS = {"read": "get", "list": "list", "create": "create", "replace": "update", "patch": "patch",
+               "delete": "delete"}
+LOCAL_ONLY_GROUPS = {"admissionregistration.k8s.io"}
+KOPF_OBSERVER = {("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+                 ("apiextensions.k8s.io", "customresourcedefinitions", "watch")}
+
+Permission = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
+
+
+def _resource_constant(node: ast.expr) -> tuple[str, str] | None:
+    if isinstance(node, ast.Name):
+        value = getattr(kube_api, node.id, None)
+        if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, str) for v in value):
+            return value[0], value[1]
+    return None
+
+
+def _kubeapi_call(call: ast.Call) -> Iterator[Permission]:
+    func, args = call.func, list(call.args)
+    if isinstance(func, ast.Attribute) and func.attr == "partial" and args and isinstance(args[0], ast.Attribute):
+        func, args = args[0], args[1:]  # functools.partial(api.merge_patch, RESOURCE, ...)
+    if not isinstance(func, ast.Attribute) or func.attr not in KUBEAPI_VERBS or not args:
+        return
+    resource = _resource_constant(args[0])
+    if resource is None:
+        return
+    sub = args[4] if len(args) > 4 else next((k.value for k in call.keywords if k.arg == "subresource"), None)
+    plural = resource[1] + (f"/{sub.value}" if isinstance(sub, ast.Constant) and sub.value else "")
+    yield _group(resource[0]), plural, KUBEAPI_VERBS[func.attr]
+
+
+def _typed_class_group(method: str) -> str | None:
+    for name in dir(kubernetes.aio.client):
+        cls = getattr(kubernetes.aio.client, name)
+        if name.endswith("Api") and isinstance(cls, type) and hasattr(cls, method):
+            match = re.match(r"^(Core|[A-Z][a-z]+)(V\d\w*)Api$", name)
+            if match is None:
+                continue
+            prefix = match.group(1)
+            return "" if prefix == "Core" else f"{prefix.lower()}.k8s.io"
+    return None
+
+
+def _typed_access(attr: str) -> Iterator[Permission]:
+    match = TYPED.match(attr)
+    if match is None:
+        return
+    group = _typed_class_group(attr)
+    if group is None:
+        return
+    verb, _, singular, status, _ = match.groups()
+    plural = singular.replace("_", "") + ("es" if singular.endswith("s") else "s")
+    yield group, plural + ("/status" if status else ""), TYPED_VERBS[verb]
+
+
+def derived_permissions() -> set[Permission]:
+    """Every (group, resource, verb) the code can request in a cluster."""
+    found: set[Permission] = set(KOPF_OBSERVER)
+    for group, _version, plural in RESOURCES.values():
+        found |= {(group, plural, "list"), (group, plural, "watch")}
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                found |= set(_kubeapi_call(node))
+            if isinstance(node, ast.Attribute):
+                found |= set(_typed_access(node.attr))
+    return {p for p in found if p[0] not in LOCAL_ONLY_GROUPS}
+
+
+def granted_permissions() -> set[Permission]:
+    granted: set[Permission] = set()
+    for path in sorted((REPO / "config" / "rbac").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if isinstance(doc, dict) and doc.get("kind") in {"ClusterRole", "Role"}:
+                for rule in doc["rules"]:
+                    granted |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return granted
+
+
+def test_the_code_is_read_through_every_door() -> None:
+    derived = derived_permissions()
+    # one of each door, so a scanner that silently finds nothing cannot pass
+    assert ("kueue.x-k8s.io", "workloads/status", "patch") in derived  # KubeApi via functools.partial
+    assert ("batch", "jobs", "patch") in derived  # KubeApi method call
+    assert ("coordination.k8s.io", "leases", "update") in derived  # typed client
+    assert ("", "pods", "patch") in derived  # typed client, _without_preload_content
+    assert ("", "nodes", "watch") in derived  # kopf watch
+
+
+def test_the_roles_grant_every_call_the_code_makes() -> None:
+    missing = derived_permissions() - granted_permissions()
+    assert not missing, f"config/rbac lacks: {sorted(missing)}"
+
+
+def test_the_roles_grant_nothing_the_code_does_not_use() -> None:
+    unused = granted_permissions() - derived_permissions()
+    assert not unused, f"config/rbac grants what tasq never calls: {sorted(unused)}"
+
+
+def test_leases_are_granted_only_in_tasqs_namespace() -> None:
+    for path in sorted((REPO / "config" / "rbac").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if isinstance(doc, dict) and doc.get("kind") == "ClusterRole":
+                assert all("coordination.k8s.io" not in rule["apiGroups"] for rule in doc["rules"])
