@@ -49,13 +49,17 @@ def register(subparsers: Any) -> None:
         "simulate", help="what-if: run admission on manifests (Nodes, Pods, queues, Jobs...) offline",
         description="Each -f is one step, applied in order; admission runs until quiet after each. "
                     "A Workload given with status.admission keeps its quota and nodes (slices naming a "
-                    "rack or block take that domain's nodes); a Job changed in a later step rebuilds "
-                    "its Workload while that waits, never once admitted.")
+                    "rack or block take that domain's nodes); a Job or Workload changed in a later step "
+                    "updates the Workload while it waits, never once admitted; objects with "
+                    "metadata.generateName get a generated name (seeded, so runs repeat). Input is "
+                    "checked as the API server would (kubectl's strict field validation); kinds tasq "
+                    "does not read are ignored (--explain lists them).")
     parser.add_argument("-f", "--filename", dest="files", action="append", required=True,
                         metavar="FILE|DIR|-", help="manifests to apply (repeatable; - reads stdin)")
     parser.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
                         help="table (default) or the Workloads as a kind: List")
-    parser.add_argument("--explain", action="store_true", help="print why each pending Workload waits")
+    parser.add_argument("--explain", action="store_true",
+                        help="print why each pending Workload waits, and the ignored documents")
     parser.add_argument("--feature-gates", default="", metavar="NAME=true|false,...",
                         help="Kueue's placement feature gates: TASBalancedPlacement (default false), "
                              "TASMultiLayerTopology (default true)")
