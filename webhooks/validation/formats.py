@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from controller.api.meta import DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN
+from controller.api.meta import DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, INT64_MAX, INT64_MIN
 from controller.api.quantity import QuantityError, parse_quantity
 from webhooks.validation.errors import FieldError, FieldPath, invalid, required, wrong_type
 
@@ -107,6 +107,9 @@ def quantity(path: FieldPath, value: Any, *, non_negative: bool = True) -> list[
     """A resource quantity (string or integer); the error names the offending text."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         return [wrong_type(path, value, "a quantity string such as \"500m\" or \"2Gi\"")]
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        # The API server cannot decode such a JSON number; the same amount as a string is fine.
+        return [invalid(path, value, "must fit a 64-bit integer; write larger amounts as a string")]
     try:
         parsed = parse_quantity(value)
     except QuantityError as e:

@@ -121,7 +121,7 @@ def validate_workload(obj: Mapping[str, Any]) -> list[FieldError]:
     if spec is None:
         return [*errs, required(SPEC)]
     queue = shapes.string(spec, "queueName", SPEC.child("queueName"), errs)
-    if queue:
+    if queue is not None:  # "" too: the CRD's pattern refuses it
         errs.extend(formats.dns_subdomain(SPEC.child("queueName"), queue))
     _priority(spec, errs)
     shapes.boolean(spec, "active", SPEC.child("active"), errs)

@@ -37,10 +37,10 @@ def _program(rule: str) -> Any:
 
 
 def _holds(rule: str, self_value: Any, old_value: Any) -> bool:
-    bindings = {"self": json_to_cel(self_value)}
-    if old_value is not None:
-        bindings["oldSelf"] = json_to_cel(old_value)
-    try:
+    try:  # cel-python raises (rather than returns) some of CEL's errors: no such key or overload, overflow
+        bindings = {"self": json_to_cel(self_value)}
+        if old_value is not None:
+            bindings["oldSelf"] = json_to_cel(old_value)
         result = _program(rule).evaluate(bindings)
     except (CELEvalError, ValueError, TypeError, KeyError):
         return False
