@@ -25,6 +25,7 @@ from controller.core.topology.candidacy import (
     reason_sort_key,
     resource_reason,
 )
+from controller.core.topology.counting import domain_sums, fits_of, request_vector, shape_counts
 from controller.core.topology.outcome import (
     AssignmentFailure,
     AssignmentOutcome,
@@ -34,14 +35,12 @@ from controller.core.topology.outcome import (
     TopologyAssignment,
 )
 from controller.core.topology.request import PodSetRequest
-from controller.core.topology.slicing import SlicePlan, children_index, layer_fits, plan_of, unit_counts
+from controller.core.topology.slicing import SlicePlan, layer_fits, plan_of, unit_counts
 from controller.core.topology.tree import FlavorTopology
-from controller.core.topology.usage import MILLI_CAP, Usage
+from controller.core.topology.usage import Usage
 
 Int64Array = npt.NDArray[np.int64]
 
-FIT_CAP = 1 << 20
-"""Per-node pod counts are capped here so domain sums (float64 bincount) stay exact below 2^53."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,22 +60,70 @@ class _Chosen:
         return cls(level, np.asarray([domain], dtype=np.int64), np.asarray([n], dtype=np.int64))
 
 
-_Placed = tuple[Int64Array, TopologyAssignment]
+PerSlot = dict[int, int]
+"""Pods per slot of one placed pod set (only the slots that got pods)."""
+_Placed = tuple[PerSlot, TopologyAssignment]
 """One placed pod set: pods per slot and its TopologyAssignment."""
+
+
+class _Workspace:
+    """What one `assign` call sees: the Usage, plus what its earlier pod sets took (`taken[slot]`,
+    milli per resource). Each pod set reads its shape's kept counts (`counting`), patched for the
+    few slots earlier pod sets of the call took."""
+
+    def __init__(self, topology: FlavorTopology, usage: Usage) -> None:
+        self.topology, self.usage = topology, usage
+        self.taken: dict[int, dict[str, int]] = {}
+
+    def view(self, ps: PodSetRequest) -> tuple[Int64Array, list[Int64Array], CandidateMask]:
+        """(fit per slot, pods per domain per level, candidacy mask) for this pod set now. The
+        arrays are shared with the kept counts unless patched here: never mutate them."""
+        entry = shape_counts(self.topology, self.usage, ps.requests,
+                             Signature.of(ps.node_selector, ps.affinity_terms, ps.tolerations))
+        if not self.taken:
+            return entry.fit, entry.counts, entry.mask
+        slots = np.fromiter(self.taken, dtype=np.int64, count=len(self.taken))
+        fit = entry.fit.copy()
+        counts = [c.copy() for c in entry.counts]
+        new = fits_of(self.free_at(slots, entry.resources), entry.want, entry.mask.mask[slots])
+        delta = new - fit[slots]
+        fit[slots] = new
+        for level in range(len(self.topology.levels)):
+            np.add.at(counts[level], self.topology.domain_of(level)[slots], delta)
+        return fit, counts, entry.mask
+
+    def free_at(self, slots: Int64Array, resources: Sequence[str]) -> Int64Array:
+        """[len(slots) x len(resources)] free milli: allocatable - used - taken in this call."""
+        rows = self.topology.rows_in(self.usage.registry)[slots]
+        free = self.topology.allocatable_at(slots, resources) - self.usage.used_matrix(rows, resources)
+        for i, slot in enumerate(slots.tolist()):
+            took = self.taken.get(slot)
+            if took:
+                free[i] -= np.asarray([took.get(r, 0) for r in resources], dtype=np.int64)
+        return free
+
+    def dense_free(self, resources: Sequence[str]) -> Int64Array:
+        """The free matrix of every slot (one pass over the nodes: for pod-set groups only)."""
+        return self.free_at(np.arange(self.topology.slots, dtype=np.int64), resources)
+
+    def take(self, ps: PodSetRequest, per_slot: PerSlot) -> None:
+        for slot, n in per_slot.items():
+            took = self.taken.setdefault(slot, {})
+            for r, m in ps.requests.items():
+                if m > 0:
+                    took[r] = took.get(r, 0) + m * n
 
 
 def assign(topology: FlavorTopology, usage: Usage, podsets: Sequence[PodSetRequest], *,
            balanced: bool = False) -> AssignmentOutcome:
     """Place every pod set (in order; a pod-set group where its first member is) or none; see the
-    module docstring. `balanced`: Kueue's TASBalancedPlacement gate. Does not mutate `usage`."""
+    module docstring. `balanced`: Kueue's TASBalancedPlacement gate. Does not mutate `usage` (the
+    per-shape counts kept in the tree are brought up to date, which changes no result)."""
     for ps in podsets:
         checked = plan_of(topology, ps)
         if isinstance(checked, AssignmentFailure):
             return checked
-    resources = sorted({r for ps in podsets for r, m in ps.requests.items() if m > 0})
-    rows = topology.rows_in(usage.registry)
-    # free[slot, j]: what is left of resources[j] on that node; shrinks as pod sets are placed.
-    free = topology.allocatable(resources) - usage.used_matrix(rows, resources)
+    ws = _Workspace(topology, usage)
     placed: dict[int, _Placed] = {}
     for i, ps in enumerate(podsets):
         if i in placed:
@@ -84,16 +131,16 @@ def assign(topology: FlavorTopology, usage: Usage, podsets: Sequence[PodSetReque
         group = ps.topology.group
         members = [j for j, other in enumerate(podsets) if group is not None and other.topology.group == group]
         if len(members) > 1:
-            result = _place_group(topology, free, resources, [podsets[j] for j in members])
+            result = _place_group(ws, [podsets[j] for j in members])
         else:
             members = [i]
-            one = _place_podset(topology, free, resources, ps, balanced)
+            one = _place_podset(ws, ps, balanced)
             result = one if isinstance(one, AssignmentFailure) else [one]
         if isinstance(result, AssignmentFailure):
             return result
         for j, (per_slot, assignment) in zip(members, result, strict=True):
             placed[j] = (per_slot, assignment)
-            free -= per_slot[:, None] * _request_vector(podsets[j].requests, resources)[None, :]
+            ws.take(podsets[j], per_slot)
     pods: dict[str, dict[str, int]] = {}
     totals: dict[str, Resources] = {}
     for i, ps in enumerate(podsets):
@@ -101,18 +148,17 @@ def assign(topology: FlavorTopology, usage: Usage, podsets: Sequence[PodSetReque
     return AssignmentSuccess(tuple(placed[i][1] for i in range(len(podsets))), Placement(pods, totals))
 
 
-def _record(topology: FlavorTopology, ps: PodSetRequest, per_slot: Int64Array,
+def _record(topology: FlavorTopology, ps: PodSetRequest, per_slot: PerSlot,
             on_nodes: dict[str, int], totals: dict[str, Resources]) -> None:
     """Add one placed pod set to the workload's Placement: pods per node and exact requests per node."""
-    for slot in np.nonzero(per_slot)[0].tolist():
+    wanted = [(r, m) for r, m in ps.requests.items() if m > 0]
+    for slot, n in sorted(per_slot.items()):
         view = topology.view(slot)
         assert view is not None  # only candidate (occupied) slots get pods
-        n = int(per_slot[slot])
         on_nodes[view.name] = on_nodes.get(view.name, 0) + n
         vec = totals.setdefault(view.name, {})
-        for r, m in ps.requests.items():
-            if m > 0:
-                vec[r] = vec.get(r, 0) + m * n
+        for r, m in wanted:
+            vec[r] = vec.get(r, 0) + m * n
 
 
 def _plain(topology: FlavorTopology, start: int) -> SlicePlan:
@@ -120,39 +166,42 @@ def _plain(topology: FlavorTopology, start: int) -> SlicePlan:
     return SlicePlan(start, len(topology.levels) - 1, 1, (1,) * len(topology.levels))
 
 
-def _place_podset(topology: FlavorTopology, free: Int64Array, resources: Sequence[str],
-                  ps: PodSetRequest, balanced: bool) -> _Placed | AssignmentFailure:
-    """One pod set: per-slot pod counts and its TopologyAssignment, or why it does not fit. A pod
-    set smaller than one slice is placed as plain pods (Kueue's validation refuses it on Jobs)."""
+def _place_podset(ws: _Workspace, ps: PodSetRequest, balanced: bool) -> _Placed | AssignmentFailure:
+    """One pod set: pods per slot and its TopologyAssignment, or why it does not fit. A pod set
+    smaller than one slice is placed as plain pods (Kueue's validation refuses it on Jobs)."""
+    topology = ws.topology
     if ps.count <= 0:
-        return np.zeros(topology.slots, dtype=np.int64), TopologyAssignment(topology.levels, ())
+        return {}, TopologyAssignment(topology.levels, ())
     plan = plan_of(topology, ps)
     assert not isinstance(plan, AssignmentFailure)  # checked by `assign`
     if ps.count < plan.size:
         plan = _plain(topology, plan.start)
-    mask = topology.candidates(Signature.of(ps.node_selector, ps.affinity_terms, ps.tolerations))
-    fit = _node_fits(free, resources, ps.requests, mask)
-    pods = _domain_counts(topology, fit)
+    fit, pods, mask = ws.view(ps)
     units = unit_counts(topology, pods, plan)
     chosen = _choose_start(topology, pods, units, plan, ps, balanced)
     if isinstance(chosen, AssignmentFailure):
-        return _with_exclusions(chosen, topology, free, resources, ps, mask, fit)
+        return _with_exclusions(chosen, ws, ps, mask, fit)
     lowest = _descend(topology, units, plan, chosen)
     per_slot = _spread_over_nodes(topology, fit, lowest)
     remainder = ps.count - int(chosen.takes.sum())
     if remainder == 0:
         return per_slot, _slices(topology, lowest)
-    extra = _place_remainder(topology, fit - per_slot, chosen, remainder)
+    left = fit.copy()
+    for slot, n in per_slot.items():
+        left[slot] -= n
+    extra = _place_remainder(topology, left, chosen, remainder)
     assert extra is not None, "the start domains were chosen holding every pod"
-    return per_slot + extra[0], _slices(topology, lowest, extra[1])
+    for slot, n in extra[0].items():
+        per_slot[slot] = per_slot.get(slot, 0) + n
+    return per_slot, _slices(topology, lowest, extra[1])
 
 
 def _place_remainder(topology: FlavorTopology, left: Int64Array, start: _Chosen,
-                     n: int) -> tuple[Int64Array, _Chosen] | None:
+                     n: int) -> tuple[PerSlot, _Chosen] | None:
     """The pods of an uneven slice split (count % slice size) as plain pods in what the slices left:
     inside the domains chosen for the slices (the pod set's domain), else anywhere in the topology
     (only a preferred or unconstrained pod set spread over several domains gets there)."""
-    pods = _domain_counts(topology, left)
+    pods = domain_sums(topology, left)
     level = start.level
     picked = _fewest(start.ids, pods[level], topology.domains[level].rank(), n)
     if picked is None:
@@ -164,19 +213,20 @@ def _place_remainder(topology: FlavorTopology, left: Int64Array, start: _Chosen,
     return _spread_over_nodes(topology, left, lowest), lowest
 
 
-def _place_group(topology: FlavorTopology, free: Int64Array, resources: Sequence[str],
-                 members: Sequence[PodSetRequest]) -> list[_Placed] | AssignmentFailure:
+def _place_group(ws: _Workspace, members: Sequence[PodSetRequest]) -> list[_Placed] | AssignmentFailure:
     """A pod-set group: every member in one domain of the group's level (required; preferred also
     tries each wider level). Candidates are the domains where each member alone fits, tightest
     first (smallest summed pod counts, then label values); in each, the members are placed in
     order, each in what the earlier ones left, and the first domain taking them all wins."""
-    lead = members[0]
+    topology, lead = ws.topology, members[0]
     lowest = len(topology.levels) - 1
     start = lowest if lead.topology.level is None else topology.levels.index(lead.topology.level)
     wider = range(start, -1, -1) if lead.topology.mode == "preferred" else range(start, start + 1)
+    resources = sorted({r for m in members for r, v in m.requests.items() if v > 0})
+    free = ws.dense_free(resources)
     masks = [topology.candidates(Signature.of(m.node_selector, m.affinity_terms, m.tolerations))
              for m in members]
-    counts = [_domain_counts(topology, _node_fits(free, resources, m.requests, mask))
+    counts = [domain_sums(topology, _node_fits(free, resources, m.requests, mask))
               for m, mask in zip(members, masks, strict=True)]
     for level in wider:
         each = np.stack([c[level] for c in counts])
@@ -187,7 +237,7 @@ def _place_group(topology: FlavorTopology, free: Int64Array, resources: Sequence
             inside = _place_group_in(topology, free, resources, members, level, d)
             if inside is not None:
                 return inside
-    return _group_unfit(topology, free, resources, members, masks, counts, start)
+    return _group_unfit(ws, free, resources, members, masks, counts, start)
 
 
 def _place_group_in(topology: FlavorTopology, free: Int64Array, resources: Sequence[str],
@@ -197,51 +247,26 @@ def _place_group_in(topology: FlavorTopology, free: Int64Array, resources: Seque
     out: list[_Placed] = []
     for m in members:
         if m.count <= 0:
-            out.append((np.zeros(topology.slots, dtype=np.int64), TopologyAssignment(topology.levels, ())))
+            out.append(({}, TopologyAssignment(topology.levels, ())))
             continue
         mask = topology.candidates(Signature.of(m.node_selector, m.affinity_terms, m.tolerations))
         fit = _node_fits(left, resources, m.requests, mask)
-        pods = _domain_counts(topology, fit)
+        pods = domain_sums(topology, fit)
         if pods[level][domain] < m.count:
             return None
         lowest = _descend(topology, pods, _plain(topology, level), _Chosen.one(level, domain, m.count))
         per_slot = _spread_over_nodes(topology, fit, lowest)
-        left -= per_slot[:, None] * _request_vector(m.requests, resources)[None, :]
+        want = request_vector(m.requests, resources)
+        for slot, n in per_slot.items():
+            left[slot] -= n * want
         out.append((per_slot, _slices(topology, lowest)))
     return out
 
 
-def _request_vector(requests: Mapping[str, int], resources: Sequence[str]) -> Int64Array:
-    """Per-pod requests as int64. Amounts beyond MILLI_CAP (where allocatable is clamped) become
-    MILLI_CAP + 1, which no node can hold: such a request never over-commits, it just never fits."""
-    return np.asarray([min(max(requests.get(r, 0), 0), MILLI_CAP + 1) for r in resources], dtype=np.int64)
-
-
 def _node_fits(free: Int64Array, resources: Sequence[str], requests: Mapping[str, int],
                mask: CandidateMask) -> Int64Array:
-    """fit[slot]: pods of this shape the node holds = min over requested resources of
-    floor(free / request); 0 for non-candidates and overcommitted nodes; at most FIT_CAP."""
-    fit = np.full(free.shape[0], FIT_CAP, dtype=np.int64)
-    for j, want in enumerate(_request_vector(requests, resources).tolist()):
-        if want > 0:
-            np.minimum(fit, free[:, j] // want, out=fit)
-    np.clip(fit, 0, FIT_CAP, out=fit)
-    fit[~mask.mask[: free.shape[0]]] = 0
-    return fit
-
-
-def _domain_counts(topology: FlavorTopology, fit: Int64Array) -> list[Int64Array]:
-    """counts[level][domain]: pods the domain holds, summed from its nodes' fits (never divided)."""
-    lowest = len(topology.levels) - 1
-    counts: list[Int64Array] = [np.zeros(0, dtype=np.int64)] * len(topology.levels)
-    slots = np.nonzero(fit)[0]
-    domain = topology.domain_of(lowest)[slots]
-    counts[lowest] = np.bincount(domain, weights=fit[slots],
-                                 minlength=len(topology.domains[lowest].keys)).astype(np.int64)
-    for level in range(lowest - 1, -1, -1):
-        counts[level] = np.bincount(topology.domains[level + 1].parents(), weights=counts[level + 1],
-                                    minlength=len(topology.domains[level].keys)).astype(np.int64)
-    return counts
+    """fit[slot] of a whole free matrix (see `counting.fits_of`)."""
+    return fits_of(free, request_vector(requests, resources), mask.mask[: free.shape[0]])
 
 
 def _choose_start(topology: FlavorTopology, pods: list[Int64Array], units: list[Int64Array],
@@ -281,6 +306,12 @@ def _choose_start(topology: FlavorTopology, pods: list[Int64Array], units: list[
     return _Chosen(0, spread[0], spread[1] * size)
 
 
+def _children(topology: FlavorTopology, level: int, parents: Sequence[int]) -> Int64Array:
+    """The domains of `level` under any of `parents` (domains of the level above)."""
+    lists = topology.domains[level - 1].children
+    return np.asarray([child for d in parents for child in lists[d]], dtype=np.int64)
+
+
 def _descend(topology: FlavorTopology, units: list[Int64Array], plan: SlicePlan, chosen: _Chosen) -> _Chosen:
     """Level by level down to the lowest. Down to the slice level (unless `per_parent`): pool the
     children of the chosen domains and use the fewest of them (most free first, tightest for the
@@ -289,42 +320,43 @@ def _descend(topology: FlavorTopology, units: list[Int64Array], plan: SlicePlan,
     for level in range(chosen.level + 1, len(topology.levels)):
         unit, rank = plan.unit(level), topology.domains[level].rank()
         if level <= plan.slice_level and not chosen.per_parent:
-            children = np.nonzero(np.isin(topology.domains[level].parents(), chosen.ids))[0].astype(np.int64)
+            children = _children(topology, level, chosen.ids.tolist())
             picked = _fewest(children, units[level], rank, int(chosen.takes.sum()) // unit)
             assert picked is not None, "children of chosen domains hold fewer slices than their parents"
             chosen = _Chosen(level, picked[0], picked[1] * unit)
             continue
-        order, starts = children_index(topology, level)
         ids: list[Int64Array] = []
         takes: list[Int64Array] = []
         for d, p in zip(chosen.ids.tolist(), chosen.takes.tolist(), strict=True):
-            picked = _fewest(order[starts[d]:starts[d + 1]], units[level], rank, p // unit) if p else None
-            assert picked is not None or not p, "a domain's children hold fewer units than the domain"
-            if picked is not None:
-                ids.append(picked[0])
-                takes.append(picked[1] * unit)
+            if not p:
+                continue
+            picked = _fewest(_children(topology, level, (d,)), units[level], rank, p // unit)
+            assert picked is not None, "a domain's children hold fewer units than the domain"
+            ids.append(picked[0])
+            takes.append(picked[1] * unit)
         chosen = _Chosen(level, np.concatenate(ids).astype(np.int64) if ids else np.zeros(0, dtype=np.int64),
                          np.concatenate(takes).astype(np.int64) if takes else np.zeros(0, dtype=np.int64),
                          per_parent=True)
     return chosen
 
 
-def _spread_over_nodes(topology: FlavorTopology, fit: Int64Array, chosen: _Chosen) -> Int64Array:
-    """per_slot[slot]: pods per node. Each lowest domain's take goes to its fewest nodes (most free
-    first, tightest for the last); with hostname as the lowest level that is the one node."""
-    per_slot = np.zeros(fit.shape[0], dtype=np.int64)
-    domain = topology.domain_of(len(topology.levels) - 1)
-    slots = np.nonzero(fit)[0]
-    slots = slots[np.isin(domain[slots], chosen.ids)]
-    nodes_in = np.bincount(domain[slots], minlength=len(topology.domains[-1].keys))
-    take_of = dict(zip(chosen.ids.tolist(), chosen.takes.tolist(), strict=True))
-    single = slots[nodes_in[domain[slots]] == 1]
-    per_slot[single] = [take_of[d] for d in domain[single].tolist()]
-    names = topology.name_rank()
-    for d in chosen.ids[nodes_in[chosen.ids] > 1].tolist():
-        picked = _fewest(slots[domain[slots] == d], fit, names, take_of[d])
+def _spread_over_nodes(topology: FlavorTopology, fit: Int64Array, chosen: _Chosen) -> PerSlot:
+    """Pods per node. Each lowest domain's take goes to its fewest nodes (most free first, tightest
+    for the last, ties by node name); with hostname as the lowest level that is the one node."""
+    per_slot: PerSlot = {}
+    for d, take in zip(chosen.ids.tolist(), chosen.takes.tolist(), strict=True):
+        if not take:
+            continue
+        slots = [slot for slot in topology.slots_in(d) if fit[slot] > 0]
+        if len(slots) == 1:
+            per_slot[slots[0]] = take
+            continue
+        named = np.asarray(sorted(slots, key=lambda slot: topology.view(slot).name), dtype=np.int64)  # type: ignore[union-attr]
+        local = np.arange(named.shape[0], dtype=np.int64)
+        picked = _fewest(local, fit[named], local, take)
         assert picked is not None, "a domain's nodes hold fewer pods than the domain"
-        per_slot[picked[0]] = picked[1]
+        for i, n in zip(picked[0].tolist(), picked[1].tolist(), strict=True):
+            per_slot[int(named[i])] = n
     return per_slot
 
 
@@ -347,25 +379,39 @@ def _all(counts: Int64Array) -> Int64Array:
 
 
 def _best_fit(ids: Int64Array, counts: Int64Array, rank: Int64Array, n: int) -> int | None:
-    """BestFit: the domain with the smallest count that still holds `n`, ties by label values."""
+    """BestFit: the domain with the smallest count that still holds `n`, ties by label values
+    (two linear passes, no sort: it runs over every host for an unconstrained pod set)."""
     fitting = ids[counts[ids] >= n]
     if fitting.shape[0] == 0:
         return None
-    return int(fitting[np.lexsort((rank[fitting], counts[fitting]))[0]])
+    at = counts[fitting]
+    tight = fitting[at == at.min()]
+    return int(tight[np.argmin(rank[tight])])
+
+
+def _first_in_order(ids: Int64Array, key: Int64Array, rank: Int64Array, k: int) -> Int64Array:
+    """The first `k` of `ids` ordered by (key, rank), sorting only those that can be among them."""
+    if k < ids.shape[0]:
+        kth = np.partition(key, k - 1)[k - 1]
+        keep = key <= kth
+        ids, key = ids[keep], key[keep]
+    return ids[np.lexsort((rank[ids], key))][:k]
 
 
 def _fewest(ids: Int64Array, counts: Int64Array, rank: Int64Array,
             n: int) -> tuple[Int64Array, Int64Array] | None:
     """The fewest domains holding `n`: most free first (count desc, label values asc) while none
-    holds what is left, then the tightest one that does. None when all of them hold fewer than `n`."""
+    holds what is left, then the tightest one that does. None when all of them hold fewer than `n`.
+    Every domain with room holds at least one pod, so the prefix is among the first `n`."""
     ids = ids[counts[ids] > 0]
-    order = ids[np.lexsort((rank[ids], -counts[ids]))]
-    cumulative = np.cumsum(counts[order])
-    if cumulative.shape[0] == 0 or int(cumulative[-1]) < n:
+    if ids.shape[0] == 0 or int(counts[ids].sum()) < n:
         return None
+    order = _first_in_order(ids, -counts[ids], rank, min(max(n, 1), ids.shape[0]))
+    cumulative = np.cumsum(counts[order])
     k = int(np.searchsorted(cumulative, n))  # first prefix that holds n
     left = n - (int(cumulative[k - 1]) if k else 0)
-    last = _best_fit(order[k:], counts, rank, left)
+    rest = ids[~np.isin(ids, order[:k])] if k else ids
+    last = _best_fit(rest, counts, rank, left)
     assert last is not None  # order[k] itself holds `left`
     return (np.append(order[:k], last).astype(np.int64),
             np.append(counts[order[:k]], left).astype(np.int64))
@@ -376,10 +422,10 @@ def _least_free(ids: Int64Array, counts: Int64Array, rank: Int64Array,
     """Least free first (count asc, label values asc, domains with room only); the last one takes
     only the remainder. None when all of them hold fewer than `n`."""
     ids = ids[counts[ids] > 0]
-    order = ids[np.lexsort((rank[ids], counts[ids]))]
-    cumulative = np.cumsum(counts[order])
-    if cumulative.shape[0] == 0 or int(cumulative[-1]) < n:
+    if ids.shape[0] == 0 or int(counts[ids].sum()) < n:
         return None
+    order = _first_in_order(ids, counts[ids], rank, min(max(n, 1), ids.shape[0]))
+    cumulative = np.cumsum(counts[order])
     k = int(np.searchsorted(cumulative, n))
     takes = counts[order[: k + 1]].copy()
     takes[k] = n - (int(cumulative[k - 1]) if k else 0)
@@ -390,6 +436,20 @@ def _least_free(ids: Int64Array, counts: Int64Array, rank: Int64Array,
 
 def _path(topology: FlavorTopology, level: int, domain: int) -> str:
     return "/".join(topology.domains[level].keys[domain])
+
+
+MAX_DOMAIN_FITS = 16
+"""Domains listed in a failure's `domain_fits` (the best ones): formatting every domain of a
+level would make the failure path scan-and-format the whole cluster."""
+
+
+def _top_fits(topology: FlavorTopology, level: int, at: Int64Array) -> tuple[tuple[str, int], ...]:
+    """The MAX_DOMAIN_FITS domains of `level` holding the most, most first (ties by label values)."""
+    room = np.nonzero(at)[0]
+    if room.shape[0] == 0:
+        return ()
+    order = _first_in_order(room, -at[room], topology.domains[level].rank(), min(MAX_DOMAIN_FITS, room.shape[0]))
+    return tuple((_path(topology, level, int(d)), int(at[d])) for d in order)
 
 
 def _unfit(topology: FlavorTopology, pods: list[Int64Array], units: list[Int64Array], plan: SlicePlan,
@@ -405,15 +465,13 @@ def _unfit(topology: FlavorTopology, pods: list[Int64Array], units: list[Int64Ar
         at, unit, need = np.where(units[level] >= q, pods[level], 0), "pod", ps.count
     else:
         at, unit, need = pods[level], "pod", ps.count
-    rank = topology.domains[level].rank()
-    room = np.nonzero(at)[0]
-    order = room[np.lexsort((rank[room], -at[room]))]
-    fits = tuple((_path(topology, level, int(d)), int(at[d])) for d in order)
+    fits = _top_fits(topology, level, at)
     fit = int(at.sum()) if in_total else (fits[0][1] if fits else 0)
     where = "in total" if in_total else f'at level "{topology.levels[level]}"'
     best = f" (best: {fits[0][0]})" if fits and not in_total else ""
     head = (f'topology "{topology.name}" allows to fit only {fit} out of {need} {unit}(s) {where}{best}')
     if len(ps.topology.slices) > 1:
+        rank = topology.domains[level].rank()
         best_units = units[level]
         top = int(np.lexsort((rank, -best_units))[0]) if best_units.shape[0] else 0
         layers = layer_fits(topology, pods, plan, ps, level, top) if best_units.shape[0] else []
@@ -425,18 +483,16 @@ def _unfit(topology: FlavorTopology, pods: list[Int64Array], units: list[Int64Ar
         total_nodes=topology.node_count)
 
 
-def _group_unfit(topology: FlavorTopology, free: Int64Array, resources: Sequence[str],
+def _group_unfit(ws: _Workspace, free: Int64Array, resources: Sequence[str],
                  members: Sequence[PodSetRequest], masks: Sequence[CandidateMask],
                  counts: Sequence[list[Int64Array]], level: int) -> AssignmentFailure:
     """No domain takes the whole group: at its level, a domain's fit is the most pods of any one
     member's shape it holds (members share the capacity, so their fits do not add up), at most the
     group's count; the exclusion tally is the largest member's."""
+    topology = ws.topology
     need = sum(m.count for m in members)
     at = np.minimum(np.stack([c[level] for c in counts]).max(axis=0), need)
-    rank = topology.domains[level].rank()
-    room = np.nonzero(at)[0]
-    order = room[np.lexsort((rank[room], -at[room]))]
-    fits = tuple((_path(topology, level, int(d)), int(at[d])) for d in order)
+    fits = _top_fits(topology, level, at)
     best = f" (best: {fits[0][0]})" if fits else ""
     group = members[0].topology.group
     head = (f'topology "{topology.name}" allows to fit only {fits[0][1] if fits else 0} out of {need} pod(s) '
@@ -447,24 +503,23 @@ def _group_unfit(topology: FlavorTopology, free: Int64Array, resources: Sequence
         fit=fits[0][1] if fits else 0, level=topology.levels[level], best=fits[0][0] if fits else None,
         domain_fits=fits, total_nodes=topology.node_count)
     fit = _node_fits(free, resources, members[largest].requests, masks[largest])
-    return _with_exclusions(failure, topology, free, resources, members[largest], masks[largest], fit)
+    return _with_exclusions(failure, ws, members[largest], masks[largest], fit)
 
 
-def _with_exclusions(failure: AssignmentFailure, topology: FlavorTopology, free: Int64Array,
-                     resources: Sequence[str], ps: PodSetRequest, mask: CandidateMask,
+def _with_exclusions(failure: AssignmentFailure, ws: _Workspace, ps: PodSetRequest, mask: CandidateMask,
                      fit: Int64Array) -> AssignmentFailure:
     """Add the tally of excluded nodes (filters, then the first resource short on a candidate) to
     the failure and its message."""
     tally = mask.tally()
-    requested = [j for j, r in enumerate(resources) if ps.requests.get(r, 0) > 0]
-    short_nodes = np.nonzero(mask.mask[: free.shape[0]] & (fit == 0))[0]
+    requested = sorted(r for r, m in ps.requests.items() if m > 0)
+    short_nodes = np.nonzero(mask.mask[: fit.shape[0]] & (fit == 0))[0].astype(np.int64)
     if requested and short_nodes.shape[0]:
-        want = _request_vector(ps.requests, resources)[requested]
-        short = free[short_nodes][:, np.asarray(requested, dtype=np.int64)] < want[None, :]
+        want = request_vector(ps.requests, requested)
+        short = ws.free_at(short_nodes, requested) < want[None, :]
         first = np.argmax(short, axis=1)
         for j, n in enumerate(np.bincount(first, minlength=len(requested)).tolist()):
             if n:
-                tally[resource_reason(resources[requested[j]])] += n
+                tally[resource_reason(requested[j])] += n
     excluded = tuple(sorted(tally.items(), key=lambda kv: reason_sort_key(kv[0])))
     listed = ", ".join(f"{reason}: {n}" for reason, n in excluded) or "none"
     message = f"{failure.message}. Total nodes: {failure.total_nodes}; excluded: {listed}"

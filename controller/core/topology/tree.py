@@ -7,6 +7,7 @@ cycle. Per-cycle usage lives in `usage.Usage`. Read by `assigning`."""
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -25,27 +26,26 @@ DEAD_DOMAIN_SLACK = 64
 """Empty domains tolerated beyond the live ones before the domain tables are renumbered: node churn
 (autoscaled or replaced hosts, each a new hostname domain) must not grow them, and every assignment
 that scans them, without bound."""
-
-
-def _sort_rank(keys: Sequence[DomainKey] | Sequence[str]) -> Int64Array:
-    """rank[i]: the position of keys[i] once all keys are sorted (ties by index)."""
-    order = sorted(range(len(keys)), key=keys.__getitem__)
-    rank = np.empty(len(keys), dtype=np.int64)
-    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(keys), dtype=np.int64)
-    return rank
+MAX_LOG = 4096
+"""Slot changes kept for the per-shape counts (`counting`); past this the log restarts (a new epoch)
+and the counts are recomputed once."""
 
 
 class LevelDomains:
     """The domains of one level: ids are dense, assigned in order of first appearance, never reused
-    (empty domains stay until the tree renumbers them all)."""
+    (empty domains stay until the tree renumbers them all). `children[d]` lists the ids of the
+    next level's domains under `d`; ranks by label values are kept current as domains appear (a
+    bisect into the sorted keys), so a node joining under a new name never re-sorts a level."""
 
-    __slots__ = ("_parent_array", "_rank", "id_of", "keys", "parent")
+    __slots__ = ("_parent_array", "_rank", "_sorted", "children", "id_of", "keys", "parent")
 
     def __init__(self) -> None:
         self.keys: list[DomainKey] = []
         self.id_of: dict[DomainKey, int] = {}
         self.parent: list[int] = []
-        self._rank: Int64Array | None = None
+        self.children: list[list[int]] = []
+        self._sorted: list[DomainKey] = []
+        self._rank: Int64Array = np.zeros(16, dtype=np.int64)
         self._parent_array: Int64Array | None = None
 
     def intern(self, key: DomainKey, parent: int) -> int:
@@ -53,18 +53,24 @@ class LevelDomains:
         found = self.id_of.get(key)
         if found is not None:
             return found
-        self.id_of[key] = len(self.keys)
+        new = len(self.keys)
+        self.id_of[key] = new
         self.keys.append(key)
         self.parent.append(parent)
-        self._rank = None
+        self.children.append([])
+        pos = bisect.bisect_left(self._sorted, key)
+        self._sorted.insert(pos, key)
+        if new >= self._rank.shape[0]:
+            self._rank = np.concatenate([self._rank, np.zeros(self._rank.shape[0], dtype=np.int64)])
+        live = self._rank[:new]
+        live[live >= pos] += 1
+        self._rank[new] = pos
         self._parent_array = None
-        return len(self.keys) - 1
+        return new
 
     def rank(self) -> Int64Array:
         """rank[id]: position of the domain when all are sorted by label values (ties broken by it)."""
-        if self._rank is None:
-            self._rank = _sort_rank(self.keys)
-        return self._rank
+        return self._rank[: len(self.keys)]
 
     def parents(self) -> Int64Array:
         if self._parent_array is None:
@@ -92,8 +98,15 @@ class FlavorTopology:
         self._alloc: Int64Array = np.zeros((0, 0), dtype=np.int64)
         self._domain_of: list[Int64Array] = [np.zeros(0, dtype=np.int64) for _ in self.levels]
         self._masks: dict[Signature, CandidateMask] = {}
-        self._rows: tuple[NodeRegistry, Int64Array] | None = None
-        self._name_rank: Int64Array | None = None
+        self._rows: tuple[NodeRegistry, Int64Array, dict[int, int]] | None = None
+        self._slots_in: list[list[int]] = []
+        """Slots of each lowest domain (a node's slot is in its lowest domain's list)."""
+        self.epoch = 0
+        """Bumped when domain ids are renumbered or the change log restarts: derived counts rebuild."""
+        self.log: list[tuple[int, tuple[int, ...]]] = []
+        """(slot, its domain ids before the change) per node change in this epoch, for `counting`."""
+        self.shapes: dict[object, object] = {}
+        """Per pod shape counts kept by `counting` (opaque here), least recently used first."""
 
     @classmethod
     def build(cls, name: str, levels: tuple[str, ...], node_labels: Mapping[str, str],
@@ -142,7 +155,6 @@ class FlavorTopology:
         if slot is None:
             slot = self._free_slots.pop() if self._free_slots else self._append_slot()
             self._slot_of[view.name] = slot
-            self._name_rank = None
         self._views[slot] = view
         static = static_reason(view, self.levels)
         self._static[slot] = static
@@ -161,7 +173,6 @@ class FlavorTopology:
         self._alloc[slot, :] = 0
         self._set_domains(slot, None)
         self._free_slots.append(slot)
-        self._name_rank = None
         self._changed(slot)
 
     def _append_slot(self) -> int:
@@ -200,29 +211,57 @@ class FlavorTopology:
             row[self._resource_col[resource]] = min(max(milli, 0), MILLI_CAP)
 
     def _set_domains(self, slot: int, view: NodeView | None) -> None:
-        """Record the node's domain at every level; -1 everywhere when it has no place in the tree.
-        Renumbers the domains once too many are empty: a node is in one lowest domain, so more
-        lowest domains than nodes means empty ones (and an empty wider domain has an empty child)."""
+        """Record the node's domain at every level (-1 everywhere when it has no place in the tree),
+        log the slot with its previous domains, and keep the lowest domains' slot lists and the
+        parents' children lists. Renumbers the domains once too many are empty: a node is in one
+        lowest domain, so more lowest domains than nodes means empty ones (and an empty wider
+        domain has an empty child)."""
+        before = tuple(int(arr[slot]) for arr in self._domain_of)
+        self._log_change(slot, before)
         parent = -1
         for i, level in enumerate(self.domains):
             if view is None:
                 self._domain_of[i][slot] = -1
                 continue
+            known = len(level.keys)
             parent = level.intern(tuple(view.labels[k] for k in self.levels[: i + 1]), parent)
+            if parent == known:  # a new domain
+                if i > 0:
+                    self.domains[i - 1].children[int(self._domain_of[i - 1][slot])].append(parent)
+                if i == len(self.domains) - 1:
+                    self._slots_in.append([])
             self._domain_of[i][slot] = parent
+        if self.domains:
+            old_low, new_low = before[-1], int(self._domain_of[-1][slot])
+            if old_low != new_low:
+                if old_low >= 0:
+                    self._slots_in[old_low].remove(slot)
+                if new_low >= 0:
+                    self._slots_in[new_low].append(slot)
         if self.domains and len(self.domains[-1].keys) > 2 * self.node_count + DEAD_DOMAIN_SLACK:
             self._compact()
 
+    def _log_change(self, slot: int, before: tuple[int, ...]) -> None:
+        """Remember a changed slot for the per-shape counts; a log past MAX_LOG starts a new epoch."""
+        if len(self.log) >= MAX_LOG:
+            self.log = []
+            self.epoch += 1
+        self.log.append((slot, before))
+
     def _compact(self) -> None:
         """Renumber every level from the nodes present, dropping empty domains. Ids are internal
-        (results name domains by label values), so nothing outside the tree notices; the cost,
-        one pass over the nodes, is paid once per more than `node_count` domains that emptied."""
+        (results name domains by label values), so nothing outside the tree notices but the
+        per-shape counts (a new epoch); the cost, one pass over the nodes, is paid once per more
+        than `node_count` domains that emptied."""
         self.domains = [LevelDomains() for _ in self.levels]
+        self._slots_in = []
         for arr in self._domain_of:
             arr[:] = -1
         for slot, view in enumerate(self._views):
             if view is not None and self._has_levels(view):
                 self._set_domains(slot, view)
+        self.log = []
+        self.epoch += 1
 
     def _has_levels(self, view: NodeView) -> bool:
         """Only a node carrying every level label has a place in the tree, whatever else excludes
@@ -236,12 +275,17 @@ class FlavorTopology:
         for mask in self._masks.values():
             mask.refresh(slot, view, self._static[slot], self.flavor_tolerations)
         if self._rows is not None:
-            registry, rows = self._rows
+            registry, rows, slot_of_row = self._rows
             if slot >= rows.shape[0]:
                 rows = np.concatenate([rows, np.zeros(max(slot + 1, 2 * rows.shape[0]) - rows.shape[0],
                                                       dtype=np.int64)])
-            rows[slot] = registry.row(view.name) if view is not None else 0
-            self._rows = (registry, rows)
+            if view is not None:
+                rows[slot] = registry.row(view.name)
+                slot_of_row[int(rows[slot])] = slot
+            else:
+                slot_of_row.pop(int(rows[slot]), None)
+                rows[slot] = 0
+            self._rows = (registry, rows, slot_of_row)
 
     # -- reads for the assignment --------------------------------------------------------------
 
@@ -277,16 +321,32 @@ class FlavorTopology:
     def rows_in(self, registry: NodeRegistry) -> Int64Array:
         """Row of every slot in a usage registry (empty slots point at row 0 and are never candidates).
         Computed once per registry, then patched by node changes; keep one registry for the cluster."""
+        return self._rows_for(registry)[1][: self.slots]
+
+    def slot_of_row(self, registry: NodeRegistry) -> dict[int, int]:
+        """The inverse of `rows_in`: usage row -> slot, for the rows of this flavor's nodes."""
+        return self._rows_for(registry)[2]
+
+    def _rows_for(self, registry: NodeRegistry) -> tuple[NodeRegistry, Int64Array, dict[int, int]]:
         if self._rows is None or self._rows[0] is not registry:
             rows = np.zeros(self.slots, dtype=np.int64)
+            slot_of_row: dict[int, int] = {}
             for slot, view in enumerate(self._views):
                 if view is not None:
                     rows[slot] = registry.row(view.name)
-            self._rows = (registry, rows)
-        return self._rows[1][: self.slots]
+                    slot_of_row[int(rows[slot])] = slot
+            self._rows = (registry, rows, slot_of_row)
+        return self._rows
 
-    def name_rank(self) -> Int64Array:
-        """rank[slot] of each node by name, to break ties between nodes deterministically."""
-        if self._name_rank is None:
-            self._name_rank = _sort_rank([v.name if v is not None else "" for v in self._views])
-        return self._name_rank
+    def slots_in(self, domain: int) -> list[int]:
+        """The slots of a lowest-level domain."""
+        return self._slots_in[domain]
+
+    def allocatable_at(self, slots: Int64Array, resources: Sequence[str]) -> Int64Array:
+        """[len(slots) x len(resources)] allocatable in milli of some slots."""
+        out = np.zeros((slots.shape[0], len(resources)), dtype=np.int64)
+        for j, resource in enumerate(resources):
+            col = self._resource_col.get(resource)
+            if col is not None:
+                out[:, j] = self._alloc[slots, col]
+        return out

@@ -26,6 +26,22 @@ Int64Array = npt.NDArray[np.int64]
 GONE_ROW_SLACK = 1024
 """Rows of removed nodes tolerated beyond the live ones before a Usage renumbers onto a fresh
 registry: node churn (new names for replaced hosts) must not grow the matrix every clone copies."""
+MAX_LOG = 1 << 15
+"""Changed rows a Usage remembers before its change log restarts (derived counts then rebuild once)."""
+
+
+class ChangeLog:
+    """The rows whose used amounts changed, in order (append-only). A clone starts a log of its own
+    whose `parent` is the original's log as it was (`base` entries) when cloned, so derived state
+    computed on one Usage can be brought up to date on a relative by re-reading only the rows
+    either side changed since their common point (`counting`)."""
+
+    __slots__ = ("base", "parent", "rows")
+
+    def __init__(self, parent: ChangeLog | None = None, base: int = 0) -> None:
+        self.rows: list[int] = []
+        self.parent = parent
+        self.base = base
 
 
 class NodeRegistry:
@@ -81,6 +97,8 @@ class Usage:
         self._gone: set[str] = set()
         """Nodes removed (their rows are zero) and not seen since; renumbered away past the slack."""
         self._shared = False
+        self.log = ChangeLog()
+        """Rows changed since this Usage (or its log) started; read by `counting`."""
 
     @classmethod
     def from_pods(cls, pods: Iterable[PodView], registry: NodeRegistry | None = None) -> Usage:
@@ -102,7 +120,14 @@ class Usage:
         twin._converted = self._converted
         twin._gone = self._gone
         twin._shared = self._shared = True
+        twin.log = ChangeLog(self.log, len(self.log.rows))
         return twin
+
+    def _touched(self, row: int) -> None:
+        """Log a row whose used amounts changed (a full log starts over: counts rebuild once)."""
+        if len(self.log.rows) >= MAX_LOG:
+            self.log = ChangeLog()
+        self.log.rows.append(row)
 
     # -- incremental updates --------------------------------------------------------------------
 
@@ -132,6 +157,7 @@ class Usage:
                 self._consume(held, row, amounts)
         for col, milli in amounts:
             self._used[row, col] = min(int(self._used[row, col]) + milli, MILLI_CAP)
+        self._touched(row)
         self._pods[pod.key] = _BoundPod(row, amounts)
         self._pods_on(row).add(pod.key)
 
@@ -152,6 +178,7 @@ class Usage:
         cols = held.get(row)
         if not cols:
             return
+        self._touched(row)
         for col, want in left.items():
             take = min(cols.get(col, 0), want)
             if take:
@@ -174,6 +201,7 @@ class Usage:
             del self._on_row[entry.row]
         for col, milli in entry.amounts:
             self._used[entry.row, col] = max(int(self._used[entry.row, col]) - milli, 0)
+        self._touched(entry.row)
 
     def reserve(self, workload_key: str, resources: Mapping[str, Mapping[str, int]]) -> None:
         """Hold `resources[node]` (milli) for an admitted workload until its pods bind or it ends.
@@ -189,6 +217,7 @@ class Usage:
             self._ensure(row, max(cols, default=0))
             for col, milli in cols.items():
                 self._used[row, col] = min(int(self._used[row, col]) + milli, MILLI_CAP)
+            self._touched(row)
             held[row] = cols
         self._reservations[workload_key] = held
         self._converted[workload_key] = set()
@@ -201,6 +230,7 @@ class Usage:
         for row, cols in (held or {}).items():
             for col, milli in cols.items():
                 self._used[row, col] = max(int(self._used[row, col]) - milli, 0)
+            self._touched(row)
 
     def remove_node(self, name: str) -> None:
         """A node left the cluster: its pods and reservations on it no longer count, and its row is
@@ -215,6 +245,7 @@ class Usage:
             for held in self._reservations.values():
                 held.pop(row, None)
             self._used[row, :] = 0
+            self._touched(row)
         self._gone.add(name)
         if len(self._gone) > len(self.registry.rows) - len(self._gone) + GONE_ROW_SLACK:
             self._renumber()
@@ -239,6 +270,31 @@ class Usage:
             return {}
         return {r: int(self._used[row, col]) for r, col in self.registry.cols.items()
                 if col < self._used.shape[1] and self._used[row, col]}
+
+    def changed_since(self, log: ChangeLog, position: int) -> list[int] | None:
+        """Rows whose used amounts may differ between this Usage now and the state it (or a relative
+        sharing a log ancestor) had when `log` held `position` entries; None when unrelated."""
+        mine: dict[int, tuple[ChangeLog, int]] = {}
+        at: ChangeLog | None = self.log
+        n = len(self.log.rows)
+        while at is not None:
+            mine[id(at)] = (at, n)
+            n, at = at.base, at.parent
+        rows: list[int] = []
+        theirs: ChangeLog | None = log
+        n = position
+        while theirs is not None and id(theirs) not in mine:
+            rows.extend(theirs.rows[:n])
+            n, theirs = theirs.base, theirs.parent
+        if theirs is None:
+            return None
+        common, here = theirs, mine[id(theirs)][1]
+        rows.extend(common.rows[min(n, here):max(n, here)])
+        at, n = self.log, len(self.log.rows)
+        while at is not common and at is not None:
+            rows.extend(at.rows[:n])
+            n, at = at.base, at.parent
+        return rows
 
     def used_matrix(self, rows: Int64Array, resources: Sequence[str]) -> Int64Array:
         """[len(rows) x len(resources)] used milli; rows or resources never seen read as zero."""
@@ -276,6 +332,7 @@ class Usage:
                               for k, held in self._reservations.items()}
         self._gone = set()
         self.registry = fresh
+        self.log = ChangeLog()  # rows were renumbered: derived counts rebuild
 
     def _own(self) -> None:
         """Copy-on-write: take private copies of the maps shared with a clone before writing."""
