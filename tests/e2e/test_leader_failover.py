@@ -63,14 +63,16 @@ spec:
 """
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition",
+             logs: Callable[[], str] = str) -> Any:
+    """Poll `predicate` until truthy; on timeout fail with `logs()` (the replicas' output) attached."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(0.1)
-    raise AssertionError(f"{what} not reached in {timeout}s")
+    raise AssertionError(f"{what} not reached in {timeout}s\n{logs()}")
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +120,10 @@ class Replicas:
 
     def log(self, identity: str) -> str:
         return (self.logs / f"{identity}.log").read_text(errors="replace")
+
+    def tails(self) -> str:
+        """The last lines each replica logged (for failure messages)."""
+        return "\n".join(f"--- {name}\n" + "\n".join(self.log(name).splitlines()[-25:]) for name in self.procs)
 
     def close(self) -> None:
         for proc in self.procs.values():
@@ -170,10 +176,10 @@ def test_killing_the_leader_hands_over_within_the_lease_duration_with_no_double_
         "apiVersion": c.API_VERSION, "kind": c.KIND_LOCAL_QUEUE,
         "metadata": {"name": "lq", "namespace": namespace}, "spec": {"clusterQueue": "team"}}))
     replicas.start("alpha")
-    wait_for(lambda: holder(kubectl) == "alpha", what="alpha leading")
+    wait_for(lambda: holder(kubectl) == "alpha", what="alpha leading", logs=replicas.tails)
     replicas.start("beta")
     submit(kubectl, namespace, "first", 2)
-    first = wait_for(lambda: admitted(kubectl, namespace).get("first"), what="first admitted")
+    first = wait_for(lambda: admitted(kubectl, namespace).get("first"), what="first admitted", logs=replicas.tails)
     time.sleep(2 * RETRY_PERIOD_S)  # beta is up and watching, and stays a follower
     assert holder(kubectl) == "alpha"
 
@@ -182,10 +188,14 @@ def test_killing_the_leader_hands_over_within_the_lease_duration_with_no_double_
     submit(kubectl, namespace, "second", 2)
     time.sleep(1)
     assert "second" not in admitted(kubectl, namespace)  # the follower does not admit
-    wait_for(lambda: holder(kubectl) == "beta", LEASE_DURATION_S + RETRY_PERIOD_S + 5, "beta leading")
+    wait_for(lambda: holder(kubectl) == "beta", LEASE_DURATION_S + RETRY_PERIOD_S + 5, "beta leading",
+             replicas.tails)
     takeover = time.monotonic() - killed
-    assert takeover <= LEASE_DURATION_S + RETRY_PERIOD_S + 1, f"took {takeover:.1f}s"
-    second = wait_for(lambda: admitted(kubectl, namespace).get("second"), what="second admitted by beta")
+    # the Lease runs out 15 s after alpha's last renewal; beta sees that at its next retry (2 s);
+    # 3 s more for polling the Lease with kubectl on a loaded machine
+    assert takeover <= LEASE_DURATION_S + RETRY_PERIOD_S + 3, f"took {takeover:.1f}s"
+    second = wait_for(lambda: admitted(kubectl, namespace).get("second"), what="second admitted by beta",
+                      logs=replicas.tails)
 
     workloads = get(kubectl, "workloads", "-n", namespace)["items"]
     assert sorted(w["metadata"]["ownerReferences"][0]["name"] for w in workloads) == ["first", "second"]
@@ -203,13 +213,13 @@ def test_killing_the_leader_hands_over_within_the_lease_duration_with_no_double_
 def test_a_clean_stop_releases_the_lease_so_the_successor_takes_over_at_its_next_retry(
         replicas: Replicas, kubectl: Kubectl) -> None:
     replicas.start("gamma")
-    wait_for(lambda: holder(kubectl) in ("gamma", ""), what="lease free or gamma's")
-    wait_for(lambda: holder(kubectl) == "gamma", LEASE_DURATION_S + RETRY_PERIOD_S + 5, "gamma leading")
+    wait_for(lambda: holder(kubectl) == "gamma", LEASE_DURATION_S + RETRY_PERIOD_S + 5, "gamma leading",
+             replicas.tails)
     replicas.start("delta")
     time.sleep(RETRY_PERIOD_S + 1)
     assert holder(kubectl) == "gamma"
     replicas.signal("gamma", signal.SIGTERM)
     stopped = time.monotonic()
     assert replicas.procs["gamma"].returncode == 0, replicas.log("gamma")
-    wait_for(lambda: holder(kubectl) == "delta", RETRY_PERIOD_S + 5, "delta leading")
+    wait_for(lambda: holder(kubectl) == "delta", RETRY_PERIOD_S + 5, "delta leading", replicas.tails)
     assert time.monotonic() - stopped <= RETRY_PERIOD_S + 2
