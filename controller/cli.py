@@ -21,6 +21,11 @@ def _demo() -> ModuleType:
     return demo
 
 
+def _explain() -> ModuleType:
+    from controller.commands import explain
+    return explain
+
+
 def _simulate() -> ModuleType:
     from controller.commands import simulate
     return simulate
@@ -53,6 +58,7 @@ COMMANDS: dict[str, tuple[str, Callable[[], ModuleType]]] = {
     "run": ("run the tasq operator against a cluster", _run),
     "dev": ("run a local cluster (sample GPU nodes) with tasq, for kubectl", _dev),
     "simulate": ("what-if admission on manifests, no cluster needed", _simulate),
+    "explain": ("explain why a Workload waits, on a live cluster", _explain),
     "crds": ("regenerate crds/ from the API models (or --check it)", _crds),
     "version": ("print the tasq version, the API versions it serves and the Kueue it follows", _version),
 }

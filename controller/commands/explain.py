@@ -1,0 +1,84 @@
+"""`tasq explain workload NAME -n NS`: why a Workload waits, on a live cluster.
+
+Reads the cluster once (nodes, pods, queues, flavors, topologies, Jobs, Workloads), runs the same
+pure admission as `tasq simulate` over it, and prints the same explanation `tasq simulate --explain`
+gives for that Workload: the reason and the quantitative message per pod set and domain. Exit 0
+when explained, 1 when the Workload does not exist, 2 for unusable arguments or an unreachable API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from controller.api import constants as c
+from controller.api.workload import Workload
+from controller.commands.simulate import placement_summary
+from controller.core.simulating import Simulation
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("explain", help="explain why a Workload waits, on a live cluster")
+    parser.add_argument("kind", choices=("workload", "workloads", "wl"), help="what to explain: a Workload")
+    parser.add_argument("name", help="the Workload's name (`kubectl get workloads -n NS`)")
+    parser.add_argument("-n", "--namespace", default="default", help="the Workload's namespace (default: default)")
+    parser.add_argument("--kubeconfig", type=Path, default=None,
+                        help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+    parser.set_defaults(handler=run)
+
+
+def explain_workload(objects: list[dict[str, Any]], namespace: str, name: str) -> tuple[int, list[str]]:
+    """(exit code, lines) for one Workload among a cluster's objects. Pure: the caller read them."""
+    key = f"{namespace}/{name}"
+    live = next((o for o in objects if o.get("kind") == c.KIND_WORKLOAD
+                 and o["metadata"].get("namespace") == namespace and o["metadata"].get("name") == name), None)
+    if live is None:
+        return 1, [f'workload "{name}" not found in namespace "{namespace}"']
+    admission = (live.get("status") or {}).get("admission")
+    sim = Simulation()
+    sim.apply(objects)
+    sim.run()
+    if admission:
+        placed = placement_summary(Workload.from_dict(live))
+        return 0, [f"{key}: admitted in ClusterQueue \"{admission.get('clusterQueue')}\": {placed}"]
+    why = next((p for p in sim.explanations() if p.key == key), None)
+    if why is None:
+        return 0, [f"{key}: fits now; the controller admits it on its next cycle"]
+    return 0, [f"{why.key}: {why.detail}: {why.message}"]
+
+
+def kubeconfig_path(given: Path | None) -> Path | None:
+    """The kubeconfig kubectl would use: the flag, else $KUBECONFIG's first file, else ~/.kube/config
+    when it exists; None means in-cluster."""
+    if given is not None:
+        return given
+    env = os.environ.get("KUBECONFIG", "")
+    first = next((p for p in env.split(os.pathsep) if p), None)
+    if first:
+        return Path(first)
+    default = Path.home() / ".kube" / "config"
+    return default if default.is_file() else None
+
+
+def run(args: argparse.Namespace) -> int:
+    from controller.kube.api import ApiError
+    from controller.kube.reading import read_cluster_at
+
+    path = kubeconfig_path(args.kubeconfig)
+    if path is not None and not path.is_file():
+        print(f"tasq explain: kubeconfig {str(path)!r} is not a file", file=sys.stderr)
+        return 2
+
+    try:
+        objects = asyncio.run(read_cluster_at(path))
+    except (ApiError, OSError) as e:
+        print(f"tasq explain: cannot read the cluster: {e}", file=sys.stderr)
+        return 2
+    code, lines = explain_workload(objects, args.namespace, args.name)
+    for line in lines:
+        print(line, file=sys.stdout if code == 0 else sys.stderr)
+    return code

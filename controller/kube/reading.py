@@ -1,0 +1,39 @@
+"""One read of everything admission looks at, for `tasq explain` on a live cluster.
+
+Lists every resource the operator watches (`watching.RESOURCES`) once, with the same client and
+errors as the operator's writers; the objects come back with their kind set.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kubernetes.aio import client
+from kubernetes.config.config_exception import ConfigException
+
+from controller.kube.api import ApiError, KubeApi, connect
+from controller.kube.watching import RESOURCES
+
+
+async def read_cluster(api_client: client.ApiClient) -> list[dict[str, Any]]:
+    """Every watched object, configuration kinds first (the order the operator primes its cache)."""
+    api = KubeApi(api_client)
+    objects: list[dict[str, Any]] = []
+    for kind, (group, version, plural) in RESOURCES.items():
+        api_version = f"{group}/{version}" if group else version
+        objects.extend({**obj, "kind": kind} for obj in await api.list((api_version, plural)))
+    return objects
+
+
+async def read_cluster_at(kubeconfig: Path | None) -> list[dict[str, Any]]:
+    """`read_cluster` through a client for `kubeconfig` (in-cluster without one); a kubeconfig that
+    cannot be used is an ApiError (status 0) like an unreachable server."""
+    try:
+        api_client = await connect(kubeconfig)
+    except ConfigException as e:
+        raise ApiError(0, f"cannot use the kubeconfig: {e}") from e
+    try:
+        return await read_cluster(api_client)
+    finally:
+        await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated

@@ -1,0 +1,65 @@
+"""`tasq explain workload`'s verdict from a cluster's objects: the same words `tasq simulate --explain` prints."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from controller.api import constants as c
+from controller.bundled import sample_nodes_file, samples_dir
+from controller.commands.explain import explain_workload, kubeconfig_path
+from controller.core.simulating import Simulation
+
+
+def _samples() -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(sample_nodes_file().read_text()) if d]
+    for path in sorted(samples_dir().glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def _cluster_after_admission() -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The samples as a live cluster would hold them once admission ran: Workloads with statuses."""
+    sim = Simulation()
+    sim.apply(_samples())
+    sim.run()
+    workloads = [w.to_dict() for w in sim.workloads()]
+    names = {w["metadata"]["ownerReferences"][0]["name"]: w["metadata"]["name"]
+             for w in workloads if w["metadata"].get("ownerReferences")}
+    rest = [d for d in _samples() if d["kind"] != c.KIND_WORKLOAD]
+    return rest + [{**w, "kind": c.KIND_WORKLOAD} for w in workloads], names
+
+
+def test_a_waiting_workload_is_explained_with_simulates_words() -> None:
+    objects, names = _cluster_after_admission()
+    code, lines = explain_workload(objects, "default", names["gang-b"])
+    assert code == 0
+    assert lines == [f'default/{names["gang-b"]}: QuotaExceeded: couldn\'t assign flavors to pod set "main": '
+                     'insufficient quota for nvidia.com/gpu in flavor "a100": requests 32, available 0 '
+                     '(nominal 32, used 32)']
+
+
+def test_an_admitted_workload_lists_its_domains() -> None:
+    objects, names = _cluster_after_admission()
+    code, lines = explain_workload(objects, "default", names["llm-pretrain-rack"])
+    assert code == 0
+    assert len(lines) == 1
+    assert re.fullmatch(rf'default/{names["llm-pretrain-rack"]}: admitted in ClusterQueue "team-a": b1/b1-r\d:8', lines[0])
+
+
+def test_a_missing_workload_exits_1_naming_it() -> None:
+    code, lines = explain_workload([], "team", "nope")
+    assert code == 1 and lines == ['workload "nope" not found in namespace "team"']
+
+
+def test_the_kubeconfig_is_found_as_kubectl_finds_it(monkeypatch: Any, tmp_path: Any) -> None:
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path}/a:{tmp_path}/b")
+    assert str(kubeconfig_path(None)) == f"{tmp_path}/a"
+    monkeypatch.delenv("KUBECONFIG")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert kubeconfig_path(None) is None
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube" / "config").write_text("x")
+    assert kubeconfig_path(None) == tmp_path / ".kube" / "config"
