@@ -264,7 +264,27 @@ CONVERT_CASES = [
                  "x-kubernetes-preserve-unknown-fields": True}, {"b": 1}, True),
     ConvertCase("a listed object refuses unknown fields",
                 {"type": "object", "properties": {"a": {"type": "string"}}}, {"b": 1}, False),
+    ConvertCase("any integer fits int64: 2^63 - 1 passes", {"type": "integer"}, 2**63 - 1, True),
+    ConvertCase("any integer fits int64: 2^63 is refused", {"type": "integer"}, 2**63, False),
+    ConvertCase("any integer fits int64: -2^63 - 1 is refused", {"type": "integer"}, -(2**63) - 1, False),
+    ConvertCase("a schema's own bound stays", {"type": "integer", "minimum": 0}, -1, False),
 ]
+
+
+@pytest.mark.parametrize(("path", "want"), [
+    pytest.param(("spec", "podSets", "items", "count"), {"minimum": 0, "maximum": 2**31 - 1},
+                 id="a pod set count: its own minimum, int32's maximum"),
+    pytest.param(("spec", "priority"), {"minimum": -(2**31), "maximum": 2**31 - 1}, id="priority: int32"),
+    pytest.param(("status", "requeueState", "count"), {"minimum": 0, "maximum": 2**31 - 1},
+                 id="requeueState.count"),
+])
+def test_int32_fields_carry_int32_bounds_in_the_crd(path: tuple[str, ...], want: dict[str, int]) -> None:
+    """The API server checks no integer format, so the generated schema states Go's int32 range."""
+    node = CRDS[kind_spec(c.KIND_WORKLOAD).file_name]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for step in path:
+        node = node[step] if step == "items" else node["properties"][step]
+    assert node["format"] == "int32"
+    assert {k: node[k] for k in want} == want
 
 
 @pytest.mark.parametrize("case", CONVERT_CASES, ids=lambda case: case.name)

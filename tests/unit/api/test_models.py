@@ -114,6 +114,24 @@ def test_quota_quantities_are_strings_on_the_wire(case: QuantityCase) -> None:
     assert out["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == case.want
 
 
+@pytest.mark.parametrize(("model", "doc", "read"), [
+    pytest.param(ClusterQueue, {"spec": {"queueingStrategy": None}}, lambda o: o.spec.queueing_strategy,
+                 id="a null queueingStrategy gets the default"),
+    pytest.param(ResourceFlavor, {"spec": None}, lambda o: o.spec.node_labels, id="a null flavor spec is empty"),
+    pytest.param(LocalQueue, {"spec": {"clusterQueue": "q", "stopPolicy": None}}, lambda o: o.spec.stop_policy,
+                 id="a null optional field is None"),
+])
+def test_a_null_reads_as_absent(model: Any, doc: dict[str, Any], read: Any) -> None:
+    """The API server prunes nulls from non-nullable fields before defaulting; so does parsing."""
+    absent = {"spec": {k: v for k, v in doc["spec"].items() if v is not None}} if doc["spec"] else {}
+    assert read(model.model_validate(doc)) == read(model.model_validate(absent))
+
+
+def test_a_null_required_field_is_still_missing() -> None:
+    with pytest.raises(ValidationError, match="clusterQueue"):
+        LocalQueue.model_validate({"spec": {"clusterQueue": None}})
+
+
 def test_cluster_queue_defaults_to_best_effort_fifo() -> None:
     cq = make_cluster_queue("cq").flavor("default", {"cpu": 1}).model()
     assert cq.spec.queueing_strategy == c.QUEUEING_BEST_EFFORT_FIFO
