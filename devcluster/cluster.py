@@ -25,6 +25,10 @@ from devcluster.webhooking.admission import WebhookChain
 
 T = TypeVar("T")
 
+# How often history is compacted, as kube-apiserver's --etcd-compaction-interval (5 min by default;
+# hack/realcluster/up runs 10 s, and so does the devcluster, so both answer an old watch alike).
+COMPACTION_SECONDS = 10.0
+
 
 class DevCluster:
     """One API server plus its HTTP front end, bound to 127.0.0.1 (port 0 = a free port)."""
@@ -32,7 +36,8 @@ class DevCluster:
     CONTEXT = "devcluster"  # the cluster, user and context name in the kubeconfigs it writes
 
     def __init__(self, *, port: int = 0, now: Clock = utc_now, history_limit: int = HISTORY_LIMIT,
-                 bookmark_interval: float = BOOKMARK_INTERVAL) -> None:
+                 bookmark_interval: float = BOOKMARK_INTERVAL,
+                 compaction_seconds: float | None = COMPACTION_SECONDS) -> None:
         self.api = ApiServer(now=now, history_limit=history_limit)
         self.faults = Faults(self.api).install()
         self.webhooks = WebhookChain(self.api, faults=self.faults).install()
@@ -43,6 +48,8 @@ class DevCluster:
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.compaction_seconds = compaction_seconds
+        self._compactor: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -61,9 +68,23 @@ class DevCluster:
         assert isinstance(server, asyncio.base_events.Server)
         self.port = int(server.sockets[0].getsockname()[1])
         self.http.address = f"127.0.0.1:{self.port}"
+        if self.compaction_seconds:
+            self._compactor = asyncio.create_task(self._compacting(self.compaction_seconds))
         return self
 
+    async def _compacting(self, seconds: float) -> None:
+        """Each tick compacts to the revision of the tick before, as the apiserver's compactor does:
+        a resourceVersion stays watchable for one to two intervals, then a watch from it is 410 Gone."""
+        previous = self.api.store.revision
+        while True:
+            await asyncio.sleep(seconds)
+            self.api.store.compact_to(previous)
+            previous = self.api.store.revision
+
     async def aclose(self) -> None:
+        if self._compactor is not None:
+            self._compactor.cancel()
+            self._compactor = None
         self.http.close_watches()
         await self.webhooks.aclose()
         if self._runner is not None:

@@ -293,7 +293,10 @@ class HttpFrontend:
         result = await self.api.delete(t.resource, t.namespace, t.name, propagation=policy,
                                        preconditions=options.get("preconditions"), dry_run=dry_run, copy=False)
         still_there = self.api.store.get(t.resource.storage_key, (t.namespace, t.name)) is not None
-        return _json(result, 202 if still_there and not dry_run else 200)
+        # 200 with the object even when finalizers hold it; kube-apiserver answers 202 only to the old
+        # orphanDependents=false option, and keeps that for compatibility
+        accepted = still_there and not dry_run and options.get("orphanDependents") is False
+        return _json(result, 202 if accepted else 200)
 
     async def _delete_collection(self, request: web.Request, t: Target, policy: str | None,
                                  dry_run: bool) -> web.Response:

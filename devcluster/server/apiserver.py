@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from devcluster.server import builtins, celrules, converting, crds, schema, validation
+from devcluster.server import builtins, celrules, converting, crds, priority, schema, validation
 from devcluster.server.clock import Clock, timestamp, utc_now
 from devcluster.server.collecting import (
     NAMESPACES_KEY,
@@ -30,6 +30,7 @@ from devcluster.server.collecting import (
 )
 from devcluster.server.errors import (
     CAUSE_FORBIDDEN,
+    CAUSE_INVALID,
     CAUSE_REQUIRED,
     CONFLICT,
     FORBIDDEN,
@@ -309,9 +310,17 @@ class ApiServer:
         namespace = namespace if r.namespaced else ""
         obj = self._decode(r, namespace, body)
         await self._faults(RequestInfo("create", r, namespace, obj["metadata"].get("name", ""), "", dry_run))
+        if obj["metadata"].get("resourceVersion"):
+            raise bad_request("resourceVersion should not be set on objects to be created")
         self._check_namespace(r, namespace)
-        self._prepare_create(r, obj, strict)
+        obj = self._default_and_prune(r, obj, strict)
+        if (r.group, r.plural) == ("", "pods"):
+            priority.admit_pod_priority(obj, self.store.items(priority.PRIORITY_CLASSES_KEY))
+        # mutating webhooks see the object as decoded: no uid, timestamps or generated name yet, and the
+        # client's status; their output is decoded (defaulted, pruned) again, then the server's fields set
         obj = await self._admit("CREATE", r, "", obj, None, dry_run)
+        obj = self._default_and_prune(r, obj, False)
+        self._prepare_create(r, obj)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
             # after mutating admission, as kube-apiserver's BeforeCreate: mutating webhooks see no name yet
@@ -362,8 +371,14 @@ class ApiServer:
             raise ApiError(403, FORBIDDEN, f"{r.plural} \"\" is forbidden: unable to create new content in "
                            f"namespace {namespace} because it is being terminated", kind=r.plural, group=r.group)
 
-    def _prepare_create(self, r: ResourceType, obj: dict[str, Any], strict: bool = False) -> None:
-        """Server-set metadata, status reset and defaults (the strategy's PrepareForCreate)."""
+    def _default_and_prune(self, r: ResourceType, obj: dict[str, Any], strict: bool) -> dict[str, Any]:
+        """Decoding's part: API defaults, then unknown fields pruned (400 with fieldValidation=Strict)."""
+        builtins.apply_defaults(r, obj)
+        return self._prune(r, builtins.convert_string_data(r, obj), strict)
+
+    def _prepare_create(self, r: ResourceType, obj: dict[str, Any]) -> None:
+        """Server-set metadata, status reset and server-filled fields (the strategy's PrepareForCreate);
+        after mutating admission, so what a webhook sets in `.status` of such a kind is dropped."""
         meta = obj["metadata"]
         for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
             meta.pop(key, None)
@@ -372,11 +387,7 @@ class ApiServer:
         meta["generation"] = 1
         if (r.has_status and r.custom) or (r.group, r.kind) in _STATUS_RESET_ON_CREATE:
             obj.pop("status", None)
-        builtins.apply_defaults(r, obj)
-        pruned = self._prune(r, builtins.convert_string_data(r, obj), strict)
-        if pruned is not obj:
-            obj.clear()
-            obj.update(pruned)
+        builtins.prepare_for_create(r, obj)
         if r.storage_key == crds.CRD_KEY:
             obj["status"] = crds.initial_status(obj)
 
@@ -458,7 +469,7 @@ class ApiServer:
     def _bootstrap(self, group: str, plural: str, body: dict[str, Any]) -> None:
         r = self.registry.storage_resource(group, plural)
         assert r is not None
-        obj = self._decode(r, "", body)
+        obj = self._default_and_prune(r, self._decode(r, "", body), False)
         self._prepare_create(r, obj)
         self.store.put(r.storage_key, obj)
 
@@ -476,6 +487,10 @@ class ApiServer:
         new["metadata"]["name"] = name
         for _ in range(_MAX_ATTEMPTS):
             old = self._current(r, namespace, name)
+            if r.custom and not new["metadata"].get("resourceVersion"):
+                # custom resources allow no unconditional update (built-in kinds mostly do)
+                raise invalid(r.kind, r.group, name, [Cause("metadata.resourceVersion", CAUSE_INVALID,
+                                                             "Invalid value: 0x0: must be specified for an update")])
             try:
                 return await self._write_update(r, old, {**new, "metadata": dict(new["metadata"])}, subresource,
                                                 dry_run, copy, strict)

@@ -1,8 +1,9 @@
 """Defaulting and validation of the built-in kinds (the parts of their registry strategies tasq relies on).
 
 Pure functions called by the request pipeline: `prune_unknown_fields` (decoding into the Go type),
-`apply_defaults` before admission, then `validate_create` / `validate_update` returning every field
-cause (an empty list = valid).
+`apply_defaults` at decoding (before admission and again on a webhook's output), `prepare_for_create`
+after admission, then `validate_create` / `validate_update` returning every field cause (an empty
+list = valid).
 Rules and wording follow pkg/apis/core/validation and pkg/apis/batch/validation.
 """
 
@@ -72,12 +73,23 @@ def apply_defaults(resource: ResourceType, obj: dict[str, Any]) -> None:
     if resource.custom:
         return
     if resource.kind == "Pod":
-        _default_pod(obj)
+        _default_pod_spec(obj.setdefault("spec", {}))
     elif resource.kind == "Job" and resource.group == "batch":
         _default_job(obj)
     elif resource.kind == "Namespace":
         name = obj["metadata"].get("name", "")
         obj["metadata"].setdefault("labels", {})[LABEL_NAMESPACE_NAME] = name
+
+
+def prepare_for_create(resource: ResourceType, obj: dict[str, Any]) -> None:
+    """What the kinds' create strategies fill after admission (once uid and name are known)."""
+    if resource.custom:
+        return
+    if resource.kind == "Pod":
+        _prepare_pod(obj)
+    elif resource.kind == "Job" and resource.group == "batch":
+        _generate_job_selector(obj)
+    elif resource.kind == "Namespace":
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         obj.setdefault("status", {}).setdefault("phase", "Active")
 
@@ -93,10 +105,8 @@ def _default_pod_spec(spec: dict[str, Any], restart: str = "Always") -> None:
             c.setdefault("imagePullPolicy", "IfNotPresent")
 
 
-def _default_pod(obj: dict[str, Any]) -> None:
+def _prepare_pod(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
-    _default_pod_spec(spec)
-    spec.setdefault("priority", 0)
     status = obj.setdefault("status", {})
     status.setdefault("phase", "Pending")
     conditions = status.get("conditions") or []
@@ -119,13 +129,19 @@ def _default_job(obj: dict[str, Any]) -> None:
     template = spec.setdefault("template", {})
     if isinstance(template, dict):
         _default_pod_spec(template.setdefault("spec", {}), "Never")
-        if not spec.get("manualSelector"):
-            uid = obj["metadata"].get("uid", "")
-            name = obj["metadata"].get("name", "")
-            spec["selector"] = {"matchLabels": {LABEL_CONTROLLER_UID: uid}}
-            labels = template.setdefault("metadata", {}).setdefault("labels", {})
-            labels.update({LABEL_CONTROLLER_UID: uid, LABEL_JOB_NAME: name,
-                           LABEL_LEGACY_CONTROLLER_UID: uid, LABEL_LEGACY_JOB_NAME: name})
+
+
+def _generate_job_selector(obj: dict[str, Any]) -> None:
+    """The selector and template labels the Job strategy generates from the uid (manualSelector unset)."""
+    spec = obj.setdefault("spec", {})
+    template = spec.get("template")
+    if isinstance(template, dict) and not spec.get("manualSelector"):
+        uid = obj["metadata"].get("uid", "")
+        name = obj["metadata"].get("name", "")
+        spec["selector"] = {"matchLabels": {LABEL_CONTROLLER_UID: uid}}
+        labels = template.setdefault("metadata", {}).setdefault("labels", {})
+        labels.update({LABEL_CONTROLLER_UID: uid, LABEL_JOB_NAME: name,
+                       LABEL_LEGACY_CONTROLLER_UID: uid, LABEL_LEGACY_JOB_NAME: name})
 
 
 # ---------------------------------------------------------------- validation

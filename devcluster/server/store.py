@@ -171,6 +171,14 @@ class Store:
             bucket.history.clear()
             bucket.floor = self.revision
 
+    def compact_to(self, revision: int) -> None:
+        """etcd's compaction: history at or before `revision` is dropped in every resource, so a watch
+        from an older revision gets 410 Gone while one from a later revision resumes."""
+        for bucket in self._buckets.values():
+            while bucket.history and bucket.history[0].revision <= revision:
+                bucket.history.popleft()
+            bucket.floor = max(bucket.floor, revision)
+
     def subscribe(self, key: StorageKey, subscriber: Subscriber) -> Callable[[], None]:
         bucket = self._bucket(key)
         bucket.subscribers.append(subscriber)

@@ -654,3 +654,45 @@ async def test_a_list_from_a_future_resource_version_is_served_once_writes_reach
     await writer
     assert ([i["metadata"]["name"] for i in listed["items"]], listed["metadata"]["resourceVersion"]) == (
         ["a", "b"], str(wanted))
+
+
+async def test_create_with_a_resource_version_is_refused_and_nothing_is_stored(api: ApiServer) -> None:
+    cms = res(api, "v1", "configmaps")
+    with pytest.raises(ApiError) as refused:
+        await api.create(cms, "default", {"metadata": {"name": "c", "resourceVersion": "12"}})
+    assert refused.value.code == 400
+    assert refused.value.message == "resourceVersion should not be set on objects to be created"
+    assert (await api.list_objects(cms, "default"))["items"] == []
+
+
+async def test_a_custom_resource_put_needs_a_resource_version_a_configmap_put_does_not(api: ApiServer) -> None:
+    await api.create(res(api, "apiextensions.k8s.io/v1", "customresourcedefinitions"), "", WIDGET_CRD)
+    widgets = res(api, "example.com/v1", "widgets")
+    await api.create(widgets, "default", {"metadata": {"name": "w"}, "spec": {"size": 1}})
+    with pytest.raises(ApiError) as refused:
+        await api.update(widgets, "default", "w", {"metadata": {"name": "w"}, "spec": {"size": 2}})
+    assert (refused.value.code, refused.value.causes[0].field) == (422, "metadata.resourceVersion")
+    assert "must be specified for an update" in refused.value.message
+    cms = res(api, "v1", "configmaps")
+    await api.create(cms, "default", {"metadata": {"name": "c"}, "data": {"a": "1"}})
+    updated = await api.update(cms, "default", "c", {"metadata": {"name": "c"}, "data": {"a": "2"}})
+    assert updated["data"] == {"a": "2"}
+
+
+async def test_mutating_hooks_run_before_the_server_fills_metadata_and_resets_status(api: ApiServer) -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def mutate(request: AdmissionRequest) -> dict[str, Any] | ApiError:
+        assert request.object is not None
+        seen.append(request.object)
+        return {**request.object, "status": {"phase": "Running"},
+                "metadata": {**request.object["metadata"], "labels": {"mutated": "yes"}}}
+
+    api.mutating_hooks.append(mutate)
+    made = await api.create(res(api, "v1", "pods"), "default",
+                            {"metadata": {"generateName": "w-"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})
+    meta = seen[0]["metadata"]
+    assert "uid" not in meta and "creationTimestamp" not in meta and "name" not in meta
+    assert seen[0]["spec"]["restartPolicy"] == "Always"  # defaulted at decoding, before the hooks
+    assert made["metadata"]["labels"] == {"mutated": "yes"} and made["metadata"]["name"].startswith("w-")
+    assert made["status"]["phase"] == "Pending"  # the hook's status is dropped by the create strategy

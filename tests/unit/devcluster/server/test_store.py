@@ -58,6 +58,18 @@ def test_explicit_compaction_expires_every_older_revision() -> None:
     assert store.events_since(PODS, store.revision) == []
 
 
+def test_compacting_to_a_revision_expires_only_what_is_at_or_before_it() -> None:
+    store = Store()
+    first = int(store.put(PODS, obj("a"))["metadata"]["resourceVersion"])
+    mark = int(store.put(CMS, obj("x"))["metadata"]["resourceVersion"])
+    store.put(PODS, obj("b"))
+    store.compact_to(mark)
+    with pytest.raises(Compacted):
+        store.events_since(PODS, first)
+    assert [e.object["metadata"]["name"] for e in store.events_since(PODS, mark)] == ["b"]
+    assert store.events_since(CMS, mark) == []
+
+
 def test_subscribers_see_writes_synchronously_with_the_previous_object() -> None:
     store = Store()
     seen: list[StoredEvent] = []

@@ -100,7 +100,12 @@ async def cluster(nodes: list[NodeBuilder]) -> tuple[ApiServer, Scheduler]:
 
 async def add_pod(api: ApiServer, pod: PodBuilder, priority: int = 0) -> None:
     body = pod.build()
-    body["spec"]["priority"] = priority
+    if priority:
+        # a pod's priority comes from its PriorityClass (a pod setting the number itself is refused)
+        classes = api.resource("scheduling.k8s.io/v1", "priorityclasses")
+        if api.store.get(classes.storage_key, ("", f"p{priority}")) is None:
+            await api.create(classes, "", {"metadata": {"name": f"p{priority}"}, "value": priority})
+        body["spec"]["priorityClassName"] = f"p{priority}"
     del body["metadata"]["uid"]
     await api.create(api.resource("v1", "pods"), "default", body)
 
