@@ -68,6 +68,8 @@ def _bounded_repr(value: Any) -> str:
         return repr(value)
     except RecursionError:
         return f"<{type(value).__name__} nested too deep to show>"
+    except ValueError:  # an integer past Python's str-conversion digit limit
+        return f"<{type(value).__name__} too long to show>"
 
 
 def quoted_list(values: Iterable[str]) -> str:

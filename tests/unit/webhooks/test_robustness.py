@@ -135,6 +135,7 @@ def test_a_huge_string_is_refused_without_being_echoed_whole() -> None:
 def test_render_quotes_what_json_cannot() -> None:
     assert render({1: "x", "cpu": "y"}) == "{1: 'x', 'cpu': 'y'}"
     assert render(_nested(5_000)) == "<list nested too deep to show>"
+    assert render(10**5000) == "<int too long to show>"
 
 
 @dataclass(frozen=True)
