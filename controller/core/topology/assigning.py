@@ -140,7 +140,8 @@ def assign(topology: FlavorTopology, usage: Usage, podsets: Sequence[PodSetReque
             return result
         for j, (per_slot, assignment) in zip(members, result, strict=True):
             placed[j] = (per_slot, assignment)
-            ws.take(podsets[j], per_slot)
+            if len(placed) < len(podsets):  # later pod sets see what this one took
+                ws.take(podsets[j], per_slot)
     pods: dict[str, dict[str, int]] = {}
     totals: dict[str, Resources] = {}
     for i, ps in enumerate(podsets):
@@ -390,11 +391,21 @@ def _best_fit(ids: Int64Array, counts: Int64Array, rank: Int64Array, n: int) -> 
 
 
 def _first_in_order(ids: Int64Array, key: Int64Array, rank: Int64Array, k: int) -> Int64Array:
-    """The first `k` of `ids` ordered by (key, rank), sorting only those that can be among them."""
+    """The first `k` of `ids` ordered by (key, rank), sorting only `k` of them. Keys are pod counts
+    (small integers that tie a lot): a histogram finds the key of the k-th, every id below it is in,
+    and the ties at it are cut by rank with a linear partition."""
     if k < ids.shape[0]:
-        kth = np.partition(key, k - 1)[k - 1]
-        keep = key <= kth
-        ids, key = ids[keep], key[keep]
+        shifted = key - key.min()
+        cumulative = np.cumsum(np.bincount(shifted))
+        kth = int(np.searchsorted(cumulative, k))  # the key (shifted) of the k-th in order
+        below = shifted < kth
+        ties = ids[shifted == kth]
+        need = k - int(below.sum())
+        if need < ties.shape[0]:
+            ties = ties[np.argpartition(rank[ties], need - 1)[:need]]
+        keep = np.concatenate([ids[below], ties])
+        key = np.concatenate([key[below], np.full(ties.shape[0], kth + key.min(), dtype=np.int64)])
+        ids = keep
     return ids[np.lexsort((rank[ids], key))][:k]
 
 

@@ -66,8 +66,8 @@ class AssignmentFailure:
     `level` is the level the fit counts refer to (the requested one, or the widest when spreading);
     `unit` what `fit` counts: "pod", or "slice" for a pod set in slices of more than one pod;
     `fit` the most units any acceptable placement could hold; `best` the best domain's path at
-    `level` (None when nothing fits at all); `domain_fits` every domain at `level` with room, most
-    first (path, count); `excluded` the tally of nodes excluded by reason, in message order.
+    `level` (None when nothing fits at all); `domain_fits` the (at most 16) domains at `level` holding
+    the most, most first (path, count); `excluded` the tally of nodes excluded by reason, in message order.
     """
 
     reason: str

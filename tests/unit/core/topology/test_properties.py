@@ -314,3 +314,48 @@ def test_slices_match_the_oracle(data: st.DataObject, count: int, size: int,
     if base.mode == "required":
         # All of it, remainder included, inside one domain of the required level.
         assert len({world.path[node][: LEVELS.index(base.level or "") + 1] for node in placed}) == 1
+
+
+lineage_ops = st.lists(st.tuples(
+    st.sampled_from(["bind", "unbind", "reserve", "release", "clone", "switch", "upsert", "remove"]),
+    st.integers(0, 5),  # node number / usage index / reservation key
+    st.integers(0, 6),  # GPUs
+), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=lineage_ops, topo_request=requests, count=st.integers(1, 10), gpus_per_pod=st.integers(1, 2))
+def test_kept_counts_follow_clones_reservations_and_node_changes(
+        ops: list[tuple[str, int, int]], topo_request: TopologyRequest, count: int, gpus_per_pod: int) -> None:
+    """The per-shape counts a tree keeps, patched from the change logs of a Usage, its clones and
+    the tree, give the same answer as a tree built fresh (which recounts every node)."""
+    nodes = {f"h{i}": gpu_node(f"h{i}", "b0" if i < 3 else "b1", f"r{i % 3}", 4).label(POOL, "gpu").view()
+             for i in range(6)}
+    topo = flavor_tree(list(nodes.values()))
+    usages = [Usage()]
+    current = usages[0]
+    request = [PodSetRequest("main", count, {GPU: 1000 * gpus_per_pod, "pods": 1000}, topo_request)]
+    for i, (op, n, gpus) in enumerate(ops):
+        name = f"h{n}"
+        if op == "bind" and name in nodes:
+            current.add_bound_pod(make_pod(f"p{i}").requests({GPU: gpus}).on(name).view())
+        elif op == "unbind":
+            current.remove_bound_pod(f"default/p{n}")
+        elif op == "reserve":
+            current.reserve(f"ns/w{n % 3}", {name: {GPU: gpus * 1000}})
+        elif op == "release":
+            current.release(f"ns/w{n % 3}")
+        elif op == "clone":
+            current = current.clone()
+            usages.append(current)
+        elif op == "switch":
+            current = usages[n % len(usages)]
+        elif op == "upsert":
+            nodes[name] = gpu_node(name, "b0" if n < 3 else "b1", f"r{gpus % 3}", gpus).label(POOL, "gpu").view()
+            topo.upsert_node(nodes[name])
+        elif op == "remove":
+            nodes.pop(name, None)
+            topo.remove_node(name)
+        assert assign(topo, current, request) == assign(flavor_tree(list(nodes.values())), current, request)
+    for usage in usages:
+        assert assign(topo, usage, request) == assign(flavor_tree(list(nodes.values())), usage, request)
