@@ -1,8 +1,9 @@
-"""Benchmark of the topology engine (issue 3): build, incremental updates and assignment latency.
+"""Benchmark of the topology engine (issues 3 and 13): build, incremental updates and assignment latency.
 
 Pod sets of 8..4096 one-GPU pods under required block, required rack, preferred rack and
-unconstrained on clusters of `make_cluster`; then a cluster split between two flavors by a pool label
-(each tree holds only its flavor's nodes).
+unconstrained on clusters of `make_cluster`; Kueue's slices, multi-layer slices, pod-set groups and
+balanced placement; a node joining under a new name followed by an assignment; then a cluster split
+between two flavors by a pool label (each tree holds only its flavor's nodes).
 Run: `.venv/bin/python bench/topology.py [--quick] [--sizes 1000,10000] [--split 50000] [--reps 30]`.
 """
 
@@ -29,6 +30,7 @@ from controller.core.topology import (
     AssignmentSuccess,
     FlavorTopology,
     PodSetRequest,
+    SliceLayer,
     TopologyRequest,
     Usage,
     assign,
@@ -104,6 +106,8 @@ def bench_size(n: int, counts: list[int], reps: int, rng: random.Random) -> None
     nodes, pods = make_cluster(n, rng)
     topo, usage = report_build(n, nodes, pods)
     report_assign(topo, usage, counts, reps)
+    report_kueue_requests(topo, usage, reps)
+    report_join(topo, usage, reps)
     report_incremental(n, topo, usage, nodes, pods)
 
 
@@ -141,6 +145,65 @@ def report_assign(topo: FlavorTopology, usage: Usage, counts: list[int], reps: i
             samples = timed(functools.partial(assign, topo, usage, [ps]), reps)
             result = "fit" if isinstance(outcome, AssignmentSuccess) else "unfit"
             print(f"{mode:<16}{count:>6}{result:>8}{statistics.median(samples):>11.2f}{p95(samples):>9.2f}")
+
+
+def _one_gpu(name: str, count: int, request: TopologyRequest) -> PodSetRequest:
+    return PodSetRequest(name, count, {GPU: 1000, c.RESOURCE_PODS: 1000}, request)
+
+
+KUEUE_REQUESTS: dict[str, tuple[list[PodSetRequest], bool]] = {
+    "slices 4/host, req rack 64": ([_one_gpu("main", 64, TopologyRequest(
+        "required", RACK, (SliceLayer(HOST, 4),)))], False),
+    "slices 4/host, req blk 512": ([_one_gpu("main", 512, TopologyRequest(
+        "required", BLOCK, (SliceLayer(HOST, 4),)))], False),
+    "slices 32/rack, req blk 512": ([_one_gpu("main", 512, TopologyRequest(
+        "required", BLOCK, (SliceLayer(RACK, 32),)))], False),
+    "slices 4/host, pref rk 4096": ([_one_gpu("main", 4096, TopologyRequest(
+        "preferred", RACK, (SliceLayer(HOST, 4),)))], False),
+    "layers rack 32/host 4, 128": ([_one_gpu("main", 128, TopologyRequest(
+        "required", BLOCK, (SliceLayer(RACK, 32), SliceLayer(HOST, 4))))], False),
+    "group 1+63, req rack": ([_one_gpu("leader", 1, TopologyRequest("required", RACK, group="g")),
+                              _one_gpu("workers", 63, TopologyRequest("required", RACK, group="g"))], False),
+    "group 1+511, req block": ([_one_gpu("leader", 1, TopologyRequest("required", BLOCK, group="g")),
+                                _one_gpu("workers", 511, TopologyRequest("required", BLOCK, group="g"))], False),
+    "balanced, pref rack 128": ([_one_gpu("main", 128, TopologyRequest("preferred", RACK))], True),
+}
+
+
+def report_kueue_requests(topo: FlavorTopology, usage: Usage, reps: int) -> None:
+    """Kueue 0.19's requests: slices, multi-layer slices, pod-set groups, balanced placement."""
+    print(f"{'kueue request':<30}{'result':>8}{'median ms':>11}{'p95 ms':>9}")
+    for label, (podsets, balanced) in KUEUE_REQUESTS.items():
+        outcome = assign(topo, usage, podsets, balanced=balanced)
+        samples = timed(functools.partial(assign, topo, usage, podsets, balanced=balanced), reps)
+        result = "fit" if isinstance(outcome, AssignmentSuccess) else "unfit"
+        print(f"{label:<30}{result:>8}{statistics.median(samples):>11.2f}{p95(samples):>9.2f}")
+
+
+def report_join(topo: FlavorTopology, usage: Usage, reps: int) -> None:
+    """A node joining under a new name (a new host domain), then a 512-pod required-block
+    assignment: the join's whole cost lands on that assignment (and on the tree update)."""
+    ps = _one_gpu("main", 512, MODES["required block"])
+    joined = [0]
+
+    def join() -> None:
+        name = f"joined-{joined[0]:05d}"
+        joined[0] += 1
+        topo.upsert_node(NodeView(name, {BLOCK: "b000", RACK: "r0000", HOST: name}, (),
+                                  {GPU: 8000, "cpu": 64000, c.RESOURCE_PODS: 110000}, True, False))
+
+    def join_and_assign() -> None:
+        join()
+        assign(topo, usage, [ps])
+
+    assign(topo, usage, [ps])
+    join_ms = statistics.median(timed(join, reps))
+    both_ms = statistics.median(timed(join_and_assign, reps))
+    alone_ms = statistics.median(timed(functools.partial(assign, topo, usage, [ps]), reps))
+    print(f"node join under a new name: tree update {join_ms:.2f} ms | join + 512-pod assignment "
+          f"{both_ms:.2f} ms | the assignment alone {alone_ms:.2f} ms")
+    for i in range(joined[0]):
+        topo.remove_node(f"joined-{i:05d}")
 
 
 def report_incremental(n: int, topo: FlavorTopology, usage: Usage, nodes: list[NodeView],
