@@ -1,8 +1,9 @@
 """`tasq crds`: write the generated CRDs to `crds/`, or check that the checked-in files are current.
 
 The YAML comes from `controller.api.crds` (byte-stable), one file per kind. Without `--output` it
-writes only into a source checkout's `crds/` (never into site-packages). `--check` writes nothing and
-exits 1 naming every file that differs, is missing or should not be there.
+writes only into a source checkout: `crds/` and its copy `config/crd/bases/` for kustomize (never
+into site-packages). `--check` writes nothing and exits 1 naming every file that differs, is
+missing or should not be there.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from controller.bundled import checkout_root, crd_dir
 
 # The CRDs this installation carries (the checkout's crds/ in an editable install).
 DEFAULT_DIR = crd_dir()
+# The copy config/crd's kustomize base lists, relative to the checkout.
+KUSTOMIZE_COPY = Path("config") / "crd" / "bases"
 
 
 def register(subparsers: Any) -> None:
@@ -50,31 +53,29 @@ def stale_files(directory: Path, wanted: dict[str, str]) -> list[tuple[str, str]
     return sorted(problems)
 
 
-def _target(args: argparse.Namespace) -> Path | None:
+def _targets(args: argparse.Namespace) -> list[Path]:
+    """Where to write or check: `--output`, else the checkout's crds/ and its kustomize copy
+    config/crd/bases/ (kustomize reads no file outside a base), else (`--check` only) the CRDs this
+    installation carries. Empty: nowhere to write."""
     if args.dir is not None:
-        return Path(args.dir)
-    if args.check:
-        return DEFAULT_DIR
+        return [Path(args.dir)]
     root = checkout_root()
-    return None if root is None else root / "crds"
+    if root is not None:
+        return [root / "crds", root / KUSTOMIZE_COPY]
+    return [DEFAULT_DIR] if args.check else []
 
 
-def run(args: argparse.Namespace) -> int:
-    directory = _target(args)
-    if directory is None:
-        print("tasq crds: not running from a source checkout; pass --output DIR to write the CRDs there "
-              "(the installed package is never modified)", file=sys.stderr)
-        return 2
-    wanted = rendered()
-    if args.check:
-        problems = stale_files(directory, wanted)
-        if problems:
-            listing = ", ".join(f"{name} ({why})" for name, why in problems)
-            print(f"crds out of date in {directory}: {listing}; run `tasq crds` to regenerate",
-                  file=sys.stderr)
-            return 1
-        print(f"crds OK: {len(wanted)} file(s) in {directory} match the models")
-        return 0
+def _check(directory: Path, wanted: dict[str, str]) -> int:
+    problems = stale_files(directory, wanted)
+    if problems:
+        listing = ", ".join(f"{name} ({why})" for name, why in problems)
+        print(f"crds out of date in {directory}: {listing}; run `tasq crds` to regenerate", file=sys.stderr)
+        return 1
+    print(f"crds OK: {len(wanted)} file(s) in {directory} match the models")
+    return 0
+
+
+def _write(directory: Path, wanted: dict[str, str]) -> int:
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -91,3 +92,14 @@ def run(args: argparse.Namespace) -> int:
             written += 1
     print(f"crds: wrote {written} of {len(wanted)} file(s) to {directory}")
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    targets = _targets(args)
+    if not targets:
+        print("tasq crds: not running from a source checkout; pass --output DIR to write the CRDs there "
+              "(the installed package is never modified)", file=sys.stderr)
+        return 2
+    wanted = rendered()
+    step = _check if args.check else _write
+    return max(step(directory, wanted) for directory in targets)

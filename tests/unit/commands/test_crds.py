@@ -35,3 +35,17 @@ def test_output_that_is_a_file_exits_2_naming_it(tmp_path: Path, capsys: pytest.
     blocker.write_text("x")
     assert main(["crds", "--output", str(blocker)]) == 2
     assert str(blocker) in capsys.readouterr().err
+
+
+def test_a_checkout_is_written_and_checked_in_crds_and_the_kustomize_copy(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(crds, "checkout_root", lambda: tmp_path)
+    assert main(["crds"]) == 0
+    copy = tmp_path / crds.KUSTOMIZE_COPY
+    assert sorted(p.name for p in copy.glob("*.yaml")) == sorted(p.name for p in (tmp_path / "crds").glob("*.yaml"))
+    assert main(["crds", "--check"]) == 0
+    stale = next(copy.glob("*.yaml"))
+    stale.write_text("stale")
+    capsys.readouterr()
+    assert main(["crds", "--check"]) == 1
+    assert f"{stale.name} (differs)" in capsys.readouterr().err
