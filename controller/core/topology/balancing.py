@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from controller.core.topology.slicing import children_index
 from controller.core.topology.tree import FlavorTopology
 
 Int64Array = npt.NDArray[np.int64]
@@ -30,10 +29,9 @@ def balanced_split(topology: FlavorTopology, units: list[Int64Array], pods: list
     if level == 0:
         groups = [(np.arange(at.shape[0], dtype=np.int64), int(pods[0].sum()))]
     else:
-        order, starts = children_index(topology, level)
-        parent_rank = topology.domains[level - 1].rank()
-        parents = np.argsort(parent_rank, kind="stable").tolist()
-        groups = [(order[starts[p]:starts[p + 1]], int(pods[level - 1][p])) for p in parents]
+        above = topology.domains[level - 1]
+        parents = np.argsort(above.rank(), kind="stable").tolist()
+        groups = [(np.asarray(above.children[p], dtype=np.int64), int(pods[level - 1][p])) for p in parents]
     best: tuple[int, int] | None = None
     best_order: Int64Array | None = None
     for children, held in groups:

@@ -144,12 +144,3 @@ def layer_fits(topology: FlavorTopology, pods: list[Int64Array], plan: SlicePlan
         out.append((layer.level, int((eff[target][inside] // layer.size).sum()), ps.count // layer.size))
     return out
 
-
-def children_index(topology: FlavorTopology, level: int) -> tuple[Int64Array, Int64Array]:
-    """(order, starts): the domains of `level` grouped by parent; the children of parent `p` are
-    `order[starts[p]:starts[p + 1]]`, in id order."""
-    parents = topology.domains[level].parents()
-    order = np.argsort(parents, kind="stable").astype(np.int64)
-    count = len(topology.domains[level - 1].keys)
-    starts = np.searchsorted(parents[order], np.arange(count + 1, dtype=np.int64)).astype(np.int64)
-    return order, starts

@@ -1,8 +1,8 @@
-"""The static topology of one ResourceFlavor: its own nodes (every flavor nodeLabel with its value,
-as Kueue lists them) in slots, their allocatable, their domain per level (integer ids; a domain's key
-is its label values from the widest level down), and the candidacy masks per pod-set signature.
-Built once from the node set (`FlavorTopology.build`), then patched node by node by the cache
-(`upsert_node`, which also moves a relabelled node in or out; `remove_node`); never rebuilt per
+"""The static topology of one ResourceFlavor: its own nodes (those carrying every flavor nodeLabel)
+in slots, their allocatable, their domain per level (ids; a key is the label values widest first)
+with children, lowest-domain slots and label ranks, and candidacy masks per pod-set signature.
+Built once (`build`), then patched node by node by the cache (`upsert_node`, `remove_node`), each
+change logged with the slot's old domains for the per-shape counts (`counting`); never rebuilt per
 cycle. Per-cycle usage lives in `usage.Usage`. Read by `assigning`."""
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ plus reservations of admitted workloads whose pods are not bound yet), whichever
 
 One Usage serves the whole cluster (rows keyed in a shared, append-only `NodeRegistry`, renumbered
 when removed nodes pile up). Fed incrementally by the cache; cloned per admission cycle (a numpy copy
-plus copy-on-write maps). Read by `assigning`, which never mutates it.
+plus copy-on-write maps); every changed row is logged for the per-shape counts (`counting`). Read by
+`assigning`, which never mutates it.
 """
 
 from __future__ import annotations
