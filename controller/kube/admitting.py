@@ -38,7 +38,7 @@ class AdmissionLoop:
     """See the module docstring. `notify()` from any cache change; `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
-                 on_admitted: Callable[[str], None] | None = None, debounce_s: float = DEBOUNCE_S,
+                 on_admitted: Callable[[dict[str, Any]], None] | None = None, debounce_s: float = DEBOUNCE_S,
                  metrics: Metrics | None = None) -> None:
         self.cache = cache
         self.metrics = metrics
@@ -145,7 +145,7 @@ class AdmissionLoop:
         self._last_cause.pop(admit.key, None)
         await self.recorder.post(written, c.REASON_ADMITTED, quota_reserved_message(admit.cluster_queue))
         if self.on_admitted is not None:
-            self.on_admitted(admit.key)
+            self.on_admitted(written)
 
     async def _write_pending(self, why: Pending) -> None:
         """QuotaReserved=False with the reason and message; an Event when the cause is new."""

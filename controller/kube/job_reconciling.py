@@ -171,9 +171,9 @@ class JobReconciler:
         try:
             await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
         except ApiError as e:
-            if e.status in (404, 409):
-                return  # gone, or changed meanwhile: its next watch event brings us back
-            raise
+            if e.status == 404:
+                return  # gone
+            raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
         await self.recorder.post(job, c.EVENT_REASON_STARTED,
                                  f"Admitted by clusterQueue {admission.get('clusterQueue', '')}")
 
@@ -183,7 +183,7 @@ class JobReconciler:
         try:
             await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
         except ApiError as e:
-            if e.status in (404, 409):
+            if e.status == 404:
                 return
             raise
         await self.recorder.post(job, c.EVENT_REASON_STOPPED, "No matching admission: the Job is suspended")

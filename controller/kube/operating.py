@@ -1,4 +1,4 @@
-"""The operator process: cache, watches, admission loop and job reconciler under one kopf operator.
+"""The operator process: cache, watches, admission loop, job reconciler and ungater under one kopf operator.
 
 `Operator(api_client)` wires them; `run(stop)` primes the cache from the API, starts the loops
 (which act only while `leading` is set) and runs kopf (standalone: no peering, no posting of kopf's
@@ -16,17 +16,22 @@ from typing import Any
 
 import kopf
 from kubernetes.aio import client
+from kubernetes.aio.client import CoreV1Api
 
 from controller.api import constants as c
-from controller.cache.cluster import ClusterCache, object_key
+from controller.cache.cluster import KIND_POD, ClusterCache, object_key
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.job_reconciling import JobReconciler
 from controller.kube.metrics import Metrics, serve_probes
+from controller.kube.ungating import TopologyUngater
 from controller.kube.watching import prime, register_watches
 
 log = logging.getLogger(__name__)
+
+WATCH_SERVER_TIMEOUT_S = 10
+"""How long one watch request lasts before kopf re-watches from its last resourceVersion."""
 
 RegistryHook = Callable[[kopf.OperatorRegistry], None]
 SettingsHook = Callable[[kopf.OperatorSettings], None]
@@ -53,31 +58,42 @@ class Operator:
         self.cache = ClusterCache()
         self.recorder = EventRecorder(self.api)
         self.metrics = metrics if metrics is not None else Metrics()
-        self.admission = AdmissionLoop(self.cache, self.api, self.recorder, metrics=self.metrics)
+        self.admission = AdmissionLoop(self.cache, self.api, self.recorder, metrics=self.metrics,
+                                       on_admitted=self._applied_own_write)
         self.jobs = JobReconciler(self.cache, self.api, self.recorder, on_cache_change=self.admission.notify)
         if leading is None:
             leading = asyncio.Event()
             leading.set()
         self.leading = leading
+        self.ungater = TopologyUngater(CoreV1Api(api_client), self.cache.ungating_input, self.metrics,
+                                       leader=self.leading)
         self.registry = kopf.OperatorRegistry()
         self.settings_hooks: list[SettingsHook] = []
-        self.pod_listeners: list[Callable[[Mapping[str, Any]], None]] = []
-        """Called with every pod event after the cache applied it (the ungater subscribes)."""
         self.ready = asyncio.Event()
         register_watches(self.registry, self.cache, self.on_change)
         self._register_login_and_settings()
 
     def on_change(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
-        """Route one applied event: admission reacts to all, the reconciler to Jobs and Workloads."""
+        """Route one applied event: admission reacts to all, the reconciler to Jobs and Workloads,
+        the ungater to a Workload and the pods of one."""
         del event_type
         self.admission.notify()
         if kind == c.KIND_JOB:
             self.jobs.notify(object_key(obj))
         elif kind == c.KIND_WORKLOAD:
             self.jobs.notify_workload(obj)
-        elif kind == "Pod":
-            for listener in self.pod_listeners:
-                listener(obj)
+            meta = obj.get("metadata") or {}
+            self.ungater.notify(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        elif kind == KIND_POD:
+            owner = self.cache.workload_of_pod(obj)
+            if owner is not None:
+                self.ungater.notify(*owner)
+
+    def _applied_own_write(self, workload: Mapping[str, Any]) -> None:
+        """Our admission as the API answered it goes into the cache at once (the Job starts without
+        waiting for the watch; the watch's copy then carries a known version and is skipped)."""
+        if self.cache.upsert(c.KIND_WORKLOAD, workload):
+            self.on_change(c.KIND_WORKLOAD, "MODIFIED", workload)
 
     def _register_login_and_settings(self) -> None:
         @kopf.on.login(registry=self.registry)
@@ -87,8 +103,11 @@ class Operator:
         @kopf.on.startup(registry=self.registry)
         def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
             settings.posting.enabled = False
-            settings.watching.server_timeout = 300
-            settings.watching.client_timeout = 330
+            # Short watches: a stream that goes quiet (a proxy, an API server restart) is replaced
+            # within seconds, resuming from its last resourceVersion, rather than after minutes.
+            settings.watching.server_timeout = WATCH_SERVER_TIMEOUT_S
+            settings.watching.client_timeout = WATCH_SERVER_TIMEOUT_S + 5
+            settings.watching.connect_timeout = 10
             for hook in self.settings_hooks:
                 hook(settings)
 
@@ -96,9 +115,13 @@ class Operator:
         """Prime, start the loops and kopf, and return once `stop` is set (everything stopped)."""
         await prime(self.cache, self.api, self.on_change)
         tasks = [asyncio.create_task(self.admission.run(self.leading), name="tasq-admission"),
-                 asyncio.create_task(self.jobs.run(self.leading), name="tasq-jobs")]
+                 asyncio.create_task(self.jobs.run(self.leading), name="tasq-jobs"),
+                 asyncio.create_task(self.ungater.run(), name="tasq-ungater")]
         for key in list(self.cache.jobs):
             self.jobs.notify(key)
+        for key in list(self.cache.workloads):
+            namespace, name = key.split("/", 1)
+            self.ungater.notify(namespace, name)
         kopf_ready = asyncio.Event()
         kopf_task = asyncio.create_task(kopf.operator(
             registry=self.registry, standalone=True, clusterwide=True, stop_flag=stop, ready_flag=kopf_ready),

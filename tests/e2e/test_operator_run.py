@@ -1,6 +1,6 @@
 """`tasq run` as a real process against the devcluster: webhooks, signals, leader failover.
 
-Same nodes and queues as test_operator (its `cluster` fixture): 8 hosts x 8 GPUs, 48 GPUs of quota.
+Same nodes and queues as test_operator (its `seeded` fixture): 8 hosts x 8 GPUs, 48 GPUs of quota.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import pytest
 
 from devcluster.cluster import DevCluster
 from tests.e2e.conftest import Kubectl
-from tests.e2e.test_operator import cluster, condition, get, job, local_queue, wait_for, workload_of
+from tests.e2e.test_operator import condition, get, job, local_queue, seeded, wait_for, workload_of
 
 pytestmark = pytest.mark.e2e
-__all__ = ["cluster"]  # the fixture, shared with test_operator
+__all__ = ["seeded"]  # the fixture, shared with test_operator
 
 TASQ = Path(sys.executable).parent / "tasq"
 
@@ -61,8 +61,8 @@ def lease_holder(kubectl: Kubectl) -> str | None:
     return str(holder) if holder else None
 
 
-def test_tasq_run_with_local_webhooks_suspends_admits_gates_and_stops_cleanly(
-        cluster: DevCluster, kubeconfig: Path, kubectl: Kubectl, namespace: str, tmp_path: Path,
+def test_tasq_run_with_local_webhooks_suspends_admits_ungates_into_the_slices_and_stops_cleanly(
+        seeded: DevCluster, kubeconfig: Path, kubectl: Kubectl, namespace: str, tmp_path: Path,
         processes: list[Process]) -> None:
     proc = Process(kubeconfig, tmp_path / "tasq.log", "--local-webhooks", "--identity", "solo")
     processes.append(proc)
@@ -70,24 +70,35 @@ def test_tasq_run_with_local_webhooks_suspends_admits_gates_and_stops_cleanly(
              "webhooks registered")
     wait_for(lambda: lease_holder(kubectl) == "solo", 30, "leadership")
     kubectl("apply", "-f", "-", stdin=local_queue(namespace))
-    manifest = json.loads(job("hooked", namespace, 2, 8, annotations={
-        "kueue.x-k8s.io/require-topology": "example.com/rack"}))
+    manifest = json.loads(job("hooked", namespace, 4, 8, run_seconds=2, annotations={
+        "kueue.x-k8s.io/require-topology": "example.com/block"}))
     manifest["spec"]["suspend"] = False  # the Job webhook must suspend it
     created = json.loads(kubectl("create", "-f", "-", "-o", "json", stdin=json.dumps(manifest)).stdout)
     assert created["spec"]["suspend"] is True
-    wait_for(lambda: condition(workload_of(kubectl, namespace, "hooked"), "Admitted"), what="admitted")
-    pods = wait_for(lambda: (items := get(kubectl, "pods", "-n", namespace)["items"]) and len(items) == 2 and items,
-                    what="pods created")
+    wl = wait_for(lambda: (w := workload_of(kubectl, namespace, "hooked")) and condition(w, "Admitted") and w,
+                  what="admitted")
+    (psa,) = wl["status"]["admission"]["podSetAssignments"]
+    wanted = {sl["nodeLabels"]["kubernetes.io/hostname"]: sl["count"] for sl in psa["topologyAssignment"]["slices"]}
+    # The Pod webhook gated each pod; the ungater released each into one slice (its nodeSelector) and
+    # the scheduler bound it there: per host, as many pods as the slice says.
+    pods = wait_for(lambda: (items := get(kubectl, "pods", "-n", namespace)["items"]) and len(items) == 4 and
+                    all(p["spec"].get("nodeName") for p in items) and items, 60, "pods bound")
+    placed: dict[str, int] = {}
     for pod in pods:
-        assert {"name": "kueue.x-k8s.io/topology"} in pod["spec"].get("schedulingGates", [])
-    kubectl("delete", "job", "hooked", "-n", namespace)
-    wait_for(lambda: workload_of(kubectl, namespace, "hooked") is None, what="Workload deleted")
+        assert not pod["spec"].get("schedulingGates")
+        assert pod["spec"]["nodeSelector"]["kubernetes.io/hostname"] == pod["spec"]["nodeName"]
+        assert pod["metadata"]["labels"]["tasq.io/tas"] == "true"
+        placed[pod["spec"]["nodeName"]] = placed.get(pod["spec"]["nodeName"], 0) + 1
+    assert placed == wanted
+    assert len({host.split("-")[0] for host in placed}) == 1  # one block
+    done = wait_for(lambda: condition(workload_of(kubectl, namespace, "hooked"), "Finished"), 60, "finished")
+    assert done["reason"] == "Succeeded"
     assert proc.stop() == 0, proc.output()
     assert kubectl("get", "mutatingwebhookconfigurations", "-o", "name").stdout.strip() == ""
 
 
 def test_when_the_leader_is_killed_the_other_replica_admits_and_nothing_is_admitted_twice(
-        cluster: DevCluster, kubeconfig: Path, kubectl: Kubectl, namespace: str, tmp_path: Path,
+        seeded: DevCluster, kubeconfig: Path, kubectl: Kubectl, namespace: str, tmp_path: Path,
         processes: list[Process]) -> None:
     first = Process(kubeconfig, tmp_path / "a.log", "--identity", "replica-a")
     processes.append(first)
