@@ -1,6 +1,6 @@
 """CustomResourceDefinitions (apiextensions.k8s.io/v1) generated from the pydantic models.
 
-Each kind's JSON schema becomes a structural OpenAPI v3 schema (refs inlined, `nullable`, int-or-string
+Each kind's JSON schema becomes a structural OpenAPI v3 schema (refs inlined, optional not nullable, int-or-string
 quantities, preserved pod templates) with names, scope, versions, status subresource and Kueue's
 printer columns; `crd_json_schema` turns one back into JSON Schema. Used by `tasq crds`, devcluster, tests.
 """
@@ -162,7 +162,12 @@ def _inline_refs(node: Any, defs: Mapping[str, Schema]) -> Any:
 
 
 def _unwrap_optional(node: Schema) -> Schema:
-    """`anyOf: [X, {type: null}]` (pydantic's `X | None`) becomes X with `nullable: true`."""
+    """`anyOf: [X, {type: null}]` (pydantic's `X | None`) becomes X, optional but not nullable.
+
+    As in Kueue's CRDs: the API server prunes a null in a non-nullable field (then defaults it), so a
+    null reads as absent everywhere: in the store, in CEL rules, in the models and the validators.
+    A nullable enum would instead refuse null (`Unsupported value: null`) on a real API server.
+    """
     options = node.get("anyOf")
     if not isinstance(options, list) or {"type": "null"} not in options:
         return node
@@ -172,7 +177,6 @@ def _unwrap_optional(node: Schema) -> Schema:
         merged = {**rest[0], **merged}
     else:
         merged["anyOf"] = rest
-    merged["nullable"] = True
     return merged
 
 
