@@ -34,8 +34,9 @@ and the counts are recomputed once."""
 class LevelDomains:
     """The domains of one level: ids are dense, assigned in order of first appearance, never reused
     (empty domains stay until the tree renumbers them all). `children[d]` lists the ids of the
-    next level's domains under `d`; ranks by label values are kept current as domains appear (a
-    bisect into the sorted keys), so a node joining under a new name never re-sorts a level."""
+    next level's domains under `d`. Ranks by label values are sorted once when first read, then
+    kept current as domains appear (a bisect into the sorted keys), so a node joining under a new
+    name never re-sorts a level, and a build or renumbering never pays per-domain insertions."""
 
     __slots__ = ("_parent_array", "_rank", "_sorted", "children", "id_of", "keys", "parent")
 
@@ -44,8 +45,9 @@ class LevelDomains:
         self.id_of: dict[DomainKey, int] = {}
         self.parent: list[int] = []
         self.children: list[list[int]] = []
-        self._sorted: list[DomainKey] = []
-        self._rank: Int64Array = np.zeros(16, dtype=np.int64)
+        self._sorted: list[DomainKey] | None = None
+        """The keys in label order while ranks are kept current; None until first read."""
+        self._rank: Int64Array = np.zeros(0, dtype=np.int64)
         self._parent_array: Int64Array | None = None
 
     def intern(self, key: DomainKey, parent: int) -> int:
@@ -58,18 +60,24 @@ class LevelDomains:
         self.keys.append(key)
         self.parent.append(parent)
         self.children.append([])
-        pos = bisect.bisect_left(self._sorted, key)
-        self._sorted.insert(pos, key)
-        if new >= self._rank.shape[0]:
-            self._rank = np.concatenate([self._rank, np.zeros(self._rank.shape[0], dtype=np.int64)])
-        live = self._rank[:new]
-        live[live >= pos] += 1
-        self._rank[new] = pos
         self._parent_array = None
+        if self._sorted is not None:
+            pos = bisect.bisect_left(self._sorted, key)
+            self._sorted.insert(pos, key)
+            if new >= self._rank.shape[0]:
+                self._rank = np.concatenate([self._rank, np.zeros(max(self._rank.shape[0], 16), dtype=np.int64)])
+            live = self._rank[:new]
+            live[live >= pos] += 1
+            self._rank[new] = pos
         return new
 
     def rank(self) -> Int64Array:
         """rank[id]: position of the domain when all are sorted by label values (ties broken by it)."""
+        if self._sorted is None:
+            order = sorted(range(len(self.keys)), key=self.keys.__getitem__)
+            self._rank = np.zeros(max(len(self.keys), 16), dtype=np.int64)
+            self._rank[np.asarray(order, dtype=np.int64)] = np.arange(len(order), dtype=np.int64)
+            self._sorted = [self.keys[i] for i in order]
         return self._rank[: len(self.keys)]
 
     def parents(self) -> Int64Array:
@@ -101,6 +109,9 @@ class FlavorTopology:
         self._rows: tuple[NodeRegistry, Int64Array, dict[int, int]] | None = None
         self._slots_in: list[list[int]] = []
         """Slots of each lowest domain (a node's slot is in its lowest domain's list)."""
+        self._slot_domains: list[tuple[int, ...] | None] = []
+        """Each slot's domain ids (as `_domain_of`, kept in Python too: read per node change)."""
+        self._nowhere = (-1,) * len(self.levels)
         self.epoch = 0
         """Bumped when domain ids are renumbered or the change log restarts: derived counts rebuild."""
         self.log: list[tuple[int, tuple[int, ...]]] = []
@@ -180,6 +191,7 @@ class FlavorTopology:
         self._grow(slot + 1)
         self._views.append(None)
         self._static.append(None)
+        self._slot_domains.append(None)
         return slot
 
     def _grow(self, need: int) -> None:
@@ -216,23 +228,31 @@ class FlavorTopology:
         parents' children lists. Renumbers the domains once too many are empty: a node is in one
         lowest domain, so more lowest domains than nodes means empty ones (and an empty wider
         domain has an empty child)."""
-        before = tuple(int(arr[slot]) for arr in self._domain_of)
-        self._log_change(slot, before)
-        parent = -1
-        for i, level in enumerate(self.domains):
-            if view is None:
-                self._domain_of[i][slot] = -1
-                continue
-            known = len(level.keys)
-            parent = level.intern(tuple(view.labels[k] for k in self.levels[: i + 1]), parent)
-            if parent == known:  # a new domain
-                if i > 0:
-                    self.domains[i - 1].children[int(self._domain_of[i - 1][slot])].append(parent)
-                if i == len(self.domains) - 1:
-                    self._slots_in.append([])
-            self._domain_of[i][slot] = parent
+        before = self._slot_domains[slot]
+        self._log_change(slot, before if before is not None else self._nowhere)
+        ids: tuple[int, ...] | None = None
+        if view is None:
+            for arr in self._domain_of:
+                arr[slot] = -1
+        else:
+            values = [view.labels[k] for k in self.levels]
+            found: list[int] = []
+            parent = -1
+            for i, level in enumerate(self.domains):
+                known = len(level.keys)
+                parent = level.intern(tuple(values[: i + 1]), parent)
+                if parent == known:  # a new domain
+                    if i > 0:
+                        self.domains[i - 1].children[found[-1]].append(parent)
+                    if i == len(self.domains) - 1:
+                        self._slots_in.append([])
+                found.append(parent)
+                self._domain_of[i][slot] = parent
+            ids = tuple(found)
+        self._slot_domains[slot] = ids
         if self.domains:
-            old_low, new_low = before[-1], int(self._domain_of[-1][slot])
+            old_low = before[-1] if before is not None else -1
+            new_low = ids[-1] if ids is not None else -1
             if old_low != new_low:
                 if old_low >= 0:
                     self._slots_in[old_low].remove(slot)
@@ -255,6 +275,7 @@ class FlavorTopology:
         than `node_count` domains that emptied."""
         self.domains = [LevelDomains() for _ in self.levels]
         self._slots_in = []
+        self._slot_domains = [None] * len(self._slot_domains)
         for arr in self._domain_of:
             arr[:] = -1
         for slot, view in enumerate(self._views):
