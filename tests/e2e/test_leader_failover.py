@@ -1,4 +1,5 @@
 """Leader failover: two `tasq run` processes on one devcluster; only the Lease holder admits.
+(Devcluster only: the nodes and CRDs are seeded in-process.)
 
 Killing the leader (SIGKILL: no release) hands the Lease to the other replica within the lease
 duration (15 s, plus one 2 s retry period); a clean stop (SIGTERM) releases it so the successor takes
@@ -76,7 +77,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "c
 
 
 @pytest.fixture(scope="module")
-def cluster(devcluster: DevCluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+def seeded(devcluster: DevCluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     api = devcluster.api
     nodes = [node_object(f"b1-{r}-{n}", {BLOCK: "b1", RACK: f"b1-{r}", "gpu": "h100"},
                          {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"})
@@ -133,7 +134,7 @@ class Replicas:
 
 
 @pytest.fixture
-def replicas(cluster: DevCluster, kubeconfig: Path, tmp_path: Path) -> Iterator[Replicas]:
+def replicas(seeded: DevCluster, kubeconfig: Path, tmp_path: Path) -> Iterator[Replicas]:
     running = Replicas(kubeconfig, tmp_path)
     yield running
     running.close()
