@@ -26,7 +26,8 @@ RESOURCE_CPU: Final = "cpu"
 RESOURCE_MEMORY: Final = "memory"
 RESOURCE_PODS: Final = "pods"
 
-# Taint effects.
+# Taints.
+TAINT_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
 NO_SCHEDULE: Final = "NoSchedule"
 NO_EXECUTE: Final = "NoExecute"
 

@@ -90,6 +90,25 @@ MESSAGES: dict[str, F] = {
                       3: ("orphanDependents", "pbool", ""), 4: ("propagationPolicy", "str", ""),
                       5: ("dryRun", "*str", ""), 6: ("ignoreStoreReadErrorWithClusterBreakingPotential", "pbool", "")},
     "Preconditions": {1: ("uid", "str", ""), 2: ("resourceVersion", "str", "")},
+    # authorization.k8s.io/v1 reviews (`kubectl auth can-i`) and authentication.k8s.io/v1 TokenRequest
+    # (`kubectl create token`)
+    "SelfSubjectAccessReview": {1: ("metadata", "msg", "ObjectMeta"), 2: ("spec", "msg", "SelfSubjectAccessReviewSpec"),
+                                3: ("status", "msg", "Empty")},
+    "SelfSubjectAccessReviewSpec": {1: ("resourceAttributes", "msg", "ResourceAttributes"),
+                                    2: ("nonResourceAttributes", "msg", "NonResourceAttributes")},
+    "ResourceAttributes": {1: ("namespace", "str", ""), 2: ("verb", "str", ""), 3: ("group", "str", ""),
+                           4: ("version", "str", ""), 5: ("resource", "str", ""), 6: ("subresource", "str", ""),
+                           7: ("name", "str", "")},
+    "NonResourceAttributes": {1: ("path", "str", ""), 2: ("verb", "str", "")},
+    "SelfSubjectRulesReview": {1: ("metadata", "msg", "ObjectMeta"), 2: ("spec", "msg", "SelfSubjectRulesReviewSpec"),
+                               3: ("status", "msg", "Empty")},
+    "SelfSubjectRulesReviewSpec": {1: ("namespace", "str", "")},
+    "TokenRequest": {1: ("metadata", "msg", "ObjectMeta"), 2: ("spec", "msg", "TokenRequestSpec"),
+                     3: ("status", "msg", "Empty")},
+    "TokenRequestSpec": {1: ("audiences", "*str", ""), 3: ("boundObjectRef", "msg", "BoundObjectReference"),
+                         4: ("expirationSeconds", "int", "")},
+    "BoundObjectReference": {1: ("kind", "str", ""), 2: ("apiVersion", "str", ""), 3: ("name", "str", ""),
+                             4: ("uid", "str", "")},
     "Empty": {},  # status stanzas of new objects: skipped whole, the server drops them anyway
 }
 _SKIPPED = "Empty"

@@ -21,6 +21,7 @@ from aiohttp import web
 from devcluster.front import discovery, openapi, protobuf
 from devcluster.front.protobuf import ProtobufError
 from devcluster.front.tables import TableMaker
+from devcluster.server import logs, reviews
 from devcluster.server.apiserver import PATCH_APPLY, ApiServer, ListOptions
 from devcluster.server.collecting import POLICY_BACKGROUND, POLICY_ORPHAN
 from devcluster.server.errors import (
@@ -31,7 +32,7 @@ from devcluster.server.errors import (
     ApiError,
     bad_request,
 )
-from devcluster.server.resources import ResourceType
+from devcluster.server.resources import REVIEW_KINDS, ResourceType
 from devcluster.server.watching import BOOKMARK, ERROR, Watch
 from devcluster.webhooking import warning
 
@@ -202,6 +203,9 @@ class HttpFrontend:
                 return await self._watch(request, t)
             if not t.name:
                 return await self._list(request, t)
+            if t.name and t.subresource == "log" and t.resource.storage_key == ("", "pods"):
+                pod = await self.api.get(t.resource, t.namespace, t.name, copy=False)
+                return web.Response(text=logs.pod_log(pod, q.get("container", "")), content_type="text/plain")
             if t.subresource not in ("", "status") or (t.subresource == "status" and not t.resource.has_status):
                 raise _not_found_path()  # kinds without a status subresource (ConfigMaps...) have no /status
             obj = await self.api.get(t.resource, t.namespace, t.name, copy=False)
@@ -212,8 +216,13 @@ class HttpFrontend:
                 return _json(await self.api.bind(t.namespace, t.name, body), 201)
             if t.name and t.subresource == "eviction" and t.resource.storage_key == ("", "pods"):
                 return _json(await self.api.evict(t.namespace, t.name, body), 201)
+            if t.name and t.subresource == "token" and t.resource.storage_key == ("", "serviceaccounts"):
+                await self.api.get(t.resource, t.namespace, t.name, copy=False)  # 404 for an unknown account
+                return _json(reviews.token_request(t.namespace, t.name, body, self.api.now()), 201)
             if t.name:
                 raise _method_not_allowed()
+            if t.resource.kind in REVIEW_KINDS:
+                return _json(reviews.answer_review(t.resource.kind, t.resource.group_version, body), 201)
             created = await self.api.create(t.resource, t.namespace, body, dry_run=dry_run, strict=strict,
                                             copy=False)
             return self._object(request, t.resource, created, 201)

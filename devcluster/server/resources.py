@@ -38,6 +38,8 @@ class ResourceType:
     extra_subresources: tuple[str, ...] = ()
     # The group whose storage this resource is served from, when it is another one's (see converting.py).
     storage_group: str | None = None
+    # What discovery advertises; create-only kinds (access reviews) are answered, never stored.
+    verbs: tuple[str, ...] = ALL_VERBS
 
     @property
     def group_version(self) -> str:
@@ -59,7 +61,7 @@ class ResourceType:
         """APIResource entries for this resource and its subresources (metav1.APIResource)."""
         main: dict[str, Any] = {
             "name": self.plural, "singularName": self.singular, "namespaced": self.namespaced,
-            "kind": self.kind, "verbs": list(ALL_VERBS),
+            "kind": self.kind, "verbs": list(self.verbs),
         }
         if self.short_names:
             main["shortNames"] = list(self.short_names)
@@ -68,9 +70,10 @@ class ResourceType:
         out = [main]
         subs = (("status",) if self.has_status else ()) + self.extra_subresources
         for sub in subs:
-            verbs = ["create"] if sub in ("binding", "eviction") else ["get", "patch", "update"]
-            kind = {"binding": "Binding", "eviction": "Eviction"}.get(sub, self.kind)
-            group = "policy" if sub == "eviction" else ""
+            verbs = (["create"] if sub in ("binding", "eviction", "token") else ["get"] if sub == "log"
+                     else ["get", "patch", "update"])
+            kind = {"binding": "Binding", "eviction": "Eviction", "token": "TokenRequest"}.get(sub, self.kind)
+            group = {"eviction": "policy", "token": "authentication.k8s.io"}.get(sub, "")
             entry: dict[str, Any] = {"name": f"{self.plural}/{sub}", "singularName": "",
                                      "namespaced": self.namespaced, "kind": kind, "verbs": verbs}
             if group:
@@ -95,12 +98,12 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _b("", "v1", "nodes", "Node", False, ("no",), status=True, fields=("spec.unschedulable",)),
     _b("", "v1", "pods", "Pod", True, ("po",), status=True, cats=("all",),
        fields=("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-               "status.phase", "status.podIP", "status.nominatedNodeName"), subs=("binding", "eviction")),
+               "status.phase", "status.podIP", "status.nominatedNodeName"), subs=("binding", "eviction", "log")),
     _b("", "v1", "events", "Event", True, ("ev",), fields=EVENT_FIELDS),
     _b("", "v1", "configmaps", "ConfigMap", True, ("cm",)),
     _b("", "v1", "secrets", "Secret", True, (), fields=("type",)),
     _b("", "v1", "services", "Service", True, ("svc",), status=True, cats=("all",)),
-    _b("", "v1", "serviceaccounts", "ServiceAccount", True, ("sa",)),
+    _b("", "v1", "serviceaccounts", "ServiceAccount", True, ("sa",), subs=("token",)),
     _b("batch", "v1", "jobs", "Job", True, (), status=True, cats=("all",), fields=("status.successful",)),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, ("ev",),
                  selectable_fields=("regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid",
@@ -115,7 +118,21 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
        "MutatingWebhookConfiguration", False),
     _b("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
        "ValidatingWebhookConfiguration", False),
+    # Stored for install bundles (kubectl apply -k); the devcluster authorizes every request, so RBAC
+    # objects are kept and listed but never enforced, and no controller rolls Deployments out.
+    _b("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
+    _b("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
+    _b("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    _b("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    _b("apps", "v1", "deployments", "Deployment", True, ("deploy",), status=True, cats=("all",)),
+    ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
+                 verbs=("create",)),
+    ResourceType("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False,
+                 verbs=("create",)),
 )
+
+# Kinds that are answered on create and never stored.
+REVIEW_KINDS = frozenset({"SelfSubjectAccessReview", "SelfSubjectRulesReview"})
 
 # Preferred version per group, for /apis (the first registered version otherwise).
 _PREFERRED_BUILTIN = {r.group: r.version for r in BUILTIN_RESOURCES}

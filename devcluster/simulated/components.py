@@ -1,4 +1,5 @@
-"""The simulated cluster components together: Job controller, scheduler, kubelet and pod GC on one clock.
+"""The simulated cluster components together: node lifecycle, Job controller, scheduler, kubelet and pod GC
+on one clock.
 
 `Components(api).start()` follows the store; `settle()` runs them until nothing changes (tests),
 `advance(seconds)` moves a `ManualClock` in steps so timed transitions happen in order, and
@@ -14,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from devcluster.server.apiserver import ApiServer
 from devcluster.simulated.jobs import JobController
 from devcluster.simulated.kubelet import EVICTION_SECONDS, Kubelet
+from devcluster.simulated.nodelifecycle import NodeLifecycle
 from devcluster.simulated.podgc import PodGC
 from devcluster.simulated.scheduling import Scheduler
 
@@ -42,7 +44,7 @@ class SettleError(Exception):
 
 
 class Components:
-    """Job controller -> scheduler -> kubelet -> pod GC, each cycle in that order (the order a real cluster's
+    """Node lifecycle -> Job controller -> scheduler -> kubelet -> pod GC, each cycle in that order (the order a real cluster's
     watches would usually deliver work in)."""
 
     def __init__(self, api: ApiServer, *, eviction_seconds: float = EVICTION_SECONDS) -> None:
@@ -51,7 +53,9 @@ class Components:
         self.scheduler = Scheduler(api)
         self.kubelet = Kubelet(api, eviction_seconds)
         self.podgc = PodGC(api)
-        self._cycle = (self.jobs, self.scheduler, self.kubelet, self.podgc)  # the order of every round
+        self.nodes = NodeLifecycle(api)
+        # the order of every round
+        self._cycle = (self.nodes, self.jobs, self.scheduler, self.kubelet, self.podgc)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> Components:

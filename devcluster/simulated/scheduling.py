@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devcluster import constants as c
-from devcluster.constants import NO_SCHEDULE, TERMINAL_PHASES
+from devcluster.constants import NO_SCHEDULE, TAINT_UNSCHEDULABLE, TERMINAL_PHASES
 from devcluster.server.apiserver import PATCH_MERGE, ApiServer
 from devcluster.server.builtins import (
     CONDITION_POD_SCHEDULED,
@@ -38,7 +38,6 @@ from devcluster.simulated.readings import (
 from devcluster.simulated.recording import NORMAL, WARNING, EventRecorder
 
 REASON_UNSCHEDULABLE = "Unschedulable"
-TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 
 PodKey = tuple[str, str]
 # What makes two pods see the same feasible nodes: nodeSelector, required affinity, tolerations.

@@ -73,7 +73,9 @@ def test_get_workloads_shows_printer_columns_with_condition_filters(
     api = devcluster.api
     workloads = api.resource("kueue.x-k8s.io/v1beta1", "workloads")
     wl = devcluster.call(lambda: api.get(workloads, "default", "mpi-bert"))
-    status = {"admission": {"clusterQueue": "team-a", "podSetAssignments": []},
+    # one assignment per pod set: the CRD's CEL rule refuses a reserved Workload with fewer
+    assignments = [{"name": "launcher", "count": 1}, {"name": "worker", "count": 2}]
+    status = {"admission": {"clusterQueue": "team-a", "podSetAssignments": assignments},
               "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "ok",
                               "lastTransitionTime": "2026-01-01T00:00:00Z"},
                              {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "ok",
