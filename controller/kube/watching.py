@@ -8,6 +8,7 @@ Event handlers write nothing on the objects (no kopf annotations or finalizers).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -16,7 +17,7 @@ import kopf
 
 from controller.api import constants as c
 from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS, ClusterCache
-from controller.kube.api import KubeApi
+from controller.kube.api import KubeApi, retrying
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,9 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     c.KIND_JOB: ("batch", "v1", "jobs"),
 }
 
+PRIME_ATTEMPTS = 10
+"""Tries per resource when priming (doubling from 0.05 s: about 50 s in all) before giving up."""
+
 OnChange = Callable[[str, str, Mapping[str, Any]], None]
 """(kind, event type ADDED/MODIFIED/DELETED, object) after the cache applied it."""
 
@@ -46,7 +50,9 @@ def _api_version(group: str, version: str) -> str:
 async def prime(cache: ClusterCache, api: KubeApi, on_change: OnChange) -> None:
     """List every watched resource into the cache (each object reported as ADDED)."""
     for kind, (group, version, plural) in RESOURCES.items():
-        for obj in await api.list((_api_version(group, version), plural)):
+        resource = (_api_version(group, version), plural)
+        # A real apiserver answers 429 "storage is (re)initializing" for a while after a CRD appears.
+        for obj in await retrying(functools.partial(api.list, resource), attempts=PRIME_ATTEMPTS):
             obj = {**obj, "kind": kind}
             if cache.upsert(kind, obj):
                 on_change(kind, "ADDED", obj)
