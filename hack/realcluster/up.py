@@ -42,6 +42,7 @@ KWOK_MODULE = "sigs.k8s.io/kwok/cmd/kwok"
 KWOK_VERSION = "v0.8.0"
 PINNED_FILES = ("go.mod", "go.sum", "main.go")
 DEFAULT_TOPOLOGY = "2x4x4x8"  # as `tasq dev`
+NODE_PREFIX = "gpu-"  # `tasq dev` names its topology nodes gpu-b1-r1-n1, ...
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_NODE_VALUE = "fake"
 ANNOTATION_RUN_SECONDS = "devcluster.tasq.io/run-seconds"
@@ -318,7 +319,7 @@ def sample_nodes(topology: str | None, dumps: list[Path]) -> list[dict[str, Any]
     nodes: list[dict[str, Any]] = []
     if topology is not None:
         try:
-            nodes += nodes_module.topology_nodes(nodes_module.parse_shape(topology))
+            nodes += nodes_module.topology_nodes(nodes_module.parse_shape(topology), NODE_PREFIX)
         except ValueError as e:
             raise UpError(f"--topology: {e}") from e
     for path in dumps:
@@ -524,8 +525,7 @@ def apply_crds(kubeconfig: Path, crds: Path) -> None:
         if found is None:
             raise UpError("kubectl not found (.venv/bin/kubectl or PATH) to apply --crds")
         kubectl = Path(found)
-    proc = subprocess.run([str(kubectl), "--kubeconfig", str(kubeconfig), "apply", "--server-side",
-                           "-f", str(crds)], capture_output=True, text=True)
+    proc = subprocess.run([str(kubectl), "--kubeconfig", str(kubeconfig), "apply", "-f", str(crds)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise UpError(f"applying {crds}: {proc.stderr.strip()}")
     for _ in range(100):
@@ -635,7 +635,8 @@ def main(argv: list[str]) -> int:
             while True:
                 time.sleep(1)
                 processes.check()
-    except _Stop:
+    except _Stop as stop:
+        log(f"stopped by signal {stop.args[0]}")
         return 0
     except UpError as e:
         log(str(e))

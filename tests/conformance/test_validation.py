@@ -1,0 +1,75 @@
+"""Built-in validation of the fields tasq reads and writes: quantities, label keys and values,
+annotations' size, node selectors, tolerations, Job and Lease fields, and Job status writes. Each bad
+value is refused with the field path, so nothing malformed reaches tasq's cache."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tests.conformance.conftest import status_body
+
+
+def pod(**spec: Any) -> dict[str, Any]:
+    meta = spec.pop("metadata", {})
+    container = {"name": "c", "image": "busybox", **spec.pop("container", {})}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bad", **meta},
+            "spec": {"containers": [container], **spec}}
+
+
+@pytest.mark.parametrize("body, code, want", [
+    (pod(metadata={"labels": {"bad key!": "v"}}), 422, "metadata.labels: Invalid value: \"bad key!\""),
+    (pod(metadata={"labels": {"k": "-starts-with-dash"}}), 422, "metadata.labels: Invalid value: \"-starts-with-dash\""),
+    (pod(metadata={"annotations": {"a/b/c": "v"}}), 422, "metadata.annotations: Invalid value: \"a/b/c\""),
+    (pod(container={"resources": {"requests": {"cpu": "-1"}}}), 422,
+     "spec.containers[0].resources.requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0"),
+    (pod(container={"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}), 422,
+     "spec.containers[0].resources.requests: Invalid value: \"2\": must be less than or equal to cpu limit"),
+    (pod(nodeSelector={"bad key!": "v"}), 422, "spec.nodeSelector: Invalid value: \"bad key!\""),
+    (pod(tolerations=[{"key": "gpu", "operator": "Exists", "value": "x"}]), 422, "spec.tolerations[0].operator"),
+    (pod(tolerations=[{"key": "gpu", "effect": "Sometimes"}]), 422, "spec.tolerations[0].effect: Unsupported value"),
+], ids=["label_key", "label_value", "annotation_key", "negative_request", "request_above_limit",
+        "node_selector_key", "exists_toleration_with_value", "toleration_effect"])
+def test_bad_pod_fields_are_refused_with_their_path(core: client.CoreV1Api, namespace: str,
+                                                    body: dict[str, Any], code: int, want: str) -> None:
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_pod(namespace, body)
+    assert e.value.status == code
+    assert want in status_body(e.value)["message"]
+
+
+def test_an_unparseable_quantity_is_refused_before_anything_is_stored(core: client.CoreV1Api,
+                                                                       namespace: str) -> None:
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_pod(namespace, pod(container={"resources": {"requests": {"cpu": "abc"}}}))
+    assert e.value.status == 400
+    assert "quantities must match the regular expression" in status_body(e.value)["message"]
+    assert [p.metadata.name for p in core.list_namespaced_pod(namespace).items] == []
+
+
+@pytest.mark.parametrize("spec, want", [
+    ({"leaseDurationSeconds": 0}, "spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"),
+    ({"leaseTransitions": -1}, "spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0"),
+], ids=["zero_duration", "negative_transitions"])
+def test_bad_lease_fields_are_refused(api_client: client.ApiClient, namespace: str, spec: dict[str, Any],
+                                      want: str) -> None:
+    leases = client.CoordinationV1Api(api_client)
+    with pytest.raises(ApiException) as e:
+        leases.create_namespaced_lease(namespace, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                                   "metadata": {"name": "bad"}, "spec": spec})
+    assert e.value.status == 422
+    assert want in status_body(e.value)["message"]
+
+
+def test_a_job_status_write_is_validated(batch: client.BatchV1Api, namespace: str) -> None:
+    batch.create_namespaced_job(namespace, {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "status"},
+        "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never",
+                                                        "containers": [{"name": "c", "image": "busybox"}]}}}})
+    with pytest.raises(ApiException) as e:
+        batch.patch_namespaced_job_status("status", namespace, {"status": {"succeeded": -1}})
+    assert e.value.status == 422
+    assert "status.succeeded: Invalid value: -1" in status_body(e.value)["message"]
