@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         objects = asyncio.run(read_cluster_at(path))
     except (ApiError, OSError) as e:
-        print(f"tasq explain: cannot read the cluster: {e}", file=sys.stderr)
+        detail = e.message if isinstance(e, ApiError) and e.status == 0 else f"cannot read the cluster: {e}"
+        print(f"tasq explain: {detail}", file=sys.stderr)
         return 2
     code, lines = explain_workload(objects, args.namespace, args.name)
     for line in lines:

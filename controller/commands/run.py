@@ -63,10 +63,16 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     identity = args.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+    from controller.kube.api import ApiError
+
     try:
         asyncio.run(_serve(args, identity))
     except OSError as e:
         print(f"tasq run: {e.strerror or e}", file=sys.stderr)
+        return 1
+    except ApiError as e:  # no usable connection, or a request that failed past its retries
+        detail = e.message if e.status == 0 else f"the API server refused a request: {e}"
+        print(f"tasq run: {detail}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,6 +1,6 @@
 """The operator's REST access: JSON requests over a `kubernetes.aio` ApiClient, errors as ApiError.
 
-`connect` builds the client (a kubeconfig path, else in-cluster); `KubeApi` sends one request with
+`connect` builds the client (a kubeconfig path, else in-cluster; an unusable one is an ApiError); `KubeApi` sends one request with
 an explicit content type (merge patches carry `metadata.resourceVersion` for optimistic
 concurrency) and `retrying` re-runs a write on 5xx and 429 with backoff. Used by every writer in
 controller.kube; nothing else in tasq opens a connection to the API.
@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
+import yaml
 from kubernetes.aio import client, config
+from kubernetes.aio.config.config_exception import ConfigException
 
 from controller.api import constants as c
 
@@ -45,12 +47,18 @@ class ApiError(Exception):
 async def connect(kubeconfig: Path | None) -> client.ApiClient:
     """An ApiClient for the kubeconfig (its current context), or in-cluster without one."""
     configuration = client.Configuration()
-    if kubeconfig is not None:
-        # The aio config loaders and RESTResponse.read carry no annotations (kubernetes 37).
-        await config.load_kube_config(config_file=str(kubeconfig),  # type: ignore[no-untyped-call]
-                                      client_configuration=configuration, persist_config=False)
-    else:
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    try:
+        if kubeconfig is not None:
+            # The aio config loaders and RESTResponse.read carry no annotations (kubernetes 37).
+            await config.load_kube_config(config_file=str(kubeconfig),  # type: ignore[no-untyped-call]
+                                          client_configuration=configuration, persist_config=False)
+        else:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    # An unusable kubeconfig (not YAML, wrong shapes, missing entries) is refused like an
+    # unreachable server: the loader raises any of these on malformed input.
+    except (ConfigException, yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ApiError(0, f"cannot use the kubeconfig {str(kubeconfig)!r}: {first}") from e
     return client.ApiClient(configuration)
 
 

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes.aio import client
-from kubernetes.config.config_exception import ConfigException
 
-from controller.kube.api import ApiError, KubeApi, connect
+from controller.kube.api import KubeApi, connect
 from controller.kube.watching import RESOURCES
 
 
@@ -27,12 +26,8 @@ async def read_cluster(api_client: client.ApiClient) -> list[dict[str, Any]]:
 
 
 async def read_cluster_at(kubeconfig: Path | None) -> list[dict[str, Any]]:
-    """`read_cluster` through a client for `kubeconfig` (in-cluster without one); a kubeconfig that
-    cannot be used is an ApiError (status 0) like an unreachable server."""
-    try:
-        api_client = await connect(kubeconfig)
-    except ConfigException as e:
-        raise ApiError(0, f"cannot use the kubeconfig: {e}") from e
+    """`read_cluster` through a client for `kubeconfig` (in-cluster without one)."""
+    api_client = await connect(kubeconfig)
     try:
         return await read_cluster(api_client)
     finally:

@@ -63,3 +63,17 @@ def test_the_kubeconfig_is_found_as_kubectl_finds_it(monkeypatch: Any, tmp_path:
     (tmp_path / ".kube").mkdir()
     (tmp_path / ".kube" / "config").write_text("x")
     assert kubeconfig_path(None) == tmp_path / ".kube" / "config"
+
+
+def test_an_unusable_kubeconfig_exits_with_one_line_naming_it(tmp_path: Any, capsys: Any) -> None:
+    from controller.cli import main
+
+    for text in ("garbage: [", "{}", "clusters: 3"):
+        bad = tmp_path / "kubeconfig"
+        bad.write_text(text)
+        assert main(["explain", "workload", "x", "--kubeconfig", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"tasq explain: cannot use the kubeconfig '{bad}'") and err.count("\n") == 1
+        assert main(["run", "--kubeconfig", str(bad), "--metrics-port", "-1"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"tasq run: cannot use the kubeconfig '{bad}'") and err.count("\n") == 1
