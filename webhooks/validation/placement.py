@@ -121,7 +121,7 @@ def label_selector(path: FieldPath, selector: Mapping[str, Any]) -> list[FieldEr
     exprs = shapes.sequence(selector, "matchExpressions", path.child("matchExpressions"), errs)
     for expr_path, expr in shapes.objects(exprs, path.child("matchExpressions"), errs):
         key = shapes.string(expr, "key", expr_path.child("key"), errs)
-        if key is not None or "key" not in expr:
+        if key is not None or expr.get("key") is None:  # absent or null: required
             errs.extend(formats.qualified_name(expr_path.child("key"), key or ""))
         operator = shapes.string(expr, "operator", expr_path.child("operator"), errs)
         values = shapes.sequence(expr, "values", expr_path.child("values"), errs) or []

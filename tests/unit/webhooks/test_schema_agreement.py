@@ -235,7 +235,7 @@ def test_a_crd_refusal_is_seen() -> None:
     assert crd_refusals(topo, None) == ["spec.levels: must be unique"]
 
 
-EDGE_VALUES: Final[tuple[Any, ...]] = ("", "Bogus Value", "a" * 400, "2026-13-01T00:00:00Z", -1, 0, 2**31, 2**63, True, 1.5,
+EDGE_VALUES: Final[tuple[Any, ...]] = (None, "", "Bogus Value", "a" * 400, "2026-13-01T00:00:00Z", -1, 0, 2**31, 2**63, True, 1.5,
                       [], {}, {"x": 1}, ["x"])
 REMOVED: Final = object()
 
