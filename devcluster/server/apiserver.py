@@ -311,7 +311,9 @@ class ApiServer:
         obj = self._decode(r, namespace, body)
         await self._faults(RequestInfo("create", r, namespace, obj["metadata"].get("name", ""), "", dry_run))
         if obj["metadata"].get("resourceVersion"):
-            raise bad_request("resourceVersion should not be set on objects to be created")
+            # refused by the storage layer, which kube-apiserver reports as an internal error
+            raise ApiError(500, INTERNAL_ERROR, "Internal error occurred: resourceVersion should not be set on "
+                           "objects to be created")
         self._check_namespace(r, namespace)
         obj = self._default_and_prune(r, obj, strict)
         if (r.group, r.plural) == ("", "pods"):

@@ -278,14 +278,20 @@ _JOB_SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "affinity", "scheduling
 
 
 def _job_update_causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
-    """selector and completions are immutable; the template too, except (while the old Job is
+    """selector and (but for elastic Indexed Jobs) completions are immutable; the template too, except (while the old Job is
     suspended) its labels, annotations and scheduling directives, which Kueue rewrites."""
     causes: list[Cause] = []
     if old.get("selector") != new.get("selector"):
         causes.append(field_error("spec.selector", CAUSE_INVALID, "field is immutable", new.get("selector"), True))
-    if old.get("completions") != new.get("completions") and new.get("completionMode") == "Indexed":
-        causes.append(field_error("spec.completions", CAUSE_INVALID, "field is immutable",
-                                  new.get("completions"), True))
+    if old.get("completions") != new.get("completions"):
+        # Indexed Jobs are elastic: completions may change together with parallelism (kept equal)
+        if new.get("completionMode") != "Indexed":
+            causes.append(field_error("spec.completions", CAUSE_INVALID, "field is immutable",
+                                      new.get("completions"), True))
+        elif new.get("completions") != new.get("parallelism"):
+            causes.append(field_error("spec.completions", CAUSE_INVALID,
+                                      "can only be modified in tandem with spec.parallelism",
+                                      new.get("completions"), True))
     old_t, new_t = old.get("template") or {}, new.get("template") or {}
     if old.get("suspend"):
         old_t, new_t = _mask_template(old_t), _mask_template(new_t)

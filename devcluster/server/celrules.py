@@ -84,26 +84,28 @@ def _field_path(base: str, relative: str) -> str:
     return path
 
 
-def _cause(rule: Mapping[str, Any], schema: Mapping[str, Any], value: Any, old: Any, path: str) -> Cause:
-    """The field error of a failed rule: its message(Expression) or `failed rule: <rule>`."""
+def _cause(rule: Mapping[str, Any], value: Any, old: Any, path: str) -> Cause:
+    """The field error of a failed rule: its message(Expression) or `failed rule: <rule>`. The invalid
+    value shown is the node's own when it is a scalar; structured values and messages built by a
+    messageExpression (which embed what they want) show none, as Kubernetes 1.37 prints them."""
     message = str(rule.get("message") or f"failed rule: {rule.get('rule', '')}")
+    show = not isinstance(value, dict | list)
     expression = rule.get("messageExpression")
     if isinstance(expression, str) and expression:
         try:
             produced = _evaluate(expression, value, old)
             if isinstance(produced, str) and produced.strip():
-                message = str(produced)
+                message, show = str(produced), False
         except RuleError:
             pass  # the apiserver falls back to `message` when messageExpression fails
     reason = str(rule.get("reason") or CAUSE_INVALID)
     reason = reason if reason in _REASONS else CAUSE_INVALID
     where = _field_path(path, str(rule.get("fieldPath") or ""))
-    shown = _schema_type(schema, value)
     if reason in (CAUSE_FORBIDDEN, CAUSE_REQUIRED):
         return field_error(where, reason, message)
     if reason == CAUSE_DUPLICATE:
-        return field_error(where, reason, "", shown, show_value=True)
-    return field_error(where, reason, message, shown, show_value=True)
+        return field_error(where, reason, "", value, show_value=show)
+    return field_error(where, reason, message, value, show_value=show)
 
 
 def _check_rules(value: Any, old: Any, schema: Mapping[str, Any], path: str, causes: list[Cause]) -> None:
@@ -121,7 +123,7 @@ def _check_rules(value: Any, old: Any, schema: Mapping[str, Any], path: str, cau
                                       _schema_type(schema, value), show_value=True))
             continue
         if passed is not True and not (isinstance(passed, BoolType) and bool(passed)):
-            causes.append(_cause(rule, schema, value, old, path))
+            causes.append(_cause(rule, value, old, path))
 
 
 def _children(value: Any, old: Any, schema: Mapping[str, Any], path: str) -> list[tuple[Any, Any, Any, str]]:

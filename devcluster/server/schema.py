@@ -138,20 +138,31 @@ def _sub_causes(value: Any, schema: Mapping[str, Any], path: str) -> list[Cause]
     return out
 
 
+def _json_type(value: Any) -> str:
+    """The JSON type name kube-openapi shows as the invalid value of a type error."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return "string" if isinstance(value, str) else "object" if isinstance(value, dict) else "array"
+
+
 def _check_type(value: Any, schema: Mapping[str, Any], path: str, causes: list[Cause]) -> bool:
     if schema.get(INT_OR_STRING):
         if isinstance(value, (int, str)) and not isinstance(value, bool):
             return True
         causes.append(field_error(path, CAUSE_TYPE_INVALID,
                                   f"{path} in body must be of type integer,string: {_show(value)}",
-                                  value, show_value=True))
+                                  _json_type(value), show_value=True))
         return False
     wanted = schema.get("type")
     if not wanted or _type_ok(value, wanted):
         return True
     causes.append(field_error(path, CAUSE_TYPE_INVALID,
                               f"{path or 'body'} in body must be of type {wanted}: {_show(value)}",
-                              value, show_value=True))
+                              _json_type(value), show_value=True))
     return False
 
 

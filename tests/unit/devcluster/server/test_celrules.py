@@ -27,6 +27,7 @@ GADGET_SCHEMA: dict[str, Any] = {
             {"rule": "self >= oldSelf", "message": "size may only grow"}]},
         "retired": {"type": "boolean"},
         "parts": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                  "x-kubernetes-validations": [{"rule": "size(self) <= 2", "message": "at most two parts"}],
                   "items": {"type": "object", "properties": {"name": {"type": "string"}, "kind": {
                       "type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf",
                                                                       "message": "kind is immutable"}]}}}},
@@ -45,20 +46,22 @@ def messages(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[str
 
 @pytest.mark.parametrize(("_name", "obj", "old", "want"), [
     ("a valid create", gadget(size=3, parts=[{"name": "a", "kind": "x"}]), None, []),
-    ("messageExpression builds the message", gadget(size=11), None,
-     ['spec.size: Invalid value: "integer": size 11 is over 10']),
+    ("a rule on a structured value shows no value", gadget(parts=[{"name": "a"}] * 3), None,
+     ["spec.parts: Invalid value: at most two parts"]),
+    ("messageExpression builds the message, which shows no value", gadget(size=11), None,
+     ["spec.size: Invalid value: size 11 is over 10"]),
     ("a root rule with fieldPath and reason Forbidden", gadget(size=1, retired=True), None,
      ["spec.size: Forbidden: a retired gadget has size 0"]),
     ("transition rules are skipped on create", gadget(size=1), None, []),
-    ("a transition rule on update", gadget(size=1), gadget(size=2),
-     ['spec.size: Invalid value: "integer": size may only grow']),
+    ("a transition rule on update shows the scalar value", gadget(size=1), gadget(size=2),
+     ["spec.size: Invalid value: 1: size may only grow"]),
     ("map-list items are correlated by key, wherever they moved",
      gadget(parts=[{"name": "b", "kind": "y"}, {"name": "a", "kind": "z"}]),
      gadget(parts=[{"name": "a", "kind": "x"}, {"name": "b", "kind": "y"}]),
-     ['spec.parts[1].kind: Invalid value: "string": kind is immutable']),
+     ['spec.parts[1].kind: Invalid value: "z": kind is immutable']),
     ("a new map-list item has no old self", gadget(parts=[{"name": "c", "kind": "q"}]), gadget(parts=[]), []),
     ("additionalProperties values, no message: the rule is quoted", gadget(labels={"team": "abcd"}), None,
-     ['spec.labels[team]: Invalid value: "string": failed rule: size(self) <= 3']),
+     ['spec.labels[team]: Invalid value: "abcd": failed rule: size(self) <= 3']),
 ])
 def test_rules(_name: str, obj: dict[str, Any], old: dict[str, Any] | None, want: list[str]) -> None:
     assert messages(obj, old) == want

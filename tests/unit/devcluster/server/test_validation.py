@@ -85,7 +85,7 @@ async def test_bad_lease_fields(_name: str, spec: dict[str, Any], want: str) -> 
     assert refused.value.code == 422 and want in refused.value.message
 
 
-JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+JOB: dict[str, Any] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
        "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never",
                                                        "containers": [{"name": "c", "image": "busybox"}]}}}}
 
@@ -111,3 +111,23 @@ async def test_a_bad_job_status_write_is_refused(_name: str, status: dict[str, A
 ])
 def test_qualified_names(name: str, problems: int) -> None:
     assert len(qualified_name_problems(name)) == problems
+
+
+@pytest.mark.parametrize(("_name", "mode", "patch", "want"), [
+    ("a NonIndexed Job's completions are immutable", "NonIndexed", {"completions": 5},
+     "spec.completions: Invalid value: 5: field is immutable"),
+    ("an Indexed Job scales completions with parallelism", "Indexed", {"completions": 4, "parallelism": 4}, None),
+    ("an Indexed Job's completions alone cannot change", "Indexed", {"completions": 4},
+     "spec.completions: Invalid value: 4: can only be modified in tandem with spec.parallelism"),
+])
+async def test_job_completions_updates(_name: str, mode: str, patch: dict[str, Any], want: str | None) -> None:
+    api = ApiServer()
+    jobs = api.resource("batch/v1", "jobs")
+    spec = {**JOB["spec"], "completionMode": mode, "completions": 2, "parallelism": 2}
+    await api.create(jobs, "default", {**JOB, "spec": spec})
+    if want is None:
+        assert (await api.patch(jobs, "default", "j", PATCH_MERGE, {"spec": patch}))["spec"]["completions"] == 4
+        return
+    with pytest.raises(ApiError) as refused:
+        await api.patch(jobs, "default", "j", PATCH_MERGE, {"spec": patch})
+    assert want in refused.value.message
