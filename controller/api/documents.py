@@ -18,11 +18,10 @@ from typing import Any, Final
 from controller.api.yaml_stream import STREAMED, YamlProblem, read_yaml
 
 MAX_INPUT_BYTES: Final = 1 << 30
-"""Largest file (or stdin) accepted: a 50,000-node `kubectl get nodes,pods -o json` is ~250 MB."""
+"""Largest file (or stdin) accepted: a 50,000-node `kubectl get nodes,pods -o json` is 250-700 MB."""
 MAX_DEPTH: Final = 100
 """Deepest nesting of maps and lists accepted; Kubernetes objects stay far below (~20 with
 managedFields), and every walker behind this boundary may recurse this deep."""
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +49,14 @@ def decode(data: bytes) -> tuple[str | None, str | None]:
 
 
 def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's pairs as json decodes them; a repeated key is refused (kubectl's strict decoding)."""
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
-        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise ValueError(f"duplicate key {dup!r}")
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r}")
+            seen.add(key)
     return obj
 
 
