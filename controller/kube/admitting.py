@@ -3,8 +3,8 @@
 Only while leading. A cycle runs the pure core (`run_until_quiet`) on `ClusterCache.admission_state`
 (so admissions are reserved in the cache at once), then writes every decision as a Workload status
 patch (resourceVersion-checked, retried), posts Events (Admitted; a pending cause once per new
-cause) and refreshes the ClusterQueue and LocalQueue statuses. One cycle at a time; the next
-starts only after this one's writes end. Started by controller.kube.operating.
+cause) and refreshes the ClusterQueue and LocalQueue statuses. One cycle at a time; its writes
+run beside the next cycles (at most one in flight per Workload). Started by controller.kube.operating.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,6 +54,11 @@ class AdmissionLoop:
         self._queue_status: dict[tuple[bool, str], dict[str, Any]] = {}
         self._seen_generation = -1
         self._slots = asyncio.Semaphore(PARALLEL_WRITES)
+        self._in_flight: set[asyncio.Task[str]] = set()
+        self._writing: set[str] = set()
+        """Workloads with a status write in flight (no second one is started for them meanwhile)."""
+        self._queues_due: dict[str, str] | None = None
+        self._queue_writer: asyncio.Task[None] | None = None
 
     def notify(self) -> None:
         self._wake.set()
@@ -94,11 +99,33 @@ class AdmissionLoop:
                     share)
         for admit in admits:
             self.cache.record_admission(admit.key, state.admitted[admit.key])
-        pendings = self._pending(state)
-        writes = [self._write_admission(a) for a in admits] + [self._write_pending(p) for p in pendings]
-        await asyncio.gather(*writes)
+        pendings = [p for p in self._pending(state) if p.key not in self._writing]
+        for write in [*(self._write_admission(a) for a in admits), *(self._write_pending(p) for p in pendings)]:
+            self._start_write(write)
         waiting = {key: q for key in state.waiting() if (q := state.queue_of.get(key)) is not None}
-        await self._write_queues(waiting)
+        self._queues_due = waiting
+        if self._queue_writer is None or self._queue_writer.done():
+            self._queue_writer = asyncio.create_task(self._write_queues_while_due())
+
+    def _start_write(self, write: Coroutine[Any, Any, str]) -> None:
+        """Status writes run beside the next cycles: the cache already holds each admission (an
+        unwritten one is given back by `_write_admission`), and every write is resourceVersion-checked,
+        so a later decision about the same Workload cannot be overwritten by an older one."""
+        task = asyncio.create_task(write)
+        self._in_flight.add(task)
+        task.add_done_callback(self._write_done)
+
+    def _write_done(self, task: asyncio.Task[str]) -> None:
+        self._in_flight.discard(task)
+        if not task.cancelled() and task.exception() is None:
+            self._writing.discard(task.result())
+        elif not task.cancelled():
+            log.error("status write failed", exc_info=task.exception())
+
+    async def _write_queues_while_due(self) -> None:
+        while self._queues_due is not None:
+            waiting, self._queues_due = self._queues_due, None
+            await self._write_queues(waiting)
 
     def _pending(self, state: AdmissionState) -> list[Pending]:
         """Why each waiting workload waits: its decision this cycle, else (not yet told, e.g. parked
@@ -115,13 +142,17 @@ class AdmissionLoop:
                 out.append(why)
         return out
 
-    async def _write_admission(self, admit: Admit) -> None:
+    def _write_admission(self, admit: Admit) -> Coroutine[Any, Any, str]:
+        self._writing.add(admit.key)
+        return self._admission_written(admit)
+
+    async def _admission_written(self, admit: Admit) -> str:
         """Write `status.admission` + QuotaReserved/Admitted; on a Workload gone, changed (another
-        spec) or admitted elsewhere meanwhile, give the reservation back."""
+        spec) or admitted elsewhere meanwhile, give the reservation back. Returns the key."""
         entry = self.cache.workloads.get(admit.key)
         if entry is None:
             self.cache.forget_admission(admit.key)
-            return
+            return admit.key
         shape = entry.info.shape
         now = datetime.now(UTC)
         ours = [False]
@@ -140,18 +171,23 @@ class AdmissionLoop:
         if written is None or not ours[0] or admission_of(written) is None:
             self.cache.forget_admission(admit.key)
             self.notify()
-            return
+            return admit.key
         self.admitted_at[admit.key] = time.monotonic()
         self._last_cause.pop(admit.key, None)
-        await self.recorder.post(written, c.REASON_ADMITTED, quota_reserved_message(admit.cluster_queue))
+        self.recorder.emit(written, c.REASON_ADMITTED, quota_reserved_message(admit.cluster_queue))
         if self.on_admitted is not None:
             self.on_admitted(written)
+        return admit.key
 
-    async def _write_pending(self, why: Pending) -> None:
+    def _write_pending(self, why: Pending) -> Coroutine[Any, Any, str]:
+        self._writing.add(why.key)
+        return self._pending_written(why)
+
+    async def _pending_written(self, why: Pending) -> str:
         """QuotaReserved=False with the reason and message; an Event when the cause is new."""
         entry = self.cache.workloads.get(why.key)
         if entry is None:
-            return
+            return why.key
         now = datetime.now(UTC)
 
         def change(model: Workload) -> bool:
@@ -164,10 +200,11 @@ class AdmissionLoop:
                 written = await write_workload_status(self.api, entry.obj, change)
             except ApiError as e:
                 log.warning("pending status of %s: %s", why.key, e)
-                return
+                return why.key
         if written is not None and self._last_cause.get(why.key) != why.detail:
             self._last_cause[why.key] = why.detail
-            await self.recorder.post(written, why.reason, why.message)
+            self.recorder.emit(written, why.reason, why.message)
+        return why.key
 
     async def _write_queues(self, waiting: dict[str, str]) -> None:
         """ClusterQueue and LocalQueue statuses, each written only when it changed."""

@@ -1,12 +1,13 @@
 """Kubernetes Events about Jobs and Workloads (`kubectl describe` shows them).
 
-`EventRecorder.post` creates a core/v1 Event naming the object, reason and message; a failure to
-post is logged, never raised (an Event is a courtesy, the status is the record). Called by the
-admission loop and the job reconciler.
+`EventRecorder.post` creates a core/v1 Event naming the object, reason and message (`emit` does it
+in the background); a failure to post is logged, never raised (an Event is a courtesy, the status is
+the record). Called by the admission loop and the job reconciler.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Mapping
@@ -24,6 +25,13 @@ class EventRecorder:
     def __init__(self, api: KubeApi) -> None:
         self.api = api
         self.posted = 0
+        self._sending: set[asyncio.Task[None]] = set()
+
+    def emit(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = c.EVENT_TYPE_NORMAL) -> None:
+        """`post` in the background: a status write or a Job start never waits for its Event."""
+        task = asyncio.create_task(self.post(obj, reason, message, type_))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
 
     async def post(self, obj: Mapping[str, Any], reason: str, message: str,
                    type_: str = c.EVENT_TYPE_NORMAL) -> None:

@@ -79,6 +79,7 @@ class JobReconciler:
         self.api = api
         self.recorder = recorder
         self._dirty: set[str] = set()
+        self._active: set[str] = set()
         self._wake = asyncio.Event()
         self._refused: set[tuple[str, str]] = set()
         """(Job uid, PriorityClass) already reported missing: one Event, not one per change."""
@@ -93,26 +94,42 @@ class JobReconciler:
             self.notify(owner)
 
     async def run(self, leading: asyncio.Event | None = None) -> None:
-        slots = asyncio.Semaphore(PARALLEL_RECONCILES)
+        """`PARALLEL_RECONCILES` workers take changed Jobs as they come (one Job is never reconciled by
+        two workers at once: a change arriving meanwhile runs it again afterwards)."""
+        workers = [asyncio.create_task(self._work(leading)) for _ in range(PARALLEL_RECONCILES)]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for worker in workers:
+                worker.cancel()
 
-        async def one(key: str) -> None:
-            async with slots:
-                try:
-                    await self.reconcile(key)
-                except ApiError as e:
-                    log.warning("job %s: %s; retrying", key, e)
-                    await asyncio.sleep(0.2)
-                    self.notify(key)
-                except Exception:  # one Job's bug must not stop the others
-                    log.exception("job %s: reconcile failed", key)
-
+    async def _work(self, leading: asyncio.Event | None) -> None:
         while True:
-            await self._wake.wait()
+            while not self._dirty:
+                self._wake.clear()
+                await self._wake.wait()
             if leading is not None and not leading.is_set():
                 await leading.wait()
-            self._wake.clear()
-            keys, self._dirty = sorted(self._dirty), set()
-            await asyncio.gather(*(one(key) for key in keys))
+                continue
+            ready = [key for key in sorted(self._dirty) if key not in self._active]
+            if not ready:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            key = ready[0]
+            self._dirty.discard(key)
+            self._active.add(key)
+            try:
+                await self.reconcile(key)
+            except ApiError as e:
+                (log.debug if e.status == 409 else log.warning)("job %s: %s; retrying", key, e)
+                await asyncio.sleep(0.2)
+                self.notify(key)
+            except Exception:  # one Job's bug must not stop the others
+                log.exception("job %s: reconcile failed", key)
+            finally:
+                self._active.discard(key)
+                self._wake.set()  # a change to this Job that waited for it, or an idle worker
 
     async def reconcile(self, key: str) -> None:
         """Phase dispatch for one Job: decide from the cache which single step it needs."""
@@ -146,7 +163,7 @@ class JobReconciler:
                 await self._suspend(job)
             if (view.uid, missing) not in self._refused:
                 self._refused.add((view.uid, missing))
-                await self.recorder.post(job, c.EVENT_REASON_ERR_WORKLOAD_COMPOSE,
+                self.recorder.emit(job, c.EVENT_REASON_ERR_WORKLOAD_COMPOSE,
                                          f'priorityclasses.scheduling.k8s.io "{missing}" not found: '
                                          "no Workload is created and the Job stays suspended",
                                          c.EVENT_TYPE_WARNING)
@@ -161,7 +178,7 @@ class JobReconciler:
                 return  # already there; its watch event follows
             raise
         self._applied(created)
-        await self.recorder.post(job, c.EVENT_REASON_CREATED_WORKLOAD,
+        self.recorder.emit(job, c.EVENT_REASON_CREATED_WORKLOAD,
                                  f"Created Workload: {view.namespace}/{manifest['metadata']['name']}")
 
     async def _start(self, job: dict[str, Any], entry: WorkloadEntry, admission: Mapping[str, Any]) -> None:
@@ -169,24 +186,26 @@ class JobReconciler:
         patch = pod_template_patch(job, entry.info.name, admission, flavors)
         meta = job["metadata"]
         try:
-            await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
+            patched = await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
         except ApiError as e:
             if e.status == 404:
                 return  # gone
             raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
-        await self.recorder.post(job, c.EVENT_REASON_STARTED,
+        self.cache.upsert(c.KIND_JOB, patched)  # so a reconcile before the watch echo sees it started
+        self.recorder.emit(job, c.EVENT_REASON_STARTED,
                                  f"Admitted by clusterQueue {admission.get('clusterQueue', '')}")
 
     async def _suspend(self, job: dict[str, Any]) -> None:
         meta = job["metadata"]
         patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": {"suspend": True}}
         try:
-            await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
+            patched = await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
         except ApiError as e:
             if e.status == 404:
                 return
             raise
-        await self.recorder.post(job, c.EVENT_REASON_STOPPED, "No matching admission: the Job is suspended")
+        self.cache.upsert(c.KIND_JOB, patched)
+        self.recorder.emit(job, c.EVENT_REASON_STOPPED, "No matching admission: the Job is suspended")
 
     async def _finish(self, entry: WorkloadEntry, view: JobView) -> None:
         succeeded = view.finished == c.CONDITION_JOB_COMPLETE
@@ -199,7 +218,7 @@ class JobReconciler:
         written = await write_workload_status(self.api, entry.obj, change)
         if written is not None:
             self._applied(written)
-            await self.recorder.post(written, c.EVENT_REASON_FINISHED_WORKLOAD, message)
+            self.recorder.emit(written, c.EVENT_REASON_FINISHED_WORKLOAD, message)
 
     def _applied(self, workload: Mapping[str, Any]) -> None:
         if self.cache.upsert(c.KIND_WORKLOAD, workload) and self.on_cache_change is not None:
