@@ -356,3 +356,12 @@ def test_a_bad_topology_is_refused_by_cel_with_the_webhook_stopped(outage: Kubec
     out = _apply(outage, json.dumps(topology), tmp_path)
     assert out.returncode != 0
     assert CEL_MESSAGES[name] in out.stderr, out.stderr
+
+
+def test_a_flavor_with_a_topology_and_no_node_label_is_refused_by_cel_with_the_webhook_stopped(
+        outage: Kubectl, tmp_path: Path) -> None:
+    flavor = {"apiVersion": c.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": "no-labels"},
+              "spec": {"topologyName": "dc"}}
+    out = _apply(outage, json.dumps(flavor), tmp_path)
+    assert out.returncode != 0
+    assert "at least one nodeLabel is required when topology is set" in out.stderr, out.stderr
