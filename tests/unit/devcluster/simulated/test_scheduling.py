@@ -125,6 +125,24 @@ async def test_higher_priority_pod_is_placed_first() -> None:
     assert "nodeName" not in (await pod(api, "early-low"))["spec"]
 
 
+async def test_a_pod_with_unreadable_requests_waits_and_stops_no_other() -> None:
+    """The API refuses `cpu: abc` at create; one stored anyway (older data, a bug) must not stop the
+    scheduler for everybody: it stays unbound (its Unschedulable condition is written if the API takes
+    it), the next pod is bound."""
+    api, scheduler = await cluster([gpu_node("n1", gpus=8)])
+    bad = make_pod("bad").requests(cpu=1).build()
+    bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "abc"
+    bad["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"  # first in the queue
+    api.store.put(("", "pods"), bad)
+    await add_pod(api, make_pod("good").requests({GPU: 8}))
+
+    await scheduler.sync()
+
+    assert (await pod(api, "good"))["spec"]["nodeName"] == "n1"
+    stored = api.store.get(("", "pods"), ("default", "bad"))
+    assert stored is not None and "nodeName" not in stored["spec"]
+
+
 async def test_freed_capacity_is_used_by_a_waiting_pod() -> None:
     api, scheduler = await cluster([gpu_node("n1", gpus=8)])
     await add_pod(api, make_pod("first").requests({GPU: 8}))
