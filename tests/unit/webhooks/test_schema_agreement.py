@@ -265,9 +265,10 @@ def test_every_node_of_every_example_set_to_each_edge_value() -> None:
     """The exhaustive sweep the random tests sample from: all disagreements listed at once."""
     disagreements = []
     for old, new in _edge_cases():
+        if validate(new):  # validate_update refuses it too: nothing the CRD says can disagree
+            continue
         for stored in (None, old):
-            errs = validate(new) if stored is None else validate_update(stored, new)
-            refusals = crd_refusals(new, stored)
-            if refusals and not errs:
-                disagreements.append(refusals[0])
+            if stored is not None and validate_update(stored, new):
+                continue
+            disagreements.extend(crd_refusals(new, stored)[:1])
     assert disagreements == []
