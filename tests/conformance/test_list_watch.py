@@ -35,13 +35,14 @@ def test_watch_from_a_list_sees_every_later_change_once_in_order(core: client.Co
 
 
 def test_watch_from_a_compacted_resource_version_is_410_gone(core: client.CoreV1Api, namespace: str) -> None:
-    """Once the history a watch would start from is gone (kube-apiserver's watch cache keeps 75 s of it
-    while writes go on; devcluster compacts), the watch ends at once with an ERROR event of 410 Expired."""
+    """Once the history a watch would start from is gone (kube-apiserver's watch cache, when full, drops
+    events older than 75 s; devcluster compacts), the watch ends at once with an ERROR event of 410 Expired."""
     old = core.create_namespaced_config_map(namespace, configmap("old")).metadata.resource_version
     core.patch_namespaced_config_map("old", namespace, {"data": {"k": "2"}})
 
     def first_event() -> dict[str, Any] | None:
-        core.patch_namespaced_config_map("old", namespace, {"data": {"k": str(time.monotonic())}})
+        for _ in range(10):  # the watch cache drops its oldest events only once it is full
+            core.patch_namespaced_config_map("old", namespace, {"data": {"k": str(time.monotonic())}})
         resp = core.list_namespaced_config_map(namespace, watch=True, resource_version=old, timeout_seconds=1,
                                                _preload_content=False, field_selector="metadata.name=old")
         events = [json.loads(line) for line in resp.read().decode().splitlines() if line.strip()]
