@@ -30,6 +30,7 @@ from webhooks.validation.errors import (
 DEFAULT_COUNT: Final = 1
 TOPOLOGY_MODES: Final = ("preferred", "required", "unconstrained")
 PRIORITY_CLASS_SOURCES: Final[tuple[str, ...]] = get_args(PriorityClassSource)
+GROUP_NAME_MAX: Final = 256  # Kueue's limit on podSetGroupName, as the model declares it
 
 
 def topology_request(path: FieldPath, request: Mapping[str, Any]) -> list[FieldError]:
@@ -53,6 +54,10 @@ def topology_request(path: FieldPath, request: Mapping[str, Any]) -> list[FieldE
     label = request.get("podIndexLabel")
     if label is not None:
         errs.extend(formats.qualified_name(path.child("podIndexLabel"), label))
+    # The group name's rules are pod_templates.slice_fields'; its type and length the CRD's.
+    group = shapes.string(request, "podSetGroupName", path.child("podSetGroupName"), errs)
+    if group is not None and len(group) > GROUP_NAME_MAX:
+        errs.append(invalid(path.child("podSetGroupName"), group, f"must be no more than {GROUP_NAME_MAX} characters"))
     return errs
 
 

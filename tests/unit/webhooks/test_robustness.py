@@ -209,6 +209,12 @@ ROOT_CAUSES = [
     RootCause("a resourceUsage map mixing key types", valid_workload().assignment(
         "main", 2, resourceUsage={1: "2", "cpu": "2"}).build(),
               "status.admission.podSetAssignments[0].resourceUsage[1]"),
+    RootCause("a pod-set group name that is no string", valid_workload().set(
+        "spec.podSets.0.topologyRequest", {"required": "rack", "podSetGroupName": 5}).build(),
+              "spec.podSets[0].topologyRequest.podSetGroupName"),
+    RootCause("a pod-set group name of 257 characters", valid_workload().set(
+        "spec.podSets.0.topologyRequest", {"required": "rack", "podSetGroupName": "g" * 257}).build(),
+              "spec.podSets[0].topologyRequest.podSetGroupName"),
     RootCause("a mistyped kind in tasq's group", {**examples.topology(), "kind": "Topologie"}, "kind"),
     RootCause("a version tasq's group does not serve for the kind", {**examples.local_queue(),
               "apiVersion": f"{c.GROUP}/{c.VERSION_V1ALPHA1}"}, "apiVersion"),
