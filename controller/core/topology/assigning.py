@@ -10,7 +10,7 @@ failure returns a value and nothing is kept (the Usage is never mutated).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -96,15 +96,12 @@ class _Workspace:
         """[len(slots) x len(resources)] free milli: allocatable - used - taken in this call."""
         rows = self.topology.rows_in(self.usage.registry)[slots]
         free = self.topology.allocatable_at(slots, resources) - self.usage.used_matrix(rows, resources)
-        for i, slot in enumerate(slots.tolist()):
-            took = self.taken.get(slot)
-            if took:
+        if self.taken:
+            taken = np.fromiter(self.taken, dtype=np.int64, count=len(self.taken))
+            for i in np.nonzero(np.isin(slots, taken))[0].tolist():
+                took = self.taken[int(slots[i])]
                 free[i] -= np.asarray([took.get(r, 0) for r in resources], dtype=np.int64)
         return free
-
-    def dense_free(self, resources: Sequence[str]) -> Int64Array:
-        """The free matrix of every slot (one pass over the nodes: for pod-set groups only)."""
-        return self.free_at(np.arange(self.topology.slots, dtype=np.int64), resources)
 
     def take(self, ps: PodSetRequest, per_slot: PerSlot) -> None:
         for slot, n in per_slot.items():
@@ -216,58 +213,66 @@ def _place_remainder(topology: FlavorTopology, left: Int64Array, start: _Chosen,
 
 def _place_group(ws: _Workspace, members: Sequence[PodSetRequest]) -> list[_Placed] | AssignmentFailure:
     """A pod-set group: every member in one domain of the group's level (required; preferred also
-    tries each wider level). Candidates are the domains where each member alone fits, tightest
-    first (smallest summed pod counts, then label values); in each, the members are placed in
-    order, each in what the earlier ones left, and the first domain taking them all wins."""
+    tries each wider level). Candidates are the domains where each member alone fits (read from the
+    kept counts), tightest first (smallest summed pod counts, then label values); in each, the
+    members are placed in order, each in what the earlier ones left, and the first domain taking
+    them all wins."""
     topology, lead = ws.topology, members[0]
     lowest = len(topology.levels) - 1
     start = lowest if lead.topology.level is None else topology.levels.index(lead.topology.level)
     wider = range(start, -1, -1) if lead.topology.mode == "preferred" else range(start, start + 1)
-    resources = sorted({r for m in members for r, v in m.requests.items() if v > 0})
-    free = ws.dense_free(resources)
-    masks = [topology.candidates(Signature.of(m.node_selector, m.affinity_terms, m.tolerations))
-             for m in members]
-    counts = [domain_sums(topology, _node_fits(free, resources, m.requests, mask))
-              for m, mask in zip(members, masks, strict=True)]
+    views = [ws.view(m) for m in members]
+    counts = [pods for _, pods, _ in views]
     for level in wider:
         each = np.stack([c[level] for c in counts])
         need = np.asarray([m.count for m in members], dtype=np.int64)[:, None]
         candidates = np.nonzero((each >= need).all(axis=0))[0]
         tightness = each[:, candidates].sum(axis=0)
         for d in candidates[np.lexsort((topology.domains[level].rank()[candidates], tightness))].tolist():
-            inside = _place_group_in(topology, free, resources, members, level, d)
+            inside = _place_group_in(ws, members, level, d)
             if inside is not None:
                 return inside
-    return _group_unfit(ws, free, resources, members, masks, counts, start)
+    return _group_unfit(ws, members, views, start)
 
 
-def _place_group_in(topology: FlavorTopology, free: Int64Array, resources: Sequence[str],
-                    members: Sequence[PodSetRequest], level: int, domain: int) -> list[_Placed] | None:
-    """The members one after another inside `domain` of `level`, or None when one no longer fits."""
-    left = free.copy()
+def _slots_under(topology: FlavorTopology, level: int, domain: int) -> Int64Array:
+    """Every slot inside one domain (its lowest descendants' slots)."""
+    ids = [domain]
+    for lv in range(level + 1, len(topology.levels)):
+        ids = _children(topology, lv, ids).tolist()
+    return np.asarray([slot for d in ids for slot in topology.slots_in(d)], dtype=np.int64)
+
+
+def _place_group_in(ws: _Workspace, members: Sequence[PodSetRequest], level: int,
+                    domain: int) -> list[_Placed] | None:
+    """The members one after another inside `domain` of `level`, or None when one no longer fits.
+    Only the domain's nodes are read: fits and sums are computed for them alone."""
+    topology = ws.topology
+    resources = sorted({r for m in members for r, v in m.requests.items() if v > 0})
+    slots = _slots_under(topology, level, domain)
+    left = ws.free_at(slots, resources)
+    position = {slot: i for i, slot in enumerate(slots.tolist())}
     out: list[_Placed] = []
     for m in members:
         if m.count <= 0:
             out.append(({}, TopologyAssignment(topology.levels, ())))
             continue
         mask = topology.candidates(Signature.of(m.node_selector, m.affinity_terms, m.tolerations))
-        fit = _node_fits(left, resources, m.requests, mask)
-        pods = domain_sums(topology, fit)
-        if pods[level][domain] < m.count:
+        want = request_vector(m.requests, resources)
+        local = fits_of(left, want, mask.mask[slots])
+        if int(local.sum()) < m.count:
             return None
+        fit = np.zeros(topology.slots, dtype=np.int64)
+        fit[slots] = local
+        pods = [np.zeros(len(keys.keys), dtype=np.int64) for keys in topology.domains]
+        for lv in range(len(topology.levels)):
+            np.add.at(pods[lv], topology.domain_of(lv)[slots], local)
         lowest = _descend(topology, pods, _plain(topology, level), _Chosen.one(level, domain, m.count))
         per_slot = _spread_over_nodes(topology, fit, lowest)
-        want = request_vector(m.requests, resources)
         for slot, n in per_slot.items():
-            left[slot] -= n * want
+            left[position[slot]] -= n * want
         out.append((per_slot, _slices(topology, lowest)))
     return out
-
-
-def _node_fits(free: Int64Array, resources: Sequence[str], requests: Mapping[str, int],
-               mask: CandidateMask) -> Int64Array:
-    """fit[slot] of a whole free matrix (see `counting.fits_of`)."""
-    return fits_of(free, request_vector(requests, resources), mask.mask[: free.shape[0]])
 
 
 def _choose_start(topology: FlavorTopology, pods: list[Int64Array], units: list[Int64Array],
@@ -494,15 +499,14 @@ def _unfit(topology: FlavorTopology, pods: list[Int64Array], units: list[Int64Ar
         total_nodes=topology.node_count)
 
 
-def _group_unfit(ws: _Workspace, free: Int64Array, resources: Sequence[str],
-                 members: Sequence[PodSetRequest], masks: Sequence[CandidateMask],
-                 counts: Sequence[list[Int64Array]], level: int) -> AssignmentFailure:
+def _group_unfit(ws: _Workspace, members: Sequence[PodSetRequest],
+                 views: Sequence[tuple[Int64Array, list[Int64Array], CandidateMask]], level: int) -> AssignmentFailure:
     """No domain takes the whole group: at its level, a domain's fit is the most pods of any one
     member's shape it holds (members share the capacity, so their fits do not add up), at most the
     group's count; the exclusion tally is the largest member's."""
     topology = ws.topology
     need = sum(m.count for m in members)
-    at = np.minimum(np.stack([c[level] for c in counts]).max(axis=0), need)
+    at = np.minimum(np.stack([pods[level] for _, pods, _ in views]).max(axis=0), need)
     fits = _top_fits(topology, level, at)
     best = f" (best: {fits[0][0]})" if fits else ""
     group = members[0].topology.group
@@ -513,8 +517,8 @@ def _group_unfit(ws: _Workspace, free: Int64Array, resources: Sequence[str],
         reason=c.REASON_POD_SET_TOPOLOGY_UNFIT, message=head, podset=members[largest].name, count=need,
         fit=fits[0][1] if fits else 0, level=topology.levels[level], best=fits[0][0] if fits else None,
         domain_fits=fits, total_nodes=topology.node_count)
-    fit = _node_fits(free, resources, members[largest].requests, masks[largest])
-    return _with_exclusions(failure, ws, members[largest], masks[largest], fit)
+    fit, _, mask = views[largest]
+    return _with_exclusions(failure, ws, members[largest], mask, fit)
 
 
 def _with_exclusions(failure: AssignmentFailure, ws: _Workspace, ps: PodSetRequest, mask: CandidateMask,
