@@ -125,7 +125,8 @@ def workload() -> dict[str, Any]:
             "podSets": [
                 {"name": "main", "count": 8, "minCount": 4, "template": template,
                  "topologyRequest": {"required": "cloud.com/rack",
-                                     "podIndexLabel": c.LABEL_JOB_COMPLETION_INDEX}},
+                                     "podIndexLabel": c.LABEL_JOB_COMPLETION_INDEX,
+                                     "podSetSliceRequiredTopology": c.LABEL_HOSTNAME, "podSetSliceSize": 4}},
                 {"name": "launcher", "count": 1, "template": {"spec": {"containers": []}},
                  "topologyRequest": {"unconstrained": True}},
             ],
