@@ -24,35 +24,39 @@ Int64Array = npt.NDArray[np.int64]
 def balanced_split(topology: FlavorTopology, units: list[Int64Array], pods: list[Int64Array], level: int,
                    slices: int, count: int) -> tuple[Int64Array, Int64Array] | None:
     """(domain ids at `level`, slices each takes), or None when balancing does not apply (no parent
-    holds the pod set's slices and all its `count` pods, or one domain is enough)."""
+    holds the pod set's slices and all its `count` pods, or one domain is enough). One pass over
+    the level's domains, grouped by parent (no loop over parents)."""
     at, rank = units[level], topology.domains[level].rank()
     if level == 0:
-        groups = [(np.arange(at.shape[0], dtype=np.int64), int(pods[0].sum()))]
+        parent = np.zeros(at.shape[0], dtype=np.int64)
+        parent_rank, held = np.zeros(1, dtype=np.int64), np.asarray([int(pods[0].sum())], dtype=np.int64)
     else:
-        above = topology.domains[level - 1]
-        parents = np.argsort(above.rank(), kind="stable").tolist()
-        groups = [(np.asarray(above.children[p], dtype=np.int64), int(pods[level - 1][p])) for p in parents]
-    best: tuple[int, int] | None = None
-    best_order: Int64Array | None = None
-    for children, held in groups:
-        if held < count:
-            continue
-        room = children[at[children] > 0]
-        ranked = room[np.lexsort((rank[room], -at[room]))]
-        cumulative = np.cumsum(at[ranked])
-        if cumulative.shape[0] == 0 or int(cumulative[-1]) < slices:
-            continue
-        k = int(np.searchsorted(cumulative, slices)) + 1
-        threshold = min(slices // k, int(at[ranked[k - 1]]))
-        if best is None or (threshold, -k) > best:
-            best, best_order = (threshold, -k), ranked[:k]
-    if best is None or best_order is None or -best[1] < 2 or best[0] <= 0:
+        parent = topology.domains[level].parents()
+        parent_rank, held = topology.domains[level - 1].rank(), pods[level - 1]
+    ids = np.nonzero((at > 0) & (held[parent] >= count))[0]
+    if ids.shape[0] == 0:
         return None
-    threshold = best[0]
-    takes = np.full(best_order.shape[0], threshold, dtype=np.int64)
-    extra = slices - threshold * best_order.shape[0]
-    for i, d in enumerate(best_order.tolist()):
-        more = min(int(at[d]) - threshold, extra)
+    ids = ids[np.lexsort((rank[ids], -at[ids], parent[ids]))]  # by parent, most free first
+    group = parent[ids]
+    starts = np.searchsorted(group, group)  # index of each id's group start
+    cumulative = np.cumsum(at[ids])
+    within = cumulative - np.where(starts > 0, cumulative[starts - 1], 0)
+    reached = np.nonzero(within >= slices)[0]
+    if reached.shape[0] == 0:
+        return None
+    groups, first = np.unique(group[reached], return_index=True)
+    last = reached[first]  # per parent, the k-th domain in its order
+    k = last - starts[last] + 1
+    threshold = np.minimum(slices // k, at[ids[last]])
+    best = int(np.lexsort((parent_rank[groups], k, -threshold))[0])
+    if k[best] < 2 or threshold[best] <= 0:
+        return None
+    chosen = ids[starts[last[best]]: last[best] + 1]
+    t = int(threshold[best])
+    takes = np.full(chosen.shape[0], t, dtype=np.int64)
+    extra = slices - t * chosen.shape[0]
+    for i, d in enumerate(chosen.tolist()):
+        more = min(int(at[d]) - t, extra)
         takes[i] += more
         extra -= more
-    return best_order, takes
+    return chosen, takes
