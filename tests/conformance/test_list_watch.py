@@ -87,3 +87,12 @@ def test_field_selectors_on_pods_by_name_phase_and_node(core: client.CoreV1Api, 
     with pytest.raises(ApiException) as e:
         core.list_namespaced_pod(namespace, field_selector="spec.unknownField=x")
     assert e.value.status == 400
+    assert json.loads(e.value.body)["message"] == 'field label not supported: spec.unknownField'
+
+
+def test_a_config_map_field_selector_names_the_supported_fields(core: client.CoreV1Api, namespace: str) -> None:
+    with pytest.raises(ApiException) as e:
+        core.list_namespaced_config_map(namespace, field_selector="data.k=v")
+    assert e.value.status == 400
+    assert json.loads(e.value.body)["message"] == (
+        '"data.k" is not a known field selector: only "metadata.name", "metadata.namespace"')

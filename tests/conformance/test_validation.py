@@ -64,6 +64,19 @@ def test_bad_lease_fields_are_refused(api_client: client.ApiClient, namespace: s
     assert want in status_body(e.value)["message"]
 
 
+def test_a_webhook_configuration_with_a_plain_http_url_is_refused(api_client: client.ApiClient) -> None:
+    admission = client.AdmissionregistrationV1Api(api_client)
+    with pytest.raises(ApiException) as e:
+        admission.create_validating_webhook_configuration({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "plain-http"},
+            "webhooks": [{"name": "plain.conformance.tasq.io", "clientConfig": {"url": "http://127.0.0.1:9443/"},
+                          "sideEffects": "None", "admissionReviewVersions": ["v1"]}]})
+    assert e.value.status == 422
+    assert ("webhooks[0].clientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme; "
+            "desired format: https://host[/path]") in status_body(e.value)["message"]
+
+
 def test_a_job_status_write_is_validated(batch: client.BatchV1Api, namespace: str) -> None:
     batch.create_namespaced_job(namespace, {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "status"},

@@ -210,7 +210,7 @@ def test_label_and_field_selectors(core: client.CoreV1Api, namespace: str) -> No
     with pytest.raises(ApiException) as bad:
         core.list_namespaced_config_map(namespace, field_selector="data.k=v")
     assert bad.value.status == 400
-    assert status_of(bad.value)["message"] == "field label not supported: data.k"
+    assert "data.k" in status_of(bad.value)["message"]  # the exact message: tests/conformance
 
 
 def test_watch_from_a_resource_version_sees_every_change_once(core: client.CoreV1Api, namespace: str) -> None:
