@@ -26,7 +26,7 @@ from kubernetes.aio import config as aconfig
 
 from controller.api import constants as c
 from controller.commands.crds import DEFAULT_DIR
-from controller.kube.webhooking import register_configurations, serve_admission, serving_files
+from controller.kube.webhooking import serve_admission, serving_files
 from devcluster.cluster import DevCluster
 from devcluster.simulated.components import Components
 from devcluster.simulated.seeding import apply_crds
@@ -109,22 +109,30 @@ class RunningWebhooks:
 
 
 @pytest.fixture(scope="module")
-def cluster(devcluster: DevCluster) -> Iterator[DevCluster]:
+def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) -> Iterator[None]:
+    """tasq's CRDs, and on the devcluster its simulated Job controller, scheduler and kubelet (the real
+    control plane has its own controller manager, scheduler and kwok)."""
+    if cluster == "real":
+        kubectl("apply", "-f", str(DEFAULT_DIR))
+        yield
+        return
+    dev: DevCluster = request.getfixturevalue("devcluster")
+
     async def seed() -> Components:
-        await apply_crds(devcluster.api, DEFAULT_DIR)
-        components = Components(devcluster.api).start()
+        await apply_crds(dev.api, DEFAULT_DIR)
+        components = Components(dev.api).start()
         components.run_in_background(0.05)
         return components
-    components = devcluster.call(seed)
-    yield devcluster
+    components = dev.call(seed)
+    yield
 
     async def close() -> None:
         components.close()
-    devcluster.call(close)
+    dev.call(close)
 
 
 @pytest.fixture(scope="module")
-def webhooks(cluster: DevCluster, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWebhooks]:
+def webhooks(installed: None, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWebhooks]:
     running = RunningWebhooks(kubeconfig, tmp_path_factory.mktemp("certs")).start()
     yield running
     running.stop()
@@ -246,122 +254,3 @@ def test_new_certificate_files_are_served_without_a_restart(webhooks: RunningWeb
     assert webhooks.server.tls.ca is not None and webhooks.server.tls.ca.read_bytes() == ca_pem
     apply_yaml(job_yaml("after-rotation", namespace))
     assert get_json(kubectl, "job", "after-rotation", "-n", namespace)["spec"]["suspend"] is True
-
-
-
-# ---------------------------------------------------------------- outage (a second devcluster)
-
-CEL_MESSAGES = {
-    "dup": "must be unique",
-    "host-high": "the kubernetes.io/hostname label can only be used at the lowest level of topology",
-}
-
-
-@pytest.fixture(scope="module")
-def outage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
-    """A devcluster whose tasq webhooks were registered and then went away without cleaning up
-    (a crash): the configurations stay, failurePolicy Fail, nothing listens.
-
-    On the way, a clean stop of a `register_local` server is checked to delete its configurations."""
-    cluster = DevCluster(bookmark_interval=0.5).start_in_thread()
-    path = tmp_path_factory.mktemp("outage")
-    kubeconfig = cluster.write_kubeconfig(path / "config")
-    kubectl = Kubectl(kubeconfig, path / "cache")
-
-    async def seed() -> Components:
-        await apply_crds(cluster.api, DEFAULT_DIR)
-        components = Components(cluster.api).start()
-        components.run_in_background(0.05)
-        return components
-    components = cluster.call(seed)
-    kubectl("create", "namespace", "team")
-    configurations = ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
-
-    clean = RunningWebhooks(kubeconfig, path / "clean").start()
-    assert all(kubectl("get", kind, check=False).stdout for kind in configurations)
-    clean.stop()
-    for kind in configurations:
-        assert kubectl("get", kind, "-o", "name").stdout.strip() == "", f"{kind} left behind after a clean stop"
-
-    crashed = RunningWebhooks(kubeconfig, path / "crashed", register_local=False).start()
-
-    async def register() -> None:
-        client = await api_client(kubeconfig)
-        try:
-            await register_configurations(client, crashed.server.url, crashed.server.tls.ca_bundle())
-        finally:
-            await client.close()
-    asyncio.run(register())
-    (path / "live.json").write_text(job_yaml("live", "team"))
-    kubectl("apply", "-f", str(path / "live.json"))
-    assert get_json(kubectl, "job", "live", "-n", "team")["spec"]["suspend"] is True  # served while up
-    crashed.stop()
-    try:
-        yield kubectl
-    finally:
-        async def close() -> None:
-            components.close()
-        cluster.call(close)
-        cluster.stop()
-
-
-def _apply(kubectl: Kubectl, text: str, tmp_path: Path) -> Any:
-    path = tmp_path / "manifest.json"
-    path.write_text(text)
-    return kubectl("apply", "-f", str(path), check=False)
-
-
-def pod_json(name: str, namespace: str, labels: dict[str, str]) -> str:
-    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace,
-                                                                      "labels": labels},
-                       "spec": {"containers": [{"name": "main", "image": "busybox"}]}})
-
-
-def test_an_outage_refuses_queued_jobs(outage: Kubectl, tmp_path: Path) -> None:
-    out = _apply(outage, job_yaml("refused", "team"), tmp_path)
-    assert out.returncode != 0
-    assert f'failed calling webhook "{c.WEBHOOK_MUTATE_JOB}.{c.WEBHOOK_NAME_DOMAIN}"' in out.stderr
-
-
-def test_an_outage_refuses_pods_of_admitted_templates(outage: Kubectl, tmp_path: Path) -> None:
-    out = _apply(outage, pod_json("tasq-pod", "team", {c.LABEL_TAS: c.LABEL_TAS_VALUE}), tmp_path)
-    assert out.returncode != 0 and f"{c.WEBHOOK_MUTATE_POD}.{c.WEBHOOK_NAME_DOMAIN}" in out.stderr
-
-
-@pytest.mark.parametrize(("name", "manifest"), [
-    pytest.param("plain-pod", pod_json("plain-pod", "team", {"app": "web"}), id="an unlabelled pod"),
-    pytest.param("system-pod", pod_json("system-pod", "kube-system", {c.LABEL_TAS: c.LABEL_TAS_VALUE}),
-                 id="a tasq-labelled pod in kube-system"),
-    pytest.param("system-job", job_yaml("system-job", "kube-system"), id="a queued Job in kube-system"),
-    pytest.param("plain-job", job_yaml("plain-job", "team", queue=None), id="a Job without the queue label"),
-])
-def test_an_outage_never_touches_what_tasq_does_not_manage(outage: Kubectl, tmp_path: Path, name: str,
-                                                           manifest: str) -> None:
-    out = _apply(outage, manifest, tmp_path)
-    assert out.returncode == 0, out.stderr
-    kind = "pod" if "Pod" in manifest.split('"kind": ')[1][:6] else "job"
-    namespace = json.loads(manifest)["metadata"]["namespace"]
-    assert get_json(outage, kind, name, "-n", namespace)["metadata"]["name"] == name
-
-
-@pytest.mark.parametrize(("name", "levels"), [
-    pytest.param("dup", [RACK, RACK], id="duplicate levels"),
-    pytest.param("host-high", [c.LABEL_HOSTNAME, RACK], id="hostname above the lowest level"),
-])
-def test_a_bad_topology_is_refused_by_cel_with_the_webhook_stopped(outage: Kubectl, tmp_path: Path, name: str,
-                                                                   levels: list[str]) -> None:
-    """The CRD's own x-kubernetes-validations refuse it before any webhook is called."""
-    topology = {"apiVersion": c.API_VERSION, "kind": "Topology", "metadata": {"name": name},
-                "spec": {"levels": [{"nodeLabel": level} for level in levels]}}
-    out = _apply(outage, json.dumps(topology), tmp_path)
-    assert out.returncode != 0
-    assert CEL_MESSAGES[name] in out.stderr, out.stderr
-
-
-def test_a_flavor_with_a_topology_and_no_node_label_is_refused_by_cel_with_the_webhook_stopped(
-        outage: Kubectl, tmp_path: Path) -> None:
-    flavor = {"apiVersion": c.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": "no-labels"},
-              "spec": {"topologyName": "dc"}}
-    out = _apply(outage, json.dumps(flavor), tmp_path)
-    assert out.returncode != 0
-    assert "at least one nodeLabel is required when topology is set" in out.stderr, out.stderr
