@@ -3,7 +3,9 @@
 The request pipeline calls `rule_causes(obj, old, schema)` after the schema checks of every custom
 object it writes; CRD validation calls `compile_causes` so a rule that does not parse refuses the CRD.
 Each rule sees `self` (its node's value) and, on updates of a correlatable node, `oldSelf`; rules that
-name `oldSelf` (transition rules) run only then. Evaluated with cel-python; programs are cached by text.
+name `oldSelf` (transition rules) run only then, and the others are ratcheted (skipped) on a node the
+update leaves unchanged. Evaluated with the `common-expression-language` library (cel-rust); programs
+are cached by their text.
 """
 
 from __future__ import annotations
@@ -13,11 +15,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-import celpy
-from celpy.adapter import json_to_cel
-from celpy.celparser import CELParseError
-from celpy.celtypes import BoolType
-from celpy.evaluation import CELEvalError
+import cel
 
 from devcluster.server.errors import (
     CAUSE_DUPLICATE,
@@ -32,7 +30,7 @@ RULES = "x-kubernetes-validations"
 ROOT_PATH = "<nil>"  # how a nil field.Path prints: the field of a rule on the object's root
 _REASONS = {CAUSE_INVALID, CAUSE_FORBIDDEN, CAUSE_REQUIRED, CAUSE_DUPLICATE}
 _OLD_SELF = re.compile(r"\boldSelf\b")
-_ENVIRONMENT = celpy.Environment()
+_PARSE_PREFIX = re.compile(r"^Failed to parse expression '.*?': ", re.S)
 _MISSING = object()
 
 
@@ -41,27 +39,28 @@ class RuleError(Exception):
 
 
 @lru_cache(maxsize=4096)
-def _program(text: str) -> celpy.Runner:
+def _program(text: str) -> cel.Program:
     try:
-        return _ENVIRONMENT.program(_ENVIRONMENT.compile(text))
-    except CELParseError as e:
-        raise RuleError(f"compilation failed: {str(e).strip()}") from None
+        return cel.compile(text)
+    except (ValueError, RuntimeError) as e:
+        # the library's parse errors carry cel-go's own `ERROR: <input>:1:10: ...` lines
+        raise RuleError(f"compilation failed: {_PARSE_PREFIX.sub('', str(e)).strip()}") from None
 
 
-def _evaluate(text: str, value: Any, old: Any) -> Any:
+def _context(value: Any, old: Any) -> cel.Context:
+    """`self` (and `oldSelf`) converted to CEL once for all the rules of one node."""
+    return cel.Context({"self": value} if old is _MISSING else {"self": value, "oldSelf": old})
+
+
+def _evaluate(text: str, context: cel.Context) -> Any:
     """The rule's result as a Python value; RuleError when evaluation fails (a missing field...)."""
-    activation = {"self": json_to_cel(value)}
-    if old is not _MISSING:
-        activation["oldSelf"] = json_to_cel(old)
     try:
-        result = _program(text).evaluate(activation)
-    except CELEvalError as e:
-        raise RuleError(str(e.args[0] if e.args else e)) from None
-    except (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, RecursionError) as e:
-        raise RuleError(str(e)) from None
-    if isinstance(result, CELEvalError):
-        raise RuleError(str(result.args[0] if result.args else result))
-    return result
+        return _program(text).execute(context)
+    except RuleError:
+        raise
+    except Exception as e:  # the library raises KeyError, ValueError, ZeroDivisionError, TypeError...
+        detail = e.args[0] if isinstance(e, KeyError) and e.args else e
+        raise RuleError(f"no such key: {detail}" if isinstance(e, KeyError) else str(detail)) from None
 
 
 def _schema_type(schema: Mapping[str, Any], value: Any) -> str:
@@ -84,7 +83,7 @@ def _field_path(base: str, relative: str) -> str:
     return path
 
 
-def _cause(rule: Mapping[str, Any], value: Any, old: Any, path: str) -> Cause:
+def _cause(rule: Mapping[str, Any], value: Any, context: cel.Context, path: str) -> Cause:
     """The field error of a failed rule: its message(Expression) or `failed rule: <rule>`. The invalid
     value shown is the node's own when it is a scalar; structured values and messages built by a
     messageExpression (which embed what they want) show none, as Kubernetes 1.37 prints them."""
@@ -93,7 +92,7 @@ def _cause(rule: Mapping[str, Any], value: Any, old: Any, path: str) -> Cause:
     expression = rule.get("messageExpression")
     if isinstance(expression, str) and expression:
         try:
-            produced = _evaluate(expression, value, old)
+            produced = _evaluate(expression, context)
             if isinstance(produced, str) and produced.strip():
                 message, show = str(produced), False
         except RuleError:
@@ -110,20 +109,26 @@ def _cause(rule: Mapping[str, Any], value: Any, old: Any, path: str) -> Cause:
 
 def _check_rules(value: Any, old: Any, schema: Mapping[str, Any], path: str, causes: list[Cause]) -> None:
     """This node's rules: transition rules only with an old value; a failing evaluation is an error too."""
+    context: cel.Context | None = None
     for rule in schema.get(RULES) or ():
         text = rule.get("rule") if isinstance(rule, Mapping) else None
         if not isinstance(text, str):
             continue
-        if _OLD_SELF.search(text) and old is _MISSING:
+        transition = bool(_OLD_SELF.search(text))
+        if transition and old is _MISSING:
             continue
+        if not transition and old is not _MISSING and value == old:
+            continue  # ratcheting: an unchanged value keeps passing whatever the rule says now
+        if context is None:
+            context = _context(value, old)
         try:
-            passed = _evaluate(text, value, old)
+            passed = _evaluate(text, context)
         except RuleError as e:
             causes.append(field_error(path, CAUSE_INVALID, f"{e} evaluating rule: {text}",
                                       _schema_type(schema, value), show_value=True))
             continue
-        if passed is not True and not (isinstance(passed, BoolType) and bool(passed)):
-            causes.append(_cause(rule, value, old, path))
+        if passed is not True:
+            causes.append(_cause(rule, value, context, path))
 
 
 def _children(value: Any, old: Any, schema: Mapping[str, Any], path: str) -> list[tuple[Any, Any, Any, str]]:

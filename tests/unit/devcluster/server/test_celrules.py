@@ -60,6 +60,10 @@ def messages(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[str
      gadget(parts=[{"name": "a", "kind": "x"}, {"name": "b", "kind": "y"}]),
      ['spec.parts[1].kind: Invalid value: "z": kind is immutable']),
     ("a new map-list item has no old self", gadget(parts=[{"name": "c", "kind": "q"}]), gadget(parts=[]), []),
+    ("ratcheting: an unchanged value that breaks a rule passes", gadget(size=12, retired=False),
+     gadget(size=12), []),
+    ("ratcheting stops once the value changes", gadget(size=13), gadget(size=12),
+     ["spec.size: Invalid value: size 13 is over 10"]),
     ("additionalProperties values, no message: the rule is quoted", gadget(labels={"team": "abcd"}), None,
      ['spec.labels[team]: Invalid value: "abcd": failed rule: size(self) <= 3']),
 ])
