@@ -107,3 +107,20 @@ def test_a_transition_rule_refuses_an_update(crds_applied: Kubectl, namespace: s
     queue["spec"]["clusterQueue"] = "elsewhere"
     out = _apply(crds_applied, tmp_path, queue)
     assert out.returncode != 0 and "field is immutable" in out.stderr, out.stderr
+
+
+@pytest.mark.real  # devcluster refuses a null in a non-nullable field; kube-apiserver prunes it
+def test_a_null_reads_as_absent_and_gets_the_default(crds_applied: Kubectl, tmp_path: Path) -> None:
+    """The validators and the models treat a null as absent because the API server does: tasq's
+    optional fields are not nullable, so their nulls are pruned before defaulting and CEL."""
+    queue = {"apiVersion": c.API_VERSION, "kind": c.KIND_CLUSTER_QUEUE, "metadata": {"name": "nulls"},
+             "spec": {"queueingStrategy": None, "stopPolicy": None, "preemption": {"borrowWithinCohort": None}}}
+    flavor = {"apiVersion": c.API_VERSION, "kind": c.KIND_RESOURCE_FLAVOR, "metadata": {"name": "nulls"},
+              "spec": {"tolerations": [{"key": "gpu", "operator": None, "effect": None}]}}
+    for doc in (queue, flavor):
+        out = _apply(crds_applied, tmp_path, doc)
+        assert out.returncode == 0, out.stderr
+    stored = json.loads(crds_applied("get", c.PLURAL_CLUSTER_QUEUES, "nulls", "-o", "json").stdout)["spec"]
+    assert stored == {"queueingStrategy": c.QUEUEING_BEST_EFFORT_FIFO, "preemption": {}}
+    stored = json.loads(crds_applied("get", c.PLURAL_RESOURCE_FLAVORS, "nulls", "-o", "json").stdout)["spec"]
+    assert stored == {"tolerations": [{"key": "gpu"}]}
