@@ -1,8 +1,9 @@
-"""tasq's webhooks end to end: the real kubectl, the devcluster calling them over HTTPS, and kopf
+"""tasq's webhooks end to end: the real kubectl, the API server calling them over HTTPS, and kopf
 serving only tasq's handlers (`controller.kube.webhooking.serve_admission`) in a thread.
 
-The configurations are the ones `tasq dev` registers (a 127.0.0.1 URL, a fresh CA in caBundle);
-the simulated Job controller creates the pods. Each test works in its own namespace.
+The configurations are the ones `tasq dev` registers (a 127.0.0.1 URL, a fresh CA in caBundle). On
+the devcluster its simulated Job controller creates the pods; with `--cluster=real`, kube-apiserver
+calls the webhooks and kube-controller-manager creates them. Each test works in its own namespace.
 """
 
 from __future__ import annotations
