@@ -396,11 +396,17 @@ def _best_fit(ids: Int64Array, counts: Int64Array, rank: Int64Array, n: int) -> 
 
 
 def _first_in_order(ids: Int64Array, key: Int64Array, rank: Int64Array, k: int) -> Int64Array:
-    """The first `k` of `ids` ordered by (key, rank), sorting only `k` of them. Keys are pod counts
-    (small integers that tie a lot): a histogram finds the key of the k-th, every id below it is in,
-    and the ties at it are cut by rank with a linear partition."""
+    """The first `k` of `ids` ordered by (key, rank), sorting only `k` of them. Keys are pod counts,
+    usually small integers that tie a lot: a histogram finds the key of the k-th, every id below it
+    is in, and the ties at it are cut by rank with a linear partition. Keys spread wider than the
+    ids (a pod set requesting nothing fits FIT_CAP pods a node) are partitioned directly."""
     if k < ids.shape[0]:
         shifted = key - key.min()
+        if int(shifted.max()) > 4 * ids.shape[0] + 1024:
+            r = rank[ids]
+            combined = shifted * (int(r.max()) + 1) + r
+            part = np.argpartition(combined, k - 1)[:k]
+            return ids[part][np.argsort(combined[part])]
         cumulative = np.cumsum(np.bincount(shifted))
         kth = int(np.searchsorted(cumulative, k))  # the key (shifted) of the k-th in order
         below = shifted < kth

@@ -171,3 +171,13 @@ def test_implied_topology_is_placed_as_unconstrained() -> None:
     (got,) = expect_success(run(TREE, implied)).assignments
     (want,) = expect_success(run(TREE, plain)).assignments
     assert slice_strings(got) == slice_strings(want) == ["b1/r2/x3=2"]
+
+
+def test_pods_requesting_nothing_order_huge_counts_without_a_histogram_of_them() -> None:
+    """A pod set that requests nothing fits FIT_CAP (2^20) pods on every node, so block sums reach
+    2^21 here (and 2^33 on a real cluster): ordering them partitions directly, ties by label values."""
+    wide = [gpu_node(f"n{b:02d}{r}", f"b{b:02d}", f"r{b:02d}{r}", 1) for b in range(30) for r in range(2)]
+    nothing = PodSetRequest("main", 10**8, {}, TopologyRequest("preferred", RACK))
+    failure = expect_failure(run(wide, nothing))
+    assert failure.fit == 30 * 2 * 2**20
+    assert failure.domain_fits == tuple((f"b{b:02d}", 2 * 2**20) for b in range(16))
