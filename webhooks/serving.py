@@ -78,9 +78,25 @@ def _metadata_problems(path: str, metadata: Any) -> list[str]:
             if metadata.get(field) is not None and not isinstance(metadata.get(field), str)]
 
 
+def _depth_exceeds(obj: Any, limit: int) -> bool:
+    """Whether any value nests more than `limit` levels deep (a cheap pass: no paths built)."""
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values() if isinstance(v, (dict, list)) or depth >= limit)
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value if isinstance(v, (dict, list)) or depth >= limit)
+    return False
+
+
 def too_deep(obj: Any, limit: int = MAX_OBJECT_DEPTH) -> FieldPath | None:
     """The path of the first value nested more than `limit` levels inside `obj`, found without
     recursion (so any depth a JSON document can have is measured), or None."""
+    if not _depth_exceeds(obj, limit):
+        return None
     stack: list[tuple[Any, FieldPath, int]] = [(obj, ROOT, 0)]
     while stack:
         value, path, depth = stack.pop()
