@@ -124,10 +124,15 @@ class ClusterCache:
     # -- events ---------------------------------------------------------------------------------
 
     def upsert(self, kind: str, obj: Mapping[str, Any]) -> bool:
-        """An object was added or changed; False when this exact version was already applied."""
+        """An object was added or changed; False when this version, or a newer one, was already
+        applied. The operator applies its own writes as the API answers them, so the watch may
+        deliver older versions afterwards: resourceVersions are compared as the integers both
+        kube-apiserver (etcd revisions) and the devcluster issue; other forms only by equality."""
         key = object_key(obj)
         version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-        if version and self._versions.get((kind, key)) == version:
+        known = self._versions.get((kind, key))
+        if version and known is not None and (
+                version == known or (version.isdigit() and known.isdigit() and int(version) < int(known))):
             return False
         self._versions[(kind, key)] = version
         if kind in _CONFIG_KINDS:

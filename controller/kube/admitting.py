@@ -57,6 +57,7 @@ class AdmissionLoop:
         self._in_flight: set[asyncio.Task[str]] = set()
         self._writing: set[str] = set()
         """Workloads with a status write in flight (no second one is started for them meanwhile)."""
+        self._skipped: set[str] = set()
         self._queues_due: dict[str, str] | None = None
         self._queue_writer: asyncio.Task[None] | None = None
 
@@ -99,7 +100,12 @@ class AdmissionLoop:
                     share)
         for admit in admits:
             self.cache.record_admission(admit.key, state.admitted[admit.key])
-        pendings = [p for p in self._pending(state) if p.key not in self._writing]
+        pendings = []
+        for why in self._pending(state):
+            if why.key in self._writing:
+                self._skipped.add(why.key)  # told again once its write in flight ends
+            else:
+                pendings.append(why)
         for write in [*(self._write_admission(a) for a in admits), *(self._write_pending(p) for p in pendings)]:
             self._start_write(write)
         waiting = {key: q for key in state.waiting() if (q := state.queue_of.get(key)) is not None}
@@ -118,7 +124,12 @@ class AdmissionLoop:
     def _write_done(self, task: asyncio.Task[str]) -> None:
         self._in_flight.discard(task)
         if not task.cancelled() and task.exception() is None:
-            self._writing.discard(task.result())
+            key = task.result()
+            self._writing.discard(key)
+            if key in self._skipped:
+                self._skipped.discard(key)
+                self._seen_generation = -1  # a cycle even without a change: its reason may be newer
+                self._wake.set()
         elif not task.cancelled():
             log.error("status write failed", exc_info=task.exception())
 

@@ -72,6 +72,13 @@ def test_the_same_version_delivered_twice_is_applied_once(cache: ClusterCache) -
     assert cache.generation == before + 1
 
 
+def test_an_older_version_arriving_after_a_newer_one_is_ignored(cache: ClusterCache) -> None:
+    node = make_node("h9").labels({RACK: "r3", "gpu": "yes"})
+    assert cache.upsert(KIND_NODE, versioned(node.allocatable({GPU: 8}).obj(), 12)) is True
+    assert cache.upsert(KIND_NODE, versioned(make_node("h9").labels({RACK: "r3"}).obj(), 11)) is False
+    assert cache.nodes["h9"].labels.get("gpu") == "yes"
+
+
 def test_a_cycle_reserves_in_the_cache_and_a_stale_event_does_not_release_it(cache: ClusterCache) -> None:
     cache.upsert(c.KIND_WORKLOAD, gang("a", 2))
     state = cache.admission_state()
