@@ -542,9 +542,9 @@ def control_plane(args: argparse.Namespace) -> Iterator[Processes]:
     """Builds (if needed), starts everything, writes the kubeconfig; yields the running processes;
     stops every process and removes the temporary directory on exit."""
     started = time.monotonic()
+    nodes = sample_nodes(args.topology, args.nodes)  # bad arguments fail before a long build
     realcluster, kwok = ensure_binaries(args.cache_dir)
     built = time.monotonic()
-    nodes = sample_nodes(args.topology, args.nodes)
     workdir = Path(tempfile.mkdtemp(prefix="tasq-realcluster-"))
     processes = Processes(workdir)
     try:
