@@ -1,5 +1,5 @@
 """Kueue's feature gates that change placement, by Kueue's names, with Kueue 0.19's defaults, and
-the parsing of `--feature-gates=A=true,B=false` (the flag of `tasq simulate`). Pure. Gates tasq does
+the parsing of `--feature-gates=A=true,B=false` (the flag of `tasq simulate`, `run` and `dev`). Pure. Gates tasq does
 not implement are refused, never silently accepted. Read by the commands that take the flag and
 passed to the admission core as a `FeatureGates` value.
 """
@@ -17,6 +17,10 @@ DEFAULTS: Final[Mapping[str, bool]] = {
     c.FEATURE_TAS_MULTI_LAYER_TOPOLOGY: True,  # beta, on by default since Kueue 0.19
 }
 """Every gate tasq knows, with its default."""
+
+FLAG_HELP: Final = ("Kueue's placement feature gates: " + ", ".join(
+    f"{name} (default {str(on).lower()})" for name, on in sorted(DEFAULTS.items())))
+"""The `--feature-gates` help text every command shares."""
 
 _TRUE, _FALSE = ("true",), ("false",)
 

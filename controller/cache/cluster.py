@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.features import FeatureGates
 from controller.api.flavor import ResourceFlavor
 from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
@@ -114,6 +115,8 @@ class ClusterCache:
     priority_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
+    features: FeatureGates = field(default_factory=FeatureGates)
+    """Kueue's placement feature gates (`--feature-gates` of `tasq run` and `tasq dev`)."""
     generation: int = 0
     _versions: dict[tuple[str, str], str] = field(default_factory=dict)
     _flavor_infos: dict[str, FlavorInfo] | None = None
@@ -320,7 +323,8 @@ class ClusterCache:
         return AdmissionSnapshot(
             cluster_queues=self._quotas,
             local_queues={key: lq.spec.cluster_queue for key, lq in self.local_queues.items()},
-            flavors=self._flavor_infos, namespaces=self.namespaces, quota=self._ledger, usage=self.usage)
+            flavors=self._flavor_infos, namespaces=self.namespaces, quota=self._ledger, usage=self.usage,
+            features=self.features)
 
     def admission_state(self) -> AdmissionState:
         """One cycle's state: every held admission, and every waiting active workload queued (in

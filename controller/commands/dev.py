@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from controller.api.features import FLAG_HELP, FeatureGates, parse_feature_gates
 from controller.commands.crds import DEFAULT_DIR
 from controller.kube.api import connect
 from controller.kube.operating import Operator
@@ -55,6 +56,7 @@ def register(subparsers: Any) -> None:
                              "later files replace nodes of the same name)")
     parser.add_argument("--no-components", action="store_true",
                         help="API server only: no Job controller, scheduler or kubelet (for benchmarks)")
+    parser.add_argument("--feature-gates", default="", metavar="NAME=true|false,...", help=FLAG_HELP)
     parser.add_argument("--no-tasq", action="store_true",
                         help="the bare control plane: no tasq operator or webhooks")
     parser.set_defaults(handler=run)
@@ -70,9 +72,10 @@ def run(args: argparse.Namespace) -> int:
         shape = parse_shape(topology) if topology is not None else None
         check_paths(args.kubeconfig, args.crds)
         dumped = [node for path in args.nodes for node in load_nodes(path)]
+        features = parse_feature_gates(args.feature_gates)
         asyncio.run(serve(args.kubeconfig, args.port, args.crds, shape, components=not args.no_components,
-                          extra_nodes=dumped, tasq=not args.no_tasq))
-    except (ValueError, DevSetupError) as e:
+                          extra_nodes=dumped, tasq=not args.no_tasq, features=features))
+    except (ValueError, DevSetupError) as e:  # FeatureGateError is a ValueError
         print(f"tasq dev: {e}", file=sys.stderr)
         return 2
     return 0
@@ -142,7 +145,8 @@ class DevStack:
 @asynccontextmanager
 async def dev_stack(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | None = None,
                     components: bool = True, extra_nodes: list[dict[str, Any]] | None = None,
-                    tasq: bool = True, stop: asyncio.Event | None = None) -> AsyncIterator[DevStack]:
+                    tasq: bool = True, stop: asyncio.Event | None = None,
+                    features: FeatureGates | None = None) -> AsyncIterator[DevStack]:
     """Start and seed (`shape` nodes, then `extra_nodes`; the default shape when both are absent),
     write the kubeconfig, start tasq against it; everything is stopped on exit. `stop` (set by a
     signal once tasq runs) also ends tasq early."""
@@ -178,7 +182,7 @@ async def dev_stack(kubeconfig: Path, port: int, crds: Path, shape: TopologyShap
             api_client = await connect(path)
             ready = asyncio.Event()
             tasq_task = asyncio.create_task(serve_tasq(api_client, stop, webhooks=Webhooks(local=True),
-                                                       started=operators.append, ready=ready))
+                                                       features=features, started=operators.append, ready=ready))
             await asyncio.wait({tasq_task, asyncio.create_task(ready.wait())}, return_when=asyncio.FIRST_COMPLETED)
             if tasq_task.done():
                 await tasq_task  # it failed to start: raise why
@@ -195,14 +199,15 @@ async def dev_stack(kubeconfig: Path, port: int, crds: Path, shape: TopologyShap
 
 
 async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | None = None,
-                components: bool = True, extra_nodes: list[dict[str, Any]] | None = None, tasq: bool = True) -> None:
+                components: bool = True, extra_nodes: list[dict[str, Any]] | None = None, tasq: bool = True,
+                features: FeatureGates | None = None) -> None:
     """`dev_stack`, print how to use it, wait for a signal, stop cleanly."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        async with dev_stack(kubeconfig, port, crds, shape, components, extra_nodes, tasq, stop) as stack:
+        async with dev_stack(kubeconfig, port, crds, shape, components, extra_nodes, tasq, stop, features) as stack:
             what = "tasq operator and webhooks running" if stack.operator is not None else "no tasq (--no-tasq)"
             print(f"devcluster serving at {stack.cluster.url}: {stack.nodes} node(s), {len(stack.crds)} CRD(s); "
                   f"{what}", flush=True)

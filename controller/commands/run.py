@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 from controller.api import constants as c
+from controller.api.features import FLAG_HELP, FeatureGateError, parse_feature_gates
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                             "(a mounted Secret; reloaded when they change)")
     parser.add_argument("--webhook-port", type=int, default=None,
                         help=f"webhook port (default {c.WEBHOOK_CONTAINER_PORT}, or a free one with --local-webhooks)")
+    parser.add_argument("--feature-gates", default="", metavar="NAME=true|false,...", help=FLAG_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO (default WARNING)")
     parser.set_defaults(handler=run)
 
@@ -56,6 +58,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not -1 <= args.metrics_port <= 65535:
         print(f"tasq run: --metrics-port {args.metrics_port}: want 0-65535, or -1 for none", file=sys.stderr)
+        return 2
+    try:
+        args.features = parse_feature_gates(args.feature_gates)
+    except FeatureGateError as e:
+        print(f"tasq run: {e}", file=sys.stderr)
         return 2
     if args.webhook_cert_dir is not None and not args.webhook_cert_dir.is_dir():
         print(f"tasq run: --webhook-cert-dir {str(args.webhook_cert_dir)!r} is not a directory", file=sys.stderr)
@@ -94,7 +101,8 @@ async def _serve(args: argparse.Namespace, identity: str) -> None:
     api_client = await connect(args.kubeconfig)
     try:
         elector = LeaderElector(api_client, args.lease_namespace, args.lease_name, identity)
-        await serve_tasq(api_client, stop, webhooks=webhooks, elector=elector, metrics_host=args.metrics_host,
+        await serve_tasq(api_client, stop, webhooks=webhooks, elector=elector, features=args.features,
+                         metrics_host=args.metrics_host,
                          metrics_port=None if args.metrics_port < 0 else args.metrics_port)
     finally:
         await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated

@@ -24,7 +24,7 @@ import yaml
 
 from controller.api import constants as c
 from controller.api.documents import MAX_INPUT_BYTES, decode, parse_documents
-from controller.api.features import FeatureGateError, parse_feature_gates
+from controller.api.features import FLAG_HELP, FeatureGateError, parse_feature_gates
 from controller.api.kube_objects import check_object
 from controller.api.queues import ClusterQueue
 from controller.api.workload import Workload
@@ -61,8 +61,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--explain", action="store_true",
                         help="print why each pending Workload waits, and the ignored documents")
     parser.add_argument("--feature-gates", default="", metavar="NAME=true|false,...",
-                        help="Kueue's placement feature gates: TASBalancedPlacement (default false), "
-                             "TASMultiLayerTopology (default true)")
+                        help=FLAG_HELP)
     parser.set_defaults(handler=run)
 
 

@@ -19,6 +19,7 @@ from kubernetes.aio import client
 from kubernetes.aio.client import CoreV1Api
 
 from controller.api import constants as c
+from controller.api.features import FeatureGates
 from controller.cache.cluster import KIND_POD, ClusterCache, object_key
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
@@ -52,10 +53,10 @@ class Operator:
     """See the module docstring. `leading` gates every write (set for ever without an elector)."""
 
     def __init__(self, api_client: client.ApiClient, leading: asyncio.Event | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, features: FeatureGates | None = None) -> None:
         self.api_client = api_client
         self.api = KubeApi(api_client)
-        self.cache = ClusterCache()
+        self.cache = ClusterCache(features=features or FeatureGates())
         self.recorder = EventRecorder(self.api)
         self.metrics = metrics if metrics is not None else Metrics()
         self.admission = AdmissionLoop(self.cache, self.api, self.recorder, metrics=self.metrics,
@@ -144,11 +145,12 @@ class Operator:
 
 async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, *, elector: Any | None = None,
                          metrics_host: str = "127.0.0.1", metrics_port: int | None = None,
-                         started: Callable[[Operator], None] | None = None) -> None:
+                         started: Callable[[Operator], None] | None = None,
+                         features: FeatureGates | None = None) -> None:
     """The whole operator until `stop`: leader election (`elector`, a LeaderElector; always leading
     without one), probes and metrics on `metrics_port`, then `Operator.run`. `started` is called
     with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
-    operator = Operator(api_client, leading=elector.leading if elector is not None else None)
+    operator = Operator(api_client, leading=elector.leading if elector is not None else None, features=features)
     if started is not None:
         started(operator)
     probes = None

@@ -21,6 +21,7 @@ from typing import Any
 
 from kubernetes.aio import client
 
+from controller.api.features import FeatureGates
 from controller.kube.operating import Operator, serve_operator
 from controller.kube.webhooking import local_tls, serve_admission, serving_files
 from webhooks.serving import AdmissionServer
@@ -48,7 +49,8 @@ def take_back_signals(stop: asyncio.Event) -> None:
 
 async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, *, webhooks: Webhooks | None = None,
                      elector: Any | None = None, metrics_host: str = "127.0.0.1", metrics_port: int | None = None,
-                     started: Callable[[Operator], None] | None = None, ready: asyncio.Event | None = None) -> None:
+                     started: Callable[[Operator], None] | None = None, ready: asyncio.Event | None = None,
+                     features: FeatureGates | None = None) -> None:
     """See the module docstring; returns once every part stopped (webhook configurations removed)."""
     operator_ready = asyncio.Event()
     hooks_ready = asyncio.Event()
@@ -61,7 +63,8 @@ async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, *, webho
 
     with contextlib.ExitStack() as scratch:
         parts = [asyncio.create_task(serve_operator(api_client, stop, elector=elector, metrics_host=metrics_host,
-                                                    metrics_port=metrics_port, started=on_started))]
+                                                    metrics_port=metrics_port, started=on_started,
+                                                    features=features))]
         if webhooks is not None:
             if webhooks.local:
                 directory = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="tasq-webhooks-")))
