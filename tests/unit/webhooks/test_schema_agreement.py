@@ -160,13 +160,17 @@ def mutated(draw: st.DrawFn) -> tuple[dict[str, Any] | None, dict[str, Any]]:
 # -- the two verdicts --------------------------------------------------------------------------------
 
 def _pruned(value: Any, schema: Mapping[str, Any]) -> Any:
-    """The object as the API server stores it: nulls in non-nullable fields are dropped."""
+    """The object as the API server stores it: nulls in non-nullable fields are dropped, and so are
+    fields a structural schema does not list."""
     if isinstance(value, dict):
         props = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
+        closed = bool(props) and extra is None and not schema.get(PRESERVE_UNKNOWN)
         out = {}
         for key, child in value.items():
             sub = props.get(key) if isinstance(key, str) else None
+            if sub is None and closed:
+                continue
             sub = sub if sub is not None else (extra if isinstance(extra, Mapping) else None)
             if child is None and sub is not None and not sub.get("nullable"):
                 continue
