@@ -2,7 +2,8 @@
 embedded devcluster) or `--cluster=real` (`hack/realcluster/up`: kube-apiserver, etcd, controller
 manager, scheduler and kwok). A test that only makes sense on one of them carries the `devcluster` or
 `real` marker and is deselected on the other; a test that needs the in-process `devcluster` fixture is
-devcluster-only by nature and gets the marker here. `known_difference("why")` deselects a test on
+devcluster-only by nature and gets the marker here, as does an e2e test that uses no cluster
+fixture (it starts its own devcluster, e.g. through `tasq dev`). `known_difference("why")` deselects a test on
 devcluster only: a real-Kubernetes behaviour devcluster leaves out of scope (devcluster/README.md lists
 each). The `realcluster_kubeconfig` fixture starts one real control plane per test module.
 """
@@ -37,7 +38,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
-        if "devcluster" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "devcluster" in fixtures or (_talks_to_clusters(item) and "kubeconfig" not in fixtures):
+            # in-process devcluster access, or an e2e test that starts its own (`tasq dev`, `tasq demo`):
+            # it would run the same on --cluster=real
             item.add_marker(pytest.mark.devcluster)
         known = item.get_closest_marker("known_difference")
         other = "devcluster" if cluster == "real" else "real"
@@ -51,6 +55,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+
+def _talks_to_clusters(item: pytest.Item) -> bool:
+    parts = Path(str(item.path)).relative_to(REPO).parts
+    return parts[:2] in (("tests", "e2e"), ("tests", "conformance"))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
