@@ -130,6 +130,10 @@ def parse_field_selector(text: str, allowed: Sequence[str]) -> tuple[FieldRequir
             raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")
         key = key.strip()
         if key not in allowed:
+            if all(a.startswith("metadata.") for a in allowed):
+                # kinds without field label conversions of their own answer with the generic list
+                only = ", ".join(f'"{a}"' for a in allowed)
+                raise SelectorError(f'"{key}" is not a known field selector: only {only}')
             raise SelectorError(f'field label not supported: {key}')
         reqs.append(FieldRequirement(key, equal, value.strip()))
     return tuple(reqs)

@@ -188,7 +188,9 @@ def _client_config_causes(cfg: Mapping[str, Any], path: str) -> list[Cause]:
         return [field_error(path, CAUSE_REQUIRED, "exactly one of url or service is required")]
     if url:
         if not str(url).startswith("https://"):
-            return [field_error(f"{path}.url", CAUSE_INVALID, "'https' is the only allowed URL scheme", url, True)]
+            scheme = str(url).split("://", 1)[0] if "://" in str(url) else ""
+            return [field_error(f"{path}.url", CAUSE_INVALID, "'https' is the only allowed URL scheme; desired "
+                                "format: https://host[/path]", scheme, True)]
         return []
     causes = [field_error(f"{path}.service.{key}", CAUSE_REQUIRED) for key in ("name", "namespace")
               if not (service or {}).get(key)]

@@ -129,3 +129,15 @@ def test_absent_fields_read_as_go_zero_values(obj: dict[str, object], path: str,
 ])
 def test_label_selector_object(_name: str, selector: dict[str, Any] | None, matches: bool) -> None:
     assert label_selector_matches(selector, {"team": "a"}) is matches
+
+
+@pytest.mark.parametrize(("_name", "allowed", "message"), [
+    ("a kind with field labels of its own", ("metadata.name", "metadata.namespace", "spec.nodeName"),
+     "field label not supported: data.k"),
+    ("a kind with only the metadata fields lists them", ("metadata.name", "metadata.namespace"),
+     '"data.k" is not a known field selector: only "metadata.name", "metadata.namespace"'),
+])
+def test_an_unknown_field_is_refused_as_the_kind_answers(_name: str, allowed: tuple[str, ...], message: str) -> None:
+    with pytest.raises(SelectorError) as refused:
+        parse_field_selector("data.k=v", allowed)
+    assert str(refused.value) == message

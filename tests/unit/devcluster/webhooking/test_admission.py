@@ -168,8 +168,8 @@ CONFIG_CASES = [
                [hook(clientConfig={}), hook(name="b.tasq.test", clientConfig={"url": "http://127.0.0.1/"}),
                 hook(name="c.tasq.test", clientConfig={"service": {"name": "s"}})],
                ["webhooks[0].clientConfig: Required value: exactly one of url or service is required",
-                'webhooks[1].clientConfig.url: Invalid value: "http://127.0.0.1/": '
-                "'https' is the only allowed URL scheme",
+                'webhooks[1].clientConfig.url: Invalid value: "http": '
+                "'https' is the only allowed URL scheme; desired format: https://host[/path]",
                 "webhooks[2].clientConfig.service.namespace: Required value"]),
     ConfigCase("rules: required lists, known operations and scope",
                [hook(rules=[{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "PATCH"],
