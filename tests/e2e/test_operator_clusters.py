@@ -156,10 +156,8 @@ class PodWatch:
             [str(KUBECTL), "--kubeconfig", str(kubectl.kubeconfig), "get", "pods", "-n", namespace, "-w",
              "--output-watch-events", "-o", "json"], stdout=out.open("w"), stderr=subprocess.STDOUT)
 
-    def stop(self) -> dict[str, dict[str, Any]]:
-        """Pod name -> the first version of it the watch delivered."""
-        self.proc.terminate()
-        self.proc.wait(10)
+    def first_versions(self) -> dict[str, dict[str, Any]]:
+        """Pod name -> the first version of it the watch delivered so far."""
         text, decoder, pos = self.out.read_text(), json.JSONDecoder(), 0
         first: dict[str, dict[str, Any]] = {}
         while True:
@@ -167,9 +165,26 @@ class PodWatch:
                 pos += 1
             if pos >= len(text):
                 break
-            event, pos = decoder.raw_decode(text, pos)
+            try:
+                event, pos = decoder.raw_decode(text, pos)
+            except json.JSONDecodeError:
+                break  # an event kubectl is still writing
             first.setdefault(event["object"]["metadata"]["name"], event["object"])
         return first
+
+    def stop(self, pods: int) -> dict[str, dict[str, Any]]:
+        """Once the watch delivered `pods` pods (kubectl may lag behind the server on a loaded
+        machine), ends it; their first versions."""
+        try:
+            return dict(wait_for(lambda: (seen := self.first_versions()) and len(seen) >= pods and seen, 60,
+                                 f"the watch to deliver {pods} pods"))
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
 
 
 class Process:
@@ -244,8 +259,8 @@ def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
 
 
 def check_placement(kubectl: Kubectl, pods: list[dict[str, Any]], wl: dict[str, Any]) -> set[str]:
-    """Every pod bound, ungated, onto a node of one slice, each slice holding exactly its count; the
-    racks used."""
+    """Every pod ungated with its slice's nodeSelector and bound onto a node of that slice, each slice
+    holding exactly its count; the racks used."""
     (psa,) = wl["status"]["admission"]["podSetAssignments"]
     slices = psa["topologyAssignment"]["slices"]
     nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in get(kubectl, "nodes")["items"]}
@@ -255,6 +270,9 @@ def check_placement(kubectl: Kubectl, pods: list[dict[str, Any]], wl: dict[str, 
         labels = nodes[pod["spec"]["nodeName"]]
         matching = [i for i, sl in enumerate(slices) if all(labels.get(k) == v for k, v in sl["nodeLabels"].items())]
         assert len(matching) == 1, (pod["metadata"]["name"], pod["spec"]["nodeName"], slices)
+        # the ungater's patch: the slice's labels as the pod's nodeSelector
+        selector = pod["spec"].get("nodeSelector") or {}
+        assert slices[matching[0]]["nodeLabels"].items() <= selector.items(), (pod["metadata"]["name"], selector)
         placed[matching[0]] += 1
     assert placed == [sl["count"] for sl in slices], slices
     return {nodes[p["spec"]["nodeName"]][RACK] for p in pods}
@@ -292,10 +310,11 @@ def test_require_rack_runs_in_one_rack_and_prefer_rack_waits_for_quota_then_fall
                       (q.get("status") or {}).get("admittedWorkloads") == 0 and gpu_usage(q) == "0" and q, 30,
                       "usage released")
         assert cq["status"]["pendingWorkloads"] == 0
+        first = watch.stop(12)
     except AssertionError as e:
         raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
     finally:
-        first = watch.stop()
+        watch.close()
     assert waiting["reason"] == "Pending"
     assert ('insufficient quota for nvidia.com/gpu in flavor "pool": requests 48, available 40 (nominal 64, used 24)'
             in waiting["message"]), waiting
@@ -315,38 +334,45 @@ def test_two_gangs_over_the_quota_one_runs_whole_the_other_creates_no_pod_until_
     started = time.monotonic()
     watch = PodWatch(kubectl, namespace, tmp_path / "watch.json")
     try:
-        kubectl("create", "-f", "-", stdin=job("first", namespace, 100, 1, 4, prefer_block))
+        kubectl("create", "-f", "-", stdin=job("first", namespace, 100, 1, 5, prefer_block))
         wait_for(lambda: admitted(kubectl, namespace, "first"), 60, "first admitted")
         kubectl("create", "-f", "-", stdin=job("second", namespace, 100, 1, 4, prefer_block))
         waiting = wait_for(lambda: (cond := condition(workload_of(kubectl, namespace, "second"), "QuotaReserved"))
                            and cond["status"] == "False" and cond, 60, "second waiting")
         # while the first runs, the second stays suspended with no pod at all
-        polls = 0
-        while not job_complete(kubectl, namespace, "first"):
-            assert pods_of(kubectl, namespace, "second") == []
-            assert get(kubectl, "job", "second", "-n", namespace)["spec"]["suspend"] is True
-            assert admitted(kubectl, namespace, "second") is None
-            polls += 1
-            assert time.monotonic() - started < 120, "first did not complete in 120s"
+        # (until its Workload is Finished: that releases the quota, as soon as the Job's pods all
+        # succeeded, which on kube-controller-manager may come before the Job's Complete condition)
+        # (the second's state is read before the first's, so what it says held while the first ran)
+        while True:
+            second_pods = pods_of(kubectl, namespace, "second")
+            second_suspended = get(kubectl, "job", "second", "-n", namespace)["spec"]["suspend"]
+            second_admitted = admitted(kubectl, namespace, "second")
+            if finished := condition(workload_of(kubectl, namespace, "first"), "Finished"):
+                break
+            assert second_pods == []
+            assert second_suspended is True
+            assert second_admitted is None
+            assert time.monotonic() - started < 120, "first did not finish in 120s"
             time.sleep(0.5)
-        assert polls > 0
         first_pods = pods_of(kubectl, namespace, "first")
         assert [p["status"].get("phase") for p in first_pods] == ["Succeeded"] * 100
         nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in get(kubectl, "nodes")["items"]}
         assert len({nodes[p["spec"]["nodeName"]][BLOCK] for p in first_pods}) == 1  # 100 GPUs fit one block
-        first_done = get(kubectl, "job", "first", "-n", namespace)["status"]["completionTime"]
+        assert finished["status"] == "True"
+        first_done = finished["lastTransitionTime"]
         wait_for(lambda: admitted(kubectl, namespace, "second"), 60, "second admitted after first finished")
         wait_for(lambda: job_complete(kubectl, namespace, "second"), 90, "second complete")
         wait_for(lambda: (q := get(kubectl, "clusterqueue", "gangs")) and
                  (q.get("status") or {}).get("admittedWorkloads") == 0 and gpu_usage(q) == "0", 30, "usage released")
+        seen = watch.stop(200)
     except AssertionError as e:
         raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
     finally:
-        seen = watch.stop()
+        watch.close()
     assert waiting["reason"] == "Pending"
     assert ('insufficient quota for nvidia.com/gpu in flavor "pool": requests 100, available 50 (nominal 150, used 100)'
             in waiting["message"]), waiting
-    # every pod of the second Job the watch ever saw (deleted ones too) was created after the first completed
+    # every pod of the second Job the watch ever saw (deleted ones too) was created after the first finished
     second = [p for p in seen.values() if p["metadata"]["labels"].get(c.LABEL_JOB_NAME) == "second"]
     assert len(second) == 100
     assert all(p["metadata"]["creationTimestamp"] >= first_done for p in second), first_done
