@@ -339,10 +339,8 @@ def test_two_gangs_over_the_quota_one_runs_whole_the_other_creates_no_pod_until_
         kubectl("create", "-f", "-", stdin=job("second", namespace, 100, 1, 4, prefer_block))
         waiting = wait_for(lambda: (cond := condition(workload_of(kubectl, namespace, "second"), "QuotaReserved"))
                            and cond["status"] == "False" and cond, 60, "second waiting")
-        # while the first runs, the second stays suspended with no pod at all
-        # (until its Workload is Finished: that releases the quota, as soon as the Job's pods all
-        # succeeded, which on kube-controller-manager may come before the Job's Complete condition)
-        # (the second's state is read before the first's, so what it says held while the first ran)
+        # Until the first's Workload is Finished (the moment tasq releases its quota), the second stays
+        # suspended with no pod at all; its state is read before the first's, so it held while the first ran.
         while True:
             second_pods = pods_of(kubectl, namespace, "second")
             second_suspended = get(kubectl, "job", "second", "-n", namespace)["spec"]["suspend"]
