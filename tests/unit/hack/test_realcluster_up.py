@@ -1,0 +1,53 @@
+"""hack/realcluster/up.py: the nodes it creates are `tasq dev`'s, and its kwok stages read the
+devcluster's test annotations (the parts that run without Go or a cluster)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from controller.api import constants as c
+from controller.commands.dev import DEFAULT_TOPOLOGY
+
+UP_PY = Path(__file__).resolve().parents[3] / "hack" / "realcluster" / "up.py"
+
+
+@pytest.fixture(scope="module")
+def up() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("realcluster_up", UP_PY)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["realcluster_up"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_default_nodes_are_tasq_devs_sample_nodes_marked_for_kwok(up: ModuleType) -> None:
+    nodes = up.sample_nodes(None, [])
+    assert up.DEFAULT_TOPOLOGY == DEFAULT_TOPOLOGY
+    assert len(nodes) == 32
+    first = nodes[0]
+    assert first["metadata"]["name"] == "gpu-b1-r1-n1"
+    assert first["metadata"]["annotations"] == {"kwok.x-k8s.io/node": "fake"}
+    assert first["status"]["allocatable"] == {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8"}
+
+
+def test_a_bad_topology_is_an_error_naming_the_flag(up: ModuleType) -> None:
+    with pytest.raises(up.UpError, match=r"^--topology: topology shape '2x0x1x1'"):
+        up.sample_nodes("2x0x1x1", [])
+
+
+def test_pod_stages_read_the_devcluster_annotations(up: ModuleType) -> None:
+    stages = {s["metadata"]["name"]: s["spec"] for s in up.pod_stages()}
+    assert set(stages) == {"tasq-pod-start", "tasq-pod-fail", "tasq-pod-succeed", "tasq-pod-delete",
+                           "tasq-node-managed"}
+    keys = [e["key"] for e in stages["tasq-pod-succeed"]["selector"]["matchExpressions"]]
+    assert any(c.ANNOTATION_DEVCLUSTER_RUN_SECONDS in k for k in keys)
+    assert any(c.ANNOTATION_DEVCLUSTER_FAIL in k for k in keys)
+    assert c.ANNOTATION_DEVCLUSTER_RUN_SECONDS in stages["tasq-pod-succeed"]["delay"]["durationFrom"]["expressionFrom"]
+    fail_keys = [e["key"] for e in stages["tasq-pod-fail"]["selector"]["matchExpressions"]]
+    assert any(c.ANNOTATION_DEVCLUSTER_FAIL in k for k in fail_keys)
