@@ -39,7 +39,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     dropped: list[pytest.Item] = []
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
-        if "devcluster" in fixtures or (_talks_to_clusters(item) and "kubeconfig" not in fixtures):
+        on_a_cluster = "kubeconfig" in fixtures or "realcluster_kubeconfig" in fixtures
+        if "devcluster" in fixtures or (_talks_to_clusters(item) and not on_a_cluster):
             # in-process devcluster access, or an e2e test that starts its own (`tasq dev`, `tasq demo`):
             # it would run the same on --cluster=real
             item.add_marker(pytest.mark.devcluster)
