@@ -97,6 +97,15 @@ def test_tasq_run_with_local_webhooks_suspends_admits_ungates_into_the_slices_an
     assert kubectl("get", "mutatingwebhookconfigurations", "-o", "name").stdout.strip() == ""
 
 
+def admitted_events_of(kubectl: Kubectl, namespace: str, job_name: str) -> list[dict[str, Any]]:
+    """The Admitted Events of a Job's Workload (none while it has no Workload)."""
+    workload = workload_of(kubectl, namespace, job_name)
+    if workload is None:
+        return []
+    return [e for e in get(kubectl, "events", "-n", namespace)["items"]
+            if e["reason"] == "Admitted" and e["involvedObject"]["name"] == workload["metadata"]["name"]]
+
+
 def test_when_the_leader_is_killed_the_other_replica_admits_and_nothing_is_admitted_twice(
         seeded: DevCluster, kubeconfig: Path, kubectl: Kubectl, namespace: str, tmp_path: Path,
         processes: list[Process]) -> None:
@@ -108,6 +117,9 @@ def test_when_the_leader_is_killed_the_other_replica_admits_and_nothing_is_admit
     kubectl("apply", "-f", "-", stdin=local_queue(namespace))
     kubectl("apply", "-f", "-", stdin=job("before", namespace, 2, 8, run_seconds=600))
     wait_for(lambda: condition(workload_of(kubectl, namespace, "before"), "Admitted"), what="admitted by a")
+    # Events are posted in the background: let a's land before killing it, so a second one can only
+    # come from b admitting "before" again.
+    wait_for(lambda: len(admitted_events_of(kubectl, namespace, "before")) == 1, what="a's Admitted Event")
     first.stop(signal.SIGKILL)
     kubectl("apply", "-f", "-", stdin=job("after", namespace, 2, 8, run_seconds=600))
     wait_for(lambda: condition(workload_of(kubectl, namespace, "after"), "Admitted"), 60, "admitted by b")
@@ -116,11 +128,7 @@ def test_when_the_leader_is_killed_the_other_replica_admits_and_nothing_is_admit
                   q.get("status", {}).get("admittedWorkloads") == 2 and q, what="queue status by b")
     gpu = [r for f in lq["status"]["flavorUsage"] for r in f["resources"] if r["name"] == "nvidia.com/gpu"]
     assert gpu[0]["total"] == "32"  # two 16-GPU admissions: "before" restored by b, not admitted again
-    before = workload_of(kubectl, namespace, "before")
-    assert before is not None
-    admitted_events = [e for e in get(kubectl, "events", "-n", namespace)["items"]
-                       if e["reason"] == "Admitted" and e["involvedObject"]["name"] == before["metadata"]["name"]]
-    assert len(admitted_events) == 1
+    assert len(admitted_events_of(kubectl, namespace, "before")) == 1
     for name in ("before", "after"):
         kubectl("delete", "job", name, "-n", namespace)
     assert second.stop() == 0, second.output()
