@@ -71,7 +71,12 @@ def outage(installed: None,  # noqa: F811 (the imported fixture)
             await client.close()
     asyncio.run(register())
     (path / "live.json").write_text(job_yaml("live", "team"))
-    kubectl("apply", "-f", str(path / "live.json"))
+    # The server may still be coming up when the API server first calls it (seen on the real
+    # control plane under load): apply until it answers, for at most 30 s.
+    deadline = time.monotonic() + 30
+    while kubectl("apply", "-f", str(path / "live.json"), check=False).returncode != 0:
+        assert time.monotonic() < deadline, "the webhook server never answered"
+        time.sleep(0.5)
     assert get_json(kubectl, "job", "live", "-n", "team")["spec"]["suspend"] is True  # served while up
     crashed.stop()
     return kubectl
