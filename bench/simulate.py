@@ -1,4 +1,4 @@
-"""Benchmark of `tasq simulate` on large cluster dumps (issue 14): time and peak memory.
+"""Benchmark of `tasq simulate` on large cluster dumps: time and peak memory.
 
 Writes `kubectl get nodes,pods -o json`-shaped dumps (realistic Nodes from
 tests/data/simulate/realistic_nodes.py; 1.4 bound Pods per node as kubectl prints them: a DaemonSet

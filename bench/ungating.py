@@ -1,4 +1,4 @@
-"""Benchmark of the TopologyUngater (issue 10): the pure planner alone, then a 4,096-pod Workload on a devcluster.
+"""Benchmark of the TopologyUngater: the pure planner alone, then a 4,096-pod Workload on a devcluster.
 
 Planner rows time `plan_ungating` on 4,096 pods in 64 slices. Devcluster rows: an API server (devcluster,
 no simulated scheduler or kubelet) in its own process; 4,096 gated pods created; then the ungater in

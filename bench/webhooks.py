@@ -1,4 +1,4 @@
-"""Benchmark of the Pod admission webhook (issue 11): throughput and latency percentiles.
+"""Benchmark of the Pod admission webhook: throughput and latency percentiles.
 
 Rows: `engine` answers Pod AdmissionReviews in-process (`webhooks.serving.answer` over
 kopf's admission engine with tasq's handlers: the CPU cost per review), `https` posts them over TLS to

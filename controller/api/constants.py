@@ -1,6 +1,6 @@
 """Every label, annotation, gate, finalizer, condition type and reason string tasq uses.
 
-The one place these strings live (DESIGN.md §1); every other module imports them from here.
+The one place these strings live; every other module imports them from here.
 Values follow Kueue v1beta1 and the original TAS KEP so Kueue manifests work unchanged.
 """
 

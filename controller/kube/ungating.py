@@ -1,4 +1,4 @@
-"""The TopologyUngater: releases an admitted Workload's gated pods into their topology slices (DESIGN §2.6).
+"""The TopologyUngater: releases an admitted Workload's gated pods into their topology slices.
 
 The cache calls `notify(namespace, workload)` on every pod or Workload event; `run()` gathers those for
 `batch_seconds` per Workload, asks `source` for an `UngatingInput`, plans with the pure

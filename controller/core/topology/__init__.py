@@ -1,4 +1,4 @@
-"""The topology engine: where a workload's pods fit in one flavor's topology (DESIGN.md §3). Pure.
+"""The topology engine: where a workload's pods fit in one flavor's topology Pure.
 
 `FlavorTopology` is a flavor's static tree (built once, patched per node); `Usage` what is taken per
 node, one for the whole cluster, cloned per cycle, with reservations that bound pods convert;

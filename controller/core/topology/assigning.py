@@ -1,4 +1,4 @@
-"""The assignment algorithm (DESIGN.md §3): place a workload's pod sets on a flavor's topology.
+"""The assignment algorithm: place a workload's pod sets on a flavor's topology.
 
 Called by the admission cycle once per (workload, topology flavor). Phases, per pod set in order:
 slice plan -> node fits -> domain counts (in pods and in the plan's units) -> choose domains at the
@@ -378,7 +378,7 @@ def _slices(topology: FlavorTopology, *chosen: _Chosen) -> TopologyAssignment:
         Slice(dict(zip(topology.levels, key, strict=True)), count) for key, count in pairs))
 
 
-# -- orderings (DESIGN.md §3) -------------------------------------------------------------------
+# -- orderings (as Kueue's) -----------------------------------------------------------------------
 
 def _all(counts: Int64Array) -> Int64Array:
     return np.arange(counts.shape[0], dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Plans which gated pods of one admitted Workload to release, and into which topology slice (DESIGN §2.6).
+"""Plans which gated pods of one admitted Workload to release, and into which topology slice.
 
 Pure: the TopologyUngater (controller/kube/ungating.py) builds an `UngatingInput` from its cache and
 patches one pod per `Ungate`. Pods already released keep their slot; terminated pods free theirs;

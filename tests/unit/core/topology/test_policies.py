@@ -1,4 +1,4 @@
-"""Each placement policy (required, preferred, auto, unconstrained) and the orderings of DESIGN.md §3."""
+"""Each placement policy (required, preferred, auto, unconstrained) and the orderings that match Kueue."""
 
 from __future__ import annotations
 
