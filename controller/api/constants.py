@@ -138,6 +138,10 @@ REASON_EVICTED_BY_PREEMPTION: Final = "Preempted"
 REASON_READY: Final = "Ready"
 REASON_PODS_READY: Final = "PodsReady"
 REASON_INVALID: Final = "Invalid"
+# ClusterQueue / LocalQueue Active condition reasons (Kueue's).
+REASON_STOPPED: Final = "Stopped"
+REASON_CLUSTER_QUEUE_DOES_NOT_EXIST: Final = "ClusterQueueDoesNotExist"
+REASON_CLUSTER_QUEUE_IS_INACTIVE: Final = "ClusterQueueIsInactive"
 
 # Queueing strategies.
 QUEUEING_BEST_EFFORT_FIFO: Final = "BestEffortFIFO"
