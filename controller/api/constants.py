@@ -167,6 +167,7 @@ EVENT_REASON_CREATED_WORKLOAD: Final = "CreatedWorkload"
 EVENT_REASON_STARTED: Final = "Started"
 EVENT_REASON_STOPPED: Final = "Stopped"
 EVENT_REASON_FINISHED_WORKLOAD: Final = "FinishedWorkload"
+EVENT_REASON_EVICTED_DEACTIVATED: Final = "EvictedDueToDeactivated"
 EVENT_REASON_ERR_WORKLOAD_COMPOSE: Final = "ErrWorkloadCompose"
 EVENT_COMPONENT: Final = "tasq-controller"
 
