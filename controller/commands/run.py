@@ -86,8 +86,9 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace, identity: str) -> None:
     from controller.kube.api import connect
+    from controller.kube.embedding import take_back_signals
     from controller.kube.leading import LeaderElector
-    from controller.kube.process import Webhooks, serve_tasq, take_back_signals
+    from controller.kube.process import Webhooks, serve_tasq
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

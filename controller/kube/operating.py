@@ -1,9 +1,9 @@
 """The operator process: cache, watches, admission loop, job reconciler and ungater under one kopf operator.
 
 `Operator(api_client)` wires them; `run(stop)` primes the cache from the API, starts the loops
-(which act only while `leading` is set) and runs kopf (standalone: no peering, no posting of kopf's
-own Events) until `stop` is set. `registry_hooks` let other parts (webhooks) add to the same kopf
-registry and settings. Used by `tasq run`, `tasq dev` and the e2e tests.
+(which act only while `leading` is set) and runs kopf (`run_kopf`: standalone, no posting of kopf's
+own Events) until `stop` is set. With `admission`, the same kopf also serves the admission webhooks
+on every replica, leader or not. Used by `tasq run`, `tasq dev` and the e2e tests.
 """
 
 from __future__ import annotations
@@ -23,37 +23,29 @@ from controller.api.features import FeatureGates
 from controller.cache.cluster import KIND_POD, ClusterCache, object_key
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
+from controller.kube.embedding import connection_info, run_kopf
 from controller.kube.events import EventRecorder
 from controller.kube.job_reconciling import JobReconciler
 from controller.kube.metrics import Metrics, serve_probes
 from controller.kube.ungating import TopologyUngater
 from controller.kube.watching import prime, register_watches
+from controller.kube.webhooking import ReviewMemories, add_admission
+from webhooks.serving import AdmissionServer
 
 log = logging.getLogger(__name__)
 
 WATCH_SERVER_TIMEOUT_S = 10
 """How long one watch request lasts before kopf re-watches from its last resourceVersion."""
 
-RegistryHook = Callable[[kopf.OperatorRegistry], None]
 SettingsHook = Callable[[kopf.OperatorSettings], None]
-
-
-def connection_info(api_client: client.ApiClient) -> kopf.ConnectionInfo:
-    """kopf's credentials from the same configuration the writers use."""
-    conf = api_client.configuration
-    auth = str((conf.api_key or {}).get("authorization", "") or (conf.api_key or {}).get("BearerToken", ""))
-    token = auth.removeprefix("Bearer ").strip() or None
-    return kopf.ConnectionInfo(
-        server=str(conf.host), token=token, ca_path=conf.ssl_ca_cert or None, insecure=not conf.verify_ssl,
-        certificate_path=conf.cert_file or None, private_key_path=conf.key_file or None,
-        username=conf.username or None, password=conf.password or None)
 
 
 class Operator:
     """See the module docstring. `leading` gates every write (set for ever without an elector)."""
 
     def __init__(self, api_client: client.ApiClient, leading: asyncio.Event | None = None,
-                 metrics: Metrics | None = None, features: FeatureGates | None = None) -> None:
+                 metrics: Metrics | None = None, features: FeatureGates | None = None,
+                 admission: AdmissionServer | None = None) -> None:
         self.api_client = api_client
         self.api = KubeApi(api_client)
         self.cache = ClusterCache(features=features or FeatureGates())
@@ -72,6 +64,8 @@ class Operator:
         self.settings_hooks: list[SettingsHook] = []
         self.ready = asyncio.Event()
         register_watches(self.registry, self.cache, self.on_change)
+        if admission is not None:
+            self.settings_hooks.append(add_admission(self.registry, admission))
         self._register_login_and_settings()
 
     def on_change(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
@@ -124,9 +118,8 @@ class Operator:
             namespace, name = key.split("/", 1)
             self.ungater.notify(namespace, name)
         kopf_ready = asyncio.Event()
-        kopf_task = asyncio.create_task(kopf.operator(
-            registry=self.registry, standalone=True, clusterwide=True, stop_flag=stop, ready_flag=kopf_ready),
-            name="tasq-kopf")
+        kopf_task = asyncio.create_task(run_kopf(self.registry, stop, ready=kopf_ready, memories=ReviewMemories()),
+                                        name="tasq-kopf")
         ready_wait = asyncio.create_task(kopf_ready.wait())
         await asyncio.wait({kopf_task, ready_wait}, return_when=asyncio.FIRST_COMPLETED)
         if kopf_ready.is_set():
@@ -146,11 +139,12 @@ class Operator:
 async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, *, elector: Any | None = None,
                          metrics_host: str = "127.0.0.1", metrics_port: int | None = None,
                          started: Callable[[Operator], None] | None = None,
-                         features: FeatureGates | None = None) -> None:
+                         features: FeatureGates | None = None, admission: AdmissionServer | None = None) -> None:
     """The whole operator until `stop`: leader election (`elector`, a LeaderElector; always leading
     without one), probes and metrics on `metrics_port`, then `Operator.run`. `started` is called
     with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
-    operator = Operator(api_client, leading=elector.leading if elector is not None else None, features=features)
+    operator = Operator(api_client, leading=elector.leading if elector is not None else None, features=features,
+                        admission=admission)
     if started is not None:
         started(operator)
     probes = None

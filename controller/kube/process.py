@@ -1,18 +1,16 @@
 """tasq's whole process on one event loop: the operator and, optionally, its admission webhooks.
 
-`serve_tasq` runs `serve_operator` and (with `Webhooks`) `serve_admission` side by side until
-`stop` is set or either ends; `ready` is set once both serve. kopf installs its own SIGINT/SIGTERM
-handlers (each instance replacing the last), so `serve_tasq` takes them back once kopf runs: a
-signal sets `stop`, which stops every part. Used by `tasq run`, `tasq dev` and `tasq demo`.
+`serve_tasq` runs `serve_operator` (with `Webhooks`, its kopf also serves the webhooks) and
+`publish_webhooks` side by side until `stop` is set or either ends; `ready` is set once both serve.
+SIGINT/SIGTERM set `stop` (`embedding.run_kopf` keeps it so), which stops every part. Used by
+`tasq run`, `tasq dev` and `tasq demo`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import tempfile
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,7 +21,7 @@ from kubernetes.aio import client
 
 from controller.api.features import FeatureGates
 from controller.kube.operating import Operator, serve_operator
-from controller.kube.webhooking import local_tls, serve_admission, serving_files
+from controller.kube.webhooking import local_tls, publish_webhooks, serving_files
 from webhooks.serving import AdmissionServer
 
 
@@ -36,15 +34,6 @@ class Webhooks:
     cert_dir: Path | None = None
     addr: str = "127.0.0.1"
     port: int = 0
-
-
-def take_back_signals(stop: asyncio.Event) -> None:
-    """SIGINT/SIGTERM set `stop` (only the main thread may install handlers)."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
 
 
 async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, *, webhooks: Webhooks | None = None,
@@ -62,9 +51,7 @@ async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, *, webho
             started(operator)
 
     with contextlib.ExitStack() as scratch:
-        parts = [asyncio.create_task(serve_operator(api_client, stop, elector=elector, metrics_host=metrics_host,
-                                                    metrics_port=metrics_port, started=on_started,
-                                                    features=features))]
+        server = None
         if webhooks is not None:
             if webhooks.local:
                 directory = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="tasq-webhooks-")))
@@ -73,11 +60,15 @@ async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, *, webho
                 assert webhooks.cert_dir is not None
                 tls = serving_files(webhooks.cert_dir)
             server = AdmissionServer(tls, addr=webhooks.addr, port=webhooks.port)
-            parts.append(asyncio.create_task(serve_admission(api_client, server, stop, register_local=webhooks.local,
-                                                             ready=hooks_ready)))
+        parts = [asyncio.create_task(serve_operator(api_client, stop, elector=elector, metrics_host=metrics_host,
+                                                    metrics_port=metrics_port, started=on_started,
+                                                    features=features, admission=server))]
+        if webhooks is not None and server is not None:
+            parts.append(asyncio.create_task(publish_webhooks(api_client, server, stop, register_local=webhooks.local,
+                                                              ready=hooks_ready)))
         else:
             hooks_ready.set()
-        waiter = asyncio.create_task(_when_ready(operators, operator_ready, hooks_ready, stop, ready))
+        waiter = asyncio.create_task(_when_ready(operators, operator_ready, hooks_ready, ready))
         try:
             await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -90,12 +81,11 @@ async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, *, webho
 
 
 async def _when_ready(operators: list[Operator], operator_ready: asyncio.Event, hooks_ready: asyncio.Event,
-                      stop: asyncio.Event, ready: asyncio.Event | None) -> None:
+                      ready: asyncio.Event | None) -> None:
     while not operators:
         await asyncio.sleep(0.01)
     await operators[0].ready.wait()
     operator_ready.set()
     await hooks_ready.wait()
-    take_back_signals(stop)
     if ready is not None:
         ready.set()

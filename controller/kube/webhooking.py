@@ -1,18 +1,18 @@
 """Serving tasq's admission webhooks from the operator, and registering them for a local control plane.
 
-`serve_admission(client, server, stop)` runs kopf with only the handlers of
-`webhooks.handlers.register_handlers`, behind an `AdmissionServer` (TLS from files, reloaded on
-change), logged in with the operator's own client settings. For `tasq dev` and `tasq run
---local-webhooks`, `local_tls` writes a CA and a 127.0.0.1 certificate and `registered_webhooks`
+`add_admission(registry, server)` puts the handlers of `webhooks.handlers.register_handlers` into a
+kopf registry (the operator's: one kopf per process) behind an `AdmissionServer` (TLS from files,
+reloaded on change); `serve_admission(client, server, stop)` runs them alone. For `tasq dev` and
+`tasq run --local-webhooks`, `local_tls` writes a CA and a 127.0.0.1 certificate and `publish_webhooks`
 applies the configurations (URL + caBundle) once the server listens and deletes them on exit.
-Called by controller.commands.run/dev; the one module here that writes webhook configurations.
+Called by controller.kube.operating/process; the one module here that writes webhook configurations.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +23,7 @@ from kopf._core.reactor.inventory import ResourceMemories
 from kubernetes.aio.client import AdmissionregistrationV1Api, ApiClient, ApiException
 
 from controller.api import constants as c
+from controller.kube.embedding import connection_info, run_kopf
 from webhooks.certificates import write_serving_files
 from webhooks.configurations import EXCLUDED_NAMESPACES, local_client, webhook_configurations
 from webhooks.handlers import register_handlers
@@ -120,20 +121,25 @@ class ReviewMemories(ResourceMemories):
         return await super().recall_memo(raw_body, memobase=memobase, ephemeral=True)
 
 
-def connection_info(client: ApiClient) -> kopf.ConnectionInfo:
-    """kopf's credentials from the operator's kubernetes.aio client (one kubeconfig, one identity)."""
-    cfg = client.configuration
-    token = cfg.api_key.get("BearerToken") or cfg.api_key.get("authorization") or ""
-    return kopf.ConnectionInfo(
-        server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
-        token=token.removeprefix("Bearer ").strip() or None,
-        certificate_path=cfg.cert_file, private_key_path=cfg.key_file)
+def add_admission(registry: kopf.OperatorRegistry, server: AdmissionServer) -> Callable[[kopf.OperatorSettings], None]:
+    """Add the admission handlers to `registry`; returns what the settings need (serve them on
+    `server`, no configurations managed by kopf: tasq writes its own, tightly scoped ones). Also
+    keeps kopf from logging each denial a second time."""
+    register_handlers(registry)
+    objects = logging.getLogger("kopf.objects")
+    if not any(isinstance(f, DenialsLoggedOnce) for f in objects.filters):
+        objects.addFilter(DenialsLoggedOnce())
+
+    def configure(settings: kopf.OperatorSettings) -> None:
+        settings.admission.server = server
+        settings.admission.managed = None
+    return configure
 
 
 def admission_registry(client: ApiClient, server: AdmissionServer) -> kopf.OperatorRegistry:
-    """A kopf registry with the admission handlers, a login from `client`, and `server` configured."""
+    """A kopf registry with only the admission handlers, a login from `client`, and `server` configured."""
     registry = kopf.OperatorRegistry()
-    register_handlers(registry)
+    configure_admission = add_admission(registry, server)
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
@@ -141,32 +147,41 @@ def admission_registry(client: ApiClient, server: AdmissionServer) -> kopf.Opera
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.admission.server = server
-        settings.admission.managed = None  # tasq writes its own, tightly scoped configurations
+        configure_admission(settings)
         settings.posting.enabled = False  # verdicts go to the caller and the log, not to Events
     return registry
 
 
-async def serve_admission(client: ApiClient, server: AdmissionServer, stop: asyncio.Event, *,
-                          register_local: bool = False, ready: asyncio.Event | None = None) -> None:
-    """Serve the webhooks until `stop` is set. With `register_local`, the configurations point at
-    this server while it runs (`registered_webhooks`); `ready` is set once they can be called."""
-    objects = logging.getLogger("kopf.objects")
-    if not any(isinstance(f, DenialsLoggedOnce) for f in objects.filters):
-        objects.addFilter(DenialsLoggedOnce())
-    operator = asyncio.create_task(kopf.operator(registry=admission_registry(client, server), clusterwide=True,
-                                                 standalone=True, stop_flag=stop, memories=ReviewMemories()))
+async def publish_webhooks(client: ApiClient, server: AdmissionServer, stop: asyncio.Event, *,
+                           register_local: bool = False, ready: asyncio.Event | None = None) -> None:
+    """Until `stop`: once `server` listens, `ready` is set and, with `register_local`, the
+    configurations point at it (`registered_webhooks`: deleted again on the way out)."""
+    listening = asyncio.create_task(server.wait_listening())
+    stopping = asyncio.create_task(stop.wait())
     try:
-        waiting = asyncio.create_task(server.wait_listening())
-        await asyncio.wait({operator, waiting}, return_when=asyncio.FIRST_COMPLETED)
-        waiting.cancel()
-        if operator.done():
-            await operator  # it failed before serving: raise its error
+        await asyncio.wait({listening, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
             return
         async with registered_webhooks(client, server) if register_local else nullcontext():
             if ready is not None:
                 ready.set()
-            await asyncio.wait({operator, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+            await stopping
+    finally:
+        listening.cancel()
+        stopping.cancel()
+
+
+async def serve_admission(client: ApiClient, server: AdmissionServer, stop: asyncio.Event, *,
+                          register_local: bool = False, ready: asyncio.Event | None = None) -> None:
+    """Serve only the webhooks until `stop` is set (or kopf fails: its error is raised), published
+    as `publish_webhooks` says."""
+    parts = [asyncio.create_task(run_kopf(admission_registry(client, server), stop, memories=ReviewMemories())),
+             asyncio.create_task(publish_webhooks(client, server, stop, register_local=register_local, ready=ready))]
+    try:
+        await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stop.set()
-        await operator
+        results = await asyncio.gather(*parts, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+            raise result

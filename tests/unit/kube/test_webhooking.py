@@ -1,5 +1,5 @@
-"""The webhook side of the operator: kopf login from the operator's client, review memos that are
-not kept, and local TLS files."""
+"""The webhook side of the operator: review memos that are not kept, local TLS files, and denials
+logged once."""
 
 from __future__ import annotations
 
@@ -7,29 +7,8 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kubernetes.aio import client as aclient
-
 from controller.api import constants as c
-from controller.kube.webhooking import DenialsLoggedOnce, ReviewMemories, connection_info, local_tls
-
-
-def test_kopf_logs_in_with_the_operators_credentials(tmp_path: Path) -> None:
-    tls = local_tls(tmp_path, datetime.now(UTC))
-    configuration = aclient.Configuration(host="https://10.0.0.1:6443")
-    configuration.api_key = {"BearerToken": "Bearer s3cret"}
-    configuration.ssl_ca_cert = str(tls.ca)
-    info = connection_info(aclient.ApiClient(configuration))
-    assert (info.server, info.token, info.ca_path, info.insecure) == ("https://10.0.0.1:6443", "s3cret",
-                                                                     str(tls.ca), False)
-
-
-def test_client_certificates_and_no_token(tmp_path: Path) -> None:
-    tls = local_tls(tmp_path, datetime.now(UTC))
-    configuration = aclient.Configuration(host="https://127.0.0.1:6443")
-    configuration.cert_file, configuration.key_file, configuration.verify_ssl = str(tls.cert), str(tls.key), False
-    info = connection_info(aclient.ApiClient(configuration))
-    assert (info.token, info.certificate_path, info.private_key_path, info.insecure) == (
-        None, str(tls.cert), str(tls.key), True)
+from controller.kube.webhooking import DenialsLoggedOnce, ReviewMemories, local_tls
 
 
 async def test_update_reviews_leave_no_memo_behind() -> None:
