@@ -3,17 +3,22 @@
 For each changed Job (or its Workload): create the Workload (Kueue's name and owner reference);
 refuse one whose PriorityClass is missing (an Event, the Job stays suspended); on admission write
 the flavors' nodeSelector/tolerations, the topology-workload/-podset annotations and tasq's label
-into the pod template and unsuspend; suspend a Job whose Workload has no admission; mark the
-Workload Finished when the Job completes or fails; delete it when the Job is gone. Leader only.
+into the pod template and unsuspend; suspend a Job whose Workload lost its admission and put back
+the pod template the Workload recorded at creation; evict a deactivated Workload (`spec.active:
+false`) the same way, then release its reservation; mark the Workload Finished when the Job
+completes or fails; delete it when the Job is gone. Leader only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+from pydantic import ValidationError
 
 from controller.api import constants as c
 from controller.api.views import JobView
@@ -59,6 +64,72 @@ def pod_template_patch(job: Mapping[str, Any], workload_name: str, admission: Ma
         patched_template["metadata"] = template_meta
     return {"metadata": {"resourceVersion": (job.get("metadata") or {}).get("resourceVersion")},
             "spec": {"suspend": False, "template": patched_template}}
+
+
+def recorded_template(workload: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod template the Workload copied from its Job at creation (its single pod set's): the
+    Job's template as its author wrote it, before any admission changed it."""
+    pod_sets = (workload.get("spec") or {}).get("podSets") or [{}]
+    return (pod_sets[0] or {}).get("template") or {}
+
+
+def was_admitted(workload: Mapping[str, Any]) -> bool:
+    """The Workload held an admission at some time: it has an Admitted condition (True, or False
+    since the reservation went). A Workload never admitted has none, so its Job was never started
+    and its template is left as its author keeps it."""
+    return any(cond.get("type") == c.CONDITION_ADMITTED for cond in (workload.get("status") or {}).get("conditions") or [])
+
+
+def _map_patch(have: Mapping[str, Any], want: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The merge-patch value turning map `have` into `want` (keys to drop set to null)."""
+    if not want:
+        return None
+    return {**{k: None for k in have if k not in want}, **{k: v for k, v in want.items() if have.get(k) != v}}
+
+
+def pod_template_restore_patch(job: Mapping[str, Any], workload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The Job merge patch that puts back what starting the Job changed in its pod template: the
+    nodeSelector, tolerations, labels and annotations the Workload recorded at creation (Kueue
+    restores its pod sets' info the same way when it stops a Job). None when they already match.
+    The API server accepts it only for a suspended Job without `status.startTime`."""
+    original, current = recorded_template(workload), (job.get("spec") or {}).get("template") or {}
+    spec_patch: dict[str, Any] = {}
+    meta_patch: dict[str, Any] = {}
+    for field, target, have, want in (
+            ("nodeSelector", spec_patch, current.get("spec"), original.get("spec")),
+            ("labels", meta_patch, current.get("metadata"), original.get("metadata")),
+            ("annotations", meta_patch, current.get("metadata"), original.get("metadata"))):
+        have_map, want_map = (have or {}).get(field) or {}, (want or {}).get(field) or {}
+        if have_map != want_map:
+            target[field] = _map_patch(have_map, want_map)
+    want_tolerations = (original.get("spec") or {}).get("tolerations") or []
+    if ((current.get("spec") or {}).get("tolerations") or []) != want_tolerations:
+        spec_patch["tolerations"] = want_tolerations or None  # a merge patch replaces a list whole
+    if not spec_patch and not meta_patch:
+        return None
+    template: dict[str, Any] = {}
+    if spec_patch:
+        template["spec"] = spec_patch
+    if meta_patch:
+        template["metadata"] = meta_patch
+    return {"metadata": {"resourceVersion": (job.get("metadata") or {}).get("resourceVersion")},
+            "spec": {"template": template}}
+
+
+def mark_deactivated(workload: Workload, now: datetime) -> bool:
+    """Kueue's eviction of a deactivated Workload, once its Job is stopped: Evicted=True (reason
+    Deactivated), QuotaReserved=False, Admitted=False (reason NoReservation) and no admission. True
+    when anything changed; the caller writes `status.admission` as null so a merge patch drops it."""
+    message = "The workload is deactivated"
+    changed = workload.set_condition(c.CONDITION_EVICTED, "True", c.REASON_DEACTIVATED, message, now)
+    changed |= workload.set_condition(c.CONDITION_QUOTA_RESERVED, "False", c.REASON_PENDING, message, now)
+    if workload.condition(c.CONDITION_ADMITTED) is not None:
+        changed |= workload.set_condition(c.CONDITION_ADMITTED, "False", c.REASON_NO_RESERVATION,
+                                          "The workload has no reservation", now)
+    if workload.status is not None and workload.status.admission is not None:
+        workload.status.admission = None
+        changed = True
+    return changed
 
 
 def missing_priority_class(job: Mapping[str, Any], known: Mapping[str, Any]) -> str | None:
@@ -151,10 +222,12 @@ class JobReconciler:
         elif entry.finished:
             return
         elif (admission := admission_of(entry.obj)) is not None:
-            if view.suspend:
+            if not entry.active:
+                await self._deactivate(job, entry)
+            elif view.suspend:
                 await self._start(job, entry, admission)
-        elif not entry.expecting and not view.suspend and not view.finished:
-            await self._suspend(job)
+        elif not entry.expecting and not view.finished:
+            await self._stop(job, entry)
 
     async def _create_workload(self, job: dict[str, Any], view: JobView) -> None:
         missing = missing_priority_class(job, self.cache.priority_classes)
@@ -195,17 +268,75 @@ class JobReconciler:
         self.recorder.emit(job, c.EVENT_REASON_STARTED,
                                  f"Admitted by clusterQueue {admission.get('clusterQueue', '')}")
 
-    async def _suspend(self, job: dict[str, Any]) -> None:
+    async def _suspend(self, job: dict[str, Any]) -> dict[str, Any] | None:
+        """Set `spec.suspend`; the Job as written, None when it is gone."""
         meta = job["metadata"]
         patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": {"suspend": True}}
         try:
             patched = await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
         except ApiError as e:
             if e.status == 404:
-                return
+                return None
             raise
         self.cache.upsert(c.KIND_JOB, patched)
         self.recorder.emit(job, c.EVENT_REASON_STOPPED, "No matching admission: the Job is suspended")
+        return patched
+
+    async def _stop(self, job: dict[str, Any], entry: WorkloadEntry) -> None:
+        """Phases of stopping a Job whose Workload has no admission (or is being evicted), each one
+        write decided from the Job as it is, so a restart between them resumes where it stopped:
+        1. running -> suspended (the API server allows template changes only on a suspended Job);
+        2. suspended with `status.startTime` -> cleared (nor on a Job that has started: Kueue clears
+           it too; the Job controller sets it again when the Job resumes);
+        3. -> the pod template the Workload recorded (the admission's nodeSelector, tolerations,
+           topology annotations and tasq's label gone).
+        Returns once the Job is suspended with its template restored, or gone."""
+        current: dict[str, Any] | None = job
+        if not JobView.from_dict(job).suspend:
+            current = await self._suspend(job)
+        if current is None or not was_admitted(entry.obj):
+            return
+        restore = pod_template_restore_patch(current, entry.obj)
+        if restore is None:
+            return
+        meta = current["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        try:
+            if (current.get("status") or {}).get("startTime"):
+                cleared = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": {"startTime": None}}
+                current = await retrying(lambda: self.api.merge_patch(JOBS, namespace, name, cleared, "status"))
+                restore["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
+            restored = await retrying(lambda: self.api.merge_patch(JOBS, namespace, name, restore))
+        except ApiError as e:
+            if e.status == 404:
+                return
+            raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
+        self.cache.upsert(c.KIND_JOB, restored)
+
+    async def _deactivate(self, job: dict[str, Any], entry: WorkloadEntry) -> None:
+        """Evict a Workload whose `spec.active` is false: stop its Job (`_stop`), then release the
+        reservation in one status write (Kueue's Deactivated eviction). A restart in between redoes
+        what is left: the Workload keeps its admission until the Job is stopped."""
+        await self._stop(job, entry)
+        now = datetime.now(UTC)
+        obj = entry.obj
+        try:
+            model = Workload.from_dict(dict(obj))
+        except ValidationError:
+            return
+        if not mark_deactivated(model, now) or model.status is None:
+            return
+        status = {**model.status.to_dict(), "admission": None}
+        patch = {"metadata": {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")}, "status": status}
+        try:
+            written = await retrying(functools.partial(
+                self.api.merge_patch, WORKLOADS, entry.info.namespace, entry.info.name, patch, "status"))
+        except ApiError as e:
+            if e.status == 404:
+                return
+            raise  # 409: retried from the cache once the watch brings the newer Workload
+        self._applied(written)
+        self.recorder.emit(written, c.EVENT_REASON_EVICTED_DEACTIVATED, "The workload is deactivated")
 
     async def _finish(self, entry: WorkloadEntry, view: JobView) -> None:
         succeeded = view.finished == c.CONDITION_JOB_COMPLETE

@@ -1,17 +1,36 @@
-"""The Job patch that starts an admitted Job, and the missing-PriorityClass check (pure parts)."""
+"""The Job integration: the patch that starts an admitted Job, the missing-PriorityClass check, and
+stopping a Job whose Workload lost its admission (suspend, clear startTime, restore the template the
+Workload recorded), driven against an in-memory API that refuses what kube-apiserver refuses."""
 
 from __future__ import annotations
 
+import asyncio
+import copy
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from controller.api import constants as c
-from controller.kube.job_reconciling import missing_priority_class, pod_template_patch
+from controller.api.workload import Workload
+from controller.cache.cluster import ClusterCache
+from controller.core.admission.workloads import workload_from_job
+from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi
+from controller.kube.events import EventRecorder
+from controller.kube.job_reconciling import (
+    JobReconciler,
+    mark_deactivated,
+    missing_priority_class,
+    pod_template_patch,
+    pod_template_restore_patch,
+    was_admitted,
+)
 from tests.builders.kueue import make_job
 
 H100 = {"nodeLabels": {"gpu": "h100"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def admission(*, topology: bool) -> dict[str, Any]:
@@ -20,6 +39,26 @@ def admission(*, topology: bool) -> dict[str, Any]:
     if topology:
         psa["topologyAssignment"] = {"slices": [{"nodeLabels": {"rack": "r1"}, "count": 2}]}
     return {"clusterQueue": "cq", "podSetAssignments": [psa]}
+
+
+def merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as the API server applies `application/merge-patch+json`."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge(out.get(key), value)
+    return out
+
+
+def without_empty(obj: Any) -> Any:
+    """`obj` without empty maps (the API server treats an empty template metadata as none)."""
+    if isinstance(obj, dict):
+        return {k: without_empty(v) for k, v in obj.items() if v != {}}
+    return obj
 
 
 def test_a_topology_admission_adds_flavor_rules_annotations_and_the_tas_label_and_unsuspends() -> None:
@@ -59,3 +98,203 @@ def test_a_priority_class_is_missing_only_when_named_and_absent(
         class_name: str | None, known: dict[str, Any], missing: str | None) -> None:
     job = make_job("p").priority(class_name=class_name).obj() if class_name else make_job("p").obj()
     assert missing_priority_class(job, known) == missing
+
+
+# -- restoring the template ------------------------------------------------------------------------
+
+def authored(kind: str) -> dict[str, Any]:
+    """Jobs as their authors wrote them, each with something of its own in the fields tasq changes."""
+    job = make_job("train").queue("lq").template_annotate(c.ANNOTATION_DEVCLUSTER_RUN_SECONDS, "5").obj()
+    job["metadata"].update(namespace="ns", uid="u1", resourceVersion="10")
+    job["spec"]["template"].setdefault("metadata", {})["labels"] = {c.LABEL_JOB_NAME: "train"}
+    spec = job["spec"]["template"]["spec"]
+    if kind == "own selector and toleration":
+        spec["nodeSelector"] = {"zone": "a"}
+        spec["tolerations"] = [{"key": "spot", "operator": "Exists"}]
+    elif kind == "selector key the flavor overrides":
+        spec["nodeSelector"] = {"gpu": "a100"}
+    elif kind == "bare":
+        del job["spec"]["template"]["metadata"]
+    return job
+
+
+KINDS = ["own selector and toleration", "selector key the flavor overrides", "labels and annotations only", "bare"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("topology", [True, False], ids=["topology", "no-topology"])
+def test_restoring_after_a_start_gives_back_exactly_the_authors_template(kind: str, topology: bool) -> None:
+    job = authored(kind)
+    workload = workload_from_job(job)
+    started = merge(job, pod_template_patch(job, "job-train-x", admission(topology=topology), {"h100": H100}))
+    assert started["spec"]["template"] != job["spec"]["template"]  # the start changed something
+    restored = merge(started, pod_template_restore_patch(started, workload))
+    assert without_empty(restored["spec"]["template"]) == without_empty(job["spec"]["template"])
+    assert pod_template_restore_patch(restored, workload) is None  # nothing left to do
+
+
+def test_the_restore_patch_carries_the_jobs_resource_version_and_nulls_only_what_tasq_added() -> None:
+    job = authored("own selector and toleration")
+    workload = workload_from_job(job)
+    started = merge(job, pod_template_patch(job, "job-train-x", admission(topology=True), {"h100": H100}))
+    started["metadata"]["resourceVersion"] = "12"
+    patch = pod_template_restore_patch(started, workload)
+    assert patch == {"metadata": {"resourceVersion": "12"}, "spec": {"template": {
+        "spec": {"nodeSelector": {"gpu": None}, "tolerations": [{"key": "spot", "operator": "Exists"}]},
+        "metadata": {"labels": {c.LABEL_TAS: None},
+                     "annotations": {c.ANNOTATION_TOPOLOGY_WORKLOAD: None, c.ANNOTATION_TOPOLOGY_PODSET: None}}}}}
+
+
+def test_a_workload_never_admitted_has_no_admitted_condition_one_evicted_keeps_it() -> None:
+    workload = workload_from_job(authored("bare"))
+    assert not was_admitted(workload)
+    workload["status"] = {"conditions": [{"type": c.CONDITION_QUOTA_RESERVED, "status": "False"}]}
+    assert not was_admitted(workload)
+    workload["status"]["conditions"].append({"type": c.CONDITION_ADMITTED, "status": "False"})
+    assert was_admitted(workload)
+
+
+def test_deactivation_evicts_releases_the_reservation_and_says_why() -> None:
+    wl = admitted_workload(authored("bare"))
+    model = Workload.from_dict(wl)
+    assert mark_deactivated(model, NOW)
+    assert model.status is not None and model.status.admission is None
+    conds = {x.type: (x.status, x.reason) for x in model.status.conditions}
+    assert conds == {c.CONDITION_EVICTED: ("True", c.REASON_DEACTIVATED),
+                     c.CONDITION_QUOTA_RESERVED: ("False", c.REASON_PENDING),
+                     c.CONDITION_ADMITTED: ("False", c.REASON_NO_RESERVATION)}
+    assert not mark_deactivated(model, NOW)  # already evicted: nothing to write
+
+
+# -- the reconciler against an API that enforces kube-apiserver's Job rules ------------------------
+
+class JobRulesApi(KubeApi):
+    """Jobs and Workloads in memory, merge patches with resourceVersion checks, and kube-apiserver's
+    rule for Jobs: the pod template may change only while the stored Job is suspended and has no
+    `status.startTime` (suspend and template in one request are refused). `writes` logs each patch."""
+
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        self.objects = {(self._resource(o), o["metadata"]["name"]): copy.deepcopy(o) for o in objects}
+        self.writes: list[tuple[str, dict[str, Any]]] = []
+        self.rv = 100
+
+    @staticmethod
+    def _resource(obj: Mapping[str, Any]) -> tuple[str, str]:
+        return JOBS if obj["kind"] == c.KIND_JOB else WORKLOADS
+
+    async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
+                          patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        old = self.objects[(resource, name)]
+        if patch.get("metadata", {}).get("resourceVersion") not in (None, old["metadata"]["resourceVersion"]):
+            raise ApiError(409, "the object has been modified")
+        body = {k: v for k, v in patch.items() if k != "metadata"}
+        new = merge(old, {"status": body.get("status")} if subresource == "status" else
+                    {k: v for k, v in body.items() if k != "status"})
+        template_changed = resource == JOBS and new["spec"]["template"] != old["spec"]["template"]
+        if template_changed and (not old["spec"].get("suspend") or (old.get("status") or {}).get("startTime")):
+            raise ApiError(422, "spec.template: Invalid value: field is immutable")
+        self.rv += 1
+        new["metadata"]["resourceVersion"] = str(self.rv)
+        self.objects[(resource, name)] = new
+        self.writes.append((f"{resource[1]}{'/' + subresource if subresource else ''}", dict(body)))
+        return copy.deepcopy(new)
+
+
+class Quiet(EventRecorder):
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def emit(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = c.EVENT_TYPE_NORMAL) -> None:
+        self.reasons.append(reason)
+
+
+def admitted_workload(job: dict[str, Any]) -> dict[str, Any]:
+    wl = workload_from_job(job)
+    wl["metadata"]["resourceVersion"] = "20"
+    wl["status"] = {"admission": admission(topology=True), "conditions": [
+        {"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        for t in (c.CONDITION_QUOTA_RESERVED, c.CONDITION_ADMITTED)]}
+    return wl
+
+
+def running(job: dict[str, Any]) -> dict[str, Any]:
+    """The Job after tasq started it and the Job controller stamped its startTime."""
+    started = merge(job, pod_template_patch(job, "job-train-x", admission(topology=True), {"h100": H100}))
+    started["metadata"]["resourceVersion"] = "30"
+    started["status"] = {"startTime": "2026-01-01T00:00:05Z", "active": 2}
+    return dict(started)
+
+
+def reconcile(api: JobRulesApi, recorder: Quiet | None = None) -> ClusterCache:
+    cache = ClusterCache()
+    for obj in api.objects.values():
+        cache.upsert(obj["kind"], obj)
+    reconciler = JobReconciler(cache, api, recorder or Quiet())
+    asyncio.run(reconciler.reconcile("ns/train"))
+    return cache
+
+
+def lost_admission(wl: dict[str, Any]) -> dict[str, Any]:
+    """The Workload after its reservation went (Kueue's UnsetQuotaReservation)."""
+    wl = copy.deepcopy(wl)
+    wl["status"].pop("admission")
+    for cond in wl["status"]["conditions"]:
+        cond["status"] = "False"
+    return wl
+
+
+def test_a_job_whose_workload_lost_its_admission_is_suspended_then_its_template_restored_in_three_writes() -> None:
+    job = authored("own selector and toleration")
+    api = JobRulesApi(running(job), lost_admission(admitted_workload(job)))
+    recorder = Quiet()
+    cache = reconcile(api, recorder)
+    assert [w for w, _ in api.writes] == ["jobs", "jobs/status", "jobs"]
+    assert api.writes[0][1] == {"spec": {"suspend": True}}
+    assert api.writes[1][1] == {"status": {"startTime": None}}
+    stored = api.objects[(JOBS, "train")]
+    assert stored["spec"]["suspend"] is True
+    assert stored["spec"]["template"] == job["spec"]["template"]
+    assert cache.jobs["ns/train"]["spec"]["template"] == job["spec"]["template"]  # applied at once
+    assert recorder.reasons == [c.EVENT_REASON_STOPPED]
+
+
+def test_a_restart_after_the_suspend_resumes_with_the_remaining_writes() -> None:
+    job = authored("labels and annotations only")
+    suspended = running(job)
+    suspended["spec"]["suspend"] = True  # the first write landed, then the controller stopped
+    api = JobRulesApi(suspended, lost_admission(admitted_workload(job)))
+    reconcile(api)
+    assert [w for w, _ in api.writes] == ["jobs/status", "jobs"]
+    assert api.objects[(JOBS, "train")]["spec"]["template"] == job["spec"]["template"]
+    reconcile(api)
+    assert len(api.writes) == 2  # done: another pass writes nothing
+
+
+def test_a_suspended_job_never_admitted_keeps_a_template_its_author_changed() -> None:
+    job = authored("bare")
+    job["spec"]["suspend"] = True
+    edited = copy.deepcopy(job)
+    edited["spec"]["template"]["spec"]["nodeSelector"] = {"zone": "b"}
+    pending = workload_from_job(job)
+    pending["metadata"]["resourceVersion"] = "20"
+    api = JobRulesApi(edited, pending)
+    reconcile(api)
+    assert api.writes == []
+
+
+def test_a_deactivated_workload_stops_its_job_restores_the_template_then_releases_its_quota() -> None:
+    job = authored("own selector and toleration")
+    wl = admitted_workload(job)
+    wl["spec"]["active"] = False
+    api = JobRulesApi(running(job), wl)
+    recorder = Quiet()
+    cache = reconcile(api, recorder)
+    assert [w for w, _ in api.writes] == ["jobs", "jobs/status", "jobs", "workloads/status"]
+    assert api.objects[(JOBS, "train")]["spec"]["template"] == job["spec"]["template"]
+    written = api.objects[(WORKLOADS, wl["metadata"]["name"])]
+    assert "admission" not in written["status"]
+    evicted = {x["type"]: x for x in written["status"]["conditions"]}[c.CONDITION_EVICTED]
+    assert (evicted["status"], evicted["reason"]) == ("True", c.REASON_DEACTIVATED)
+    entry = cache.workloads[f"ns/{wl['metadata']['name']}"]
+    assert entry.fit is None and entry.restoring is None  # the cache released the reservation
+    assert recorder.reasons == [c.EVENT_REASON_STOPPED, c.EVENT_REASON_EVICTED_DEACTIVATED]
