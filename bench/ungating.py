@@ -139,6 +139,7 @@ async def bench_devcluster(api_client: ApiClient, pods: int, parallelism: int, r
     if run % 2 == 0:  # plan + patches only
         t = time.perf_counter()
         await ungater.sync(namespace, "wl")
+        await ungater.close()
         label = "sync"
     else:  # through notify and the 1 s batch window, as the operator runs it
         done = asyncio.Event()

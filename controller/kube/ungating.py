@@ -3,7 +3,8 @@
 The cache calls `notify(namespace, workload)` on every pod or Workload event; `run()` gathers those for
 `batch_seconds` per Workload, asks `source` for an `UngatingInput`, plans with the pure
 `plan_ungating` and sends one strategic-merge patch per pod (remove only our gate, add the slice's
-nodeSelector) with at most `parallelism` in flight. Only runs while the leader gate is set.
+nodeSelector) with at most `parallelism` in flight, as raw JSON over the kubernetes.aio client's
+connections (`RawPodPatcher`). Only runs while the leader gate is set.
 """
 
 from __future__ import annotations
@@ -11,14 +12,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import quote
 
 import aiohttp
-from kubernetes.aio.client import ApiException, CoreV1Api
+from aiohttp.helpers import get_env_proxy_for_url
+from kubernetes.aio.client import ApiClient, CoreV1Api
+from yarl import URL
 
 from controller.api import constants as c
 from controller.core.ungating import Ungate, UngatingInput, plan_ungating
@@ -31,6 +36,10 @@ Source = Callable[[str, str], UngatingInput | None]
 
 # Errors after which the same plan may succeed on a fresh look (conflict, throttling, server trouble).
 _RETRIABLE = frozenset({409, 429, 500, 502, 503, 504})
+
+
+PATCH_TIMEOUT_S = 30.0
+"""Give up on one pod patch after this long (then it is retried like a 503)."""
 
 
 def ungate_patch(ungate: Ungate) -> dict[str, Any]:
@@ -47,6 +56,104 @@ def ungate_patch(ungate: Ungate) -> dict[str, Any]:
     }
 
 
+class PatchBodies:
+    """`ungate_patch` as JSON bytes, the slice's part encoded once per slice and reused for its pods.
+
+    Equal to `json.dumps(ungate_patch(u))` byte for byte (tests check it); per pod only the uid is encoded.
+    """
+
+    def __init__(self) -> None:
+        self._spec: dict[tuple[tuple[str, str], ...], bytes] = {}
+
+    def body(self, ungate: Ungate) -> bytes:
+        key = tuple(ungate.node_selector.items())
+        spec = self._spec.get(key)
+        if spec is None:
+            whole = json.dumps(ungate_patch(ungate)).encode()
+            spec = self._spec[key] = whole[whole.index(b', "spec": '):]
+        return b'{"metadata": {"uid": ' + json.dumps(ungate.uid).encode() + b"}" + spec
+
+
+class PodPatching(Protocol):
+    """Where ungate patches go: `RawPodPatcher` in the operator, a fake in unit tests."""
+
+    async def refresh(self) -> None:
+        """Called once before each batch of patches (credentials may have rotated)."""
+
+    async def patch_namespaced_pod(self, name: str, namespace: str, body: bytes) -> tuple[int, str]:
+        """One strategic-merge PATCH of a pod: the HTTP status and, when it is not 2xx, the answer's text."""
+
+    async def close(self) -> None:
+        """Release what the patcher holds (not the ApiClient's connections); it may be used again after."""
+
+
+class RawPodPatcher:
+    """Sends prepared strategic-merge patch bytes over the connection pool of a kubernetes.aio ApiClient.
+
+    The generated `CoreV1Api.patch_namespaced_pod` serialises the body through the client's models,
+    and the client's session (trust_env) looks up proxies and netrc in a worker thread per request:
+    at thousands of patches per Workload that was most of the ungater's CPU (bench/ungating.py).
+    Here the proxy is resolved once, the auth headers once per batch (`refresh`, which runs the
+    client's token refresh hook), and the body goes out as is. TLS settings and connections are the
+    client's own (its connector, shared); closing the ApiClient closes them.
+    """
+
+    def __init__(self, api_client: ApiClient) -> None:
+        self.api_client = api_client
+        config = api_client.configuration
+        self.base = str(config.host).rstrip("/")
+        self._extra: dict[str, Any] = {}
+        if config.tls_server_name:
+            self._extra["server_hostname"] = config.tls_server_name
+        proxy: Any = config.proxy
+        if proxy is None:
+            with contextlib.suppress(LookupError):
+                proxy, self._extra["proxy_auth"] = get_env_proxy_for_url(URL(self.base))
+        if proxy is not None:
+            self._extra["proxy"] = proxy
+            if config.proxy_headers:
+                self._extra["proxy_headers"] = config.proxy_headers
+        self._headers: dict[str, str] = {}
+        self._session: aiohttp.ClientSession | None = None
+
+    async def refresh(self) -> None:
+        """The headers the client would send now: its defaults, cookie, bearer token, our content type."""
+        headers = {str(k): str(v) for k, v in self.api_client.default_headers.items()}
+        if self.api_client.cookie:
+            headers["Cookie"] = str(self.api_client.cookie)
+        for auth in (await self.api_client.configuration.auth_settings()).values():
+            if auth.get("in") == "header" and auth.get("value"):
+                headers[str(auth["key"])] = str(auth["value"])
+        headers["Content-Type"] = c.CONTENT_TYPE_STRATEGIC_MERGE_PATCH
+        headers["Accept"] = "application/json"
+        self._headers = headers
+
+    def _session_now(self) -> aiohttp.ClientSession:
+        """A session on the ApiClient's connector (created here if the client has sent nothing yet)."""
+        if self._session is None or self._session.closed:
+            rest = self.api_client.rest_client
+            if rest.pool_manager is None:
+                rest.pool_manager = rest._create_pool_manager()
+            self._session = aiohttp.ClientSession(
+                connector=rest.pool_manager.connector, connector_owner=False, trust_env=False,
+                timeout=aiohttp.ClientTimeout(total=PATCH_TIMEOUT_S))
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def patch_namespaced_pod(self, name: str, namespace: str, body: bytes) -> tuple[int, str]:
+        if not self._headers:
+            await self.refresh()
+        url = f"{self.base}/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+        async with self._session_now().patch(url, data=body, headers=self._headers, **self._extra) as response:
+            # Read the answer even on success: a connection goes back to the pool only once it is read.
+            raw = await response.read()
+            return response.status, ("" if 200 <= response.status < 300 else raw.decode("utf-8", "replace"))
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -60,10 +167,11 @@ class TopologyUngater:
     gone, or when its patch fails. `patches` and `failures` count the API calls made (benchmarks).
     """
 
-    def __init__(self, core_api: CoreV1Api, source: Source, metrics: Metrics | None = None,
+    def __init__(self, api: CoreV1Api | PodPatching, source: Source, metrics: Metrics | None = None,
                  batch_seconds: float = 1.0, parallelism: int = 16, *, leader: asyncio.Event | None = None,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], datetime] = _utc_now) -> None:
-        self.core_api, self.source, self.metrics = core_api, source, metrics
+        self.patcher: PodPatching = RawPodPatcher(api.api_client) if isinstance(api, CoreV1Api) else api
+        self.source, self.metrics = source, metrics
         self.batch_seconds = batch_seconds
         self.leader = leader
         self.clock, self.wall_clock = clock, wall_clock
@@ -120,6 +228,11 @@ class TopologyUngater:
             for task in running:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
+            await self.close()
+
+    async def close(self) -> None:
+        """Close the patcher's session (`run` does on its way out; a caller of `sync` alone calls it)."""
+        await self.patcher.close()
 
     async def _sync_logged(self, key: WorkloadKey) -> None:
         """`sync` for `run`: an unexpected error is logged and the Workload retried, never fatal."""
@@ -165,7 +278,10 @@ class TopologyUngater:
         created = {p.uid: p.created for p in inp.pods}
         for u in plan.ungate:
             expected[u.uid] = u.node_selector
-        results = await asyncio.gather(*(self._patch(namespace, key, u, created[u.uid]) for u in plan.ungate))
+        bodies = PatchBodies()
+        await self.patcher.refresh()
+        results = await asyncio.gather(*(self._patch(namespace, key, u, created[u.uid], bodies.body(u))
+                                         for u in plan.ungate))
         if any(r is None for r in results):
             self.notify(namespace, workload)
         return sum(1 for r in results if r)
@@ -179,7 +295,7 @@ class TopologyUngater:
                 del expected[uid]
         return expected
 
-    async def _patch(self, namespace: str, key: WorkloadKey, u: Ungate, created: str) -> bool | None:
+    async def _patch(self, namespace: str, key: WorkloadKey, u: Ungate, created: str, body: bytes) -> bool | None:
         """Send one ungate patch. True: sent; False: failed for good (404, 422...); None: worth a retry.
 
         A failed patch changed nothing on the pod (one patch is atomic), so its expectation goes.
@@ -191,19 +307,11 @@ class TopologyUngater:
                 return False
             self.patches += 1
             try:
-                # The raw response: decoding each returned Pod into client models would cost more
-                # than the patch itself (see bench/ungating.py); only the status matters here.
-                response = await self.core_api.patch_namespaced_pod_without_preload_content(
-                    u.pod, namespace, ungate_patch(u), _content_type=c.CONTENT_TYPE_STRATEGIC_MERGE_PATCH)
-                try:
-                    if not 200 <= response.status < 300:
-                        return self._failed(key, u, response.status, f"{response.status} {await response.text()}")
-                finally:
-                    response.release()
-            except ApiException as e:
-                return self._failed(key, u, e.status or 0, f"{e.status} {e.reason}")
+                status, text = await self.patcher.patch_namespaced_pod(u.pod, namespace, body)
             except (aiohttp.ClientError, OSError, TimeoutError) as e:
                 return self._failed(key, u, 503, f"{type(e).__name__}: {e}")
+            if not 200 <= status < 300:
+                return self._failed(key, u, status, f"{status} {text}")
         if self.metrics is not None:
             self.metrics.gate_removed(self._age_seconds(created))
         return True
