@@ -113,6 +113,8 @@ CONDITION_PREEMPTED: Final = "Preempted"
 # batch/v1 Job condition types that mean the Job is over.
 CONDITION_JOB_COMPLETE: Final = "Complete"
 CONDITION_JOB_FAILED: Final = "Failed"
+# The Job condition its controller sets once a suspended Job's pods are being removed.
+CONDITION_JOB_SUSPENDED: Final = "Suspended"
 
 # ClusterQueue / LocalQueue condition type.
 CONDITION_ACTIVE: Final = "Active"
