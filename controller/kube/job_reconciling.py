@@ -282,42 +282,50 @@ class JobReconciler:
         self.recorder.emit(job, c.EVENT_REASON_STOPPED, "No matching admission: the Job is suspended")
         return patched
 
-    async def _stop(self, job: dict[str, Any], entry: WorkloadEntry) -> None:
-        """Phases of stopping a Job whose Workload has no admission (or is being evicted), each one
-        write decided from the Job as it is, so a restart between them resumes where it stopped:
-        1. running -> suspended (the API server allows template changes only on a suspended Job);
-        2. suspended with `status.startTime` -> cleared (nor on a Job that has started: Kueue clears
-           it too; the Job controller sets it again when the Job resumes);
-        3. -> the pod template the Workload recorded (the admission's nodeSelector, tolerations,
+    async def _stop(self, job: dict[str, Any], entry: WorkloadEntry) -> bool:
+        """Phases of stopping a Job whose Workload has no admission (or is being evicted), each
+        decided from the Job as it is, so a restart between them resumes where it stopped:
+        1. running -> suspended;
+        2. waiting until the Job controller has no active pod left (kube-apiserver 1.36+ lets a
+           suspended Job's pod template change only then; the Job's next watch event brings this
+           back here);
+        3. a startTime the Job controller left -> cleared, as Kueue does (before 1.35 the template
+           changes only without one, and the Job controller does not clear it on suspension);
+        4. -> the pod template the Workload recorded (the admission's nodeSelector, tolerations,
            topology annotations and tasq's label gone).
-        Returns once the Job is suspended with its template restored, or gone."""
+        True once the Job is suspended with its template restored (or is gone)."""
         current: dict[str, Any] | None = job
         if not JobView.from_dict(job).suspend:
             current = await self._suspend(job)
         if current is None or not was_admitted(entry.obj):
-            return
+            return True
         restore = pod_template_restore_patch(current, entry.obj)
         if restore is None:
-            return
+            return True
+        status = current.get("status") or {}
+        if int(status.get("active") or 0) > 0:
+            return False
         meta = current["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         try:
-            if (current.get("status") or {}).get("startTime"):
+            if status.get("startTime"):
                 cleared = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": {"startTime": None}}
                 current = await retrying(lambda: self.api.merge_patch(JOBS, namespace, name, cleared, "status"))
                 restore["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
             restored = await retrying(lambda: self.api.merge_patch(JOBS, namespace, name, restore))
         except ApiError as e:
             if e.status == 404:
-                return
+                return True
             raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
         self.cache.upsert(c.KIND_JOB, restored)
+        return True
 
     async def _deactivate(self, job: dict[str, Any], entry: WorkloadEntry) -> None:
         """Evict a Workload whose `spec.active` is false: stop its Job (`_stop`), then release the
         reservation in one status write (Kueue's Deactivated eviction). A restart in between redoes
-        what is left: the Workload keeps its admission until the Job is stopped."""
-        await self._stop(job, entry)
+        what is left: the Workload keeps its admission (and its quota) until the Job is stopped."""
+        if not await self._stop(job, entry):
+            return
         now = datetime.now(UTC)
         obj = entry.obj
         try:

@@ -170,17 +170,30 @@ def test_deactivation_evicts_releases_the_reservation_and_says_why() -> None:
 
 class JobRulesApi(KubeApi):
     """Jobs and Workloads in memory, merge patches with resourceVersion checks, and kube-apiserver's
-    rule for Jobs: the pod template may change only while the stored Job is suspended and has no
-    `status.startTime` (suspend and template in one request are refused). `writes` logs each patch."""
+    rule for a Job's pod template: `rule="1.37"` (MutableSchedulingDirectivesForSuspendedJobs, on
+    by default since 1.36) lets it change only while the stored Job is suspended, has no active pod
+    and either no `status.startTime` or the Suspended condition; `rule="1.34"` only while suspended
+    without `status.startTime`. Suspend and template in one request are refused by both. `writes`
+    logs each patch."""
 
-    def __init__(self, *objects: dict[str, Any]) -> None:
+    def __init__(self, *objects: dict[str, Any], rule: str = "1.37") -> None:
         self.objects = {(self._resource(o), o["metadata"]["name"]): copy.deepcopy(o) for o in objects}
         self.writes: list[tuple[str, dict[str, Any]]] = []
+        self.rule = rule
         self.rv = 100
 
     @staticmethod
     def _resource(obj: Mapping[str, Any]) -> tuple[str, str]:
         return JOBS if obj["kind"] == c.KIND_JOB else WORKLOADS
+
+    def _template_mutable(self, job: Mapping[str, Any]) -> bool:
+        status = job.get("status") or {}
+        suspended, not_started = bool(job["spec"].get("suspend")), not status.get("startTime")
+        if self.rule == "1.34":
+            return suspended and not_started
+        condition = any(x["type"] == c.CONDITION_JOB_SUSPENDED and x["status"] == "True"
+                        for x in status.get("conditions") or [])
+        return suspended and (not_started or condition) and not status.get("active")
 
     async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
                           patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]:
@@ -191,13 +204,27 @@ class JobRulesApi(KubeApi):
         new = merge(old, {"status": body.get("status")} if subresource == "status" else
                     {k: v for k, v in body.items() if k != "status"})
         template_changed = resource == JOBS and new["spec"]["template"] != old["spec"]["template"]
-        if template_changed and (not old["spec"].get("suspend") or (old.get("status") or {}).get("startTime")):
+        if template_changed and not self._template_mutable(old):
             raise ApiError(422, "spec.template: Invalid value: field is immutable")
-        self.rv += 1
-        new["metadata"]["resourceVersion"] = str(self.rv)
-        self.objects[(resource, name)] = new
+        self.store(new)
         self.writes.append((f"{resource[1]}{'/' + subresource if subresource else ''}", dict(body)))
         return copy.deepcopy(new)
+
+    def store(self, obj: dict[str, Any]) -> None:
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.objects[(self._resource(obj), obj["metadata"]["name"])] = obj
+
+    def job_controller_suspends(self, name: str) -> None:
+        """What the Job controller does with a suspended Job: its pods deleted, the Suspended
+        condition set, and (from 1.35) startTime cleared with it."""
+        job = copy.deepcopy(self.objects[(JOBS, name)])
+        status = job.setdefault("status", {})
+        status["active"] = 0
+        status["conditions"] = [{"type": c.CONDITION_JOB_SUSPENDED, "status": "True"}]
+        if self.rule != "1.34":
+            status.pop("startTime", None)
+        self.store(job)
 
 
 class Quiet(EventRecorder):
@@ -226,6 +253,7 @@ def running(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def reconcile(api: JobRulesApi, recorder: Quiet | None = None) -> ClusterCache:
+    """One reconcile of Job ns/train from a cache filled with the API's objects (as after a restart)."""
     cache = ClusterCache()
     for obj in api.objects.values():
         cache.upsert(obj["kind"], obj)
@@ -243,31 +271,29 @@ def lost_admission(wl: dict[str, Any]) -> dict[str, Any]:
     return wl
 
 
-def test_a_job_whose_workload_lost_its_admission_is_suspended_then_its_template_restored_in_three_writes() -> None:
+@pytest.mark.parametrize(("rule", "writes_after_pods_gone"), [
+    ("1.37", ["jobs"]),  # the Job controller cleared startTime with the Suspended condition
+    ("1.34", ["jobs/status", "jobs"]),  # it left startTime: tasq clears it, then restores
+])
+def test_a_job_whose_workload_lost_its_admission_is_suspended_then_restored_once_its_pods_are_gone(
+        rule: str, writes_after_pods_gone: list[str]) -> None:
     job = authored("own selector and toleration")
-    api = JobRulesApi(running(job), lost_admission(admitted_workload(job)))
+    api = JobRulesApi(running(job), lost_admission(admitted_workload(job)), rule=rule)
     recorder = Quiet()
-    cache = reconcile(api, recorder)
-    assert [w for w, _ in api.writes] == ["jobs", "jobs/status", "jobs"]
-    assert api.writes[0][1] == {"spec": {"suspend": True}}
-    assert api.writes[1][1] == {"status": {"startTime": None}}
+    reconcile(api, recorder)
+    assert api.writes == [("jobs", {"spec": {"suspend": True}})]  # then waits: 2 pods still active
+    reconcile(api)
+    assert len(api.writes) == 1  # still waiting, nothing refused
+    api.job_controller_suspends("train")
+    cache = reconcile(api, recorder)  # as after a restart too: everything from the API
+    assert [w for w, _ in api.writes[1:]] == writes_after_pods_gone
     stored = api.objects[(JOBS, "train")]
     assert stored["spec"]["suspend"] is True
     assert stored["spec"]["template"] == job["spec"]["template"]
     assert cache.jobs["ns/train"]["spec"]["template"] == job["spec"]["template"]  # applied at once
     assert recorder.reasons == [c.EVENT_REASON_STOPPED]
-
-
-def test_a_restart_after_the_suspend_resumes_with_the_remaining_writes() -> None:
-    job = authored("labels and annotations only")
-    suspended = running(job)
-    suspended["spec"]["suspend"] = True  # the first write landed, then the controller stopped
-    api = JobRulesApi(suspended, lost_admission(admitted_workload(job)))
     reconcile(api)
-    assert [w for w, _ in api.writes] == ["jobs/status", "jobs"]
-    assert api.objects[(JOBS, "train")]["spec"]["template"] == job["spec"]["template"]
-    reconcile(api)
-    assert len(api.writes) == 2  # done: another pass writes nothing
+    assert len(api.writes) == 1 + len(writes_after_pods_gone)  # done: another pass writes nothing
 
 
 def test_a_suspended_job_never_admitted_keeps_a_template_its_author_changed() -> None:
@@ -282,14 +308,18 @@ def test_a_suspended_job_never_admitted_keeps_a_template_its_author_changed() ->
     assert api.writes == []
 
 
-def test_a_deactivated_workload_stops_its_job_restores_the_template_then_releases_its_quota() -> None:
+def test_a_deactivated_workload_keeps_its_quota_until_its_job_is_stopped_and_restored() -> None:
     job = authored("own selector and toleration")
     wl = admitted_workload(job)
     wl["spec"]["active"] = False
     api = JobRulesApi(running(job), wl)
     recorder = Quiet()
+    reconcile(api, recorder)
+    assert [w for w, _ in api.writes] == ["jobs"]  # suspended; its pods still run
+    assert "admission" in api.objects[(WORKLOADS, wl["metadata"]["name"])]["status"]
+    api.job_controller_suspends("train")
     cache = reconcile(api, recorder)
-    assert [w for w, _ in api.writes] == ["jobs", "jobs/status", "jobs", "workloads/status"]
+    assert [w for w, _ in api.writes] == ["jobs", "jobs", "workloads/status"]
     assert api.objects[(JOBS, "train")]["spec"]["template"] == job["spec"]["template"]
     written = api.objects[(WORKLOADS, wl["metadata"]["name"])]
     assert "admission" not in written["status"]
