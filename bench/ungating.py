@@ -3,8 +3,10 @@
 Planner rows time `plan_ungating` on 4,096 pods in 64 slices. Devcluster rows: an API server (devcluster,
 no simulated scheduler or kubelet) in its own process; 4,096 gated pods created; then the ungater in
 this process (kubernetes.aio client) releases them all: `sync` is plan + patches, `notify->done` also
-includes the 1 s batch window. Target: pods created -> all ungated <= 3 s.
-Run: `.venv/bin/python bench/ungating.py [--pods 4096] [--parallelism 16,32] [--reps 30]`.
+includes the 1 s batch window. Target: pods created -> all ungated <= 3 s. With `--kubeconfig` the
+same rows run against that cluster instead (e.g. `hack/realcluster/up`'s kube-apiserver; its server
+CPU is not measured).
+Run: `.venv/bin/python bench/ungating.py [--pods 4096] [--parallelism 16,32] [--reps 30] [--kubeconfig K]`.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ SERVER_PID = 0  # the devcluster process, whose CPU time the devcluster rows rep
 
 
 def server_cpu_seconds() -> float:
-    """utime + stime of the server process (/proc/<pid>/stat fields 14 and 15)."""
+    """utime + stime of the server process (/proc/<pid>/stat fields 14 and 15); NaN for another cluster."""
+    if not SERVER_PID:
+        return float("nan")
     fields = Path(f"/proc/{SERVER_PID}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 SERVER = """
@@ -105,6 +109,9 @@ def state_of(pod: Any) -> PodState:
 
 async def create_pods(core: CoreV1Api, namespace: str, pods: int) -> float:
     await core.create_namespace({"metadata": {"name": namespace}})
+    while not (await core.list_namespaced_service_account(namespace)).items:
+        # A real API server admits pods only once the namespace's default ServiceAccount exists.
+        await asyncio.sleep(0.1)
     limit = asyncio.Semaphore(16)
 
     async def one(i: int) -> None:
@@ -159,7 +166,7 @@ async def bench_devcluster(api_client: ApiClient, pods: int, parallelism: int, r
     seconds = time.perf_counter() - t
     srv, cli = server_cpu_seconds() - srv0, time.process_time() - cli0
     verdict = await verify(core, namespace, pods)
-    return (f"devcluster {label:<13} x{parallelism:<3} {pods:>6} {ungater.patches:>8} {ungater.failures:>6} "
+    return (f"{'devcluster' if SERVER_PID else 'kubeconfig'} {label:<13} x{parallelism:<3} {pods:>6} {ungater.patches:>8} {ungater.failures:>6} "
             f"{seconds:>8.2f} {ungater.patches / seconds:>8.0f} {srv:>8.2f} {cli:>8.2f} {create_s:>9.2f}  {verdict}")
 
 
@@ -180,20 +187,12 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}; load average {load:.2f}"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--pods", type=int, default=4096)
-    parser.add_argument("--parallelism", default="16,32")
-    parser.add_argument("--reps", type=int, default=30)
-    args = parser.parse_args()
-    print(f"ungating, {args.pods} pods in slices of {PODS_PER_SLICE}; {machine()}")
-    print(f"{'planner case':<32} {'pods':>6} {'ungated':>8} {'p50 ms':>9} {'max ms':>9}")
-    for line in time_planner(args.pods, args.reps):
-        print(line)
+def with_devcluster(pods: int, parallelisms: list[int]) -> list[str]:
+    """The API rows against a devcluster started for them in its own process."""
+    global SERVER_PID
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"
         server = subprocess.Popen([sys.executable, "-c", SERVER, str(kubeconfig)], cwd=REPO)
-        global SERVER_PID
         SERVER_PID = server.pid
         try:
             deadline = time.monotonic() + 30
@@ -201,10 +200,28 @@ def main() -> int:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise RuntimeError("the devcluster did not start")
                 time.sleep(0.05)
-            rows = asyncio.run(devcluster_rows(kubeconfig, args.pods, [int(p) for p in args.parallelism.split(",")]))
+            return asyncio.run(devcluster_rows(kubeconfig, pods, parallelisms))
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--pods", type=int, default=4096)
+    parser.add_argument("--parallelism", default="16,32")
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--kubeconfig", type=Path, help="run the API rows against this cluster, not a devcluster")
+    args = parser.parse_args()
+    parallelisms = [int(p) for p in args.parallelism.split(",")]
+    print(f"ungating, {args.pods} pods in slices of {PODS_PER_SLICE}; {machine()}")
+    print(f"{'planner case':<32} {'pods':>6} {'ungated':>8} {'p50 ms':>9} {'max ms':>9}")
+    for line in time_planner(args.pods, args.reps):
+        print(line)
+    if args.kubeconfig is not None:
+        rows = asyncio.run(devcluster_rows(args.kubeconfig, args.pods, parallelisms))
+    else:
+        rows = with_devcluster(args.pods, parallelisms)
     print(f"{'devcluster phase':<30} {'pods':>6} {'patches':>8} {'failed':>6} {'seconds':>8} {'patch/s':>8} "
           f"{'srv cpu':>8} {'cli cpu':>8} {'create s':>9}  check")
     for row in rows:
