@@ -244,6 +244,18 @@ async def test_only_the_leader_ungates_and_pause_holds_it_too(running: list[Any]
     await eventually(lambda: len(core.calls) == 2)
 
 
+async def test_run_closes_the_patcher_when_it_ends() -> None:
+    core = FakeCore(pods(2))
+    ungater = TopologyUngater(core, live(core), batch_seconds=0.01)
+    task = asyncio.create_task(ungater.run())
+    ungater.notify("ns", "wl")
+    await eventually(lambda: len(core.calls) == 2)
+    assert core.closes == 0
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert core.closes == 1
+
+
 async def test_a_slow_workload_does_not_hold_up_another(running: list[Any]) -> None:
     core = FakeCore([FakePod("slow-0", 0), FakePod("fast-0", 0)])
     core.blocks["slow-0"] = asyncio.Event()
