@@ -288,6 +288,20 @@ class JobBuilder(Manifest):
             self._pod_spec["priorityClassName"] = class_name
         return self
 
+    def suspended(self, suspend: bool = True) -> Self:
+        self._obj["spec"]["suspend"] = suspend
+        return self
+
+    def run_seconds(self, seconds: float) -> Self:
+        """How long each pod runs on the test clusters (devcluster's kubelet, kwok's stages)."""
+        return self.template_annotate(c.ANNOTATION_DEVCLUSTER_RUN_SECONDS, str(seconds))
+
+    def topology_gated(self) -> Self:
+        """Pods created with tasq's scheduling gate, as tasq's Pod webhook would store them (for a
+        test that runs the operator without its webhooks)."""
+        self._pod_spec["schedulingGates"] = [{"name": c.SCHEDULING_GATE_TOPOLOGY}]
+        return self
+
 
 def make_cluster_queue(name: str) -> ClusterQueueBuilder:
     return ClusterQueueBuilder(name)

@@ -3,22 +3,29 @@
 The cluster is the devcluster, or with `--cluster=real` the real control plane (tests/conftest.py).
 Tests isolate themselves with the `namespace` fixture (a fresh namespace each) so a module can
 share one server. `DevCluster.call` runs in-process API coroutines on the server's own loop; a test
-that asks for the `devcluster` fixture runs on the devcluster only.
+that asks for the `devcluster` fixture runs on the devcluster only. `install_operator_cluster`
+gives the operator's tests the same CRDs, nodes and queues on either cluster.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from controller.commands.crds import DEFAULT_DIR
 from devcluster.cluster import DevCluster
+from devcluster.simulated.components import Components
+from devcluster.simulated.nodes import create_nodes
+from devcluster.simulated.seeding import apply_crds
 
 REPO = Path(__file__).resolve().parents[2]
 KUBECTL = Path(sys.executable).parent / "kubectl"
@@ -39,6 +46,19 @@ class Kubectl:
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition",
+             logs: Callable[[], str] = str) -> Any:
+    """Poll `predicate` every 0.1 s until it returns something truthy, and return that; on timeout
+    fail naming `what`, with `logs()` (e.g. the output of the processes under test) attached."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not reached in {timeout:.0f}s\n{logs()}".rstrip())
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +116,43 @@ def apply_yaml(kubectl: Kubectl, tmp_path: Path) -> Callable[..., subprocess.Com
         path.write_text(text)
         return kubectl("apply", "-f", str(path), *extra, check=check)
     return apply
+
+
+def install_operator_cluster(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl,
+                             nodes: list[dict[str, Any]], setup_yaml: str) -> Callable[[], None]:
+    """tasq's CRDs and `nodes` on this module's cluster, then `setup_yaml` (queues, flavors...)
+    applied with kubectl once the CRDs are served. On the devcluster it also starts the simulated
+    Job controller, scheduler and kubelet (the real control plane and kwok have their own).
+    Returns the teardown. For module-scoped fixtures: it asks for `devcluster` only on the
+    devcluster, so the tests that use it run on both clusters."""
+    close: Callable[[], None] = lambda: None  # noqa: E731
+    if cluster == "real":
+        kubectl("apply", "-f", str(DEFAULT_DIR))
+        kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
+        stored = {n["metadata"]["name"]: n for n in json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]}
+        for node in nodes:  # kube-apiserver drops a Node's status on create: write it as a kubelet would
+            name = node["metadata"]["name"]
+            if not (stored[name].get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu"):
+                kubectl("patch", "node", name, "--subresource=status", "--type=merge",
+                        "-p", json.dumps({"status": node["status"]}))
+    else:
+        dev: DevCluster = request.getfixturevalue("devcluster")
+
+        async def seed() -> Components:
+            await apply_crds(dev.api, DEFAULT_DIR)
+            await create_nodes(dev.api, nodes)
+            started = Components(dev.api).start()
+            started.run_in_background(0.05)
+            return started
+        components = dev.call(seed)
+
+        async def stop() -> None:
+            components.close()
+        close = lambda: dev.call(stop)  # noqa: E731
+    try:
+        wait_for(lambda: kubectl("apply", "-f", "-", stdin=setup_yaml, check=False).returncode == 0,
+                 what="the setup applied (CRDs served)")
+    except AssertionError:
+        close()
+        raise
+    return close

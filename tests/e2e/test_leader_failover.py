@@ -1,9 +1,10 @@
-"""Leader failover: two `tasq run` processes on one devcluster; only the Lease holder admits.
-(Devcluster only: the nodes and CRDs are seeded in-process.)
+"""Leader failover: two `tasq run` processes on one cluster (either control plane); only the Lease
+holder admits.
 
 Killing the leader (SIGKILL: no release) hands the Lease to the other replica within the lease
 duration (15 s, plus one 2 s retry period); a clean stop (SIGTERM) releases it so the successor takes
-over at its next retry. Nothing is admitted twice and the queue's usage is the sum of the admissions.
+over at its next retry. Nothing is admitted twice (one Admitted Event per Workload) and the queue's
+usage is the sum of the admissions.
 
 Nodes: b1: r1 [n1 n2]  r2 [n1 n2]   (8 GPUs each); ClusterQueue `team`: 64 GPUs.
 """
@@ -16,89 +17,32 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from controller.api import constants as c
-from controller.commands.crds import DEFAULT_DIR
-from devcluster.cluster import DevCluster
-from devcluster.simulated.components import Components
-from devcluster.simulated.nodes import create_nodes, node_object
-from devcluster.simulated.seeding import apply_crds
-from tests.e2e.conftest import REPO, Kubectl
+from tests.builders.kueue import make_job
+from tests.builders.operator import GPU, gpu_nodes, local_queue, make_queue_setup
+from tests.e2e.conftest import REPO, Kubectl, install_operator_cluster, wait_for
 
 pytestmark = pytest.mark.e2e
 
 LEASE_NS = "tasq-failover"
 LEASE_DURATION_S, RETRY_PERIOD_S = 15, 2  # `tasq run`'s LeaderElector defaults
 BLOCK, RACK = "example.com/block", "example.com/rack"
-SETUP = f"""
-apiVersion: v1
-kind: Namespace
-metadata: {{name: {LEASE_NS}}}
----
-apiVersion: kueue.x-k8s.io/v1alpha1
-kind: Topology
-metadata: {{name: dc}}
-spec:
-  levels: [{{nodeLabel: {BLOCK}}}, {{nodeLabel: {RACK}}}, {{nodeLabel: kubernetes.io/hostname}}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {{name: h100}}
-spec: {{nodeLabels: {{gpu: h100}}, topologyName: dc}}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {{name: team}}
-spec:
-  namespaceSelector: {{}}
-  resourceGroups:
-  - coveredResources: [cpu, nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{{name: cpu, nominalQuota: "1000"}}, {{name: nvidia.com/gpu, nominalQuota: "64"}}]
-"""
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition",
-             logs: Callable[[], str] = str) -> Any:
-    """Poll `predicate` until truthy; on timeout fail with `logs()` (the replicas' output) attached."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached in {timeout}s\n{logs()}")
+NODES = gpu_nodes(BLOCK, RACK, blocks=1, racks=2, hosts=2, labels={"gpu": "h100"})
+SETUP = (make_queue_setup("dc", BLOCK, RACK, c.LABEL_HOSTNAME).namespace(LEASE_NS).flavor("h100", {"gpu": "h100"})
+         .cluster_queue("team", {"cpu": 1000, GPU: 64}).yaml())
 
 
 @pytest.fixture(scope="module")
-def seeded(devcluster: DevCluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    api = devcluster.api
-    nodes = [node_object(f"b1-{r}-{n}", {BLOCK: "b1", RACK: f"b1-{r}", "gpu": "h100"},
-                         {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"})
-             for r in ("r1", "r2") for n in ("n1", "n2")]
-
-    async def seed() -> Components:
-        await apply_crds(api, DEFAULT_DIR)
-        await create_nodes(api, nodes)
-        components = Components(api).start()
-        components.run_in_background(0.05)
-        return components
-
-    components = devcluster.call(seed)
-    path = tmp_path_factory.mktemp("setup") / "setup.yaml"
-    path.write_text(SETUP)
-    wait_for(lambda: kubectl("apply", "-f", str(path), check=False).returncode == 0, what="CRDs served")
-    yield devcluster
-
-    async def close() -> None:
-        components.close()
-    devcluster.call(close)
+def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) -> Iterator[None]:
+    close = install_operator_cluster(request, cluster, kubectl, NODES, SETUP)
+    yield
+    close()
 
 
 class Replicas:
@@ -134,7 +78,7 @@ class Replicas:
 
 
 @pytest.fixture
-def replicas(seeded: DevCluster, kubeconfig: Path, tmp_path: Path) -> Iterator[Replicas]:
+def replicas(installed: None, kubeconfig: Path, tmp_path: Path) -> Iterator[Replicas]:
     running = Replicas(kubeconfig, tmp_path)
     yield running
     running.close()
@@ -150,15 +94,16 @@ def holder(kubectl: Kubectl) -> str:
 
 
 def submit(kubectl: Kubectl, namespace: str, name: str, pods: int) -> None:
-    kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": {c.LABEL_QUEUE_NAME: "lq"},
-                     "annotations": {c.ANNOTATION_REQUIRE_TOPOLOGY: RACK}},
-        "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "suspend": True,
-                 "template": {"metadata": {"annotations": {c.ANNOTATION_DEVCLUSTER_RUN_SECONDS: "600"}},
-                              "spec": {"restartPolicy": "Never", "containers": [{
-                                  "name": "c", "image": "busybox",
-                                  "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "8"}}}]}}}}))
+    """A suspended require-rack Job of `pods` 8-GPU pods that run for 10 minutes."""
+    job = (make_job(name, namespace).queue("lq").parallelism(pods).requests({"cpu": "1", GPU: "8"}).limits({GPU: "8"})
+           .annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, RACK).run_seconds(600).suspended())
+    kubectl("apply", "-f", "-", stdin=json.dumps(job.obj()))
+
+
+def admitted_events(kubectl: Kubectl, namespace: str, workload: dict[str, Any]) -> int:
+    """How many Admitted Events the Workload got: one per admission written."""
+    return sum(1 for e in get(kubectl, "events", "-n", namespace)["items"]
+               if e["reason"] == c.REASON_ADMITTED and e["involvedObject"]["name"] == workload["metadata"]["name"])
 
 
 def admitted(kubectl: Kubectl, namespace: str) -> dict[str, dict[str, Any]]:
@@ -173,14 +118,16 @@ def admitted(kubectl: Kubectl, namespace: str) -> dict[str, dict[str, Any]]:
 
 def test_killing_the_leader_hands_over_within_the_lease_duration_with_no_double_admission(
         replicas: Replicas, kubectl: Kubectl, namespace: str) -> None:
-    kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": c.API_VERSION, "kind": c.KIND_LOCAL_QUEUE,
-        "metadata": {"name": "lq", "namespace": namespace}, "spec": {"clusterQueue": "team"}}))
+    kubectl("apply", "-f", "-", stdin=local_queue(namespace, "team"))
     replicas.start("alpha")
     wait_for(lambda: holder(kubectl) == "alpha", what="alpha leading", logs=replicas.tails)
     replicas.start("beta")
     submit(kubectl, namespace, "first", 2)
     first = wait_for(lambda: admitted(kubectl, namespace).get("first"), what="first admitted", logs=replicas.tails)
+    # Events are posted in the background: let alpha's land before killing it, so a second one can
+    # only come from beta admitting "first" again.
+    wait_for(lambda: admitted_events(kubectl, namespace, first) == 1, what="alpha's Admitted Event",
+             logs=replicas.tails)
     time.sleep(2 * RETRY_PERIOD_S)  # beta is up and watching, and stays a follower
     assert holder(kubectl) == "alpha"
 
@@ -207,8 +154,12 @@ def test_killing_the_leader_hands_over_within_the_lease_duration_with_no_double_
     assert {s["nodeLabels"][RACK] for s in slices} == {"b1-r1", "b1-r2"}  # one rack each, never the same
     cq = wait_for(lambda: (q := get(kubectl, "clusterqueue", "team")) and
                   (q.get("status") or {}).get("admittedWorkloads") == 2 and q, what="queue status")
-    gpu = [r for f in cq["status"]["flavorsUsage"] for r in f["resources"] if r["name"] == "nvidia.com/gpu"]
-    assert gpu[0]["total"] == "32"
+    gpu = [r for f in cq["status"]["flavorsUsage"] for r in f["resources"] if r["name"] == GPU]
+    assert gpu[0]["total"] == "32"  # 16 + 16: "first" restored by beta, not admitted again
+    assert admitted_events(kubectl, namespace, first) == 1
+    wait_for(lambda: admitted_events(kubectl, namespace, second) == 1, what="beta's Admitted Event")
+    for name in ("first", "second"):
+        kubectl("delete", "job", name, "-n", namespace)
 
 
 def test_a_clean_stop_releases_the_lease_so_the_successor_takes_over_at_its_next_retry(

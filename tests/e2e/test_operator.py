@@ -1,4 +1,5 @@
-"""The operator end to end on the devcluster, driven by the real kubectl.
+"""The operator end to end on either control plane, driven and observed by the real kubectl; the
+Operator runs in this process (its Pod webhook is tested through `tasq run` in test_operator_run).
 
 Topology of the module's nodes (8 GPUs, 64 CPUs each; flavor `h100` = label gpu=h100):
 
@@ -6,7 +7,8 @@ Topology of the module's nodes (8 GPUs, 64 CPUs each; flavor `h100` = label gpu=
     b2: r1 [n1 n2]   r2 [n1 n2]         8 nodes, 64 GPUs in all
 
 The ClusterQueue `team` has 48 GPUs of quota. Jobs are created suspended, as the Job webhook
-would make them; the simulated Job controller, scheduler and kubelet run the pods.
+would make them; the cluster's Job controller, scheduler and kubelet (kwok on the real control
+plane, the simulated ones on the devcluster) run the pods.
 """
 
 from __future__ import annotations
@@ -15,57 +17,28 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from controller.commands.crds import DEFAULT_DIR
+from controller.api import constants as c
 from controller.kube.api import connect
 from controller.kube.operating import Operator
 from devcluster.cluster import DevCluster
-from devcluster.simulated.components import Components
-from devcluster.simulated.nodes import create_nodes, node_object
-from devcluster.simulated.seeding import apply_crds
-from tests.e2e.conftest import Kubectl
+from tests.builders.kueue import make_job
+from tests.builders.operator import GPU, gpu_nodes, make_queue_setup
+from tests.builders.operator import local_queue as local_queue_of
+from tests.e2e.conftest import Kubectl, install_operator_cluster
+from tests.e2e.conftest import wait_for as wait_for  # shared with test_operator_recovery and _run
 
 pytestmark = pytest.mark.e2e
 
 BLOCK, RACK = "example.com/block", "example.com/rack"
-SETUP = f"""
-apiVersion: kueue.x-k8s.io/v1alpha1
-kind: Topology
-metadata: {{name: dc}}
-spec:
-  levels: [{{nodeLabel: {BLOCK}}}, {{nodeLabel: {RACK}}}, {{nodeLabel: kubernetes.io/hostname}}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {{name: h100}}
-spec: {{nodeLabels: {{gpu: h100}}, topologyName: dc}}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {{name: team}}
-spec:
-  namespaceSelector: {{}}
-  resourceGroups:
-  - coveredResources: [cpu, nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{{name: cpu, nominalQuota: "1000"}}, {{name: nvidia.com/gpu, nominalQuota: "48"}}]
-"""
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached in {timeout}s")
+NODES = gpu_nodes(BLOCK, RACK, blocks=2, racks=2, hosts=2, labels={"gpu": "h100"})
+SETUP = (make_queue_setup("dc", BLOCK, RACK, c.LABEL_HOSTNAME).flavor("h100", {"gpu": "h100"})
+         .cluster_queue("team", {"cpu": 1000, GPU: 48}).yaml())
 
 
 class RunningOperator:
@@ -109,58 +82,42 @@ class RunningOperator:
 
 
 @pytest.fixture(scope="module")
-def seeded(devcluster: DevCluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    api = devcluster.api
-    nodes = [node_object(f"{b}-{r}-{n}", {BLOCK: b, RACK: f"{b}-{r}", "gpu": "h100"},
-                         {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"})
-             for b in ("b1", "b2") for r in ("r1", "r2") for n in ("n1", "n2")]
-
-    async def seed() -> Components:
-        await apply_crds(api, DEFAULT_DIR)
-        await create_nodes(api, nodes)
-        components = Components(api).start()
-        components.run_in_background(0.05)
-        return components
-
-    components = devcluster.call(seed)
-    path = tmp_path_factory.mktemp("setup") / "setup.yaml"
-    path.write_text(SETUP)
-    wait_for(lambda: kubectl("apply", "-f", str(path), check=False).returncode == 0, what="CRDs served")
-    yield devcluster
-    devcluster.call(lambda: _close(components))
-
-
-async def _close(components: Components) -> None:
-    components.close()
+def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) -> Iterator[None]:
+    """The CRDs, the 8 nodes and the queue on this module's cluster (either one)."""
+    close = install_operator_cluster(request, cluster, kubectl, NODES, SETUP)
+    yield
+    close()
 
 
 @pytest.fixture(scope="module")
-def operator(seeded: DevCluster, kubeconfig: Path) -> Iterator[RunningOperator]:
+def seeded(devcluster: DevCluster, installed: None) -> DevCluster:
+    """The installed devcluster itself, for tests that reach into it (fault injection): devcluster only."""
+    return devcluster
+
+
+@pytest.fixture(scope="module")
+def operator(installed: None, kubeconfig: Path) -> Iterator[RunningOperator]:
     running = RunningOperator(kubeconfig).start()
     yield running
     running.stop()
 
 
 def job(name: str, namespace: str, pods: int, gpus: int, *, annotations: dict[str, str] | None = None,
-        run_seconds: float = 1.0, priority_class: str | None = None) -> str:
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "containers": [{"name": "c", "image": "busybox",
-                        "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": str(gpus)}}}]}
-    if priority_class:
-        pod_spec["priorityClassName"] = priority_class
-    return json.dumps({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"},
-                     "annotations": annotations or {}},
-        "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed", "suspend": True,
-                 "template": {"metadata": {"annotations": {"devcluster.tasq.io/run-seconds": str(run_seconds)}},
-                              "spec": pod_spec}}})
+        run_seconds: float = 1.0, priority_class: str | None = None, gated: bool = False) -> str:
+    """A suspended Indexed Job of `pods` pods of 1 CPU and `gpus` GPUs on LocalQueue `lq`, as JSON;
+    `gated`: its pods carry tasq's scheduling gate (standing in for the Pod webhook)."""
+    built = (make_job(name, namespace).queue("lq").parallelism(pods).requests({"cpu": "1", GPU: str(gpus)})
+             .limits({GPU: str(gpus)})
+             .run_seconds(run_seconds).suspended().priority(class_name=priority_class))
+    for key, value in (annotations or {}).items():
+        built.annotate(key, value)
+    if gated:
+        built.topology_gated()
+    return json.dumps(built.obj())
 
 
 def local_queue(namespace: str) -> str:
-    return json.dumps({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
-                       "metadata": {"name": "lq", "namespace": namespace}, "spec": {"clusterQueue": "team"}})
+    return local_queue_of(namespace, "team")
 
 
 def get(kubectl: Kubectl, *args: str) -> Any:
@@ -263,3 +220,41 @@ def test_deleting_a_job_deletes_its_workload_and_releases_its_quota(
     assert running is not None
     wait_for(lambda: all(not k.startswith(namespace + "/") for k in running.cache.snapshot().quota.by_workload),
              what="quota released")
+
+
+def test_deactivating_a_workload_suspends_its_job_restores_its_template_and_releases_its_quota(
+        operator: RunningOperator, kubectl: Kubectl, namespace: str) -> None:
+    """`spec.active: false` (Kueue's way to evict): the Job is suspended with the pod template its
+    author wrote (no flavor nodeSelector, no topology annotations, no tasq label), its pods go, the
+    Workload says Evicted/Deactivated and holds no quota; reactivated, it is admitted and started again."""
+    kubectl("apply", "-f", "-", stdin=local_queue(namespace))
+    kubectl("apply", "-f", "-", stdin=job("evictee", namespace, 2, 8, run_seconds=600,
+                                          annotations={c.ANNOTATION_REQUIRE_TOPOLOGY: RACK}))
+    wl = wait_for(lambda: (w := workload_of(kubectl, namespace, "evictee")) and condition(w, "Admitted") and w,
+                  what="admitted")
+    wait_for(lambda: len([p for p in get(kubectl, "pods", "-n", namespace)["items"]
+                          if p["status"].get("phase") == "Running"]) == 2, 60, "pods running")
+    kubectl("patch", "workload", wl["metadata"]["name"], "-n", namespace, "--type=merge",
+            "-p", '{"spec": {"active": false}}')
+    evicted = wait_for(lambda: (cond := condition(workload_of(kubectl, namespace, "evictee"), "Evicted")) and
+                       cond["status"] == "True" and cond, what="Workload evicted")
+    assert evicted["reason"] == "Deactivated"
+    stopped = get(kubectl, "job", "evictee", "-n", namespace)
+    assert stopped["spec"]["suspend"] is True
+    template = stopped["spec"]["template"]
+    assert "nodeSelector" not in template["spec"]  # the flavor's gpu=h100 gone: the author set none
+    assert template["metadata"]["annotations"] == {c.ANNOTATION_DEVCLUSTER_RUN_SECONDS: "600"}
+    assert c.LABEL_TAS not in template["metadata"].get("labels", {})
+    now = workload_of(kubectl, namespace, "evictee")
+    assert now is not None and "admission" not in now["status"]
+    assert condition(now, "QuotaReserved")["status"] == "False"  # type: ignore[index]
+    wait_for(lambda: not get(kubectl, "pods", "-n", namespace)["items"], 60, "pods removed")
+    wait_for(lambda: (q := get(kubectl, "localqueue", "lq", "-n", namespace)) and
+             (q.get("status") or {}).get("admittedWorkloads") == 0, what="quota released")
+
+    kubectl("patch", "workload", wl["metadata"]["name"], "-n", namespace, "--type=merge",
+            "-p", '{"spec": {"active": true}}')
+    wait_for(lambda: (j := get(kubectl, "job", "evictee", "-n", namespace)) and not j["spec"]["suspend"] and
+             j["spec"]["template"]["metadata"]["annotations"].get(c.ANNOTATION_TOPOLOGY_WORKLOAD) ==
+             wl["metadata"]["name"], 60, "started again after reactivation")
+    kubectl("delete", "job", "evictee", "-n", namespace)

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from devcluster.cluster import DevCluster
 from devcluster.simulated.components import Components
 from devcluster.simulated.nodes import create_nodes, parse_shape, topology_nodes
 from devcluster.simulated.seeding import apply_crds
-from tests.e2e.conftest import KUBECTL, Kubectl
+from tests.e2e.conftest import KUBECTL, Kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -91,16 +91,6 @@ def job(name: str, namespace: str, pods: int, gpus: int, run_seconds: int, annot
                 "name": "main", "image": "registry.example/trainer:1",
                 "resources": {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}}}]}}},
     })
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"{what} not reached in {timeout:.0f}s")
 
 
 def get(kubectl: Kubectl, *args: str) -> Any:

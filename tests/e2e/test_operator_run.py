@@ -1,27 +1,34 @@
-"""`tasq run` as a real process against the devcluster: webhooks, signals, leader failover.
+"""`tasq run` as a real process on either control plane: webhooks and a clean stop, and a restart
+between an admission and the Job's start.
 
-Same nodes and queues as test_operator (its `seeded` fixture): 8 hosts x 8 GPUs, 48 GPUs of quota.
+Same nodes and queues as test_operator (its `installed` fixture): 8 hosts x 8 GPUs, two per rack,
+48 GPUs of quota.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from devcluster.cluster import DevCluster
+from controller.api import constants as c
+from devcluster.webhooking.certificates import CertificateAuthority
+from tests.builders.kueue import make_job
+from tests.builders.webhooks import WebhookServer, deny, make_webhook_config
 from tests.e2e.conftest import Kubectl
-from tests.e2e.test_operator import condition, get, job, local_queue, seeded, wait_for, workload_of
+from tests.e2e.test_operator import RACK, condition, get, installed, job, local_queue, wait_for, workload_of
 
 pytestmark = pytest.mark.e2e
-__all__ = ["seeded"]  # the fixture, shared with test_operator
+__all__ = ["installed"]  # the fixture, shared with test_operator
 
 TASQ = Path(sys.executable).parent / "tasq"
 
@@ -62,7 +69,7 @@ def lease_holder(kubectl: Kubectl) -> str | None:
 
 
 def test_tasq_run_with_local_webhooks_suspends_admits_ungates_into_the_slices_and_stops_cleanly(
-        seeded: DevCluster, kubeconfig: Path, kubectl: Kubectl, namespace: str, tmp_path: Path,
+        installed: None, kubeconfig: Path, kubectl: Kubectl, namespace: str, tmp_path: Path,
         processes: list[Process]) -> None:
     proc = Process(kubeconfig, tmp_path / "tasq.log", "--local-webhooks", "--identity", "solo")
     processes.append(proc)
@@ -97,38 +104,102 @@ def test_tasq_run_with_local_webhooks_suspends_admits_ungates_into_the_slices_an
     assert kubectl("get", "mutatingwebhookconfigurations", "-o", "name").stdout.strip() == ""
 
 
-def admitted_events_of(kubectl: Kubectl, namespace: str, job_name: str) -> list[dict[str, Any]]:
-    """The Admitted Events of a Job's Workload (none while it has no Workload)."""
-    workload = workload_of(kubectl, namespace, job_name)
-    if workload is None:
-        return []
-    return [e for e in get(kubectl, "events", "-n", namespace)["items"]
-            if e["reason"] == "Admitted" and e["involvedObject"]["name"] == workload["metadata"]["name"]]
+class HeldJobUpdates:
+    """A validating webhook (this test's own HTTPS server) refusing every UPDATE of a Job in one
+    namespace, so tasq can write an admission but not start the Job; `release()` removes it."""
+
+    def __init__(self, kubectl: Kubectl, namespace: str) -> None:
+        self.kubectl, self.name = kubectl, f"hold-jobs-{namespace}"
+        ca = CertificateAuthority()
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._loop.run_forever, daemon=True).start()
+        server = WebhookServer(ca.issue(["127.0.0.1"]), deny("held by the test", code=403))
+        self.server = asyncio.run_coroutine_threadsafe(server.start(), self._loop).result(10)
+        config = (make_webhook_config(self.name).webhook("hold.tasq.test", self.server.url, ca.ca_bundle)
+                  .rule(resources=["jobs"], operations=["UPDATE"], groups=["batch"]).only_namespace(namespace)
+                  .failure_policy("Fail").build())
+        # the API server takes a moment to load a new configuration: hold until it refuses an update
+        # of a probe Job (suspended, in no queue: nothing else touches it)
+        kubectl("create", "-f", "-", stdin=json.dumps(make_job("probe", namespace).suspended().obj()))
+        kubectl("create", "-f", "-", stdin=json.dumps(config))
+        wait_for(lambda: kubectl("annotate", "job", "probe", "-n", namespace, "--overwrite", "probe=1",
+                                 check=False).returncode != 0, 30, "the hold webhook in force")
+
+    def refused(self, job_name: str) -> int:
+        """How many updates of this Job the webhook refused."""
+        return sum(1 for r in self.server.reviews if r["request"].get("name") == job_name)
+
+    def release(self) -> None:
+        self.kubectl("delete", "validatingwebhookconfiguration", self.name, "--ignore-not-found")
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
 
 
-def test_when_the_leader_is_killed_the_other_replica_admits_and_nothing_is_admitted_twice(
-        seeded: DevCluster, kubeconfig: Path, kubectl: Kubectl, namespace: str, tmp_path: Path,
+def admitted_events(kubectl: Kubectl, namespace: str, workload: str) -> int:
+    return sum(1 for e in get(kubectl, "events", "-n", namespace)["items"]
+               if e["reason"] == c.REASON_ADMITTED and e["involvedObject"]["name"] == workload)
+
+
+def bound_pods(kubectl: Kubectl, namespace: str, job_name: str, count: int) -> list[dict[str, Any]]:
+    pods: list[dict[str, Any]] = wait_for(
+        lambda: (items := get(kubectl, "pods", "-n", namespace, "-l", f"{c.LABEL_JOB_NAME}={job_name}")["items"])
+        and len(items) >= count and all(p["spec"].get("nodeName") for p in items) and items, 60,
+        f"{job_name}'s {count} pods bound")
+    return pods
+
+
+def placement(wl: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, int]:
+    """Host -> pods of the Workload there, after checking each pod was ungated into its slice: the
+    gate removed, the slice's host as its nodeSelector and its node."""
+    (psa,) = wl["status"]["admission"]["podSetAssignments"]
+    slices = {sl["nodeLabels"][c.LABEL_HOSTNAME] for sl in psa["topologyAssignment"]["slices"]}
+    placed: dict[str, int] = {}
+    for pod in pods:
+        assert not pod["spec"].get("schedulingGates"), pod["metadata"]["name"]
+        assert pod["spec"]["nodeSelector"][c.LABEL_HOSTNAME] == pod["spec"]["nodeName"] in slices
+        placed[pod["spec"]["nodeName"]] = placed.get(pod["spec"]["nodeName"], 0) + 1
+    return placed
+
+
+def test_a_restart_between_the_admission_and_the_jobs_start_starts_it_once_into_its_slices(
+        installed: None, kubeconfig: Path, kubectl: Kubectl, namespace: str, tmp_path: Path,
         processes: list[Process]) -> None:
-    first = Process(kubeconfig, tmp_path / "a.log", "--identity", "replica-a")
-    processes.append(first)
-    wait_for(lambda: lease_holder(kubectl) == "replica-a", 30, "replica-a leads")
-    second = Process(kubeconfig, tmp_path / "b.log", "--identity", "replica-b")
-    processes.append(second)
+    """tasq writes x's admission but cannot start x (a webhook refuses Job updates) and is stopped;
+    y arrives meanwhile. The next `tasq run` keeps x's admission (no second Admitted), starts x, admits
+    y around it, and ungates each pod once into its slice; the queue's usage is the two admissions'."""
     kubectl("apply", "-f", "-", stdin=local_queue(namespace))
-    kubectl("apply", "-f", "-", stdin=job("before", namespace, 2, 8, run_seconds=600))
-    wait_for(lambda: condition(workload_of(kubectl, namespace, "before"), "Admitted"), what="admitted by a")
-    # Events are posted in the background: let a's land before killing it, so a second one can only
-    # come from b admitting "before" again.
-    wait_for(lambda: len(admitted_events_of(kubectl, namespace, "before")) == 1, what="a's Admitted Event")
-    first.stop(signal.SIGKILL)
-    kubectl("apply", "-f", "-", stdin=job("after", namespace, 2, 8, run_seconds=600))
-    wait_for(lambda: condition(workload_of(kubectl, namespace, "after"), "Admitted"), 60, "admitted by b")
-    assert lease_holder(kubectl) == "replica-b"
+    hold = HeldJobUpdates(kubectl, namespace)
+    try:
+        first = Process(kubeconfig, tmp_path / "first.log", "--identity", "first")
+        processes.append(first)
+        kubectl("apply", "-f", "-", stdin=job("x", namespace, 2, 8, run_seconds=600, gated=True,
+                                              annotations={c.ANNOTATION_REQUIRE_TOPOLOGY: RACK}))
+        x = wait_for(lambda: (w := workload_of(kubectl, namespace, "x")) and condition(w, "Admitted") and w, 60,
+                     f"x admitted\n{first.output()}")
+        wait_for(lambda: hold.refused("x") >= 1, 30, "tasq trying to start x")
+        wait_for(lambda: admitted_events(kubectl, namespace, x["metadata"]["name"]) == 1, what="x's Admitted Event")
+        assert first.stop() == 0, first.output()
+        assert get(kubectl, "job", "x", "-n", namespace)["spec"]["suspend"] is True
+        assert get(kubectl, "pods", "-n", namespace, "-l", f"{c.LABEL_JOB_NAME}=x")["items"] == []
+        kubectl("apply", "-f", "-", stdin=job("y", namespace, 2, 8, run_seconds=600, gated=True,
+                                              annotations={c.ANNOTATION_REQUIRE_TOPOLOGY: RACK}))
+    finally:
+        hold.release()
+    second = Process(kubeconfig, tmp_path / "second.log", "--identity", "second")
+    processes.append(second)
+    y = wait_for(lambda: (w := workload_of(kubectl, namespace, "y")) and condition(w, "Admitted") and w, 60,
+                 f"y admitted\n{second.output()}")
+    x_pods, y_pods = bound_pods(kubectl, namespace, "x", 2), bound_pods(kubectl, namespace, "y", 2)
+    now_x = workload_of(kubectl, namespace, "x")
+    assert now_x is not None and now_x["status"]["admission"] == x["status"]["admission"]
+    x_hosts, y_hosts = placement(x, x_pods), placement(y, y_pods)
+    assert sum(x_hosts.values()) == sum(y_hosts.values()) == 2  # each pod once, none recreated
+    assert not set(x_hosts) & set(y_hosts), "y was placed on x's hosts: x's reservation was forgotten"
+    assert admitted_events(kubectl, namespace, x["metadata"]["name"]) == 1
     lq = wait_for(lambda: (q := get(kubectl, "localqueue", "lq", "-n", namespace)) and
-                  q.get("status", {}).get("admittedWorkloads") == 2 and q, what="queue status by b")
+                  (q.get("status") or {}).get("admittedWorkloads") == 2 and q, what="queue status")
     gpu = [r for f in lq["status"]["flavorUsage"] for r in f["resources"] if r["name"] == "nvidia.com/gpu"]
-    assert gpu[0]["total"] == "32"  # two 16-GPU admissions: "before" restored by b, not admitted again
-    assert len(admitted_events_of(kubectl, namespace, "before")) == 1
-    for name in ("before", "after"):
+    assert gpu[0]["total"] == "32"  # 16 + 16, the sum of the two admissions
+    for name in ("x", "y"):
         kubectl("delete", "job", name, "-n", namespace)
     assert second.stop() == 0, second.output()
