@@ -91,7 +91,7 @@ def pod_template_restore_patch(job: Mapping[str, Any], workload: Mapping[str, An
     """The Job merge patch that puts back what starting the Job changed in its pod template: the
     nodeSelector, tolerations, labels and annotations the Workload recorded at creation (Kueue
     restores its pod sets' info the same way when it stops a Job). None when they already match.
-    The API server accepts it only for a suspended Job without `status.startTime`."""
+    The API server accepts it only on a suspended Job whose pods are gone (see `JobReconciler._stop`)."""
     original, current = recorded_template(workload), (job.get("spec") or {}).get("template") or {}
     spec_patch: dict[str, Any] = {}
     meta_patch: dict[str, Any] = {}
