@@ -120,21 +120,17 @@ def apply_yaml(kubectl: Kubectl, tmp_path: Path) -> Callable[..., subprocess.Com
 
 def install_operator_cluster(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl,
                              nodes: list[dict[str, Any]], setup_yaml: str) -> Callable[[], None]:
-    """tasq's CRDs and `nodes` on this module's cluster, then `setup_yaml` (queues, flavors...)
-    applied with kubectl once the CRDs are served. On the devcluster it also starts the simulated
+    """tasq's CRDs and `nodes` on this module's cluster (besides the sample nodes the real control
+    plane starts with), then `setup_yaml` (queues, flavors...) applied with kubectl once the CRDs
+    are served. On the devcluster it also starts the simulated
     Job controller, scheduler and kubelet (the real control plane and kwok have their own).
     Returns the teardown. For module-scoped fixtures: it asks for `devcluster` only on the
     devcluster, so the tests that use it run on both clusters."""
     close: Callable[[], None] = lambda: None  # noqa: E731
     if cluster == "real":
         kubectl("apply", "-f", str(DEFAULT_DIR))
-        kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
-        stored = {n["metadata"]["name"]: n for n in json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]}
-        for node in nodes:  # kube-apiserver drops a Node's status on create: write it as a kubelet would
-            name = node["metadata"]["name"]
-            if not (stored[name].get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu"):
-                kubectl("patch", "node", name, "--subresource=status", "--type=merge",
-                        "-p", json.dumps({"status": node["status"]}))
+        if nodes:  # kube-apiserver keeps a Node's status on create: allocatable and Ready as given
+            kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
     else:
         dev: DevCluster = request.getfixturevalue("devcluster")
 

@@ -26,12 +26,8 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
-from controller.commands.crds import DEFAULT_DIR
-from devcluster.cluster import DevCluster
-from devcluster.simulated.components import Components
-from devcluster.simulated.nodes import create_nodes, parse_shape, topology_nodes
-from devcluster.simulated.seeding import apply_crds
-from tests.e2e.conftest import KUBECTL, Kubectl, wait_for
+from devcluster.simulated.nodes import parse_shape, topology_nodes
+from tests.e2e.conftest import KUBECTL, Kubectl, install_operator_cluster, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -202,30 +198,13 @@ class Process:
 
 @pytest.fixture(scope="module")
 def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) -> Iterator[None]:
-    """CRDs, the 32 GPU nodes and (devcluster only) its simulated Job controller, scheduler and
-    kubelet; then the topology and the flavor. The real control plane has its own of each."""
-    components: Components | None = None
-    if cluster == "real":
-        kubectl("apply", "-f", str(DEFAULT_DIR))
-    else:
-        dev: DevCluster = request.getfixturevalue("devcluster")
-
-        async def seed() -> Components:
-            await apply_crds(dev.api, DEFAULT_DIR)
-            await create_nodes(dev.api, topology_nodes(parse_shape("2x4x4x8"), "gpu-"))
-            started = Components(dev.api).start()
-            started.run_in_background(0.05)
-            return started
-        components = dev.call(seed)
+    """CRDs, the 32 GPU nodes (`hack/realcluster/up` made them on the real control plane), the
+    topology and the flavor, every node in the flavor's pool."""
+    nodes = [] if cluster == "real" else topology_nodes(parse_shape("2x4x4x8"), "gpu-")
+    close = install_operator_cluster(request, cluster, kubectl, nodes, SETUP)
     kubectl("label", "nodes", "--all", "--overwrite", f"{POOL}=gpu")
-    wait_for(lambda: kubectl("apply", "-f", "-", stdin=SETUP, check=False).returncode == 0, what="CRDs served")
     yield
-    if components is not None:
-        running = components
-
-        async def close() -> None:
-            running.close()
-        request.getfixturevalue("devcluster").call(close)
+    close()
 
 
 @pytest.fixture(scope="module")
