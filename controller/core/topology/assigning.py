@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -148,13 +149,21 @@ def assign(topology: FlavorTopology, usage: Usage, podsets: Sequence[PodSetReque
 
 def _record(topology: FlavorTopology, ps: PodSetRequest, per_slot: PerSlot,
             on_nodes: dict[str, int], totals: dict[str, Resources]) -> None:
-    """Add one placed pod set to the workload's Placement: pods per node and exact requests per node."""
+    """Add one placed pod set to the workload's Placement: pods per node and exact requests per
+    node (in one pass when the nodes are new to both, as for a workload's first pod set: each
+    node's requests copied from one vector per pod count)."""
     wanted = [(r, m) for r, m in ps.requests.items() if m > 0]
-    for slot, n in sorted(per_slot.items()):
-        view = topology.view(slot)
-        assert view is not None  # only candidate (occupied) slots get pods
-        on_nodes[view.name] = on_nodes.get(view.name, 0) + n
-        vec = totals.setdefault(view.name, {})
+    slots = sorted(per_slot)
+    counts = list(map(per_slot.__getitem__, slots))
+    names = topology.names_of(slots)
+    if not on_nodes and totals.keys().isdisjoint(names):
+        on_nodes.update(zip(names, counts, strict=True))
+        vectors = {n: {r: m * n for r, m in wanted} for n in set(counts)}
+        totals.update(zip(names, map(dict.copy, map(vectors.__getitem__, counts)), strict=True))
+        return
+    for name, n in zip(names, counts, strict=True):
+        on_nodes[name] = on_nodes.get(name, 0) + n
+        vec = totals.setdefault(name, {})
         for r, m in wanted:
             vec[r] = vec.get(r, 0) + m * n
 
@@ -286,11 +295,10 @@ def _choose_start(topology: FlavorTopology, pods: list[Int64Array], units: list[
     q, start = n // size, plan.start
     if ps.topology.mode == "unconstrained":
         rank = topology.domains[start].rank()
-        ids = _all(units[start])
-        one = _best_fit(ids[pods[start] >= n], units[start], rank, q)
+        one = _best_fit(np.flatnonzero(pods[start] >= n), units[start], rank, q)
         if one is not None:
             return _Chosen.one(start, one, q * size)
-        picked = _least_free(ids, units[start], rank, q)
+        picked = _least_free(units[start], rank, q)
         if picked is None or int(pods[start].sum()) < n:
             return _unfit(topology, pods, units, plan, ps, 0, in_total=True)
         return _Chosen(start, picked[0], picked[1] * size)
@@ -315,7 +323,7 @@ def _choose_start(topology: FlavorTopology, pods: list[Int64Array], units: list[
 def _children(topology: FlavorTopology, level: int, parents: Sequence[int]) -> Int64Array:
     """The domains of `level` under any of `parents` (domains of the level above)."""
     lists = topology.domains[level - 1].children
-    return np.asarray([child for d in parents for child in lists[d]], dtype=np.int64)
+    return np.fromiter(chain.from_iterable(map(lists.__getitem__, parents)), dtype=np.int64)
 
 
 def _descend(topology: FlavorTopology, units: list[Int64Array], plan: SlicePlan, chosen: _Chosen) -> _Chosen:
@@ -348,11 +356,14 @@ def _descend(topology: FlavorTopology, units: list[Int64Array], plan: SlicePlan,
 
 def _spread_over_nodes(topology: FlavorTopology, fit: Int64Array, chosen: _Chosen) -> PerSlot:
     """Pods per node. Each lowest domain's take goes to its fewest nodes (most free first, tightest
-    for the last, ties by node name); with hostname as the lowest level that is the one node."""
-    per_slot: PerSlot = {}
-    for d, take in zip(chosen.ids.tolist(), chosen.takes.tolist(), strict=True):
-        if not take:
-            continue
+    for the last, ties by node name); a domain of one node (hostname as the lowest level) gives it
+    all, read in bulk from the tree's lone slots."""
+    taking = chosen.takes > 0
+    ids, takes = chosen.ids[taking], chosen.takes[taking]
+    lone = topology.lone_slots()[ids]
+    alone = lone >= 0
+    per_slot: PerSlot = dict(zip(lone[alone].tolist(), takes[alone].tolist(), strict=True))
+    for d, take in zip(ids[~alone].tolist(), takes[~alone].tolist(), strict=True):
         slots = [slot for slot in topology.slots_in(d) if fit[slot] > 0]
         if len(slots) == 1:
             per_slot[slots[0]] = take
@@ -367,15 +378,18 @@ def _spread_over_nodes(topology: FlavorTopology, fit: Int64Array, chosen: _Chose
 
 
 def _slices(topology: FlavorTopology, *chosen: _Chosen) -> TopologyAssignment:
-    """One slice per chosen lowest domain (takes of several choices added up), sorted by label values."""
-    keys = topology.domains[-1].keys
-    takes: dict[int, int] = {}
-    for one in chosen:
-        for d, t in zip(one.ids.tolist(), one.takes.tolist(), strict=True):
-            takes[d] = takes.get(d, 0) + t
-    pairs = sorted((keys[d], t) for d, t in takes.items() if t > 0)
-    return TopologyAssignment(topology.levels, tuple(
-        Slice(dict(zip(topology.levels, key, strict=True)), count) for key, count in pairs))
+    """One slice per chosen lowest domain (takes of several choices added up), sorted by label
+    values: ordered in bulk by the level's ranks; Python objects only for the slices themselves."""
+    ids = np.concatenate([one.ids for one in chosen]).astype(np.int64)
+    takes = np.concatenate([one.takes for one in chosen]).astype(np.int64)
+    if len(chosen) > 1:
+        ids, where = np.unique(ids, return_inverse=True)
+        takes = np.bincount(where.ravel(), weights=takes, minlength=ids.shape[0]).astype(np.int64)
+    taking = takes > 0
+    ids, takes = ids[taking], takes[taking]
+    order = np.argsort(topology.domains[-1].rank()[ids], kind="stable")
+    return TopologyAssignment(topology.levels, tuple(map(
+        Slice, topology.labels_of(ids[order].tolist()), takes[order].tolist())))
 
 
 # -- orderings (as Kueue's) -----------------------------------------------------------------------
@@ -432,17 +446,60 @@ def _fewest(ids: Int64Array, counts: Int64Array, rank: Int64Array,
     cumulative = np.cumsum(counts[order])
     k = int(np.searchsorted(cumulative, n))  # first prefix that holds n
     left = n - (int(cumulative[k - 1]) if k else 0)
-    rest = ids[~np.isin(ids, order[:k])] if k else ids
+    taken = np.zeros(counts.shape[0], dtype=np.bool_)
+    taken[order[:k]] = True
+    rest = ids[~taken[ids]]
     last = _best_fit(rest, counts, rank, left)
     assert last is not None  # order[k] itself holds `left`
     return (np.append(order[:k], last).astype(np.int64),
             np.append(counts[order[:k]], left).astype(np.int64))
 
 
-def _least_free(ids: Int64Array, counts: Int64Array, rank: Int64Array,
-                n: int) -> tuple[Int64Array, Int64Array] | None:
-    """Least free first (count asc, label values asc, domains with room only); the last one takes
-    only the remainder. None when all of them hold fewer than `n`."""
+def _least_free(counts: Int64Array, rank: Int64Array, n: int) -> tuple[Int64Array, Int64Array] | None:
+    """Least free first over every domain of a level (count asc, label values asc, domains with
+    room only); the last one takes only the remainder. None when all of them hold fewer than `n`.
+    The histogram of the counts gives the count `v` at which the prefix ends and the pods held
+    below it; then only the domains below `v` and the fewest-ranked of those at `v` are read (no
+    sort of the level: an unconstrained pod set runs this over every host)."""
+    top = int(counts.max()) if counts.shape[0] else 0
+    if n <= 0 or top > 4 * counts.shape[0] + 1024:  # no pods wanted, or counts too wide to histogram
+        return _least_free_sorted(_all(counts), counts, rank, n)
+    if top == 0 or int(counts.sum()) < n:
+        return None
+    upto = np.cumsum(np.bincount(counts)[1:] * np.arange(1, top + 1, dtype=np.int64))
+    v = int(np.searchsorted(upto, n)) + 1  # upto[v - 1]: pods in domains holding 1..v
+    below = int(upto[v - 2]) if v > 1 else 0
+    lower = np.flatnonzero((counts > 0) & (counts < v)) if below else np.zeros(0, dtype=np.int64)
+    lower = lower[np.lexsort((rank[lower], counts[lower]))]
+    need = -(-(n - below) // v)  # domains at v, the last taking what is left
+    ties = _lowest_ranked(np.flatnonzero(counts == v), rank, need)
+    ids = np.concatenate([lower, ties]).astype(np.int64)
+    takes = counts[ids].copy()
+    takes[-1] = n - below - (need - 1) * v
+    return ids, takes
+
+
+def _lowest_ranked(ids: Int64Array, rank: Int64Array, k: int) -> Int64Array:
+    """The `k` of `ids` with the smallest ranks (a level's ranks: 0..domains-1, distinct), in rank
+    order. Their ranks are marked in a bitmap and only its prefix holding `k` marks is scanned,
+    its length guessed from the ids' density and doubled until enough (no sort, no partition)."""
+    if k >= ids.shape[0]:
+        return ids[np.argsort(rank[ids])]
+    r = rank[ids]
+    size = rank.shape[0]
+    marked = np.zeros(size, dtype=np.bool_)
+    marked[r] = True
+    at = np.empty(size, dtype=np.int64)
+    at[r] = ids
+    end = min(size, 2 * k * size // ids.shape[0] + 64)
+    while end < size and int(np.count_nonzero(marked[:end])) < k:
+        end = min(size, 2 * end)
+    return at[np.flatnonzero(marked[:end])[:k]]
+
+
+def _least_free_sorted(ids: Int64Array, counts: Int64Array, rank: Int64Array,
+                       n: int) -> tuple[Int64Array, Int64Array] | None:
+    """`_least_free` by ordering the candidates (counts too wide for a histogram)."""
     ids = ids[counts[ids] > 0]
     if ids.shape[0] == 0 or int(counts[ids].sum()) < n:
         return None

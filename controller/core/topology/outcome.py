@@ -6,11 +6,37 @@ writes `TopologyAssignment.to_dict()` into the Workload status and passes `place
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from controller.api.quantity import Resources
+
+
+class DomainLabels(Mapping[str, str]):
+    """The labels of one domain, level -> value, read-only, over the tree's own tuples (levels, and
+    the domain's key). Made once per domain and shared by every result naming it: a large result
+    names hundreds of domains, and a dict for each was most of its cost."""
+
+    __slots__ = ("_levels", "_values")
+
+    def __init__(self, levels: tuple[str, ...], values: tuple[str, ...]) -> None:
+        self._levels, self._values = levels, values
+
+    def __getitem__(self, key: str) -> str:
+        for level, value in zip(self._levels, self._values, strict=True):
+            if level == key:
+                return value
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._levels)
+
+    def __len__(self) -> int:
+        return len(self._levels)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from controller.api.selectors import Toleration
 from controller.api.views import NodeView
 from controller.core.topology.candidacy import CandidateMask, Signature, static_reason
+from controller.core.topology.outcome import DomainLabels
 from controller.core.topology.usage import MILLI_CAP, NodeRegistry
 
 Int64Array = npt.NDArray[np.int64]
@@ -109,6 +110,11 @@ class FlavorTopology:
         self._rows: tuple[NodeRegistry, Int64Array, dict[int, int]] | None = None
         self._slots_in: list[list[int]] = []
         """Slots of each lowest domain (a node's slot is in its lowest domain's list)."""
+        self._labels: list[DomainLabels | None] = []
+        """Per lowest domain, its labels once a result has named it (`labels_of`)."""
+        self._lone: Int64Array = np.zeros(0, dtype=np.int64)
+        """Per lowest domain, its slot when it holds exactly one (-1 otherwise): with hostname as the
+        lowest level every domain is one node, and a result's pods per node are read in bulk."""
         self._slot_domains: list[tuple[int, ...] | None] = []
         """Each slot's domain ids (as `_domain_of`, kept in Python too: read per node change)."""
         self._nowhere = (-1,) * len(self.levels)
@@ -246,6 +252,8 @@ class FlavorTopology:
                         self.domains[i - 1].children[found[-1]].append(parent)
                     if i == len(self.domains) - 1:
                         self._slots_in.append([])
+                        self._labels.append(None)
+                        self._grow_lone(len(self._slots_in))
                 found.append(parent)
                 self._domain_of[i][slot] = parent
             ids = tuple(found)
@@ -256,10 +264,24 @@ class FlavorTopology:
             if old_low != new_low:
                 if old_low >= 0:
                     self._slots_in[old_low].remove(slot)
+                    self._set_lone(old_low)
                 if new_low >= 0:
                     self._slots_in[new_low].append(slot)
+                    self._set_lone(new_low)
         if self.domains and len(self.domains[-1].keys) > 2 * self.node_count + DEAD_DOMAIN_SLACK:
             self._compact()
+
+    def _grow_lone(self, need: int) -> None:
+        """Make `_lone` hold at least `need` domains (doubling; new entries -1)."""
+        have = self._lone.shape[0]
+        if need > have:
+            grown = np.full(max(need, 2 * have, 16), -1, dtype=np.int64)
+            grown[:have] = self._lone
+            self._lone = grown
+
+    def _set_lone(self, low: int) -> None:
+        slots = self._slots_in[low]
+        self._lone[low] = slots[0] if len(slots) == 1 else -1
 
     def _log_change(self, slot: int, before: tuple[int, ...]) -> None:
         """Remember a changed slot for the per-shape counts; a log past MAX_LOG starts a new epoch."""
@@ -275,6 +297,8 @@ class FlavorTopology:
         than `node_count` domains that emptied."""
         self.domains = [LevelDomains() for _ in self.levels]
         self._slots_in = []
+        self._labels = []
+        self._lone = np.zeros(0, dtype=np.int64)
         self._slot_domains = [None] * len(self._slot_domains)
         for arr in self._domain_of:
             arr[:] = -1
@@ -362,6 +386,27 @@ class FlavorTopology:
     def slots_in(self, domain: int) -> list[int]:
         """The slots of a lowest-level domain."""
         return self._slots_in[domain]
+
+    def labels_of(self, domains: Sequence[int]) -> list[DomainLabels]:
+        """The labels of lowest-level domains (level -> value), made on first use and kept (a
+        domain's key never changes; renumbering starts over), so a result shares them."""
+        known = self._labels
+        out: list[DomainLabels] = []
+        for d in domains:
+            labels = known[d]
+            if labels is None:
+                labels = known[d] = DomainLabels(self.levels, self.domains[-1].keys[d])
+            out.append(labels)
+        return out
+
+    def names_of(self, slots: Sequence[int]) -> list[str]:
+        """The node names of occupied slots."""
+        views = self._views
+        return [views[slot].name for slot in slots]  # type: ignore[union-attr]  # occupied slots only
+
+    def lone_slots(self) -> Int64Array:
+        """lone[domain] per lowest-level domain: its slot when it holds exactly one, else -1."""
+        return self._lone[: len(self._slots_in)]
 
     def allocatable_at(self, slots: Int64Array, resources: Sequence[str]) -> Int64Array:
         """[len(slots) x len(resources)] allocatable in milli of some slots."""

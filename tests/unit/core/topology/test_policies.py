@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.builders.cluster import make_node
 from tests.unit.core.topology.scenario import (
     BLOCK,
     HOST,
@@ -195,3 +196,24 @@ def test_a_rack_value_repeated_under_two_blocks_names_two_racks(podset: PodSetBu
 def test_zero_pods_fit_trivially_with_no_slices() -> None:
     (assignment,) = expect_success(run(TREE, make_podset(0).require(RACK))).assignments
     assert assignment.slices == ()
+
+
+# Hosts that hold thousands of pods each (only `pods` requested; 3,000 and 2,000 allowed):
+#
+#             b1
+#             |
+#             r1
+#          /      \
+#   w1(3000)    w2(2000)
+THOUSANDS = (make_node("w1").labels({BLOCK: "b1", RACK: "r1"}).allocatable(pods=3000),
+             make_node("w2").labels({BLOCK: "b1", RACK: "r1"}).allocatable(pods=2000))
+
+
+@pytest.mark.parametrize(("count", "want"), [
+    pytest.param(2500, ["b1/r1/w1=2500"], id="the least free host holding all 2,500 pods"),
+    pytest.param(4000, ["b1/r1/w1=2000", "b1/r1/w2=2000"],
+                 id="no host holds 4,000: all of w2 (least free), then the remainder on w1"),
+])
+def test_unconstrained_least_free_when_hosts_hold_thousands_of_pods(count: int, want: list[str]) -> None:
+    (assignment,) = expect_success(run(THOUSANDS, make_podset(count).unconstrained().gpus(0))).assignments
+    assert slice_strings(assignment) == want

@@ -359,3 +359,59 @@ def test_kept_counts_follow_clones_reservations_and_node_changes(
         assert assign(topo, current, request) == assign(flavor_tree(list(nodes.values())), current, request)
     for usage in usages:
         assert assign(topo, usage, request) == assign(flavor_tree(list(nodes.values())), usage, request)
+
+
+@st.composite
+def wide_racks(draw: st.DrawFn) -> tuple[dict[str, int], list[NodeView]]:
+    """One rack of 70-400 hosts with 0-8 free GPUs each, named h000... and fed to the tree in a
+    random order. Half the time the least free hosts carry the last names, so the hosts a
+    least-free placement takes sit at the end of the label order."""
+    n = draw(st.integers(70, 400))
+    free = draw(st.lists(st.integers(0, 8), min_size=n, max_size=n))
+    if draw(st.booleans()):
+        free.sort(reverse=True)
+    names = [f"h{i:03d}" for i in range(n)]
+    order = draw(st.permutations(range(n)))
+    nodes = [gpu_node(names[i], "b0", "r0", free[i]).label(POOL, "gpu").view() for i in order]
+    return dict(zip(names, free, strict=True)), nodes
+
+
+def least_free_oracle(free: dict[str, int], count: int) -> dict[str, int] | None:
+    """Kueue's rule for an unconstrained pod set, host by host: the least free host holding every
+    pod (ties by name); else least free first (ties by name), the last taking the remainder."""
+    room = sorted((f, host) for host, f in free.items() if f > 0)
+    if sum(f for f, _ in room) < count:
+        return None
+    holding = [(f, host) for f, host in room if f >= count]
+    if holding:
+        return {holding[0][1]: count}
+    placed: dict[str, int] = {}
+    for f, host in room:
+        placed[host] = min(f, count - sum(placed.values()))
+        if sum(placed.values()) == count:
+            break
+    return placed
+
+
+@settings(max_examples=100, deadline=None)
+@given(world=wide_racks(), data=st.data())
+def test_unconstrained_on_hundreds_of_hosts_places_exactly_as_the_least_free_oracle(
+        world: tuple[dict[str, int], list[NodeView]], data: st.DataObject) -> None:
+    free, nodes = world
+    values = sorted({f for f in free.values() if f > 0})
+    near_ties: bool = data.draw(st.booleans())
+    if values and near_ties:
+        # Every pod of the hosts less free than v, then a few hosts holding v: ties cut by name,
+        # far down the label order in a skewed rack.
+        v = data.draw(st.sampled_from(values))
+        count = sum(f for f in free.values() if f < v) + data.draw(st.integers(1, 3 * v))
+    else:
+        count = data.draw(st.integers(1, sum(free.values()) + 1))
+    outcome = assign(flavor_tree(nodes), Usage(), [PodSetRequest("main", count, {GPU: 1000, "pods": 1000})])
+    want = least_free_oracle(free, count)
+    assert isinstance(outcome, AssignmentSuccess) == (want is not None), getattr(outcome, "message", "")
+    if want is None or not isinstance(outcome, AssignmentSuccess):
+        return
+    assert dict(outcome.placement.pods["main"]) == want
+    (assignment,) = outcome.assignments
+    assert [(s.node_labels[LEVELS[2]], s.count) for s in assignment.slices] == sorted(want.items())

@@ -1,0 +1,58 @@
+"""The result types of the topology engine: a slice's labels are a read-only mapping shared per domain."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from controller.core.topology import Usage, assign
+from controller.core.topology.outcome import DomainLabels, Slice
+from tests.unit.core.topology.scenario import (
+    BLOCK,
+    HOST,
+    LEVELS,
+    RACK,
+    expect_success,
+    gpu_node,
+    make_podset,
+    topology,
+)
+
+LABELS = DomainLabels(LEVELS, ("b1", "r1", "x1"))
+
+
+def test_domain_labels_read_as_the_dict_of_level_values() -> None:
+    assert LABELS == {BLOCK: "b1", RACK: "r1", HOST: "x1"}
+    assert {BLOCK: "b1", RACK: "r1", HOST: "x1"} == LABELS
+    assert LABELS != {BLOCK: "b1", RACK: "r1", HOST: "x2"}
+    assert (LABELS[RACK], len(LABELS), list(LABELS)) == ("r1", 3, list(LEVELS))
+    assert repr(LABELS) == repr({BLOCK: "b1", RACK: "r1", HOST: "x1"})
+
+
+def test_a_level_the_domain_does_not_have_is_a_key_error() -> None:
+    assert "zone" not in LABELS
+    assert LABELS.get("zone") is None
+    with pytest.raises(KeyError, match="zone"):
+        LABELS["zone"]
+
+
+def test_a_slice_serialises_its_labels_as_a_plain_dict() -> None:
+    out = Slice(LABELS, 2).to_dict()
+    assert type(out["nodeLabels"]) is dict
+    assert json.loads(json.dumps(out)) == {"nodeLabels": {BLOCK: "b1", RACK: "r1", HOST: "x1"}, "count": 2}
+
+
+# Two hosts in one rack:
+#
+#        b1
+#        |
+#        r1
+#      /    \
+#   x1(2)  x2(2)
+def test_results_naming_the_same_host_share_its_labels() -> None:
+    topo = topology([gpu_node("x1", "b1", "r1", 2), gpu_node("x2", "b1", "r1", 2)])
+    first = expect_success(assign(topo, Usage(), [make_podset(3).require(RACK).build()])).assignments[0]
+    again = expect_success(assign(topo, Usage(), [make_podset(4).require(RACK).build()])).assignments[0]
+    assert [s.node_labels for s in first.slices] == [{BLOCK: "b1", RACK: "r1", HOST: h} for h in ("x1", "x2")]
+    assert all(a.node_labels is b.node_labels for a, b in zip(first.slices, again.slices, strict=True))
