@@ -99,7 +99,8 @@ class WorkloadEntry:
 
 @dataclass(slots=True)
 class ClusterCache:
-    """See the module docstring. `generation` grows on every change admission could react to."""
+    """See the module docstring. `generation` grows on every change admission could react to (not
+    on a queue's status)."""
 
     nodes: dict[str, NodeView] = field(default_factory=dict)
     pods: dict[str, PodView] = field(default_factory=dict)
@@ -139,10 +140,11 @@ class ClusterCache:
             return False
         self._versions[(kind, key)] = version
         if kind in _CONFIG_KINDS:
-            self._upsert_config(kind, key, dict(obj))
+            if self._upsert_config(kind, key, dict(obj)):
+                self.generation += 1
         else:
             getattr(self, "_upsert_" + _OBJECT_HANDLERS[kind])(key, dict(obj))
-        self.generation += 1
+            self.generation += 1
         return True
 
     def delete(self, kind: str, obj: Mapping[str, Any]) -> None:
@@ -225,21 +227,26 @@ class ClusterCache:
     def _info(self, obj: Mapping[str, Any], seq: int) -> WorkloadInfo:
         return workload_info(obj, seq=seq, priority_classes=self.priority_values()[0])
 
-    def _upsert_config(self, kind: str, key: str, obj: dict[str, Any]) -> None:
-        """Flavors, topologies and queues: rare changes, so the parts built from them are rebuilt."""
-        if kind == c.KIND_RESOURCE_FLAVOR:
+    def _upsert_config(self, kind: str, key: str, obj: dict[str, Any]) -> bool:
+        """Flavors, topologies and queues: rare changes, so the parts built from them are rebuilt.
+        False (nothing rebuilt) when only a queue's status changed: tasq writes those itself after
+        admissions, and admission does not read them."""
+        if kind in (c.KIND_CLUSTER_QUEUE, c.KIND_LOCAL_QUEUE):
+            queues: dict[str, Any] = self.cluster_queues if kind == c.KIND_CLUSTER_QUEUE else self.local_queues
+            before = queues.get(key)
+            queues[key] = (ClusterQueue if kind == c.KIND_CLUSTER_QUEUE else LocalQueue).from_dict(obj)
+            if before is not None and before.spec == queues[key].spec:
+                return False
+        elif kind == c.KIND_RESOURCE_FLAVOR:
             self.flavors[key] = ResourceFlavor.from_dict(obj)
         elif kind == c.KIND_TOPOLOGY:
             self.topologies[key] = Topology.from_dict(obj)
-        elif kind == c.KIND_CLUSTER_QUEUE:
-            self.cluster_queues[key] = ClusterQueue.from_dict(obj)
-        elif kind == c.KIND_LOCAL_QUEUE:
-            self.local_queues[key] = LocalQueue.from_dict(obj)
         elif kind == KIND_PRIORITY_CLASS:
             self.priority_classes[key] = obj
         elif kind == KIND_NAMESPACE:
             self.namespaces[key] = dict((obj.get("metadata") or {}).get("labels") or {})
         self._invalidate(kind)
+        return True
 
     def _delete_config(self, kind: str, key: str) -> None:
         stores: dict[str, dict[str, Any]] = {

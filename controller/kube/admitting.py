@@ -25,7 +25,12 @@ from controller.core.admission.workloads import workload_info
 from controller.kube.api import ApiError, KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.metrics import Metrics
-from controller.kube.statuses import queue_statuses, write_queue_status, write_workload_status
+from controller.kube.statuses import (
+    queue_statuses,
+    stamp_conditions,
+    write_queue_status,
+    write_workload_status,
+)
 
 log = logging.getLogger(__name__)
 
@@ -226,8 +231,10 @@ class AdmissionLoop:
             for key, status in statuses.items():
                 if self._queue_status.get((local, key)) == status:
                     continue
+                queue = (self.cache.local_queues if local else self.cache.cluster_queues).get(key)
+                before = queue.status.conditions if queue is not None and queue.status is not None else []
                 try:
-                    await write_queue_status(self.api, local, key, status)
+                    await write_queue_status(self.api, local, key, stamp_conditions(status, before, datetime.now(UTC)))
                     self._queue_status[(local, key)] = status
                 except ApiError as e:
                     log.warning("status of queue %s: %s", key, e)

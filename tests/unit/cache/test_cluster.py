@@ -161,6 +161,21 @@ def test_a_cluster_queue_change_rebuilds_the_ledger_with_every_held_admission(ca
     assert not isinstance(decision, Admit)  # quota 8, all used
 
 
+def test_a_queue_status_write_coming_back_neither_rebuilds_the_ledger_nor_wakes_admission(
+        cache: ClusterCache) -> None:
+    ledger = cache.snapshot().quota
+    generation = cache.generation
+    for kind, builder in ((c.KIND_CLUSTER_QUEUE, make_cluster_queue("cq").flavor("gpu", {GPU: 32})),
+                          (c.KIND_LOCAL_QUEUE, make_local_queue("lq", "cq"))):
+        obj = versioned(builder.obj(), 7)
+        obj["status"] = {"pendingWorkloads": 3}
+        assert cache.upsert(kind, obj)
+    assert cache.cluster_queues["cq"].status is not None  # the status is kept (for its conditions' times)
+    assert cache.snapshot().quota is ledger and cache.generation == generation
+    cache.upsert(c.KIND_CLUSTER_QUEUE, versioned(make_cluster_queue("cq").flavor("gpu", {GPU: 8}).obj(), 8))
+    assert cache.snapshot().quota is not ledger and cache.generation > generation  # a spec change does both
+
+
 def test_ungating_input_lists_the_slices_and_pod_states_of_an_admitted_workload(cache: ClusterCache) -> None:
     cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h1": 1, "h3": 1}))
     gated = (make_pod("a-0").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "a")
