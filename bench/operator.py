@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import multiprocessing
+import multiprocessing.connection
 import os
 import platform
 import signal
@@ -26,14 +29,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.api import constants as c
-from controller.core.admission.workloads import workload_name_for_job
-from controller.kube.api import JOBS, KubeApi, connect, path
-from controller.kube.operating import Operator
+# Run as a script, this file's folder comes first on sys.path, where bench/webhooks.py would shadow
+# the webhooks package: tasq's own packages are imported from the repository root instead.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from controller.api import constants as c  # noqa: E402
+from controller.core.admission.workloads import workload_name_for_job  # noqa: E402
+from controller.kube.api import JOBS, KubeApi, connect, path  # noqa: E402
+from controller.kube.operating import Operator  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BLOCK, RACK = "example.com/block", "example.com/rack"
 NODES_PER_RACK, RACKS_PER_BLOCK = 16, 8
+PODS_PER_JOB = 4
+"""Each pod asks for a whole node's 8 GPUs."""
 
 SERVER = """
 import asyncio, sys
@@ -79,7 +89,7 @@ def job(name: str, namespace: str, i: int) -> dict[str, Any]:
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": namespace, "labels": {c.LABEL_QUEUE_NAME: "lq"},
                          "annotations": annotations},
-            "spec": {"parallelism": 4, "completions": 4, "suspend": True, "template": {"spec": {
+            "spec": {"parallelism": PODS_PER_JOB, "completions": PODS_PER_JOB, "suspend": True, "template": {"spec": {
                 "restartPolicy": "Never",
                 "containers": [{"name": "c", "image": "busybox",
                                 "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "8"}}}]}}}}
@@ -95,13 +105,31 @@ def rss_mib() -> float:
 class OperatorThread:
     """The operator on its own loop (as `tasq run` would be) in this process."""
 
-    def __init__(self, kubeconfig: Path) -> None:
+    def __init__(self, kubeconfig: Path, profile: Path | None = None) -> None:
         self.kubeconfig = kubeconfig
+        self.profile = profile
         self.operator: Operator | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.stop_event: asyncio.Event | None = None
         self.ready = threading.Event()
-        self.thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
+        self.thread = threading.Thread(target=self._thread, daemon=True)
+
+    def _thread(self) -> None:
+        if self.profile is None:
+            asyncio.run(self._main())
+            return
+        profiler = cProfile.Profile()
+        profiler.runcall(asyncio.run, self._main())
+        profiler.dump_stats(self.profile)
+
+    def cpu_seconds(self) -> float:
+        """CPU time the operator's thread has used so far (its own clock: the client and the
+        devcluster, in other processes, are not counted)."""
+        assert self.loop is not None
+
+        async def now() -> float:
+            return time.thread_time()
+        return asyncio.run_coroutine_threadsafe(now(), self.loop).result(30)
 
     async def _main(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -171,12 +199,28 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def client_process(kubeconfig: Path, namespace: str, count: int, rate: float,
+                   answer: multiprocessing.connection.Connection) -> None:
+    """The Job-creating client in its own process (so it does not share the operator's GIL)."""
+    answer.send(asyncio.run(create_jobs(kubeconfig, namespace, count, rate)))
+    answer.close()
+
+
 def scenario(running: OperatorThread, kubeconfig: Path, namespace: str, jobs: int, rate: float) -> str:
     operator = running.operator
     assert operator is not None
-    cycles_before = operator.admission.cycles
+    cycles_before, calls_before = operator.admission.cycles, operator.api.calls
+    cpu_before = running.cpu_seconds()
     begin = time.monotonic()
-    sent = asyncio.run(create_jobs(kubeconfig, namespace, jobs, rate))
+    receiving, sending = multiprocessing.get_context("spawn").Pipe(duplex=False)
+    client = multiprocessing.get_context("spawn").Process(
+        target=client_process, args=(kubeconfig, namespace, jobs, rate, sending))
+    client.start()
+    sending.close()
+    # CLOCK_MONOTONIC is one clock for the whole machine on Linux: the client's send times and the
+    # operator's write times compare directly.
+    sent: dict[str, float] = receiving.recv()
+    client.join()
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and not all(key in operator.admission.admitted_at for key in sent):
         time.sleep(0.05)
@@ -184,12 +228,21 @@ def scenario(running: OperatorThread, kubeconfig: Path, namespace: str, jobs: in
                 if key in operator.admission.admitted_at}
     latencies = list(admitted.values())
     wall = time.monotonic() - begin
+    # The Events (posted in the background, a few at a time) and queue statuses that trail the
+    # last admission are part of each Job's cost: CPU and API calls are counted once they are done.
+    trailing = time.monotonic() + 120
+    while time.monotonic() < trailing and operator.recorder.unsent:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    cpu_ms = (running.cpu_seconds() - cpu_before) * 1000 / jobs
+    calls = (operator.api.calls - calls_before) / jobs
     arrival = f"{rate:g}/s" if rate > 0 else "burst"
     if not latencies:
         return f"{arrival:<10} {jobs:>6} {0:>9}  (nothing admitted)"
     return (f"{arrival:<10} {jobs:>6} {len(latencies):>9} {statistics.median(latencies) * 1000:>9.0f} "
             f"{percentile(latencies, 0.99) * 1000:>9.0f} {max(latencies) * 1000:>9.0f} "
-            f"{operator.admission.cycles - cycles_before:>7} {wall:>8.1f} {rss_mib():>9.0f}")
+            f"{operator.admission.cycles - cycles_before:>7} {wall:>8.1f} {cpu_ms:>8.1f} {calls:>6.1f} "
+            f"{rss_mib():>8.0f}")
 
 
 def machine() -> str:
@@ -203,8 +256,12 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--jobs", type=int, default=1_000)
     parser.add_argument("--rates", default="50,0", help="Jobs per second per scenario; 0 = all at once")
+    parser.add_argument("--profile", type=Path, help="write a cProfile of the operator's thread to this file")
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
+    if args.jobs * len(rates) * PODS_PER_JOB > args.nodes:
+        parser.error(f"--jobs {args.jobs} x {len(rates)} scenarios x {PODS_PER_JOB} nodes per Job do not fit on "
+                     f"--nodes {args.nodes}: the later Jobs would wait for capacity, not for the operator")
     print(f"operator, {args.nodes} nodes, {args.jobs} Jobs per scenario; {machine()}")
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"
@@ -220,11 +277,11 @@ def main() -> int:
             asyncio.run(setup(kubeconfig, namespaces))
             rss_before = rss_mib()
             started = time.monotonic()
-            running = OperatorThread(kubeconfig).start()
+            running = OperatorThread(kubeconfig, args.profile).start()
             print(f"operator ready in {time.monotonic() - started:.1f} s (priming {args.nodes} nodes); "
                   f"process RSS {rss_before:.0f} -> {rss_mib():.0f} MiB")
             print(f"{'arrival':<10} {'jobs':>6} {'admitted':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} "
-                  f"{'cycles':>7} {'wall s':>8} {'RSS MiB':>9}")
+                  f"{'cycles':>7} {'wall s':>8} {'cpu ms/job':>8} {'calls/job':>6} {'RSS MiB':>8}")
             try:
                 for namespace, rate in zip(namespaces, rates, strict=True):
                     print(scenario(running, kubeconfig, namespace, args.jobs, rate), flush=True)

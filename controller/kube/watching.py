@@ -3,14 +3,15 @@
 `prime` lists every watched resource once at start (so the first admission cycle sees the whole
 cluster, admitted Workloads included); `register_watches` adds one `@kopf.on.event` handler per
 resource to a kopf registry: each event is applied to the cache and reported to `on_change`.
-Event handlers write nothing on the objects (no kopf annotations or finalizers).
+Event handlers write nothing on the objects (no kopf annotations or finalizers), and kopf is told
+to keep no diff base (`NoDiffBaseStorage`).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import kopf
@@ -69,8 +70,35 @@ def apply_event(cache: ClusterCache, kind: str, event_type: str | None, obj: Map
         on_change(kind, event_type or "ADDED", obj)
 
 
+class NoDiffBaseStorage(kopf.DiffBaseStorage):
+    """kopf's diff-base storage for an operator with event handlers only: no essence kept.
+
+    kopf builds every event's "essence" (a deep copy of the object without system fields, cleared
+    of its progress annotations) to diff it for change handlers, even when there are none: at
+    10,000 nodes and 1,000 arriving Jobs that was about a third of kopf's per-event time. tasq
+    registers only `on.event` handlers (plus webhooks), which never read it, so the essence is an
+    empty one, nothing is read from or stored on the objects. A create/update/resume/field handler
+    added to the same registry would need kopf's default storage back.
+    """
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+        del body, extra_fields
+        return {}
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        del body
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        del body, patch, essence
+
+
 def register_watches(registry: kopf.OperatorRegistry, cache: ClusterCache, on_change: OnChange) -> None:
-    """One kopf event handler per watched resource, all feeding `cache`."""
+    """One kopf event handler per watched resource, all feeding `cache`; kopf keeps no diff base."""
+    @kopf.on.startup(registry=registry)
+    def keep_no_diff_base(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.persistence.diffbase_storage = NoDiffBaseStorage()
+
     for kind, (group, version, plural) in RESOURCES.items():
         async def handler(event: kopf.RawEvent, kind: str = kind, **_: Any) -> None:
             obj = event.get("object")
