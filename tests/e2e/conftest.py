@@ -10,7 +10,6 @@ gives the operator's tests the same CRDs, nodes and queues on either cluster.
 from __future__ import annotations
 
 import itertools
-import json
 import subprocess
 import sys
 import time
@@ -20,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from controller.commands.crds import DEFAULT_DIR
 from devcluster.cluster import DevCluster
 from devcluster.simulated.components import Components
-from devcluster.simulated.nodes import create_nodes
-from devcluster.simulated.seeding import apply_crds
 
 REPO = Path(__file__).resolve().parents[2]
 KUBECTL = Path(sys.executable).parent / "kubectl"
@@ -121,26 +119,23 @@ def apply_yaml(kubectl: Kubectl, tmp_path: Path) -> Callable[..., subprocess.Com
 def install_operator_cluster(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl,
                              nodes: list[dict[str, Any]], setup_yaml: str) -> Callable[[], None]:
     """tasq's CRDs and `nodes` on this module's cluster (besides the sample nodes the real control
-    plane starts with), then `setup_yaml` (queues, flavors...) applied with kubectl once the CRDs
-    are served. On the devcluster it also starts the simulated
-    Job controller, scheduler and kubelet (the real control plane and kwok have their own).
+    plane starts with), then `setup_yaml` (queues, flavors...) once the CRDs are served, all with
+    kubectl. On the devcluster it also starts the simulated Job controller, scheduler and kubelet
+    (the real control plane and kwok have their own).
     Returns the teardown. For module-scoped fixtures: it asks for `devcluster` only on the
     devcluster, so the tests that use it run on both clusters."""
+    kubectl("apply", "-f", str(DEFAULT_DIR))
+    if nodes:  # the API server keeps a created Node's status: allocatable and Ready as given
+        kubectl("create", "-f", "-", stdin=yaml.safe_dump_all(nodes))
     close: Callable[[], None] = lambda: None  # noqa: E731
-    if cluster == "real":
-        kubectl("apply", "-f", str(DEFAULT_DIR))
-        if nodes:  # kube-apiserver keeps a Node's status on create: allocatable and Ready as given
-            kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
-    else:
+    if cluster == "dev":
         dev: DevCluster = request.getfixturevalue("devcluster")
 
-        async def seed() -> Components:
-            await apply_crds(dev.api, DEFAULT_DIR)
-            await create_nodes(dev.api, nodes)
+        async def start() -> Components:
             started = Components(dev.api).start()
             started.run_in_background(0.05)
             return started
-        components = dev.call(seed)
+        components = dev.call(start)
 
         async def stop() -> None:
             components.close()
