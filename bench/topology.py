@@ -1,4 +1,4 @@
-"""Benchmark of the topology engine (issues 3 and 13): build, incremental updates and assignment latency.
+"""Benchmark of the topology engine: build, incremental updates and assignment latency.
 
 Pod sets of 8..4096 one-GPU pods under required block, required rack, preferred rack and
 unconstrained on clusters of `make_cluster`; Kueue's slices, multi-layer slices, pod-set groups and

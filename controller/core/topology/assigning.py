@@ -299,7 +299,7 @@ def _choose_start(topology: FlavorTopology, pods: list[Int64Array], units: list[
         if one is not None:
             return _Chosen.one(start, one, q * size)
         picked = _least_free(units[start], rank, q)
-        if picked is None or int(pods[start].sum()) < n:
+        if picked is None or (size > 1 and int(pods[start].sum()) < n):  # size 1: picked holds n pods
             return _unfit(topology, pods, units, plan, ps, 0, in_total=True)
         return _Chosen(start, picked[0], picked[1] * size)
     if balanced and ps.topology.mode == "preferred" and start <= plan.slice_level:
@@ -464,9 +464,11 @@ def _least_free(counts: Int64Array, rank: Int64Array, n: int) -> tuple[Int64Arra
     top = int(counts.max()) if counts.shape[0] else 0
     if n <= 0 or top > 4 * counts.shape[0] + 1024:  # no pods wanted, or counts too wide to histogram
         return _least_free_sorted(_all(counts), counts, rank, n)
-    if top == 0 or int(counts.sum()) < n:
+    if top == 0:
         return None
     upto = np.cumsum(np.bincount(counts)[1:] * np.arange(1, top + 1, dtype=np.int64))
+    if int(upto[-1]) < n:
+        return None
     v = int(np.searchsorted(upto, n)) + 1  # upto[v - 1]: pods in domains holding 1..v
     below = int(upto[v - 2]) if v > 1 else 0
     lower = np.flatnonzero((counts > 0) & (counts < v)) if below else np.zeros(0, dtype=np.int64)
