@@ -1,5 +1,6 @@
 """`tasq run` as a real process on either control plane: webhooks and a clean stop, and a restart
-between an admission and the Job's start.
+after an admission is written and before ungating (held by a test webhook at the Job's start or at
+the pods' ungating).
 
 Same nodes and queues as test_operator (its `installed` fixture): 8 hosts x 8 GPUs, two per rack,
 48 GPUs of quota.
@@ -104,30 +105,38 @@ def test_tasq_run_with_local_webhooks_suspends_admits_ungates_into_the_slices_an
     assert kubectl("get", "mutatingwebhookconfigurations", "-o", "name").stdout.strip() == ""
 
 
-class HeldJobUpdates:
-    """A validating webhook (this test's own HTTPS server) refusing every UPDATE of a Job in one
-    namespace, so tasq can write an admission but not start the Job; `release()` removes it."""
+class HeldUpdates:
+    """A validating webhook (this test's own HTTPS server) refusing every UPDATE of `resource`
+    ("jobs" or "pods") in one namespace: tasq can write an admission but not start the Job, or
+    start it but not ungate its pods. `release()` removes it."""
 
-    def __init__(self, kubectl: Kubectl, namespace: str) -> None:
-        self.kubectl, self.name = kubectl, f"hold-jobs-{namespace}"
+    PROBES = {"jobs": ("batch", make_job("probe").suspended().drop("metadata.namespace").obj()),
+              # gated by the test itself: it stays Pending and nothing else updates it
+              "pods": ("", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"}, "spec": {
+                  "schedulingGates": [{"name": "tasq.test/probe"}],
+                  "containers": [{"name": "main", "image": "registry.example.com/app:1"}]}})}
+
+    def __init__(self, kubectl: Kubectl, namespace: str, resource: str) -> None:
+        self.kubectl, self.name = kubectl, f"hold-{resource}-{namespace}"
+        group, probe = self.PROBES[resource]
         ca = CertificateAuthority()
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, daemon=True).start()
         server = WebhookServer(ca.issue(["127.0.0.1"]), deny("held by the test", code=403))
         self.server = asyncio.run_coroutine_threadsafe(server.start(), self._loop).result(10)
         config = (make_webhook_config(self.name).webhook("hold.tasq.test", self.server.url, ca.ca_bundle)
-                  .rule(resources=["jobs"], operations=["UPDATE"], groups=["batch"]).only_namespace(namespace)
+                  .rule(resources=[resource], operations=["UPDATE"], groups=[group]).only_namespace(namespace)
                   .failure_policy("Fail").build())
         # the API server takes a moment to load a new configuration: hold until it refuses an update
-        # of a probe Job (suspended, in no queue: nothing else touches it)
-        kubectl("create", "-f", "-", stdin=json.dumps(make_job("probe", namespace).suspended().obj()))
+        # of the probe
+        kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(probe))
         kubectl("create", "-f", "-", stdin=json.dumps(config))
-        wait_for(lambda: kubectl("annotate", "job", "probe", "-n", namespace, "--overwrite", "probe=1",
+        wait_for(lambda: kubectl("annotate", resource, "probe", "-n", namespace, "--overwrite", "probe=1",
                                  check=False).returncode != 0, 30, "the hold webhook in force")
 
-    def refused(self, job_name: str) -> int:
-        """How many updates of this Job the webhook refused."""
-        return sum(1 for r in self.server.reviews if r["request"].get("name") == job_name)
+    def refused(self) -> set[str]:
+        """The objects the webhook refused an update of."""
+        return {str(r["request"].get("name")) for r in self.server.reviews} - {"probe"}
 
     def release(self) -> None:
         self.kubectl("delete", "validatingwebhookconfiguration", self.name, "--ignore-not-found")
@@ -161,14 +170,21 @@ def placement(wl: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, int]:
     return placed
 
 
-def test_a_restart_between_the_admission_and_the_jobs_start_starts_it_once_into_its_slices(
-        installed: None, kubeconfig: Path, kubectl: Kubectl, namespace: str, tmp_path: Path,
+def pods_of(kubectl: Kubectl, namespace: str, job_name: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = get(kubectl, "pods", "-n", namespace, "-l", f"{c.LABEL_JOB_NAME}={job_name}")["items"]
+    return items
+
+
+@pytest.mark.parametrize("held", ["jobs", "pods"], ids=["before-the-job-starts", "with-its-pods-gated"])
+def test_a_restart_after_an_admission_and_before_ungating_ungates_each_pod_once_into_its_slice(
+        held: str, installed: None, kubeconfig: Path, kubectl: Kubectl, namespace: str, tmp_path: Path,
         processes: list[Process]) -> None:
-    """tasq writes x's admission but cannot start x (a webhook refuses Job updates) and is stopped;
-    y arrives meanwhile. The next `tasq run` keeps x's admission (no second Admitted), starts x, admits
-    y around it, and ungates each pod once into its slice; the queue's usage is the two admissions'."""
+    """tasq writes x's admission, then a webhook refuses what comes next (starting x, or ungating its
+    gated pods) and tasq is stopped there; y arrives meanwhile. The next `tasq run` keeps x's admission
+    (no second Admitted), finishes x's start, admits y around it and ungates each pod once into its
+    slice; the queue's usage is the sum of the two admissions."""
     kubectl("apply", "-f", "-", stdin=local_queue(namespace))
-    hold = HeldJobUpdates(kubectl, namespace)
+    hold = HeldUpdates(kubectl, namespace, held)
     try:
         first = Process(kubeconfig, tmp_path / "first.log", "--identity", "first")
         processes.append(first)
@@ -176,11 +192,19 @@ def test_a_restart_between_the_admission_and_the_jobs_start_starts_it_once_into_
                                               annotations={c.ANNOTATION_REQUIRE_TOPOLOGY: RACK}))
         x = wait_for(lambda: (w := workload_of(kubectl, namespace, "x")) and condition(w, "Admitted") and w, 60,
                      f"x admitted\n{first.output()}")
-        wait_for(lambda: hold.refused("x") >= 1, 30, "tasq trying to start x")
+        if held == "jobs":
+            wait_for(lambda: "x" in hold.refused(), 30, "tasq trying to start x")
+        else:
+            wait_for(lambda: (pods := pods_of(kubectl, namespace, "x")) and len(pods) == 2 and
+                     {p["metadata"]["name"] for p in pods} <= hold.refused(), 60, "tasq trying to ungate x's pods")
         wait_for(lambda: admitted_events(kubectl, namespace, x["metadata"]["name"]) == 1, what="x's Admitted Event")
         assert first.stop() == 0, first.output()
-        assert get(kubectl, "job", "x", "-n", namespace)["spec"]["suspend"] is True
-        assert get(kubectl, "pods", "-n", namespace, "-l", f"{c.LABEL_JOB_NAME}=x")["items"] == []
+        stopped_pods = pods_of(kubectl, namespace, "x")
+        assert get(kubectl, "job", "x", "-n", namespace)["spec"]["suspend"] is (held == "jobs")
+        assert len(stopped_pods) == (0 if held == "jobs" else 2)
+        for pod in stopped_pods:
+            assert c.SCHEDULING_GATE_TOPOLOGY in [g["name"] for g in pod["spec"]["schedulingGates"]]
+            assert not pod["spec"].get("nodeName")
         kubectl("apply", "-f", "-", stdin=job("y", namespace, 2, 8, run_seconds=600, gated=True,
                                               annotations={c.ANNOTATION_REQUIRE_TOPOLOGY: RACK}))
     finally:
@@ -190,6 +214,8 @@ def test_a_restart_between_the_admission_and_the_jobs_start_starts_it_once_into_
     y = wait_for(lambda: (w := workload_of(kubectl, namespace, "y")) and condition(w, "Admitted") and w, 60,
                  f"y admitted\n{second.output()}")
     x_pods, y_pods = bound_pods(kubectl, namespace, "x", 2), bound_pods(kubectl, namespace, "y", 2)
+    if stopped_pods:  # the very pods that waited gated, not replacements
+        assert {p["metadata"]["uid"] for p in x_pods} == {p["metadata"]["uid"] for p in stopped_pods}
     now_x = workload_of(kubectl, namespace, "x")
     assert now_x is not None and now_x["status"]["admission"] == x["status"]["admission"]
     x_hosts, y_hosts = placement(x, x_pods), placement(y, y_pods)
