@@ -226,7 +226,8 @@ def test_deactivating_a_workload_suspends_its_job_restores_its_template_and_rele
         operator: RunningOperator, kubectl: Kubectl, namespace: str) -> None:
     """`spec.active: false` (Kueue's way to evict): the Job is suspended with the pod template its
     author wrote (no flavor nodeSelector, no topology annotations, no tasq label), its pods go, the
-    Workload says Evicted/Deactivated and holds no quota; reactivated, it is admitted and started again."""
+    Workload says Evicted/Deactivated and holds no quota; reactivated, it is admitted and started again
+    (and no longer says Evicted)."""
     kubectl("apply", "-f", "-", stdin=local_queue(namespace))
     kubectl("apply", "-f", "-", stdin=job("evictee", namespace, 2, 8, run_seconds=600,
                                           annotations={c.ANNOTATION_REQUIRE_TOPOLOGY: RACK}))
@@ -257,4 +258,6 @@ def test_deactivating_a_workload_suspends_its_job_restores_its_template_and_rele
     wait_for(lambda: (j := get(kubectl, "job", "evictee", "-n", namespace)) and not j["spec"]["suspend"] and
              j["spec"]["template"]["metadata"]["annotations"].get(c.ANNOTATION_TOPOLOGY_WORKLOAD) ==
              wl["metadata"]["name"], 60, "started again after reactivation")
+    again = condition(workload_of(kubectl, namespace, "evictee"), "Evicted")
+    assert again is not None and (again["status"], again["reason"]) == ("False", "QuotaReserved")
     kubectl("delete", "job", "evictee", "-n", namespace)

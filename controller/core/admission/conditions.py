@@ -21,7 +21,8 @@ def quota_reserved_message(cluster_queue: str) -> str:
 
 
 def mark_admitted(wl: Workload, admission: dict[str, Any], now: datetime) -> bool:
-    """Record the admission and set QuotaReserved=True, Admitted=True; True when anything changed."""
+    """Record the admission and set QuotaReserved=True, Admitted=True, and an Evicted=True back to
+    False; True when anything changed."""
     if wl.status is None:
         wl.status = WorkloadStatus()
     new = Admission.model_validate(admission)
@@ -30,6 +31,10 @@ def mark_admitted(wl: Workload, admission: dict[str, Any], now: datetime) -> boo
     changed |= wl.set_condition(c.CONDITION_QUOTA_RESERVED, "True", c.REASON_QUOTA_RESERVED,
                                 quota_reserved_message(new.cluster_queue), now)
     changed |= wl.set_condition(c.CONDITION_ADMITTED, "True", c.REASON_ADMITTED, ADMITTED_MESSAGE, now)
+    evicted = wl.condition(c.CONDITION_EVICTED)
+    if evicted is not None and evicted.status == "True":  # an earlier eviction is over (Kueue's wording)
+        changed |= wl.set_condition(c.CONDITION_EVICTED, "False", c.REASON_QUOTA_RESERVED,
+                                    f"Previously: {evicted.message}", now)
     return changed
 
 

@@ -40,3 +40,14 @@ def test_finished_keeps_the_admission_and_says_how_it_ended() -> None:
     finished = wl.condition(c.CONDITION_FINISHED)
     assert finished is not None and (finished.status, finished.reason) == ("True", c.REASON_FAILED)
     assert wl.admission is not None
+
+
+def test_readmission_ends_an_eviction_and_keeps_what_it_was() -> None:
+    wl = workload()
+    wl.set_condition(c.CONDITION_EVICTED, "True", c.REASON_DEACTIVATED, "The workload is deactivated", T0)
+    assert mark_admitted(wl, ADMISSION, T0 + timedelta(seconds=3))
+    evicted = wl.condition(c.CONDITION_EVICTED)
+    assert evicted is not None
+    assert (evicted.status, evicted.reason, evicted.message) == (
+        "False", c.REASON_QUOTA_RESERVED, "Previously: The workload is deactivated")
+    assert not mark_admitted(wl, ADMISSION, T0 + timedelta(seconds=4))  # stays ended: nothing to write
