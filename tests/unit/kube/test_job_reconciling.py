@@ -26,6 +26,7 @@ from controller.kube.job_reconciling import (
     pod_template_restore_patch,
     was_admitted,
 )
+from devcluster.server.patching import merge_patch as merge  # RFC 7386, as the API server applies it
 from tests.builders.kueue import make_job
 
 H100 = {"nodeLabels": {"gpu": "h100"},
@@ -39,19 +40,6 @@ def admission(*, topology: bool) -> dict[str, Any]:
     if topology:
         psa["topologyAssignment"] = {"slices": [{"nodeLabels": {"rack": "r1"}, "count": 2}]}
     return {"clusterQueue": "cq", "podSetAssignments": [psa]}
-
-
-def merge(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch, as the API server applies `application/merge-patch+json`."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge(out.get(key), value)
-    return out
 
 
 def without_empty(obj: Any) -> Any:
