@@ -380,11 +380,11 @@ def _spread_over_nodes(topology: FlavorTopology, fit: Int64Array, chosen: _Chose
 def _slices(topology: FlavorTopology, *chosen: _Chosen) -> TopologyAssignment:
     """One slice per chosen lowest domain (takes of several choices added up), sorted by label
     values: ordered in bulk by the level's ranks; Python objects only for the slices themselves."""
-    ids = np.concatenate([one.ids for one in chosen]).astype(np.int64)
-    takes = np.concatenate([one.takes for one in chosen]).astype(np.int64)
+    ids, takes = chosen[0].ids, chosen[0].takes
     if len(chosen) > 1:
-        ids, where = np.unique(ids, return_inverse=True)
-        takes = np.bincount(where.ravel(), weights=takes, minlength=ids.shape[0]).astype(np.int64)
+        ids, where = np.unique(np.concatenate([one.ids for one in chosen]), return_inverse=True)
+        takes = np.bincount(where.ravel(), weights=np.concatenate([one.takes for one in chosen]),
+                            minlength=ids.shape[0]).astype(np.int64)
     taking = takes > 0
     ids, takes = ids[taking], takes[taking]
     order = np.argsort(topology.domains[-1].rank()[ids], kind="stable")
