@@ -119,6 +119,9 @@ class ClusterCache:
     features: FeatureGates = field(default_factory=FeatureGates)
     """Kueue's placement feature gates (`--feature-gates` of `tasq run` and `tasq dev`)."""
     generation: int = 0
+    stale_events: int = 0
+    """Objects offered to `upsert` at a version already applied (kopf's initial listing after the
+    priming read, the watch echoing the operator's own writes): skipped."""
     _versions: dict[tuple[str, str], str] = field(default_factory=dict)
     _flavor_infos: dict[str, FlavorInfo] | None = None
     _quotas: dict[str, ClusterQueueQuota] | None = None
@@ -137,6 +140,7 @@ class ClusterCache:
         known = self._versions.get((kind, key))
         if version and known is not None and (
                 version == known or (version.isdigit() and known.isdigit() and int(version) < int(known))):
+            self.stale_events += 1
             return False
         self._versions[(kind, key)] = version
         if kind in _CONFIG_KINDS:

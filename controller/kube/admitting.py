@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 DEBOUNCE_S = 0.05
 """Changes arriving within this window after the first one are taken by the same cycle."""
+QUEUE_STATUS_INTERVAL_S = 1.0
+"""The shortest time between two writes of the queue statuses while admissions go on."""
 PARALLEL_WRITES = 32
 
 
@@ -44,8 +46,9 @@ class AdmissionLoop:
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
                  on_admitted: Callable[[dict[str, Any]], None] | None = None, debounce_s: float = DEBOUNCE_S,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, queue_status_interval_s: float = QUEUE_STATUS_INTERVAL_S) -> None:
         self.cache = cache
+        self.queue_status_interval_s = queue_status_interval_s
         self.metrics = metrics
         self.api = api
         self.recorder = recorder
@@ -139,9 +142,13 @@ class AdmissionLoop:
             log.error("status write failed", exc_info=task.exception())
 
     async def _write_queues_while_due(self) -> None:
+        """Queue statuses after a cycle at once, then at most every `queue_status_interval_s` while
+        cycles keep coming (each write is an API call and a watch event: per cycle, they were a
+        fifth of a busy operator's calls). The latest cycle's counts are the ones written."""
         while self._queues_due is not None:
             waiting, self._queues_due = self._queues_due, None
             await self._write_queues(waiting)
+            await asyncio.sleep(self.queue_status_interval_s)
 
     def _pending(self, state: AdmissionState) -> list[Pending]:
         """Why each waiting workload waits: its decision this cycle, else (not yet told, e.g. parked

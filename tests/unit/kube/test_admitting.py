@@ -1,0 +1,81 @@
+"""The admission loop against a recording fake API: admissions written as status patches, and the
+queue statuses written at once after a cycle, then coalesced while cycles keep coming."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from controller.api import constants as c
+from controller.cache.cluster import KIND_NODE, ClusterCache
+from controller.kube.admitting import AdmissionLoop
+from controller.kube.api import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS
+from controller.kube.events import EventRecorder
+from tests.builders.cluster import make_node
+from tests.builders.kueue import make_cluster_queue, make_flavor, make_local_queue, make_workload
+
+GPU = "nvidia.com/gpu"
+
+
+class RecordingApi:
+    """Answers merge patches as the API would (the object patched, a new resourceVersion); creates
+    (Events) succeed. `patches` lists (resource, name) of every status patch."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+        self.patches: list[tuple[tuple[str, str], str]] = []
+        self.version = 100
+
+    async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
+                          patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        del subresource
+        self.patches.append((resource, name))
+        self.version += 1
+        current: dict[str, Any] = {"metadata": {"name": name}}
+        if resource == WORKLOADS:
+            current = dict(self.cache.workloads[f"{namespace}/{name}"].obj)
+        meta = {**current.get("metadata", {}), "resourceVersion": str(self.version)}
+        return {**current, "metadata": meta, "status": patch["status"]}
+
+    async def create(self, resource: tuple[str, str], namespace: str | None, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(obj)
+
+
+def cluster(workloads: int) -> ClusterCache:
+    """One 8-GPU node; ClusterQueue cq (64 GPUs) and LocalQueue lq; `workloads` 1-GPU Workloads."""
+    cache = ClusterCache()
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, make_flavor("gpu").node_label("gpu", "yes").obj())
+    cache.upsert(c.KIND_CLUSTER_QUEUE, make_cluster_queue("cq").flavor("gpu", {GPU: 64}).obj())
+    cache.upsert(c.KIND_LOCAL_QUEUE, make_local_queue("lq", "cq").obj())
+    cache.upsert(KIND_NODE, make_node("h1").labels({"gpu": "yes"}).allocatable({GPU: 8}).obj())
+    for i in range(workloads):
+        cache.upsert(c.KIND_WORKLOAD, make_workload(f"w{i}").queue("lq").pod_set("main", 1, {GPU: 1}).obj())
+    return cache
+
+
+def queue_writes(api: RecordingApi) -> list[str]:
+    return [name for resource, name in api.patches if resource in (CLUSTER_QUEUES, LOCAL_QUEUES)]
+
+
+async def settle(loop: AdmissionLoop) -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_queue_statuses_are_written_after_the_first_cycle_then_once_per_interval() -> None:
+    cache = cluster(workloads=3)
+    api = RecordingApi(cache)
+    loop = AdmissionLoop(cache, api, EventRecorder(api), queue_status_interval_s=0.3)  # type: ignore[arg-type]
+    await loop.cycle()
+    await settle(loop)
+    assert sorted(queue_writes(api)) == ["cq", "lq"]  # at once after the first cycle
+    assert sum(resource == WORKLOADS for resource, _ in api.patches) == 3  # every admission written
+    for i in range(3, 6):  # three more cycles within the interval, each with a new admission
+        cache.upsert(c.KIND_WORKLOAD, make_workload(f"w{i}").queue("lq").pod_set("main", 1, {GPU: 1}).obj())
+        await loop.cycle()
+        await settle(loop)
+    assert len(queue_writes(api)) == 2  # nothing more before the interval is over
+    await asyncio.sleep(0.5)
+    assert sorted(queue_writes(api)) == ["cq", "cq", "lq", "lq"]  # one coalesced write per queue
+    assert loop.admitted_at.keys() == {f"default/w{i}" for i in range(6)}
