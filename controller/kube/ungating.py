@@ -93,9 +93,10 @@ class RawPodPatcher:
     The generated `CoreV1Api.patch_namespaced_pod` serialises the body through the client's models,
     and the client's session (trust_env) looks up proxies and netrc in a worker thread per request:
     at thousands of patches per Workload that was most of the ungater's CPU (bench/ungating.py).
-    Here the proxy is resolved once, the auth headers once per batch (`refresh`, which runs the
-    client's token refresh hook), and the body goes out as is. TLS settings and connections are the
-    client's own (its connector, shared); closing the ApiClient closes them.
+    Here the proxy is resolved once (netrc is not read: the kubeconfig's credentials are what the API
+    server checks), the auth headers once per batch (`refresh`, which runs the client's token refresh
+    hook), and the body goes out as is. TLS settings and connections are the client's own (its
+    connector, shared); closing the ApiClient closes them.
     """
 
     def __init__(self, api_client: ApiClient) -> None:
