@@ -1,7 +1,8 @@
-"""Results of the topology engine: a TopologyAssignment per pod set and its per-node Placement on
-success, or a failure value carrying a PascalCase reason, a deterministic message and the data behind
-it (per-domain fit counts, exclusion tally). Produced by `assigning.assign`; read by admission, which
-writes `TopologyAssignment.to_dict()` into the Workload status and passes `placement` to `Usage.reserve`.
+"""Results of the topology engine: a TopologyAssignment per pod set (its slices name domains through
+shared read-only DomainLabels) and its per-node Placement on success, or a failure value carrying a
+PascalCase reason, a deterministic message and the data behind it (per-domain fit counts, exclusion
+tally). Produced by `assigning.assign`; read by admission, which writes `TopologyAssignment.to_dict()`
+into the Workload status and passes `placement` to `Usage.reserve`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The static topology of one ResourceFlavor: its own nodes (those carrying every flavor nodeLabel)
 in slots, their allocatable, their domain per level (ids; a key is the label values widest first)
-with children, lowest-domain slots and label ranks, and candidacy masks per pod-set signature.
+with children, label ranks, each lowest domain's slots (its lone slot when it has one, and its
+labels once a result names it), and candidacy masks per pod-set signature.
 Built once (`build`), then patched node by node by the cache (`upsert_node`, `remove_node`), each
 change logged with the slot's old domains for the per-shape counts (`counting`); never rebuilt per
 cycle. Per-cycle usage lives in `usage.Usage`. Read by `assigning`."""

@@ -203,8 +203,9 @@ def test_incremental_updates_match_a_fresh_build(
 
 
 def _replay_against_a_fresh_build(ops: list[tuple[str, int, int, int, bool, bool]],
-                                  topo_request: TopologyRequest, count: int) -> None:
-    topo = flavor_tree([])
+                                  topo_request: TopologyRequest, count: int,
+                                  levels: tuple[str, ...] = LEVELS) -> None:
+    topo = flavor_tree([], levels)
     usage = Usage()
     nodes: dict[str, NodeView] = {}
     pods: dict[str, PodView] = {}
@@ -228,7 +229,7 @@ def _replay_against_a_fresh_build(ops: list[tuple[str, int, int, int, bool, bool
             key = sorted(pods)[n % len(pods)]
             usage.remove_bound_pod(pods.pop(key))
         assign(topo, usage, request)  # interleave reads so cached masks and rows get patched
-    fresh = flavor_tree(list(nodes.values()))
+    fresh = flavor_tree(list(nodes.values()), levels)
     assert topo.node_count == fresh.node_count == sum(v.labels[POOL] == "gpu" for v in nodes.values())
     assert assign(topo, usage, request) == assign(fresh, Usage.from_pods(pods.values()), request)
 
@@ -237,6 +238,15 @@ RACK_LOWEST = LEVELS[:2]
 rack_requests = st.sampled_from([
     TopologyRequest("required", LEVELS[0]), TopologyRequest("required", LEVELS[1]),
     TopologyRequest("preferred", LEVELS[1]), TopologyRequest("unconstrained", None)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=node_ops, topo_request=rack_requests, count=st.integers(1, 10))
+def test_incremental_updates_with_racks_lowest_match_a_fresh_build(
+        ops: list[tuple[str, int, int, int, bool, bool]], topo_request: TopologyRequest, count: int) -> None:
+    # A rack holds one node, then two, then one again as nodes join, move and leave: the pods of
+    # a rack go to its fewest nodes however it got them.
+    _replay_against_a_fresh_build(ops, topo_request, count, RACK_LOWEST)
 
 
 @settings(max_examples=150, deadline=None)
