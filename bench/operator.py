@@ -2,12 +2,17 @@
 
 A bare devcluster (no simulated components: pods are never created, only admission is timed) runs
 in a subprocess, seeded with `--nodes` GPU nodes (block > rack > host, 8 GPUs each). This process
-runs the operator on its own thread and event loop, and creates `--jobs` queue-labelled, suspended
-Jobs (4 pods x 8 GPUs; half require a rack, a quarter prefer a block, a quarter unconstrained)
-from another thread, either at `--rate` Jobs per second or all at once (`--rate 0`). Latency is
-from just before a Job's create request to the moment the operator's Admitted status write
-returned. Prints one row per scenario; results in bench/RESULTS.md under `## operator`.
-Usage: `.venv/bin/python bench/operator.py [--nodes N] [--jobs N] [--rates 50,0]`.
+runs the operator on its own thread and event loop; the scenarios start once kopf has replayed its
+initial listing (the startup time is printed). Each scenario's `--jobs` queue-labelled, suspended
+Jobs (4 pods x 8 GPUs; half require a rack, a quarter prefer a block, a quarter unconstrained) are
+created by a client in another process (so it does not compete for the operator's GIL), at a rate
+per second or all at once (`0` in `--rates`). Latency is from just before a Job's create request
+to the return of the operator's Admitted status write (CLOCK_MONOTONIC, one clock for both
+processes). Also per Job: the operator thread's CPU time (`time.thread_time`, far less sensitive
+to the machine's load than latency) and the API requests it sent, both counted once the trailing
+Events are posted. `--profile FILE` writes a cProfile of the operator thread.
+Results in bench/RESULTS.md under `## operator`.
+Usage: `.venv/bin/python bench/operator.py [--nodes N] [--jobs N] [--rates 50,0] [--profile FILE]`.
 """
 
 from __future__ import annotations
@@ -210,6 +215,7 @@ def scenario(running: OperatorThread, kubeconfig: Path, namespace: str, jobs: in
     operator = running.operator
     assert operator is not None
     cycles_before, calls_before = operator.admission.cycles, operator.api.calls
+    stale_before = operator.cache.stale_events
     cpu_before = running.cpu_seconds()
     begin = time.monotonic()
     receiving, sending = multiprocessing.get_context("spawn").Pipe(duplex=False)
@@ -242,7 +248,7 @@ def scenario(running: OperatorThread, kubeconfig: Path, namespace: str, jobs: in
     return (f"{arrival:<10} {jobs:>6} {len(latencies):>9} {statistics.median(latencies) * 1000:>9.0f} "
             f"{percentile(latencies, 0.99) * 1000:>9.0f} {max(latencies) * 1000:>9.0f} "
             f"{operator.admission.cycles - cycles_before:>7} {wall:>8.1f} {cpu_ms:>8.1f} {calls:>6.1f} "
-            f"{rss_mib():>8.0f}")
+            f"{rss_mib():>8.0f} {operator.cache.stale_events - stale_before:>7}")
 
 
 def machine() -> str:
@@ -288,7 +294,7 @@ def main() -> int:
             print(f"operator ready in {ready:.1f} s (priming {args.nodes} nodes), kopf's initial listing "
                   f"replayed by {time.monotonic() - started:.1f} s; process RSS {rss_before:.0f} -> {rss_mib():.0f} MiB")
             print(f"{'arrival':<10} {'jobs':>6} {'admitted':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} "
-                  f"{'cycles':>7} {'wall s':>8} {'cpu ms/job':>8} {'calls/job':>6} {'RSS MiB':>8}")
+                  f"{'cycles':>7} {'wall s':>8} {'cpu ms/job':>8} {'calls/job':>6} {'RSS MiB':>8} {'stale':>7}")
             try:
                 for namespace, rate in zip(namespaces, rates, strict=True):
                     print(scenario(running, kubeconfig, namespace, args.jobs, rate), flush=True)
