@@ -17,22 +17,21 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
 
 from controller.api import constants as c
+from tests.e2e.conftest import wait_for
 from webhooks.certificates import write_serving_files
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-T = TypeVar("T")
 
 SETUP = """
 apiVersion: kueue.x-k8s.io/v1beta1
@@ -86,16 +85,6 @@ JOB = {
             "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "8"},
                           "limits": {"nvidia.com/gpu": "8"}}}]}}},
 }
-
-
-def wait_for(check: Callable[[], T | None], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 class Kubectl:

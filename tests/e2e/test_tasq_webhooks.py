@@ -14,8 +14,7 @@ import logging
 import socket
 import ssl
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,23 +30,13 @@ from controller.kube.webhooking import serve_admission, serving_files
 from devcluster.cluster import DevCluster
 from devcluster.simulated.components import Components
 from devcluster.simulated.seeding import apply_crds
-from tests.e2e.conftest import Kubectl
+from tests.e2e.conftest import Kubectl, wait_for
 from webhooks.certificates import write_serving_files
 from webhooks.serving import AdmissionServer
 
 pytestmark = pytest.mark.e2e
 
 RACK = "example.com/rack"
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached in {timeout}s")
 
 
 async def api_client(kubeconfig: Path) -> aclient.ApiClient:
