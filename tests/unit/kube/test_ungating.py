@@ -1,5 +1,6 @@
-"""The TopologyUngater against a fake CoreV1Api (patch bodies, expectations, failures, batching, the
-leader gate, bounded parallelism) and once against the devcluster, whose scheduler then binds the pods.
+"""The TopologyUngater against a fake patcher (patch bodies, expectations, failures, batching, the
+leader gate, bounded parallelism); RawPodPatcher against a recording HTTP server (path, headers,
+token refresh); both together against the devcluster, whose scheduler then binds the pods.
 """
 
 from __future__ import annotations
