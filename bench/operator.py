@@ -97,7 +97,8 @@ def job(name: str, namespace: str, i: int) -> dict[str, Any]:
             "spec": {"parallelism": PODS_PER_JOB, "completions": PODS_PER_JOB, "suspend": True, "template": {"spec": {
                 "restartPolicy": "Never",
                 "containers": [{"name": "c", "image": "busybox",
-                                "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "8"}}}]}}}}
+                                "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "8"},
+                                              "limits": {"nvidia.com/gpu": "8"}}}]}}}}
 
 
 def rss_mib() -> float:
@@ -225,7 +226,10 @@ def scenario(running: OperatorThread, kubeconfig: Path, namespace: str, jobs: in
     sending.close()
     # CLOCK_MONOTONIC is one clock for the whole machine on Linux: the client's send times and the
     # operator's write times compare directly.
-    sent: dict[str, float] = receiving.recv()
+    try:
+        sent: dict[str, float] = receiving.recv()
+    except EOFError:
+        raise RuntimeError("the Job-creating client failed (its error is above)") from None
     client.join()
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and not all(key in operator.admission.admitted_at for key in sent):
@@ -307,4 +311,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except RuntimeError as e:
+        sys.exit(f"bench/operator.py: {e}")

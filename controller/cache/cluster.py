@@ -120,6 +120,8 @@ class ClusterCache:
     """Kueue's placement feature gates (`--feature-gates` of `tasq run` and `tasq dev`)."""
     generation: int = 0
     stale_events: int = 0
+    primed: int = 0
+    """Objects the priming read put here (controller.kube.watching sets it)."""
     """Objects offered to `upsert` at a version already applied (kopf's initial listing after the
     priming read, the watch echoing the operator's own writes): skipped."""
     _versions: dict[tuple[str, str], str] = field(default_factory=dict)

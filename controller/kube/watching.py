@@ -52,13 +52,16 @@ def _api_version(group: str, version: str) -> str:
 
 async def prime(cache: ClusterCache, api: KubeApi, on_change: OnChange) -> None:
     """List every watched resource into the cache (each object reported as ADDED)."""
+    listed = 0
     for kind, (group, version, plural) in RESOURCES.items():
         resource = (_api_version(group, version), plural)
         # A real apiserver answers 429 "storage is (re)initializing" for a while after a CRD appears.
         for obj in await retrying(functools.partial(api.list, resource), attempts=PRIME_ATTEMPTS):
+            listed += 1
             obj = {**obj, "kind": kind}
             if cache.upsert(kind, obj):
                 on_change(kind, "ADDED", obj)
+    cache.primed = cache.stale_events + listed
     # What was just primed (every node's view, the topology trees built from them) lives as long as
     # the process: moved out of the collector's reach, so its full passes stop walking it. At
     # 10,000 nodes each such pass took 0.3-0.6 s, several times in a burst of admissions.
@@ -74,6 +77,10 @@ def apply_event(cache: ClusterCache, kind: str, event_type: str | None, obj: Map
         on_change(kind, "DELETED", obj)
     elif cache.upsert(kind, obj):
         on_change(kind, event_type or "ADDED", obj)
+    elif cache.stale_events == cache.primed:
+        # kopf has replayed its own initial listing (each object one the cache had): the state kopf
+        # keeps per object lives as long as they do, frozen like the primed cache.
+        gc.freeze()
 
 
 class NoDiffBaseStorage(kopf.DiffBaseStorage):
