@@ -143,3 +143,38 @@ def group_version(registry: ResourceRegistry, group: str, version: str) -> dict[
         paths[f"{collection}/{{name}}"] = {"put": _operation(r, "put"), "patch": _operation(r, "patch")}
     return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION[2]}, "paths": paths,
             "components": {"schemas": schemas}}
+
+
+# what kube-openapi answers to kubectl's (deprecated) `...spec.v2@v1.0+protobuf`, a media type Go can parse
+V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+
+def v2_document() -> dict[str, Any]:
+    """The OpenAPI v2 document: no paths or definitions (kubectl finds no model, so it validates nothing)."""
+    return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION[2]},
+            "paths": {}, "definitions": {}}
+
+
+def v2_protobuf() -> bytes:
+    """`v2_document` as gnostic's openapi_v2.Document message (swagger = 1, info = 2: title = 1,
+    version = 2), the encoding kubectl asks for."""
+    info = _proto_string(1, "Kubernetes") + _proto_string(2, KUBERNETES_VERSION[2])
+    return _proto_string(1, "2.0") + _proto_field(2, info)
+
+
+def _proto_string(number: int, text: str) -> bytes:
+    return _proto_field(number, text.encode())
+
+
+def _proto_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2)."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)

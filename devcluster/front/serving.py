@@ -131,6 +131,10 @@ class HttpFrontend:
             return _json(discovery.version())
         if parts[:2] == ["openapi", "v3"]:
             return self._openapi(parts[2:])
+        if parts == ["openapi", "v2"]:
+            if "protobuf" in request.headers.get("Accept", "").split(",")[0]:  # the first choice wins
+                return web.Response(body=openapi.v2_protobuf(), content_type=openapi.V2_PROTOBUF)
+            return _json(openapi.v2_document())
         if parts[0] == "openapi":
             raise _not_found_path()
         if parts[0] == "api":

@@ -27,7 +27,6 @@ from devcluster.server.errors import (
     Cause,
     field_error,
 )
-from devcluster.server.patching import clone
 from devcluster.server.resources import ResourceType
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -74,6 +73,7 @@ def apply_defaults(resource: ResourceType, obj: dict[str, Any]) -> None:
         return
     if resource.kind == "Pod":
         _default_pod_spec(obj.setdefault("spec", {}))
+        _default_requests_to_limits(obj["spec"])
     elif resource.kind == "Job" and resource.group == "batch":
         _default_job(obj)
     elif resource.kind == "Namespace":
@@ -103,6 +103,20 @@ def _default_pod_spec(spec: dict[str, Any], restart: str = "Always") -> None:
         if isinstance(c, dict):
             c.setdefault("terminationMessagePath", "/dev/termination-log")
             c.setdefault("imagePullPolicy", "IfNotPresent")
+
+
+def _default_requests_to_limits(spec: dict[str, Any]) -> None:
+    """A container's limits stand in for its missing requests (Pods only: Kubernetes does not default
+    pod templates this way). Writes only when something is missing: stored subtrees may be shared."""
+    for kind in ("containers", "initContainers"):
+        for c in spec.get(kind) or []:
+            resources = c.get("resources") if isinstance(c, dict) else None
+            if not isinstance(resources, dict) or not isinstance(resources.get("limits"), dict):
+                continue
+            requests = resources.get("requests")
+            requests = requests if isinstance(requests, dict) else {}
+            if any(name not in requests for name in resources["limits"]):
+                c["resources"] = {**resources, "requests": {**resources["limits"], **requests}}
 
 
 def _prepare_pod(obj: dict[str, Any]) -> None:
@@ -211,7 +225,7 @@ def validate_update(resource: ResourceType, old: Mapping[str, Any], new: Mapping
     if resource.kind == "Pod":
         return causes + _pod_update_causes(old.get("spec") or {}, new.get("spec") or {})
     if resource.kind == "Job" and resource.group == "batch":
-        return (causes + _job_update_causes(old.get("spec") or {}, new.get("spec") or {})
+        return (causes + _job_update_causes(old, new.get("spec") or {})
                 + _job_causes(new.get("spec") or {}) + validation.job_status_causes(new.get("status")))
     if resource.kind == "Lease":
         return causes + validation.lease_causes(new.get("spec"))
@@ -274,40 +288,76 @@ def _masked_pod_spec(spec: Mapping[str, Any], gated: bool) -> dict[str, Any]:
     return masked
 
 
-_JOB_SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "affinity", "schedulingGates")
+_JOB_SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "schedulingGates")
+_IMMUTABLE = "field is immutable"
 
 
-def _job_update_causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
-    """selector and (but for elastic Indexed Jobs) completions are immutable; the template too, except (while the old Job is
-    suspended) its labels, annotations and scheduling directives, which Kueue rewrites."""
+def _job_update_causes(old_job: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
+    """selector and (but for elastic Indexed Jobs) completions are immutable; so is the template, see
+    `_template_update_causes`."""
+    old = old_job.get("spec") or {}
     causes: list[Cause] = []
     if old.get("selector") != new.get("selector"):
-        causes.append(field_error("spec.selector", CAUSE_INVALID, "field is immutable", new.get("selector"), True))
+        causes.append(field_error("spec.selector", CAUSE_INVALID, _IMMUTABLE, new.get("selector"), True))
     if old.get("completions") != new.get("completions"):
         # Indexed Jobs are elastic: completions may change together with parallelism (kept equal)
         if new.get("completionMode") != "Indexed":
-            causes.append(field_error("spec.completions", CAUSE_INVALID, "field is immutable",
+            causes.append(field_error("spec.completions", CAUSE_INVALID, _IMMUTABLE,
                                       new.get("completions"), True))
         elif new.get("completions") != new.get("parallelism"):
             causes.append(field_error("spec.completions", CAUSE_INVALID,
                                       "can only be modified in tandem with spec.parallelism",
                                       new.get("completions"), True))
-    old_t, new_t = old.get("template") or {}, new.get("template") or {}
-    if old.get("suspend"):
-        old_t, new_t = _mask_template(old_t), _mask_template(new_t)
-    if old_t != new_t:
-        causes.append(field_error("spec.template", CAUSE_INVALID, "field is immutable", "{...}", False))
-    return causes
+    return causes + _template_update_causes(old_job, new)
 
 
-def _mask_template(template: Mapping[str, Any]) -> dict[str, Any]:
-    masked = clone(dict(template))
-    meta = masked.get("metadata") or {}
-    meta.pop("labels", None)
-    meta.pop("annotations", None)
-    spec = masked.get("spec") or {}
-    for key in _JOB_SCHEDULING_FIELDS:
-        spec.pop(key, None)
+def template_mutable(job: Mapping[str, Any]) -> bool:
+    """Whether this (old) Job's pod template takes scheduling directives and container resources: it is
+    suspended, has no active pods, and has never started or carries Suspended=True (Kubernetes 1.36+,
+    MutableSchedulingDirectivesForSuspendedJobs and MutablePodResourcesForSuspendedJobs, both on)."""
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    suspended_condition = any(isinstance(c, Mapping) and c.get("type") == "Suspended" and c.get("status") == "True"
+                              for c in status.get("conditions") or ())
+    return (bool(spec.get("suspend")) and not status.get("active")
+            and (not status.get("startTime") or suspended_condition))
+
+
+def _template_update_causes(old_job: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
+    """A template is immutable (`spec.template`), but while `template_mutable(old_job)` its labels,
+    annotations, nodeSelector, tolerations, schedulingGates, node affinity and its containers' resources
+    may change; anything else in its spec is then refused at `spec.template.spec`."""
+    old = old_job.get("spec") or {}
+    old_t, new_t = _semantic(old.get("template")), _semantic(new.get("template"))
+    if not template_mutable(old_job):
+        if old_t != new_t:
+            return [field_error("spec.template", CAUSE_INVALID, _IMMUTABLE)]
+        return []
+    if _masked_template_spec(old_t.get("spec") or {}) != _masked_template_spec(new_t.get("spec") or {}):
+        return [field_error("spec.template.spec", CAUSE_INVALID, _IMMUTABLE)]
+    return []
+
+
+def _semantic(value: Any) -> Any:
+    """The value with absent, null and empty fields alike (apimachinery compares nil and empty equal)."""
+    if isinstance(value, Mapping):
+        kept = {k: _semantic(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, {}, [])}
+    if isinstance(value, list):
+        return [_semantic(v) for v in value]
+    return value
+
+
+def _masked_template_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A (semantic) template spec without what a mutable template may change: scheduling directives,
+    node affinity and the containers' resources."""
+    masked = {k: v for k, v in spec.items() if k not in _JOB_SCHEDULING_FIELDS}
+    affinity = {k: v for k, v in (masked.pop("affinity", None) or {}).items() if k != "nodeAffinity"}
+    if affinity:
+        masked["affinity"] = affinity
+    for kind in ("containers", "initContainers"):
+        if isinstance(masked.get(kind), list):
+            masked[kind] = [{k: v for k, v in c.items() if k != "resources"} if isinstance(c, Mapping) else c
+                            for c in masked[kind]]
     return masked
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from devcluster.server.errors import (
     CAUSE_INVALID,
     CAUSE_NOT_SUPPORTED,
+    CAUSE_REQUIRED,
     CAUSE_TOO_LONG,
     Cause,
     field_error,
@@ -117,8 +118,21 @@ def _shown(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
+def overcommit_allowed(name: str) -> bool:
+    """Whether a request may be below its limit: native resources (no domain, or a kubernetes.io one)
+    but hugepages. Extended resources (`nvidia.com/gpu`) and hugepages must request what they limit."""
+    native = "/" not in name or "kubernetes.io/" in name
+    return native and not name.startswith("hugepages-")
+
+
+def _integer_resource(name: str) -> bool:
+    """Extended resources are counted in whole units (a request of `500m` GPUs is refused)."""
+    return not overcommit_allowed(name) and not name.startswith("hugepages-")
+
+
 def _container_resource_causes(resources: Any, path: str) -> list[Cause]:
-    """Requests and limits not negative; a request not above its limit."""
+    """Requests and limits not negative, extended ones whole; a request not above its limit, and equal
+    to it (which must be set) for a resource that cannot be overcommitted."""
     causes: list[Cause] = []
     if not isinstance(resources, Mapping):
         return causes
@@ -132,9 +146,19 @@ def _container_resource_causes(resources: Any, path: str) -> list[Cause]:
             values.setdefault(kind, {})[name] = (amount, value)
             if amount < 0:
                 causes.append(field_error(f"{path}.{kind}[{name}]", CAUSE_INVALID, _GE_ZERO, _shown(value), True))
+            elif _integer_resource(str(name)) and amount.denominator != 1:
+                causes.append(field_error(f"{path}.{kind}[{name}]", CAUSE_INVALID, "must be an integer",
+                                          _shown(value), True))
     for name, (amount, value) in values.get("requests", {}).items():
         limit = values.get("limits", {}).get(name)
-        if limit is not None and amount > limit[0]:
+        if limit is None:
+            if not overcommit_allowed(str(name)):
+                causes.append(field_error(f"{path}.limits", CAUSE_REQUIRED,
+                                          "Limit must be set for non overcommitable resources"))
+        elif amount != limit[0] and not overcommit_allowed(str(name)):
+            causes.append(field_error(f"{path}.requests", CAUSE_INVALID,
+                                      f"must be equal to {name} limit of {_shown(limit[1])}", _shown(value), True))
+        elif amount > limit[0]:
             causes.append(field_error(f"{path}.requests", CAUSE_INVALID,
                                       f"must be less than or equal to {name} limit of {_shown(limit[1])}",
                                       _shown(value), True))

@@ -174,8 +174,11 @@ def _count_terminated(pods: list[Mapping[str, Any]], record: JobRecord, now: dat
 
 def _plan_suspended(plan: JobPlan, active: list[Mapping[str, Any]], conditions: list[dict[str, Any]],
                     now: datetime) -> None:
-    """Suspended: no pods (active ones are deleted, not counted as failed), condition Suspended=True."""
+    """Suspended: no pods (active ones are deleted, not counted as failed), condition Suspended=True.
+    Entering suspension clears startTime (Kubernetes 1.36+, MutableSchedulingDirectivesForSuspendedJobs)."""
     plan.delete = [dict(p) for p in active]
+    if not _is_true(conditions, COND_SUSPENDED):
+        plan.status.pop("startTime", None)
     _condition(conditions, COND_SUSPENDED, "True", REASON_JOB_SUSPENDED, "Job suspended", timestamp(now))
 
 

@@ -1,7 +1,8 @@
 """Job suspend/resume as tasq's Job integration drives it: a suspended Job creates no pods; while it
 is suspended and has never started, its pod template's scheduling directives (nodeSelector,
-tolerations, annotations, labels) may change; resuming creates the pods with them; once started the
-template is immutable again; suspending a running Job deletes its active pods."""
+tolerations, annotations, labels) and its containers' resources may change; resuming creates the pods
+with them; once started the template is immutable again, until the Job is suspended, marked Suspended
+and has no active pods; suspending a running Job deletes its active pods."""
 
 from __future__ import annotations
 
@@ -77,3 +78,59 @@ def test_job_spec_rules_refuse_with_the_field(batch: client.BatchV1Api, namespac
         batch.patch_namespaced_job("rules", namespace, patch)
     assert e.value.status == 422
     assert f"invalid: {field}" in status_body(e.value)["message"]
+
+
+def refusal(call: Any) -> str | None:
+    """The message of the 422 `call()` ends in, or None if it succeeds."""
+    try:
+        call()
+    except ApiException as e:
+        assert e.status == 422, e.body
+        return str(status_body(e)["message"])
+    return None
+
+
+def test_a_suspended_job_that_never_started_takes_new_resources_but_not_a_new_image(
+        batch: client.BatchV1Api, namespace: str) -> None:
+    batch.create_namespaced_job(namespace, suspended_job("res"))
+    resources = {"requests": {"cpu": "2", "nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}
+    batch.patch_namespaced_job("res", namespace, {"spec": {"template": {"spec": {
+        "containers": [{"name": "c", "resources": resources}]}}}})
+    stored = batch.read_namespaced_job("res", namespace).spec.template.spec.containers[0].resources
+    assert (stored.requests, stored.limits) == (resources["requests"], resources["limits"])
+    message = refusal(lambda: batch.patch_namespaced_job("res", namespace, {"spec": {"template": {"spec": {
+        "containers": [{"name": "c", "image": "other"}]}}}}))
+    assert message is not None and "spec.template.spec: Invalid value" in message
+
+
+def test_a_running_job_refuses_a_template_change_even_together_with_suspending_it(
+        core: client.CoreV1Api, batch: client.BatchV1Api, namespace: str) -> None:
+    body = suspended_job("run", parallelism=1)
+    body["spec"]["suspend"] = False
+    batch.create_namespaced_job(namespace, body)
+    eventually(lambda: len(job_pods(core, namespace, "run")) == 1, "the pod is created")
+    message = refusal(lambda: batch.patch_namespaced_job("run", namespace, {"spec": {
+        "suspend": True, "template": {"spec": {"nodeSelector": {"cloud.provider.com/topology-block": "b2"}}}}}))
+    assert message is not None and "spec.template: Invalid value" in message
+    assert batch.read_namespaced_job("run", namespace).spec.suspend is False
+
+
+def test_a_suspended_job_takes_new_scheduling_directives_once_its_pods_are_gone(
+        core: client.CoreV1Api, batch: client.BatchV1Api, namespace: str) -> None:
+    """A Job that ran and was suspended again: when the Job controller has marked it Suspended (which
+    clears startTime) and counts no active pods, its template's scheduling directives may change."""
+    body = suspended_job("again", parallelism=1)
+    body["spec"]["suspend"] = False
+    batch.create_namespaced_job(namespace, body)
+    eventually(lambda: (batch.read_namespaced_job("again", namespace).status or client.V1JobStatus()).start_time,
+               "the Job has started")
+    batch.patch_namespaced_job("again", namespace, {"spec": {"suspend": True}})
+    directives = {"spec": {"template": {"spec": {"nodeSelector": {"cloud.provider.com/topology-block": "b1"}}}}}
+    eventually(lambda: refusal(lambda: batch.patch_namespaced_job("again", namespace, directives)) is None,
+               "the suspended Job's nodeSelector may change")
+    job = batch.read_namespaced_job("again", namespace)
+    assert job.spec.template.spec.node_selector == {"cloud.provider.com/topology-block": "b1"}
+    assert job.status.start_time is None
+    assert job.status.active in (None, 0)
+    assert any(c.type == "Suspended" and c.status == "True" for c in job.status.conditions)
+    assert job_pods(core, namespace, "again") == []

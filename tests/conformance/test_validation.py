@@ -1,4 +1,5 @@
-"""Built-in validation of the fields tasq reads and writes: quantities, label keys and values,
+"""Built-in validation of the fields tasq reads and writes: quantities (extended resources such as
+`nvidia.com/gpu` cannot be overcommitted: their request needs an equal limit), label keys and values,
 annotations' size, node selectors, tolerations, Job and Lease fields, and Job status writes. Each bad
 value is refused with the field path, so nothing malformed reaches tasq's cache."""
 
@@ -31,8 +32,17 @@ def pod(**spec: Any) -> dict[str, Any]:
     (pod(nodeSelector={"bad key!": "v"}), 422, "spec.nodeSelector: Invalid value: \"bad key!\""),
     (pod(tolerations=[{"key": "gpu", "operator": "Exists", "value": "x"}]), 422, "spec.tolerations[0].operator"),
     (pod(tolerations=[{"key": "gpu", "effect": "Sometimes"}]), 422, "spec.tolerations[0].effect: Unsupported value"),
+    (pod(container={"resources": {"requests": {"nvidia.com/gpu": "1"}}}), 422,
+     "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources"),
+    (pod(container={"resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "2"}}}), 422,
+     "spec.containers[0].resources.requests: Invalid value: \"1\": must be equal to nvidia.com/gpu limit of 2"),
+    (pod(container={"resources": {"requests": {"nvidia.com/gpu": "500m"}, "limits": {"nvidia.com/gpu": "500m"}}}), 422,
+     "spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: \"500m\": must be an integer"),
+    (pod(initContainers=[{"name": "i", "image": "busybox", "resources": {"requests": {"hugepages-2Mi": "2Mi"}}}]),
+     422, "spec.initContainers[0].resources.limits: Required value: Limit must be set for non overcommitable"),
 ], ids=["label_key", "label_value", "annotation_key", "negative_request", "request_above_limit",
-        "node_selector_key", "exists_toleration_with_value", "toleration_effect"])
+        "node_selector_key", "exists_toleration_with_value", "toleration_effect", "gpu_request_without_limit",
+        "gpu_request_below_limit", "fractional_gpu", "hugepages_without_limit"])
 def test_bad_pod_fields_are_refused_with_their_path(core: client.CoreV1Api, namespace: str,
                                                     body: dict[str, Any], code: int, want: str) -> None:
     with pytest.raises(ApiException) as e:
@@ -86,3 +96,27 @@ def test_a_job_status_write_is_validated(batch: client.BatchV1Api, namespace: st
         batch.patch_namespaced_job_status("status", namespace, {"status": {"succeeded": -1}})
     assert e.value.status == 422
     assert "status.succeeded: Invalid value: -1" in status_body(e.value)["message"]
+
+
+@pytest.mark.parametrize("resources", [
+    {"requests": {"nvidia.com/gpu": "2", "cpu": "1"}, "limits": {"nvidia.com/gpu": "2"}},
+    {"requests": {"kubernetes.io/widget": "1", "cpu": "500m"}, "limits": {"cpu": "1"}},
+], ids=["gpu_request_equal_to_limit", "native_domain_resource_overcommitted"])
+def test_requests_the_rules_allow_are_stored(core: client.CoreV1Api, namespace: str,
+                                          resources: dict[str, Any]) -> None:
+    """Extended resources request exactly their limit; cpu and kubernetes.io/ names may request less."""
+    created = core.create_namespaced_pod(namespace, pod(container={"resources": resources}), dry_run="All")
+    assert created.spec.containers[0].resources.requests == resources["requests"]
+
+
+def test_a_job_template_requesting_a_gpu_without_limit_is_refused(batch: client.BatchV1Api,
+                                                                   namespace: str) -> None:
+    template = pod(container={"resources": {"requests": {"nvidia.com/gpu": "8"}}})
+    template["spec"]["restartPolicy"] = "Never"
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "gpu"},
+           "spec": {"suspend": True, "template": {"spec": template["spec"]}}}
+    with pytest.raises(ApiException) as e:
+        batch.create_namespaced_job(namespace, job)
+    assert e.value.status == 422
+    assert ("spec.template.spec.containers[0].resources.limits: Required value: Limit must be set for non "
+            "overcommitable resources") in status_body(e.value)["message"]

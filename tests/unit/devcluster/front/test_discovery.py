@@ -98,3 +98,37 @@ def test_openapi_built_in_kinds_have_resolvable_schemas(group: str, version: str
     assert root["properties"][field]["allOf"] == [{"$ref": want_type}]
     missing = {ref for ref in _refs(schemas) if ref.removeprefix("#/components/schemas/") not in schemas}
     assert missing == set()
+
+
+def length_delimited_fields(data: bytes) -> dict[int, bytes]:
+    """The length-delimited fields of one protobuf message (the only wire type the v2 document uses)."""
+    fields: dict[int, bytes] = {}
+    pos = 0
+
+    def varint() -> int:
+        nonlocal pos
+        value = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+    while pos < len(data):
+        key = varint()
+        assert key & 7 == 2, f"wire type {key & 7}"
+        size = varint()
+        fields[key >> 3] = data[pos:pos + size]
+        pos += size
+    return fields
+
+
+def test_the_openapi_v2_protobuf_is_the_json_document_without_definitions() -> None:
+    document = openapi.v2_document()
+    assert (document["paths"], document["definitions"]) == ({}, {})
+    fields = length_delimited_fields(openapi.v2_protobuf())
+    assert fields[1].decode() == document["swagger"] == "2.0"
+    info = length_delimited_fields(fields[2])
+    assert (info[1].decode(), info[2].decode()) == (document["info"]["title"], document["info"]["version"])
+    assert sorted(fields) == [1, 2]

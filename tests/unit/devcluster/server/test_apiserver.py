@@ -374,21 +374,59 @@ async def test_a_gated_pod_cannot_be_created_bound_nor_bound_later(api: ApiServe
     assert twice.value.code == 409 and 'already assigned to node "n1"' in twice.value.message
 
 
-@pytest.mark.parametrize("suspend, patch, want_ok", [
-    (True, {"nodeSelector": {"rack": "r1"}}, True),
-    (True, {"containers": [{"name": "main", "image": "other"}]}, False),
-    (False, {"nodeSelector": {"rack": "r1"}}, False),
-], ids=["suspended: scheduling directives mutable", "suspended: containers immutable", "running: all immutable"])
-async def test_job_template_mutability(api: ApiServer, suspend: bool, patch: dict[str, Any], want_ok: bool) -> None:
+@dataclass(frozen=True)
+class TemplateCase:
+    """A patch of the pod template of a Job in state (suspend, status); want: the refused field or None."""
+
+    name: str
+    suspend: bool
+    status: dict[str, Any]
+    patch: dict[str, Any]
+    want: str | None
+
+
+_SUSPENDED_MARK = {"conditions": [{"type": "Suspended", "status": "True"}]}
+_STARTED = {"startTime": "2026-01-01T00:00:00Z"}
+_NODE_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]}}}
+_POD_AFFINITY = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "rack"}]}}
+_GPUS = {"containers": [{"name": "main", "resources": {"requests": {"nvidia.com/gpu": "2"},
+                                                       "limits": {"nvidia.com/gpu": "2"}}}]}
+
+
+@pytest.mark.parametrize("case", [
+    TemplateCase("never started: scheduling directives change", True, {},
+                 {"spec": {"nodeSelector": {"rack": "r1"}, "tolerations": [{"key": "gpu", "operator": "Exists"}],
+                           "schedulingGates": [{"name": "g"}], "affinity": _NODE_AFFINITY},
+                  "metadata": {"labels": {"x": "y"}, "annotations": {"a": "b"}}}, None),
+    TemplateCase("never started: container resources change", True, {}, {"spec": _GPUS}, None),
+    TemplateCase("never started: an image is refused under spec", True, {},
+                 {"spec": {"containers": [{"name": "main", "image": "other"}]}}, "spec.template.spec"),
+    TemplateCase("never started: pod affinity is not a scheduling directive", True, {},
+                 {"spec": {"affinity": _POD_AFFINITY}}, "spec.template.spec"),
+    TemplateCase("started, marked Suspended: directives change", True, {**_STARTED, **_SUSPENDED_MARK},
+                 {"spec": {"nodeSelector": {"rack": "r1"}}}, None),
+    TemplateCase("started, not yet marked Suspended: immutable", True, _STARTED,
+                 {"spec": {"nodeSelector": {"rack": "r1"}}}, "spec.template"),
+    TemplateCase("suspended with an active pod: immutable", True, {"active": 1},
+                 {"spec": {"nodeSelector": {"rack": "r1"}}}, "spec.template"),
+    TemplateCase("running: immutable", False, {}, {"spec": {"nodeSelector": {"rack": "r1"}}}, "spec.template"),
+    TemplateCase("running: an empty nodeSelector is no change", False, {}, {"spec": {"nodeSelector": {}}}, None),
+], ids=lambda case: case.name)
+async def test_job_template_mutability(api: ApiServer, case: TemplateCase) -> None:
     jobs = res(api, "batch/v1", "jobs")
-    await api.create(jobs, "default", make_job("j", suspend))
-    body = {"spec": {"template": {"spec": patch}}}
-    if want_ok:
-        await api.patch(jobs, "default", "j", PATCH_STRATEGIC, body)
+    await api.create(jobs, "default", make_job("j", case.suspend))
+    if case.status:
+        await api.patch(jobs, "default", "j", MERGE, {"status": case.status}, subresource="status")
+    body = {"spec": {"template": case.patch}}
+    if case.want is None:
+        changed = await api.patch(jobs, "default", "j", PATCH_STRATEGIC, body)
+        assert changed["spec"]["template"]["spec"].get("nodeSelector") == case.patch["spec"].get("nodeSelector")
         return
     with pytest.raises(ApiError) as error:
         await api.patch(jobs, "default", "j", PATCH_STRATEGIC, body)
-    assert error.value.causes[0].field == "spec.template"
+    assert [(c.field, c.message) for c in error.value.causes] == [(case.want, "Invalid value: field is immutable")]
 
 
 async def test_job_defaults_generate_selector_and_template_labels(api: ApiServer) -> None:

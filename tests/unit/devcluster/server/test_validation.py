@@ -1,5 +1,6 @@
 """Built-in validation through the request pipeline: every bad field is a 422 cause with its path and
-the apiserver's wording; an unparseable quantity is a 400 before anything is stored."""
+the apiserver's wording (extended resources and hugepages cannot be overcommitted: a request needs an
+equal limit); an unparseable quantity is a 400 before anything is stored."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from devcluster.server.apiserver import PATCH_MERGE, ApiServer
 from devcluster.server.errors import ApiError
-from devcluster.server.validation import qualified_name_problems
+from devcluster.server.validation import overcommit_allowed, qualified_name_problems
 
 
 def pod(**spec: Any) -> dict[str, Any]:
@@ -33,6 +34,16 @@ def pod(**spec: Any) -> dict[str, Any]:
      'spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0'),
     ("a request above its limit", pod(container={"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}),
      'spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1'),
+    ("a GPU request without a limit", pod(container={"resources": {"requests": {"nvidia.com/gpu": "1"}}}),
+     "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources"),
+    ("a GPU request below its limit",
+     pod(container={"resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "2"}}}),
+     'spec.containers[0].resources.requests: Invalid value: "1": must be equal to nvidia.com/gpu limit of 2'),
+    ("half a GPU", pod(container={"resources": {"limits": {"nvidia.com/gpu": "500m"}}}),
+     'spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "500m": must be an integer'),
+    ("hugepages without a limit", pod(initContainers=[{"name": "i", "image": "busybox",
+                                                       "resources": {"requests": {"hugepages-2Mi": "2Mi"}}}]),
+     "spec.initContainers[0].resources.limits: Required value: Limit must be set for non overcommitable resources"),
     ("a nodeSelector key", pod(nodeSelector={"bad key": "v"}), 'spec.nodeSelector: Invalid value: "bad key"'),
     ("Exists with a value", pod(tolerations=[{"key": "gpu", "operator": "Exists", "value": "x"}]),
      "spec.tolerations[0].operator: Invalid value: \"x\": value must be empty when `operator` is 'Exists'"),
@@ -131,3 +142,46 @@ async def test_job_completions_updates(_name: str, mode: str, patch: dict[str, A
     with pytest.raises(ApiError) as refused:
         await api.patch(jobs, "default", "j", PATCH_MERGE, {"spec": patch})
     assert want in refused.value.message
+
+
+@pytest.mark.parametrize(("name", "allowed"), [
+    ("cpu", True), ("memory", True), ("ephemeral-storage", True), ("kubernetes.io/widget", True),
+    ("example.kubernetes.io/widget", True), ("nvidia.com/gpu", False), ("hugepages-2Mi", False),
+    ("example.com/foo", False),
+])
+def test_only_native_resources_but_hugepages_may_be_overcommitted(name: str, allowed: bool) -> None:
+    assert overcommit_allowed(name) is allowed
+
+
+async def test_a_job_template_needs_gpu_limits_and_native_requests_may_stay_below_limits() -> None:
+    api = ApiServer()
+    jobs = api.resource("batch/v1", "jobs")
+    bad = {**JOB, "spec": {**JOB["spec"], "template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox", "resources": {
+            "requests": {"nvidia.com/gpu": "8", "cpu": "1"}, "limits": {"cpu": "2"}}}]}}}}
+    with pytest.raises(ApiError) as refused:
+        await api.create(jobs, "default", bad)
+    assert [(c.field, c.message) for c in refused.value.causes] == [
+        ("spec.template.spec.containers[0].resources.limits",
+         "Required value: Limit must be set for non overcommitable resources")]
+    good = clone_with_gpu_limit(bad)
+    made = await api.create(jobs, "default", good)
+    assert made["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+
+
+def clone_with_gpu_limit(job: dict[str, Any]) -> dict[str, Any]:
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    resources = {**container["resources"], "limits": {**container["resources"]["limits"], "nvidia.com/gpu": "8"}}
+    spec = {**job["spec"]["template"]["spec"], "containers": [{**container, "resources": resources}]}
+    return {**job, "spec": {**job["spec"], "template": {"spec": spec}}}
+
+
+async def test_a_pods_limits_stand_in_for_its_missing_requests_but_not_a_templates() -> None:
+    api = ApiServer()
+    made = await api.create(api.resource("v1", "pods"), "default", pod(container={"resources": {
+        "requests": {"cpu": "500m"}, "limits": {"cpu": "1", "nvidia.com/gpu": "2"}}}))
+    assert made["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m", "nvidia.com/gpu": "2"}
+    job = await api.create(api.resource("batch/v1", "jobs"), "default", {**JOB, "spec": {**JOB["spec"], "template": {
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox",
+                                                           "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}}})
+    assert job["spec"]["template"]["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "2"}}

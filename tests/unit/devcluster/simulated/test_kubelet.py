@@ -220,12 +220,12 @@ def test_admission_failure(case: AdmissionCase) -> None:
 
 
 async def test_a_pod_bound_past_the_nodes_allocatable_is_rejected_and_freed_capacity_admits_the_next() -> None:
-    api, kubelet, _clock = await kubelet_with_pod(make_pod("p").requests({GPU: 8}))
+    api, kubelet, _clock = await kubelet_with_pod(make_pod("p").requests({GPU: 8}).limits({GPU: 8}))
     pods = api.resource("v1", "pods")
     await api.patch(api.resource("v1", "nodes"), "", "n1", "application/merge-patch+json",
                     {"status": {"allocatable": {GPU: "8"}}}, subresource="status")
     for name in ("q", "r"):
-        body = make_pod(name).requests({GPU: 8}).build()
+        body = make_pod(name).requests({GPU: 8}).limits({GPU: 8}).build()
         del body["metadata"]["uid"]
         body["spec"]["nodeName"] = "n1"  # bound by hand: the scheduler never checked it
         await api.create(pods, "default", body)
@@ -238,7 +238,7 @@ async def test_a_pod_bound_past_the_nodes_allocatable_is_rejected_and_freed_capa
         assert rejected["message"].endswith("requested: 8, used: 8, capacity: 8")
 
     await api.delete(pods, "default", "p")
-    body = make_pod("s").requests({GPU: 8}).build()
+    body = make_pod("s").requests({GPU: 8}).limits({GPU: 8}).build()
     del body["metadata"]["uid"]
     body["spec"]["nodeName"] = "n1"
     await api.create(pods, "default", body)

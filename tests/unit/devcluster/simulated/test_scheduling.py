@@ -51,7 +51,7 @@ def gpu_node(name: str, rack: str = "r1", gpus: int = 8) -> NodeBuilder:
 MESSAGE_CASES = [
     MessageCase("capacity and selector, sorted as strings like kube-scheduler",
                 [state(gpu_node("a", "r1")), state(gpu_node("b", "r1")), state(gpu_node("c", "r2"))],
-                make_pod("p").requests({GPU: 9}).node_selector({RACK: "r1"}),
+                make_pod("p").requests({GPU: 9}).limits({GPU: 9}).node_selector({RACK: "r1"}),
                 "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
                 "2 Insufficient nvidia.com/gpu."),
     MessageCase("an untolerated taint is reported before the selector",
@@ -66,10 +66,10 @@ MESSAGE_CASES = [
                 "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }."),
     MessageCase("tolerating the not-ready taint lets the pod onto a NotReady node",
                 [state(gpu_node("a").not_ready()), state(gpu_node("b").not_ready())],
-                make_pod("p").requests({GPU: 9}).toleration("node.kubernetes.io/not-ready", "", "NoSchedule"),
+                make_pod("p").requests({GPU: 9}).limits({GPU: 9}).toleration("node.kubernetes.io/not-ready", "", "NoSchedule"),
                 "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
     MessageCase("cordoned nodes",
-                [state(gpu_node("a").unschedulable()), state(gpu_node("b"))], make_pod("p").requests({GPU: 9}),
+                [state(gpu_node("a").unschedulable()), state(gpu_node("b"))], make_pod("p").requests({GPU: 9}).limits({GPU: 9}),
                 "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were unschedulable."),
     MessageCase("the pods resource is 'Too many pods', each short resource counted",
                 [state(make_node("a").allocatable(pods=1, cpu=1), {"pods": 1000})],
@@ -116,8 +116,8 @@ async def pod(api: ApiServer, name: str) -> dict[str, Any]:
 
 async def test_higher_priority_pod_is_placed_first() -> None:
     api, scheduler = await cluster([gpu_node("n1", gpus=8)])
-    await add_pod(api, make_pod("early-low").requests({GPU: 8}), priority=0)
-    await add_pod(api, make_pod("late-high").requests({GPU: 8}), priority=100)
+    await add_pod(api, make_pod("early-low").requests({GPU: 8}).limits({GPU: 8}), priority=0)
+    await add_pod(api, make_pod("late-high").requests({GPU: 8}).limits({GPU: 8}), priority=100)
 
     await scheduler.sync()
 
@@ -134,7 +134,7 @@ async def test_a_pod_with_unreadable_requests_waits_and_stops_no_other() -> None
     bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "abc"
     bad["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"  # first in the queue
     api.store.put(("", "pods"), bad)
-    await add_pod(api, make_pod("good").requests({GPU: 8}))
+    await add_pod(api, make_pod("good").requests({GPU: 8}).limits({GPU: 8}))
 
     await scheduler.sync()
 
@@ -145,8 +145,8 @@ async def test_a_pod_with_unreadable_requests_waits_and_stops_no_other() -> None
 
 async def test_freed_capacity_is_used_by_a_waiting_pod() -> None:
     api, scheduler = await cluster([gpu_node("n1", gpus=8)])
-    await add_pod(api, make_pod("first").requests({GPU: 8}))
-    await add_pod(api, make_pod("second").requests({GPU: 8}))
+    await add_pod(api, make_pod("first").requests({GPU: 8}).limits({GPU: 8}))
+    await add_pod(api, make_pod("second").requests({GPU: 8}).limits({GPU: 8}))
     await scheduler.sync()
     assert scheduler.nodes["n1"].free[GPU] == 0
 
@@ -159,7 +159,7 @@ async def test_freed_capacity_is_used_by_a_waiting_pod() -> None:
 
 async def test_terminated_pods_release_their_node() -> None:
     api, scheduler = await cluster([gpu_node("n1", gpus=8)])
-    await add_pod(api, make_pod("done").requests({GPU: 8}))
+    await add_pod(api, make_pod("done").requests({GPU: 8}).limits({GPU: 8}))
     await scheduler.sync()
     await api.patch(api.resource("v1", "pods"), "default", "done", "application/merge-patch+json",
                     {"status": {"phase": "Succeeded"}}, subresource="status")
@@ -184,7 +184,7 @@ async def test_gated_pod_waits_with_scheduling_gated_condition() -> None:
 
 async def test_a_node_that_appears_makes_pending_pods_schedulable() -> None:
     api, scheduler = await cluster([])
-    await add_pod(api, make_pod("p").requests({GPU: 1}))
+    await add_pod(api, make_pod("p").requests({GPU: 1}).limits({GPU: 1}))
     await scheduler.sync()
     await api.create(api.resource("v1", "nodes"), "", gpu_node("late").build())
     await scheduler.sync()
@@ -193,8 +193,8 @@ async def test_a_node_that_appears_makes_pending_pods_schedulable() -> None:
 
 async def test_status_writes_of_placed_pods_neither_move_capacity_nor_retry_waiting_pods() -> None:
     api, scheduler = await cluster([gpu_node("n1", gpus=8)])
-    await add_pod(api, make_pod("running").requests({GPU: 8}))
-    await add_pod(api, make_pod("waiting").requests({GPU: 8}))
+    await add_pod(api, make_pod("running").requests({GPU: 8}).limits({GPU: 8}))
+    await add_pod(api, make_pod("waiting").requests({GPU: 8}).limits({GPU: 8}))
     await scheduler.sync()
     assert not scheduler.has_work
 
@@ -226,7 +226,8 @@ def worlds(draw: st.DrawFn) -> World:
             node.not_ready()
         world.nodes.append(node)
     for i in range(draw(st.integers(0, 12))):
-        p = make_pod(f"p{i}").requests({GPU: draw(st.integers(0, 3))}, cpu=draw(st.sampled_from(["0", "500m", "1"])))
+        gpus = draw(st.integers(0, 3))  # an extended resource: its request needs an equal limit
+        p = make_pod(f"p{i}").requests({GPU: gpus}, cpu=draw(st.sampled_from(["0", "500m", "1"]))).limits({GPU: gpus})
         if draw(st.booleans()):
             p.node_selector({RACK: draw(st.sampled_from(["r1", "r2"]))})
         if draw(st.booleans()):
