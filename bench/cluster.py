@@ -42,7 +42,8 @@ async def timed(label: str, count: int, step: Callable[[], Awaitable[int]]) -> R
 
 def job(name: str, pods: int, gpus: int, selector: dict[str, str] | None = None) -> dict[str, object]:
     spec: dict[str, object] = {"restartPolicy": "Never", "containers": [{
-        "name": "main", "image": "x", "resources": {"requests": {RESOURCE_GPU: str(gpus), "cpu": "1"}}}]}
+        "name": "main", "image": "x", "resources": {"requests": {RESOURCE_GPU: str(gpus), "cpu": "1"},
+                                                   "limits": {RESOURCE_GPU: str(gpus)}}}]}
     if selector:
         spec["nodeSelector"] = selector
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},

@@ -77,7 +77,7 @@ def pod(i: int) -> dict[str, Any]:
                          "annotations": {c.ANNOTATION_TOPOLOGY_PODSET: "main"}},
             "spec": {"schedulingGates": [{"name": c.SCHEDULING_GATE_TOPOLOGY}],
                      "containers": [{"name": "main", "image": "trainer:1",
-                                     "resources": {"requests": {"cpu": "1", GPU: "1"}}}]}}
+                                     "resources": {"requests": {"cpu": "1", GPU: "1"}, "limits": {GPU: "1"}}}]}}
 
 
 async def measure(phase: str, count: int, concurrency: int, call: Callable[[int], Awaitable[None]]) -> Row:

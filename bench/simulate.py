@@ -136,7 +136,7 @@ spec:
     spec:
       restartPolicy: Never
       tolerations: [{{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}}]
-      containers: [{{name: c, image: x, resources: {{requests: {{nvidia.com/gpu: "8"}}}}}}]
+      containers: [{{name: c, image: x, resources: {{requests: {{nvidia.com/gpu: "8"}}, limits: {{nvidia.com/gpu: "8"}}}}}}]
 """ for name, count, level in (("rack-job", 4, "cloud.provider.com/topology-rack"),
                                ("block-job", 32, "cloud.provider.com/topology-block")))
 
