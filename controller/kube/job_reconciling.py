@@ -149,14 +149,15 @@ class JobReconciler:
         see a release at once: the watch event that follows carries the same version and is skipped)."""
         self.api = api
         self.recorder = recorder
-        self._dirty: set[str] = set()
+        self._dirty: dict[str, None] = {}
+        """Changed Jobs in the order they changed (a dict as an ordered set): taken first come, first served."""
         self._active: set[str] = set()
         self._wake = asyncio.Event()
         self._refused: set[tuple[str, str]] = set()
         """(Job uid, PriorityClass) already reported missing: one Event, not one per change."""
 
     def notify(self, job_key: str) -> None:
-        self._dirty.add(job_key)
+        self._dirty[job_key] = None
         self._wake.set()
 
     def notify_workload(self, workload: Mapping[str, Any]) -> None:
@@ -182,13 +183,14 @@ class JobReconciler:
             if leading is not None and not leading.is_set():
                 await leading.wait()
                 continue
-            ready = [key for key in sorted(self._dirty) if key not in self._active]
-            if not ready:
+            # The first changed Job no other worker holds: only held Jobs are skipped, so taking
+            # one costs at most PARALLEL_RECONCILES steps however many Jobs wait (a burst).
+            key = next((k for k in self._dirty if k not in self._active), None)
+            if key is None:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            key = ready[0]
-            self._dirty.discard(key)
+            del self._dirty[key]
             self._active.add(key)
             try:
                 await self.reconcile(key)

@@ -316,3 +316,38 @@ def test_a_deactivated_workload_keeps_its_quota_until_its_job_is_stopped_and_res
     entry = cache.workloads[f"ns/{wl['metadata']['name']}"]
     assert entry.fit is None and entry.restoring is None  # the cache released the reservation
     assert recorder.reasons == [c.EVENT_REASON_STOPPED, c.EVENT_REASON_EVICTED_DEACTIVATED]
+
+
+class RecordingReconciler(JobReconciler):
+    """Records the order Jobs are reconciled in; `b` is changed again while it is being reconciled."""
+
+    def __init__(self) -> None:
+        super().__init__(ClusterCache(), KubeApi.__new__(KubeApi), Quiet())
+        self.order: list[str] = []
+
+    async def reconcile(self, key: str) -> None:
+        self.order.append(key)
+        if key == "ns/b" and self.order.count(key) == 1:
+            self.notify("ns/b")
+        await asyncio.sleep(0)
+
+
+def test_changed_jobs_are_taken_in_the_order_they_changed_and_a_change_during_a_reconcile_runs_again() -> None:
+    async def scenario() -> list[str]:
+        reconciler = RecordingReconciler()
+        for name in ("c", "a", "b", "a", "d"):  # `a` changing twice before it is taken runs once
+            reconciler.notify(f"ns/{name}")
+        workers = asyncio.create_task(reconciler.run())
+
+        async def five_reconciles() -> None:
+            while len(reconciler.order) < 5:
+                await asyncio.sleep(0)
+        try:
+            await asyncio.wait_for(five_reconciles(), 10)
+        finally:
+            workers.cancel()
+        return reconciler.order
+
+    order = asyncio.run(scenario())
+    assert order[:4] == ["ns/c", "ns/a", "ns/b", "ns/d"]
+    assert order[4:] == ["ns/b"]
