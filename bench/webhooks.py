@@ -22,13 +22,14 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncGenerator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import kopf
-from kopf._cogs.structs import references
+from kopf._cogs.structs import ephemera, references
 from kopf._core.engines import admission
 from kopf._core.engines.indexing import OperatorIndexers
 from kopf._core.reactor import inventory
@@ -90,12 +91,13 @@ def webhook_fn() -> kopf.WebhookFn:
     register_handlers(registry)
     insights = references.Insights()
     insights.webhook_resources.update({
-        references.Resource(group="", version="v1", plural="pods", kind="Pod", namespaced=True, verbs=["create"]),
+        references.Resource(group="", version="v1", plural="pods", kind="Pod", namespaced=True, verbs=frozenset({"create"})),
         references.Resource(group="batch", version="v1", plural="jobs", kind="Job", namespaced=True,
-                            verbs=["create"])})
-    fn: kopf.WebhookFn = functools.partial(  # type: ignore[assignment]
+                            verbs=frozenset({"create"}))})
+    fn: kopf.WebhookFn = functools.partial(
         admission.serve_admission_request, settings=kopf.OperatorSettings(), registry=registry, insights=insights,
-        memories=inventory.ResourceMemories(), memobase=kopf.Memo(), indices=OperatorIndexers().indices)
+        memories=inventory.ResourceMemories(), memobase=ephemera.AnyMemo(kopf.Memo()),
+        indices=OperatorIndexers().indices)
     return fn
 
 
@@ -158,6 +160,7 @@ async def https_rows(requests: int, concurrencies: list[int]) -> list[str]:
         tls = TlsFiles(directory / c.WEBHOOK_CERT_FILE, directory / c.WEBHOOK_KEY_FILE, directory / c.WEBHOOK_CA_FILE)
         server = AdmissionServer(tls, reload_interval=10.0)
         serving = server(webhook_fn())
+        assert isinstance(serving, AsyncGenerator)  # AdmissionServer.__call__ is an async generator
         await anext(serving)
         reloader = asyncio.ensure_future(anext(serving))
         rows = []

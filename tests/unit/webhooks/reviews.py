@@ -18,7 +18,7 @@ from typing import Any
 
 import jsonpatch
 import kopf
-from kopf._cogs.structs import references
+from kopf._cogs.structs import ephemera, references
 from kopf._core.engines import admission
 from kopf._core.engines.indexing import OperatorIndexers
 from kopf._core.reactor import inventory
@@ -71,11 +71,11 @@ class Admission:
         register_handlers(self.registry)
         insights = references.Insights()
         insights.webhook_resources.update(
-            references.Resource(group=g, version=v, plural=p, kind=k, namespaced=ns, verbs=["create"])
+            references.Resource(group=g, version=v, plural=p, kind=k, namespaced=ns, verbs=frozenset({"create"}))
             for (_, k), (g, v, p, ns) in RESOURCES.items())
         self.fn = functools.partial(
             admission.serve_admission_request, settings=kopf.OperatorSettings(), registry=self.registry,
-            insights=insights, memories=inventory.ResourceMemories(), memobase=kopf.Memo(),
+            insights=insights, memories=inventory.ResourceMemories(), memobase=ephemera.AnyMemo(kopf.Memo()),
             indices=OperatorIndexers().indices)
 
     async def answer(self, handler_id: str, request: Any) -> tuple[int, dict[str, Any]]:

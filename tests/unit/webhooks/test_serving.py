@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ async def running(tmp_path: Path) -> AsyncIterator[tuple[AdmissionServer, Certif
     ca = write_serving_files(tmp_path, datetime.now(UTC))
     server = AdmissionServer(tls_files(tmp_path), reload_interval=0.05)
     serving = server(Admission().fn)
+    assert isinstance(serving, AsyncGenerator)  # AdmissionServer.__call__ is an async generator
     config = await anext(serving)
     assert config["url"] == server.url and config.get("caBundle") == tls_files(tmp_path).ca_bundle()
     task = asyncio.ensure_future(anext(serving))  # the server's reload loop
@@ -168,6 +169,7 @@ async def test_a_renewed_secret_volume_is_picked_up(tmp_path: Path) -> None:
     ca = _secret_volume_version(tmp_path, "..2026_11_24_12_00_00.1", None)
     server = AdmissionServer(tls_files(tmp_path), reload_interval=0.05)
     serving = server(Admission().fn)
+    assert isinstance(serving, AsyncGenerator)  # AdmissionServer.__call__ is an async generator
     await anext(serving)
     try:
         first = await served_serial(server, ca.cert_pem)
