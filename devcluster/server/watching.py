@@ -90,13 +90,22 @@ class Watch:
         return self._queue.qsize()
 
     async def next(self, timeout: float | None = None) -> WatchEvent | None:
-        """The next event, or None when the watch ended or `timeout` passed."""
+        """The next event, or None when the watch ended or `timeout` passed with nothing queued.
+
+        A queued event is taken without waiting, whatever `timeout` is: Python 3.11's
+        `asyncio.wait_for` with a timeout of 0 cancels the `get` before it runs, even with events
+        queued, and `_stream` asks with 0 once a bookmark is due, so a due bookmark met by a queued
+        event stalled the stream until its timeoutSeconds (5 s at kopf's 10 s watches).
+        """
         if self.closed and self._queue.empty():
             return None
-        try:
-            event = await asyncio.wait_for(self._queue.get(), timeout)
-        except TimeoutError:
-            return None
+        if not self._queue.empty():
+            event = self._queue.get_nowait()
+        else:
+            try:
+                event = await asyncio.wait_for(self._queue.get(), timeout)
+            except TimeoutError:
+                return None
         if event is None:
             self.closed = True
         return event
