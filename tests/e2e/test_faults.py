@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config, watch
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ProtocolError
 
 from devcluster.cluster import DevCluster
@@ -36,7 +36,7 @@ def clean_faults(devcluster: DevCluster) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def core(kubeconfig: Path) -> Iterator[client.CoreV1Api]:
-    with config.new_client_from_config(config_file=str(kubeconfig)) as api:
+    with config.new_client_from_config(config_file=str(kubeconfig)) as api:  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
         yield client.CoreV1Api(api)
 
 
@@ -105,7 +105,7 @@ def test_gone_on_watch_reaches_the_official_client(
     devcluster.faults.inject(faults.GONE, "watch", "configmaps", namespace=namespace)
 
     with pytest.raises(ApiException) as err:
-        for _ in watch.Watch().stream(core.list_namespaced_config_map, namespace, resource_version="1",
+        for _ in watch.Watch().stream(core.list_namespaced_config_map, namespace, resource_version="1",  # type: ignore[no-untyped-call]  # kubernetes' watch module is unannotated
                                       timeout_seconds=5):
             pass
 
@@ -121,7 +121,7 @@ def test_dropped_watch_breaks_the_clients_stream(
 
     def consume() -> None:
         try:
-            for event in watch.Watch().stream(core.list_namespaced_config_map, namespace, timeout_seconds=30):
+            for event in watch.Watch().stream(core.list_namespaced_config_map, namespace, timeout_seconds=30):  # type: ignore[no-untyped-call]  # kubernetes' watch module is unannotated
                 seen.append(event["type"])
                 first_event.set()
             outcome.append(None)
@@ -149,7 +149,7 @@ def test_drop_watch_rule_cuts_the_next_watch(core: client.CoreV1Api, devcluster:
     devcluster.faults.inject(faults.DROP_WATCH, "watch", "configmaps", namespace=namespace)
 
     with pytest.raises(ProtocolError):  # "Response ended prematurely": no final chunk
-        list(watch.Watch().stream(core.list_namespaced_config_map, namespace, timeout_seconds=30))
+        list(watch.Watch().stream(core.list_namespaced_config_map, namespace, timeout_seconds=30))  # type: ignore[no-untyped-call]  # kubernetes' watch module is unannotated
 
 
 @pytest.fixture

@@ -75,11 +75,11 @@ def operator(devcluster: DevCluster) -> Iterator[Calls]:
         settings.posting.level = logging.WARNING
 
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
-    def created(name: str, spec: dict[str, Any], **_: Any) -> None:
+    def created(name: str, spec: kopf.Spec, **_: Any) -> None:
         calls.add("create", name, int(spec.get("size", 0)))
 
     @kopf.on.update(GROUP, VERSION, PLURAL, field="spec", registry=registry)
-    def updated(name: str, new: dict[str, Any], **_: Any) -> None:
+    def updated(name: str, new: Any, **_: Any) -> None:
         calls.add("update", name, int(new.get("size", 0)))
 
     stop, ready = threading.Event(), threading.Event()

@@ -313,7 +313,12 @@ def test_get_watch_prints_changes_as_they_happen(devcluster: DevCluster, kubecon
                                 "get", "configmaps", "-n", namespace, "-w", "--request-timeout=30s"],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in watcher.stdout or ()], daemon=True).start()
+
+    def pump() -> None:
+        for line in watcher.stdout or ():
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
 
     def next_name() -> str:
         while True:

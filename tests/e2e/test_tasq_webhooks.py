@@ -41,7 +41,7 @@ RACK = "example.com/rack"
 
 async def api_client(kubeconfig: Path) -> aclient.ApiClient:
     configuration = aclient.Configuration()
-    await aconfig.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration,
+    await aconfig.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration,  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
                                    persist_config=False)
     return aclient.ApiClient(configuration)
 
@@ -75,7 +75,7 @@ class RunningWebhooks:
             await serve_admission(client, self.server, self._stop, register_local=self.register_local, ready=ready)
         finally:
             watcher.cancel()
-            await client.close()
+            await client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
 
     def start(self) -> RunningWebhooks:
         self._thread.start()

@@ -68,7 +68,7 @@ def outage(installed: None,  # noqa: F811 (the imported fixture)
         try:
             await register_configurations(client, crashed.server.url, crashed.server.tls.ca_bundle())
         finally:
-            await client.close()
+            await client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
     asyncio.run(register())
     (path / "live.json").write_text(job_yaml("live", "team"))
     # The server may still be coming up when the API server first calls it (seen on the real

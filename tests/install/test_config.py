@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import kubernetes_validate
+import kubernetes_validate  # type: ignore[import-untyped]  # the package ships no annotations
 import pytest
 import yaml
 

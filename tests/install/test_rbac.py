@@ -61,7 +61,7 @@ def _kubeapi_call(call: ast.Call) -> Iterator[Permission]:
     if resource is None:
         return
     sub = args[4] if len(args) > 4 else next((k.value for k in call.keywords if k.arg == "subresource"), None)
-    plural = resource[1] + (f"/{sub.value}" if isinstance(sub, ast.Constant) and sub.value else "")
+    plural = resource[1] + (f"/{sub.value}" if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value else "")
     yield _group(resource[0]), plural, KUBEAPI_VERBS[func.attr]
 
 

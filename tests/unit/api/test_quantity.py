@@ -144,7 +144,7 @@ def test_parse_agrees_with_the_official_client_where_it_is_exact(text: str) -> N
     value = q.parse_quantity(text)
     digits = "".join(map(str, value.as_tuple().digits)).strip("0")  # normalize() would round to 28
     assume(len(digits) <= 28)
-    assert value == k8s_parse_quantity(text)
+    assert value == k8s_parse_quantity(text)  # type: ignore[no-untyped-call]  # kubernetes.utils is unannotated
 
 
 @given(st.integers(min_value=-(10**12), max_value=10**12), st.sampled_from(SUFFIXES))

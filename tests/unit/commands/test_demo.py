@@ -38,7 +38,7 @@ class ViewBuilder:
     workloads: list[dict[str, Any]] = field(default_factory=list)
 
     def job(self, name: str, parallelism: int, on: tuple[str, ...] = (), pending: int = 0,
-            suspended: bool = False, **conditions: str) -> ViewBuilder:
+            suspended: bool = False, conditions: dict[str, str] | None = None) -> ViewBuilder:
         self.jobs[name] = {"metadata": {"name": name}, "spec": {"parallelism": parallelism, "suspend": suspended}}
         self.pods[name] = [{"spec": {"nodeName": n}, "status": {"phase": "Running"}} for n in on]
         self.pods[name] += [{"spec": {}, "status": {"phase": "Pending"}} for _ in range(pending)]
@@ -46,7 +46,7 @@ class ViewBuilder:
             "metadata": {"ownerReferences": [{"kind": c.KIND_JOB, "name": name}]},
             "status": {"conditions": [{"type": t, "status": "True" if v == "True" else "False",
                                        "reason": "Pending" if v != "True" else t, "message": v}
-                                      for t, v in conditions.items()]}})
+                                      for t, v in (conditions or {}).items()]}})
         return self
 
     def build(self) -> ClusterView:
@@ -82,17 +82,17 @@ def test_the_facts_count_racks_and_blocks_from_where_pods_run() -> None:
 
 def test_a_waiting_gang_reports_its_suspension_pod_count_and_reason() -> None:
     view = ViewBuilder().job(demo.SECOND_GANG, 4, suspended=True,
-                             **{c.CONDITION_QUOTA_RESERVED: "insufficient quota"}).build()
+                             conditions={c.CONDITION_QUOTA_RESERVED: "insufficient quota"}).build()
     assert demo.waiting_facts(view, demo.SECOND_GANG) == [
         f"{demo.SECOND_GANG}: suspended=true, pods created: 0", "  Pending: insufficient quota"]
 
 
 STEP_CASES = [
     pytest.param(ViewBuilder().job("a", 2, on=("h1", "h2"))
-                 .job(demo.SECOND_GANG, 4, **{c.CONDITION_QUOTA_RESERVED: "no quota"}),
+                 .job(demo.SECOND_GANG, 4, conditions={c.CONDITION_QUOTA_RESERVED: "no quota"}),
                  True, id="everything-runs-and-the-second-gang-was-told-why"),
     pytest.param(ViewBuilder().job("a", 2, on=("h1",), pending=1)
-                 .job(demo.SECOND_GANG, 4, **{c.CONDITION_QUOTA_RESERVED: "no quota"}),
+                 .job(demo.SECOND_GANG, 4, conditions={c.CONDITION_QUOTA_RESERVED: "no quota"}),
                  False, id="one-pod-still-pending"),
     pytest.param(ViewBuilder().job("a", 2, on=("h1", "h2")).job(demo.SECOND_GANG, 4),
                  False, id="the-second-gang-has-no-verdict-yet"),
@@ -105,7 +105,7 @@ def test_the_first_step_waits_for_whole_jobs_and_a_verdict(builder: ViewBuilder,
 
 
 def test_the_second_step_needs_the_first_gang_finished_and_the_second_running_whole() -> None:
-    running = ViewBuilder().job(demo.FIRST_GANG, 1, **{c.CONDITION_FINISHED: "True"}).job(demo.SECOND_GANG, 1,
+    running = ViewBuilder().job(demo.FIRST_GANG, 1, conditions={c.CONDITION_FINISHED: "True"}).job(demo.SECOND_GANG, 1,
                                                                                              on=("a1",))
     assert demo.second_step_done(running.build())
     not_finished = ViewBuilder().job(demo.FIRST_GANG, 1, on=("a1",)).job(demo.SECOND_GANG, 1, on=("a1",))

@@ -36,7 +36,7 @@ async def no_sleep(_: float) -> None:
 @pytest.fixture
 async def api_client(tmp_path: Path) -> AsyncIterator[ApiClient]:
     async with DevCluster() as cluster:
-        client = await aconfig.new_client_from_config(config_file=str(cluster.write_kubeconfig(tmp_path / "kc")))
+        client = await aconfig.new_client_from_config(config_file=str(cluster.write_kubeconfig(tmp_path / "kc")))  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
         async with client:
             yield client
 
@@ -55,7 +55,7 @@ async def lease_spec(api_client: ApiClient) -> Any:
 
 async def test_the_first_replica_creates_the_lease_and_the_second_waits_while_it_is_renewed(
         api_client: ApiClient) -> None:
-    clock, events = FakeClock(), []
+    clock, events = FakeClock(), list[str]()
     a, b = elector(api_client, "a", clock, events), elector(api_client, "b", clock, events)
     await a.step()
     await b.step()
@@ -71,7 +71,7 @@ async def test_the_first_replica_creates_the_lease_and_the_second_waits_while_it
 
 async def test_an_expired_lease_is_taken_over_and_the_old_leader_steps_down_when_it_sees_that(
         api_client: ApiClient) -> None:
-    clock, events = FakeClock(), []
+    clock, events = FakeClock(), list[str]()
     a, b = elector(api_client, "a", clock, events), elector(api_client, "b", clock, events)
     await a.step()
     clock.advance(14.9)
@@ -99,7 +99,7 @@ async def test_a_released_lease_is_taken_at_the_next_retry_without_waiting_for_e
 
 async def test_a_leader_that_cannot_renew_stops_after_the_renew_deadline(
         api_client: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    clock, events = FakeClock(), []
+    clock, events = FakeClock(), list[str]()
     a = elector(api_client, "a", clock, events)
     await a.step()
 
@@ -151,7 +151,7 @@ def test_timings_must_be_ordered_retry_below_deadline_below_duration() -> None:
 
 async def test_a_renewal_that_hangs_past_the_deadline_stops_leading_in_the_same_round(
         api_client: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    clock, events = FakeClock(), []
+    clock, events = FakeClock(), list[str]()
     a = elector(api_client, "a", clock, events, lease_duration_s=3, renew_deadline_s=0.2, retry_period_s=0.1)
     await a.step()
 
