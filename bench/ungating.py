@@ -35,6 +35,10 @@ from controller.core.ungating import PodState, UngatingInput, plan_ungating
 from controller.kube.ungating import TopologyUngater
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script, the repository root is not on the path
+
+from tests.client_models import as_body, present  # noqa: E402
+
 BLOCK, RACK = "cloud.com/block", "cloud.com/rack"
 PODS_PER_SLICE = 64
 SERVER_PID = 0  # the devcluster process, whose CPU time the devcluster rows report
@@ -108,7 +112,7 @@ def state_of(pod: Any) -> PodState:
 
 
 async def create_pods(core: CoreV1Api, namespace: str, pods: int) -> float:
-    await core.create_namespace({"metadata": {"name": namespace}})
+    await core.create_namespace(as_body({"metadata": {"name": namespace}}))
     while not SERVER_PID and not (await core.list_namespaced_service_account(namespace)).items:
         # kube-apiserver admits pods only once the namespace's default ServiceAccount exists (the
         # devcluster has no ServiceAccounts and does not ask for one).
@@ -117,7 +121,7 @@ async def create_pods(core: CoreV1Api, namespace: str, pods: int) -> float:
 
     async def one(i: int) -> None:
         async with limit:
-            await core.create_namespaced_pod(namespace, gated_pod(f"p{i:05d}", i))
+            await core.create_namespaced_pod(namespace, as_body(gated_pod(f"p{i:05d}", i)))
     t = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(pods)))
     return time.perf_counter() - t
@@ -126,11 +130,11 @@ async def create_pods(core: CoreV1Api, namespace: str, pods: int) -> float:
 async def verify(core: CoreV1Api, namespace: str, pods: int) -> str:
     """Every pod ungated exactly into the slice of its index; returns a short verdict."""
     listed = (await core.list_namespaced_pod(namespace)).items
-    gated = sum(1 for p in listed if any(g.name == c.SCHEDULING_GATE_TOPOLOGY for g in p.spec.scheduling_gates or []))
-    per_rack = Counter((p.spec.node_selector or {}).get(RACK) for p in listed)
+    gated = sum(1 for p in listed if any(g.name == c.SCHEDULING_GATE_TOPOLOGY for g in present(p.spec).scheduling_gates or []))
+    per_rack = Counter((present(p.spec).node_selector or {}).get(RACK) for p in listed)
     wrong = sum(1 for p in listed
-                if (p.spec.node_selector or {}).get(RACK)
-                != f"r{int(p.metadata.labels[c.LABEL_JOB_COMPLETION_INDEX]) // PODS_PER_SLICE:03d}")
+                if (present(p.spec).node_selector or {}).get(RACK)
+                != f"r{int(present(present(p.metadata).labels)[c.LABEL_JOB_COMPLETION_INDEX]) // PODS_PER_SLICE:03d}")
     full = all(n <= PODS_PER_SLICE for r, n in per_rack.items() if r is not None)
     return "ok" if (gated, wrong, full, len(listed)) == (0, 0, True, pods) else \
         f"BAD: gated {gated}, misplaced {wrong}, over-full {not full}, {len(listed)} pods"
@@ -153,8 +157,8 @@ async def bench_devcluster(api_client: ApiClient, pods: int, parallelism: int, r
         done = asyncio.Event()
         sync = ungater.sync
 
-        async def sync_then_signal(ns: str, wl: str) -> int:
-            n = await sync(ns, wl)
+        async def sync_then_signal(namespace: str, workload: str) -> int:
+            n = await sync(namespace, workload)
             done.set()
             return n
         ungater.sync = sync_then_signal  # type: ignore[method-assign]
@@ -172,7 +176,7 @@ async def bench_devcluster(api_client: ApiClient, pods: int, parallelism: int, r
 
 
 async def devcluster_rows(kubeconfig: Path, pods: int, parallelisms: list[int]) -> list[str]:
-    api_client = await aconfig.new_client_from_config(config_file=str(kubeconfig))
+    api_client = await aconfig.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
     rows = []
     async with api_client:
         run = 0

@@ -28,6 +28,7 @@ from devcluster.cluster import DevCluster
 from devcluster.server.faults import CONFLICT, ERROR
 from devcluster.simulated.components import Components
 from devcluster.simulated.nodes import LABEL_BLOCK, LABEL_RACK, create_nodes, parse_shape, topology_nodes
+from tests.client_models import as_body, present
 
 RACK = "cloud.com/rack"
 OTHER_GATE = "example.com/other"
@@ -378,7 +379,7 @@ async def test_the_raw_patcher_sends_the_bytes_with_the_clients_token_refreshed_
 async def cluster_api(tmp_path: Path) -> AsyncIterator[tuple[DevCluster, ApiClient]]:
     async with DevCluster() as cluster:
         await create_nodes(cluster.api, topology_nodes(parse_shape("1x2x2x2")))
-        client = await aconfig.new_client_from_config(config_file=str(cluster.write_kubeconfig(tmp_path / "kc")))
+        client = await aconfig.new_client_from_config(config_file=str(cluster.write_kubeconfig(tmp_path / "kc")))  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
         async with client:
             yield cluster, client
 
@@ -406,7 +407,7 @@ async def test_on_the_devcluster_indexed_pods_are_ungated_into_their_racks_and_b
     cluster, client = cluster_api
     core = CoreV1Api(client)
     for i in range(6):
-        await core.create_namespaced_pod("default", gated_pod(f"w-{i}", i))
+        await core.create_namespaced_pod("default", as_body(gated_pod(f"w-{i}", i)))
     slices = {"main": [TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r1"}, count=4),
                        TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r2"}, count=1)]}
     listed: list[PodState] = []
@@ -418,11 +419,11 @@ async def test_on_the_devcluster_indexed_pods_are_ungated_into_their_racks_and_b
         await components.settle()
     finally:
         components.close()
-    got = {p.metadata.name: (p.spec.node_name or "", p.spec.scheduling_gates)
+    got = {present(p.metadata).name: (present(p.spec).node_name or "", present(p.spec).scheduling_gates)
            for p in (await core.list_namespaced_pod("default")).items}
     assert {n: node.rsplit("-", 1)[0] for n, (node, _) in got.items()} == {
         "w-0": "b1-r1", "w-1": "b1-r1", "w-2": "b1-r1", "w-3": "b1-r1", "w-4": "b1-r2", "w-5": ""}
-    assert got["w-5"][1][0].name == c.SCHEDULING_GATE_TOPOLOGY
+    assert present(got["w-5"][1])[0].name == c.SCHEDULING_GATE_TOPOLOGY
     listed[:] = [pod_state(p) for p in (await core.list_namespaced_pod("default")).items]
     assert await ungater.sync("default", "job-w") == 0  # the slots are all taken by the bound pods
 
@@ -432,7 +433,7 @@ async def test_on_the_devcluster_injected_409s_and_500s_on_pod_patches_converge_
     cluster, client = cluster_api
     core = CoreV1Api(client)
     for i in range(6):
-        await core.create_namespaced_pod("default", gated_pod(f"f-{i}", i))
+        await core.create_namespaced_pod("default", as_body(gated_pod(f"f-{i}", i)))
     cluster.faults.inject(CONFLICT, "patch", "pods", count=3)
     cluster.faults.inject(ERROR, "patch", "pods", count=2)
     slices = {"main": [TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r1"}, count=3),
@@ -451,7 +452,7 @@ async def test_on_the_devcluster_injected_409s_and_500s_on_pod_patches_converge_
 
     async def all_released() -> list[Any]:
         items = (await core.list_namespaced_pod("default")).items
-        return [] if any(p.spec.scheduling_gates for p in items) else items
+        return [] if any(present(p.spec).scheduling_gates for p in items) else items
     for _ in range(400):
         if items := await all_released():
             break
@@ -491,7 +492,7 @@ async def test_on_the_devcluster_a_restart_between_patches_ungates_the_rest_exac
     _, client = cluster_api
     core = CoreV1Api(client)
     for i in range(6):
-        await core.create_namespaced_pod("default", gated_pod(f"r-{i}", i))
+        await core.create_namespaced_pod("default", as_body(gated_pod(f"r-{i}", i)))
     slices = {"main": [TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r1"}, count=3),
                        TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r2"}, count=3)]}
 
@@ -513,6 +514,6 @@ async def test_on_the_devcluster_a_restart_between_patches_ungates_the_rest_exac
     second = TopologyUngater(core, lambda ns, wl: UngatingInput(ns, wl, slices, middle))
     assert await second.sync("default", "job-r") == 6 - len(done_before)
     items = (await core.list_namespaced_pod("default")).items
-    assert not any(p.spec.scheduling_gates for p in items)
-    assert {int(p.metadata.labels[c.LABEL_JOB_COMPLETION_INDEX]): p.spec.node_selector[LABEL_RACK] for p in items} == {
+    assert not any(present(p.spec).scheduling_gates for p in items)
+    assert {int(present(present(p.metadata).labels)[c.LABEL_JOB_COMPLETION_INDEX]): present(present(p.spec).node_selector)[LABEL_RACK] for p in items} == {
         0: "b1-r1", 1: "b1-r1", 2: "b1-r1", 3: "b1-r2", 4: "b1-r2", 5: "b1-r2"}
