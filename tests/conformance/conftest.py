@@ -52,7 +52,7 @@ def devcluster() -> Iterator[DevCluster]:
 
 @pytest.fixture(scope="module")
 def api_client(kubeconfig: Path) -> Iterator[client.ApiClient]:  # noqa: F811 (the imported fixture)
-    with config.new_client_from_config(config_file=str(kubeconfig)) as api:
+    with config.new_client_from_config(config_file=str(kubeconfig)) as api:  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
         yield api
 
 

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
+from tests.client_models import as_body
 from tests.conformance.conftest import eventually, status_body
 
 GROUP, VERSION, PLURAL = "conformance.tasq.io", "v1", "racks"
-RACKS_CRD = {
+RACKS_CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
     "metadata": {"name": f"{PLURAL}.{GROUP}"},
     "spec": {"group": GROUP, "scope": "Namespaced",
@@ -34,7 +35,7 @@ RACKS_CRD = {
 
 @pytest.fixture(scope="module")
 def racks(extensions: client.ApiextensionsV1Api, custom: client.CustomObjectsApi) -> Iterator[client.CustomObjectsApi]:
-    extensions.create_custom_resource_definition(RACKS_CRD)
+    extensions.create_custom_resource_definition(as_body(RACKS_CRD))
 
     def served() -> bool:
         try:
@@ -54,6 +55,7 @@ def rack(name: str, **spec: Any) -> dict[str, Any]:
 def test_defaults_are_applied_and_unknown_fields_pruned(racks: client.CustomObjectsApi, namespace: str) -> None:
     created = racks.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
                                                     rack("r1", slots=8, colour="red"))
+    assert isinstance(created, dict)
     assert created["spec"] == {"slots": 8, "used": 0, "kind": "gpu"}
 
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
+from tests.client_models import as_body, present
 from tests.conformance.conftest import eventually, status_body
 
 GATE = "kueue.x-k8s.io/topology"
@@ -24,14 +25,14 @@ def gated_pod(name: str, **annotations: str) -> dict[str, Any]:
 
 
 def scheduled_condition(pod: client.V1Pod) -> tuple[str, str] | None:
-    for cond in pod.status.conditions or []:
+    for cond in present(pod.status).conditions or []:
         if cond.type == "PodScheduled":
             return cond.status, cond.reason or ""
     return None
 
 
 def test_a_gated_pod_waits_and_is_scheduled_once_its_gate_is_removed(core: client.CoreV1Api, namespace: str) -> None:
-    core.create_namespaced_pod(namespace, gated_pod("gated"))
+    core.create_namespaced_pod(namespace, as_body(gated_pod("gated")))
     eventually(lambda: scheduled_condition(core.read_namespaced_pod("gated", namespace)) == ("False", "SchedulingGated"),
                "PodScheduled=False with reason SchedulingGated")
     with pytest.raises(ApiException) as e:
@@ -43,9 +44,10 @@ def test_a_gated_pod_waits_and_is_scheduled_once_its_gate_is_removed(core: clien
         core.patch_namespaced_pod("gated", namespace, {"spec": {"nodeSelector": {"cloud.provider.com/topology-block": "b2"}}})
     assert e.value.status == 422
     core.patch_namespaced_pod("gated", namespace, {"spec": {"schedulingGates": None}})
-    pod = eventually(lambda: (p := core.read_namespaced_pod("gated", namespace)).spec.node_name and p,
+    pod = eventually(lambda: present((p := core.read_namespaced_pod("gated", namespace)).spec).node_name and p,
                      "the ungated pod is bound")
-    assert pod.spec.node_name.startswith("gpu-b1-r2-")
+    assert isinstance(pod, client.V1Pod)
+    assert present(present(pod.spec).node_name).startswith("gpu-b1-r2-")
     with pytest.raises(ApiException) as e:
         core.patch_namespaced_pod("gated", namespace, {"spec": {"nodeSelector": {"extra": "label"}}})
     assert e.value.status == 422
@@ -57,7 +59,7 @@ def test_an_indexed_job_with_gated_pods_runs_and_completes_only_after_ungating(
     template = {"metadata": {"annotations": pod["metadata"]["annotations"]}, "spec": pod["spec"]}
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "indexed"},
            "spec": {"completionMode": "Indexed", "completions": 3, "parallelism": 3, "template": template}}
-    batch.create_namespaced_job(namespace, job)
+    batch.create_namespaced_job(namespace, as_body(job))
 
     def pods() -> list[client.V1Pod]:
         found: list[client.V1Pod] = core.list_namespaced_pod(namespace, label_selector="job-name=indexed").items
@@ -65,12 +67,13 @@ def test_an_indexed_job_with_gated_pods_runs_and_completes_only_after_ungating(
     eventually(lambda: len(pods()) == 3, "the Job controller creates 3 pods")
     import time
     time.sleep(3)  # long enough for an ungated pod to be bound, run and finish
-    assert all(p.status.phase == "Pending" and not p.spec.node_name for p in pods())
-    assert batch.read_namespaced_job("indexed", namespace).status.succeeded in (None, 0)
-    for pod in pods():
-        core.patch_namespaced_pod(pod.metadata.name, namespace, {"spec": {"schedulingGates": None}})
-    done = eventually(lambda: (j := batch.read_namespaced_job("indexed", namespace)).status.succeeded == 3 and j,
+    assert all(present(p.status).phase == "Pending" and not present(p.spec).node_name for p in pods())
+    assert present(batch.read_namespaced_job("indexed", namespace).status).succeeded in (None, 0)
+    for gated in pods():
+        core.patch_namespaced_pod(present(present(gated.metadata).name), namespace, {"spec": {"schedulingGates": None}})
+    done = eventually(lambda: present((j := batch.read_namespaced_job("indexed", namespace)).status).succeeded == 3 and j,
                       "the Job completes", timeout=90)
-    assert any(c.type == "Complete" and c.status == "True" for c in done.status.conditions or [])
-    indexes = sorted(p.metadata.annotations["batch.kubernetes.io/job-completion-index"] for p in pods())
+    assert isinstance(done, client.V1Job)
+    assert any(c.type == "Complete" and c.status == "True" for c in present(done.status).conditions or [])
+    indexes = sorted(present(present(p.metadata).annotations)["batch.kubernetes.io/job-completion-index"] for p in pods())
     assert indexes == ["0", "1", "2"]

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
+from tests.client_models import as_body, present
 from tests.conformance.conftest import status_body
 
 
@@ -46,7 +47,7 @@ def pod(**spec: Any) -> dict[str, Any]:
 def test_bad_pod_fields_are_refused_with_their_path(core: client.CoreV1Api, namespace: str,
                                                     body: dict[str, Any], code: int, want: str) -> None:
     with pytest.raises(ApiException) as e:
-        core.create_namespaced_pod(namespace, body)
+        core.create_namespaced_pod(namespace, as_body(body))
     assert e.value.status == code
     assert want in status_body(e.value)["message"]
 
@@ -54,10 +55,10 @@ def test_bad_pod_fields_are_refused_with_their_path(core: client.CoreV1Api, name
 def test_an_unparseable_quantity_is_refused_before_anything_is_stored(core: client.CoreV1Api,
                                                                        namespace: str) -> None:
     with pytest.raises(ApiException) as e:
-        core.create_namespaced_pod(namespace, pod(container={"resources": {"requests": {"cpu": "abc"}}}))
+        core.create_namespaced_pod(namespace, as_body(pod(container={"resources": {"requests": {"cpu": "abc"}}})))
     assert e.value.status == 400
     assert "quantities must match the regular expression" in status_body(e.value)["message"]
-    assert [p.metadata.name for p in core.list_namespaced_pod(namespace).items] == []
+    assert [present(p.metadata).name for p in core.list_namespaced_pod(namespace).items] == []
 
 
 @pytest.mark.parametrize("spec, want", [
@@ -68,8 +69,8 @@ def test_bad_lease_fields_are_refused(api_client: client.ApiClient, namespace: s
                                       want: str) -> None:
     leases = client.CoordinationV1Api(api_client)
     with pytest.raises(ApiException) as e:
-        leases.create_namespaced_lease(namespace, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                                                   "metadata": {"name": "bad"}, "spec": spec})
+        leases.create_namespaced_lease(namespace, as_body({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                                   "metadata": {"name": "bad"}, "spec": spec}))
     assert e.value.status == 422
     assert want in status_body(e.value)["message"]
 
@@ -77,21 +78,21 @@ def test_bad_lease_fields_are_refused(api_client: client.ApiClient, namespace: s
 def test_a_webhook_configuration_with_a_plain_http_url_is_refused(api_client: client.ApiClient) -> None:
     admission = client.AdmissionregistrationV1Api(api_client)
     with pytest.raises(ApiException) as e:
-        admission.create_validating_webhook_configuration({
+        admission.create_validating_webhook_configuration(as_body({
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
             "metadata": {"name": "plain-http"},
             "webhooks": [{"name": "plain.conformance.tasq.io", "clientConfig": {"url": "http://127.0.0.1:9443/"},
-                          "sideEffects": "None", "admissionReviewVersions": ["v1"]}]})
+                          "sideEffects": "None", "admissionReviewVersions": ["v1"]}]}))
     assert e.value.status == 422
     assert ("webhooks[0].clientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme; "
             "desired format: https://host[/path]") in status_body(e.value)["message"]
 
 
 def test_a_job_status_write_is_validated(batch: client.BatchV1Api, namespace: str) -> None:
-    batch.create_namespaced_job(namespace, {
+    batch.create_namespaced_job(namespace, as_body({
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "status"},
         "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never",
-                                                        "containers": [{"name": "c", "image": "busybox"}]}}}})
+                                                        "containers": [{"name": "c", "image": "busybox"}]}}}}))
     with pytest.raises(ApiException) as e:
         batch.patch_namespaced_job_status("status", namespace, {"status": {"succeeded": -1}})
     assert e.value.status == 422
@@ -105,8 +106,8 @@ def test_a_job_status_write_is_validated(batch: client.BatchV1Api, namespace: st
 def test_requests_the_rules_allow_are_stored(core: client.CoreV1Api, namespace: str,
                                           resources: dict[str, Any]) -> None:
     """Extended resources request exactly their limit; cpu and kubernetes.io/ names may request less."""
-    created = core.create_namespaced_pod(namespace, pod(container={"resources": resources}), dry_run="All")
-    assert created.spec.containers[0].resources.requests == resources["requests"]
+    created = core.create_namespaced_pod(namespace, as_body(pod(container={"resources": resources})), dry_run="All")
+    assert present(present(created.spec).containers[0].resources).requests == resources["requests"]
 
 
 def test_a_job_template_requesting_a_gpu_without_limit_is_refused(batch: client.BatchV1Api,
@@ -116,7 +117,7 @@ def test_a_job_template_requesting_a_gpu_without_limit_is_refused(batch: client.
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "gpu"},
            "spec": {"suspend": True, "template": {"spec": template["spec"]}}}
     with pytest.raises(ApiException) as e:
-        batch.create_namespaced_job(namespace, job)
+        batch.create_namespaced_job(namespace, as_body(job))
     assert e.value.status == 422
     assert ("spec.template.spec.containers[0].resources.limits: Required value: Limit must be set for non "
             "overcommitable resources") in status_body(e.value)["message"]

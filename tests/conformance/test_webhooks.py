@@ -15,6 +15,7 @@ from kubernetes import client
 
 from devcluster.webhooking.certificates import CertificateAuthority
 from tests.builders.webhooks import WebhookServer, allow, make_webhook_config
+from tests.client_models import as_body, present
 from tests.conformance.conftest import eventually
 
 PATCH = [{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}},
@@ -51,8 +52,8 @@ def webhooks(api_client: client.ApiClient, namespace: str) -> Iterator[Webhooks]
     validating = (make_webhook_config(f"{namespace}-validating")
                   .webhook("validate.conformance.tasq.io", hooks.validating.url, hooks.ca.ca_bundle)
                   .rule(("pods",), ("CREATE",)).only_namespace(namespace).build())
-    admission.create_mutating_webhook_configuration(mutating)
-    admission.create_validating_webhook_configuration(validating)
+    admission.create_mutating_webhook_configuration(as_body(mutating))
+    admission.create_validating_webhook_configuration(as_body(validating))
     try:
         yield hooks
     finally:
@@ -72,8 +73,8 @@ def probe_pod(core: client.CoreV1Api, namespace: str, webhooks: Webhooks) -> cli
     attempt = iter(range(1000))
 
     def created() -> client.V1Pod | None:
-        pod = core.create_namespaced_pod(namespace, gated_pod(f"probe-{next(attempt)}"))
-        ok = webhooks.mutating.reviews and webhooks.validating.reviews and pod.metadata.labels
+        pod = core.create_namespaced_pod(namespace, as_body(gated_pod(f"probe-{next(attempt)}")))
+        ok = webhooks.mutating.reviews and webhooks.validating.reviews and present(pod.metadata).labels
         return pod if ok else None
     pod: client.V1Pod = eventually(created, "both webhooks are called", timeout=30, interval=0.5)
     return pod
@@ -84,12 +85,12 @@ def test_mutating_webhooks_run_before_server_metadata_and_validating_ones_after(
     pod = probe_pod(core, namespace, webhooks)
     mutated = webhooks.mutating.reviews[-1]["request"]["object"]
     validated = webhooks.validating.reviews[-1]["request"]["object"]
-    assert mutated["metadata"]["name"] == validated["metadata"]["name"] == pod.metadata.name
+    assert mutated["metadata"]["name"] == validated["metadata"]["name"] == present(pod.metadata).name
     assert "uid" not in mutated["metadata"] and "creationTimestamp" not in mutated["metadata"]
-    assert validated["metadata"]["uid"] == pod.metadata.uid
+    assert validated["metadata"]["uid"] == present(pod.metadata).uid
     assert validated["metadata"]["labels"] == {"mutated": "yes"}
-    assert pod.metadata.labels == {"mutated": "yes"}
-    assert pod.status.phase == "Pending" and pod.status.message is None
+    assert present(pod.metadata).labels == {"mutated": "yes"}
+    assert present(pod.status).phase == "Pending" and present(pod.status).message is None
 
 
 def test_the_admission_review_request_fields(core: client.CoreV1Api, namespace: str, webhooks: Webhooks) -> None:
@@ -98,7 +99,7 @@ def test_the_admission_review_request_fields(core: client.CoreV1Api, namespace: 
     assert request["uid"] and request["uid"] != webhooks.mutating.reviews[-1]["request"]["uid"]
     assert request["kind"] == request["requestKind"] == {"group": "", "version": "v1", "kind": "Pod"}
     assert request["resource"] == request["requestResource"] == {"group": "", "version": "v1", "resource": "pods"}
-    assert (request["name"], request["namespace"], request["operation"]) == (pod.metadata.name, namespace, "CREATE")
+    assert (request["name"], request["namespace"], request["operation"]) == (present(pod.metadata).name, namespace, "CREATE")
     assert request["userInfo"]["username"]  # whoever the kubeconfig names
     assert "system:authenticated" in request["userInfo"]["groups"]
     assert request["dryRun"] is False

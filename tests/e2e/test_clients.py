@@ -16,14 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 from kubernetes import client, config, watch
 from kubernetes.aio import client as aclient
 from kubernetes.aio import config as aconfig
 from kubernetes.aio import watch as awatch
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from devcluster.cluster import DevCluster
 from devcluster.server.apiserver import FRESH_WAIT_SECONDS
+from tests.client_models import as_body, present
 
 pytestmark = pytest.mark.e2e
 
@@ -44,7 +46,7 @@ WIDGETS_CRD = {
 
 @pytest.fixture(scope="module")
 def api_client(kubeconfig: Path) -> Iterator[client.ApiClient]:
-    with config.new_client_from_config(config_file=str(kubeconfig)) as api:
+    with config.new_client_from_config(config_file=str(kubeconfig)) as api:  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
         yield api
 
 
@@ -56,7 +58,7 @@ def core(api_client: client.ApiClient) -> client.CoreV1Api:
 @pytest.fixture(scope="module")
 def custom(api_client: client.ApiClient) -> client.CustomObjectsApi:
     ext = client.ApiextensionsV1Api(api_client)
-    ext.create_custom_resource_definition(WIDGETS_CRD)
+    ext.create_custom_resource_definition(as_body(WIDGETS_CRD))
     return client.CustomObjectsApi(api_client)
 
 
@@ -66,7 +68,7 @@ def configmap(name: str, **labels: str) -> dict[str, Any]:
 
 
 def status_of(error: ApiException) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads(error.body)
+    body: dict[str, Any] = json.loads(present(error.body))
     return body
 
 
@@ -106,17 +108,17 @@ def test_get_status_subresource_only_where_the_kind_has_one(devcluster: DevClust
 
 
 def test_create_get_replace_delete_with_kubernetes_status_codes(core: client.CoreV1Api, namespace: str) -> None:
-    created, code, _ = core.create_namespaced_config_map_with_http_info(namespace, configmap("c1"))
+    created, code, _ = core.create_namespaced_config_map_with_http_info(namespace, as_body(configmap("c1")))
     assert code == 201
-    assert created.metadata.uid and created.metadata.creation_timestamp
+    assert present(created.metadata).uid and present(created.metadata).creation_timestamp
     with pytest.raises(ApiException) as again:
-        core.create_namespaced_config_map(namespace, configmap("c1"))
+        core.create_namespaced_config_map(namespace, as_body(configmap("c1")))
     assert again.value.status == 409
     assert status_of(again.value)["reason"] == "AlreadyExists"
     assert status_of(again.value)["message"] == 'configmaps "c1" already exists'
     created.data = {"k": "w"}
     replaced = core.replace_namespaced_config_map("c1", namespace, created)
-    assert int(replaced.metadata.resource_version) > int(created.metadata.resource_version)
+    assert int(present(present(replaced.metadata).resource_version)) > int(present(present(created.metadata).resource_version))
     core.delete_namespaced_config_map("c1", namespace)
     with pytest.raises(ApiException) as missing:
         core.read_namespaced_config_map("c1", namespace)
@@ -126,25 +128,25 @@ def test_create_get_replace_delete_with_kubernetes_status_codes(core: client.Cor
 
 def test_create_in_a_missing_namespace_is_404(core: client.CoreV1Api) -> None:
     with pytest.raises(ApiException) as error:
-        core.create_namespaced_config_map("no-such-ns", configmap("c1"))
+        core.create_namespaced_config_map("no-such-ns", as_body(configmap("c1")))
     assert error.value.status == 404
     assert status_of(error.value)["message"] == 'namespaces "no-such-ns" not found'
 
 
 def test_generate_name_gives_distinct_names(core: client.CoreV1Api, namespace: str) -> None:
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "gen-"}}
-    names = {core.create_namespaced_config_map(namespace, body).metadata.name for _ in range(5)}
+    names = {present(present(core.create_namespaced_config_map(namespace, as_body(body)).metadata).name) for _ in range(5)}
     assert len(names) == 5 and all(n.startswith("gen-") and len(n) == 9 for n in names)
 
 
 def test_stale_resource_version_is_409_conflict_for_put_and_patch(core: client.CoreV1Api, namespace: str) -> None:
-    first = core.create_namespaced_config_map(namespace, configmap("c"))
+    first = core.create_namespaced_config_map(namespace, as_body(configmap("c")))
     core.patch_namespaced_config_map("c", namespace, {"data": {"k": "2"}})
     first.data = {"k": "stale"}
     with pytest.raises(ApiException) as put:
         core.replace_namespaced_config_map("c", namespace, first)
     assert put.value.status == 409 and status_of(put.value)["reason"] == "Conflict"
-    stale = {"metadata": {"resourceVersion": first.metadata.resource_version}, "data": {"k": "x"}}
+    stale = {"metadata": {"resourceVersion": present(first.metadata).resource_version}, "data": {"k": "x"}}
     with pytest.raises(ApiException) as patch:
         core.patch_namespaced_config_map("c", namespace, stale, _content_type="application/merge-patch+json")
     assert patch.value.status == 409
@@ -155,7 +157,7 @@ def test_three_patch_types_by_content_type(core: client.CoreV1Api, namespace: st
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "1"}},
            "spec": {"containers": [{"name": "main", "image": "img:1"}, {"name": "side", "image": "side:1"}],
                     "tolerations": [{"key": "x", "operator": "Exists"}]}}
-    core.create_namespaced_pod(namespace, pod)
+    core.create_namespaced_pod(namespace, as_body(pod))
     core.patch_namespaced_pod("p", namespace, {"spec": {"containers": [{"name": "side", "image": "side:2"}]}},
                               _content_type="application/strategic-merge-patch+json")
     core.patch_namespaced_pod("p", namespace, {"metadata": {"labels": {"a": None, "b": "2"}}},
@@ -163,28 +165,28 @@ def test_three_patch_types_by_content_type(core: client.CoreV1Api, namespace: st
     core.patch_namespaced_pod("p", namespace, [{"op": "add", "path": "/metadata/annotations", "value": {"n": "1"}}],
                               _content_type="application/json-patch+json")
     got = core.read_namespaced_pod("p", namespace)
-    assert [(c.name, c.image) for c in got.spec.containers] == [("main", "img:1"), ("side", "side:2")]
-    assert got.metadata.labels == {"b": "2"}
-    assert got.metadata.annotations == {"n": "1"}
+    assert [(c.name, c.image) for c in present(got.spec).containers] == [("main", "img:1"), ("side", "side:2")]
+    assert present(got.metadata).labels == {"b": "2"}
+    assert present(got.metadata).annotations == {"n": "1"}
 
 
 def test_list_pagination_and_expired_continue_token(devcluster: DevCluster, core: client.CoreV1Api,
                                                     namespace: str) -> None:
     for i in range(5):
-        core.create_namespaced_config_map(namespace, configmap(f"c{i}"))
+        core.create_namespaced_config_map(namespace, as_body(configmap(f"c{i}")))
     names, token = [], None
     while True:
         page = core.list_namespaced_config_map(namespace, limit=2, _continue=token)
-        names += [c.metadata.name for c in page.items]
-        token = page.metadata._continue
+        names += [present(c.metadata).name for c in page.items]
+        token = present(page.metadata)._continue
         if not token:
             break
     assert names == [f"c{i}" for i in range(5)]
     first = core.list_namespaced_config_map(namespace, limit=2)
-    core.create_namespaced_config_map(namespace, configmap("later"))  # compaction reaches past the list
+    core.create_namespaced_config_map(namespace, as_body(configmap("later")))  # compaction reaches past the list
     devcluster.call(lambda: _async_compact(devcluster))
     with pytest.raises(ApiException) as expired:
-        core.list_namespaced_config_map(namespace, limit=2, _continue=first.metadata._continue)
+        core.list_namespaced_config_map(namespace, limit=2, _continue=present(first.metadata)._continue)
     assert expired.value.status == 410 and status_of(expired.value)["reason"] == "Expired"
 
 
@@ -194,13 +196,13 @@ async def _async_compact(cluster: DevCluster) -> None:
 
 def test_label_and_field_selectors(core: client.CoreV1Api, namespace: str) -> None:
     for name, tier in (("a", "gold"), ("b", "silver"), ("c", "bronze")):
-        core.create_namespaced_config_map(namespace, configmap(name, tier=tier))
-    core.create_namespaced_config_map(namespace, configmap("d"))
+        core.create_namespaced_config_map(namespace, as_body(configmap(name, tier=tier)))
+    core.create_namespaced_config_map(namespace, as_body(configmap("d")))
 
-    def names(**kw: str) -> list[str]:
+    def names(**kw: Any) -> list[str]:
         # a real cluster also publishes kube-root-ca.crt in every namespace: only the test's own count
-        return [c.metadata.name for c in core.list_namespaced_config_map(namespace, **kw).items
-                if c.metadata.name != "kube-root-ca.crt"]
+        return [present(present(c.metadata).name) for c in core.list_namespaced_config_map(namespace, **kw).items
+                if present(c.metadata).name != "kube-root-ca.crt"]
 
     assert names(label_selector="tier in (gold,silver)") == ["a", "b"]
     assert names(label_selector="tier!=gold") == ["b", "c", "d"]
@@ -215,13 +217,13 @@ def test_label_and_field_selectors(core: client.CoreV1Api, namespace: str) -> No
 
 def test_watch_from_a_resource_version_sees_every_change_once(core: client.CoreV1Api, namespace: str) -> None:
     listed = core.list_namespaced_config_map(namespace)
-    core.create_namespaced_config_map(namespace, configmap("w", app="x"))
+    core.create_namespaced_config_map(namespace, as_body(configmap("w", app="x")))
     core.patch_namespaced_config_map("w", namespace, {"data": {"k": "2"}})
-    core.create_namespaced_config_map(namespace, configmap("other", app="y"))
+    core.create_namespaced_config_map(namespace, as_body(configmap("other", app="y")))
     core.delete_namespaced_config_map("w", namespace)
     seen = [(e["type"], e["object"].metadata.name, (e["object"].data or {}).get("k"))
-            for e in watch.Watch().stream(core.list_namespaced_config_map, namespace, label_selector="app=x",
-                                          resource_version=listed.metadata.resource_version, timeout_seconds=1)]
+            for e in watch.Watch().stream(core.list_namespaced_config_map, namespace, label_selector="app=x",  # type: ignore[no-untyped-call]  # kubernetes' watch module is unannotated
+                                          resource_version=present(listed.metadata).resource_version, timeout_seconds=1)]
     assert seen == [("ADDED", "w", "v"), ("MODIFIED", "w", "2"), ("DELETED", "w", "2")]
 
 
@@ -230,8 +232,9 @@ def test_an_idle_watch_ends_at_timeout_seconds(core: client.CoreV1Api, namespace
     """The server closes the stream itself (bookmarks, every 0.5 s here, must not keep it open)."""
     started = time.monotonic()
     # the selector matches nothing: not even kube-root-ca.crt, which a real cluster puts in every namespace
-    resp = core.list_namespaced_config_map(namespace, watch=True, timeout_seconds=1, _preload_content=False,
-                                           allow_watch_bookmarks=bookmarks, label_selector="app=none")
+    resp: object = core.list_namespaced_config_map(namespace, watch=True, timeout_seconds=1, _preload_content=False,
+                                                   allow_watch_bookmarks=bookmarks, label_selector="app=none")
+    assert isinstance(resp, urllib3.BaseHTTPResponse)  # what _preload_content=False returns
     events = [json.loads(line) for line in resp.read().decode().splitlines() if line.strip()]
     elapsed = time.monotonic() - started
     assert 0.9 <= elapsed < 5, elapsed
@@ -240,24 +243,25 @@ def test_an_idle_watch_ends_at_timeout_seconds(core: client.CoreV1Api, namespace
 
 def test_watch_from_a_compacted_revision_is_410_gone(devcluster: DevCluster, core: client.CoreV1Api,
                                                      namespace: str) -> None:
-    old = core.create_namespaced_config_map(namespace, configmap("g")).metadata.resource_version
+    old = present(core.create_namespaced_config_map(namespace, as_body(configmap("g"))).metadata).resource_version
     core.patch_namespaced_config_map("g", namespace, {"data": {"k": "2"}})
     devcluster.call(lambda: _async_compact(devcluster))
-    resp = core.list_namespaced_config_map(namespace, watch=True, resource_version=old, timeout_seconds=1,
-                                           _preload_content=False)
+    resp: object = core.list_namespaced_config_map(namespace, watch=True, resource_version=old, timeout_seconds=1,
+                                                   _preload_content=False)
+    assert isinstance(resp, urllib3.BaseHTTPResponse)  # what _preload_content=False returns
     events = [json.loads(line) for line in resp.read().decode().splitlines() if line.strip()]
     assert [e["type"] for e in events] == ["ERROR"]
     assert events[0]["object"]["code"] == 410 and events[0]["object"]["reason"] == "Expired"
     with pytest.raises(ApiException) as gone:
-        list(watch.Watch().stream(core.list_namespaced_config_map, namespace, resource_version=old,
+        list(watch.Watch().stream(core.list_namespaced_config_map, namespace, resource_version=old,  # type: ignore[no-untyped-call]  # kubernetes' watch module is unannotated
                                   timeout_seconds=1))
     assert gone.value.status == 410
 
 
 def test_dry_run_does_not_persist(core: client.CoreV1Api, namespace: str) -> None:
-    made = core.create_namespaced_config_map(namespace, configmap("dry"), dry_run="All")
-    assert made.metadata.name == "dry"
-    assert [c.metadata.name for c in core.list_namespaced_config_map(namespace).items if c.metadata.name == "dry"] == []
+    made = core.create_namespaced_config_map(namespace, as_body(configmap("dry")), dry_run="All")
+    assert present(made.metadata).name == "dry"
+    assert [present(c.metadata).name for c in core.list_namespaced_config_map(namespace).items if present(c.metadata).name == "dry"] == []
 
 
 def test_custom_objects_validation_pruning_defaults_and_status(custom: client.CustomObjectsApi,
@@ -265,6 +269,7 @@ def test_custom_objects_validation_pruning_defaults_and_status(custom: client.Cu
     body = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"},
             "spec": {"size": 3, "unknown": "dropped", "extra": {"kept": True}}, "status": {"phase": "ignored"}}
     made = custom.create_namespaced_custom_object("example.com", "v1", namespace, "widgets", body)
+    assert isinstance(made, dict)
     assert made["spec"] == {"size": 3, "color": "red", "extra": {"kept": True}}
     assert "status" not in made
     with pytest.raises(ApiException) as bad:
@@ -277,10 +282,12 @@ def test_custom_objects_validation_pruning_defaults_and_status(custom: client.Cu
         ("spec.color", "FieldValueNotSupported"), ("spec.size", "FieldValueInvalid")]
     status = custom.patch_namespaced_custom_object_status("example.com", "v1", namespace, "widgets", "w1",
                                                           {"status": {"phase": "Ready"}, "spec": {"size": 9}})
+    assert isinstance(status, dict)
     assert status["status"] == {"phase": "Ready"} and status["spec"]["size"] == 3
     assert status["metadata"]["generation"] == 1
     main = custom.patch_namespaced_custom_object("example.com", "v1", namespace, "widgets", "w1",
                                                  {"status": {"phase": "Lost"}, "spec": {"size": 4}})
+    assert isinstance(main, dict)
     assert main["status"] == {"phase": "Ready"} and main["spec"]["size"] == 4
     assert main["metadata"]["generation"] == 2
 
@@ -294,12 +301,14 @@ def test_strategic_merge_patch_of_a_custom_object_is_415(custom: client.CustomOb
                                               {"spec": {"size": 2}},
                                               _content_type="application/strategic-merge-patch+json")
     assert strategic.value.status == 415 and status_of(strategic.value)["reason"] == "UnsupportedMediaType"
-    assert custom.get_namespaced_custom_object("example.com", "v1", namespace, "widgets", "w")["spec"]["size"] == 1
+    widget = custom.get_namespaced_custom_object("example.com", "v1", namespace, "widgets", "w")
+    assert isinstance(widget, dict)
+    assert widget["spec"]["size"] == 1
 
 
 @pytest.mark.devcluster  # a real apiserver serves server-side apply; devcluster does not (yet)
 def test_server_side_apply_is_415_on_devcluster(core: client.CoreV1Api, namespace: str) -> None:
-    core.create_namespaced_config_map(namespace, configmap("c"))
+    core.create_namespaced_config_map(namespace, as_body(configmap("c")))
     with pytest.raises(ApiException) as apply:
         core.patch_namespaced_config_map("c", namespace, {"data": {"k": "w"}}, field_manager="me",
                                          _content_type="application/apply-patch+yaml")
@@ -310,17 +319,17 @@ def test_server_side_apply_is_415_on_devcluster(core: client.CoreV1Api, namespac
 async def test_async_client_crud_and_watch(tmp_path: Path) -> None:
     async with DevCluster(bookmark_interval=0.2) as cluster:
         path = cluster.write_kubeconfig(tmp_path / "config")
-        api_client = await aconfig.new_client_from_config(config_file=str(path))
+        api_client = await aconfig.new_client_from_config(config_file=str(path))  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
         async with api_client:
             core = aclient.CoreV1Api(api_client)
-            await core.create_namespaced_config_map("default", configmap("a"))
+            await core.create_namespaced_config_map("default", as_body(configmap("a")))
             listed = await core.list_namespaced_config_map("default")
-            assert [c.metadata.name for c in listed.items] == ["a"]
+            assert [present(c.metadata).name for c in listed.items] == ["a"]
             await core.patch_namespaced_config_map("a", "default", {"data": {"k": "2"}})
             await core.delete_namespaced_config_map("a", "default")
             seen = []
-            stream = awatch.Watch().stream(core.list_namespaced_config_map, "default",
-                                           resource_version=listed.metadata.resource_version,
+            stream = awatch.Watch().stream(core.list_namespaced_config_map, "default",  # type: ignore[no-untyped-call]  # kubernetes' watch module is unannotated
+                                           resource_version=present(listed.metadata).resource_version,
                                            allow_watch_bookmarks=True, timeout_seconds=1)
             async for event in stream:
                 obj = event["object"]
@@ -330,13 +339,13 @@ async def test_async_client_crud_and_watch(tmp_path: Path) -> None:
             assert seen[:2] == [("MODIFIED", "a"), ("DELETED", "a")]
             assert len(seen) > 2 and all(kind == "BOOKMARK" for kind, _ in seen[2:])
             with pytest.raises(aclient.ApiException) as conflict:
-                await core.create_namespace({"metadata": {"name": "default"}})
+                await core.create_namespace(as_body({"metadata": {"name": "default"}}))
             assert conflict.value.status == 409
 
 
 def test_list_from_a_resource_version_the_server_has_not_reached_is_504_too_large(
         devcluster: DevCluster, core: client.CoreV1Api, namespace: str) -> None:
-    current = int(core.list_namespaced_config_map(namespace).metadata.resource_version)
+    current = int(present(present(core.list_namespaced_config_map(namespace).metadata).resource_version))
     assert core.list_namespaced_config_map(namespace, resource_version=str(current)).items == []
     devcluster.api.fresh_wait = 0.1
     try:
