@@ -161,7 +161,7 @@ async def bench_devcluster(api_client: ApiClient, pods: int, parallelism: int, r
             n = await sync(namespace, workload)
             done.set()
             return n
-        ungater.sync = sync_then_signal  # type: ignore[method-assign]
+        ungater.sync = sync_then_signal  # type: ignore[method-assign]  # wrapped to signal the end of the batch
         task = asyncio.create_task(ungater.run())
         t = time.perf_counter()
         ungater.notify(namespace, "wl")

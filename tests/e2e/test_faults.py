@@ -25,6 +25,7 @@ from devcluster.cluster import DevCluster
 from devcluster.server import faults
 from devcluster.webhooking.certificates import CertificateAuthority
 from tests.builders.webhooks import WebhookServer, allow, make_webhook_config
+from tests.client_models import present
 from tests.e2e.conftest import Kubectl
 
 
@@ -89,7 +90,7 @@ def test_internal_error_on_patch_leaves_the_object_untouched(
     assert stored(devcluster, namespace, "cm") is before
     devcluster.faults.clear()
     kubectl("label", "configmap", "cm", "-n", namespace, "x=y")
-    assert stored(devcluster, namespace, "cm")["metadata"]["labels"] == {"x": "y"}  # type: ignore[index]
+    assert present(stored(devcluster, namespace, "cm"))["metadata"]["labels"] == {"x": "y"}
 
 
 def test_gone_on_list(kubectl: Kubectl, devcluster: DevCluster, namespace: str) -> None:

@@ -100,7 +100,7 @@ def test_illegal_quantities_are_rejected_naming_the_text(text: str) -> None:
 ])
 def test_non_string_non_integer_inputs_are_rejected(value: object, want: str) -> None:
     with pytest.raises(q.QuantityError) as info:
-        q.parse(value)  # type: ignore[arg-type]
+        q.parse(value)  # type: ignore[arg-type]  # deliberately neither str nor int
     assert want in info.value.text
 
 

@@ -146,7 +146,7 @@ async def test_cancelling_run_stops_leading_and_releases_the_lease(api_client: A
 
 def test_timings_must_be_ordered_retry_below_deadline_below_duration() -> None:
     with pytest.raises(ValueError, match=r"retry period \(2s\) < renew deadline \(20s\) < lease duration \(15s\)"):
-        LeaderElector(None, NS, LEASE, "a", renew_deadline_s=20)  # type: ignore[arg-type]
+        LeaderElector(None, NS, LEASE, "a", renew_deadline_s=20)  # type: ignore[arg-type]  # no client: timings are checked first
 
 
 async def test_a_renewal_that_hangs_past_the_deadline_stops_leading_in_the_same_round(

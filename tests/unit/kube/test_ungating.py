@@ -340,7 +340,7 @@ async def recording_server() -> AsyncIterator[tuple[str, list[tuple[str, str, di
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # a started site has a server
     yield f"http://127.0.0.1:{port}", seen
     await runner.cleanup()
 

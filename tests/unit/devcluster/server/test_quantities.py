@@ -33,7 +33,7 @@ def test_a_quantity_reads_as_milli_units(_name: str, text: str | int, milli: int
 @pytest.mark.parametrize("text", ["abc", "", "1.5.5", "1Ki5", "5 m", "1e", "Gi", "0x10", "1_000", True, None])
 def test_what_is_not_a_quantity_is_refused_with_the_apiservers_pattern(text: object) -> None:
     with pytest.raises(QuantityError, match=r"must match the regular expression"):
-        parse_milli(text)  # type: ignore[arg-type]
+        parse_milli(text)  # type: ignore[arg-type]  # deliberately not a str: bad input is refused
 
 
 _digits = st.text("0123456789", min_size=1, max_size=6)
@@ -43,7 +43,7 @@ _suffixes = st.sampled_from(["", "m", "k", "M", "G", "T", "Ki", "Mi", "Gi", "Ti"
 
 @given(_numbers, _suffixes)
 def test_values_agree_with_the_kubernetes_clients_parser(number: str, suffix: str) -> None:
-    oracle = Decimal(parse_quantity(number + suffix)) * 1000  # type: ignore[no-untyped-call]
+    oracle = Decimal(parse_quantity(number + suffix)) * 1000  # type: ignore[no-untyped-call]  # kubernetes.utils is unannotated
     assert parse_milli(number + suffix) == math.ceil(oracle)
 
 
