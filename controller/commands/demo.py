@@ -288,8 +288,9 @@ async def _demo(kubeconfig: Path | None, keep: bool, say: Callable[[str], None])
                 say(f"tasq demo: {SECOND_GANG} did not start within {STEP_TIMEOUT_S:.0f} s of {FIRST_GANG} finishing")
                 return 1
             say("")
-            say("Next: `tasq dev --kubeconfig PATH` keeps a cluster like this one running for kubectl "
-                "(`kubectl get workloads`, `kubectl describe workload ...`).")
+            say(f"Next: `tasq dev --kubeconfig PATH --nodes {sample_nodes_file()}` keeps a cluster with these "
+                f"nodes running for kubectl; `kubectl apply -f {samples_dir()}`, then `kubectl get workloads`, "
+                "`kubectl describe workload ...`.")
             if keep:
                 say(f"serving until Ctrl-C; kubeconfig: {stack.kubeconfig}")
                 await asyncio.Event().wait()
