@@ -110,7 +110,7 @@ class AdmissionRequest:
     uid: str = field(default_factory=lambda: str(uuid.uuid4()))
 
 
-# Hook signatures (issue 6 plugs the webhook chain and fault injection in here). A mutating hook
+# Hook signatures (the webhook chain and fault injection plug in here). A mutating hook
 # returns the (possibly changed) object or an ApiError to deny (for DELETE it gets no object, only
 # old_object, and may only deny); a validating hook returns an
 # ApiError to deny or None; a fault hook returns an ApiError to fail the request before any change.
@@ -435,7 +435,7 @@ class ApiServer:
 
     async def _admit(self, op: str, r: ResourceType, sub: str, obj: dict[str, Any],
                      old: dict[str, Any] | None, dry_run: bool) -> dict[str, Any]:
-        """Mutating admission (the webhook chain of issue 6 plugs in via `mutating_hooks`)."""
+        """Mutating admission (the webhook chain plugs in via `mutating_hooks`)."""
         for hook in list(self.mutating_hooks):
             meta = obj["metadata"]
             result = await hook(AdmissionRequest(op, r, sub, meta.get("namespace", ""), meta.get("name", ""),

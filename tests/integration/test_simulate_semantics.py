@@ -1,4 +1,4 @@
-"""`tasq simulate` follows Kueue on five points issue 14 found it did not.
+"""`tasq simulate` follows Kueue on five points where it once did not.
 
 Pod sets that request nothing but ask for a topology are placed (one `pods` slot each); heads that
 fit without borrowing go first; `preemption` is warned about, not pretended; a waiting Workload

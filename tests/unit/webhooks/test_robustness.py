@@ -140,7 +140,7 @@ def test_render_quotes_what_json_cannot() -> None:
 
 @dataclass(frozen=True)
 class RootCause:
-    """One minimal document of issue 14's list: the model used to raise on it (or the CRD refused
+    """One minimal document of a known failure: the model used to raise on it (or the CRD refused
     it) while the validators passed it; now the validators name the field."""
 
     name: str
