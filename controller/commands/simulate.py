@@ -23,13 +23,13 @@ from typing import Any, TextIO
 import yaml
 
 from controller.api import constants as c
-from controller.api.documents import MAX_INPUT_BYTES, decode, parse_documents
 from controller.api.features import FLAG_HELP, FeatureGateError, parse_feature_gates
-from controller.api.kube_objects import check_object
 from controller.api.queues import ClusterQueue
 from controller.api.workload import Workload
 from controller.core.admission.preemption import preemption_warning
 from controller.core.simulating import Simulation
+from controller.manifests.documents import MAX_INPUT_BYTES, decode, parse_documents
+from controller.manifests.kube_objects import check_object
 
 _SUFFIXES = (".yaml", ".yml", ".json")
 _COLUMNS = ("NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED", "FLAVOR", "PLACEMENT")

@@ -17,11 +17,11 @@ from pydantic import ValidationError
 
 from controller.api import constants as c
 from controller.api.flavor import ResourceFlavor
-from controller.api.kube_schema import MAX_WALK_DEPTH, schema_errors
 from controller.api.meta import KubeObject
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.workload import Workload
+from controller.manifests.kube_schema import MAX_WALK_DEPTH, schema_errors
 from webhooks.validation import FieldError, formats, placement, validate
 from webhooks.validation.errors import ROOT, SPEC, invalid, required, unsupported
 from webhooks.validation.meta import METADATA, object_meta

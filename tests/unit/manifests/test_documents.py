@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from controller.api.documents import MAX_DEPTH, Document, decode, parse_documents
+from controller.manifests.documents import MAX_DEPTH, Document, decode, parse_documents
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.api.kube_schema import schema_errors
+from controller.manifests.kube_schema import schema_errors
 from tests.builders.cluster import make_node, make_pod
 
 POD = "io.k8s.api.core.v1.Pod"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.api.kube_objects import check_object
+from controller.manifests.kube_objects import check_object
 from tests.builders.cluster import make_node, make_pod
 from tests.builders.kueue import make_flavor, make_job, make_local_queue
 

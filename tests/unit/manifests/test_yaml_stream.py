@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.api.yaml_stream import STREAMED, YamlProblem, read_yaml
+from controller.manifests.yaml_stream import STREAMED, YamlProblem, read_yaml
 
 
 def test_scalars_resolve_as_the_safe_loader_does_but_timestamps_stay_strings() -> None:

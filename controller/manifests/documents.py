@@ -15,7 +15,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from controller.api.yaml_stream import STREAMED, YamlProblem, read_yaml
+from controller.manifests.yaml_stream import STREAMED, YamlProblem, read_yaml
 
 MAX_INPUT_BYTES: Final = 1 << 30
 """Largest file (or stdin) accepted: a 50,000-node `kubectl get nodes,pods -o json` is 250-700 MB."""
