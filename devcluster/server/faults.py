@@ -1,7 +1,11 @@
-"""Fault injection for tests: latency, 409, 500, 410 Gone, dropped watches and timing-out webhooks.
+"""Fault injection for tests: latency, 409, 500, 410 Gone, dropped watches, dropped connections and
+timing-out webhooks.
 
 `Faults(api).install()` hooks the request pipeline (`ApiServer.fault_hooks`, `watch_hooks`), so a
-fault hits a request before any state change. Rules pick requests by verb, resource (`pods/status`),
+fault hits a request before any state change. A dropped connection is what a restarting
+kube-apiserver does to a client: DISCONNECT drops it before the request is applied, DISCONNECT_AFTER
+applies the request and drops it before the answer (the client cannot tell which happened); both hit
+HTTP requests only (the front marks them with `CONNECTION`), never the in-process API. Rules pick requests by verb, resource (`pods/status`),
 namespace and name, for the next N or until cleared; tests add them in-process (`DevCluster.faults`),
 `tasq dev` users through `/debug/faults` (see `Faults.serve_http`).
 """
@@ -9,6 +13,7 @@ namespace and name, for the next N or until cleared; tests add them in-process (
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import weakref
 from dataclasses import asdict, dataclass, field
@@ -26,8 +31,26 @@ ERROR = "error"
 GONE = "gone"
 DROP_WATCH = "drop-watch"
 WEBHOOK_TIMEOUT = "webhook-timeout"
-KINDS = (LATENCY, CONFLICT, ERROR, GONE, DROP_WATCH, WEBHOOK_TIMEOUT)
+DISCONNECT = "disconnect"
+DISCONNECT_AFTER = "disconnect-after"
+KINDS = (LATENCY, CONFLICT, ERROR, GONE, DROP_WATCH, WEBHOOK_TIMEOUT, DISCONNECT, DISCONNECT_AFTER)
 ANY = "*"
+
+
+@dataclass
+class Connection:
+    """The HTTP connection of the request being served; `drop_answer` once a DISCONNECT_AFTER rule hit
+    it: the front aborts the connection instead of answering."""
+
+    drop_answer: bool = False
+
+
+CONNECTION: contextvars.ContextVar[Connection | None] = contextvars.ContextVar("devcluster_connection", default=None)
+"""Set by the HTTP front for the request it serves (None for in-process API calls)."""
+
+
+class Disconnect(Exception):
+    """A DISCONNECT rule hit the request: the front aborts its connection without an answer."""
 
 
 @dataclass
@@ -100,10 +123,18 @@ class Faults:
     # ---------------------------------------------------------------- hooks
 
     async def check(self, info: RequestInfo) -> ApiError | None:
-        """Fault hook: sleep for latency, then fail with the first matching error rule."""
+        """Fault hook: sleep for latency, then fail with the first matching error rule; over HTTP, drop
+        the connection now (Disconnect) or after the request is applied (marks `CONNECTION`)."""
         delay = self._take(info, (LATENCY,))
         if delay is not None:
             await asyncio.sleep(delay.seconds)
+        connection = CONNECTION.get()
+        if connection is not None:
+            drop = self._take(info, (DISCONNECT, DISCONNECT_AFTER))
+            if drop is not None and drop.kind == DISCONNECT:
+                raise Disconnect(f"injected fault: {info.verb} {info.resource.plural} {info.name}")
+            if drop is not None:
+                connection.drop_answer = True
         rule = self._take(info, (CONFLICT, ERROR, GONE))
         return None if rule is None else self._error(rule, info)
 
