@@ -331,7 +331,7 @@ class _ControlHandler(http.server.BaseHTTPRequestHandler):
     processes: Processes
     api: Api
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         try:
@@ -365,7 +365,7 @@ class _ControlHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's signature)
+    def log_message(self, format: str, *args: Any) -> None:
         log(f"control: {format % args}")
 
 
