@@ -73,11 +73,11 @@ class InvariantPoller:
                 answer = self.custom.list_namespaced_custom_object(group, version, self.namespace, c.PLURAL_WORKLOADS,
                                                                    _request_timeout=5)
                 raw = self.core.list_namespaced_pod(self.namespace, _preload_content=False, _request_timeout=5)
+                pods: list[dict[str, Any]] = json.loads(raw.data)["items"]
             except Exception:  # the API server is restarting  # noqa: BLE001
                 self.failed_reads += 1
                 continue
             workloads: list[dict[str, Any]] = answer["items"]
-            pods: list[dict[str, Any]] = json.loads(raw.data)["items"]
             self.polls += 1
             self.check(workloads, pods)
 
