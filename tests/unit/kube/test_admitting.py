@@ -7,6 +7,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp
+
 from controller.api import constants as c
 from controller.cache.cluster import KIND_NODE, ClusterCache
 from controller.kube.admitting import AdmissionLoop
@@ -79,3 +81,66 @@ async def test_queue_statuses_are_written_after_the_first_cycle_then_once_per_in
     await asyncio.sleep(0.5)
     assert sorted(queue_writes(api)) == ["cq", "cq", "lq", "lq"]  # one coalesced write per queue
     assert loop.admitted_at.keys() == {f"default/w{i}" for i in range(6)}
+
+
+class DroppingApi(RecordingApi):
+    """RecordingApi whose first `drops` Workload status patches lose their connection, as a restarting
+    kube-apiserver drops it: before the patch is applied, or (`applied`) after, the answer lost.
+    `get` answers what the server holds."""
+
+    def __init__(self, cache: ClusterCache, drops: int, applied: bool) -> None:
+        super().__init__(cache)
+        self.drops, self.applied = drops, applied
+        self.server: dict[str, dict[str, Any]] = {}
+
+    async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
+                          patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        if resource != WORKLOADS:
+            return await super().merge_patch(resource, namespace, name, patch, subresource)
+        if self.drops > 0:
+            self.drops -= 1
+            if self.applied:
+                self.server[name] = await super().merge_patch(resource, namespace, name, patch, subresource)
+            raise aiohttp.ServerDisconnectedError()
+        self.server[name] = await super().merge_patch(resource, namespace, name, patch, subresource)
+        return self.server[name]
+
+    async def get(self, resource: tuple[str, str], namespace: str | None, name: str) -> dict[str, Any]:
+        return self.server.get(name) or dict(self.cache.workloads[f"{namespace}/{name}"].obj)
+
+
+def admitted_on_server(api: DroppingApi) -> list[str]:
+    return sorted(name for name, wl in api.server.items() if wl["status"].get("admission"))
+
+
+async def test_an_admission_whose_write_dropped_unapplied_is_given_back_then_written_by_a_later_cycle() -> None:
+    cache = cluster(workloads=1)
+    api = DroppingApi(cache, drops=1, applied=False)
+    loop = AdmissionLoop(cache, api, EventRecorder(api))  # type: ignore[arg-type]
+
+    await loop.cycle()
+    await settle(loop)
+
+    assert cache.workloads["default/w0"].fit is None  # rolled back before the next cycle
+    assert admitted_on_server(api) == []
+    await loop.cycle()
+    await settle(loop)
+    assert admitted_on_server(api) == ["w0"]
+    assert cache.workloads["default/w0"].fit is not None
+
+
+async def test_an_admission_applied_with_its_answer_lost_keeps_its_reservation_and_is_not_written_twice() -> None:
+    cache = cluster(workloads=1)
+    api = DroppingApi(cache, drops=1, applied=True)
+    admitted: list[str] = []
+    loop = AdmissionLoop(cache, api, EventRecorder(api),  # type: ignore[arg-type]
+                         on_admitted=lambda wl: admitted.append(wl["metadata"]["name"]))
+
+    await loop.cycle()
+    await settle(loop)
+    await loop.cycle()
+    await settle(loop)
+
+    assert cache.workloads["default/w0"].fit is not None  # read back: the server holds the admission
+    assert admitted == ["w0"]
+    assert sum(resource == WORKLOADS for resource, _ in api.patches) == 1
