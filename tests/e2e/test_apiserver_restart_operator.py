@@ -64,17 +64,17 @@ class InvariantPoller:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join(30)
-        self.api_client.close()  # type: ignore[no-untyped-call]  # unannotated
+        self.api_client.close()
 
     def _run(self) -> None:
         group, version = c.API_VERSION.split("/")
         while not self._stop.wait(self.interval):
             try:
-                answer = self.custom.list_namespaced_custom_object(group, version, self.namespace, c.PLURAL_WORKLOADS,
+                answer: Any = self.custom.list_namespaced_custom_object(group, version, self.namespace, c.PLURAL_WORKLOADS,
                                                                    _request_timeout=5)
-                raw = self.core.list_namespaced_pod(self.namespace, _preload_content=False, _request_timeout=5)
+                raw: Any = self.core.list_namespaced_pod(self.namespace, _preload_content=False, _request_timeout=5)
                 pods: list[dict[str, Any]] = json.loads(raw.data)["items"]
-            except Exception:  # the API server is restarting  # noqa: BLE001
+            except Exception:  # the API server is restarting
                 self.failed_reads += 1
                 continue
             workloads: list[dict[str, Any]] = answer["items"]
@@ -107,9 +107,9 @@ class InvariantPoller:
             requests = pod["spec"]["containers"][0].get("resources", {}).get("requests", {})
             per_node[node] += int(requests.get(GPU, "0"))
             workload = (pod["metadata"].get("annotations") or {}).get(c.ANNOTATION_TOPOLOGY_WORKLOAD)
-            if workload not in admitted or node not in admitted[workload]:
+            if workload is None or workload not in admitted or node not in admitted[workload]:
                 self.violations.append(f"pod {pod['metadata']['name']} runs on {node}, outside the assignment of "
-                                       f"{workload}: {admitted.get(workload)}")
+                                       f"{workload}: {admitted.get(workload or '')}")
             else:
                 per_slice[(workload, node)] += 1
                 if per_slice[(workload, node)] > admitted[workload][node]:
