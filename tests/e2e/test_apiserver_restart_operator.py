@@ -193,3 +193,48 @@ def test_kube_apiserver_killed_while_gangs_are_ungated(
         time.sleep(2 * poller.interval)
     assert poller.violations == []
     assert poller.polls > 5
+
+
+def _workload(name: str, gpus: int, slices: dict[str, int], *, finished: bool = False) -> dict[str, Any]:
+    conditions = [{"type": "Finished", "status": "True"}] if finished else []
+    return {"metadata": {"name": name, "uid": f"uid-{name}"}, "status": {"conditions": conditions, "admission": {
+        "clusterQueue": "team", "podSetAssignments": [{"name": "main", "resourceUsage": {GPU: str(gpus)},
+                                                      "topologyAssignment": {"slices": [
+                                                          {"nodeLabels": {c.LABEL_HOSTNAME: host}, "count": n}
+                                                          for host, n in slices.items()]}}]}}}
+
+
+def _pod(name: str, workload: str, node: str, gpus: int = 2, phase: str = "Running") -> dict[str, Any]:
+    return {"metadata": {"name": name, "annotations": {c.ANNOTATION_TOPOLOGY_WORKLOAD: workload}},
+            "spec": {"nodeName": node, "containers": [{"resources": {"requests": {GPU: str(gpus)}}}]},
+            "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize(("workloads", "pods", "broken"), [
+    ([_workload("a", 8, {"n1": 4})], [_pod("a-0", "a", "n1")], ""),
+    ([_workload(f"w{i}", 8, {"n1": 4}) for i in range(7)], [], "56 GPUs admitted, quota 48"),
+    ([_workload(f"w{i}", 8, {"n1": 4}, finished=i > 0) for i in range(7)], [], ""),
+    ([_workload("a", 8, {"n1": 4})], [_pod("a-0", "a", "n2")], "pod a-0 runs on n2, outside the assignment"),
+    ([_workload("a", 4, {"n1": 1})], [_pod("a-0", "a", "n1"), _pod("a-1", "a", "n1")], "more pods of a on n1"),
+    ([_workload("a", 10, {"n1": 5})], [_pod(f"a-{i}", "a", "n1") for i in range(5)], "node n1 runs pods of 10 GPUs"),
+    ([_workload("a", 10, {"n1": 5})], [_pod(f"a-{i}", "a", "n1", phase="Succeeded") for i in range(5)], ""),
+], ids=["within-everything", "over-quota", "finished-ones-hold-nothing", "pod-outside-its-slices",
+        "more-pods-than-its-slice", "node-over-capacity", "terminated-pods-hold-nothing"])
+def test_the_poller_reports_each_broken_invariant(
+        workloads: list[dict[str, Any]], pods: list[dict[str, Any]], broken: str) -> None:
+    poller = InvariantPoller.__new__(InvariantPoller)  # its checks only, no thread or client
+    poller.violations, poller._admissions = [], {}
+
+    poller.check(workloads, pods)
+
+    assert [broken in v for v in poller.violations] == ([True] if broken else [])
+
+
+def test_the_poller_reports_a_workload_admitted_twice() -> None:
+    poller = InvariantPoller.__new__(InvariantPoller)  # its checks only, no thread or client
+    poller.violations, poller._admissions = [], {}
+
+    poller.check([_workload("a", 8, {"n1": 4})], [])
+    poller.check([_workload("a", 8, {"n2": 4})], [])
+
+    assert len(poller.violations) == 1 and poller.violations[0].startswith("workload a admitted twice")
