@@ -124,18 +124,19 @@ class Faults:
 
     async def check(self, info: RequestInfo) -> ApiError | None:
         """Fault hook: sleep for latency, then fail with the first matching error rule; over HTTP, drop
-        the connection now (Disconnect) or after the request is applied (marks `CONNECTION`)."""
+        the connection now (Disconnect) or after the request is applied (marks `CONNECTION`). Every
+        rule that hits a request is taken when it arrives, so a delayed request never takes a rule
+        added while it slept."""
         delay = self._take(info, (LATENCY,))
+        connection = CONNECTION.get()
+        drop = self._take(info, (DISCONNECT, DISCONNECT_AFTER)) if connection is not None else None
+        rule = self._take(info, (CONFLICT, ERROR, GONE)) if drop is None or drop.kind != DISCONNECT else None
         if delay is not None:
             await asyncio.sleep(delay.seconds)
-        connection = CONNECTION.get()
-        if connection is not None:
-            drop = self._take(info, (DISCONNECT, DISCONNECT_AFTER))
-            if drop is not None and drop.kind == DISCONNECT:
-                raise Disconnect(f"injected fault: {info.verb} {info.resource.plural} {info.name}")
-            if drop is not None:
-                connection.drop_answer = True
-        rule = self._take(info, (CONFLICT, ERROR, GONE))
+        if drop is not None and drop.kind == DISCONNECT:
+            raise Disconnect(f"injected fault: {info.verb} {info.resource.plural} {info.name}")
+        if drop is not None and connection is not None:
+            connection.drop_answer = True
         return None if rule is None else self._error(rule, info)
 
     def check_watch(self, info: RequestInfo, watch: Watch) -> ApiError | None:
