@@ -157,7 +157,8 @@ def installed(realcluster_kubeconfig: Path, tmp_path: Path) -> Iterator[tuple[Ku
     sa_config = service_account_kubeconfig(kubectl, realcluster_kubeconfig, tmp_path / "sa.kubeconfig")
     log = tmp_path / "tasq.log"
     proc = subprocess.Popen([str(BIN / "tasq"), "run", "--kubeconfig", str(sa_config), "--webhook-cert-dir",
-                             str(certs), "--webhook-port", str(port), "--metrics-port", "-1", "-v"],
+                             str(certs), "--webhook-port", str(port), "--metrics-port", "-1",
+                             "--probe-port", "-1", "-v"],
                             stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
