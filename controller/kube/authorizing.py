@@ -68,41 +68,45 @@ class Verdict:
 
 
 class _Expiring:
-    """A bounded map of answers with an expiry each; a lookup of one in flight joins it."""
+    """A bounded map of answers with an expiry each. A lookup runs as its own task that concurrent
+    callers for the same key join, so a caller that goes away (a scraper disconnecting) cancels
+    nobody else's answer."""
 
     def __init__(self, clock: Callable[[], float], max_entries: int) -> None:
         self.clock = clock
         self.max_entries = max_entries
         self.entries: OrderedDict[Any, tuple[float, Any]] = OrderedDict()
-        self.pending: dict[Any, asyncio.Future[Any]] = {}
+        self.pending: dict[Any, asyncio.Task[Any]] = {}
 
     async def get(self, key: Any, fetch: Callable[[], Awaitable[tuple[Any, float]]]) -> Any:
-        """The cached value of `key`, else `fetch()`'s (value, ttl) stored for ttl seconds; concurrent
-        callers for one key share one fetch. A fetch that raises is not cached."""
+        """The cached value of `key`, else `fetch()`'s (value, ttl), kept for ttl seconds. A fetch
+        that raises is not kept: each caller waiting for it gets the error."""
         entry = self.entries.get(key)
         if entry is not None and entry[0] > self.clock():
             return entry[1]
-        if key in self.pending:
-            return await asyncio.shield(self.pending[key])
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.pending[key] = future
+        task = self.pending.get(key)
+        if task is None:
+            task = asyncio.create_task(self._fetch(key, fetch))
+            task.add_done_callback(_retrieve)
+            self.pending[key] = task
+        return await asyncio.shield(task)
+
+    async def _fetch(self, key: Any, fetch: Callable[[], Awaitable[tuple[Any, float]]]) -> Any:
         try:
             value, ttl = await fetch()
-        except asyncio.CancelledError:
-            future.cancel()
-            raise
-        except Exception as e:
-            future.set_exception(e)
-            future.exception()  # retrieved here, so a fetch nobody else waited for logs nothing
-            raise
         finally:
             del self.pending[key]
-        future.set_result(value)
         self.entries[key] = (self.clock() + ttl, value)
         self.entries.move_to_end(key)
         while len(self.entries) > self.max_entries:
             self.entries.popitem(last=False)
         return value
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Mark a lookup's error as seen (every caller got it), so asyncio does not log it again."""
+    if not task.cancelled():
+        task.exception()
 
 
 def bearer_token(authorization: str | None) -> str | None:

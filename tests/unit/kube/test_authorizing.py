@@ -164,6 +164,19 @@ async def test_concurrent_scrapes_with_one_token_share_one_review(reviewer: Acce
     assert reviewer.calls == 2
 
 
+async def test_a_scraper_going_away_cancels_no_one_elses_review(reviewer: AccessReviewer, api: ReviewingApi) -> None:
+    api.gate = asyncio.Event()
+    leaving = asyncio.create_task(reviewer.review("Bearer reader-token", "get", "/metrics"))
+    staying = asyncio.create_task(reviewer.review("Bearer reader-token", "get", "/metrics"))
+    await asyncio.sleep(0)
+    leaving.cancel()
+    await asyncio.sleep(0)
+    api.gate.set()
+    assert (await staying).status == 200
+    assert leaving.cancelled()
+    assert reviewer.calls == 2
+
+
 async def test_an_unreachable_api_server_is_a_500_that_is_not_cached(reviewer: AccessReviewer,
                                                                      api: ReviewingApi) -> None:
     api.failing = True
