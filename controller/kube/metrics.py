@@ -239,8 +239,8 @@ async def serving_endpoints(endpoints: Endpoints, api: KubeApi, ready: Callable[
                     served = await serve_metrics(endpoints.metrics_host, endpoints.metrics_port, metrics,
                                                  AccessReviewer(api), ReloadingTls(files, "metrics"))
                 stack.push_async_callback(served.close)
-                log.info("Metrics on %s://%s:%d/metrics%s", served.scheme, endpoints.metrics_host, served.port,
-                         " (unauthenticated)" if endpoints.metrics_insecure else
-                         " (TokenReview + SubjectAccessReview; certificate "
-                         f"{'from ' + str(endpoints.metrics_cert_dir) if endpoints.metrics_cert_dir else 'self-signed'})")
+                certificate = f"from {endpoints.metrics_cert_dir}" if endpoints.metrics_cert_dir else "self-signed"
+                how = ("unauthenticated" if endpoints.metrics_insecure
+                       else f"TokenReview + SubjectAccessReview, certificate {certificate}")
+                log.info("Metrics on %s://%s:%d/metrics (%s)", served.scheme, endpoints.metrics_host, served.port, how)
             yield served, probes
