@@ -1,12 +1,10 @@
-"""tasq's one door to the API server: every request tasq sends itself, and the one error type, ApiError.
+"""tasq's one door to the API server: every request tasq sends itself, and its one error type, ApiError.
 
-`connect` builds a `kubernetes.aio` ApiClient (a kubeconfig, else in-cluster); `KubeApi` sends JSON
-requests over it and the ungater's prepared patch bytes over its connections (`patch_raw`); whatever
-fails (an answer outside 2xx, a dropped connection, a timeout, TLS) comes out as one `ApiError`
-(`api_error` is the mapping), and `retrying` re-runs transient failures with backoff. Called by the
-admission loop, job reconciler, statuses, Events, priming and `tasq explain` reads, leader election
-(Leases), local webhook registration and the ungater. kopf's watches use kopf's own connection.
-"""
+`connect` builds a `kubernetes.aio` ApiClient; `KubeApi` sends JSON requests and the ungater's patch
+bytes (`patch_raw`) over it; any failure (a non-2xx answer, a dropped connection, a timeout, TLS) is an
+`ApiError` (`api_error`, `refused`) and `retrying` re-runs transient ones. Called by the admission loop,
+job reconciler, statuses, Events, priming, `tasq explain`, leader election, local webhook registration
+and the ungater; only kopf's watches use a connection of their own (kopf's)."""
 
 from __future__ import annotations
 
@@ -77,10 +75,10 @@ _CLIENT_ERRORS: tuple[type[Exception], ...] = (*TRANSPORT_ERRORS, ApiException)
 def api_error(error: Exception, request: str) -> ApiError:
     """The one mapping of what a request raised to ApiError (`request` names it: method and path).
 
-    | raised                                        | status      | so              |
-    | ApiError                                      | its own     | as it is        |
-    | kubernetes ApiException (the client's retry)  | its status  | by that status  |
-    | TRANSPORT_ERRORS                              | 0           | transient       |
+    | raised                                   | status     | so             |
+    | ApiError                                 | its own    | as it is       |
+    | kubernetes ApiException (from `call_api`) | its status | by that status |
+    | TRANSPORT_ERRORS                         | 0          | transient      |
     Anything else is a bug and is not passed here. An answer outside 2xx is `refused`.
     """
     if isinstance(error, ApiError):

@@ -17,6 +17,7 @@ from controller.kube.api import LEASES, ApiError, KubeApi
 from controller.kube.leading import LeaderElector
 from devcluster.cluster import DevCluster
 from devcluster.server.faults import ERROR
+from tests.unit.kube.recording import RecordingApi
 
 NS, LEASE = "kube-system", "tasq-test"
 
@@ -47,18 +48,6 @@ async def api_client(cluster: DevCluster, tmp_path: Path) -> AsyncIterator[ApiCl
     client = await aconfig.new_client_from_config(config_file=str(cluster.write_kubeconfig(tmp_path / "kc")))  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
     async with client:
         yield client
-
-
-class RecordingApi(KubeApi):
-    """The door, noting each request's method and path (the only way out for the elector)."""
-
-    def __init__(self, api_client: ApiClient) -> None:
-        super().__init__(api_client)
-        self.seen: list[tuple[str, str]] = []
-
-    async def request(self, method: str, url: str, *args: Any, **kw: Any) -> dict[str, Any]:
-        self.seen.append((method, url))
-        return await super().request(method, url, *args, **kw)
 
 
 def elector(api_client: ApiClient, identity: str, clock: FakeClock, events: list[str] | None = None,

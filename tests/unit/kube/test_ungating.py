@@ -31,6 +31,7 @@ from devcluster.server.faults import CONFLICT, ERROR
 from devcluster.simulated.components import Components
 from devcluster.simulated.nodes import LABEL_BLOCK, LABEL_RACK, create_nodes, parse_shape, topology_nodes
 from tests.client_models import as_body, present
+from tests.unit.kube.recording import RecordingApi
 
 RACK = "cloud.com/rack"
 OTHER_GATE = "example.com/other"
@@ -415,9 +416,11 @@ async def test_on_the_devcluster_indexed_pods_are_ungated_into_their_racks_and_b
     slices = {"main": [TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r1"}, count=4),
                        TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r2"}, count=1)]}
     listed: list[PodState] = []
-    ungater = TopologyUngater(KubeApi(client), lambda ns, wl: UngatingInput(ns, wl, slices, listed))
+    door = RecordingApi(client)
+    ungater = TopologyUngater(door, lambda ns, wl: UngatingInput(ns, wl, slices, listed))
     listed[:] = [pod_state(p) for p in (await core.list_namespaced_pod("default")).items]
     assert await ungater.sync("default", "job-w") == 5
+    assert sorted(door.seen) == [("PATCH", f"/api/v1/namespaces/default/pods/w-{i}") for i in range(5)]
     components = Components(cluster.api).start()
     try:
         await components.settle()
