@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace, identity: str) -> None:
-    from controller.kube.api import connect
+    from controller.kube.api import KubeApi, connect
     from controller.kube.embedding import take_back_signals
     from controller.kube.leading import LeaderElector
     from controller.kube.process import Webhooks, serve_tasq
@@ -105,7 +105,7 @@ async def _serve(args: argparse.Namespace, identity: str) -> None:
                             port=args.webhook_port or c.WEBHOOK_CONTAINER_PORT)
     api_client = await connect(args.kubeconfig)
     try:
-        elector = LeaderElector(api_client, args.lease_namespace, args.lease_name, identity)
+        elector = LeaderElector(KubeApi(api_client), args.lease_namespace, args.lease_name, identity)
         await serve_tasq(api_client, stop, webhooks=webhooks, elector=elector, features=args.features,
                          endpoints=endpoints_from_flags(args))
     finally:

@@ -26,10 +26,10 @@ from controller.cache.cluster import ClusterCache, admission_of
 from controller.core.admission.conditions import mark_admitted, mark_pending, quota_reserved_message
 from controller.core.admission.cycle import AdmissionState, Admit, Pending, explain, run_until_quiet
 from controller.core.admission.workloads import workload_info
-from controller.kube.api import WORKLOADS, ApiError, KubeApi
+from controller.kube.api import TRANSPORT_ERRORS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.metrics import Metrics
-from controller.kube.requeuing import TRANSPORT_ERRORS, Backoff, log_failure
+from controller.kube.requeuing import Backoff, log_failure
 from controller.kube.statuses import (
     queue_statuses,
     stamp_conditions,
@@ -303,7 +303,7 @@ async def _read_back_until_answered(api: KubeApi, obj: dict[str, Any]) -> dict[s
         try:
             return await api.get(WORKLOADS, namespace, name)
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return None
             error: Exception = e
         except TRANSPORT_ERRORS as e:

@@ -17,8 +17,7 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.meta import format_time
-from controller.kube.api import EVENTS, ApiError, KubeApi
-from controller.kube.requeuing import TRANSPORT_ERRORS
+from controller.kube.api import EVENTS, TRANSPORT_ERRORS, ApiError, KubeApi
 
 log = logging.getLogger(__name__)
 

@@ -4,6 +4,7 @@
 on its `leading` event. The holder renews every retry period with the Lease's resourceVersion (a 409
 is a lost race); a holder that cannot renew within the renew deadline stops leading; a clean shutdown
 clears holderIdentity so a successor takes over at its next retry instead of after the lease duration.
+The Lease is read and written as JSON through the door (`controller.kube.api.KubeApi`).
 """
 
 from __future__ import annotations
@@ -14,18 +15,10 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-
-import aiohttp
-from kubernetes.aio.client import (
-    ApiClient,
-    ApiException,
-    CoordinationV1Api,
-    V1Lease,
-    V1LeaseSpec,
-    V1ObjectMeta,
-)
+from typing import Any
 
 from controller.api import constants as c
+from controller.kube.api import LEASES, ApiError, KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +44,7 @@ class LeaderElector:
     `on_started` / `on_stopped` run (awaited when they return an awaitable) on each transition.
     """
 
-    def __init__(self, api_client: ApiClient, namespace: str, name: str, identity: str,
+    def __init__(self, api: KubeApi, namespace: str, name: str, identity: str,
                  lease_duration_s: float = 15, renew_deadline_s: float = 10, retry_period_s: float = 2,
                  on_started: Callback | None = None, on_stopped: Callback | None = None,
                  clock: Callable[[], datetime] = _utc_now,
@@ -59,7 +52,7 @@ class LeaderElector:
         if not retry_period_s < renew_deadline_s < lease_duration_s:
             raise ValueError(f"leader election needs retry period ({retry_period_s}s) < renew deadline "
                              f"({renew_deadline_s}s) < lease duration ({lease_duration_s}s)")
-        self.api = CoordinationV1Api(api_client)
+        self.api = api
         self.namespace, self.name, self.identity = namespace, name, identity
         self.lease_duration_s, self.renew_deadline_s = lease_duration_s, renew_deadline_s
         self.retry_period_s = retry_period_s
@@ -100,18 +93,16 @@ class LeaderElector:
     async def release(self) -> bool:
         """Clear holderIdentity if we hold the Lease, so a successor need not wait for expiry."""
         try:
-            lease = await asyncio.wait_for(self.api.read_namespaced_lease(self.name, self.namespace),
-                                           self.renew_deadline_s)
-            spec = lease.spec or V1LeaseSpec()
-            if (spec.holder_identity or "") != self.identity:
+            lease = await asyncio.wait_for(self.api.get(LEASES, self.namespace, self.name), self.renew_deadline_s)
+            spec = lease.get("spec") or {}
+            if (spec.get("holderIdentity") or "") != self.identity:
                 return False
-            body = self._body(_resource_version(lease), None, self.clock(), acquire=spec.acquire_time,
-                              transitions=spec.lease_transitions or 0, duration_s=1)
-            await asyncio.wait_for(self.api.replace_namespaced_lease(self.name, self.namespace, body),
-                                   self.renew_deadline_s)
+            body = self._body(_resource_version(lease), None, self.clock(), acquire=spec.get("acquireTime"),
+                              transitions=int(spec.get("leaseTransitions") or 0), duration_s=1)
+            await asyncio.wait_for(self.api.replace(LEASES, self.namespace, self.name, body), self.renew_deadline_s)
             return True
-        except (ApiException, aiohttp.ClientError, OSError, TimeoutError) as e:
-            log.warning("could not release Lease %s/%s: %s", self.namespace, self.name, _short(e))
+        except (ApiError, TimeoutError) as e:  # TimeoutError: our renew deadline, not the request's
+            log.warning("could not release Lease %s/%s: %s", self.namespace, self.name, e)
             return False
 
     def _past_renew_deadline(self, now: datetime) -> bool:
@@ -120,42 +111,37 @@ class LeaderElector:
     async def _acquire_or_renew(self, now: datetime) -> _Attempt:
         """Create the Lease if missing; take it if free or expired; renew it if ours (with its resourceVersion)."""
         try:
-            lease = await self.api.read_namespaced_lease(self.name, self.namespace)
-        except ApiException as e:
-            if e.status == 404:
+            lease = await self.api.get(LEASES, self.namespace, self.name)
+        except ApiError as e:
+            if e.not_found:
                 return await self._create(now)
-            log.info("reading Lease %s/%s failed: %s", self.namespace, self.name, _short(e))
+            log.info("reading Lease %s/%s failed: %s", self.namespace, self.name, e)
             return _Attempt.FAILED
-        except (aiohttp.ClientError, OSError) as e:
-            log.info("reading Lease %s/%s failed: %s", self.namespace, self.name, _short(e))
-            return _Attempt.FAILED
-        spec = lease.spec or V1LeaseSpec()
-        holder = spec.holder_identity or ""
-        if holder and holder != self.identity and not self._expired(spec.renew_time, spec.lease_duration_seconds, now):
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        duration = spec.get("leaseDurationSeconds")
+        if holder and holder != self.identity and not self._expired(_time(spec.get("renewTime")), duration, now):
             return _Attempt.TAKEN
         ours = holder == self.identity
-        transitions = (spec.lease_transitions or 0) + (0 if ours else 1)
+        transitions = int(spec.get("leaseTransitions") or 0) + (0 if ours else 1)
         body = self._body(_resource_version(lease), self.identity, now,
-                          acquire=spec.acquire_time if ours else now, transitions=transitions)
+                          acquire=spec.get("acquireTime") if ours else _micro_time(now), transitions=transitions)
         try:
-            await self.api.replace_namespaced_lease(self.name, self.namespace, body)
-        except ApiException as e:
-            if e.status == 409 and not ours:
+            await self.api.replace(LEASES, self.namespace, self.name, body)
+        except ApiError as e:
+            if e.conflict and not ours:
                 return _Attempt.TAKEN
-            log.info("writing Lease %s/%s failed: %s", self.namespace, self.name, _short(e))
-            return _Attempt.FAILED
-        except (aiohttp.ClientError, OSError) as e:
-            log.info("writing Lease %s/%s failed: %s", self.namespace, self.name, _short(e))
+            log.info("writing Lease %s/%s failed: %s", self.namespace, self.name, e)
             return _Attempt.FAILED
         return _Attempt.HELD
 
     async def _create(self, now: datetime) -> _Attempt:
         try:
-            await self.api.create_namespaced_lease(self.namespace, self._body(None, self.identity, now, now, 0))
-        except ApiException as e:
-            return _Attempt.TAKEN if e.status == 409 else _Attempt.FAILED
-        except (aiohttp.ClientError, OSError):
-            return _Attempt.FAILED
+            await self.api.create(LEASES, self.namespace, self._body(None, self.identity, now, _micro_time(now), 0))
+        except ApiError as e:
+            if not e.conflict:
+                log.info("creating Lease %s/%s failed: %s", self.namespace, self.name, e)
+            return _Attempt.TAKEN if e.conflict else _Attempt.FAILED
         return _Attempt.HELD
 
     def _expired(self, renew_time: datetime | None, duration_s: int | None, now: datetime) -> bool:
@@ -166,14 +152,17 @@ class LeaderElector:
         return (now - renew_time).total_seconds() >= duration
 
     def _body(self, resource_version: str | None, holder: str | None, now: datetime,
-              acquire: datetime | None, transitions: int, duration_s: int | None = None) -> V1Lease:
+              acquire: str | None, transitions: int, duration_s: int | None = None) -> dict[str, Any]:
         """The whole Lease to write; `resource_version` makes the write conditional (409 when stale)."""
-        return V1Lease(
-            api_version=c.LEASE_API_VERSION, kind=c.KIND_LEASE,
-            metadata=V1ObjectMeta(name=self.name, namespace=self.namespace, resource_version=resource_version),
-            spec=V1LeaseSpec(holder_identity=holder, renew_time=now, acquire_time=acquire,
-                             lease_duration_seconds=duration_s or max(1, round(self.lease_duration_s)),
-                             lease_transitions=transitions))
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if resource_version is not None:
+            metadata["resourceVersion"] = resource_version
+        spec: dict[str, Any] = {"renewTime": _micro_time(now), "acquireTime": acquire,
+                                "leaseDurationSeconds": duration_s or max(1, round(self.lease_duration_s)),
+                                "leaseTransitions": transitions}
+        if holder is not None:
+            spec["holderIdentity"] = holder
+        return {"apiVersion": c.LEASE_API_VERSION, "kind": c.KIND_LEASE, "metadata": metadata, "spec": spec}
 
     async def _start_leading(self) -> None:
         log.info("%s is now the leader (Lease %s/%s)", self.identity, self.namespace, self.name)
@@ -194,11 +183,23 @@ async def _call(callback: Callback | None) -> None:
         await result
 
 
-def _resource_version(lease: V1Lease) -> str | None:
-    return lease.metadata.resource_version if lease.metadata else None
+def _resource_version(lease: dict[str, Any]) -> str | None:
+    version = (lease.get("metadata") or {}).get("resourceVersion")
+    return str(version) if version is not None else None
 
 
-def _short(e: BaseException) -> str:
-    status = getattr(e, "status", None)
-    reason = getattr(e, "reason", None)
-    return f"{status} {reason}" if status is not None else f"{type(e).__name__}: {e}"
+def _micro_time(when: datetime) -> str:
+    """A Lease's MicroTime: RFC 3339 in UTC with microseconds, as kube-apiserver writes it."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _time(value: Any) -> datetime | None:
+    """A Lease time as written (MicroTime, or any RFC 3339 form); None when absent or unreadable,
+    which `_expired` treats as never renewed."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

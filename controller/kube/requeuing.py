@@ -11,18 +11,12 @@ from __future__ import annotations
 
 import logging
 
-import aiohttp
-
-from controller.kube.api import ApiError
+from controller.kube.api import TRANSPORT_ERRORS, ApiError
 
 BASE_S = 0.2
 """The delay after a key's first failure."""
 MAX_S = 10.0
 """The longest delay: a key failing for minutes (an API server down) is tried at least this often."""
-
-TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
-"""What a request raises when no answer came back (a dropped or refused connection, a timeout)."""
-
 
 class Backoff:
     """Per key, the delay before its next try: BASE_S doubled per consecutive failure, up to MAX_S."""
@@ -47,7 +41,7 @@ class Backoff:
 
 def log_failure(log: logging.Logger, what: str, error: Exception, delay: float) -> None:
     """One line about `what` failing with `error`, retried in `delay` seconds (see the module docstring)."""
-    if isinstance(error, ApiError) and error.status == 409:
+    if isinstance(error, ApiError) and error.conflict:
         log.debug("%s: %s; retrying in %.1fs", what, error, delay)
     elif isinstance(error, (ApiError, *TRANSPORT_ERRORS)):
         log.warning("%s: %s; retrying in %.1fs", what, _text(error), delay)
