@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.api import constants as c
-from controller.api.workload import Workload
+from controller.api.workload import Admission, Workload
 from controller.cache.cluster import ClusterCache, admission_of
 from controller.core.admission.conditions import mark_admitted, mark_pending, quota_reserved_message
 from controller.core.admission.cycle import AdmissionState, Admit, Pending, explain, run_until_quiet
@@ -205,7 +205,12 @@ class AdmissionLoop:
         now = datetime.now(UTC)
         ours = [False]
 
+        wanted = Admission.model_validate(admit.admission)
+
         def change(model: Workload) -> bool:
+            if not model.is_finished and model.status is not None and model.status.admission == wanted:
+                ours[0] = True  # this very admission: our write, applied with its answer lost (then a 409)
+                return False
             raw = model.to_dict()
             ours[0] = not (model.is_finished or admission_of(raw) is not None or workload_info(raw).shape != shape)
             return ours[0] and mark_admitted(model, admit.admission, now)
