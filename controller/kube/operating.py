@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -106,9 +107,27 @@ class Operator:
             for hook in self.settings_hooks:
                 hook(settings)
 
+    async def _prime_or_stop(self, stop: asyncio.Event) -> bool:
+        """Prime the cache; False when `stop` came first (priming waits while a CRD is missing)."""
+        priming = asyncio.create_task(prime(self.cache, self.api, self.on_change), name="tasq-prime")
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({priming, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not priming.done():
+                priming.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await priming
+        if priming.cancelled():
+            return False
+        priming.result()  # its error, if it failed
+        return True
+
     async def run(self, stop: asyncio.Event) -> None:
         """Prime, start the loops and kopf, and return once `stop` is set (everything stopped)."""
-        await prime(self.cache, self.api, self.on_change)
+        if not await self._prime_or_stop(stop):
+            return
         tasks = [asyncio.create_task(self.admission.run(self.leading), name="tasq-admission"),
                  asyncio.create_task(self.jobs.run(self.leading), name="tasq-jobs"),
                  asyncio.create_task(self.ungater.run(), name="tasq-ungater")]
@@ -136,6 +155,12 @@ class Operator:
                     await task
 
 
+def can_act(operator: Operator, elector: Any | None) -> bool:
+    """What /readyz reports: the cache is primed and kopf runs, and the replica leads or stands by
+    (reads a Lease held by another live replica); never while its Lease or a CRD is out of reach."""
+    return operator.ready.is_set() and (elector is None or bool(elector.can_act))
+
+
 async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, *, elector: Any | None = None,
                          metrics_host: str = "127.0.0.1", metrics_port: int | None = None,
                          started: Callable[[Operator], None] | None = None,
@@ -149,7 +174,8 @@ async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, *, e
         started(operator)
     probes = None
     if metrics_port is not None:
-        probes = await serve_probes(metrics_host, metrics_port, operator.ready.is_set, operator.metrics)
+        probes = await serve_probes(metrics_host, metrics_port, functools.partial(can_act, operator, elector),
+                                    operator.metrics)
         log.info("probes and metrics on %s:%d", metrics_host, probes.port)
     electing = asyncio.create_task(elector.run(), name="tasq-leader-election") if elector is not None else None
     try:
