@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from kubernetes.aio import config as aconfig
-from kubernetes.aio.client import ApiClient, ApiException, CoordinationV1Api, CoreV1Api
+from kubernetes.aio.client import ApiClient, ApiException, CoordinationV1Api, CoreV1Api, V1Namespace, V1ObjectMeta
 
 from controller.kube.leading import EXPIRY_MARGIN_S, LeaderElector
 from devcluster.cluster import DevCluster
@@ -180,9 +180,10 @@ async def test_a_missing_lease_namespace_blocks_with_the_fix_logged_once_until_t
                          "create it with `kubectl create namespace nowhere`")
     assert [r.getMessage() for r in caplog.records] == [
         f"a cannot take part in leader election, so it neither admits nor reports ready: {a.blocked}"]
-    await CoreV1Api(api_client).create_namespace({"metadata": {"name": "nowhere"}})
+    await CoreV1Api(api_client).create_namespace(V1Namespace(metadata=V1ObjectMeta(name="nowhere")))
     await a.step()
-    assert (a.is_leader, a.can_act, a.blocked) == (True, True, None)
+    blocked: str | None = a.blocked  # re-read: the step changed it
+    assert (a.is_leader, a.can_act, blocked) == (True, True, None)
     assert caplog.records[-1].getMessage() == "a can read Lease nowhere/tasq-test again and takes part in leader election"
 
 
