@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 from kubernetes.aio import config as aconfig
-from kubernetes.aio.client import ApiClient, ApiException, CoordinationV1Api, CoreV1Api, V1Namespace, V1ObjectMeta
+from kubernetes.aio.client import (
+    ApiClient,
+    ApiException,
+    CoordinationV1Api,
+    CoreV1Api,
+    V1Namespace,
+    V1ObjectMeta,
+)
 
 from controller.kube.leading import EXPIRY_MARGIN_S, LeaderElector
 from devcluster.cluster import DevCluster
