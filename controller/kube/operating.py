@@ -155,6 +155,20 @@ class Operator:
                     await task
 
 
+async def _elect_until(elector: Any, stop: asyncio.Event) -> None:
+    """Run `elector` until `stop` is set, then at once stop leading and release the Lease: the
+    successor takes over while this process is still shutting kopf down."""
+    electing = asyncio.create_task(elector.run())
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({electing, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        electing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await electing
+
+
 def can_act(operator: Operator, elector: Any | None) -> bool:
     """What /readyz reports: the cache is primed and kopf runs, and the replica leads or stands by
     (reads a Lease held by another live replica); never while its Lease or a CRD is out of reach."""
@@ -166,7 +180,7 @@ async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, *, e
                          started: Callable[[Operator], None] | None = None,
                          features: FeatureGates | None = None, admission: AdmissionServer | None = None) -> None:
     """The whole operator until `stop`: leader election (`elector`, a LeaderElector; always leading
-    without one), probes and metrics on `metrics_port`, then `Operator.run`. `started` is called
+    without one; resigned as soon as `stop` is set), probes and metrics on `metrics_port`, then `Operator.run`. `started` is called
     with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
     operator = Operator(api_client, leading=elector.leading if elector is not None else None, features=features,
                         admission=admission)
@@ -177,7 +191,8 @@ async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, *, e
         probes = await serve_probes(metrics_host, metrics_port, functools.partial(can_act, operator, elector),
                                     operator.metrics)
         log.info("probes and metrics on %s:%d", metrics_host, probes.port)
-    electing = asyncio.create_task(elector.run(), name="tasq-leader-election") if elector is not None else None
+    electing = asyncio.create_task(_elect_until(elector, stop), name="tasq-leader-election") \
+        if elector is not None else None
     try:
         await operator.run(stop)
     finally:
