@@ -2,7 +2,8 @@
 
 `AdmissionServer` is a kopf webhook server (`settings.admission.server`): it serves POST /<handler
 id> over TLS with a certificate and key read from files, and swaps in a new TLS context when the
-files change, so the next handshake uses the new certificate without a restart. Malformed
+files change, so the next handshake uses the new certificate without a restart; while `draining`
+(a stopping replica) every answer closes its connection. Malformed
 AdmissionReviews get a 400 and the server keeps serving; every request is logged with the object
 it reviews. Started by controller.kube.webhooking; tests run it directly.
 """
@@ -217,6 +218,9 @@ class AdmissionServer:
         self._fingerprint = tls.fingerprint()
         self._current = tls.context()
         self._listening = asyncio.Event()
+        self.draining = False
+        """Set while stopping: every answer closes its connection, so a client keeping one alive
+        opens its next elsewhere (another replica) instead of meeting a closed socket."""
 
     @property
     def url(self) -> str:
@@ -255,7 +259,10 @@ class AdmissionServer:
         app = web.Application(client_max_size=MAX_REVIEW_BYTES)
 
         async def serve(request: web.Request) -> web.Response:
-            return await self._serve(fn, request)
+            response = await self._serve(fn, request)
+            if self.draining:
+                response.force_close()
+            return response
         app.router.add_post("/{id:.*}", serve)
         runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await runner.setup()

@@ -35,6 +35,8 @@ from webhooks.serving import AdmissionServer
 
 log = logging.getLogger(__name__)
 
+WEBHOOK_DRAIN_S = 1.0
+"""How long a stopping replica keeps answering webhooks (each answer closing its connection)."""
 WATCH_SERVER_TIMEOUT_S = 10
 """How long one watch request lasts before kopf re-watches from its last resourceVersion."""
 
@@ -64,6 +66,7 @@ class Operator:
         self.registry = kopf.OperatorRegistry()
         self.settings_hooks: list[SettingsHook] = []
         self.ready = asyncio.Event()
+        self.admission_server = admission
         register_watches(self.registry, self.cache, self.on_change)
         if admission is not None:
             self.settings_hooks.append(add_admission(self.registry, admission))
@@ -124,6 +127,18 @@ class Operator:
         priming.result()  # its error, if it failed
         return True
 
+    async def _drain_then_stop(self, stop: asyncio.Event, kopf_stop: asyncio.Event) -> None:
+        """Stop kopf once `stop` is set; a replica serving webhooks first answers for WEBHOOK_DRAIN_S
+        more, closing each connection it answers on, so the API server's kept-alive connections move
+        to another replica rather than break mid-request during a rollout."""
+        try:
+            await stop.wait()
+            if self.admission_server is not None:
+                self.admission_server.draining = True
+                await asyncio.sleep(WEBHOOK_DRAIN_S)
+        finally:
+            kopf_stop.set()
+
     async def run(self, stop: asyncio.Event) -> None:
         """Prime, start the loops and kopf, and return once `stop` is set (everything stopped)."""
         if not await self._prime_or_stop(stop):
@@ -137,8 +152,10 @@ class Operator:
             namespace, name = key.split("/", 1)
             self.ungater.notify(namespace, name)
         kopf_ready = asyncio.Event()
-        kopf_task = asyncio.create_task(run_kopf(self.registry, stop, ready=kopf_ready, memories=ReviewMemories()),
-                                        name="tasq-kopf")
+        kopf_stop = asyncio.Event()
+        draining = asyncio.create_task(self._drain_then_stop(stop, kopf_stop), name="tasq-drain")
+        kopf_task = asyncio.create_task(run_kopf(self.registry, kopf_stop, ready=kopf_ready,
+                                                 memories=ReviewMemories(), signalled=stop), name="tasq-kopf")
         ready_wait = asyncio.create_task(kopf_ready.wait())
         await asyncio.wait({kopf_task, ready_wait}, return_when=asyncio.FIRST_COMPLETED)
         if kopf_ready.is_set():
@@ -148,6 +165,7 @@ class Operator:
             await kopf_task
         finally:
             ready_wait.cancel()
+            draining.cancel()
             for task in tasks:
                 task.cancel()
             for task in tasks:
@@ -180,8 +198,9 @@ async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, *, e
                          started: Callable[[Operator], None] | None = None,
                          features: FeatureGates | None = None, admission: AdmissionServer | None = None) -> None:
     """The whole operator until `stop`: leader election (`elector`, a LeaderElector; always leading
-    without one; resigned as soon as `stop` is set), probes and metrics on `metrics_port`, then `Operator.run`. `started` is called
-    with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
+    without one; resigned as soon as `stop` is set), probes and metrics on `metrics_port`, then
+    `Operator.run`. `started` is called with the Operator once it is built (tests and `tasq dev` keep
+    a handle on it)."""
     operator = Operator(api_client, leading=elector.leading if elector is not None else None, features=features,
                         admission=admission)
     if started is not None:
@@ -197,7 +216,8 @@ async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, *, e
         await operator.run(stop)
     finally:
         if electing is not None:
-            electing.cancel()
+            if not stop.is_set():  # once set, it resigns by itself: a cancel would cut its release short
+                electing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await electing
         if probes is not None:
