@@ -99,7 +99,8 @@ class Replica:
         self.log = logs / f"{self.identity}.log"
         self.proc = subprocess.Popen(
             [str(TASQ), "run", "--kubeconfig", str(kubeconfig), "--lease-namespace", NS, "--identity",
-             self.identity, "--metrics-host", "127.0.0.1", "--metrics-port", str(self.probe_port), *TIMINGS, *extra],
+             self.identity, "--metrics-port", "-1", "--probe-host", "127.0.0.1", "--probe-port", str(self.probe_port),
+             *TIMINGS, *extra],
             stdout=self.log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
     def ready(self) -> bool:

@@ -62,8 +62,8 @@ class Replicas:
         self.probe_ports[identity] = port = free_port()
         self.procs[identity] = subprocess.Popen(
             [sys.executable, "-m", "controller.cli", "run", "--kubeconfig", str(self.kubeconfig),
-             "--lease-namespace", LEASE_NS, "--identity", identity, "--metrics-host", "127.0.0.1",
-             "--metrics-port", str(port), "-v", *TIMINGS],
+             "--lease-namespace", LEASE_NS, "--identity", identity, "--metrics-port", "-1",
+             "--probe-host", "127.0.0.1", "--probe-port", str(port), "-v", *TIMINGS],
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
     def ready(self, identity: str) -> bool:

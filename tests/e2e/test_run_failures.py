@@ -49,7 +49,7 @@ class Tasq:
         self.log, self.port = log, free_port()
         self.proc = subprocess.Popen(
             [str(TASQ), "run", "--kubeconfig", str(kubeconfig), "--lease-namespace", lease_namespace,
-             "--identity", "solo", "--metrics-host", "127.0.0.1", "--metrics-port", str(self.port),
+             "--identity", "solo", "--metrics-port", "-1", "--probe-host", "127.0.0.1", "--probe-port", str(self.port),
              "--retry-period", "0.5", "--renew-deadline", "4", "--lease-duration", "5", *extra],
             stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
