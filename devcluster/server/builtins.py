@@ -142,7 +142,7 @@ def _default_job(obj: dict[str, Any]) -> None:
     spec.setdefault("suspend", False)
     template = spec.setdefault("template", {})
     if isinstance(template, dict):
-        _default_pod_spec(template.setdefault("spec", {}), "Never")
+        _default_pod_spec(template.setdefault("spec", {}))  # Always, as kube-apiserver: validation refuses it
 
 
 def _generate_job_selector(obj: dict[str, Any]) -> None:
@@ -209,7 +209,10 @@ def _job_causes(spec: Mapping[str, Any]) -> list[Cause]:
     template = spec.get("template") or {}
     tspec = template.get("spec") or {}
     causes += _pod_spec_causes(tspec, "spec.template.spec", pod=False)
-    if tspec.get("restartPolicy") not in ("Never", "OnFailure"):
+    if tspec.get("restartPolicy") in (None, "", "Always"):  # absent was defaulted to Always
+        causes.append(field_error("spec.template.spec.restartPolicy", CAUSE_REQUIRED,
+                                  'valid values: "OnFailure", "Never"'))
+    elif tspec.get("restartPolicy") not in ("Never", "OnFailure"):
         causes.append(field_error("spec.template.spec.restartPolicy", CAUSE_NOT_SUPPORTED,
                                   'supported values: "OnFailure", "Never"', tspec.get("restartPolicy"), True))
     if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
