@@ -64,7 +64,8 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
      'spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"'),
     ("a Job template restarting Always", make_job("j").set("spec.template.spec.restartPolicy", "Always").build(),
      'spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"'),
-    ("a Job requesting a GPU without a limit", make_job("j").requests({"nvidia.com/gpu": "1"}).build(),
+    ("a Job requesting a GPU without a limit",
+     make_job("j").set("spec.template.spec.containers.0.resources", {"requests": {"nvidia.com/gpu": "1"}}).build(),
      "spec.template.spec.containers[0].resources.limits: Required value: Limit must be set for non "
      "overcommitable resources"),
     ("a Pod requesting fewer GPUs than its limit", make_pod("p").requests({"nvidia.com/gpu": "1"})
