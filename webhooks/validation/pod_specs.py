@@ -14,7 +14,15 @@ from typing import Any, Final
 
 from controller.api.quantity import QuantityError, parse_quantity
 from webhooks.validation import formats
-from webhooks.validation.errors import FieldError, FieldPath, duplicate, forbidden, invalid, required, unsupported
+from webhooks.validation.errors import (
+    FieldError,
+    FieldPath,
+    duplicate,
+    forbidden,
+    invalid,
+    required,
+    unsupported,
+)
 
 POD_RESTART_POLICIES: Final = ("Always", "OnFailure", "Never")
 JOB_RESTART_POLICIES: Final = ("OnFailure", "Never")
@@ -133,6 +141,11 @@ def _fields(path: FieldPath, exprs: Any) -> list[FieldError]:
     return errs
 
 
+def _term(path: FieldPath, term: Mapping[str, Any]) -> list[FieldError]:
+    return (_expressions(path.child("matchExpressions"), term.get("matchExpressions"))
+            + _fields(path.child("matchFields"), term.get("matchFields")))
+
+
 def node_affinity(path: FieldPath, affinity: Any) -> list[FieldError]:
     """Required terms and preferred ones (weight 1-100); an empty term is allowed (it matches no node)."""
     if not isinstance(affinity, Mapping):
@@ -142,17 +155,14 @@ def node_affinity(path: FieldPath, affinity: Any) -> list[FieldError]:
     if isinstance(required_terms, Mapping):
         terms_path = path.child(REQUIRED_AFFINITY).child("nodeSelectorTerms")
         for term_path, term in _items(required_terms.get("nodeSelectorTerms"), terms_path):
-            errs.extend(_expressions(term_path.child("matchExpressions"), term.get("matchExpressions")))
-            errs.extend(_fields(term_path.child("matchFields"), term.get("matchFields")))
+            errs.extend(_term(term_path, term))
     for item_path, preferred in _items(affinity.get(PREFERRED_AFFINITY), path.child(PREFERRED_AFFINITY)):
         weight = preferred.get("weight")
         if isinstance(weight, int) and not 1 <= weight <= 100:
             errs.append(invalid(item_path.child("weight"), weight, "must be in the range 1-100"))
-        term = preferred.get("preference")
-        if isinstance(term, Mapping):
-            term_path = item_path.child("preference")
-            errs.extend(_expressions(term_path.child("matchExpressions"), term.get("matchExpressions")))
-            errs.extend(_fields(term_path.child("matchFields"), term.get("matchFields")))
+        preference = preferred.get("preference")
+        if isinstance(preference, Mapping):
+            errs.extend(_term(item_path.child("preference"), preference))
     return errs
 
 
@@ -169,9 +179,9 @@ def pod_spec(path: FieldPath, spec: Any, *, is_pod: bool) -> list[FieldError]:
             errs.extend(container_resources(item_path.child("resources"), container.get("resources")))
     gates = spec.get("schedulingGates")
     errs.extend(scheduling_gates(path.child("schedulingGates"), gates))
+    affinity = spec.get("affinity")
     errs.extend(node_affinity(path.child("affinity").child("nodeAffinity"),
-                              (spec.get("affinity") or {}).get("nodeAffinity")
-                              if isinstance(spec.get("affinity"), Mapping) else None))
+                              affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None))
     if is_pod:
         policy = spec.get("restartPolicy")
         if isinstance(policy, str) and policy and policy not in POD_RESTART_POLICIES:
