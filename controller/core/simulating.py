@@ -22,7 +22,7 @@ from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.views import JobView, NodeView, PodView
-from controller.api.workload import Workload
+from controller.api.workload import Admission, Workload
 from controller.core.admission.conditions import mark_admitted, mark_finished, mark_pending
 from controller.core.admission.cycle import AdmissionState, Pending, explain, run_until_quiet
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
@@ -63,7 +63,7 @@ class _Tracked:
     finished: str | None = None
     """"Succeeded" / "Failed" once its Job (or itself) finished."""
     fit: WorkloadFit | None = None
-    restoring: Mapping[str, Any] | None = None
+    restoring: Admission | None = None
     """The `status.admission` it came with, until its domain slices hold nodes (`_restore_domains`)."""
     spec: Mapping[str, Any] = field(default_factory=dict)
     """The manifest spec it was built from (a Job's changes are compared with it)."""
@@ -190,13 +190,13 @@ class Simulation:
         tracked = self.tracked.get(key)
         if tracked is None:
             manifest = _with_creation(manifest, self.now)
-            info = workload_info(manifest, seq=len(self.tracked), priority_classes=classes,
+            model = Workload.from_dict(manifest)
+            info = workload_info(model, seq=len(self.tracked), priority_classes=classes,
                                  default_created=self.now.timestamp())
-            tracked = self.tracked[key] = _Tracked(Workload.from_dict(manifest), info,
-                                                   spec=manifest.get("spec") or {})
-            if finished is None and tracked.model.has_quota_reservation and tracked.model.admission:
+            tracked = self.tracked[key] = _Tracked(model, info, spec=manifest.get("spec") or {})
+            admission = model.reserved_admission
+            if finished is None and admission is not None:
                 # Admitted before this simulation: it keeps its quota (and named hosts).
-                admission = (manifest.get("status") or {})["admission"]
                 tracked.fit = fit_from_admission(info, admission)
                 tracked.restoring = admission
         if finished is not None and tracked.finished is None:
@@ -215,9 +215,9 @@ class Simulation:
             return
         created = tracked.model.metadata.creation_timestamp
         manifest = {**manifest, "metadata": {**manifest["metadata"], "creationTimestamp": created}}
-        info = workload_info(manifest, seq=tracked.info.seq, priority_classes=classes,
-                             default_created=self.now.timestamp())
         model = Workload.from_dict(manifest)
+        info = workload_info(model, seq=tracked.info.seq, priority_classes=classes,
+                             default_created=self.now.timestamp())
         model.status = tracked.model.status
         tracked.model, tracked.info, tracked.spec = model, info, manifest.get("spec") or {}
 

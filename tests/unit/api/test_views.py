@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.api.views import POD_SLOT_MILLI, PodView, placement_requests, pod_requests
+from controller.api.workload import PodSet
 from controller.core.admission.workloads import pod_set_info
 from controller.core.topology import PodSetRequest
 
@@ -22,6 +23,6 @@ def test_placement_requests_are_the_effective_requests_plus_one_pod() -> None:
 def test_every_view_of_one_pod_spec_takes_the_same_room_on_a_node() -> None:
     pod = PodView.from_dict({"metadata": {"name": "p", "namespace": "ns"}, "spec": SPEC})
     request = PodSetRequest.from_template("main", {"spec": SPEC}, 4)
-    info = pod_set_info({"name": "main", "count": 4, "template": {"spec": SPEC}})
+    info = pod_set_info(PodSet(name="main", count=4, template={"spec": SPEC}))
     assert pod.requests == request.requests == info.placement_requests == placement_requests(SPEC)
     assert "pods" not in info.requests
