@@ -90,6 +90,15 @@ class KindHandlers:
     delete: Callable[[str], None]
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An object version `upsert` refused because it does not parse: `message` names the object and
+    every field path with what is wrong there."""
+
+    version: str
+    message: str
+
+
 def _parse_errors(error: ValueError | TypeError) -> str:
     """Every field path and what is wrong there (pydantic's locations are the wire's camelCase)."""
     if isinstance(error, ValidationError):
@@ -124,9 +133,9 @@ class ClusterCache:
     priming read, the watch echoing the operator's own writes): skipped."""
     primed: int = 0
     """Objects the priming read put here (controller.kube.watching sets it)."""
-    malformed: dict[tuple[str, str], str] = field(default_factory=dict)
-    """(kind, key) -> why its latest version was refused (the field paths and what is wrong); kept
-    until a version that parses, or its deletion, arrives. The previous version stays applied."""
+    malformed: dict[tuple[str, str], Refusal] = field(default_factory=dict)
+    """(kind, key) -> the latest version refused as malformed and why; kept until a version that
+    parses, or its deletion, arrives. The previous version stays applied."""
     _versions: dict[tuple[str, str], str] = field(default_factory=dict)
     _flavor_infos: dict[str, FlavorInfo] | None = None
     _quotas: dict[str, ClusterQueueQuota] | None = None
@@ -170,8 +179,8 @@ class ClusterCache:
         try:
             parsed = handlers.parse(obj)
         except (ValueError, TypeError) as e:
-            self.malformed[(kind, key)] = (f"{kind} {key} (resourceVersion {version or 'none'}) refused, "
-                                           f"the previous version stays: {_parse_errors(e)}")
+            self.malformed[(kind, key)] = Refusal(version, f"{kind} {key} (resourceVersion {version or 'none'}) "
+                                                  f"refused, the previous version stays: {_parse_errors(e)}")
             return False
         self.malformed.pop((kind, key), None)
         self._versions[(kind, key)] = version

@@ -4,6 +4,7 @@ frozen out of the garbage collector once kopf has replayed the primed objects; k
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,3 +52,16 @@ def test_kopf_is_given_an_empty_essence_and_nothing_is_stored_on_the_object() ->
     patch = kopf.Patch()
     storage.store(body=body, patch=patch, essence={})
     assert not patch
+
+
+def test_a_malformed_object_is_logged_with_its_field_path_and_reported_to_no_loop(
+        caplog: pytest.LogCaptureFixture) -> None:
+    changes: list[str] = []
+    cache = ClusterCache()
+    bad = node("a", 3)
+    bad["status"] = {"allocatable": {"cpu": "lots"}}
+    with caplog.at_level(logging.WARNING, logger="controller.kube.watching"):
+        apply_event(cache, KIND_NODE, "ADDED", bad, lambda kind, event_type, obj: changes.append(event_type))
+    assert changes == [] and "a" not in cache.nodes
+    (record,) = caplog.records
+    assert "Node a (resourceVersion 3) refused" in record.getMessage() and "lots" in record.getMessage()
