@@ -1,10 +1,12 @@
-"""placement_requests: one pod's footprint on a node, shared by PodView, PodSetRequest and PodSetInfo."""
+"""placement_requests: one pod's footprint on a node, shared by PodView, PodSetRequest and PodSetInfo;
+PodTemplateView: what admission reads of a pod template."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from controller.api.views import POD_SLOT_MILLI, PodView, placement_requests, pod_requests
+from controller.api.selectors import Toleration
+from controller.api.views import POD_SLOT_MILLI, PodTemplateView, PodView, placement_requests, pod_requests
 from controller.api.workload import PodSet
 from controller.core.admission.workloads import pod_set_info
 from controller.core.topology import PodSetRequest
@@ -26,3 +28,16 @@ def test_every_view_of_one_pod_spec_takes_the_same_room_on_a_node() -> None:
     info = pod_set_info(PodSet(name="main", count=4, template={"spec": SPEC}))
     assert pod.requests == request.requests == info.placement_requests == placement_requests(SPEC)
     assert "pods" not in info.requests
+
+
+def test_a_pod_template_view_reads_what_admission_and_placement_use() -> None:
+    template = {"metadata": {"annotations": {"a": "1"}}, "spec": {
+        **SPEC, "nodeSelector": {"gpu": "h100"}, "priorityClassName": "high",
+        "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]}}
+    view = PodTemplateView.from_dict(template)
+    assert (view.annotations, view.node_selector, view.priority, view.priority_class_name) == (
+        {"a": "1"}, {"gpu": "h100"}, None, "high")
+    assert view.tolerations == (Toleration("spot", "Exists", "", "NoSchedule"),)
+    assert view.requests == pod_requests(SPEC) and view.placement_requests == placement_requests(SPEC)
+    bare = PodTemplateView.from_dict({"spec": {"priority": 5}})
+    assert (bare.annotations, bare.requests, bare.priority, bare.priority_class_name) == ({}, {}, 5, None)
