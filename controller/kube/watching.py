@@ -81,9 +81,7 @@ def apply_event(cache: ClusterCache, kind: str, event_type: str | None, obj: Map
         on_change(kind, "DELETED", obj)
     elif cache.upsert(kind, obj):
         on_change(kind, event_type or "ADDED", obj)
-    elif _report_malformed(cache, kind, obj):
-        pass
-    elif cache.stale_events == cache.primed:
+    elif not _report_malformed(cache, kind, obj) and cache.stale_events == cache.primed:
         # kopf has replayed its own initial listing (each object one the cache had): the state kopf
         # keeps per object lives as long as they do, frozen like the primed cache.
         gc.freeze()
