@@ -21,7 +21,8 @@ from kubernetes.aio.client import CoreV1Api
 
 from controller.api import constants as c
 from controller.api.features import FeatureGates
-from controller.cache.cluster import KIND_POD, ClusterCache, object_key
+from controller.api.meta import object_key
+from controller.cache.cluster import KIND_POD, ClusterCache
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
 from controller.kube.embedding import connection_info, run_kopf
