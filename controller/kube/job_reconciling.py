@@ -192,7 +192,7 @@ class JobReconciler:
             try:
                 await self.reconcile(key)
             except ApiError as e:
-                (log.debug if e.status == 409 else log.warning)("job %s: %s; retrying", key, e)
+                (log.debug if e.conflict else log.warning)("job %s: %s; retrying", key, e)
                 await asyncio.sleep(0.2)
                 self.notify(key)
             except Exception:  # one Job's bug must not stop the others
@@ -246,7 +246,7 @@ class JobReconciler:
         try:
             created = await retrying(lambda: self.api.create(WORKLOADS, view.namespace, manifest))
         except ApiError as e:
-            if e.status == 409:
+            if e.conflict:
                 return  # already there; its watch event follows
             raise
         self._applied(created)
@@ -260,7 +260,7 @@ class JobReconciler:
         try:
             patched = await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return  # gone
             raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
         self.cache.upsert(c.KIND_JOB, patched)  # so a reconcile before the watch echo sees it started
@@ -274,7 +274,7 @@ class JobReconciler:
         try:
             patched = await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return None
             raise
         self.cache.upsert(c.KIND_JOB, patched)
@@ -313,7 +313,7 @@ class JobReconciler:
                 restore["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
             restored = await retrying(lambda: self.api.merge_patch(JOBS, namespace, name, restore))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return True
             raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
         self.cache.upsert(c.KIND_JOB, restored)
@@ -335,7 +335,7 @@ class JobReconciler:
             written = await retrying(functools.partial(
                 self.api.merge_patch, WORKLOADS, entry.info.namespace, entry.info.name, patch, "status"))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return
             raise  # 409: retried from the cache once the watch brings the newer Workload
         self._applied(written)
@@ -362,7 +362,7 @@ class JobReconciler:
         try:
             await retrying(lambda: self.api.delete(WORKLOADS, entry.info.namespace, entry.info.name))
         except ApiError as e:
-            if e.status != 404:
+            if not e.not_found:
                 raise
 
 
