@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.api import constants as c
-from controller.api.workload import Admission, Workload
-from controller.cache.cluster import ClusterCache, admission_of
+from controller.api.workload import Admission, Workload, admission_of
+from controller.cache.cluster import ClusterCache
 from controller.core.admission.conditions import mark_admitted, mark_pending, quota_reserved_message
 from controller.core.admission.cycle import AdmissionState, Admit, Pending, explain, run_until_quiet
 from controller.core.admission.workloads import workload_info
@@ -185,7 +185,7 @@ class AdmissionLoop:
             entry = self.cache.workloads.get(key)
             if entry is None:
                 continue
-            if why is None and _quota_condition(entry.obj) is None:
+            if why is None and entry.obj.condition(c.CONDITION_QUOTA_RESERVED) is None:
                 why = explain(state, key)
             if why is not None:
                 out.append(why)
@@ -211,8 +211,8 @@ class AdmissionLoop:
             if not model.is_finished and model.status is not None and model.status.admission == wanted:
                 ours[0] = True  # this very admission: our write, applied with its answer lost (then a 409)
                 return False
-            raw = model.to_dict()
-            ours[0] = not (model.is_finished or admission_of(raw) is not None or workload_info(raw).shape != shape)
+            ours[0] = not (model.is_finished or model.reserved_admission is not None
+                           or workload_info(model).shape != shape)
             return ours[0] and mark_admitted(model, admit.admission, now)
 
         failed: Exception | None = None
@@ -223,7 +223,7 @@ class AdmissionLoop:
                 failed, written = e, None
         if failed is not None and (not isinstance(failed, ApiError) or failed.transient):
             log.warning("admitting %s: %s; reading it back", admit.key, failed)
-            written = await _read_back_until_answered(self.api, entry.obj)
+            written = await _read_back_until_answered(self.api, entry.info.namespace, entry.info.name)
             ours[0] = written is not None and admission_of(written) is not None
         if written is None or not ours[0] or admission_of(written) is None:
             self.cache.forget_admission(admit.key)
@@ -298,11 +298,9 @@ class AdmissionLoop:
                 self.metrics.resource_used(name, flavor, resource, milli / 1000)
 
 
-async def _read_back_until_answered(api: KubeApi, obj: dict[str, Any]) -> dict[str, Any] | None:
+async def _read_back_until_answered(api: KubeApi, namespace: str, name: str) -> dict[str, Any] | None:
     """The Workload as the API server holds it now (None: gone), asked again with backoff until an
     answer comes (an API server restarting)."""
-    meta = obj.get("metadata") or {}
-    namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     backoff = Backoff()
     while True:
         try:
@@ -316,10 +314,3 @@ async def _read_back_until_answered(api: KubeApi, obj: dict[str, Any]) -> dict[s
         delay = backoff.failed(name)
         log_failure(log, f"reading back workload {namespace}/{name}", error, delay)
         await asyncio.sleep(delay)
-
-
-def _quota_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == c.CONDITION_QUOTA_RESERVED:
-            return dict(cond)
-    return None

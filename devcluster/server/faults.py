@@ -1,5 +1,5 @@
-"""Fault injection for tests: latency, 409, 500, 410 Gone, dropped watches, dropped connections and
-timing-out webhooks.
+"""Fault injection for tests: latency, 409, 500, 403, 410 Gone, dropped watches, dropped connections
+and timing-out webhooks.
 
 `Faults(api).install()` hooks the request pipeline (`ApiServer.fault_hooks`, `watch_hooks`), so a
 fault hits a request before any state change. A dropped connection is what a restarting
@@ -22,18 +22,20 @@ from typing import Any
 from aiohttp import web
 
 from devcluster.server.apiserver import ApiServer, RequestInfo
+from devcluster.server.errors import FORBIDDEN as FORBIDDEN_REASON
 from devcluster.server.errors import INTERNAL_ERROR, METHOD_NOT_ALLOWED, ApiError, bad_request, conflict, gone
 from devcluster.server.watching import Watch
 
 LATENCY = "latency"
 CONFLICT = "conflict"
 ERROR = "error"
+FORBIDDEN = "forbidden"  # the answer of an authorizer that denies the request (devcluster has none)
 GONE = "gone"
 DROP_WATCH = "drop-watch"
 WEBHOOK_TIMEOUT = "webhook-timeout"
 DISCONNECT = "disconnect"
 DISCONNECT_AFTER = "disconnect-after"
-KINDS = (LATENCY, CONFLICT, ERROR, GONE, DROP_WATCH, WEBHOOK_TIMEOUT, DISCONNECT, DISCONNECT_AFTER)
+KINDS = (LATENCY, CONFLICT, ERROR, FORBIDDEN, GONE, DROP_WATCH, WEBHOOK_TIMEOUT, DISCONNECT, DISCONNECT_AFTER)
 ANY = "*"
 
 
@@ -130,7 +132,7 @@ class Faults:
         delay = self._take(info, (LATENCY,))
         connection = CONNECTION.get()
         drop = self._take(info, (DISCONNECT, DISCONNECT_AFTER)) if connection is not None else None
-        rule = self._take(info, (CONFLICT, ERROR, GONE)) if drop is None or drop.kind != DISCONNECT else None
+        rule = self._take(info, (CONFLICT, ERROR, FORBIDDEN, GONE)) if drop is None or drop.kind != DISCONNECT else None
         if delay is not None:
             await asyncio.sleep(delay.seconds)
         if drop is not None and drop.kind == DISCONNECT:
@@ -196,6 +198,12 @@ class Faults:
             return conflict(r.plural, r.group, info.name)
         if rule.kind == GONE:
             return gone(rule.message or "too old resource version: injected fault")
+        if rule.kind == FORBIDDEN:
+            plural = f"{r.plural}.{r.group}" if r.group else r.plural
+            return ApiError(403, FORBIDDEN_REASON, rule.message or
+                            f'{plural} "{info.name}" is forbidden: User "devcluster" cannot {info.verb} resource '
+                            f'"{r.plural}" in API group "{r.group}" in the namespace "{info.namespace}"',
+                            kind=r.plural, group=r.group, name=info.name)
         return ApiError(500, INTERNAL_ERROR, f"Internal error occurred: {rule.message or 'injected fault'}")
 
 

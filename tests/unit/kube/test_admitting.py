@@ -36,7 +36,7 @@ class RecordingApi:
         self.version += 1
         current: dict[str, Any] = {"metadata": {"name": name}}
         if resource == WORKLOADS:
-            current = dict(self.cache.workloads[f"{namespace}/{name}"].obj)
+            current = self.cache.workloads[f"{namespace}/{name}"].obj.to_dict()
         meta = {**current.get("metadata", {}), "resourceVersion": str(self.version)}
         return {**current, "metadata": meta, "status": patch["status"]}
 
@@ -111,7 +111,7 @@ class DroppingApi(RecordingApi):
         return self.server[name]
 
     async def get(self, resource: tuple[str, str], namespace: str | None, name: str) -> dict[str, Any]:
-        return self.server.get(name) or dict(self.cache.workloads[f"{namespace}/{name}"].obj)
+        return self.server.get(name) or self.cache.workloads[f"{namespace}/{name}"].obj.to_dict()
 
 
 def admitted_on_server(api: DroppingApi) -> list[str]:
