@@ -2,8 +2,8 @@
 the same credentials, the objects stored before are there, and writes work again.
 
 On the real control plane kube-apiserver (or etcd) is restarted with the same flags through
-`hack/realcluster/up`'s control endpoint; on the devcluster its HTTP front is. The fault tests of the
-operator (test_operator_faults.py) build on this.
+`hack/realcluster/up`'s control endpoint; on the devcluster its HTTP front is. The operator's restart
+tests (test_apiserver_restart_operator.py) build on this.
 """
 
 from __future__ import annotations

@@ -176,7 +176,8 @@ def test_kube_apiserver_killed_while_gangs_are_ungated(
         restart_apiserver: Callable[..., float]) -> None:
     kubectl("apply", "-f", "-", stdin=local_queue(namespace))
     with InvariantPoller(kubeconfig, namespace) as poller:
-        # 8 gangs of 4 pods x 2 GPUs, each in one rack: 4 fit at once (64 of the 48 + 16 ... quota 48)
+        # 8 gangs of 4 pods x 2 GPUs (8 GPUs each), each in one rack: the 4 racks of 16 GPUs hold all 8,
+        # the 48 GPUs of quota 6 at once, so 2 wait while the first are ungated
         kubectl("create", "-f", "-", stdin=jobs_yaml(namespace, 8, 4, 2, run_seconds=2,
                                                       annotations={"kueue.x-k8s.io/require-topology": RACK}))
 
