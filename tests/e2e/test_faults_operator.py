@@ -103,8 +103,8 @@ def test_an_admission_lost_for_good_is_rolled_back_and_admitted_once_writes_succ
     kubectl("apply", "-f", "-", stdin=job("big", namespace, 5, 8, run_seconds=1))  # 40 of the 48 GPUs
     wait_for(lambda: rule.hits >= 12, 60, "two admission writes of big given up")
     assert condition(workload_of(kubectl, namespace, "big"), "Admitted") is None
-    # While its writes fail, the Workload holds nothing in the operator's cache: a Job that fits
-    # only beside a rolled-back admission (16 + 40 > 48) gets no admission either, and no status.
+    # Each given-up write hands the reservation back in the operator's cache, so big is decided and
+    # written again once writes succeed (an admission left in the cache was never written again).
     seeded.faults.clear()
 
     wl = admitted(kubectl, namespace, "big")
