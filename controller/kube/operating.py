@@ -160,10 +160,12 @@ class Operator:
         await asyncio.wait({kopf_task, ready_wait}, return_when=asyncio.FIRST_COMPLETED)
         if kopf_ready.is_set():
             self.ready.set()
+        stopping = asyncio.create_task(stop.wait())
         try:
-            await asyncio.wait({kopf_task, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({kopf_task, stopping}, return_when=asyncio.FIRST_COMPLETED)
             await kopf_task
         finally:
+            stopping.cancel()  # kopf may end first (a crash): no waiter left behind
             ready_wait.cancel()
             draining.cancel()
             for task in tasks:
