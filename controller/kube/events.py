@@ -2,7 +2,8 @@
 
 `EventRecorder.post` creates a core/v1 Event naming the object, reason and message (`emit` does it
 in the background); a failure to post, whatever it is, is logged once and never raised (an Event is
-a courtesy, the status is the record), so no background task ends with an exception. Called by the admission loop and the job reconciler.
+a courtesy, the status is the record), so no background task ends with an exception. Called by the
+admission loop and the job reconciler.
 """
 
 from __future__ import annotations
