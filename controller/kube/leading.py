@@ -75,6 +75,9 @@ class LeaderElector:
         self._standing_by = False  # the last round read the Lease held by another live replica
         self._holder_expires_at: datetime | None = None  # when that holder's lease runs out
         self._problem: str | None = None  # the blocking failure of the current round, if any
+        self._failing_since: datetime | None = None  # first of the current run of transient failures
+        self._last_failure = ""  # what the latest transient failure was
+        self._unreachable_said = False  # that run has been logged at WARNING
 
     @property
     def can_act(self) -> bool:
@@ -110,8 +113,9 @@ class LeaderElector:
         try:
             attempt = await asyncio.wait_for(self._acquire_or_renew(now), self.renew_deadline_s)
         except TimeoutError:
+            self._last_failure = f"no answer within the renew deadline ({self.renew_deadline_s:g}s)"
             attempt = _Attempt.FAILED
-        self._report(attempt)
+        self._report(attempt, now)
         if attempt is _Attempt.HELD:
             self._renewed_at = now
             if not self.is_leader:
@@ -134,10 +138,14 @@ class LeaderElector:
             log.warning("could not release Lease %s/%s: %s", self.namespace, self.name, e)
             return False
 
-    def _report(self, attempt: _Attempt) -> None:
+    def _report(self, attempt: _Attempt, now: datetime) -> None:
         """Keep `blocked` and the standby state current; log a blocking failure (and its end) once."""
         if attempt is _Attempt.FAILED and self._problem is None:
+            self._report_transient(now)
             return  # transient: the state of the last useful round stands
+        if self._unreachable_said:
+            log.warning("%s gets answers about Lease %s/%s again", self.identity, self.namespace, self.name)
+        self._failing_since, self._unreachable_said = None, False
         self._standing_by = attempt is _Attempt.TAKEN
         if self._problem == self.blocked:
             return
@@ -149,6 +157,18 @@ class LeaderElector:
                         self.identity, self.namespace, self.name)
         self.blocked = self._problem
 
+    def _report_transient(self, now: datetime) -> None:
+        """Transient failures (no answer, 5xx) that have lasted the renew deadline are logged once at
+        WARNING: an API server out of reach must not leave the replica silently idle."""
+        if self._failing_since is None:
+            self._failing_since = now
+        lasted = (now - self._failing_since).total_seconds()
+        if not self._unreachable_said and lasted >= self.renew_deadline_s:
+            self._unreachable_said = True
+            log.warning("%s has had no usable answer about Lease %s/%s for %.0fs (%s), so it neither takes nor "
+                        "keeps the lead; retrying every %gs", self.identity, self.namespace, self.name, lasted,
+                        self._last_failure, self.retry_period_s)
+
     def _failed(self, verb: str, e: ApiError) -> _Attempt:
         """A failed Lease request: FAILED, with a blocking problem and its fix for a 403."""
         if e.status == FORBIDDEN:
@@ -156,6 +176,7 @@ class LeaderElector:
                              f"grant get, create and update on leases in namespace {self.namespace} to tasq's "
                              f"identity (config/rbac/leader_election_role.yaml)")
         log.info("%s Lease %s/%s failed: %s", verb, self.namespace, self.name, e)
+        self._last_failure = f"{verb}: {e.message if e.status == 0 else e}"  # 0: no answer, no status
         return _Attempt.FAILED
 
     def _past_renew_deadline(self, now: datetime) -> bool:

@@ -268,3 +268,28 @@ async def test_a_refused_lease_write_is_a_failed_round_and_the_next_one_acquires
     assert missing.value.not_found
     await a.step()
     assert (a.is_leader, events) == (True, ["a started"])
+
+
+async def test_an_api_server_out_of_reach_for_the_renew_deadline_is_logged_once_and_its_return_once(
+        api_client: ApiClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    a = elector(api_client, "a", clock, renew_deadline_s=10, retry_period_s=2)
+
+    async def unreachable(*_: Any, **__: Any) -> Any:
+        raise ApiError(0, "GET /apis/coordination.k8s.io/v1/...: ClientConnectorError: connection refused")
+    with monkeypatch.context() as patched, caplog.at_level(logging.WARNING, logger="controller.kube.leading"):
+        patched.setattr(a.api, "get", unreachable)
+        for _ in range(5):  # 0..8 s: within the renew deadline, transient, not logged
+            await a.step()
+            clock.advance(2)
+        assert caplog.records == []
+        for _ in range(5):  # 10..18 s: said once
+            await a.step()
+            clock.advance(2)
+        assert [r.getMessage() for r in caplog.records] == [
+            f"a has had no usable answer about Lease {NS}/{LEASE} for 10s (get: GET /apis/coordination.k8s.io/v1/...: "
+            "ClientConnectorError: connection refused), so it neither takes nor keeps the lead; retrying every 2s"]
+    await a.step()
+    assert a.is_leader
+    assert caplog.records[-1].getMessage() == f"a gets answers about Lease {NS}/{LEASE} again"
+    assert len(caplog.records) == 2
