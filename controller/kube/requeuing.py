@@ -4,7 +4,7 @@ A reconcile or write that fails is never dropped: its key is tried again after a
 with each consecutive failure of that key (`Backoff`) and resets once it succeeds. `log_failure`
 logs one line per failure: a conflict at debug level (the next try reads afresh), an API or
 transport failure (refused, 5xx, dropped connection, timeout) as a warning without a traceback, and
-anything else, a bug, with its traceback. Used by the admission loop and the Job reconciler.
+anything else, a bug, with its traceback. Used by the admission loop, the Job reconciler and the ungater.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from controller.api import constants as c
 from controller.core.ungating import Ungate, UngatingInput, plan_ungating
 from controller.kube.api import PODS, ApiError
 from controller.kube.metrics import Metrics
+from controller.kube.requeuing import log_failure
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +160,8 @@ class TopologyUngater:
         self._syncing.add(key)
         try:
             await self.sync(*key)
-        except Exception:
-            log.exception("ungating Workload %s/%s failed; retrying", *key)
+        except Exception as e:  # an API failure is a warning, a bug gets its traceback (requeuing)
+            log_failure(log, f"ungating Workload {key[0]}/{key[1]}", e, self.batch_seconds)
             self.notify(*key)
         finally:
             self._syncing.discard(key)

@@ -296,6 +296,25 @@ async def test_a_failing_source_is_logged_and_retried_without_stopping_the_ungat
     assert "ungating Workload ns/wl failed; retrying" in caplog.text
 
 
+async def test_an_api_failure_of_a_sync_is_one_warning_without_a_traceback_and_retried(
+        running: list[Any], caplog: pytest.LogCaptureFixture) -> None:
+    core = FakeCore(pods(1))
+    calls = []
+
+    def source(ns: str, wl: str) -> UngatingInput:
+        calls.append(wl)
+        if len(calls) == 1:
+            raise ApiError(0, "GET /api/v1/pods: ServerDisconnectedError: Server disconnected")
+        return UngatingInput(ns, wl, SLICES, [p.state() for p in core.pods.values()])
+    ungater = TopologyUngater(core, source, batch_seconds=0.01)
+    running.append(asyncio.create_task(ungater.run()))
+    ungater.notify("ns", "wl")
+    await eventually(lambda: core.pods["p0"].gates == [OTHER_GATE])
+    assert [(r.levelname, r.getMessage(), r.exc_info) for r in caplog.records] == [
+        ("WARNING", "ungating Workload ns/wl: 0: GET /api/v1/pods: ServerDisconnectedError: Server disconnected; "
+                    "retrying in 0.0s", None)]
+
+
 async def test_patches_still_queued_when_leadership_is_lost_are_not_sent() -> None:
     core = FakeCore(pods(4))
     leader = asyncio.Event()
