@@ -88,6 +88,7 @@ async def _serve(args: argparse.Namespace, identity: str) -> None:
     from controller.kube.api import connect
     from controller.kube.embedding import take_back_signals
     from controller.kube.leading import LeaderElector
+    from controller.kube.operating import OperatorOptions
     from controller.kube.process import Webhooks, serve_tasq
 
     stop = asyncio.Event()
@@ -102,9 +103,9 @@ async def _serve(args: argparse.Namespace, identity: str) -> None:
     api_client = await connect(args.kubeconfig)
     try:
         elector = LeaderElector(api_client, args.lease_namespace, args.lease_name, identity)
-        await serve_tasq(api_client, stop, webhooks=webhooks, elector=elector, features=args.features,
-                         metrics_host=args.metrics_host,
-                         metrics_port=None if args.metrics_port < 0 else args.metrics_port)
+        options = OperatorOptions(elector=elector, features=args.features, metrics_host=args.metrics_host,
+                                  metrics_port=None if args.metrics_port < 0 else args.metrics_port)
+        await serve_tasq(api_client, stop, options, webhooks=webhooks)
     finally:
         await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
         for sig in (signal.SIGINT, signal.SIGTERM):

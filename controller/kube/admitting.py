@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,16 +21,18 @@ from controller.api.workload import Workload
 from controller.cache.cluster import ClusterCache, admission_of
 from controller.core.admission.conditions import mark_admitted, mark_pending, quota_reserved_message
 from controller.core.admission.cycle import AdmissionState, Admit, Pending, explain, run_until_quiet
+from controller.core.admission.queue_status import (
+    QueuedWorkload,
+    QueueInputs,
+    queue_statuses,
+    stamp_conditions,
+)
 from controller.core.admission.workloads import workload_info
 from controller.kube.api import ApiError, KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.metrics import Metrics
-from controller.kube.statuses import (
-    queue_statuses,
-    stamp_conditions,
-    write_queue_status,
-    write_workload_status,
-)
+from controller.kube.routing import Applied
+from controller.kube.statuses import write_queue_status, write_workload_status
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +47,16 @@ class AdmissionLoop:
     """See the module docstring. `notify()` from any cache change; `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
-                 on_admitted: Callable[[dict[str, Any]], None] | None = None, debounce_s: float = DEBOUNCE_S,
+                 applied: Applied | None = None, debounce_s: float = DEBOUNCE_S,
                  metrics: Metrics | None = None, queue_status_interval_s: float = QUEUE_STATUS_INTERVAL_S) -> None:
         self.cache = cache
         self.queue_status_interval_s = queue_status_interval_s
         self.metrics = metrics
         self.api = api
         self.recorder = recorder
-        self.on_admitted = on_admitted
+        self.applied: Applied = applied if applied is not None else cache.upsert
+        """Where every Workload status this loop wrote goes (the operator's `EventRouter.applied`:
+        into the cache, waking the loops it concerns); alone, just into the cache."""
         self.debounce_s = debounce_s
         self.cycles = 0
         self.admitted_at: dict[str, float] = {}
@@ -198,8 +202,7 @@ class AdmissionLoop:
         self.admitted_at[admit.key] = time.monotonic()
         self._last_cause.pop(admit.key, None)
         self.recorder.emit(written, c.REASON_ADMITTED, quota_reserved_message(admit.cluster_queue))
-        if self.on_admitted is not None:
-            self.on_admitted(written)
+        self.applied(c.KIND_WORKLOAD, written)
         return admit.key
 
     def _write_pending(self, why: Pending) -> Coroutine[Any, Any, str]:
@@ -224,17 +227,24 @@ class AdmissionLoop:
             except ApiError as e:
                 log.warning("pending status of %s: %s", why.key, e)
                 return why.key
-        if written is not None and self._last_cause.get(why.key) != why.detail:
+        if written is None:
+            return why.key
+        self.applied(c.KIND_WORKLOAD, written)
+        if self._last_cause.get(why.key) != why.detail:
             self._last_cause[why.key] = why.detail
             self.recorder.emit(written, why.reason, why.message)
         return why.key
 
     async def _write_queues(self, waiting: dict[str, str]) -> None:
-        """ClusterQueue and LocalQueue statuses, each written only when it changed."""
-        cqs, lqs = queue_statuses(self.cache, waiting)
+        """ClusterQueue and LocalQueue statuses, each written only when it changed; a deleted
+        queue's last status is forgotten (one created again under its name gets its own) and a
+        deleted ClusterQueue's metric series dropped."""
+        cqs, lqs = queue_statuses(queue_inputs(self.cache), waiting)
         if self.metrics is not None:
             self._record_queue_metrics(cqs)
         for local, statuses in ((False, cqs), (True, lqs)):
+            for gone in [k for (is_local, k) in self._queue_status if is_local == local and k not in statuses]:
+                del self._queue_status[(local, gone)]
             for key, status in statuses.items():
                 if self._queue_status.get((local, key)) == status:
                     continue
@@ -246,14 +256,30 @@ class AdmissionLoop:
                 except ApiError as e:
                     log.warning("status of queue %s: %s", key, e)
 
-
     def _record_queue_metrics(self, cqs: dict[str, dict[str, Any]]) -> None:
         assert self.metrics is not None
+        for gone in self.metrics.cluster_queues_reported() - cqs.keys():
+            self.metrics.cluster_queue_deleted(gone)
         used = self.cache.snapshot().quota.used
         for name, status in cqs.items():
             self.metrics.cluster_queue_counted(name, status["pendingWorkloads"], status["admittedWorkloads"])
             for (flavor, resource), milli in used.get(name, {}).items():
                 self.metrics.resource_used(name, flavor, resource, milli / 1000)
+
+
+def queue_inputs(cache: ClusterCache) -> QueueInputs:
+    """What the queue statuses are computed from, as the cache holds it: a Workload counts as
+    admitted while it holds quota here, or while its status records an admission and it has not
+    finished (one restored after a restart, before its reservation is made again)."""
+    snapshot = cache.snapshot()
+    workloads = [QueuedWorkload(key, f"{entry.info.namespace}/{entry.info.queue_name}",
+                                entry.fit is not None or (admission_of(entry.obj) is not None and not entry.finished),
+                                entry.fit.cluster_queue if entry.fit is not None else None,
+                                entry.fit.quota_usage if entry.fit is not None else None)
+                 for key, entry in cache.workloads.items()]
+    return QueueInputs(cluster_queues=cache.cluster_queues, local_queues=cache.local_queues, flavors=cache.flavors,
+                       topologies=cache.topologies, quotas=snapshot.cluster_queues, used=snapshot.quota.used,
+                       workloads=workloads)
 
 
 def _quota_condition(obj: dict[str, Any]) -> dict[str, Any] | None:

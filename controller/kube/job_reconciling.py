@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,10 +24,11 @@ from controller.api import constants as c
 from controller.api.views import JobView
 from controller.api.workload import Workload
 from controller.cache.cluster import ClusterCache, WorkloadEntry, admission_of, owner_job_key
-from controller.core.admission.conditions import mark_finished
+from controller.core.admission.conditions import mark_deactivated, mark_finished
 from controller.core.admission.workloads import workload_from_job
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
+from controller.kube.routing import Applied
 from controller.kube.statuses import write_workload_status
 
 log = logging.getLogger(__name__)
@@ -116,22 +117,6 @@ def pod_template_restore_patch(job: Mapping[str, Any], workload: Mapping[str, An
             "spec": {"template": template}}
 
 
-def mark_deactivated(workload: Workload, now: datetime) -> bool:
-    """Kueue's eviction of a deactivated Workload, once its Job is stopped: Evicted=True (reason
-    Deactivated), QuotaReserved=False, Admitted=False (reason NoReservation) and no admission. True
-    when anything changed; the caller writes `status.admission` as null so a merge patch drops it."""
-    message = "The workload is deactivated"
-    changed = workload.set_condition(c.CONDITION_EVICTED, "True", c.REASON_DEACTIVATED, message, now)
-    changed |= workload.set_condition(c.CONDITION_QUOTA_RESERVED, "False", c.REASON_PENDING, message, now)
-    if workload.condition(c.CONDITION_ADMITTED) is not None:
-        changed |= workload.set_condition(c.CONDITION_ADMITTED, "False", c.REASON_NO_RESERVATION,
-                                          "The workload has no reservation", now)
-    if workload.status is not None and workload.status.admission is not None:
-        workload.status.admission = None
-        changed = True
-    return changed
-
-
 def missing_priority_class(job: Mapping[str, Any], known: Mapping[str, Any]) -> str | None:
     """The pod template's priorityClassName when no such PriorityClass exists."""
     name = ((((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("priorityClassName"))
@@ -142,11 +127,13 @@ class JobReconciler:
     """See the module docstring. `notify(job_key)` on any Job or Workload change; `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
-                 on_cache_change: Callable[[], None] | None = None) -> None:
+                 applied: Applied | None = None) -> None:
         self.cache = cache
-        self.on_cache_change = on_cache_change
-        """Called after this reconciler applied its own write to the cache (the admission loop must
-        see a release at once: the watch event that follows carries the same version and is skipped)."""
+        self.applied: Applied = applied if applied is not None else cache.upsert
+        """Where every Job and Workload this reconciler wrote goes (the operator's
+        `EventRouter.applied`): into the cache at once, so the next reconcile sees it and the
+        admission loop sees a release at once (the watch echo then carries a known version and is
+        skipped), waking the loops the change concerns."""
         self.api = api
         self.recorder = recorder
         self._dirty: dict[str, None] = {}
@@ -252,7 +239,7 @@ class JobReconciler:
             if e.status == 409:
                 return  # already there; its watch event follows
             raise
-        self._applied(created)
+        self.applied(c.KIND_WORKLOAD, created)
         self.recorder.emit(job, c.EVENT_REASON_CREATED_WORKLOAD,
                                  f"Created Workload: {view.namespace}/{manifest['metadata']['name']}")
 
@@ -266,7 +253,7 @@ class JobReconciler:
             if e.status == 404:
                 return  # gone
             raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
-        self.cache.upsert(c.KIND_JOB, patched)  # so a reconcile before the watch echo sees it started
+        self.applied(c.KIND_JOB, patched)  # so a reconcile before the watch echo sees it started
         self.recorder.emit(job, c.EVENT_REASON_STARTED,
                                  f"Admitted by clusterQueue {admission.get('clusterQueue', '')}")
 
@@ -280,7 +267,7 @@ class JobReconciler:
             if e.status == 404:
                 return None
             raise
-        self.cache.upsert(c.KIND_JOB, patched)
+        self.applied(c.KIND_JOB, patched)
         self.recorder.emit(job, c.EVENT_REASON_STOPPED, "No matching admission: the Job is suspended")
         return patched
 
@@ -319,7 +306,7 @@ class JobReconciler:
             if e.status == 404:
                 return True
             raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
-        self.cache.upsert(c.KIND_JOB, restored)
+        self.applied(c.KIND_JOB, restored)
         return True
 
     async def _deactivate(self, job: dict[str, Any], entry: WorkloadEntry) -> None:
@@ -345,7 +332,7 @@ class JobReconciler:
             if e.status == 404:
                 return
             raise  # 409: retried from the cache once the watch brings the newer Workload
-        self._applied(written)
+        self.applied(c.KIND_WORKLOAD, written)
         self.recorder.emit(written, c.EVENT_REASON_EVICTED_DEACTIVATED, "The workload is deactivated")
 
     async def _finish(self, entry: WorkloadEntry, view: JobView) -> None:
@@ -358,12 +345,8 @@ class JobReconciler:
 
         written = await write_workload_status(self.api, entry.obj, change)
         if written is not None:
-            self._applied(written)
+            self.applied(c.KIND_WORKLOAD, written)
             self.recorder.emit(written, c.EVENT_REASON_FINISHED_WORKLOAD, message)
-
-    def _applied(self, workload: Mapping[str, Any]) -> None:
-        if self.cache.upsert(c.KIND_WORKLOAD, workload) and self.on_cache_change is not None:
-            self.on_cache_change()
 
     async def _delete_workload(self, entry: WorkloadEntry) -> None:
         try:

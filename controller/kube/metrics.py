@@ -1,8 +1,9 @@
 """The operator's Prometheus metrics and its probe server (/metrics, /healthz, /readyz).
 
 Each `Metrics` owns its own registry (not prometheus-client's global one) so tests and two operators
-in one process stay apart. The admission loop, the queue status writer and the TopologyUngater record
-into it; `tasq run` starts `serve_probes` on its metrics port.
+in one process stay apart. The admission loop (its queue status writer drops a deleted ClusterQueue's
+series) and the TopologyUngater record into it; `serve_operator` starts `serve_probes` on the metrics
+port of `tasq run`.
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ class Metrics:
     def resource_used(self, cluster_queue: str, flavor: str, resource: str, amount: float) -> None:
         self._usage.add((cluster_queue, flavor, resource))
         self.resource_usage.labels(cluster_queue=cluster_queue, flavor=flavor, resource=resource).set(amount)
+
+    def cluster_queues_reported(self) -> set[str]:
+        """The ClusterQueues with series in this registry (counts or usage)."""
+        return self._queues | {queue for queue, _, _ in self._usage}
 
     def cluster_queue_deleted(self, cluster_queue: str) -> None:
         """Drop every series of a deleted ClusterQueue so it stops being reported."""

@@ -3,7 +3,8 @@
 `prime` lists every watched resource once at start (so the first admission cycle sees the whole
 cluster, admitted Workloads included; the primed state is then frozen out of the garbage
 collector's full passes); `register_watches` adds one `@kopf.on.event` handler per
-resource to a kopf registry: each event is applied to the cache and reported to `on_change`.
+resource to a kopf registry. Both go through the operator's `EventRouter` (controller.kube.routing):
+the cache takes each object, and the loops its kind concerns are woken.
 Event handlers write nothing on the objects (no kopf annotations or finalizers), and kopf is told
 to keep no diff base (`NoDiffBaseStorage`).
 """
@@ -13,14 +14,15 @@ from __future__ import annotations
 import functools
 import gc
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import kopf
 
 from controller.api import constants as c
-from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS, ClusterCache
+from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS
 from controller.kube.api import KubeApi, retrying
+from controller.kube.routing import EventRouter
 
 log = logging.getLogger(__name__)
 
@@ -42,25 +44,20 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
 PRIME_ATTEMPTS = 10
 """Tries per resource when priming (doubling from 0.05 s: about 50 s in all) before giving up."""
 
-OnChange = Callable[[str, str, Mapping[str, Any]], None]
-"""(kind, event type ADDED/MODIFIED/DELETED, object) after the cache applied it."""
-
-
 def _api_version(group: str, version: str) -> str:
     return f"{group}/{version}" if group else version
 
 
-async def prime(cache: ClusterCache, api: KubeApi, on_change: OnChange) -> None:
-    """List every watched resource into the cache (each object reported as ADDED)."""
+async def prime(router: EventRouter, api: KubeApi) -> None:
+    """List every watched resource into the cache (each object routed as a change)."""
+    cache = router.cache
     listed = 0
     for kind, (group, version, plural) in RESOURCES.items():
         resource = (_api_version(group, version), plural)
         # A real apiserver answers 429 "storage is (re)initializing" for a while after a CRD appears.
         for obj in await retrying(functools.partial(api.list, resource), attempts=PRIME_ATTEMPTS):
             listed += 1
-            obj = {**obj, "kind": kind}
-            if cache.upsert(kind, obj):
-                on_change(kind, "ADDED", obj)
+            router.applied(kind, {**obj, "kind": kind})
     cache.primed = cache.stale_events + listed
     # What was just primed (every node's view, the topology trees built from them) lives as long as
     # the process: moved out of the collector's reach, so its full passes stop walking it. At
@@ -68,16 +65,13 @@ async def prime(cache: ClusterCache, api: KubeApi, on_change: OnChange) -> None:
     gc.freeze()
 
 
-def apply_event(cache: ClusterCache, kind: str, event_type: str | None, obj: Mapping[str, Any],
-                on_change: OnChange) -> None:
-    """One watch event into the cache (kopf's initial listing has no type: an ADDED)."""
+def apply_event(router: EventRouter, kind: str, event_type: str | None, obj: Mapping[str, Any]) -> None:
+    """One watch event into the cache through the router (kopf's initial listing has no type: an ADDED)."""
     obj = {**obj, "kind": kind}
+    cache = router.cache
     if event_type == "DELETED":
-        cache.delete(kind, obj)
-        on_change(kind, "DELETED", obj)
-    elif cache.upsert(kind, obj):
-        on_change(kind, event_type or "ADDED", obj)
-    elif cache.stale_events == cache.primed:
+        router.deleted(kind, obj)
+    elif not router.applied(kind, obj) and cache.stale_events == cache.primed:
         # kopf has replayed its own initial listing (each object one the cache had): the state kopf
         # keeps per object lives as long as they do, frozen like the primed cache.
         gc.freeze()
@@ -106,8 +100,8 @@ class NoDiffBaseStorage(kopf.DiffBaseStorage):
         del body, patch, essence
 
 
-def register_watches(registry: kopf.OperatorRegistry, cache: ClusterCache, on_change: OnChange) -> None:
-    """One kopf event handler per watched resource, all feeding `cache`; kopf keeps no diff base."""
+def register_watches(registry: kopf.OperatorRegistry, router: EventRouter) -> None:
+    """One kopf event handler per watched resource, all feeding `router`; kopf keeps no diff base."""
     @kopf.on.startup(registry=registry)
     def keep_no_diff_base(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.persistence.diffbase_storage = NoDiffBaseStorage()
@@ -116,6 +110,6 @@ def register_watches(registry: kopf.OperatorRegistry, cache: ClusterCache, on_ch
         async def handler(event: kopf.RawEvent, kind: str = kind, **_: Any) -> None:
             obj = event.get("object")
             if isinstance(obj, Mapping):
-                apply_event(cache, kind, event.get("type"), obj, on_change)
+                apply_event(router, kind, event.get("type"), obj)
 
         kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(handler)

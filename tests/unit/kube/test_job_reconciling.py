@@ -13,14 +13,12 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
-from controller.api.workload import Workload
 from controller.cache.cluster import ClusterCache
 from controller.core.admission.workloads import workload_from_job
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.job_reconciling import (
     JobReconciler,
-    mark_deactivated,
     missing_priority_class,
     pod_template_patch,
     pod_template_restore_patch,
@@ -140,18 +138,6 @@ def test_a_workload_never_admitted_has_no_admitted_condition_one_evicted_keeps_i
     assert not was_admitted(workload)
     workload["status"]["conditions"].append({"type": c.CONDITION_ADMITTED, "status": "False"})
     assert was_admitted(workload)
-
-
-def test_deactivation_evicts_releases_the_reservation_and_says_why() -> None:
-    wl = admitted_workload(authored("bare"))
-    model = Workload.from_dict(wl)
-    assert mark_deactivated(model, NOW)
-    assert model.status is not None and model.status.admission is None
-    conds = {x.type: (x.status, x.reason) for x in model.status.conditions}
-    assert conds == {c.CONDITION_EVICTED: ("True", c.REASON_DEACTIVATED),
-                     c.CONDITION_QUOTA_RESERVED: ("False", c.REASON_PENDING),
-                     c.CONDITION_ADMITTED: ("False", c.REASON_NO_RESERVATION)}
-    assert not mark_deactivated(model, NOW)  # already evicted: nothing to write
 
 
 # -- the reconciler against an API that enforces kube-apiserver's Job rules ------------------------
