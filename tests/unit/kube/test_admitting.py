@@ -1,5 +1,6 @@
-"""The admission loop against a recording fake API: admissions written as status patches, and the
-queue statuses written at once after a cycle, then coalesced while cycles keep coming."""
+"""The admission loop against a recording fake API: admissions written as status patches, the
+queue statuses (counted from the cache) written at once after a cycle, then coalesced while cycles
+keep coming; a deleted ClusterQueue's status and metric series forgotten."""
 
 from __future__ import annotations
 
@@ -7,11 +8,16 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from controller.api import constants as c
 from controller.cache.cluster import KIND_NODE, ClusterCache
-from controller.kube.admitting import AdmissionLoop
+from controller.core.admission.cycle import run_until_quiet
+from controller.core.admission.queue_status import queue_statuses
+from controller.kube.admitting import AdmissionLoop, queue_inputs
 from controller.kube.api import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS
 from controller.kube.events import EventRecorder
+from controller.kube.metrics import Metrics
 from tests.builders.cluster import make_node
 from tests.builders.kueue import make_cluster_queue, make_flavor, make_local_queue, make_workload
 
@@ -79,3 +85,57 @@ async def test_queue_statuses_are_written_after_the_first_cycle_then_once_per_in
     await asyncio.sleep(0.5)
     assert sorted(queue_writes(api)) == ["cq", "cq", "lq", "lq"]  # one coalesced write per queue
     assert loop.admitted_at.keys() == {f"default/w{i}" for i in range(6)}
+
+
+def test_queue_inputs_count_what_a_cycle_over_the_cache_admitted_and_left_waiting() -> None:
+    # cq's quota is 64 GPUs (a plain flavor: quota alone decides): four 16-GPU Workloads fit, one waits.
+    cache = cluster(workloads=0)
+    for i in range(5):
+        cache.upsert(c.KIND_WORKLOAD, make_workload(f"w{i}").queue("lq").pod_set("main", 1, {GPU: 16}).obj())
+    state = cache.admission_state()
+    run_until_quiet(state)
+    for key, fit in state.admitted.items():
+        cache.record_admission(key, fit)
+    waiting = {key: state.queue_of[key] for key in state.waiting()}
+    cqs, lqs = queue_statuses(queue_inputs(cache), waiting)
+    assert (cqs["cq"]["pendingWorkloads"], cqs["cq"]["admittedWorkloads"]) == (1, 4)
+    assert (lqs["default/lq"]["pendingWorkloads"], lqs["default/lq"]["admittedWorkloads"]) == (1, 4)
+    assert cqs["cq"]["flavorsUsage"] == [{"name": "gpu", "resources": [{"name": GPU, "total": "64", "borrowed": "0"}]}]
+
+
+def test_a_queue_turns_active_once_its_flavor_appears_in_the_cache() -> None:
+    cache = ClusterCache()
+    cache.upsert(c.KIND_CLUSTER_QUEUE, make_cluster_queue("cq").flavor("gpu", {GPU: 8}).obj())
+    cache.upsert(c.KIND_LOCAL_QUEUE, make_local_queue("lq", "cq").obj())
+    assert queue_statuses(queue_inputs(cache), {})[0]["cq"]["conditions"][0]["status"] == "False"
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, make_flavor("gpu").obj())
+    cqs, lqs = queue_statuses(queue_inputs(cache), {})
+    assert (cqs["cq"]["conditions"][0]["status"], lqs["default/lq"]["conditions"][0]["status"]) == ("True", "True")
+
+
+def scraped(metrics: Metrics) -> set[str]:
+    """The ClusterQueues named by any series in a scrape."""
+    return {s.labels["cluster_queue"] for family in text_string_to_metric_families(metrics.exposition().decode())
+            for s in family.samples if "cluster_queue" in s.labels}
+
+
+async def test_a_deleted_cluster_queue_loses_its_series_and_one_made_again_is_written_afresh() -> None:
+    cache = cluster(workloads=1)
+    api = RecordingApi(cache)
+    metrics = Metrics()
+    loop = AdmissionLoop(cache, api, EventRecorder(api), metrics=metrics,  # type: ignore[arg-type]
+                         queue_status_interval_s=0)
+    await loop.cycle()
+    await settle(loop)
+    assert scraped(metrics) == {"cq"}
+    assert sorted(queue_writes(api)) == ["cq", "lq"]
+    cq = make_cluster_queue("cq").flavor("gpu", {GPU: 64}).obj()
+    cache.delete(c.KIND_CLUSTER_QUEUE, cq)
+    await loop.cycle()
+    await settle(loop)
+    assert scraped(metrics) == set()
+    cache.upsert(c.KIND_CLUSTER_QUEUE, cq)  # the same name again: its status is written, not remembered
+    await loop.cycle()
+    await settle(loop)
+    assert scraped(metrics) == {"cq"}
+    assert queue_writes(api).count("cq") == 2
