@@ -4,7 +4,8 @@ Only while leading. A cycle runs the pure core (`run_until_quiet`) on `ClusterCa
 (so admissions are reserved in the cache at once), then writes every decision as a Workload status
 patch (resourceVersion-checked, retried), posts Events (Admitted; a pending cause once per new
 cause) and refreshes the ClusterQueue and LocalQueue statuses. One cycle at a time; its writes
-run beside the next cycles (at most one in flight per Workload). Started by controller.kube.operating.
+run beside the next cycles (at most one in flight per Workload), each written Workload handed to
+the operator's EventRouter. Started by controller.kube.operating.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ PARALLEL_WRITES = 32
 
 
 class AdmissionLoop:
-    """See the module docstring. `notify()` from any cache change; `run()` until cancelled."""
+    """See the module docstring. `notify()` on a change that concerns admission (the operator's
+    EventRouter); `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
                  applied: Applied | None = None, debounce_s: float = DEBOUNCE_S,

@@ -6,7 +6,8 @@ the flavors' nodeSelector/tolerations, the topology-workload/-podset annotations
 into the pod template and unsuspend; suspend a Job whose Workload lost its admission and put back
 the pod template the Workload recorded at creation; evict a deactivated Workload (`spec.active:
 false`) the same way, then release its reservation; mark the Workload Finished when the Job
-completes or fails; delete it when the Job is gone. Leader only.
+completes or fails; delete it when the Job is gone. Leader only. Started by
+controller.kube.operating, whose EventRouter wakes it and takes every Job and Workload it writes.
 """
 
 from __future__ import annotations

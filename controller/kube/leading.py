@@ -1,7 +1,7 @@
-"""Leader election on a coordination.k8s.io/v1 Lease: only the holder admits and ungates.
+"""Leader election on a coordination.k8s.io/v1 Lease: only the holder admits, reconciles Jobs and ungates.
 
-`tasq run` starts one `LeaderElector` per process; the admission loop and the TopologyUngater wait
-on its `leading` event. The holder renews every retry period with the Lease's resourceVersion (a 409
+`tasq run` starts one `LeaderElector` per process; the admission loop, the Job reconciler and the
+TopologyUngater wait on its `leading` event. The holder renews every retry period with the Lease's resourceVersion (a 409
 is a lost race); a holder that cannot renew within the renew deadline stops leading; a clean shutdown
 clears holderIdentity so a successor takes over at its next retry instead of after the lease duration.
 """
