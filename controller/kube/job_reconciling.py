@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from controller.api import constants as c
 from controller.api.views import JobView
 from controller.api.workload import Workload
-from controller.cache.cluster import ClusterCache, WorkloadEntry, admission_of, owner_job_key
+from controller.cache.cluster import ClusterCache, WorkloadEntry, admission_of
 from controller.core.admission.conditions import mark_deactivated, mark_finished
 from controller.core.admission.workloads import workload_from_job
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi, retrying
@@ -147,11 +147,6 @@ class JobReconciler:
     def notify(self, job_key: str) -> None:
         self._dirty[job_key] = None
         self._wake.set()
-
-    def notify_workload(self, workload: Mapping[str, Any]) -> None:
-        owner = owner_job_key(workload)
-        if owner is not None:
-            self.notify(owner)
 
     async def run(self, leading: asyncio.Event | None = None) -> None:
         """`PARALLEL_RECONCILES` workers take changed Jobs as they come (one Job is never reconciled by

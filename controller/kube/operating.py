@@ -30,7 +30,7 @@ from controller.kube.embedding import connection_info, run_kopf
 from controller.kube.events import EventRecorder
 from controller.kube.job_reconciling import JobReconciler
 from controller.kube.leading import LeaderElector
-from controller.kube.metrics import Metrics, serve_probes
+from controller.kube.metrics import Endpoints, Metrics, serving_endpoints
 from controller.kube.routing import EventRouter, Loop
 from controller.kube.ungating import TopologyUngater
 from controller.kube.watching import prime, register_watches
@@ -48,13 +48,12 @@ SettingsHook = Callable[[kopf.OperatorSettings], None]
 @dataclass(frozen=True)
 class OperatorOptions:
     """How `serve_operator` (and `serve_tasq` above it) runs the operator. `elector`: a
-    LeaderElector (always leading without one); probes and metrics on `metrics_host`:`metrics_port`
-    (none without a port; 0 picks one); `features`: Kueue's placement feature gates; `started` is
-    called with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
+    LeaderElector (always leading without one); `endpoints`: where /metrics and the probes are
+    served (nothing by default); `features`: Kueue's placement feature gates; `started` is called
+    with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
 
     elector: LeaderElector | None = None
-    metrics_host: str = "127.0.0.1"
-    metrics_port: int | None = None
+    endpoints: Endpoints = field(default_factory=Endpoints)
     features: FeatureGates = field(default_factory=FeatureGates)
     started: Callable[[Operator], None] | None = None
 
@@ -159,24 +158,19 @@ class Operator:
 
 async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, options: OperatorOptions, *,
                          admission: AdmissionServer | None = None) -> None:
-    """The whole operator until `stop`: leader election (`options.elector`), probes and metrics,
-    then `Operator.run`. With `admission`, its kopf also serves the admission webhooks."""
+    """The whole operator until `stop`: leader election (`options.elector`), metrics and probes as
+    `options.endpoints` say, then `Operator.run`. With `admission`, its kopf also serves the
+    admission webhooks."""
     operator = Operator(api_client, options, admission=admission)
     if options.started is not None:
         options.started(operator)
-    probes = None
-    if options.metrics_port is not None:
-        probes = await serve_probes(options.metrics_host, options.metrics_port, operator.ready.is_set,
-                                    operator.metrics)
-        log.info("probes and metrics on %s:%d", options.metrics_host, probes.port)
     elector = options.elector
-    electing = asyncio.create_task(elector.run(), name="tasq-leader-election") if elector is not None else None
-    try:
-        await operator.run(stop)
-    finally:
-        if electing is not None:
-            electing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await electing
-        if probes is not None:
-            await probes.close()
+    async with serving_endpoints(options.endpoints, operator.api, operator.ready.is_set, operator.metrics):
+        electing = asyncio.create_task(elector.run(), name="tasq-leader-election") if elector is not None else None
+        try:
+            await operator.run(stop)
+        finally:
+            if electing is not None:
+                electing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await electing

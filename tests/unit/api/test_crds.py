@@ -13,10 +13,10 @@ import yaml
 
 from controller.api import constants as c
 from controller.api.crds import KINDS, all_crds, crd_json_schema, kind_spec
-from controller.api.structural import check_crd
 from controller.cli import main
 from controller.commands.crds import DEFAULT_DIR
 from tests.unit.api import examples
+from tests.unit.api.structural_rules import check_crd
 
 CRDS = all_crds()
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.api.structural import Rule, check_crd, check_schema
+from tests.unit.api.structural_rules import Rule, check_crd, check_schema
 
 # Small schema builders: each returns a fresh OpenAPI node.
 

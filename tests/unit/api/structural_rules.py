@@ -3,7 +3,8 @@
 Written from the CustomResourceDefinition documentation ("Specifying a structural schema") and
 the apiextensions.k8s.io/v1 validation rules it refers to. `check_crd` / `check_schema` return
 every violation with its path (`...properties[spec].properties[count].type`), never raise.
-Used by the CRD tests and by the devcluster to reject CRDs a real API server would reject.
+A test helper, not product code: test_crds checks every generated CRD with it, so `tasq crds`
+never writes a CRD a real API server would reject.
 """
 
 from __future__ import annotations
