@@ -286,14 +286,14 @@ def _owner_job(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     """(namespace, name) of the Job that owns a Workload manifest, if one does."""
     meta = obj.get("metadata") or {}
     for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == c.KIND_JOB and str(ref.get("apiVersion", "")).startswith("batch/"):
+        if isinstance(ref, Mapping) and ref.get("kind") == c.KIND_JOB and str(ref.get("apiVersion", "")).startswith("batch/"):
             return str(meta.get("namespace") or "default"), str(ref.get("name", ""))
     return None
 
 
 def _workload_finished(obj: Mapping[str, Any]) -> str | None:
     for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == c.CONDITION_FINISHED and cond.get("status") == "True":
+        if isinstance(cond, Mapping) and cond.get("type") == c.CONDITION_FINISHED and cond.get("status") == "True":
             return c.REASON_FAILED if cond.get("reason") == c.REASON_FAILED else c.REASON_SUCCEEDED
     return None
 

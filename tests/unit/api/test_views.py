@@ -1,10 +1,11 @@
-"""placement_requests: one pod's footprint on a node, shared by PodView, PodSetRequest and PodSetInfo."""
+"""views: one pod's footprint on a node (placement_requests, shared by PodView, PodSetRequest and PodSetInfo),
+and null list items read without a crash."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from controller.api.views import POD_SLOT_MILLI, PodView, placement_requests, pod_requests
+from controller.api.views import POD_SLOT_MILLI, JobView, NodeView, PodView, placement_requests, pod_requests
 from controller.core.admission.workloads import pod_set_info
 from controller.core.topology import PodSetRequest
 
@@ -25,3 +26,21 @@ def test_every_view_of_one_pod_spec_takes_the_same_room_on_a_node() -> None:
     info = pod_set_info({"name": "main", "count": 4, "template": {"spec": SPEC}})
     assert pod.requests == request.requests == info.placement_requests == placement_requests(SPEC)
     assert "pods" not in info.requests
+
+
+def test_views_skip_null_list_items_instead_of_crashing() -> None:
+    """The API never sends one; a manifest can (tasq simulate zeroes them first): read, never raise."""
+    pod = PodView.from_dict({"metadata": {"name": "p", "ownerReferences": [None]}, "spec": {
+        "containers": [None, {"name": "c", "resources": {"requests": {"cpu": "1"}}}], "initContainers": [None],
+        "schedulingGates": [None, {"name": "g"}], "tolerations": [None],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [None]}}}}, "status": {"conditions": [None]}})
+    assert (pod.scheduling_gates, pod.tolerations, pod.owners, pod.conditions) == (("g",), (), (), ())
+    assert pod.requests == {"cpu": 1000, "pods": POD_SLOT_MILLI}
+    [term] = pod.affinity_terms  # a null term is an empty one: it matches no node
+    assert not term.matches("n1", {})
+    job = JobView.from_dict({"metadata": {"name": "j"}, "status": {"conditions": [None]}})
+    assert job.conditions == () and job.finished is None
+    node = NodeView.from_dict({"metadata": {"name": "n"}, "spec": {"taints": [None]},
+                               "status": {"conditions": [None]}})
+    assert node.taints == () and not node.ready
