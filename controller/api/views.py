@@ -1,4 +1,4 @@
-"""Light, fast read-only views of the core objects tasq reads: Node, Pod and Job.
+"""Light, fast read-only views of the core objects tasq reads: Node, Pod, Job and pod templates.
 
 Built from plain dicts (as the API, the devcluster or a YAML file gives them) without pydantic,
 because the cache holds tens of thousands of them. Also computes a pod's effective requests the
@@ -100,6 +100,40 @@ def placement_requests(pod_spec: Mapping[str, Any]) -> Resources:
     requests = pod_requests(pod_spec)
     requests[c.RESOURCE_PODS] = POD_SLOT_MILLI
     return requests
+
+
+@dataclass(frozen=True, slots=True)
+class PodTemplateView:
+    """A pod template (`{"metadata":..., "spec":...}`) as a Job or a Workload's pod set carries it:
+    what admission and placement read of it."""
+
+    annotations: Mapping[str, str]
+    requests: Resources
+    """Effective requests of one pod, without the `pods` resource (`pod_requests`)."""
+    node_selector: Mapping[str, str]
+    affinity_terms: tuple[NodeSelectorTerm, ...]
+    tolerations: tuple[Toleration, ...]
+    priority: int | None
+    priority_class_name: str | None
+
+    @classmethod
+    def from_dict(cls, template: Mapping[str, Any]) -> PodTemplateView:
+        spec: Mapping[str, Any] = template.get("spec") or {}
+        priority = spec.get("priority")
+        return cls(
+            annotations=dict(_meta(template).get("annotations") or {}),
+            requests=pod_requests(spec),
+            node_selector=dict(spec.get("nodeSelector") or {}),
+            affinity_terms=required_node_affinity_terms(spec),
+            tolerations=tolerations_from(spec.get("tolerations")),
+            priority=None if priority is None else int(priority),
+            priority_class_name=str(spec.get("priorityClassName") or "") or None,
+        )
+
+    @property
+    def placement_requests(self) -> Resources:
+        """What one pod takes on a node: `requests` plus 1 `pods`."""
+        return {**self.requests, c.RESOURCE_PODS: POD_SLOT_MILLI}
 
 
 @dataclass(frozen=True, slots=True)

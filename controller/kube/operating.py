@@ -20,11 +20,12 @@ from typing import Any
 
 import kopf
 from kubernetes.aio import client
-from kubernetes.aio.client import CoreV1Api
 
 from controller.api import constants as c
 from controller.api.features import FeatureGates
-from controller.cache.cluster import KIND_POD, ClusterCache, object_key, owner_job_key
+from controller.api.meta import object_key
+from controller.api.workload import owner_job_key
+from controller.cache.cluster import KIND_POD, ClusterCache
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
 from controller.kube.embedding import connection_info, run_kopf
@@ -83,7 +84,7 @@ class Operator:
         else:
             self.leading = asyncio.Event()
             self.leading.set()
-        self.ungater = TopologyUngater(CoreV1Api(api_client), self.cache.ungating_input, self.metrics,
+        self.ungater = TopologyUngater(self.api, self.cache.ungating_input, self.metrics,
                                        leader=self.leading)
         self.registry = kopf.OperatorRegistry()
         self.settings_hooks: list[SettingsHook] = []

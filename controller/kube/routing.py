@@ -3,21 +3,25 @@
 `WAKES` says, for each watched kind, which loops a change of that kind wakes, as kube-scheduler's
 plugins register the cluster events that concern them. `EventRouter.applied(kind, obj)` puts an
 object into the cache (a watch event, or what the API answered one of our writes with) and, when
-the cache did not already hold that version, wakes those loops; `deleted` does the same for a
-deletion. The watch handlers (controller.kube.watching) and every loop that writes use it; the
+the cache did not already hold that version, wakes those loops; an object the cache refuses as
+malformed wakes nobody and is reported (logged at WARNING, naming each field path); `deleted` does
+the same for a deletion. The watch handlers (controller.kube.watching) and every loop that writes use it; the
 Operator (controller.kube.operating) builds it. docs/architecture.md says the same in words.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.meta import object_key
 from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS, ClusterCache
 
+log = logging.getLogger(__name__)
 
 class Loop(enum.Enum):
     """The operator's loops that a change can wake."""
@@ -70,11 +74,20 @@ class EventRouter:
     def applied(self, kind: str, obj: Mapping[str, Any]) -> bool:
         """`obj` as the API has it (a watch event, or the answer to our own write) into the cache,
         waking the loops `WAKES` lists for `kind`; False, waking nobody, when the cache already
-        held this version or a newer one (the watch echoing a write we applied, a stale answer)."""
-        if not self.cache.upsert(kind, obj):
-            return False
-        self.wake(kind, obj)
-        return True
+        held this version or a newer one (the watch echoing a write we applied, a stale answer) or
+        refused it as malformed (then why is logged: see `refused`)."""
+        if self.cache.upsert(kind, obj):
+            self.wake(kind, obj)
+            return True
+        if self.refused(kind, obj):
+            log.warning("%s", self.cache.malformed[(kind, object_key(obj))].message)
+        return False
+
+    def refused(self, kind: str, obj: Mapping[str, Any]) -> bool:
+        """Whether the cache refused this very version of `obj` as malformed (keeping the previous
+        one), as opposed to skipping a version it already held."""
+        refusal = self.cache.malformed.get((kind, object_key(obj)))
+        return refusal is not None and refusal.version == str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
     def deleted(self, kind: str, obj: Mapping[str, Any]) -> None:
         """`obj` is gone: out of the cache, and the loops `WAKES` lists for `kind` woken."""

@@ -61,8 +61,9 @@ async def prime(router: EventRouter, api: KubeApi) -> None:
     for kind, (group, version, plural) in RESOURCES.items():
         resource = (_api_version(group, version), plural)
         for obj in await _list_once_allowed(api, resource):
-            listed += 1
-            router.applied(kind, {**obj, "kind": kind})
+            if router.applied(kind, {**obj, "kind": kind}):
+                listed += 1
+    # A refused (malformed) object is refused again when kopf replays it: not counted as primed.
     cache.primed = cache.stale_events + listed
     # What was just primed (every node's view, the topology trees built from them) lives as long as
     # the process: moved out of the collector's reach, so its full passes stop walking it. At
@@ -120,7 +121,7 @@ def apply_event(router: EventRouter, kind: str, event_type: str | None, obj: Map
     cache = router.cache
     if event_type == "DELETED":
         router.deleted(kind, obj)
-    elif not router.applied(kind, obj) and cache.stale_events == cache.primed:
+    elif not router.applied(kind, obj) and not router.refused(kind, obj) and cache.stale_events == cache.primed:
         # kopf has replayed its own initial listing (each object one the cache had): the state kopf
         # keeps per object lives as long as they do, frozen like the primed cache.
         gc.freeze()

@@ -14,6 +14,7 @@ from controller.api.flavor import ResourceFlavor
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.views import NodeView
+from controller.api.workload import Workload
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.snapshot import build_snapshot
 from tests.builders.manifest import Manifest, taint
@@ -233,6 +234,9 @@ class WorkloadBuilder(Manifest):
             item["topologyAssignment"] = {"slices": [{"nodeLabels": labels, "count": n} for labels, n in slices]}
         admission["podSetAssignments"].append(item)
         return self
+
+    def model(self) -> Workload:
+        return Workload.from_dict(self.obj())
 
 
 class JobBuilder(Manifest):

@@ -1,9 +1,11 @@
 """The one route of a change: each kind wakes exactly the loops the table lists, whether the change
 is a watch event or our own write; a version the cache already holds (the watch echoing our write,
-a stale answer) wakes nobody; the Operator's wakers find the Job or Workload concerned."""
+a stale answer) wakes nobody; one the cache refuses as malformed wakes nobody and is reported; the
+Operator's wakers find the Job or Workload concerned."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -112,6 +114,27 @@ def test_a_deletion_wakes_the_same_loops(kind: str, loops: set[Loop]) -> None:
     woken.calls.clear()
     router.deleted(kind, versioned(OBJECTS[kind](), 5))
     assert woken.loops() == loops
+
+
+def test_a_malformed_answer_wakes_nobody_keeps_the_version_before_and_is_reported_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    woken = Woken()
+    cache = ClusterCache()
+    router = woken.router(cache)
+    router.applied(c.KIND_WORKLOAD, versioned(OBJECTS[c.KIND_WORKLOAD](), 5))
+    woken.calls.clear()
+    bad = versioned(OBJECTS[c.KIND_WORKLOAD](), 6)
+    bad["spec"]["podSets"][0]["count"] = "lots"
+    with caplog.at_level(logging.WARNING, logger="controller.kube.routing"):
+        assert not router.applied(c.KIND_WORKLOAD, bad)
+        assert router.refused(c.KIND_WORKLOAD, bad)
+        assert not router.applied(c.KIND_WORKLOAD, versioned(OBJECTS[c.KIND_WORKLOAD](), 5))  # a stale echo
+        assert not router.refused(c.KIND_WORKLOAD, versioned(OBJECTS[c.KIND_WORKLOAD](), 5))
+    assert woken.calls == []
+    assert cache.workloads["default/w"].obj.metadata.resource_version == "5"
+    (record,) = caplog.records
+    assert record.getMessage().startswith("Workload default/w (resourceVersion 6) refused") \
+        and "spec.podSets.0.count" in record.getMessage()
 
 
 def test_a_router_missing_a_waker_is_refused_by_name() -> None:
