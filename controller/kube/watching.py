@@ -50,6 +50,7 @@ BLOCKED_RETRY_S = 2.0
 """How often a resource that could not be listed (403, 404) is listed again while priming waits."""
 FORBIDDEN, NOT_FOUND = 403, 404
 
+
 def _api_version(group: str, version: str) -> str:
     return f"{group}/{version}" if group else version
 
