@@ -4,23 +4,33 @@
 kopf registry (the operator's: one kopf per process) behind an `AdmissionServer` (TLS from files,
 reloaded on change); `serve_admission(client, server, stop)` runs them alone. For `tasq dev` and
 `tasq run --local-webhooks`, `local_tls` writes a CA and a 127.0.0.1 certificate and `publish_webhooks`
-applies the configurations (URL + caBundle) once the server listens and deletes them on exit.
-Called by controller.kube.operating/process; the one module here that writes webhook configurations.
+applies the configurations (URL + caBundle) once the server listens. Replicas share them: each
+configuration lists the servers registered with it (an annotation) and points at the newest; a
+replica leaving hands them to the newest other one that still listens, and only the last deletes
+them. Called by controller.kube.operating/process; the one module here that writes webhook configurations.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import kopf
 from kopf._core.reactor.inventory import ResourceMemories
-from kubernetes.aio.client import AdmissionregistrationV1Api, ApiClient, ApiException
+from kubernetes.aio.client import (
+    AdmissionregistrationV1Api,
+    ApiClient,
+    ApiException,
+    V1DeleteOptions,
+    V1Preconditions,
+)
 
 from controller.api import constants as c
 from controller.kube.embedding import connection_info, run_kopf
@@ -29,8 +39,14 @@ from webhooks.configurations import EXCLUDED_NAMESPACES, local_client, webhook_c
 from webhooks.handlers import register_handlers
 from webhooks.serving import AdmissionServer, TlsFiles
 
+log = logging.getLogger(__name__)
+
 NOT_FOUND = 404
 CONFLICT = 409
+SHARING_ATTEMPTS = 10
+"""Read-modify-write rounds of a shared configuration before giving up (each loses only to another
+replica's write in between)."""
+PROBE_TIMEOUT_S = 1.0
 
 
 def serving_files(directory: Path) -> TlsFiles:
@@ -44,62 +60,151 @@ def local_tls(directory: Path, now: datetime) -> TlsFiles:
     return serving_files(directory)
 
 
-async def _apply(api: AdmissionregistrationV1Api, configuration: dict[str, Any]) -> None:
-    """Create the configuration, or replace the one of that name (a previous run's, say)."""
-    mutating = configuration["kind"] == "MutatingWebhookConfiguration"
-    name = configuration["metadata"]["name"]
-    body: Any = configuration  # the client serialises a plain dict as it is, like its own models
+Server = dict[str, str]
+"""One registered server: {"url", "caBundle"}."""
+
+
+def sharing_servers(configuration: Any) -> list[Server]:
+    """The servers a configuration (a client model or None) lists; malformed entries dropped."""
+    annotations = (getattr(getattr(configuration, "metadata", None), "annotations", None) or {})
     try:
-        if mutating:
-            await api.create_mutating_webhook_configuration(body)
-        else:
-            await api.create_validating_webhook_configuration(body)
-        return
-    except ApiException as e:
-        if e.status != CONFLICT:
+        listed = json.loads(annotations.get(c.ANNOTATION_LOCAL_WEBHOOK_SERVERS) or "[]")
+    except ValueError:
+        return []
+    return [{"url": str(s["url"]), "caBundle": str(s.get("caBundle", ""))}
+            for s in listed if isinstance(listed, list) and isinstance(s, dict) and s.get("url")]
+
+
+def joined(servers: list[Server], me: Server) -> list[Server]:
+    """The list after `me` registers: listed once, last (the configuration points at the last)."""
+    return [s for s in servers if s["url"] != me["url"]] + [me]
+
+
+def left(servers: list[Server], url: str) -> list[Server]:
+    """The list after the server at `url` leaves."""
+    return [s for s in servers if s["url"] != url]
+
+
+def _configuration(kind: str, server: Server, servers: list[Server], excluded: tuple[str, ...]) -> dict[str, Any]:
+    """The configuration of `kind` pointing at `server`, listing `servers`."""
+    mutating, validating = webhook_configurations(local_client(server["url"], server["caBundle"]), excluded)
+    body = mutating if kind == "MutatingWebhookConfiguration" else validating
+    body["metadata"]["annotations"] = {c.ANNOTATION_LOCAL_WEBHOOK_SERVERS: json.dumps(servers)}
+    return body
+
+
+class _Kind:
+    """The client calls for one configuration kind."""
+
+    def __init__(self, api: AdmissionregistrationV1Api, kind: str) -> None:
+        self.kind = kind
+        mutating = kind == "MutatingWebhookConfiguration"
+        self.name = c.MUTATING_WEBHOOK_CONFIGURATION if mutating else c.VALIDATING_WEBHOOK_CONFIGURATION
+        self.read = api.read_mutating_webhook_configuration if mutating else api.read_validating_webhook_configuration
+        self.create = api.create_mutating_webhook_configuration if mutating else api.create_validating_webhook_configuration
+        self.replace = (api.replace_mutating_webhook_configuration if mutating
+                        else api.replace_validating_webhook_configuration)
+        self.delete = api.delete_mutating_webhook_configuration if mutating else api.delete_validating_webhook_configuration
+
+    async def current(self) -> Any:
+        try:
+            return await self.read(self.name)
+        except ApiException as e:
+            if e.status == NOT_FOUND:
+                return None
             raise
-    current = await (api.read_mutating_webhook_configuration(name) if mutating
-                     else api.read_validating_webhook_configuration(name))
-    version = current.metadata.resource_version if current.metadata is not None else None
-    body = {**configuration, "metadata": {**configuration["metadata"], "resourceVersion": version}}
-    if mutating:
-        await api.replace_mutating_webhook_configuration(name, body)
-    else:
-        await api.replace_validating_webhook_configuration(name, body)
+
+
+KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 
 
 async def register_configurations(client: ApiClient, url: str, ca_bundle: str,
                                   excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> None:
-    """Apply both configurations, calling the server at `url` and trusting `ca_bundle`."""
+    """Point both configurations at the server at `url` (trusting `ca_bundle`) and add it to the
+    servers they list; created when absent. resourceVersion-checked, retried on a conflict."""
     api = AdmissionregistrationV1Api(client)
-    for body in webhook_configurations(local_client(url, ca_bundle), excluded):
-        await _apply(api, body)
+    me = {"url": url, "caBundle": ca_bundle}
+    for kind in KINDS:
+        calls = _Kind(api, kind)
+        for _ in range(SHARING_ATTEMPTS):
+            current = await calls.current()
+            servers = joined(sharing_servers(current), me)
+            body: Any = _configuration(kind, me, servers, excluded)  # the client sends a plain dict as it is
+            try:
+                if current is None:
+                    await calls.create(body)
+                else:
+                    body["metadata"]["resourceVersion"] = current.metadata.resource_version
+                    await calls.replace(calls.name, body)
+                break
+            except ApiException as e:
+                if e.status != CONFLICT:
+                    raise
+        else:
+            raise RuntimeError(f"{calls.name}: changed by others {SHARING_ATTEMPTS} times while registering")
 
 
-async def remove_configurations(client: ApiClient) -> None:
-    """Delete both configurations; absent ones are fine."""
+async def listening(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
+    """Something accepts connections at the host and port of `url` (a local webhook server)."""
+    parts = urlsplit(url)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, parts.port or 443), timeout_s)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    return True
+
+
+async def release_configurations(client: ApiClient, url: str, excluded: tuple[str, ...] = EXCLUDED_NAMESPACES,
+                                 alive: Callable[[str], Any] = listening) -> None:
+    """The server at `url` leaves both configurations: they are handed to the newest other listed
+    server that `alive` finds listening (another replica keeps serving them), deleted when none is
+    left, and left alone when they do not list `url` (another installation's). Each step is
+    resourceVersion-checked and redone on a conflict."""
     api = AdmissionregistrationV1Api(client)
-    for delete, name in ((api.delete_mutating_webhook_configuration, c.MUTATING_WEBHOOK_CONFIGURATION),
-                         (api.delete_validating_webhook_configuration, c.VALIDATING_WEBHOOK_CONFIGURATION)):
-        try:
-            await delete(name)
-        except ApiException as e:
-            if e.status != NOT_FOUND:
-                raise
+    for kind in KINDS:
+        calls = _Kind(api, kind)
+        for _ in range(SHARING_ATTEMPTS):
+            current = await calls.current()
+            listed = sharing_servers(current)
+            if current is None or all(s["url"] != url for s in listed):
+                break
+            remaining = [s for s in left(listed, url) if await alive(s["url"])]
+            version = current.metadata.resource_version
+            try:
+                if remaining:
+                    body: Any = _configuration(kind, remaining[-1], remaining, excluded)
+                    body["metadata"]["resourceVersion"] = version
+                    await calls.replace(calls.name, body)
+                    log.info("%s handed to %s (%d server(s) left)", calls.name, remaining[-1]["url"], len(remaining))
+                else:
+                    await calls.delete(calls.name, body=V1DeleteOptions(
+                        preconditions=V1Preconditions(resource_version=version)))
+                    log.info("%s deleted: no other server listed is listening", calls.name)
+                break
+            except ApiException as e:
+                if e.status == NOT_FOUND:
+                    break
+                if e.status != CONFLICT:
+                    raise
+        else:
+            raise RuntimeError(f"{calls.name}: changed by others {SHARING_ATTEMPTS} times while releasing")
 
 
 @asynccontextmanager
 async def registered_webhooks(client: ApiClient, server: AdmissionServer,
                               excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> AsyncIterator[None]:
     """While inside: the configurations point at `server` (registered once it listens, so the API
-    server never calls a port nobody serves); on exit they are deleted, so a stopped local
-    operator leaves no failurePolicy Fail webhook behind."""
+    server never calls a port nobody serves); on exit this server leaves them
+    (`release_configurations`): another replica still listening keeps them, the last one deletes
+    them, so a stopped local operator leaves no failurePolicy Fail webhook behind and never takes
+    them away from a replica that still serves."""
     await server.wait_listening()
     try:
         await register_configurations(client, server.url, server.tls.ca_bundle(), excluded)
         yield
     finally:
-        await remove_configurations(client)
+        await release_configurations(client, server.url, excluded)
 
 
 class DenialsLoggedOnce(logging.Filter):
@@ -155,7 +260,7 @@ def admission_registry(client: ApiClient, server: AdmissionServer) -> kopf.Opera
 async def publish_webhooks(client: ApiClient, server: AdmissionServer, stop: asyncio.Event, *,
                            register_local: bool = False, ready: asyncio.Event | None = None) -> None:
     """Until `stop`: once `server` listens, `ready` is set and, with `register_local`, the
-    configurations point at it (`registered_webhooks`: deleted again on the way out)."""
+    configurations point at it (`registered_webhooks`: released again on the way out)."""
     listening = asyncio.create_task(server.wait_listening())
     stopping = asyncio.create_task(stop.wait())
     try:
