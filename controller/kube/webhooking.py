@@ -71,8 +71,10 @@ def sharing_servers(configuration: Any) -> list[Server]:
         listed = json.loads(annotations.get(c.ANNOTATION_LOCAL_WEBHOOK_SERVERS) or "[]")
     except ValueError:
         return []
+    if not isinstance(listed, list):
+        return []
     return [{"url": str(s["url"]), "caBundle": str(s.get("caBundle", ""))}
-            for s in listed if isinstance(listed, list) and isinstance(s, dict) and s.get("url")]
+            for s in listed if isinstance(s, dict) and s.get("url")]
 
 
 def joined(servers: list[Server], me: Server) -> list[Server]:
