@@ -2,9 +2,10 @@
 
 `AdmissionServer` is a kopf webhook server (`settings.admission.server`): it serves POST /<handler
 id> over TLS with a certificate and key read from files, and swaps in a new TLS context when the
-files change, so the next handshake uses the new certificate without a restart. Malformed
-AdmissionReviews get a 400 and the server keeps serving; every request is logged with the object
-it reviews. Started by controller.kube.webhooking; tests run it directly.
+files change (`ReloadingTls`, also used by the metrics server), so the next handshake uses the new
+certificate without a restart. A path that names no webhook gets a 404, a malformed AdmissionReview
+a 400, and the server keeps serving; every request is logged with the object it reviews. Started by
+controller.kube.webhooking; tests run it directly.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from aiohttp import web
 # kopf raises these for a review it cannot serve; it does not export the class at its top level.
 from kopf._core.engines.admission import WebhookError
 
+from webhooks.configurations import MUTATING_ROUTES, VALIDATING_ROUTES
 from webhooks.handlers import DENIAL_CODE, denial_message
 from webhooks.validation.errors import ROOT, FieldError, FieldPath
 
@@ -36,6 +38,8 @@ OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 MAX_OBJECT_DEPTH: Final = 64  # a Workload's pod template nests about 15 levels; kopf copies recursively
 IDENTITY_FIELDS: Final = ("name", "generateName", "namespace", "uid")
 MAX_REVIEW_BYTES: Final = 8 * 1024 * 1024  # kube-apiserver's own request limit is 3 MiB
+HANDLER_IDS: Final = frozenset(route.handler_id for route in (*MUTATING_ROUTES, *VALIDATING_ROUTES))
+"""The paths the webhook configurations call; kopf would answer `allowed: true` on any other."""
 
 
 def review_problems(review: Any) -> list[str]:
@@ -203,26 +207,18 @@ class TlsFiles:
         return base64.b64encode((self.ca or self.cert).read_bytes()).decode("ascii")
 
 
-class AdmissionServer:
-    """A kopf webhook server over TLS from files, reloading them when they change (see module)."""
+class ReloadingTls:
+    """A server-side TLS context from `TlsFiles` that follows the files: `front()` is the listening
+    socket's context, whose handshakes switch to the newest context `reload_if_changed` loaded."""
 
-    def __init__(self, tls: TlsFiles, *, addr: str = "127.0.0.1", port: int = 0, host: str | None = None,
-                 reload_interval: float = 10.0) -> None:
+    def __init__(self, tls: TlsFiles, what: str = "webhook") -> None:
         self.tls = tls
-        self.addr = addr
-        self.port = port
-        self.host = host or addr
-        self.reload_interval = reload_interval
+        self.what = what
         self.reloads = 0
         self._fingerprint = tls.fingerprint()
         self._current = tls.context()
-        self._listening = asyncio.Event()
 
-    @property
-    def url(self) -> str:
-        return f"https://{self.host}:{self.port}"
-
-    def _front_context(self) -> ssl.SSLContext:
+    def front(self) -> ssl.SSLContext:
         """The listening socket's context: each handshake switches to the newest loaded context."""
         front = self.tls.context()
 
@@ -240,13 +236,41 @@ class AdmissionServer:
                 return False
             context = self.tls.context()
         except (OSError, ssl.SSLError) as e:
-            logger.warning("Cannot load the webhook certificate from %s: %s; serving the previous one",
-                           self.tls.cert, e)
+            logger.warning("Cannot load the %s certificate from %s: %s; serving the previous one",
+                           self.what, self.tls.cert, e)
             return False
         self._current, self._fingerprint = context, fingerprint
         self.reloads += 1
-        logger.info("Loaded a new webhook serving certificate from %s", self.tls.cert)
+        logger.info("Loaded a new %s serving certificate from %s", self.what, self.tls.cert)
         return True
+
+
+class AdmissionServer:
+    """A kopf webhook server over TLS from files, reloading them when they change (see module).
+    `handler_ids` are the paths it answers (every configured webhook by default); others get 404."""
+
+    def __init__(self, tls: TlsFiles, *, addr: str = "127.0.0.1", port: int = 0, host: str | None = None,
+                 reload_interval: float = 10.0, handler_ids: frozenset[str] = HANDLER_IDS) -> None:
+        self.tls = tls
+        self.addr = addr
+        self.port = port
+        self.host = host or addr
+        self.reload_interval = reload_interval
+        self.handler_ids = handler_ids
+        self._reloading = ReloadingTls(tls)
+        self._listening = asyncio.Event()
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.host}:{self.port}"
+
+    @property
+    def reloads(self) -> int:
+        return self._reloading.reloads
+
+    def reload_if_changed(self) -> bool:
+        """See `ReloadingTls.reload_if_changed`."""
+        return self._reloading.reload_if_changed()
 
     async def wait_listening(self) -> None:
         await self._listening.wait()
@@ -260,7 +284,7 @@ class AdmissionServer:
         runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self.addr, self.port, ssl_context=self._front_context())
+            site = web.TCPSite(runner, self.addr, self.port, ssl_context=self._reloading.front())
             await site.start()
             server = site._server
             if isinstance(server, asyncio.base_events.Server) and server.sockets:
@@ -276,12 +300,17 @@ class AdmissionServer:
             await runner.cleanup()
 
     async def _serve(self, fn: kopf.WebhookFn, request: web.Request) -> web.Response:
-        """One request: 400 when the body is not JSON, else what `answer` says."""
+        """One request: 404 for a path that names no webhook (never an answer kopf would make up),
+        400 when the body is not JSON, else what `answer` says."""
+        webhook = request.match_info.get("id", "")
+        if webhook not in self.handler_ids:
+            logger.warning("Admission request refused: no webhook at %s", request.path)
+            return web.json_response({"message": f"no webhook at {request.path}"}, status=404)
         try:
             review = json.loads(await request.read())
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             return _bad_request(f"the body is not JSON this server can read: {e}")
-        status, body = await answer(fn, review, request.match_info.get("id"), request.headers)
+        status, body = await answer(fn, review, webhook, request.headers)
         if status == 400:
             logger.warning("Admission request refused: %s", body["message"])
         return web.json_response(body, status=status)

@@ -207,6 +207,9 @@ ADMISSION_RESULT_INADMISSIBLE: Final = "inadmissible"
 PROBE_PATH_METRICS: Final = "/metrics"
 PROBE_PATH_HEALTHZ: Final = "/healthz"
 PROBE_PATH_READYZ: Final = "/readyz"
+METRICS_PORT: Final = 8443  # HTTPS, authenticated (Kueue's metrics port)
+PROBE_PORT: Final = 8081  # plain HTTP, /healthz and /readyz (Kueue's probe port)
+METRICS_READER_ROLE: Final = "tasq-metrics-reader"
 
 # Kueue's pod-set slice and group annotations (TAS, Kueue 0.19) and the reason for a slice request
 # the flavor's topology cannot express (a slice level above the pod set's level, an inner layer

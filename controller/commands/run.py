@@ -1,7 +1,8 @@
 """`tasq run`: the operator against a cluster until SIGINT/SIGTERM.
 
 Connects in-cluster or with `--kubeconfig`, elects a leader on a Lease in `--lease-namespace`
-(only the leader admits and writes), serves /healthz, /readyz and /metrics on `--metrics-port`,
+(only the leader admits and writes), serves /metrics over HTTPS on `--metrics-port` (each scrape
+authenticated and authorized with the API server) and /healthz, /readyz on the plain `--probe-port`,
 and exits 0 after a clean stop (the Lease released). Exit 2 on arguments that cannot work.
 """
 
@@ -16,19 +17,21 @@ import socket
 import sys
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller.api import constants as c
 from controller.api.features import FLAG_HELP, FeatureGateError, parse_feature_gates
+
+if TYPE_CHECKING:
+    from controller.kube.metrics import Endpoints
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("run", help="run the tasq operator against a cluster")
     parser.add_argument("--kubeconfig", type=Path, default=None,
                         help="kubeconfig to use (default: the in-cluster service account)")
-    parser.add_argument("--metrics-port", type=int, default=8080,
-                        help="port of /metrics, /healthz and /readyz (default 8080; -1: none)")
-    parser.add_argument("--metrics-host", default="0.0.0.0",  # all interfaces: the kubelet probes a pod IP
-                        help="address the probes listen on (default 0.0.0.0)")
+    # Metrics and probes: see `metrics_flags` (kept apart so the operator's own flags stay readable).
+    metrics_flags(parser)
     parser.add_argument("--lease-namespace", default=c.TASQ_NAMESPACE,
                         help=f"namespace of the leader-election Lease (default {c.TASQ_NAMESPACE})")
     parser.add_argument("--lease-name", default=c.LEADER_LEASE_NAME,
@@ -56,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
     if args.kubeconfig is None and "KUBERNETES_SERVICE_HOST" not in os.environ:
         print("tasq run: not in a cluster (no KUBERNETES_SERVICE_HOST); give --kubeconfig", file=sys.stderr)
         return 2
-    if not -1 <= args.metrics_port <= 65535:
-        print(f"tasq run: --metrics-port {args.metrics_port}: want 0-65535, or -1 for none", file=sys.stderr)
+    endpoints_problem = endpoints_flags_problem(args)
+    if endpoints_problem:
+        print(f"tasq run: {endpoints_problem}", file=sys.stderr)
         return 2
     try:
         args.features = parse_feature_gates(args.feature_gates)
@@ -103,9 +107,54 @@ async def _serve(args: argparse.Namespace, identity: str) -> None:
     try:
         elector = LeaderElector(api_client, args.lease_namespace, args.lease_name, identity)
         await serve_tasq(api_client, stop, webhooks=webhooks, elector=elector, features=args.features,
-                         metrics_host=args.metrics_host,
-                         metrics_port=None if args.metrics_port < 0 else args.metrics_port)
+                         endpoints=endpoints_from_flags(args))
     finally:
         await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+def metrics_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of /metrics (HTTPS, TokenReview + SubjectAccessReview) and of the plain probe port."""
+    parser.add_argument("--metrics-port", type=int, default=c.METRICS_PORT,
+                        help=f"HTTPS port of /metrics (default {c.METRICS_PORT}; -1: none); a scrape needs a bearer "
+                             "token whose user may get /metrics (the metrics-reader ClusterRole)")
+    parser.add_argument("--metrics-host", default="0.0.0.0",  # all interfaces: Prometheus scrapes the pod IP
+                        help="address /metrics listens on (default 0.0.0.0)")
+    parser.add_argument("--metrics-cert-dir", type=Path, default=None,
+                        help="serve /metrics with tls.crt/tls.key from this directory, reloaded when they change "
+                             "(default: --webhook-cert-dir when given, else a self-signed certificate)")
+    parser.add_argument("--metrics-insecure", action="store_true",
+                        help="serve /metrics over plain HTTP without authentication; only with a loopback "
+                             "--metrics-host (a control plane on this machine)")
+    parser.add_argument("--probe-port", type=int, default=c.PROBE_PORT,
+                        help=f"plain-HTTP port of /healthz and /readyz (default {c.PROBE_PORT}; -1: none)")
+    parser.add_argument("--probe-host", default="0.0.0.0",  # all interfaces: the kubelet probes the pod IP
+                        help="address the probes listen on (default 0.0.0.0)")
+
+
+def endpoints_flags_problem(args: argparse.Namespace) -> str | None:
+    """Why the metrics and probe flags cannot work together, or None."""
+    from controller.kube.metrics import is_loopback
+
+    for flag, port in (("--metrics-port", args.metrics_port), ("--probe-port", args.probe_port)):
+        if not -1 <= port <= 65535:
+            return f"{flag} {port}: want 0-65535, or -1 for none"
+    if args.metrics_port > 0 and args.metrics_port == args.probe_port:
+        return f"--metrics-port and --probe-port are both {args.probe_port}: /metrics and the probes need their own ports"
+    if args.metrics_insecure and not is_loopback(args.metrics_host):
+        return (f"--metrics-insecure serves /metrics without authentication: only on a loopback --metrics-host "
+                f"(127.0.0.1, ::1 or localhost), not {args.metrics_host!r}")
+    cert_dir = args.metrics_cert_dir
+    if cert_dir is not None and not cert_dir.is_dir():
+        return f"--metrics-cert-dir {str(cert_dir)!r} is not a directory"
+    return None
+
+
+def endpoints_from_flags(args: argparse.Namespace) -> Endpoints:
+    from controller.kube.metrics import Endpoints
+
+    return Endpoints(metrics_host=args.metrics_host, metrics_port=None if args.metrics_port < 0 else args.metrics_port,
+                     metrics_cert_dir=args.metrics_cert_dir or args.webhook_cert_dir,
+                     metrics_insecure=args.metrics_insecure,
+                     probe_host=args.probe_host, probe_port=None if args.probe_port < 0 else args.probe_port)

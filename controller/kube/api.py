@@ -89,6 +89,8 @@ PODS = ("v1", "pods")
 EVENTS = ("v1", "events")
 CLUSTER_QUEUES = (c.API_VERSION, c.PLURAL_CLUSTER_QUEUES)
 LOCAL_QUEUES = (c.API_VERSION, c.PLURAL_LOCAL_QUEUES)
+TOKEN_REVIEWS = ("authentication.k8s.io/v1", "tokenreviews")  # metrics scrapes (controller.kube.authorizing)
+SUBJECT_ACCESS_REVIEWS = ("authorization.k8s.io/v1", "subjectaccessreviews")
 
 
 class KubeApi:

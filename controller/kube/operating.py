@@ -26,7 +26,7 @@ from controller.kube.api import KubeApi
 from controller.kube.embedding import connection_info, run_kopf
 from controller.kube.events import EventRecorder
 from controller.kube.job_reconciling import JobReconciler
-from controller.kube.metrics import Metrics, serve_probes
+from controller.kube.metrics import Endpoints, Metrics, serving_endpoints
 from controller.kube.ungating import TopologyUngater
 from controller.kube.watching import prime, register_watches
 from controller.kube.webhooking import ReviewMemories, add_admission
@@ -137,27 +137,22 @@ class Operator:
 
 
 async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, *, elector: Any | None = None,
-                         metrics_host: str = "127.0.0.1", metrics_port: int | None = None,
+                         endpoints: Endpoints | None = None,
                          started: Callable[[Operator], None] | None = None,
                          features: FeatureGates | None = None, admission: AdmissionServer | None = None) -> None:
     """The whole operator until `stop`: leader election (`elector`, a LeaderElector; always leading
-    without one), probes and metrics on `metrics_port`, then `Operator.run`. `started` is called
-    with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
+    without one), metrics and probes as `endpoints` say (none without), then `Operator.run`.
+    `started` is called with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
     operator = Operator(api_client, leading=elector.leading if elector is not None else None, features=features,
                         admission=admission)
     if started is not None:
         started(operator)
-    probes = None
-    if metrics_port is not None:
-        probes = await serve_probes(metrics_host, metrics_port, operator.ready.is_set, operator.metrics)
-        log.info("probes and metrics on %s:%d", metrics_host, probes.port)
-    electing = asyncio.create_task(elector.run(), name="tasq-leader-election") if elector is not None else None
-    try:
-        await operator.run(stop)
-    finally:
-        if electing is not None:
-            electing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await electing
-        if probes is not None:
-            await probes.close()
+    async with serving_endpoints(endpoints or Endpoints(), operator.api, operator.ready.is_set, operator.metrics):
+        electing = asyncio.create_task(elector.run(), name="tasq-leader-election") if elector is not None else None
+        try:
+            await operator.run(stop)
+        finally:
+            if electing is not None:
+                electing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await electing

@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes.aio import client
 
 from controller.api.features import FeatureGates
+from controller.kube.metrics import Endpoints
 from controller.kube.operating import Operator, serve_operator
 from controller.kube.webhooking import local_tls, publish_webhooks, serving_files
 from webhooks.serving import AdmissionServer
@@ -37,7 +38,7 @@ class Webhooks:
 
 
 async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, *, webhooks: Webhooks | None = None,
-                     elector: Any | None = None, metrics_host: str = "127.0.0.1", metrics_port: int | None = None,
+                     elector: Any | None = None, endpoints: Endpoints | None = None,
                      started: Callable[[Operator], None] | None = None, ready: asyncio.Event | None = None,
                      features: FeatureGates | None = None) -> None:
     """See the module docstring; returns once every part stopped (webhook configurations removed)."""
@@ -60,8 +61,8 @@ async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, *, webho
                 assert webhooks.cert_dir is not None
                 tls = serving_files(webhooks.cert_dir)
             server = AdmissionServer(tls, addr=webhooks.addr, port=webhooks.port)
-        parts = [asyncio.create_task(serve_operator(api_client, stop, elector=elector, metrics_host=metrics_host,
-                                                    metrics_port=metrics_port, started=on_started,
+        parts = [asyncio.create_task(serve_operator(api_client, stop, elector=elector, endpoints=endpoints,
+                                                    started=on_started,
                                                     features=features, admission=server))]
         if webhooks is not None and server is not None:
             parts.append(asyncio.create_task(publish_webhooks(api_client, server, stop, register_local=webhooks.local,

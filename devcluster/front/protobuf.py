@@ -1,7 +1,7 @@
 """Decoding of Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`) into JSON objects.
 
-kubectl's imperative commands (`create namespace|configmap|secret|job|priorityclass|serviceaccount`,
-`run`, and the evictions of `drain`) send built-in objects as protobuf and do not fall back to JSON, so the HTTP layer decodes
+kubectl's imperative commands (`create namespace|configmap|secret|job|priorityclass|serviceaccount|
+clusterrolebinding|rolebinding`, `run`, and the evictions of `drain`) send built-in objects as protobuf and do not fall back to JSON, so the HTTP layer decodes
 them here. Pure: a wire-format reader plus field tables from the Kubernetes `generated.proto` files
 for the kinds those commands create; an unknown field is refused (never silently dropped).
 """
@@ -109,6 +109,13 @@ MESSAGES: dict[str, F] = {
                          4: ("expirationSeconds", "int", "")},
     "BoundObjectReference": {1: ("kind", "str", ""), 2: ("apiVersion", "str", ""), 3: ("name", "str", ""),
                              4: ("uid", "str", "")},
+    # rbac.authorization.k8s.io/v1 bindings (`kubectl create clusterrolebinding|rolebinding`)
+    "ClusterRoleBinding": {1: ("metadata", "msg", "ObjectMeta"), 2: ("subjects", "*msg", "Subject"),
+                           3: ("roleRef", "msg", "RoleRef")},
+    "RoleBinding": {1: ("metadata", "msg", "ObjectMeta"), 2: ("subjects", "*msg", "Subject"),
+                    3: ("roleRef", "msg", "RoleRef")},
+    "Subject": {1: ("kind", "str", ""), 2: ("apiGroup", "str", ""), 3: ("name", "str", ""), 4: ("namespace", "str", "")},
+    "RoleRef": {1: ("apiGroup", "str", ""), 2: ("kind", "str", ""), 3: ("name", "str", "")},
     "Empty": {},  # status stanzas of new objects: skipped whole, the server drops them anyway
 }
 _SKIPPED = "Empty"

@@ -197,6 +197,26 @@ class HttpFrontend:
 
     # ---------------------------------------------------------------- verbs
 
+    async def _review(self, r: ResourceType, body: Any) -> dict[str, Any]:
+        """A review answered, never stored: a TokenReview looks up the ServiceAccount its token
+        names, a SubjectAccessReview reads the stored RBAC objects (see devcluster.server.reviews)."""
+        if r.kind == "TokenReview":
+            spec = body.get("spec") if isinstance(body, dict) else None
+            named = reviews.token_account(str(spec.get("token") or ""), self.api.now()) if isinstance(spec, dict) else None
+            account = None
+            if named is not None:
+                with contextlib.suppress(ApiError):  # a deleted ServiceAccount's tokens stop working
+                    account = await self.api.get(self.api.resource("v1", "serviceaccounts"), *named)
+            return reviews.token_review(body, account)
+        if r.kind == "SubjectAccessReview":
+            rbac = {}
+            for plural, kind in (("roles", "Role"), ("clusterroles", "ClusterRole"), ("rolebindings", "RoleBinding"),
+                                 ("clusterrolebindings", "ClusterRoleBinding")):
+                listed = await self.api.list_objects(self.api.resource("rbac.authorization.k8s.io/v1", plural))
+                rbac[kind] = [{**item, "kind": kind} for item in listed.get("items") or []]
+            return reviews.subject_access_review(body, rbac)
+        return reviews.answer_review(r.kind, r.group_version, body)
+
     async def _resource(self, request: web.Request, t: Target) -> web.StreamResponse:
         q = request.query
         dry_run = q.get("dryRun") == "All"
@@ -226,7 +246,7 @@ class HttpFrontend:
             if t.name:
                 raise _method_not_allowed()
             if t.resource.kind in REVIEW_KINDS:
-                return _json(reviews.answer_review(t.resource.kind, t.resource.group_version, body), 201)
+                return _json(await self._review(t.resource, body), 201)
             created = await self.api.create(t.resource, t.namespace, body, dry_run=dry_run, strict=strict,
                                             copy=False)
             return self._object(request, t.resource, created, 201)

@@ -129,10 +129,13 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
                  verbs=("create",)),
     ResourceType("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False,
                  verbs=("create",)),
+    ResourceType("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False,
+                 verbs=("create",)),
+    ResourceType("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, verbs=("create",)),
 )
 
 # Kinds that are answered on create and never stored.
-REVIEW_KINDS = frozenset({"SelfSubjectAccessReview", "SelfSubjectRulesReview"})
+REVIEW_KINDS = frozenset({"SelfSubjectAccessReview", "SelfSubjectRulesReview", "SubjectAccessReview", "TokenReview"})
 
 # Preferred version per group, for /apis (the first registered version otherwise).
 _PREFERRED_BUILTIN = {r.group: r.version for r in BUILTIN_RESOURCES}

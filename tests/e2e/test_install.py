@@ -5,7 +5,9 @@ this cluster has no cert-manager; the test writes the serving certificate itself
 runs on this machine with a token of the bundle's ServiceAccount, so every call it makes is checked
 by the real RBAC authorizer against config/rbac. The webhook configurations are pointed at it (the
 Service in the bundle has no real pod behind it here). A require-rack Job must be suspended by the
-webhook, admitted, ungated into one rack and completed, with no request refused for permissions.
+webhook, admitted, ungated into one rack and completed, with no request refused for permissions;
+then a scrape of /metrics with a token bound to the bundle's tasq-metrics-reader succeeds (tasq's
+own TokenReview and SubjectAccessReview allowed by the bundle's RBAC).
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -145,23 +149,25 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def installed(realcluster_kubeconfig: Path, tmp_path: Path) -> Iterator[tuple[Kubectl, subprocess.Popen[str], Path, int]]:
+def installed(realcluster_kubeconfig: Path,
+              tmp_path: Path) -> Iterator[tuple[Kubectl, subprocess.Popen[str], Path, int, int]]:
     kubectl = Kubectl(realcluster_kubeconfig)
     bundle = tmp_path / "bundle.yaml"
     bundle.write_text(yaml.safe_dump_all(rendered_bundle()))
     kubectl("apply", "--server-side", "-f", str(bundle))
     certs = tmp_path / "certs"
     ca = write_serving_files(certs, datetime.now(UTC))
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     point_webhooks_at(kubectl, port, ca.cert_pem)
     sa_config = service_account_kubeconfig(kubectl, realcluster_kubeconfig, tmp_path / "sa.kubeconfig")
     log = tmp_path / "tasq.log"
     proc = subprocess.Popen([str(BIN / "tasq"), "run", "--kubeconfig", str(sa_config), "--webhook-cert-dir",
-                             str(certs), "--webhook-port", str(port), "--metrics-port", "-1", "-v"],
+                             str(certs), "--webhook-port", str(port), "--metrics-port", str(metrics_port),
+                             "--metrics-host", "127.0.0.1", "--probe-port", "-1", "-v"],
                             stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
-        yield kubectl, proc, log, port
+        yield kubectl, proc, log, port, metrics_port
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -172,8 +178,8 @@ def installed(realcluster_kubeconfig: Path, tmp_path: Path) -> Iterator[tuple[Ku
 
 
 def test_the_bundle_installs_and_tasq_run_with_its_service_account_runs_a_job_in_one_rack(
-        installed: tuple[Kubectl, subprocess.Popen[str], Path, int]) -> None:
-    kubectl, proc, log, port = installed
+        installed: tuple[Kubectl, subprocess.Popen[str], Path, int, int]) -> None:
+    kubectl, proc, log, port, metrics_port = installed
     # the bundle's objects are all there, the ServiceAccount may do what tasq needs and no more
     assert kubectl("auth", "can-i", "patch", "pods", "--as",
                    f"system:serviceaccount:{c.TASQ_NAMESPACE}:tasq-controller-manager").strip() == "yes"
@@ -204,5 +210,16 @@ def test_the_bundle_installs_and_tasq_run_with_its_service_account_runs_a_job_in
     assert len(racks) == 1
     assert all(not p["spec"].get("schedulingGates") for p in pods)
     assert proc.poll() is None
+    kubectl("create", "serviceaccount", "scraper", "-n", "install-test")
+    kubectl("create", "clusterrolebinding", "install-test-scraper", f"--clusterrole={c.METRICS_READER_ROLE}",
+            "--serviceaccount=install-test:scraper")
+    token = kubectl("create", "token", "scraper", "-n", "install-test").strip()
+    request = urllib.request.Request(f"https://127.0.0.1:{metrics_port}/metrics",
+                                     headers={"Authorization": f"Bearer {token}"})
+    # /metrics is served with the webhook certificate (--metrics-cert-dir defaults to --webhook-cert-dir),
+    # which the fixture wrote next to the log
+    trusted = ssl.create_default_context(cadata=(log.parent / "certs" / c.WEBHOOK_CA_FILE).read_text())
+    with urllib.request.urlopen(request, timeout=10, context=trusted) as answer:
+        assert answer.status == 200 and f"# TYPE {c.METRIC_ADMISSION_ATTEMPTS} counter" in answer.read().decode()
     output = log.read_text()
     assert "403" not in output and "forbidden" not in output.lower(), output[-4000:]

@@ -347,6 +347,10 @@ def test_imperative_commands_send_protobuf_that_the_server_decodes(kubectl: Kube
     kubectl("create", "priorityclass", f"{namespace}-high", "--value=1000", "--description=urgent")
     kubectl("run", "solo", "-n", namespace, "--image=busybox:1", "--labels=app=solo", "--", "sleep", "5")
     kubectl("create", "job", "once", "-n", namespace, "--image=busybox:1", "--", "echo", "hi")
+    kubectl("create", "rolebinding", "runner-view", "-n", namespace, "--clusterrole=view",
+            f"--serviceaccount={namespace}:runner")
+    kubectl("create", "clusterrolebinding", f"{namespace}-readers", "--clusterrole=view", "--user=alice",
+            "--group=ops")
 
     def get(*args: str) -> Any:
         return json.loads(kubectl("get", *args, "-o", "json").stdout)
@@ -363,6 +367,12 @@ def test_imperative_commands_send_protobuf_that_the_server_decodes(kubectl: Kube
     job = get("job", "once", "-n", namespace)
     assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["echo", "hi"]
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    binding = get("rolebinding", "runner-view", "-n", namespace)
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "runner", "namespace": namespace}]
+    readers = get("clusterrolebinding", f"{namespace}-readers")
+    assert sorted((s["kind"], s["name"]) for s in readers["subjects"]) == [("Group", "ops"), ("User", "alice")]
+    kubectl("delete", "clusterrolebinding", f"{namespace}-readers")
 
 
 def test_drain_evicts_the_pods_of_a_node(devcluster: DevCluster, kubectl: Kubectl, apply_yaml: Apply,

@@ -56,7 +56,8 @@ class Replicas:
         log = (self.logs / f"{identity}.log").open("wb")
         self.procs[identity] = subprocess.Popen(
             [sys.executable, "-m", "controller.cli", "run", "--kubeconfig", str(self.kubeconfig),
-             "--lease-namespace", LEASE_NS, "--identity", identity, "--metrics-port", "-1", "-v"],
+             "--lease-namespace", LEASE_NS, "--identity", identity, "--metrics-port", "-1",
+             "--probe-port", "-1", "-v"],
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
     def signal(self, identity: str, sig: int) -> None:

@@ -180,7 +180,7 @@ class Process:
         self.log = log
         self.proc = subprocess.Popen(
             [str(TASQ), "run", "--kubeconfig", str(kubeconfig), "--local-webhooks", "--metrics-port", "-1",
-             "--lease-namespace", LEASE_NAMESPACE, "--identity", "e2e", "-v"],
+             "--probe-port", "-1", "--lease-namespace", LEASE_NAMESPACE, "--identity", "e2e", "-v"],
             stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
     def stop(self) -> int:

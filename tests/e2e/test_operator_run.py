@@ -38,7 +38,7 @@ class Process:
     def __init__(self, kubeconfig: Path, log: Path, *extra: str) -> None:
         self.log = log
         self.proc = subprocess.Popen(
-            [str(TASQ), "run", "--kubeconfig", str(kubeconfig), "--metrics-port", "-1",
+            [str(TASQ), "run", "--kubeconfig", str(kubeconfig), "--metrics-port", "-1", "--probe-port", "-1",
              "--lease-namespace", "default", "-v", *extra],
             stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 

@@ -112,6 +112,22 @@ def test_the_manager_args_are_tasq_runs_flags() -> None:
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert mounts[str(args.webhook_cert_dir)] == "webhook-cert"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"webhook": args.webhook_port, "metrics": args.metrics_port}
+    assert ports == {"webhook": args.webhook_port, "metrics": args.metrics_port, "probes": args.probe_port}
+    assert args.metrics_port != args.probe_port and not args.metrics_insecure
+    assert container["livenessProbe"]["httpGet"]["port"] == container["readinessProbe"]["httpGet"]["port"] == "probes"
+    assert "scheme" not in container["livenessProbe"]["httpGet"]  # the probes are plain HTTP
+    metrics = next(d for d in rendered("default") if d["kind"] == "Service" and "metrics" in d["metadata"]["name"])
+    assert metrics["spec"]["ports"] == [{"name": "https", "port": args.metrics_port, "targetPort": "metrics",
+                                         "protocol": "TCP"}]
     service = next(d for d in rendered("default") if d["kind"] == "Service" and "webhook" in d["metadata"]["name"])
     assert service["spec"]["ports"][0]["targetPort"] == args.webhook_port
+
+
+def test_the_metrics_certificate_names_the_metrics_service_the_monitor_verifies() -> None:
+    certificate = next(d for d in rendered("default") if d["kind"] == "Certificate")
+    service = next(d for d in rendered("default") if d["kind"] == "Service" and "metrics" in d["metadata"]["name"])
+    (endpoint,) = rendered("prometheus")[0]["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https" and endpoint["port"] == service["spec"]["ports"][0]["name"]
+    assert endpoint["tlsConfig"]["serverName"] in certificate["spec"]["dnsNames"]
+    assert endpoint["tlsConfig"]["serverName"] == f"{service['metadata']['name']}.{c.TASQ_NAMESPACE}.svc"
+    assert endpoint["tlsConfig"]["ca"]["secret"]["name"] == certificate["spec"]["secretName"]

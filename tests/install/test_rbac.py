@@ -18,10 +18,12 @@ import ast
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import kubernetes.aio.client
 import yaml
 
+from controller.api import constants as c
 from controller.kube import api as kube_api
 from controller.kube.watching import RESOURCES
 
@@ -35,6 +37,8 @@ TYPED_VERBS = {"read": "get", "list": "list", "create": "create", "replace": "up
 LOCAL_ONLY_GROUPS = {"admissionregistration.k8s.io"}
 KOPF_OBSERVER = {("apiextensions.k8s.io", "customresourcedefinitions", "list"),
                  ("apiextensions.k8s.io", "customresourcedefinitions", "watch")}
+
+SERVICE_ACCOUNT = "tasq-controller-manager"
 
 Permission = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
 
@@ -103,13 +107,28 @@ def derived_permissions() -> set[Permission]:
     return {p for p in found if p[0] not in LOCAL_ONLY_GROUPS}
 
 
+def rbac_documents() -> list[dict[str, Any]]:
+    return [doc for path in sorted((REPO / "config" / "rbac").glob("*.yaml"))
+            for doc in yaml.safe_load_all(path.read_text(encoding="utf-8"))
+            if isinstance(doc, dict) and doc.get("apiVersion", "").startswith("rbac.authorization.k8s.io/")]
+
+
+def roles_bound_to_tasq() -> set[tuple[str, str]]:
+    """(kind, name) of every role a binding in config/rbac gives tasq's ServiceAccount."""
+    return {(doc["roleRef"]["kind"], doc["roleRef"]["name"]) for doc in rbac_documents()
+            if doc["kind"] in {"ClusterRoleBinding", "RoleBinding"}
+            and {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": c.TASQ_NAMESPACE} in doc["subjects"]}
+
+
 def granted_permissions() -> set[Permission]:
+    """What tasq's ServiceAccount holds (roles bound to others, like the metrics reader, do not count)."""
     granted: set[Permission] = set()
-    for path in sorted((REPO / "config" / "rbac").glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
-            if isinstance(doc, dict) and doc.get("kind") in {"ClusterRole", "Role"}:
-                for rule in doc["rules"]:
-                    granted |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    bound = roles_bound_to_tasq()
+    for doc in rbac_documents():
+        if (doc["kind"], doc["metadata"]["name"]) in bound:
+            for rule in doc["rules"]:
+                assert "nonResourceURLs" not in rule, f"{doc['metadata']['name']}: tasq requests no non-resource URL"
+                granted |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     return granted
 
 
@@ -121,6 +140,7 @@ def test_the_code_is_read_through_every_door() -> None:
     assert ("coordination.k8s.io", "leases", "update") in derived  # typed client
     assert ("", "pods", "patch") in derived  # typed client, _without_preload_content
     assert ("", "nodes", "watch") in derived  # kopf watch
+    assert ("authentication.k8s.io", "tokenreviews", "create") in derived  # KubeApi.create, metrics scrapes
 
 
 def test_the_roles_grant_every_call_the_code_makes() -> None:
@@ -137,4 +157,14 @@ def test_leases_are_granted_only_in_tasqs_namespace() -> None:
     for path in sorted((REPO / "config" / "rbac").glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
             if isinstance(doc, dict) and doc.get("kind") == "ClusterRole":
-                assert all("coordination.k8s.io" not in rule["apiGroups"] for rule in doc["rules"])
+                assert all("coordination.k8s.io" not in rule.get("apiGroups", ()) for rule in doc["rules"])
+
+
+def test_every_role_but_the_metrics_reader_is_bound_to_tasq() -> None:
+    roles = {(d["kind"], d["metadata"]["name"]) for d in rbac_documents() if d["kind"] in {"ClusterRole", "Role"}}
+    assert roles - roles_bound_to_tasq() == {("ClusterRole", c.METRICS_READER_ROLE)}
+
+
+def test_the_metrics_reader_may_get_metrics_and_nothing_else() -> None:
+    (reader,) = [d for d in rbac_documents() if d["metadata"]["name"] == c.METRICS_READER_ROLE]
+    assert reader["rules"] == [{"nonResourceURLs": [c.PROBE_PATH_METRICS], "verbs": ["get"]}]

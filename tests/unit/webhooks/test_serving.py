@@ -1,5 +1,6 @@
-"""The TLS admission server: real HTTPS on 127.0.0.1, 400 for malformed reviews without going down,
-a log line naming each object, and certificate files reloaded without a restart."""
+"""The TLS admission server: real HTTPS on 127.0.0.1, 404 for a path that names no webhook, 400 for
+malformed reviews without going down, a log line naming each object, and certificate files reloaded
+without a restart."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from controller.api import constants as c
 from tests.unit.webhooks.manifests import valid_job
 from tests.unit.webhooks.reviews import Admission, review
 from webhooks.certificates import CertificateAuthority, write_serving_files
+from webhooks.configurations import MUTATING_ROUTES, VALIDATING_ROUTES, service_client, webhook_configurations
 from webhooks.serving import MAX_OBJECT_DEPTH, AdmissionServer, TlsFiles, review_problems, too_deep
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -82,6 +84,35 @@ async def test_malformed_reviews_get_400_and_the_server_keeps_serving(
     assert status == 400 and problem in answer["message"]
     status, answer = await post(server, ca.cert_pem, c.WEBHOOK_MUTATE_JOB, json.dumps(review(valid_job().obj())).encode())
     assert status == 200 and answer["response"]["allowed"] is True
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param("", id="the root"),
+    pytest.param("mutate-apps-v1-deployment", id="a webhook tasq does not have"),
+    pytest.param("healthz", id="a probe path"),
+    pytest.param(f"{c.WEBHOOK_MUTATE_JOB}/extra", id="a known id with more after it"),
+    pytest.param(c.WEBHOOK_MUTATE_JOB.upper(), id="a known id in other case"),
+])
+async def test_a_path_that_names_no_webhook_is_not_found_even_with_a_valid_review(
+        running: tuple[AdmissionServer, CertificateAuthority], path: str) -> None:
+    server, ca = running
+    status, answer = await post(server, ca.cert_pem, path, json.dumps(review(valid_job().obj())).encode())
+    assert status == 404 and answer == {"message": f"no webhook at /{path}"}
+    status, _ = await post(server, ca.cert_pem, path, b"{not json")
+    assert status == 404  # the path is checked before the body
+    status, answer = await post(server, ca.cert_pem, c.WEBHOOK_MUTATE_JOB, json.dumps(review(valid_job().obj())).encode())
+    assert status == 200 and answer["response"]["allowed"] is True
+
+
+async def test_every_path_the_configurations_call_is_served(
+        running: tuple[AdmissionServer, CertificateAuthority]) -> None:
+    server, ca = running
+    called = {hook["clientConfig"]["service"]["path"].lstrip("/")
+              for configuration in webhook_configurations(service_client()) for hook in configuration["webhooks"]}
+    assert called == {route.handler_id for route in (*MUTATING_ROUTES, *VALIDATING_ROUTES)}
+    for path in sorted(called):  # a malformed body proves the request got past the path check
+        status, answer = await post(server, ca.cert_pem, path, b"[1]")
+        assert status == 400 and "JSON object" in answer["message"], path
 
 
 async def test_a_resource_without_handlers_is_a_bad_request(running: tuple[AdmissionServer, CertificateAuthority]) -> None:

@@ -1,0 +1,63 @@
+"""`tasq run`'s metrics and probe flags: combinations that cannot work exit 2 with one line before
+anything starts, and the flags become the operator's `Endpoints` (metrics secure by default, their
+certificate the webhooks' when none is given)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from controller.api import constants as c
+from controller.cli import main
+from controller.commands import run
+from controller.kube.metrics import Endpoints
+
+
+def parsed(*flags: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    run.register(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["run", *flags])
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    pytest.param(["--metrics-insecure"], "only on a loopback --metrics-host", id="insecure on every interface"),
+    pytest.param(["--metrics-insecure", "--metrics-host", "10.1.2.3"], "not '10.1.2.3'", id="insecure on a pod IP"),
+    pytest.param(["--metrics-port", "9000", "--probe-port", "9000"], "both 9000", id="one port for both"),
+    pytest.param(["--probe-port", "70000"], "--probe-port 70000: want 0-65535", id="a probe port out of range"),
+    pytest.param(["--metrics-port", "-2"], "--metrics-port -2: want 0-65535", id="a metrics port out of range"),
+    pytest.param(["--metrics-cert-dir", "/nonexistent/certs"], "is not a directory", id="a missing cert dir"),
+])
+def test_flags_that_cannot_work_exit_2_naming_why(flags: list[str], words: str, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")  # never read: the flags are refused first
+    assert main(["run", "--kubeconfig", str(kubeconfig), *flags]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1
+
+
+def test_by_default_metrics_are_https_on_8443_and_the_probes_plain_on_8081() -> None:
+    args = parsed()
+    assert run.endpoints_flags_problem(args) is None
+    assert run.endpoints_from_flags(args) == Endpoints(
+        metrics_host="0.0.0.0", metrics_port=c.METRICS_PORT, metrics_cert_dir=None, metrics_insecure=False,
+        probe_host="0.0.0.0", probe_port=c.PROBE_PORT)
+    assert (c.METRICS_PORT, c.PROBE_PORT) == (8443, 8081)
+
+
+def test_the_metrics_certificate_is_the_webhooks_unless_given(tmp_path: Path) -> None:
+    assert run.endpoints_from_flags(parsed("--webhook-cert-dir", str(tmp_path))).metrics_cert_dir == tmp_path
+    own = tmp_path / "metrics"
+    own.mkdir()
+    assert run.endpoints_from_flags(parsed("--webhook-cert-dir", str(tmp_path), "--metrics-cert-dir",
+                                           str(own))).metrics_cert_dir == own
+
+
+def test_minus_one_serves_nothing_and_insecure_loopback_is_allowed() -> None:
+    args = parsed("--metrics-port", "-1", "--probe-port", "-1")
+    endpoints = run.endpoints_from_flags(args)
+    assert (endpoints.metrics_port, endpoints.probe_port) == (None, None)
+    args = parsed("--metrics-insecure", "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--probe-port", "0")
+    assert run.endpoints_flags_problem(args) is None
