@@ -290,6 +290,8 @@ class JobReconciler:
         Its Job is then stopped and gets a new Workload (`_stop_unadmitted`): a Workload exists only
         for a stopped Job, so the admission loop cannot admit one while its pods run."""
         version = (entry.obj.get("metadata") or {}).get("resourceVersion")
+        log.info("workload %s/%s: never admitted but its Job runs; deleted, recreated once the Job is stopped",
+                 entry.info.namespace, entry.info.name)
         try:
             await retrying(lambda: self.api.delete(WORKLOADS, entry.info.namespace, entry.info.name,
                                                    resource_version=version))
