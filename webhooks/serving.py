@@ -4,7 +4,8 @@
 id> over TLS with a certificate and key read from files, and swaps in a new TLS context when the
 files change (`ReloadingTls`, also used by the metrics server), so the next handshake uses the new
 certificate without a restart. A path that names no webhook gets a 404, a malformed AdmissionReview
-a 400, and the server keeps serving; every request is logged with the object it reviews. Started by
+a 400, and the server keeps serving; every request is logged with the object it reviews. While
+`draining` (a stopping replica) every answer closes its connection. Started by
 controller.kube.webhooking; tests run it directly.
 """
 
@@ -259,6 +260,9 @@ class AdmissionServer:
         self.handler_ids = handler_ids
         self._reloading = ReloadingTls(tls)
         self._listening = asyncio.Event()
+        self.draining = False
+        """Set while stopping: every answer closes its connection, so a client keeping one alive
+        opens its next elsewhere (another replica) instead of meeting a closed socket."""
 
     @property
     def url(self) -> str:
@@ -279,7 +283,10 @@ class AdmissionServer:
         app = web.Application(client_max_size=MAX_REVIEW_BYTES)
 
         async def serve(request: web.Request) -> web.Response:
-            return await self._serve(fn, request)
+            response = await self._serve(fn, request)
+            if self.draining:
+                response.force_close()
+            return response
         app.router.add_post("/{id:.*}", serve)
         runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await runner.setup()

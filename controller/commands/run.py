@@ -1,9 +1,10 @@
 """`tasq run`: the operator against a cluster until SIGINT/SIGTERM.
 
-Connects in-cluster or with `--kubeconfig`, elects a leader on a Lease in `--lease-namespace`
-(only the leader admits and writes), serves /metrics over HTTPS on `--metrics-port` (each scrape
-authenticated and authorized with the API server) and /healthz, /readyz on the plain `--probe-port`,
-and exits 0 after a clean stop (the Lease released). Exit 2 on arguments that cannot work.
+Connects in-cluster or with `--kubeconfig`, elects a leader on a Lease in `--lease-namespace` (only the
+leader admits and writes; timings as Kueue's unless given; `--create-namespace` makes a missing
+namespace), serves /metrics over HTTPS on `--metrics-port` (each scrape authenticated and authorized
+with the API server) and /healthz, /readyz on the plain `--probe-port`, and exits 0 after a clean stop
+(the Lease released). Exit 2 on arguments that cannot work.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ import socket
 import sys
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from controller.api import constants as c
 from controller.api.features import FLAG_HELP, FeatureGateError, parse_feature_gates
+
+# Kueue's leader-election defaults (controller-runtime's): leaseDuration, renewDeadline, retryPeriod.
+LEASE_DURATION_S, RENEW_DEADLINE_S, RETRY_PERIOD_S = 15.0, 10.0, 2.0
 
 if TYPE_CHECKING:
     from controller.kube.metrics import Endpoints
@@ -36,6 +40,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help=f"namespace of the leader-election Lease (default {c.TASQ_NAMESPACE})")
     parser.add_argument("--lease-name", default=c.LEADER_LEASE_NAME,
                         help=f"name of the Lease (default {c.LEADER_LEASE_NAME})")
+    parser.add_argument("--lease-duration", type=float, default=LEASE_DURATION_S, metavar="SECONDS",
+                        help=f"how long a Lease holds without renewal: a killed leader is replaced after "
+                             f"at most this (default {LEASE_DURATION_S:g}, as Kueue)")
+    parser.add_argument("--renew-deadline", type=float, default=RENEW_DEADLINE_S, metavar="SECONDS",
+                        help=f"a leader that cannot renew for this long stops acting (default {RENEW_DEADLINE_S:g})")
+    parser.add_argument("--retry-period", type=float, default=RETRY_PERIOD_S, metavar="SECONDS",
+                        help=f"how often the Lease is renewed or tried (default {RETRY_PERIOD_S:g})")
+    parser.add_argument("--create-namespace", action="store_true",
+                        help="create the Lease namespace if it does not exist (out of a cluster)")
     parser.add_argument("--identity", default=None,
                         help="this replica's identity in the Lease (default: hostname + random suffix)")
     hooks = parser.add_mutually_exclusive_group()
@@ -63,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
     if endpoints_problem:
         print(f"tasq run: {endpoints_problem}", file=sys.stderr)
         return 2
+    if not 0 < args.retry_period < args.renew_deadline < args.lease_duration:
+        print(f"tasq run: leader election needs 0 < --retry-period ({args.retry_period:g}) < --renew-deadline "
+              f"({args.renew_deadline:g}) < --lease-duration ({args.lease_duration:g})", file=sys.stderr)
+        return 2
     try:
         args.features = parse_feature_gates(args.feature_gates)
     except FeatureGateError as e:
@@ -88,8 +105,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def namespace_fix(args: argparse.Namespace) -> str:
+    """How to make a missing Lease namespace: out of a cluster, tasq can create it itself."""
+    ns = args.lease_namespace
+    if args.kubeconfig is not None:
+        return f"create it with `kubectl create namespace {ns}`, or run tasq run with --create-namespace"
+    return (f"create it with `kubectl create namespace {ns}`, or give --lease-namespace the namespace tasq "
+            f"runs in (the manager's Deployment passes its own)")
+
+
+async def create_namespace(api: Any, namespace: str) -> None:
+    """Create `namespace` unless it exists (--create-namespace); says so at WARNING when it does."""
+    from controller.kube.api import ApiError
+
+    try:
+        await api.create(("v1", "namespaces"), None, {"apiVersion": "v1", "kind": "Namespace",
+                                                      "metadata": {"name": namespace}})
+    except ApiError as e:
+        if e.status != 409:  # already there
+            raise
+        return
+    logging.getLogger(__name__).warning("created namespace %s for the leader-election Lease", namespace)
+
+
 async def _serve(args: argparse.Namespace, identity: str) -> None:
-    from controller.kube.api import connect
+    from controller.kube.api import KubeApi, connect
     from controller.kube.embedding import take_back_signals
     from controller.kube.leading import LeaderElector
     from controller.kube.process import Webhooks, serve_tasq
@@ -105,7 +145,11 @@ async def _serve(args: argparse.Namespace, identity: str) -> None:
                             port=args.webhook_port or c.WEBHOOK_CONTAINER_PORT)
     api_client = await connect(args.kubeconfig)
     try:
-        elector = LeaderElector(api_client, args.lease_namespace, args.lease_name, identity)
+        if args.create_namespace:
+            await create_namespace(KubeApi(api_client), args.lease_namespace)
+        elector = LeaderElector(api_client, args.lease_namespace, args.lease_name, identity,
+                                lease_duration_s=args.lease_duration, renew_deadline_s=args.renew_deadline,
+                                retry_period_s=args.retry_period, namespace_fix=namespace_fix(args))
         await serve_tasq(api_client, stop, webhooks=webhooks, elector=elector, features=args.features,
                          endpoints=endpoints_from_flags(args))
     finally:

@@ -67,11 +67,13 @@ class NotKopfs(Collection["asyncio.Task[Any]"]):
 
 
 async def run_kopf(registry: kopf.OperatorRegistry, stop: asyncio.Event, *, ready: asyncio.Event | None = None,
-                   memories: ResourceMemories | None = None) -> None:
+                   memories: ResourceMemories | None = None, signalled: asyncio.Event | None = None) -> None:
     """Run kopf (standalone: no peering; cluster-wide) with `registry` until `stop` is set or it fails;
-    `ready` is set once its startup handlers ran. See the module docstring for the signals and tasks."""
+    `ready` is set once its startup handlers ran. SIGINT/SIGTERM set `signalled` (default `stop`: a
+    caller that stops kopf later than the process passes its own). See the module docstring for the
+    signals and tasks."""
     before = asyncio.all_tasks()
     tasks = await kopf.spawn_tasks(registry=registry, standalone=True, clusterwide=True, stop_flag=stop,
                                    ready_flag=ready, memories=memories)
-    take_back_signals(stop)  # no await since kopf installed its handlers: no signal can reach them
+    take_back_signals(signalled or stop)  # no await since kopf installed its handlers: no signal can reach them
     await kopf.run_tasks(tasks, ignored=NotKopfs(before))

@@ -4,6 +4,9 @@
 on its `leading` event. The holder renews every retry period with the Lease's resourceVersion (a 409
 is a lost race); a holder that cannot renew within the renew deadline stops leading; a clean shutdown
 clears holderIdentity so a successor takes over at its next retry instead of after the lease duration.
+A standby sleeps only until the holder's lease runs out when that comes before its next retry. A Lease
+it may not touch (403) or whose namespace is missing is logged at WARNING with the fix, and `can_act`
+(what /readyz reports) stays false until the Lease is readable again.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import enum
 import inspect
+import json
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import aiohttp
 from kubernetes.aio.client import (
@@ -40,6 +44,13 @@ class _Attempt(enum.Enum):
     FAILED = "failed"  # the API did not answer usefully: retry; the renew deadline decides
 
 
+FORBIDDEN = 403
+NOT_FOUND = 404
+CONFLICT = 409
+EXPIRY_MARGIN_S = 0.05
+"""How long after a holder's lease runs out a standby tries to take it (renewTime has whole-µs precision)."""
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -54,6 +65,7 @@ class LeaderElector:
     def __init__(self, api_client: ApiClient, namespace: str, name: str, identity: str,
                  lease_duration_s: float = 15, renew_deadline_s: float = 10, retry_period_s: float = 2,
                  on_started: Callback | None = None, on_stopped: Callback | None = None,
+                 namespace_fix: str | None = None,
                  clock: Callable[[], datetime] = _utc_now,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         if not retry_period_s < renew_deadline_s < lease_duration_s:
@@ -67,6 +79,17 @@ class LeaderElector:
         self.clock, self.sleep = clock, sleep
         self.leading = asyncio.Event()
         self._renewed_at: datetime | None = None
+        self.namespace_fix = namespace_fix or f"create it: kubectl create namespace {namespace}"
+        self.blocked: str | None = None
+        """Why this replica cannot take part in the election, with the fix; None while it can."""
+        self._standing_by = False  # the last round read the Lease held by another live replica
+        self._holder_expires_at: datetime | None = None  # when that holder's lease runs out
+        self._problem: str | None = None  # the blocking failure of the current round, if any
+
+    @property
+    def can_act(self) -> bool:
+        """Leading, or a standby that reads a Lease another live replica holds (ready to take it over)."""
+        return self.is_leader or (self.blocked is None and self._standing_by)
 
     @property
     def is_leader(self) -> bool:
@@ -77,19 +100,28 @@ class LeaderElector:
         try:
             while True:
                 await self.step()
-                await self.sleep(self.retry_period_s)
+                await self.sleep(self.next_wait())
         finally:
             if self.is_leader:
                 await self._stop_leading()
                 await self.release()
 
+    def next_wait(self) -> float:
+        """Seconds until the next round: the retry period, or less when the holder's lease runs out sooner."""
+        if self.is_leader or self._holder_expires_at is None:
+            return self.retry_period_s
+        until = (self._holder_expires_at - self.clock()).total_seconds() + EXPIRY_MARGIN_S
+        return min(self.retry_period_s, max(until, EXPIRY_MARGIN_S))
+
     async def step(self) -> None:
         """One round: try to acquire or renew, then start or stop leading as the outcome says."""
         now = self.clock()
+        self._problem, self._holder_expires_at = None, None
         try:
             attempt = await asyncio.wait_for(self._acquire_or_renew(now), self.renew_deadline_s)
         except TimeoutError:
             attempt = _Attempt.FAILED
+        self._report(attempt)
         if attempt is _Attempt.HELD:
             self._renewed_at = now
             if not self.is_leader:
@@ -114,6 +146,30 @@ class LeaderElector:
             log.warning("could not release Lease %s/%s: %s", self.namespace, self.name, _short(e))
             return False
 
+    def _report(self, attempt: _Attempt) -> None:
+        """Keep `blocked` and the standby state current; log a blocking failure (and its end) once."""
+        if attempt is _Attempt.FAILED and self._problem is None:
+            return  # transient: the state of the last useful round stands
+        self._standing_by = attempt is _Attempt.TAKEN
+        if self._problem == self.blocked:
+            return
+        if self._problem is not None:
+            log.warning("%s cannot take part in leader election, so it neither admits nor reports ready: %s",
+                        self.identity, self._problem)
+        else:
+            log.warning("%s can read Lease %s/%s again and takes part in leader election",
+                        self.identity, self.namespace, self.name)
+        self.blocked = self._problem
+
+    def _failed(self, verb: str, e: BaseException) -> _Attempt:
+        """A failed Lease request: FAILED, with a blocking problem and its fix for a 403."""
+        if getattr(e, "status", None) == FORBIDDEN:
+            self._problem = (f"forbidden to {verb} Lease {self.namespace}/{self.name} ({_reason(e)}); "
+                             f"grant get, create and update on leases in namespace {self.namespace} to tasq's "
+                             f"identity (config/rbac/leader_election_role.yaml)")
+        log.info("%s Lease %s/%s failed: %s", verb, self.namespace, self.name, _short(e))
+        return _Attempt.FAILED
+
     def _past_renew_deadline(self, now: datetime) -> bool:
         return self._renewed_at is None or (now - self._renewed_at).total_seconds() > self.renew_deadline_s
 
@@ -122,16 +178,15 @@ class LeaderElector:
         try:
             lease = await self.api.read_namespaced_lease(self.name, self.namespace)
         except ApiException as e:
-            if e.status == 404:
+            if e.status == NOT_FOUND:
                 return await self._create(now)
-            log.info("reading Lease %s/%s failed: %s", self.namespace, self.name, _short(e))
-            return _Attempt.FAILED
+            return self._failed("get", e)
         except (aiohttp.ClientError, OSError) as e:
-            log.info("reading Lease %s/%s failed: %s", self.namespace, self.name, _short(e))
-            return _Attempt.FAILED
+            return self._failed("get", e)
         spec = lease.spec or V1LeaseSpec()
         holder = spec.holder_identity or ""
         if holder and holder != self.identity and not self._expired(spec.renew_time, spec.lease_duration_seconds, now):
+            self._holder_expires_at = self._expiry(spec.renew_time, spec.lease_duration_seconds)
             return _Attempt.TAKEN
         ours = holder == self.identity
         transitions = (spec.lease_transitions or 0) + (0 if ours else 1)
@@ -140,30 +195,38 @@ class LeaderElector:
         try:
             await self.api.replace_namespaced_lease(self.name, self.namespace, body)
         except ApiException as e:
-            if e.status == 409 and not ours:
+            if e.status == CONFLICT and not ours:
                 return _Attempt.TAKEN
-            log.info("writing Lease %s/%s failed: %s", self.namespace, self.name, _short(e))
-            return _Attempt.FAILED
+            return self._failed("update", e)
         except (aiohttp.ClientError, OSError) as e:
-            log.info("writing Lease %s/%s failed: %s", self.namespace, self.name, _short(e))
-            return _Attempt.FAILED
+            return self._failed("update", e)
         return _Attempt.HELD
 
     async def _create(self, now: datetime) -> _Attempt:
         try:
             await self.api.create_namespaced_lease(self.namespace, self._body(None, self.identity, now, now, 0))
         except ApiException as e:
-            return _Attempt.TAKEN if e.status == 409 else _Attempt.FAILED
-        except (aiohttp.ClientError, OSError):
-            return _Attempt.FAILED
+            if e.status == CONFLICT:
+                return _Attempt.TAKEN
+            if e.status == NOT_FOUND:  # the Lease's namespace: a create answers 404 only for that
+                self._problem = f"namespace {self.namespace} of Lease {self.name} does not exist; {self.namespace_fix}"
+                log.info("create Lease %s/%s failed: %s", self.namespace, self.name, _short(e))
+                return _Attempt.FAILED
+            return self._failed("create", e)
+        except (aiohttp.ClientError, OSError) as e:
+            return self._failed("create", e)
         return _Attempt.HELD
+
+    def _expiry(self, renew_time: datetime | None, duration_s: int | None) -> datetime | None:
+        """When a Lease runs out: renewTime + leaseDurationSeconds (None: never renewed, free now)."""
+        if renew_time is None:
+            return None
+        return renew_time + timedelta(seconds=duration_s if duration_s is not None else self.lease_duration_s)
 
     def _expired(self, renew_time: datetime | None, duration_s: int | None, now: datetime) -> bool:
         """A Lease is free once renewTime + leaseDurationSeconds has passed (or it was never renewed)."""
-        if renew_time is None:
-            return True
-        duration = duration_s if duration_s is not None else self.lease_duration_s
-        return (now - renew_time).total_seconds() >= duration
+        expiry = self._expiry(renew_time, duration_s)
+        return expiry is None or now >= expiry
 
     def _body(self, resource_version: str | None, holder: str | None, now: datetime,
               acquire: datetime | None, transitions: int, duration_s: int | None = None) -> V1Lease:
@@ -196,6 +259,19 @@ async def _call(callback: Callback | None) -> None:
 
 def _resource_version(lease: V1Lease) -> str | None:
     return lease.metadata.resource_version if lease.metadata else None
+
+
+def _reason(e: BaseException) -> str:
+    """The API server's message of a refused request (its Status body), else the short form."""
+    body = getattr(e, "body", None)
+    if body:
+        try:
+            message = json.loads(body).get("message")
+        except (ValueError, AttributeError):
+            message = None
+        if message:
+            return str(message)
+    return _short(e)
 
 
 def _short(e: BaseException) -> str:

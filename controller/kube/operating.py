@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -34,6 +35,8 @@ from webhooks.serving import AdmissionServer
 
 log = logging.getLogger(__name__)
 
+WEBHOOK_DRAIN_S = 1.0
+"""How long a stopping replica keeps answering webhooks (each answer closing its connection)."""
 WATCH_SERVER_TIMEOUT_S = 10
 """How long one watch request lasts before kopf re-watches from its last resourceVersion."""
 
@@ -63,6 +66,7 @@ class Operator:
         self.registry = kopf.OperatorRegistry()
         self.settings_hooks: list[SettingsHook] = []
         self.ready = asyncio.Event()
+        self.admission_server = admission
         register_watches(self.registry, self.cache, self.on_change)
         if admission is not None:
             self.settings_hooks.append(add_admission(self.registry, admission))
@@ -106,9 +110,39 @@ class Operator:
             for hook in self.settings_hooks:
                 hook(settings)
 
+    async def _prime_or_stop(self, stop: asyncio.Event) -> bool:
+        """Prime the cache; False when `stop` came first (priming waits while a CRD is missing)."""
+        priming = asyncio.create_task(prime(self.cache, self.api, self.on_change), name="tasq-prime")
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({priming, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not priming.done():
+                priming.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await priming
+        if priming.cancelled():
+            return False
+        priming.result()  # its error, if it failed
+        return True
+
+    async def _drain_then_stop(self, stop: asyncio.Event, kopf_stop: asyncio.Event) -> None:
+        """Stop kopf once `stop` is set; a replica serving webhooks first answers for WEBHOOK_DRAIN_S
+        more, closing each connection it answers on, so the API server's kept-alive connections move
+        to another replica rather than break mid-request during a rollout."""
+        try:
+            await stop.wait()
+            if self.admission_server is not None:
+                self.admission_server.draining = True
+                await asyncio.sleep(WEBHOOK_DRAIN_S)
+        finally:
+            kopf_stop.set()
+
     async def run(self, stop: asyncio.Event) -> None:
         """Prime, start the loops and kopf, and return once `stop` is set (everything stopped)."""
-        await prime(self.cache, self.api, self.on_change)
+        if not await self._prime_or_stop(stop):
+            return
         tasks = [asyncio.create_task(self.admission.run(self.leading), name="tasq-admission"),
                  asyncio.create_task(self.jobs.run(self.leading), name="tasq-jobs"),
                  asyncio.create_task(self.ungater.run(), name="tasq-ungater")]
@@ -118,8 +152,10 @@ class Operator:
             namespace, name = key.split("/", 1)
             self.ungater.notify(namespace, name)
         kopf_ready = asyncio.Event()
-        kopf_task = asyncio.create_task(run_kopf(self.registry, stop, ready=kopf_ready, memories=ReviewMemories()),
-                                        name="tasq-kopf")
+        kopf_stop = asyncio.Event()
+        draining = asyncio.create_task(self._drain_then_stop(stop, kopf_stop), name="tasq-drain")
+        kopf_task = asyncio.create_task(run_kopf(self.registry, kopf_stop, ready=kopf_ready,
+                                                 memories=ReviewMemories(), signalled=stop), name="tasq-kopf")
         ready_wait = asyncio.create_task(kopf_ready.wait())
         await asyncio.wait({kopf_task, ready_wait}, return_when=asyncio.FIRST_COMPLETED)
         if kopf_ready.is_set():
@@ -129,6 +165,7 @@ class Operator:
             await kopf_task
         finally:
             ready_wait.cancel()
+            draining.cancel()
             for task in tasks:
                 task.cancel()
             for task in tasks:
@@ -136,23 +173,47 @@ class Operator:
                     await task
 
 
+async def _elect_until(elector: Any, stop: asyncio.Event) -> None:
+    """Run `elector` until `stop` is set, then at once stop leading and release the Lease: the
+    successor takes over while this process is still shutting kopf down."""
+    electing = asyncio.create_task(elector.run())
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({electing, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        electing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await electing
+
+
+def can_act(operator: Operator, elector: Any | None) -> bool:
+    """What /readyz reports: the cache is primed and kopf runs, and the replica leads or stands by
+    (reads a Lease held by another live replica); never while its Lease or a CRD is out of reach."""
+    return operator.ready.is_set() and (elector is None or bool(elector.can_act))
+
+
 async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, *, elector: Any | None = None,
                          endpoints: Endpoints | None = None,
                          started: Callable[[Operator], None] | None = None,
                          features: FeatureGates | None = None, admission: AdmissionServer | None = None) -> None:
     """The whole operator until `stop`: leader election (`elector`, a LeaderElector; always leading
-    without one), metrics and probes as `endpoints` say (none without), then `Operator.run`.
-    `started` is called with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
+    without one; resigned as soon as `stop` is set), metrics and probes as `endpoints` say (none
+    without), then `Operator.run`. `started` is called with the Operator once it is built (tests and
+    `tasq dev` keep a handle on it)."""
     operator = Operator(api_client, leading=elector.leading if elector is not None else None, features=features,
                         admission=admission)
     if started is not None:
         started(operator)
-    async with serving_endpoints(endpoints or Endpoints(), operator.api, operator.ready.is_set, operator.metrics):
-        electing = asyncio.create_task(elector.run(), name="tasq-leader-election") if elector is not None else None
+    async with serving_endpoints(endpoints or Endpoints(), operator.api, functools.partial(can_act, operator, elector),
+                                 operator.metrics):
+        electing = asyncio.create_task(_elect_until(elector, stop), name="tasq-leader-election") \
+            if elector is not None else None
         try:
             await operator.run(stop)
         finally:
             if electing is not None:
-                electing.cancel()
+                if not stop.is_set():  # once set, it resigns by itself: a cancel would cut its release short
+                    electing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await electing

@@ -2,7 +2,8 @@
 
 `prime` lists every watched resource once at start (so the first admission cycle sees the whole
 cluster, admitted Workloads included; the primed state is then frozen out of the garbage
-collector's full passes); `register_watches` adds one `@kopf.on.event` handler per
+collector's full passes); a resource it may not list (403) or that is not served (404: a CRD not
+installed) is logged at WARNING with the fix and listed again until it works; `register_watches` adds one `@kopf.on.event` handler per
 resource to a kopf registry: each event is applied to the cache and reported to `on_change`.
 Event handlers write nothing on the objects (no kopf annotations or finalizers), and kopf is told
 to keep no diff base (`NoDiffBaseStorage`).
@@ -10,6 +11,7 @@ to keep no diff base (`NoDiffBaseStorage`).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
 import logging
@@ -20,7 +22,7 @@ import kopf
 
 from controller.api import constants as c
 from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS, ClusterCache
-from controller.kube.api import KubeApi, retrying
+from controller.kube.api import ApiError, KubeApi, retrying
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,9 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
 
 PRIME_ATTEMPTS = 10
 """Tries per resource when priming (doubling from 0.05 s: about 50 s in all) before giving up."""
+BLOCKED_RETRY_S = 2.0
+"""How often a resource that could not be listed (403, 404) is listed again while priming waits."""
+FORBIDDEN, NOT_FOUND = 403, 404
 
 OnChange = Callable[[str, str, Mapping[str, Any]], None]
 """(kind, event type ADDED/MODIFIED/DELETED, object) after the cache applied it."""
@@ -55,8 +60,7 @@ async def prime(cache: ClusterCache, api: KubeApi, on_change: OnChange) -> None:
     listed = 0
     for kind, (group, version, plural) in RESOURCES.items():
         resource = (_api_version(group, version), plural)
-        # A real apiserver answers 429 "storage is (re)initializing" for a while after a CRD appears.
-        for obj in await retrying(functools.partial(api.list, resource), attempts=PRIME_ATTEMPTS):
+        for obj in await _list_once_allowed(api, resource):
             listed += 1
             obj = {**obj, "kind": kind}
             if cache.upsert(kind, obj):
@@ -66,6 +70,50 @@ async def prime(cache: ClusterCache, api: KubeApi, on_change: OnChange) -> None:
     # the process: moved out of the collector's reach, so its full passes stop walking it. At
     # 10,000 nodes each such pass took 0.3-0.6 s, several times in a burst of admissions.
     gc.freeze()
+
+
+async def _list_once_allowed(api: KubeApi, resource: tuple[str, str]) -> list[dict[str, Any]]:
+    """Every object of `resource`; while the API refuses the list for a reason only its
+    administrator can remove (see `blocking_problem`), say so once and try again."""
+    reported: str | None = None
+    while True:
+        try:
+            # A real apiserver answers 429 "storage is (re)initializing" for a while after a CRD appears.
+            objects = await retrying(functools.partial(api.list, resource), attempts=PRIME_ATTEMPTS)
+        except ApiError as e:
+            problem = blocking_problem(resource, e)
+            if problem is None:
+                raise
+            if problem != reported:
+                log.warning("tasq cannot start, so it does not report ready: %s", problem)
+                reported = problem
+            await asyncio.sleep(BLOCKED_RETRY_S)
+            continue
+        if reported is not None:
+            log.warning("%s: listed now; tasq goes on starting", _plural(resource))
+        return objects
+
+
+def blocking_problem(resource: tuple[str, str], e: ApiError) -> str | None:
+    """What a refused list of `resource` means and how to fix it, for a 404 (not served: tasq's CRDs
+    not installed) or a 403 (RBAC); None for any other error."""
+    api_version = resource[0]
+    if e.status == NOT_FOUND and api_version.startswith(f"{c.GROUP}/"):
+        return (f"the API server does not serve {_plural(resource)}: tasq's CRDs are not installed; install "
+                f"them with `kubectl apply --server-side -k config/crd` (or `-f crds/`)")
+    if e.status == NOT_FOUND:
+        return f"the API server does not serve {_plural(resource)} ({api_version}): {e.message}"
+    if e.status == FORBIDDEN:
+        return (f"forbidden to list {_plural(resource)} ({e.message}); grant tasq's ClusterRole "
+                f"(config/rbac/role.yaml) to its identity")
+    return None
+
+
+def _plural(resource: tuple[str, str]) -> str:
+    """`plural.group` as kubectl names a resource (`plural` alone for the core group)."""
+    api_version, plural = resource
+    group = api_version.rpartition("/")[0]
+    return f"{plural}.{group}" if group else plural
 
 
 def apply_event(cache: ClusterCache, kind: str, event_type: str | None, obj: Mapping[str, Any],

@@ -1,4 +1,4 @@
-"""Fault injection for tests: latency, 409, 500, 410 Gone, dropped watches and timing-out webhooks.
+"""Fault injection for tests: latency, 409, 500, 403, 410 Gone, dropped watches and timing-out webhooks.
 
 `Faults(api).install()` hooks the request pipeline (`ApiServer.fault_hooks`, `watch_hooks`), so a
 fault hits a request before any state change. Rules pick requests by verb, resource (`pods/status`),
@@ -17,16 +17,18 @@ from typing import Any
 from aiohttp import web
 
 from devcluster.server.apiserver import ApiServer, RequestInfo
+from devcluster.server.errors import FORBIDDEN as FORBIDDEN_REASON
 from devcluster.server.errors import INTERNAL_ERROR, METHOD_NOT_ALLOWED, ApiError, bad_request, conflict, gone
 from devcluster.server.watching import Watch
 
 LATENCY = "latency"
 CONFLICT = "conflict"
 ERROR = "error"
+FORBIDDEN = "forbidden"  # the answer of an authorizer that denies the request (devcluster has none)
 GONE = "gone"
 DROP_WATCH = "drop-watch"
 WEBHOOK_TIMEOUT = "webhook-timeout"
-KINDS = (LATENCY, CONFLICT, ERROR, GONE, DROP_WATCH, WEBHOOK_TIMEOUT)
+KINDS = (LATENCY, CONFLICT, ERROR, FORBIDDEN, GONE, DROP_WATCH, WEBHOOK_TIMEOUT)
 ANY = "*"
 
 
@@ -104,7 +106,7 @@ class Faults:
         delay = self._take(info, (LATENCY,))
         if delay is not None:
             await asyncio.sleep(delay.seconds)
-        rule = self._take(info, (CONFLICT, ERROR, GONE))
+        rule = self._take(info, (CONFLICT, ERROR, FORBIDDEN, GONE))
         return None if rule is None else self._error(rule, info)
 
     def check_watch(self, info: RequestInfo, watch: Watch) -> ApiError | None:
@@ -164,6 +166,12 @@ class Faults:
             return conflict(r.plural, r.group, info.name)
         if rule.kind == GONE:
             return gone(rule.message or "too old resource version: injected fault")
+        if rule.kind == FORBIDDEN:
+            plural = f"{r.plural}.{r.group}" if r.group else r.plural
+            return ApiError(403, FORBIDDEN_REASON, rule.message or
+                            f'{plural} "{info.name}" is forbidden: User "devcluster" cannot {info.verb} resource '
+                            f'"{r.plural}" in API group "{r.group}" in the namespace "{info.namespace}"',
+                            kind=r.plural, group=r.group, name=info.name)
         return ApiError(500, INTERNAL_ERROR, f"Internal error occurred: {rule.message or 'injected fault'}")
 
 

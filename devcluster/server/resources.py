@@ -119,12 +119,14 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _b("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
        "ValidatingWebhookConfiguration", False),
     # Stored for install bundles (kubectl apply -k); the devcluster authorizes every request, so RBAC
-    # objects are kept and listed but never enforced, and no controller rolls Deployments out.
+    # objects are kept and listed but never enforced, no controller rolls Deployments out and no
+    # eviction consults a PodDisruptionBudget.
     _b("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
     _b("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
     _b("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     _b("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
     _b("apps", "v1", "deployments", "Deployment", True, ("deploy",), status=True, cats=("all",)),
+    _b("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), status=True),
     ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
                  verbs=("create",)),
     ResourceType("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False,

@@ -54,7 +54,7 @@ def test_default_holds_the_whole_install() -> None:
     assert kinds == sorted({"Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
                             "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service",
                             "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Issuer",
-                            "Certificate"})
+                            "Certificate", "PodDisruptionBudget"})
     namespaced = [d for d in rendered("default") if d["kind"] not in {
         "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
         "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}]
@@ -86,7 +86,6 @@ def test_the_manager_is_hardened() -> None:
     spec = deployment["spec"]
     pod = spec["template"]["spec"]
     (container,) = pod["containers"]
-    assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -96,6 +95,24 @@ def test_the_manager_is_hardened() -> None:
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert pod["serviceAccountName"] == "tasq-controller-manager"
+
+
+def test_a_rollout_or_a_drain_always_leaves_a_ready_replica_on_another_node() -> None:
+    """Two replicas; a rollout adds before it removes; a PDB keeps one through voluntary disruptions;
+    anti-affinity spreads them over nodes; a stopping pod still answers while it leaves the Service."""
+    objects = rendered("default")
+    deployment = next(d for d in objects if d["kind"] == "Deployment")
+    spec, pod = deployment["spec"], deployment["spec"]["template"]["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == c.LABEL_HOSTNAME
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    (pdb,) = [d for d in objects if d["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    (container,) = pod["containers"]
+    assert 0 < container["lifecycle"]["preStop"]["sleep"]["seconds"] < pod["terminationGracePeriodSeconds"]
 
 
 def test_the_manager_args_are_tasq_runs_flags() -> None:

@@ -1,8 +1,11 @@
-"""Leader election against the devcluster's Lease API, driven round by round with a fake clock."""
+"""Leader election against the devcluster's Lease API, driven round by round with a fake clock; a
+missing namespace or a forbidden Lease reported once with its fix, and what /readyz is told."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -10,9 +13,16 @@ from typing import Any
 
 import pytest
 from kubernetes.aio import config as aconfig
-from kubernetes.aio.client import ApiClient, ApiException, CoordinationV1Api
+from kubernetes.aio.client import (
+    ApiClient,
+    ApiException,
+    CoordinationV1Api,
+    CoreV1Api,
+    V1Namespace,
+    V1ObjectMeta,
+)
 
-from controller.kube.leading import LeaderElector
+from controller.kube.leading import EXPIRY_MARGIN_S, LeaderElector
 from devcluster.cluster import DevCluster
 
 NS, LEASE = "kube-system", "tasq-test"
@@ -161,3 +171,75 @@ async def test_a_renewal_that_hangs_past_the_deadline_stops_leading_in_the_same_
     monkeypatch.setattr(a.api, "read_namespaced_lease", hangs)
     await a.step()
     assert (a.is_leader, events) == (False, ["a started", "a stopped"])
+
+
+async def test_a_missing_lease_namespace_blocks_with_the_fix_logged_once_until_the_namespace_exists(
+        api_client: ApiClient, caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    a = LeaderElector(api_client, "nowhere", LEASE, "a", clock=clock, sleep=no_sleep,
+                      namespace_fix="create it with `kubectl create namespace nowhere`")
+    with caplog.at_level(logging.WARNING, logger="controller.kube.leading"):
+        for _ in range(3):
+            await a.step()
+            clock.advance(2)
+    assert (a.is_leader, a.can_act) == (False, False)
+    assert a.blocked == ("namespace nowhere of Lease tasq-test does not exist; "
+                         "create it with `kubectl create namespace nowhere`")
+    assert [r.getMessage() for r in caplog.records] == [
+        f"a cannot take part in leader election, so it neither admits nor reports ready: {a.blocked}"]
+    await CoreV1Api(api_client).create_namespace(V1Namespace(metadata=V1ObjectMeta(name="nowhere")))
+    await a.step()
+    blocked: str | None = a.blocked  # re-read: the step changed it
+    assert (a.is_leader, a.can_act, blocked) == (True, True, None)
+    assert caplog.records[-1].getMessage() == "a can read Lease nowhere/tasq-test again and takes part in leader election"
+
+
+@pytest.mark.parametrize("verb", ["read_namespaced_lease", "create_namespaced_lease"])
+async def test_a_forbidden_lease_blocks_naming_the_verb_the_api_message_and_the_role_to_grant(
+        api_client: ApiClient, monkeypatch: pytest.MonkeyPatch, verb: str) -> None:
+    a = elector(api_client, "a", FakeClock())
+    message = 'leases.coordination.k8s.io "tasq-test" is forbidden: User "bob" cannot get resource "leases"'
+
+    async def forbidden(*_: Any, **__: Any) -> Any:
+        error = ApiException(status=403, reason="Forbidden")
+        error.body = json.dumps({"kind": "Status", "code": 403, "message": message})
+        raise error
+    monkeypatch.setattr(a.api, verb, forbidden)
+    await a.step()
+    assert (a.is_leader, a.can_act) == (False, False)
+    assert a.blocked is not None
+    assert a.blocked.startswith(f"forbidden to {'get' if verb.startswith('read') else 'create'} Lease "
+                                f"{NS}/{LEASE} ({message}); grant get, create and update on leases in namespace {NS}")
+
+
+async def test_a_standby_can_act_and_a_transient_failure_does_not_change_that(
+        api_client: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    a, b = elector(api_client, "a", clock), elector(api_client, "b", clock)
+    assert not b.can_act  # before its first round it knows nothing
+    await a.step()
+    await b.step()
+    assert (a.can_act, b.can_act, b.is_leader) == (True, True, False)
+
+    async def unavailable(*_: Any, **__: Any) -> Any:
+        raise ApiException(status=503, reason="Service Unavailable")
+    monkeypatch.setattr(b.api, "read_namespaced_lease", unavailable)
+    await b.step()
+    assert (b.can_act, b.blocked) == (True, None)
+
+
+async def test_a_standby_sleeps_only_until_the_holders_lease_runs_out_when_that_is_sooner_than_a_retry(
+        api_client: ApiClient) -> None:
+    clock = FakeClock()
+    a = elector(api_client, "a", clock, lease_duration_s=5, renew_deadline_s=4, retry_period_s=1)
+    b = elector(api_client, "b", clock, lease_duration_s=5, renew_deadline_s=4, retry_period_s=1)
+    await a.step()
+    clock.advance(1)
+    await b.step()
+    assert b.next_wait() == 1  # a's lease runs 4 s more: a whole retry period first
+    clock.advance(3.7)
+    assert b.next_wait() == pytest.approx(0.3 + EXPIRY_MARGIN_S)  # 0.3 s left: no later than that
+    clock.advance(0.3 + EXPIRY_MARGIN_S)
+    await b.step()
+    assert b.is_leader
+    assert b.next_wait() == 1  # a leader renews every retry period

@@ -1,9 +1,11 @@
 """Watch events into the cache: changes reported, versions already applied skipped, the state
-frozen out of the garbage collector once kopf has replayed the primed objects; kopf keeps no diff base."""
+frozen out of the garbage collector once kopf has replayed the primed objects; kopf keeps no diff base;
+priming waits out a missing CRD or a forbidden list, saying once what to do."""
 
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,7 +13,9 @@ import kopf
 import pytest
 
 from controller.cache.cluster import KIND_NODE, ClusterCache
-from controller.kube.watching import NoDiffBaseStorage, apply_event
+from controller.kube import watching
+from controller.kube.api import ApiError
+from controller.kube.watching import NoDiffBaseStorage, apply_event, prime
 from tests.builders.cluster import make_node
 
 
@@ -51,3 +55,42 @@ def test_kopf_is_given_an_empty_essence_and_nothing_is_stored_on_the_object() ->
     patch = kopf.Patch()
     storage.store(body=body, patch=patch, essence={})
     assert not patch
+
+
+class ListingApi:
+    """A KubeApi stand-in whose `list` answers from `refusals` (status codes, in order) for one
+    resource before answering with nothing."""
+
+    def __init__(self, plural: str, refusals: list[int]) -> None:
+        self.plural, self.refusals = plural, refusals
+        self.lists: list[str] = []
+
+    async def list(self, resource: tuple[str, str]) -> list[dict[str, Any]]:
+        self.lists.append(resource[1])
+        if resource[1] == self.plural and self.refusals:
+            raise ApiError(self.refusals.pop(0), f"refused {resource[1]}")
+        return []
+
+
+@pytest.mark.parametrize(("plural", "status", "says"), [
+    ("workloads", 404, "the API server does not serve workloads.kueue.x-k8s.io: tasq's CRDs are not installed; "
+                       "install them with `kubectl apply --server-side -k config/crd` (or `-f crds/`)"),
+    ("nodes", 403, "forbidden to list nodes (refused nodes); grant tasq's ClusterRole (config/rbac/role.yaml) "
+                   "to its identity"),
+], ids=["a-missing-crd", "a-forbidden-list"])
+async def test_priming_waits_out_a_refusal_only_an_administrator_can_fix_saying_once_what_to_do(
+        plural: str, status: int, says: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(watching, "BLOCKED_RETRY_S", 0)
+    api = ListingApi(plural, [status] * 3)
+    with caplog.at_level(logging.WARNING, logger="controller.kube.watching"):
+        await prime(ClusterCache(), api, lambda *_: None)  # type: ignore[arg-type]  # a stand-in for KubeApi
+    assert api.lists.count(plural) == 4
+    assert [r.getMessage() for r in caplog.records] == [
+        f"tasq cannot start, so it does not report ready: {says}",
+        f"{plural}{'.kueue.x-k8s.io' if status == 404 else ''}: listed now; tasq goes on starting"]
+    assert set(api.lists) == {plural for _, _, plural in watching.RESOURCES.values()}  # and then the rest
+
+
+async def test_priming_gives_up_on_a_refusal_that_no_waiting_fixes() -> None:
+    with pytest.raises(ApiError, match="400: refused pods"):
+        await prime(ClusterCache(), ListingApi("pods", [400]), lambda *_: None)  # type: ignore[arg-type]  # a stand-in for KubeApi

@@ -1,6 +1,6 @@
 """The TLS admission server: real HTTPS on 127.0.0.1, 404 for a path that names no webhook, 400 for
-malformed reviews without going down, a log line naming each object, and certificate files reloaded
-without a restart."""
+malformed reviews without going down, a log line naming each object, certificate files reloaded
+without a restart, and connections closed after each answer while draining."""
 
 from __future__ import annotations
 
@@ -240,3 +240,16 @@ async def test_an_object_too_deep_for_kopf_is_denied_with_its_path(handler_id: s
     assert body["response"]["status"]["code"] == 422
     assert 'Job.batch "train" is invalid: spec.template.spec.extra.a.a' in body["response"]["status"]["message"]
     assert f"nested more than {MAX_OBJECT_DEPTH} levels" in body["response"]["status"]["message"]
+
+
+async def test_a_draining_server_still_answers_and_closes_each_connection_it_answers_on(
+        running: tuple[AdmissionServer, CertificateAuthority]) -> None:
+    server, ca = running
+    body = json.dumps(review(valid_job().obj())).encode()
+    async with aiohttp.ClientSession() as session:
+        for draining, closes in ((False, False), (True, True)):
+            server.draining = draining
+            async with session.post(f"{server.url}/{c.WEBHOOK_MUTATE_JOB}", data=body, ssl=trusting(ca.cert_pem),
+                                    headers={"Content-Type": "application/json"}) as resp:
+                assert resp.status == 200 and (await resp.json())["response"]["allowed"] is True
+                assert (resp.headers.get("Connection", "").lower() == "close") is closes

@@ -72,6 +72,7 @@ async def test_count_limits_the_hits_and_the_store_is_untouched() -> None:
 
 @pytest.mark.parametrize(("kind", "want_code", "want_reason"), [
     (faults.ERROR, 500, "InternalError"), (faults.GONE, 410, "Expired"), (faults.CONFLICT, 409, "Conflict"),
+    (faults.FORBIDDEN, 403, "Forbidden"),
 ])
 async def test_error_kinds(kind: str, want_code: int, want_reason: str) -> None:
     api, injected = await setup()
