@@ -193,6 +193,19 @@ async def release_configurations(client: ApiClient, url: str, excluded: tuple[st
             raise RuntimeError(f"{calls.name}: changed by others {SHARING_ATTEMPTS} times while releasing")
 
 
+async def remove_configurations(client: ApiClient) -> None:
+    """Delete both configurations whoever they point at (absent ones are fine): for a teardown that
+    owns them (bench/failover.py); a replica leaving uses `release_configurations`."""
+    api = AdmissionregistrationV1Api(client)
+    for kind in KINDS:
+        calls = _Kind(api, kind)
+        try:
+            await calls.delete(calls.name)
+        except ApiException as e:
+            if e.status != NOT_FOUND:
+                raise
+
+
 @asynccontextmanager
 async def registered_webhooks(client: ApiClient, server: AdmissionServer,
                               excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> AsyncIterator[None]:
