@@ -427,6 +427,11 @@ def test_webhook_configurations_deleted_during_a_burst_no_job_runs_outside_its_a
             assert (condition(wl, "Finished") or {}).get("status") == "True", name
         wait_for(lambda: (q := get(kubectl, "clusterqueue", "burst")) and
                  (q.get("status") or {}).get("admittedWorkloads") == 0 and gpu_usage(q) == "0", 30, "usage released")
+        # each Job created with no webhook was stopped by tasq (not admitted in place)
+        stopped = wait_for(lambda: (seen := {e["involvedObject"]["name"] for e in get(
+            kubectl, "events", "-n", namespace, "--field-selector", f"reason={c.EVENT_REASON_STOPPED}")["items"]})
+            >= set(unsuspended) and seen, 30, "a Stopped Event for every Job created unsuspended")
+        assert not stopped & set(names[:2]), stopped  # the ones the webhook suspended never needed it
     except AssertionError as e:
         raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
     finally:
