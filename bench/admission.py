@@ -27,6 +27,7 @@ from controller.api.flavor import ResourceFlavor
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.views import NodeView
+from controller.api.workload import Workload
 from controller.core.admission.cycle import AdmissionState, Admit, Pending, run_until_quiet
 from controller.core.admission.snapshot import build_snapshot
 from controller.core.admission.workloads import WorkloadInfo, workload_info
@@ -126,7 +127,7 @@ def make_arrivals(cohorts: int, queues_per_cohort: int, scale: float) -> list[Ar
                     mode = "required" if i % 2 == 0 else "preferred"
                     at_ms = i * klass.interval_ms
                     manifest = workload_manifest(f"{queue}-{klass.name}-{i}", queue, klass, mode)
-                    info = workload_info(manifest, seq=seq, default_created=at_ms / 1000)
+                    info = workload_info(Workload.from_dict(manifest), seq=seq, default_created=at_ms / 1000)
                     arrivals.append(Arrival(at_ms, seq, info, klass))
                     seq += 1
     arrivals.sort()

@@ -95,23 +95,14 @@ WEBHOOK_CERT_FILE: Final = "tls.crt"
 WEBHOOK_KEY_FILE: Final = "tls.key"
 WEBHOOK_CA_FILE: Final = "ca.crt"
 
-# Gang labels accepted from other systems (later work).
-LABEL_POD_GROUP_NAME: Final = "pod-group.scheduling.x-k8s.io/name"
-LABEL_POD_GROUP_MIN_AVAILABLE: Final = "pod-group.scheduling.x-k8s.io/min-available"
-LABEL_KUEUE_POD_GROUP_NAME: Final = "kueue.x-k8s.io/pod-group-name"
-ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT: Final = "kueue.x-k8s.io/pod-group-total-count"
-
 # Finalizers.
 FINALIZER_RESOURCE_IN_USE: Final = "kueue.x-k8s.io/resource-in-use"
-FINALIZER_MANAGED: Final = "kueue.x-k8s.io/managed"
 
 # Workload condition types (Kueue's).
 CONDITION_QUOTA_RESERVED: Final = "QuotaReserved"
 CONDITION_ADMITTED: Final = "Admitted"
-CONDITION_PODS_READY: Final = "PodsReady"
 CONDITION_EVICTED: Final = "Evicted"
 CONDITION_FINISHED: Final = "Finished"
-CONDITION_PREEMPTED: Final = "Preempted"
 
 # batch/v1 Job condition types that mean the Job is over.
 CONDITION_JOB_COMPLETE: Final = "Complete"
@@ -136,16 +127,12 @@ REASON_CLUSTER_QUEUE_NOT_FOUND: Final = "ClusterQueueNotFound"
 REASON_LOCAL_QUEUE_NOT_FOUND: Final = "LocalQueueNotFound"
 REASON_NAMESPACE_MISMATCH: Final = "NamespaceMismatch"
 REASON_STRICT_FIFO_BLOCKED: Final = "StrictFIFOBlocked"
-REASON_JOB_FINISHED: Final = "JobFinished"
 REASON_SUCCEEDED: Final = "Succeeded"
 REASON_FAILED: Final = "Failed"
-REASON_EVICTED_BY_PREEMPTION: Final = "Preempted"
 # Evicted because `spec.active` is false, and the Admitted reason once the reservation is gone (Kueue's).
 REASON_DEACTIVATED: Final = "Deactivated"
 REASON_NO_RESERVATION: Final = "NoReservation"
 REASON_READY: Final = "Ready"
-REASON_PODS_READY: Final = "PodsReady"
-REASON_INVALID: Final = "Invalid"
 # ClusterQueue / LocalQueue Active condition reasons (Kueue's).
 REASON_STOPPED: Final = "Stopped"
 REASON_CLUSTER_QUEUE_DOES_NOT_EXIST: Final = "ClusterQueueDoesNotExist"
@@ -175,10 +162,6 @@ EVENT_REASON_FINISHED_WORKLOAD: Final = "FinishedWorkload"
 EVENT_REASON_EVICTED_DEACTIVATED: Final = "EvictedDueToDeactivated"
 EVENT_REASON_ERR_WORKLOAD_COMPOSE: Final = "ErrWorkloadCompose"
 EVENT_COMPONENT: Final = "tasq-controller"
-
-# Field managers and the operator's identity.
-FIELD_MANAGER: Final = "tasq"
-CONTROLLER_NAME: Final = "tasq.x-k8s.io/controller"
 
 # The devcluster's kubelet reads how long a pod runs from this annotation.
 ANNOTATION_DEVCLUSTER_RUN_SECONDS: Final = "devcluster.tasq.io/run-seconds"

@@ -40,7 +40,7 @@ class NodeTaint(ApiModel):
     time_added: DateTimeStr | None = None
 
     def to_selector(self) -> Taint:
-        return Taint.from_dict(self.to_dict())
+        return Taint(self.key, self.value or "", self.effect)
 
 
 class FlavorToleration(ApiModel):
@@ -51,7 +51,7 @@ class FlavorToleration(ApiModel):
     toleration_seconds: Int64 | None = None
 
     def to_selector(self) -> Toleration:
-        return Toleration.from_dict(self.to_dict())
+        return Toleration(self.key or "", self.operator or "Equal", self.value or "", self.effect or "")
 
 
 class InlineTopology(ApiModel):

@@ -8,7 +8,7 @@ that parse or write our objects.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal, Self
 
@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, W
 from pydantic.alias_generators import to_camel
 
 from controller.api.quantity import parse as parse_quantity_text
+from controller.api.selectors import requirement_matches
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
@@ -154,6 +155,11 @@ class LabelSelector(ApiModel):
     match_labels: dict[str, str] = omitempty_dict()
     match_expressions: list[LabelSelectorRequirement] = omitempty_list()
 
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """matchLabels AND every matchExpression (an empty selector matches everything)."""
+        return (all(labels.get(k) == v for k, v in self.match_labels.items())
+                and all(requirement_matches(labels, e.key, e.operator, e.values) for e in self.match_expressions))
+
 
 class Condition(ApiModel):
     """metav1.Condition, with all the fields the API server requires of it."""
@@ -205,6 +211,14 @@ def set_condition(conditions: list[Condition], type_: str, status: ConditionStat
             setattr(existing, field, value)
             changed = True
     return changed
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """`namespace/name` of an object in its wire form (a watch event's body, an API answer), `name`
+    of a cluster-scoped one: the key the operator's cache files it under (`KubeObject.key` once parsed)."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
 
 
 class KubeObject(ApiModel):

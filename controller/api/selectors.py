@@ -128,7 +128,8 @@ class NodeSelectorTerm:
     def from_dict(cls, d: Mapping[str, Any]) -> NodeSelectorTerm:
         def reqs(key: str) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
             return tuple((str(e.get("key", "")), str(e.get("operator", "")),
-                          tuple(str(v) for v in e.get("values") or [])) for e in d.get(key) or [])
+                          tuple(str(v) for v in e.get("values") or [])) for e in d.get(key) or []
+                         if isinstance(e, Mapping))
         return cls(reqs("matchExpressions"), reqs("matchFields"))
 
     def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
@@ -146,7 +147,9 @@ def required_node_affinity_terms(pod_spec: Mapping[str, Any]) -> tuple[NodeSelec
     """requiredDuringSchedulingIgnoredDuringExecution terms of a pod spec (ORed)."""
     affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    return tuple(NodeSelectorTerm.from_dict(t) for t in required.get("nodeSelectorTerms") or [])
+    # A null term is an empty one (it matches no node), as the API server decodes it.
+    return tuple(NodeSelectorTerm.from_dict(t if isinstance(t, Mapping) else {})
+                 for t in required.get("nodeSelectorTerms") or [])
 
 
 def node_matches_pod(node_name: str, node_labels: Mapping[str, str], node_selector: Mapping[str, str],

@@ -1,4 +1,4 @@
-"""Light, fast read-only views of the core objects tasq reads: Node, Pod and Job.
+"""Light, fast read-only views of the core objects tasq reads: Node, Pod, Job and pod templates.
 
 Built from plain dicts (as the API, the devcluster or a YAML file gives them) without pydantic,
 because the cache holds tens of thousands of them. Also computes a pod's effective requests the
@@ -24,6 +24,12 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
+def _objects(items: Any) -> list[Mapping[str, Any]]:
+    """The object items of a list field; a null (or other non-object) item is skipped, never read.
+    Objects from the API server never hold one; a manifest can (`tasq simulate` zeroes them first)."""
+    return [item for item in items or () if isinstance(item, Mapping)]
+
+
 @dataclass(frozen=True, slots=True)
 class NodeView:
     name: str
@@ -36,12 +42,12 @@ class NodeView:
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> NodeView:
         meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
-        conditions = status.get("conditions") or []
+        conditions = _objects(status.get("conditions"))
         ready = any(cd.get("type") == "Ready" and cd.get("status") == "True" for cd in conditions)
         return cls(
             name=str(meta.get("name", "")),
             labels=dict(meta.get("labels") or {}),
-            taints=tuple(Taint.from_dict(t) for t in spec.get("taints") or []),
+            taints=tuple(Taint.from_dict(t) for t in _objects(spec.get("taints"))),
             allocatable=resources_from(status.get("allocatable")),
             ready=ready,
             unschedulable=bool(spec.get("unschedulable", False)),
@@ -70,11 +76,11 @@ def pod_requests(pod_spec: Mapping[str, Any]) -> Resources:
     (the init container plus the sidecars started before it)), plus the pod overhead.
     """
     regular: Resources = {}
-    for ctr in pod_spec.get("containers") or []:
+    for ctr in _objects(pod_spec.get("containers")):
         add_into(regular, container_requests(ctr))
     init_peak: Resources = {}
     sidecars: Resources = {}
-    for ctr in pod_spec.get("initContainers") or []:
+    for ctr in _objects(pod_spec.get("initContainers")):
         req = container_requests(ctr)
         if ctr.get("restartPolicy") == "Always":
             add_into(sidecars, req)
@@ -97,6 +103,40 @@ def placement_requests(pod_spec: Mapping[str, Any]) -> Resources:
 
 
 @dataclass(frozen=True, slots=True)
+class PodTemplateView:
+    """A pod template (`{"metadata":..., "spec":...}`) as a Job or a Workload's pod set carries it:
+    what admission and placement read of it."""
+
+    annotations: Mapping[str, str]
+    requests: Resources
+    """Effective requests of one pod, without the `pods` resource (`pod_requests`)."""
+    node_selector: Mapping[str, str]
+    affinity_terms: tuple[NodeSelectorTerm, ...]
+    tolerations: tuple[Toleration, ...]
+    priority: int | None
+    priority_class_name: str | None
+
+    @classmethod
+    def from_dict(cls, template: Mapping[str, Any]) -> PodTemplateView:
+        spec: Mapping[str, Any] = template.get("spec") or {}
+        priority = spec.get("priority")
+        return cls(
+            annotations=dict(_meta(template).get("annotations") or {}),
+            requests=pod_requests(spec),
+            node_selector=dict(spec.get("nodeSelector") or {}),
+            affinity_terms=required_node_affinity_terms(spec),
+            tolerations=tolerations_from(spec.get("tolerations")),
+            priority=None if priority is None else int(priority),
+            priority_class_name=str(spec.get("priorityClassName") or "") or None,
+        )
+
+    @property
+    def placement_requests(self) -> Resources:
+        """What one pod takes on a node: `requests` plus 1 `pods`."""
+        return {**self.requests, c.RESOURCE_PODS: POD_SLOT_MILLI}
+
+
+@dataclass(frozen=True, slots=True)
 class OwnerRef:
     api_version: str
     kind: str
@@ -108,7 +148,7 @@ class OwnerRef:
 def owner_refs(obj: Mapping[str, Any]) -> tuple[OwnerRef, ...]:
     return tuple(OwnerRef(str(o.get("apiVersion", "")), str(o.get("kind", "")), str(o.get("name", "")),
                           str(o.get("uid", "")), bool(o.get("controller", False)))
-                 for o in _meta(obj).get("ownerReferences") or [])
+                 for o in _objects(_meta(obj).get("ownerReferences")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,14 +191,14 @@ class PodView:
             node_name=str(spec.get("nodeName") or ""),
             phase=str(status.get("phase") or "Pending"),
             requests=placement_requests(spec),
-            scheduling_gates=tuple(str(g.get("name", "")) for g in spec.get("schedulingGates") or []),
+            scheduling_gates=tuple(str(g.get("name", "")) for g in _objects(spec.get("schedulingGates"))),
             node_selector=dict(spec.get("nodeSelector") or {}),
             tolerations=tolerations_from(spec.get("tolerations")),
             affinity_terms=required_node_affinity_terms(spec),
             owners=owner_refs(obj),
             deleting=bool(meta.get("deletionTimestamp")),
             creation_timestamp=str(meta.get("creationTimestamp") or ""),
-            conditions=tuple(status.get("conditions") or ()),
+            conditions=tuple(_objects(status.get("conditions"))),
         )
 
 
@@ -206,9 +246,9 @@ class JobView:
             suspend=bool(spec.get("suspend", False)),
             template=spec.get("template") or {},
             creation_timestamp=str(meta.get("creationTimestamp") or ""),
-            conditions=tuple(status.get("conditions") or ()),
+            conditions=tuple(_objects(status.get("conditions"))),
         )
 
 
 def tolerations_from(items: Sequence[Mapping[str, Any]] | None) -> tuple[Toleration, ...]:
-    return tuple(Toleration.from_dict(t) for t in items or [])
+    return tuple(Toleration.from_dict(t) for t in _objects(items))

@@ -1,6 +1,9 @@
 """The operator's in-memory cluster: every watched object, one node Usage and the quota ledger.
 
-Fed one watch event at a time (`upsert` / `delete`) by controller.kube; patches what the event
+Fed one watch event at a time (`upsert` / `delete`) by controller.kube; each object is parsed once,
+as it enters, into its model (tasq's kinds) or view (Node, Pod); a Workload entry keeps its model
+beside the WorkloadInfo admission reads, as Kueue's `workload.Info{Obj}`. An object that does not
+parse is refused whole (recorded in `malformed`, the previous version kept). Patches what the event
 touches (a node patches the flavor trees and the Usage, a pod its node's row, a Workload its
 reservation) and rebuilds only on configuration changes (flavors, topologies, ClusterQueues).
 `admission_state()` hands the admission loop an AdmissionState sharing that Usage and ledger, so
@@ -9,18 +12,21 @@ what a cycle admits is reserved here at once. Pure data: no API calls, no clock,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from pydantic import ValidationError
 
 from controller.api import constants as c
 from controller.api.features import FeatureGates
 from controller.api.flavor import ResourceFlavor
+from controller.api.meta import object_key
 from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
-from controller.api.views import JobView, NodeView, PodView
-from controller.api.workload import TopologySlice
+from controller.api.views import NodeView, PodView
+from controller.api.workload import Admission, TopologySlice, Workload
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
 from controller.core.admission.quota import ClusterQueueQuota, QuotaLedger
@@ -42,39 +48,10 @@ _DOMAIN_SLICES = "/domain-slices"
 """Suffix of the scratch key `domain_holdings` reserves under while restoring."""
 
 
-def object_key(obj: Mapping[str, Any]) -> str:
-    """`namespace/name` of a namespaced object, `name` of a cluster-scoped one."""
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace")
-    return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
-
-
-def owner_job_key(workload: Mapping[str, Any]) -> str | None:
-    """`namespace/name` of the Job that controls a Workload, if one does."""
-    meta = workload.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == c.KIND_JOB and ref.get("apiVersion") == c.JOB_API_VERSION:
-            return f"{meta.get('namespace', '')}/{ref.get('name', '')}"
-    return None
-
-
-def is_finished(workload: Mapping[str, Any]) -> bool:
-    return any(cond.get("type") == c.CONDITION_FINISHED and cond.get("status") == "True"
-               for cond in (workload.get("status") or {}).get("conditions") or [])
-
-
-def admission_of(workload: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """`status.admission` when QuotaReserved is True (Kueue's "has quota reservation")."""
-    status = workload.get("status") or {}
-    reserved = any(cond.get("type") == c.CONDITION_QUOTA_RESERVED and cond.get("status") == "True"
-                   for cond in status.get("conditions") or [])
-    admission = status.get("admission")
-    return admission if reserved and isinstance(admission, Mapping) else None
-
-
 @dataclass(slots=True)
 class WorkloadEntry:
-    """One Workload: its latest object, parsed form and what the cache holds for it.
+    """One Workload: its model (parsed once, as its event came), what admission reads of it and
+    what the cache holds for it.
 
     `fit` is set while the workload holds quota and nodes here (admitted by us, or restored from
     its `status.admission`); `restoring` holds an admission seen but not yet re-reserved (done at the
@@ -82,19 +59,51 @@ class WorkloadEntry:
     admission decision until the watch shows it written, so a stale event cannot release it.
     """
 
-    obj: dict[str, Any]
+    obj: Workload
     info: WorkloadInfo
     fit: WorkloadFit | None = None
-    restoring: Mapping[str, Any] | None = None
+    restoring: Admission | None = None
     expecting: bool = False
 
     @property
     def finished(self) -> bool:
-        return is_finished(self.obj)
+        return self.obj.is_finished
 
     @property
     def active(self) -> bool:
-        return (self.obj.get("spec") or {}).get("active", True) is not False
+        return self.obj.active
+
+    @property
+    def admission(self) -> Admission | None:
+        """`status.admission` while QuotaReserved is True."""
+        return self.obj.reserved_admission
+
+
+@dataclass(frozen=True, slots=True)
+class KindHandlers:
+    """How the cache takes one kind: `parse` the wire form (raising ValueError or TypeError on a
+    malformed object, before anything changes), `upsert` the parsed form under its key (True when
+    admission could react), `delete` a key."""
+
+    parse: Callable[[Mapping[str, Any]], Any]
+    upsert: Callable[[str, Any], bool]
+    delete: Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An object version `upsert` refused because it does not parse: `message` names the object and
+    every field path with what is wrong there."""
+
+    version: str
+    message: str
+
+
+def _parse_errors(error: ValueError | TypeError) -> str:
+    """Every field path and what is wrong there (pydantic's locations are the wire's camelCase)."""
+    if isinstance(error, ValidationError):
+        return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(object)'}: {e['msg']}" for e in error.errors())
+    return str(error)
 
 
 @dataclass(slots=True)
@@ -120,23 +129,45 @@ class ClusterCache:
     """Kueue's placement feature gates (`--feature-gates` of `tasq run` and `tasq dev`)."""
     generation: int = 0
     stale_events: int = 0
-    primed: int = 0
-    """Objects the priming read put here (controller.kube.watching sets it)."""
     """Objects offered to `upsert` at a version already applied (kopf's initial listing after the
     priming read, the watch echoing the operator's own writes): skipped."""
+    primed: int = 0
+    """Objects the priming read put here (controller.kube.watching sets it)."""
+    malformed: dict[tuple[str, str], Refusal] = field(default_factory=dict)
+    """(kind, key) -> the latest version refused as malformed and why; kept until a version that
+    parses, or its deletion, arrives. The previous version stays applied."""
     _versions: dict[tuple[str, str], str] = field(default_factory=dict)
     _flavor_infos: dict[str, FlavorInfo] | None = None
     _quotas: dict[str, ClusterQueueQuota] | None = None
     _ledger: QuotaLedger | None = None
     _seq: int = 0
+    _handlers: dict[str, KindHandlers] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._handlers = {
+            KIND_NODE: KindHandlers(NodeView.from_dict, self._upsert_node, self._delete_node),
+            KIND_POD: KindHandlers(PodView.from_dict, self._upsert_pod, self._delete_pod),
+            c.KIND_JOB: KindHandlers(dict, self._upsert_job, self._delete_job),
+            c.KIND_WORKLOAD: KindHandlers(Workload.model_validate, self._upsert_workload, self._delete_workload),
+            c.KIND_RESOURCE_FLAVOR: KindHandlers(ResourceFlavor.model_validate, self._upsert_flavor,
+                                                 self._delete_flavor),
+            c.KIND_TOPOLOGY: KindHandlers(Topology.model_validate, self._upsert_topology, self._delete_topology),
+            c.KIND_CLUSTER_QUEUE: KindHandlers(ClusterQueue.model_validate, self._upsert_cluster_queue,
+                                               self._delete_cluster_queue),
+            c.KIND_LOCAL_QUEUE: KindHandlers(LocalQueue.model_validate, self._upsert_local_queue,
+                                             self._delete_local_queue),
+            KIND_PRIORITY_CLASS: KindHandlers(dict, self._upsert_priority_class, self._delete_priority_class),
+            KIND_NAMESPACE: KindHandlers(_namespace_labels, self._upsert_namespace, self._delete_namespace),
+        }
 
     # -- events ---------------------------------------------------------------------------------
 
     def upsert(self, kind: str, obj: Mapping[str, Any]) -> bool:
         """An object was added or changed; False when this version, or a newer one, was already
-        applied. The operator applies its own writes as the API answers them, so the watch may
-        deliver older versions afterwards: resourceVersions are compared as the integers both
-        kube-apiserver (etcd revisions) and the devcluster issue; other forms only by equality."""
+        applied, or when it does not parse (then `malformed` says why and nothing changed). The
+        operator applies its own writes as the API answers them, so the watch may deliver older
+        versions afterwards: resourceVersions are compared as the integers both kube-apiserver
+        (etcd revisions) and the devcluster issue; other forms only by equality."""
         key = object_key(obj)
         version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         known = self._versions.get((kind, key))
@@ -144,12 +175,16 @@ class ClusterCache:
                 version == known or (version.isdigit() and known.isdigit() and int(version) < int(known))):
             self.stale_events += 1
             return False
+        handlers = self._handlers[kind]
+        try:
+            parsed = handlers.parse(obj)
+        except (ValueError, TypeError) as e:
+            self.malformed[(kind, key)] = Refusal(version, f"{kind} {key} (resourceVersion {version or 'none'}) "
+                                                  f"refused, the previous version stays: {_parse_errors(e)}")
+            return False
+        self.malformed.pop((kind, key), None)
         self._versions[(kind, key)] = version
-        if kind in _CONFIG_KINDS:
-            if self._upsert_config(kind, key, dict(obj)):
-                self.generation += 1
-        else:
-            getattr(self, "_upsert_" + _OBJECT_HANDLERS[kind])(key, dict(obj))
+        if handlers.upsert(key, parsed):
             self.generation += 1
         return True
 
@@ -157,18 +192,16 @@ class ClusterCache:
         """An object is gone."""
         key = object_key(obj)
         self._versions.pop((kind, key), None)
-        if kind in _CONFIG_KINDS:
-            self._delete_config(kind, key)
-        else:
-            getattr(self, "_delete_" + _OBJECT_HANDLERS[kind])(key)
+        self.malformed.pop((kind, key), None)
+        self._handlers[kind].delete(key)
         self.generation += 1
 
-    def _upsert_node(self, key: str, obj: dict[str, Any]) -> None:
-        view = NodeView.from_dict(obj)
+    def _upsert_node(self, key: str, view: NodeView) -> bool:
         self.nodes[key] = view
         for info in (self._flavor_infos or {}).values():
             if info.topology is not None:
                 info.topology.upsert_node(view)
+        return True
 
     def _delete_node(self, key: str) -> None:
         self.nodes.pop(key, None)
@@ -177,13 +210,13 @@ class ClusterCache:
                 info.topology.remove_node(key)
         self.usage.remove_node(key)
 
-    def _upsert_pod(self, key: str, obj: dict[str, Any]) -> None:
-        view = PodView.from_dict(obj)
+    def _upsert_pod(self, key: str, view: PodView) -> bool:
         self.pods[key] = view
         wl_key = workload_key_of(view)
         if wl_key is not None:
             self.pods_of.setdefault(wl_key, set()).add(key)
         self.usage.add_bound_pod(view)
+        return True
 
     def _delete_pod(self, key: str) -> None:
         view = self.pods.pop(key, None)
@@ -193,80 +226,102 @@ class ClusterCache:
                 self.pods_of[wl_key].discard(key)
         self.usage.remove_bound_pod(key)
 
-    def _upsert_job(self, key: str, obj: dict[str, Any]) -> None:
+    def _upsert_job(self, key: str, obj: dict[str, Any]) -> bool:
         self.jobs[key] = obj
+        return True
 
     def _delete_job(self, key: str) -> None:
         self.jobs.pop(key, None)
 
-    def _upsert_workload(self, key: str, obj: dict[str, Any]) -> None:
+    def _upsert_workload(self, key: str, wl: Workload) -> bool:
         """Phase: follow a Workload. A new admission (ours written, or one made before a restart) is
         reserved; a lost one (finished, evicted) is released; a pending one's spec is re-read."""
         entry = self.workloads.get(key)
         if entry is None:
             self._seq += 1
-            entry = self.workloads[key] = WorkloadEntry(obj, self._info(obj, self._seq))
+            entry = self.workloads[key] = WorkloadEntry(wl, self._info(wl, self._seq))
         else:
-            entry.obj = obj
+            entry.obj = wl
             if entry.fit is None and entry.restoring is None:
-                entry.info = self._info(obj, entry.info.seq)
-        owner = owner_job_key(obj)
+                entry.info = self._info(wl, entry.info.seq)
+        owner = wl.owner_job_key
         if owner is not None:
             self.workload_of_job[owner] = key
-        admission = admission_of(obj)
+        admission = entry.admission
         if admission is not None:
             entry.expecting = False
         if entry.finished or (admission is None and not entry.expecting):
             self._release(key)
         elif admission is not None and entry.fit is None and entry.restoring is None:
             entry.restoring = admission
+        return True
 
     def _delete_workload(self, key: str) -> None:
         entry = self.workloads.get(key)
         self._release(key)
         self.workloads.pop(key, None)
         if entry is not None:
-            owner = owner_job_key(entry.obj)
+            owner = entry.obj.owner_job_key
             if owner is not None and self.workload_of_job.get(owner) == key:
                 del self.workload_of_job[owner]
 
-    def _info(self, obj: Mapping[str, Any], seq: int) -> WorkloadInfo:
-        return workload_info(obj, seq=seq, priority_classes=self.priority_values()[0])
+    def _info(self, wl: Workload, seq: int) -> WorkloadInfo:
+        return workload_info(wl, seq=seq, priority_classes=self.priority_values()[0])
 
-    def _upsert_config(self, kind: str, key: str, obj: dict[str, Any]) -> bool:
-        """Flavors, topologies and queues: rare changes, so the parts built from them are rebuilt.
-        False (nothing rebuilt) when only a queue's status changed: tasq writes those itself after
-        admissions, and admission does not read them."""
-        if kind in (c.KIND_CLUSTER_QUEUE, c.KIND_LOCAL_QUEUE):
-            queues: dict[str, Any] = self.cluster_queues if kind == c.KIND_CLUSTER_QUEUE else self.local_queues
-            before = queues.get(key)
-            queues[key] = (ClusterQueue if kind == c.KIND_CLUSTER_QUEUE else LocalQueue).from_dict(obj)
-            if before is not None and before.spec == queues[key].spec:
-                return False
-        elif kind == c.KIND_RESOURCE_FLAVOR:
-            self.flavors[key] = ResourceFlavor.from_dict(obj)
-        elif kind == c.KIND_TOPOLOGY:
-            self.topologies[key] = Topology.from_dict(obj)
-        elif kind == KIND_PRIORITY_CLASS:
-            self.priority_classes[key] = obj
-        elif kind == KIND_NAMESPACE:
-            self.namespaces[key] = dict((obj.get("metadata") or {}).get("labels") or {})
-        self._invalidate(kind)
+    # Flavors, topologies and queues: rare changes, so the parts built from them are rebuilt.
+
+    def _upsert_flavor(self, key: str, flavor: ResourceFlavor) -> bool:
+        self.flavors[key] = flavor
+        self._flavor_infos = None
         return True
 
-    def _delete_config(self, kind: str, key: str) -> None:
-        stores: dict[str, dict[str, Any]] = {
-            c.KIND_RESOURCE_FLAVOR: self.flavors, c.KIND_TOPOLOGY: self.topologies,
-            c.KIND_CLUSTER_QUEUE: self.cluster_queues, c.KIND_LOCAL_QUEUE: self.local_queues,
-            KIND_PRIORITY_CLASS: self.priority_classes, KIND_NAMESPACE: self.namespaces}
-        stores[kind].pop(key, None)
-        self._invalidate(kind)
+    def _delete_flavor(self, key: str) -> None:
+        self.flavors.pop(key, None)
+        self._flavor_infos = None
 
-    def _invalidate(self, kind: str) -> None:
-        if kind in (c.KIND_RESOURCE_FLAVOR, c.KIND_TOPOLOGY):
-            self._flavor_infos = None
-        elif kind == c.KIND_CLUSTER_QUEUE:
-            self._quotas = self._ledger = None
+    def _upsert_topology(self, key: str, topology: Topology) -> bool:
+        self.topologies[key] = topology
+        self._flavor_infos = None
+        return True
+
+    def _delete_topology(self, key: str) -> None:
+        self.topologies.pop(key, None)
+        self._flavor_infos = None
+
+    def _upsert_cluster_queue(self, key: str, cq: ClusterQueue) -> bool:
+        """False (nothing rebuilt) when only the status changed: tasq writes those itself after
+        admissions, and admission does not read them."""
+        before, self.cluster_queues[key] = self.cluster_queues.get(key), cq
+        if before is not None and before.spec == cq.spec:
+            return False
+        self._quotas = self._ledger = None
+        return True
+
+    def _delete_cluster_queue(self, key: str) -> None:
+        self.cluster_queues.pop(key, None)
+        self._quotas = self._ledger = None
+
+    def _upsert_local_queue(self, key: str, lq: LocalQueue) -> bool:
+        """False when only the status changed (as for a ClusterQueue)."""
+        before, self.local_queues[key] = self.local_queues.get(key), lq
+        return before is None or before.spec != lq.spec
+
+    def _delete_local_queue(self, key: str) -> None:
+        self.local_queues.pop(key, None)
+
+    def _upsert_priority_class(self, key: str, obj: dict[str, Any]) -> bool:
+        self.priority_classes[key] = obj
+        return True
+
+    def _delete_priority_class(self, key: str) -> None:
+        self.priority_classes.pop(key, None)
+
+    def _upsert_namespace(self, key: str, labels: dict[str, str]) -> bool:
+        self.namespaces[key] = labels
+        return True
+
+    def _delete_namespace(self, key: str) -> None:
+        self.namespaces.pop(key, None)
 
     # -- reservations ---------------------------------------------------------------------------
 
@@ -354,15 +409,6 @@ class ClusterCache:
                 state.submit(entry.info)
         return state
 
-    def job_of_workload(self, key: str) -> JobView | None:
-        entry = self.workloads.get(key)
-        owner = owner_job_key(entry.obj) if entry is not None else None
-        job = self.jobs.get(owner) if owner is not None else None
-        return JobView.from_dict(job) if job is not None else None
-
-    def flavor_info(self, name: str) -> FlavorInfo | None:
-        return self.snapshot().flavors.get(name)
-
     def workload_of_pod(self, pod: Mapping[str, Any]) -> tuple[str, str] | None:
         """(namespace, Workload name) a pod belongs to, by its topology-workload annotation."""
         meta = pod.get("metadata") or {}
@@ -374,13 +420,12 @@ class ClusterCache:
         set and the states of its pods; None when it is not (or no longer) admitted."""
         key = f"{namespace}/{workload}"
         entry = self.workloads.get(key)
-        admission = admission_of(entry.obj) if entry is not None else None
+        admission = entry.admission if entry is not None else None
         if entry is None or admission is None or entry.finished:
             return None
-        slices: dict[str, list[TopologySlice]] = {}
-        for psa in admission.get("podSetAssignments") or []:
-            raw = (psa.get("topologyAssignment") or {}).get("slices") or []
-            slices[str(psa.get("name", ""))] = [TopologySlice.model_validate(sl) for sl in raw]
+        slices: dict[str, list[TopologySlice]] = {
+            psa.name: list(psa.topology_assignment.slices) if psa.topology_assignment is not None else []
+            for psa in admission.pod_set_assignments}
         pods = [_pod_state(self.pods[p]) for p in sorted(self.pods_of.get(key, ())) if p in self.pods]
         return UngatingInput(namespace=namespace, workload=workload, slices=slices, pods=pods)
 
@@ -395,7 +440,6 @@ def _pod_state(pod: PodView) -> PodState:
         created=pod.creation_timestamp)
 
 
-_CONFIG_KINDS = frozenset({c.KIND_RESOURCE_FLAVOR, c.KIND_TOPOLOGY, c.KIND_CLUSTER_QUEUE, c.KIND_LOCAL_QUEUE,
-                           KIND_PRIORITY_CLASS, KIND_NAMESPACE})
-_OBJECT_HANDLERS = {KIND_NODE: "node", KIND_POD: "pod", c.KIND_JOB: "job", c.KIND_WORKLOAD: "workload"}
-"""Kind -> the suffix of its `_upsert_*` / `_delete_*` methods (the config kinds share one pair)."""
+def _namespace_labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    """What admission reads of a Namespace: its labels (a ClusterQueue's namespaceSelector)."""
+    return {str(k): str(v) for k, v in ((obj.get("metadata") or {}).get("labels") or {}).items()}

@@ -1,10 +1,11 @@
 """`tasq simulate`: what-if admission on manifests, no cluster needed.
 
 Reads each `-f FILE|DIR|-` as one step (multi-document YAML or JSON, `kind: List` expanded), passes
-every object through the boundary (`api.documents`, `api.kube_objects`), applies the steps to a
-`Simulation` only when no step has an error, and prints
-the Workloads as a table (`kubectl get workloads` plus FLAVOR and PLACEMENT) or a `kind: List`.
-Exit codes: 0 done, 2 invalid input (every error as `file:document: path: message`).
+every object through the boundary (`manifests.documents`, `manifests.kube_objects`), applies the steps
+to a `Simulation` only when no step has an error, and prints the Workloads as a table (`kubectl get
+workloads` plus FLAVOR and PLACEMENT) or a `kind: List`. A document of a kind tasq does not read is
+skipped with a warning on stderr (and in the List's `warnings`). Exit codes: 0 done, 2 invalid input
+(every error as `file:document: path: message`).
 """
 
 from __future__ import annotations
@@ -35,13 +36,40 @@ _SUFFIXES = (".yaml", ".yml", ".json")
 _COLUMNS = ("NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED", "FLAVOR", "PLACEMENT")
 
 
+SKIPPED_MESSAGE = "skipped: tasq does not read this kind"
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A document of a kind tasq does not read: where it is and what it is."""
+
+    file: str
+    document: int
+    item: str
+    """The List item path (`items[2]`) when the document came from a List, else ""."""
+    api_version: str
+    kind: str
+
+    @property
+    def line(self) -> str:
+        where = f"{self.file}:{self.document}" + (f": {self.item}" if self.item else "")
+        return f"{where}: {SKIPPED_MESSAGE} ({self.api_version} {self.kind})"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"file": self.file, "document": self.document}
+        if self.item:
+            out["item"] = self.item
+        out.update({"apiVersion": self.api_version, "kind": self.kind, "message": SKIPPED_MESSAGE})
+        return out
+
+
 @dataclass(slots=True)
 class Step:
-    """One -f argument after the boundary: the objects to apply, every error, the ignored documents."""
+    """One -f argument after the boundary: the objects to apply, every error, the skipped documents."""
 
     objects: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    ignored: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
 
 
 def register(subparsers: Any) -> None:
@@ -52,14 +80,14 @@ def register(subparsers: Any) -> None:
                     "rack or block take that domain's nodes); a Job or Workload changed in a later step "
                     "updates the Workload while it waits, never once admitted; objects with "
                     "metadata.generateName get a generated name (seeded, so runs repeat). Input is "
-                    "checked as the API server would (kubectl's strict field validation); kinds tasq "
-                    "does not read are ignored (--explain lists them).")
+                    "checked as the API server would (kubectl's strict field validation); a document of "
+                    "a kind tasq does not read is skipped with a warning.")
     parser.add_argument("-f", "--filename", dest="files", action="append", required=True,
                         metavar="FILE|DIR|-", help="manifests to apply (repeatable; - reads stdin)")
     parser.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
                         help="table (default) or the Workloads as a kind: List")
     parser.add_argument("--explain", action="store_true",
-                        help="print why each pending Workload waits, and the ignored documents")
+                        help="print why each pending Workload waits")
     parser.add_argument("--feature-gates", default="", metavar="NAME=true|false,...",
                         help=FLAG_HELP)
     parser.set_defaults(handler=run)
@@ -120,8 +148,8 @@ def _check_into(step: Step, origin: str, text: str | None, problem: str | None) 
         if checked.obj is not None:
             step.objects.append(checked.obj)
         elif checked.ignored:
-            step.ignored.append(f"{doc.where('')}: ignored {doc.obj['apiVersion']} {doc.obj['kind']} "
-                                "(tasq does not read this kind)")
+            file, _, number = doc.origin.rpartition(":")  # an origin is always `file:document`
+            step.skipped.append(Skipped(file, int(number), doc.item, doc.obj["apiVersion"], doc.obj["kind"]))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -132,6 +160,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     steps = [read_step(spec, sys.stdin) for spec in args.files]
+    skipped = [doc for step in steps for doc in step.skipped]
+    for doc in skipped:
+        print(f"warning: {_printable(doc.line)}", file=sys.stderr)
     errors = [line for step in steps for line in step.errors]
     if errors:
         for line in errors:
@@ -149,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         sim.apply(step.objects)
         step.objects = []
         sim.run()
-    _print(sim, args.output, args.explain, [line for step in steps for line in step.ignored])
+    _print(sim, args.output, args.explain, skipped)
     return 0
 
 
@@ -161,24 +192,25 @@ def _printable(line: str) -> str:
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), line)
 
 
-def _print(sim: Simulation, output: str, with_explain: bool, ignored: Sequence[str]) -> None:
-    """The table or the kind: List; explanations (and the ignored documents) follow the table, or go
-    to stderr for -o yaml|json."""
+def _print(sim: Simulation, output: str, with_explain: bool, skipped: Sequence[Skipped]) -> None:
+    """The table or the kind: List (with `warnings`, one per skipped document, when there are any);
+    explanations follow the table, or go to stderr for -o yaml|json."""
     workloads = sim.workloads()
     explain_to = sys.stdout
     if output == "table":
         sys.stdout.write(render_table(workloads))
     else:
         items = [w.to_dict() for w in workloads]
-        listing = {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
+        listing: dict[str, Any] = {"apiVersion": "v1", "kind": "List", "items": items,
+                                   "metadata": {"resourceVersion": ""}}
+        if skipped:
+            listing["warnings"] = [doc.to_dict() for doc in skipped]
         if output == "json":
             sys.stdout.write(json.dumps(listing, indent=4) + "\n")
         else:
             sys.stdout.write(yaml.safe_dump(listing, sort_keys=True, default_flow_style=False))
         explain_to = sys.stderr  # keep stdout parseable
     if with_explain:
-        for line in ignored:
-            print(line, file=explain_to)
         for why in sim.explanations():
             print(f"{why.key}: {why.detail}: {why.message}", file=explain_to)
 

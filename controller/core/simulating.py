@@ -12,17 +12,17 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from controller.api import constants as c
 from controller.api.features import FeatureGates
 from controller.api.flavor import ResourceFlavor
-from controller.api.meta import format_time
+from controller.api.meta import KubeObject, format_time
 from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.views import JobView, NodeView, PodView
-from controller.api.workload import Workload
+from controller.api.workload import Admission, Workload
 from controller.core.admission.conditions import mark_admitted, mark_finished, mark_pending
 from controller.core.admission.cycle import AdmissionState, Pending, explain, run_until_quiet
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
@@ -45,6 +45,7 @@ _NAMESPACED = {c.KIND_POD, c.KIND_JOB, c.KIND_LOCAL_QUEUE, c.KIND_WORKLOAD}
 
 ObjectKey = tuple[str, str, str]
 """(kind, namespace, name)."""
+_Model = TypeVar("_Model", bound=KubeObject)
 
 
 def object_key(obj: Mapping[str, Any]) -> ObjectKey:
@@ -56,17 +57,16 @@ def object_key(obj: Mapping[str, Any]) -> ObjectKey:
 
 @dataclass(slots=True)
 class _Tracked:
-    """One workload across steps: its manifest model (status grows), order keys and last fit."""
+    """One workload across steps: its own copy of the model (status grows; its spec is the one it
+    was built from, a Job's changes are compared with it), order keys and last fit."""
 
     model: Workload
     info: WorkloadInfo
     finished: str | None = None
     """"Succeeded" / "Failed" once its Job (or itself) finished."""
     fit: WorkloadFit | None = None
-    restoring: Mapping[str, Any] | None = None
+    restoring: Admission | None = None
     """The `status.admission` it came with, until its domain slices hold nodes (`_restore_domains`)."""
-    spec: Mapping[str, Any] = field(default_factory=dict)
-    """The manifest spec it was built from (a Job's changes are compared with it)."""
 
 
 @dataclass(slots=True)
@@ -82,8 +82,9 @@ class Simulation:
     """Why each workload waits after the last `run`, by key (computed once there)."""
     _nodes: dict[ObjectKey, NodeView] = field(default_factory=dict)
     _pods: dict[ObjectKey, PodView] = field(default_factory=dict)
-    """The applied Nodes and Pods, kept only as views built once when applied (`objects` holds
-    every other kind as given)."""
+    _models: dict[ObjectKey, KubeObject] = field(default_factory=dict)
+    """The applied Nodes and Pods as views, and tasq's kinds as models, each parsed once when applied
+    (`objects` holds every other kind as given)."""
     features: FeatureGates = field(default_factory=FeatureGates)
     """Kueue's placement feature gates (`tasq simulate --feature-gates`)."""
     seed: int = GENERATE_NAME_SEED
@@ -108,6 +109,8 @@ class Simulation:
                 self._nodes[key] = NodeView.from_dict(obj)
             elif key[0] == c.KIND_POD:
                 self._pods[key] = PodView.from_dict(obj)
+            elif key[0] in _MODELS:
+                self._models[key] = _MODELS[key[0]].model_validate(obj)
             else:
                 self.objects[key] = dict(obj)
 
@@ -122,11 +125,15 @@ class Simulation:
             name = prefix + "".join(self._random.choice(NAME_ALPHABET) for _ in range(NAME_SUFFIX_LENGTH))
             named = {**obj, "metadata": {**meta, "name": name}}
             key = object_key(named)
-            if key not in self.objects and key not in self._nodes and key not in self._pods:
+            if all(key not in taken for taken in (self.objects, self._nodes, self._pods, self._models)):
                 return named
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [obj for (k, _, _), obj in self.objects.items() if k == kind]
+
+    def models_of(self, kind: type[_Model]) -> list[_Model]:
+        """The applied objects of one of tasq's kinds, as parsed when applied."""
+        return [m for m in self._models.values() if isinstance(m, kind)]
 
     def run(self) -> None:
         """Phases: sync workloads from Jobs/Workloads, rebuild the snapshot with the still-admitted
@@ -168,35 +175,36 @@ class Simulation:
         jobs = [JobView.from_dict(job) for job in job_objs]
         job_done = {(view.namespace or "default", view.name): _JOB_FINISHED.get(view.finished or "")
                     for view in jobs}
-        manifests: list[tuple[dict[str, Any], str | None]] = []
+        workloads: list[tuple[Workload, str | None]] = []
         owned: set[tuple[str, str]] = set()
-        for obj in self.of_kind(c.KIND_WORKLOAD):
-            owner = _owner_job(obj)
+        for wl in self.models_of(Workload):
+            owner = _owner_job(wl)
             if owner is not None:
                 owned.add(owner)
-            manifests.append((obj, _workload_finished(obj) or job_done.get(owner or ("", ""))))
+            workloads.append((wl, _workload_finished(wl) or job_done.get(owner or ("", ""))))
         for view, job in zip(jobs, job_objs, strict=True):
             key = (view.namespace or "default", view.name)
             if view.queue_name and key not in owned:
-                manifests.append((workload_from_job(job, classes, default), job_done[key]))
-        for manifest, finished in manifests:
-            self._track(manifest, finished, classes)
-            self._follow_spec(manifest, classes)
+                workloads.append((Workload.from_dict(workload_from_job(job, classes, default)), job_done[key]))
+        for wl, finished in workloads:
+            self._track(wl, finished, classes)
+            self._follow_spec(wl, classes)
 
-    def _track(self, manifest: dict[str, Any], finished: str | None, classes: Mapping[str, int]) -> None:
+    def _track(self, wl: Workload, finished: str | None, classes: Mapping[str, int]) -> None:
         """Start tracking a workload the first time it is seen (a pre-admitted one keeps its quota);
         mark it Finished the first time it is seen finished."""
-        key = _key_of(manifest)
+        key = _key_of(wl)
         tracked = self.tracked.get(key)
         if tracked is None:
-            manifest = _with_creation(manifest, self.now)
-            info = workload_info(manifest, seq=len(self.tracked), priority_classes=classes,
+            model = wl.model_copy(deep=True)
+            if not model.metadata.creation_timestamp:  # created at the step that brought it
+                model.metadata.creation_timestamp = format_time(self.now)
+            info = workload_info(model, seq=len(self.tracked), priority_classes=classes,
                                  default_created=self.now.timestamp())
-            tracked = self.tracked[key] = _Tracked(Workload.from_dict(manifest), info,
-                                                   spec=manifest.get("spec") or {})
-            if finished is None and tracked.model.has_quota_reservation and tracked.model.admission:
+            tracked = self.tracked[key] = _Tracked(model, info)
+            admission = model.reserved_admission
+            if finished is None and admission is not None:
                 # Admitted before this simulation: it keeps its quota (and named hosts).
-                admission = (manifest.get("status") or {})["admission"]
                 tracked.fit = fit_from_admission(info, admission)
                 tracked.restoring = admission
         if finished is not None and tracked.finished is None:
@@ -205,21 +213,20 @@ class Simulation:
             message = "Job finished successfully" if finished == c.REASON_SUCCEEDED else "Job failed"
             mark_finished(tracked.model, finished == c.REASON_SUCCEEDED, message, self.now)
 
-    def _follow_spec(self, manifest: dict[str, Any], classes: Mapping[str, int]) -> None:
+    def _follow_spec(self, wl: Workload, classes: Mapping[str, int]) -> None:
         """A Job (parallelism, requests, annotations...) or a Workload re-applied with a changed spec
         while the Workload waits: the Workload takes the new spec, keeping its creation time, place in
         line and status, as Kueue's job reconciler updates a suspended Job's Workload and the API an
         updated Workload. An admitted or finished one is left as is."""
-        tracked = self.tracked[_key_of(manifest)]
-        if tracked.fit is not None or tracked.finished is not None or manifest.get("spec") == tracked.spec:
+        tracked = self.tracked[_key_of(wl)]
+        if tracked.fit is not None or tracked.finished is not None or wl.spec == tracked.model.spec:
             return
-        created = tracked.model.metadata.creation_timestamp
-        manifest = {**manifest, "metadata": {**manifest["metadata"], "creationTimestamp": created}}
-        info = workload_info(manifest, seq=tracked.info.seq, priority_classes=classes,
+        model = wl.model_copy(deep=True)
+        model.metadata.creation_timestamp = tracked.model.metadata.creation_timestamp
+        info = workload_info(model, seq=tracked.info.seq, priority_classes=classes,
                              default_created=self.now.timestamp())
-        model = Workload.from_dict(manifest)
         model.status = tracked.model.status
-        tracked.model, tracked.info, tracked.spec = model, info, manifest.get("spec") or {}
+        tracked.model, tracked.info = model, info
 
     def _rebuild(self) -> AdmissionState:
         """A fresh snapshot of everything applied; admissions still running keep quota and nodes."""
@@ -229,10 +236,8 @@ class Simulation:
         namespaces = {str(meta.get("name", "")): dict(meta.get("labels") or {}) for meta in ns_metas}
         running = {key: t.fit for key, t in self.tracked.items() if t.fit is not None and t.finished is None}
         snapshot = build_snapshot(
-            [ClusterQueue.from_dict(o) for o in self.of_kind(c.KIND_CLUSTER_QUEUE)],
-            [LocalQueue.from_dict(o) for o in self.of_kind(c.KIND_LOCAL_QUEUE)],
-            [ResourceFlavor.from_dict(o) for o in self.of_kind(c.KIND_RESOURCE_FLAVOR)],
-            [Topology.from_dict(o) for o in self.of_kind(c.KIND_TOPOLOGY)],
+            self.models_of(ClusterQueue), self.models_of(LocalQueue), self.models_of(ResourceFlavor),
+            self.models_of(Topology),
             nodes, pods, namespaces, {key: fit.node_usage for key, fit in running.items() if fit.node_usage})
         snapshot.features = self.features
         running.update(self._restore_domains(snapshot, pods, nodes))
@@ -277,30 +282,27 @@ _JOB_FINISHED = {c.CONDITION_JOB_COMPLETE: c.REASON_SUCCEEDED, c.CONDITION_JOB_F
 """A Job's finished condition type -> the Workload's Finished reason."""
 
 
-def _key_of(manifest: Mapping[str, Any]) -> str:
-    """`namespace/name` of a Workload manifest (namespace `default` when absent)."""
-    return "{}/{}".format(manifest["metadata"].get("namespace") or "default", manifest["metadata"]["name"])
+def _key_of(wl: Workload) -> str:
+    """`namespace/name` of a Workload (namespace `default` when absent)."""
+    return f"{wl.metadata.namespace or 'default'}/{wl.name}"
 
 
-def _owner_job(obj: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(namespace, name) of the Job that owns a Workload manifest, if one does."""
-    meta = obj.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == c.KIND_JOB and str(ref.get("apiVersion", "")).startswith("batch/"):
-            return str(meta.get("namespace") or "default"), str(ref.get("name", ""))
+def _owner_job(wl: Workload) -> tuple[str, str] | None:
+    """(namespace, name) of the Job that owns a Workload, if one does."""
+    for ref in wl.metadata.owner_references:
+        if ref.kind == c.KIND_JOB and ref.api_version.startswith("batch/"):
+            return wl.metadata.namespace or "default", ref.name
     return None
 
 
-def _workload_finished(obj: Mapping[str, Any]) -> str | None:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == c.CONDITION_FINISHED and cond.get("status") == "True":
-            return c.REASON_FAILED if cond.get("reason") == c.REASON_FAILED else c.REASON_SUCCEEDED
-    return None
+def _workload_finished(wl: Workload) -> str | None:
+    cond = wl.condition(c.CONDITION_FINISHED)
+    if cond is None or cond.status != "True":
+        return None
+    return c.REASON_FAILED if cond.reason == c.REASON_FAILED else c.REASON_SUCCEEDED
 
 
-def _with_creation(manifest: dict[str, Any], now: datetime) -> dict[str, Any]:
-    """Objects without a creationTimestamp are created at the step that brought them (a copy)."""
-    meta = dict(manifest.get("metadata") or {})
-    if not meta.get("creationTimestamp"):
-        meta["creationTimestamp"] = format_time(now)
-    return {**manifest, "metadata": meta}
+_MODELS: dict[str, type[KubeObject]] = {
+    c.KIND_WORKLOAD: Workload, c.KIND_CLUSTER_QUEUE: ClusterQueue, c.KIND_LOCAL_QUEUE: LocalQueue,
+    c.KIND_RESOURCE_FLAVOR: ResourceFlavor, c.KIND_TOPOLOGY: Topology}
+"""tasq's kinds, parsed into their models when applied."""

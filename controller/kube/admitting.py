@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.api import constants as c
-from controller.api.workload import Workload
-from controller.cache.cluster import ClusterCache, admission_of
+from controller.api.workload import Workload, admission_of
+from controller.cache.cluster import ClusterCache
 from controller.core.admission.conditions import mark_admitted, mark_pending, quota_reserved_message
 from controller.core.admission.cycle import AdmissionState, Admit, Pending, explain, run_until_quiet
 from controller.core.admission.workloads import workload_info
@@ -159,7 +159,7 @@ class AdmissionLoop:
             entry = self.cache.workloads.get(key)
             if entry is None:
                 continue
-            if why is None and _quota_condition(entry.obj) is None:
+            if why is None and entry.obj.condition(c.CONDITION_QUOTA_RESERVED) is None:
                 why = explain(state, key)
             if why is not None:
                 out.append(why)
@@ -181,8 +181,8 @@ class AdmissionLoop:
         ours = [False]
 
         def change(model: Workload) -> bool:
-            raw = model.to_dict()
-            ours[0] = not (model.is_finished or admission_of(raw) is not None or workload_info(raw).shape != shape)
+            ours[0] = not (model.is_finished or model.reserved_admission is not None
+                           or workload_info(model).shape != shape)
             return ours[0] and mark_admitted(model, admit.admission, now)
 
         async with self._slots:
@@ -254,10 +254,3 @@ class AdmissionLoop:
             self.metrics.cluster_queue_counted(name, status["pendingWorkloads"], status["admittedWorkloads"])
             for (flavor, resource), milli in used.get(name, {}).items():
                 self.metrics.resource_used(name, flavor, resource, milli / 1000)
-
-
-def _quota_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == c.CONDITION_QUOTA_RESERVED:
-            return dict(cond)
-    return None

@@ -21,12 +21,10 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import ValidationError
-
 from controller.api import constants as c
 from controller.api.views import JobView
-from controller.api.workload import Workload
-from controller.cache.cluster import ClusterCache, WorkloadEntry, admission_of, owner_job_key
+from controller.api.workload import Admission, Workload, owner_job_key
+from controller.cache.cluster import ClusterCache, WorkloadEntry
 from controller.core.admission.conditions import mark_finished
 from controller.core.admission.workloads import workload_from_job
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi, retrying
@@ -38,7 +36,7 @@ log = logging.getLogger(__name__)
 PARALLEL_RECONCILES = 16
 
 
-def pod_template_patch(job: Mapping[str, Any], workload_name: str, admission: Mapping[str, Any],
+def pod_template_patch(job: Mapping[str, Any], workload_name: str, admission: Admission,
                        flavors: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """The Job merge patch that starts an admitted Job: its pod template gets every assigned
     flavor's nodeLabels (as nodeSelector) and tolerations, and, for a pod set with a topology
@@ -52,15 +50,15 @@ def pod_template_patch(job: Mapping[str, Any], workload_name: str, admission: Ma
     selector = dict(pod_spec.get("nodeSelector") or {})
     tolerations = list(pod_spec.get("tolerations") or [])
     template_meta: dict[str, Any] = {}
-    for psa in admission.get("podSetAssignments") or []:
-        for flavor in sorted(set((psa.get("flavors") or {}).values())):
+    for psa in admission.pod_set_assignments:
+        for flavor in sorted(set(psa.flavors.values())):
             spec = flavors.get(flavor) or {}
             selector.update(spec.get("nodeLabels") or {})
             tolerations.extend(t for t in spec.get("tolerations") or [] if t not in tolerations)
-        if psa.get("topologyAssignment"):
+        if psa.topology_assignment is not None:
             template_meta = {
                 "annotations": {c.ANNOTATION_TOPOLOGY_WORKLOAD: workload_name,
-                                c.ANNOTATION_TOPOLOGY_PODSET: str(psa.get("name", ""))},
+                                c.ANNOTATION_TOPOLOGY_PODSET: psa.name},
                 "labels": {c.LABEL_TAS: c.LABEL_TAS_VALUE}}
     pod_patch: dict[str, Any] = {"nodeSelector": selector or None}
     if tolerations:
@@ -75,18 +73,17 @@ def pod_template_patch(job: Mapping[str, Any], workload_name: str, admission: Ma
             "spec": {"suspend": False, "template": patched_template}}
 
 
-def recorded_template(workload: Mapping[str, Any]) -> Mapping[str, Any]:
+def recorded_template(workload: Workload) -> Mapping[str, Any]:
     """The pod template the Workload copied from its Job at creation (its single pod set's): the
     Job's template as its author wrote it, before any admission changed it."""
-    pod_sets = (workload.get("spec") or {}).get("podSets") or [{}]
-    return (pod_sets[0] or {}).get("template") or {}
+    return workload.spec.pod_sets[0].template
 
 
-def was_admitted(workload: Mapping[str, Any]) -> bool:
+def was_admitted(workload: Workload) -> bool:
     """The Workload held an admission at some time: it has an Admitted condition (True, or False
     since the reservation went). A Workload never admitted has none, so its Job was never started
     and its template is left as its author keeps it."""
-    return any(cond.get("type") == c.CONDITION_ADMITTED for cond in (workload.get("status") or {}).get("conditions") or [])
+    return workload.condition(c.CONDITION_ADMITTED) is not None
 
 
 def _map_patch(have: Mapping[str, Any], want: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -96,7 +93,7 @@ def _map_patch(have: Mapping[str, Any], want: Mapping[str, Any]) -> dict[str, An
     return {**{k: None for k in have if k not in want}, **{k: v for k, v in want.items() if have.get(k) != v}}
 
 
-def pod_template_restore_patch(job: Mapping[str, Any], workload: Mapping[str, Any]) -> dict[str, Any] | None:
+def pod_template_restore_patch(job: Mapping[str, Any], workload: Workload) -> dict[str, Any] | None:
     """The Job merge patch that puts back what starting the Job changed in its pod template: the
     nodeSelector, tolerations, scheduling gates, labels and annotations the Workload recorded at creation (Kueue
     restores its pod sets' info the same way when it stops a Job). None when they already match.
@@ -220,7 +217,7 @@ class JobReconciler:
             try:
                 await self.reconcile(key)
             except ApiError as e:
-                (log.debug if e.status == 409 else log.warning)("job %s: %s; retrying", key, e)
+                (log.debug if e.conflict else log.warning)("job %s: %s; retrying", key, e)
                 await asyncio.sleep(0.2)
                 self.notify(key)
             except Exception:  # one Job's bug must not stop the others
@@ -251,7 +248,7 @@ class JobReconciler:
             await self._finish(entry, view)
         elif entry.finished:
             return
-        elif (admission := admission_of(entry.obj)) is not None:
+        elif (admission := entry.admission) is not None:
             if not entry.active:
                 await self._deactivate(job, entry)
             elif view.suspend and pods_left(job) == 0:  # else a Job event brings it back
@@ -289,7 +286,7 @@ class JobReconciler:
         meanwhile, say by the previous leader that then started the Job, is never thrown away).
         Its Job is then stopped and gets a new Workload (`_stop_unadmitted`): a Workload exists only
         for a stopped Job, so the admission loop cannot admit one while its pods run."""
-        version = (entry.obj.get("metadata") or {}).get("resourceVersion")
+        version = entry.obj.metadata.resource_version
         log.info("workload %s/%s: never admitted but its Job runs; deleted, recreated once the Job is stopped",
                  entry.info.namespace, entry.info.name)
         try:
@@ -317,26 +314,26 @@ class JobReconciler:
         try:
             created = await retrying(lambda: self.api.create(WORKLOADS, view.namespace, manifest))
         except ApiError as e:
-            if e.status == 409:
+            if e.conflict:
                 return  # already there; its watch event follows
             raise
         self._applied(created)
         self.recorder.emit(job, c.EVENT_REASON_CREATED_WORKLOAD,
                                  f"Created Workload: {view.namespace}/{manifest['metadata']['name']}")
 
-    async def _start(self, job: dict[str, Any], entry: WorkloadEntry, admission: Mapping[str, Any]) -> None:
+    async def _start(self, job: dict[str, Any], entry: WorkloadEntry, admission: Admission) -> None:
         flavors = {name: flavor.spec.to_dict() for name, flavor in self.cache.flavors.items()}
         patch = pod_template_patch(job, entry.info.name, admission, flavors)
         meta = job["metadata"]
         try:
             patched = await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return  # gone
             raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
         self.cache.upsert(c.KIND_JOB, patched)  # so a reconcile before the watch echo sees it started
         self.recorder.emit(job, c.EVENT_REASON_STARTED,
-                                 f"Admitted by clusterQueue {admission.get('clusterQueue', '')}")
+                                 f"Admitted by clusterQueue {admission.cluster_queue}")
 
     async def _suspend(self, job: dict[str, Any], message: str = "No matching admission: the Job is suspended",
                        ) -> dict[str, Any] | None:
@@ -346,7 +343,7 @@ class JobReconciler:
         try:
             patched = await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return None
             raise
         self.cache.upsert(c.KIND_JOB, patched)
@@ -385,7 +382,7 @@ class JobReconciler:
                 restore["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
             restored = await retrying(lambda: self.api.merge_patch(JOBS, namespace, name, restore))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return True
             raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
         self.cache.upsert(c.KIND_JOB, restored)
@@ -398,20 +395,16 @@ class JobReconciler:
         if not await self._stop(job, entry):
             return
         now = datetime.now(UTC)
-        obj = entry.obj
-        try:
-            model = Workload.from_dict(dict(obj))
-        except ValidationError:
-            return
+        model = entry.obj.model_copy(deep=True)
         if not mark_deactivated(model, now) or model.status is None:
             return
         status = {**model.status.to_dict(), "admission": None}
-        patch = {"metadata": {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")}, "status": status}
+        patch = {"metadata": {"resourceVersion": model.metadata.resource_version}, "status": status}
         try:
             written = await retrying(functools.partial(
                 self.api.merge_patch, WORKLOADS, entry.info.namespace, entry.info.name, patch, "status"))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return
             raise  # 409: retried from the cache once the watch brings the newer Workload
         self._applied(written)
@@ -438,12 +431,11 @@ class JobReconciler:
         try:
             await retrying(lambda: self.api.delete(WORKLOADS, entry.info.namespace, entry.info.name))
         except ApiError as e:
-            if e.status != 404:
+            if not e.not_found:
                 raise
 
 
 def _owned_by(entry: WorkloadEntry, job: Mapping[str, Any]) -> bool:
     """The Workload belongs to this very Job (same uid), not to a deleted one of the same name."""
     uid = (job.get("metadata") or {}).get("uid")
-    refs = (entry.obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(ref.get("kind") == c.KIND_JOB and ref.get("uid") == uid for ref in refs)
+    return any(ref.kind == c.KIND_JOB and ref.uid == uid for ref in entry.obj.metadata.owner_references)

@@ -17,11 +17,11 @@ from typing import Any
 
 import kopf
 from kubernetes.aio import client
-from kubernetes.aio.client import CoreV1Api
 
 from controller.api import constants as c
 from controller.api.features import FeatureGates
-from controller.cache.cluster import KIND_POD, ClusterCache, object_key
+from controller.api.meta import object_key
+from controller.cache.cluster import KIND_POD, ClusterCache
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
 from controller.kube.embedding import connection_info, run_kopf
@@ -61,7 +61,7 @@ class Operator:
             leading = asyncio.Event()
             leading.set()
         self.leading = leading
-        self.ungater = TopologyUngater(CoreV1Api(api_client), self.cache.ungating_input, self.metrics,
+        self.ungater = TopologyUngater(self.api, self.cache.ungating_input, self.metrics,
                                        leader=self.leading)
         self.registry = kopf.OperatorRegistry()
         self.settings_hooks: list[SettingsHook] = []

@@ -21,42 +21,38 @@ from controller.api.meta import Condition, find_condition, format_time
 from controller.api.quantity import format_milli
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.workload import Workload
-from controller.cache.cluster import ClusterCache, admission_of
+from controller.cache.cluster import ClusterCache
 from controller.kube.api import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, ApiError, KubeApi, retrying
 
 CONFLICT_ATTEMPTS = 8
 """Fresh reads after a 409 before a status write gives up (the next event retries it)."""
 
 
-async def write_workload_status(api: KubeApi, obj: Mapping[str, Any],
+async def write_workload_status(api: KubeApi, workload: Workload,
                                 change: Callable[[Workload], bool]) -> dict[str, Any] | None:
-    """Apply `change` (True when it changed something) and patch the status; retried from a fresh
-    read on 409. The Workload as written (or as found, when `change` had nothing to do); None when
-    it is gone or cannot be parsed."""
-    current: Mapping[str, Any] = obj
-    meta = obj.get("metadata") or {}
-    namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+    """Apply `change` (True when it changed something) to a copy of the cached model and patch the
+    status; retried from a fresh read on 409. The Workload as written (or as found, when `change`
+    had nothing to do); None when it is gone or its fresh read cannot be parsed."""
+    model = workload.model_copy(deep=True)
+    namespace, name = model.namespace, model.name
     for _ in range(CONFLICT_ATTEMPTS):
-        try:
-            model = Workload.from_dict(dict(current))
-        except ValidationError:
-            return None
         if not change(model):
-            return dict(current)
+            return model.to_dict()
         status = model.status.to_dict() if model.status is not None else {}
-        patch = {"metadata": {"resourceVersion": (current.get("metadata") or {}).get("resourceVersion")},
-                 "status": status}
+        patch = {"metadata": {"resourceVersion": model.metadata.resource_version}, "status": status}
         try:
             return await retrying(functools.partial(api.merge_patch, WORKLOADS, namespace, name, patch, "status"))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return None
-            if e.status != 409:
+            if not e.conflict:
                 raise
         try:
-            current = await retrying(lambda: api.get(WORKLOADS, namespace, name))
+            model = Workload.from_dict(await retrying(lambda: api.get(WORKLOADS, namespace, name)))
+        except ValidationError:
+            return None
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return None
             raise
     raise ApiError(409, f"workload {namespace}/{name}: still conflicting after {CONFLICT_ATTEMPTS} fresh reads")
@@ -127,7 +123,7 @@ def queue_statuses(cache: ClusterCache, waiting: Mapping[str, str]) -> tuple[
     lq_used: dict[str, dict[tuple[str, str], int]] = {key: {} for key in cache.local_queues}
     for key, entry in cache.workloads.items():
         lq = f"{entry.info.namespace}/{entry.info.queue_name}"
-        if entry.fit is not None or (admission_of(entry.obj) is not None and not entry.finished):
+        if entry.fit is not None or (entry.admission is not None and not entry.finished):
             if entry.fit is not None and entry.fit.cluster_queue in cq_counts:
                 cq_counts[entry.fit.cluster_queue][1] += 1
             if lq in lq_counts:

@@ -21,6 +21,7 @@ from typing import Any
 import kopf
 
 from controller.api import constants as c
+from controller.api.meta import object_key
 from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS, ClusterCache
 from controller.kube.api import ApiError, KubeApi, retrying
 
@@ -61,10 +62,13 @@ async def prime(cache: ClusterCache, api: KubeApi, on_change: OnChange) -> None:
     for kind, (group, version, plural) in RESOURCES.items():
         resource = (_api_version(group, version), plural)
         for obj in await _list_once_allowed(api, resource):
-            listed += 1
             obj = {**obj, "kind": kind}
             if cache.upsert(kind, obj):
+                listed += 1
                 on_change(kind, "ADDED", obj)
+            else:
+                _report_malformed(cache, kind, obj)
+    # A refused (malformed) object is refused again when kopf replays it: not counted as primed.
     cache.primed = cache.stale_events + listed
     # What was just primed (every node's view, the topology trees built from them) lives as long as
     # the process: moved out of the collector's reach, so its full passes stop walking it. At
@@ -125,10 +129,19 @@ def apply_event(cache: ClusterCache, kind: str, event_type: str | None, obj: Map
         on_change(kind, "DELETED", obj)
     elif cache.upsert(kind, obj):
         on_change(kind, event_type or "ADDED", obj)
-    elif cache.stale_events == cache.primed:
+    elif not _report_malformed(cache, kind, obj) and cache.stale_events == cache.primed:
         # kopf has replayed its own initial listing (each object one the cache had): the state kopf
         # keeps per object lives as long as they do, frozen like the primed cache.
         gc.freeze()
+
+
+def _report_malformed(cache: ClusterCache, kind: str, obj: Mapping[str, Any]) -> bool:
+    """Log why the cache refused this very version of an object, if it refused it as malformed."""
+    refusal = cache.malformed.get((kind, object_key(obj)))
+    if refusal is None or refusal.version != str((obj.get("metadata") or {}).get("resourceVersion") or ""):
+        return False
+    log.warning("%s", refusal.message)
+    return True
 
 
 class NoDiffBaseStorage(kopf.DiffBaseStorage):

@@ -4,15 +4,17 @@
 kopf registry (the operator's: one kopf per process) behind an `AdmissionServer` (TLS from files,
 reloaded on change); `serve_admission(client, server, stop)` runs them alone. For `tasq dev` and
 `tasq run --local-webhooks`, `local_tls` writes a CA and a 127.0.0.1 certificate and `publish_webhooks`
-applies the configurations (URL + caBundle) once the server listens. Replicas share them: each
-configuration lists the servers registered with it (an annotation) and points at the newest; a
-replica leaving hands them to the newest other one that still listens, and only the last deletes
-them. Called by controller.kube.operating/process; the one module here that writes webhook configurations.
+applies the configurations (URL + caBundle) once the server listens, through the door
+(`controller.kube.api.KubeApi`). Replicas share them: each configuration lists the servers
+registered with it (an annotation) and points at the newest; a replica leaving hands them to the
+newest other one still listening, and only the last deletes them. Called by
+controller.kube.operating/process; the one module here that writes webhook configurations.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -24,29 +26,21 @@ from urllib.parse import urlsplit
 
 import kopf
 from kopf._core.reactor.inventory import ResourceMemories
-from kubernetes.aio.client import (
-    AdmissionregistrationV1Api,
-    ApiClient,
-    ApiException,
-    V1DeleteOptions,
-    V1Preconditions,
-)
+from kubernetes.aio.client import ApiClient
 
 from controller.api import constants as c
+from controller.kube.api import (
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    ApiError,
+    KubeApi,
+    retrying,
+)
 from controller.kube.embedding import connection_info, run_kopf
 from webhooks.certificates import write_serving_files
 from webhooks.configurations import EXCLUDED_NAMESPACES, local_client, webhook_configurations
 from webhooks.handlers import register_handlers
 from webhooks.serving import AdmissionServer, TlsFiles
-
-log = logging.getLogger(__name__)
-
-NOT_FOUND = 404
-CONFLICT = 409
-SHARING_ATTEMPTS = 10
-"""Read-modify-write rounds of a shared configuration before giving up (each loses only to another
-replica's write in between)."""
-PROBE_TIMEOUT_S = 1.0
 
 
 def serving_files(directory: Path) -> TlsFiles:
@@ -60,13 +54,29 @@ def local_tls(directory: Path, now: datetime) -> TlsFiles:
     return serving_files(directory)
 
 
+def _resource(kind: str) -> tuple[str, str]:
+    return MUTATING_WEBHOOK_CONFIGURATIONS if kind == "MutatingWebhookConfiguration" else VALIDATING_WEBHOOK_CONFIGURATIONS
+
+
+log = logging.getLogger(__name__)
+
+SHARING_ATTEMPTS = 10
+"""Read-modify-write rounds of a shared configuration before giving up (each loses only to another
+replica's write in between)."""
+PROBE_TIMEOUT_S = 1.0
+KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+
 Server = dict[str, str]
 """One registered server: {"url", "caBundle"}."""
 
 
+def _name(kind: str) -> str:
+    return c.MUTATING_WEBHOOK_CONFIGURATION if kind == KINDS[0] else c.VALIDATING_WEBHOOK_CONFIGURATION
+
+
 def sharing_servers(configuration: Any) -> list[Server]:
-    """The servers a configuration (a client model or None) lists; malformed entries dropped."""
-    annotations = (getattr(getattr(configuration, "metadata", None), "annotations", None) or {})
+    """The servers a configuration (a dict, or None when absent) lists; malformed entries dropped."""
+    annotations = ((configuration or {}).get("metadata") or {}).get("annotations") or {}
     try:
         listed = json.loads(annotations.get(c.ANNOTATION_LOCAL_WEBHOOK_SERVERS) or "[]")
     except ValueError:
@@ -90,60 +100,42 @@ def left(servers: list[Server], url: str) -> list[Server]:
 def _configuration(kind: str, server: Server, servers: list[Server], excluded: tuple[str, ...]) -> dict[str, Any]:
     """The configuration of `kind` pointing at `server`, listing `servers`."""
     mutating, validating = webhook_configurations(local_client(server["url"], server["caBundle"]), excluded)
-    body = mutating if kind == "MutatingWebhookConfiguration" else validating
+    body = mutating if kind == KINDS[0] else validating
     body["metadata"]["annotations"] = {c.ANNOTATION_LOCAL_WEBHOOK_SERVERS: json.dumps(servers)}
     return body
 
 
-class _Kind:
-    """The client calls for one configuration kind."""
-
-    def __init__(self, api: AdmissionregistrationV1Api, kind: str) -> None:
-        self.kind = kind
-        mutating = kind == "MutatingWebhookConfiguration"
-        self.name = c.MUTATING_WEBHOOK_CONFIGURATION if mutating else c.VALIDATING_WEBHOOK_CONFIGURATION
-        self.read = api.read_mutating_webhook_configuration if mutating else api.read_validating_webhook_configuration
-        self.create = api.create_mutating_webhook_configuration if mutating else api.create_validating_webhook_configuration
-        self.replace = (api.replace_mutating_webhook_configuration if mutating
-                        else api.replace_validating_webhook_configuration)
-        self.delete = api.delete_mutating_webhook_configuration if mutating else api.delete_validating_webhook_configuration
-
-    async def current(self) -> Any:
-        try:
-            return await self.read(self.name)
-        except ApiException as e:
-            if e.status == NOT_FOUND:
-                return None
-            raise
+async def _current(api: KubeApi, kind: str) -> dict[str, Any] | None:
+    try:
+        return await retrying(lambda: api.get(_resource(kind), None, _name(kind)))
+    except ApiError as e:
+        if e.not_found:
+            return None
+        raise
 
 
-KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
-
-
-async def register_configurations(client: ApiClient, url: str, ca_bundle: str,
+async def register_configurations(api: KubeApi, url: str, ca_bundle: str,
                                   excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> None:
     """Point both configurations at the server at `url` (trusting `ca_bundle`) and add it to the
-    servers they list; created when absent. resourceVersion-checked, retried on a conflict."""
-    api = AdmissionregistrationV1Api(client)
+    servers they list; created when absent. resourceVersion-checked, redone on a conflict."""
     me = {"url": url, "caBundle": ca_bundle}
     for kind in KINDS:
-        calls = _Kind(api, kind)
+        resource, name = _resource(kind), _name(kind)
         for _ in range(SHARING_ATTEMPTS):
-            current = await calls.current()
-            servers = joined(sharing_servers(current), me)
-            body: Any = _configuration(kind, me, servers, excluded)  # the client sends a plain dict as it is
+            current = await _current(api, kind)
+            body = _configuration(kind, me, joined(sharing_servers(current), me), excluded)
             try:
                 if current is None:
-                    await calls.create(body)
+                    await retrying(functools.partial(api.create, resource, None, body))
                 else:
-                    body["metadata"]["resourceVersion"] = current.metadata.resource_version
-                    await calls.replace(calls.name, body)
+                    body["metadata"]["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
+                    await retrying(functools.partial(api.replace, resource, None, name, body))
                 break
-            except ApiException as e:
-                if e.status != CONFLICT:
+            except ApiError as e:
+                if not e.conflict:
                     raise
         else:
-            raise RuntimeError(f"{calls.name}: changed by others {SHARING_ATTEMPTS} times while registering")
+            raise RuntimeError(f"{name}: changed by others {SHARING_ATTEMPTS} times while registering")
 
 
 async def listening(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
@@ -157,57 +149,54 @@ async def listening(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
     return True
 
 
-async def release_configurations(client: ApiClient, url: str, excluded: tuple[str, ...] = EXCLUDED_NAMESPACES,
+async def release_configurations(api: KubeApi, url: str, excluded: tuple[str, ...] = EXCLUDED_NAMESPACES,
                                  alive: Callable[[str], Any] = listening) -> None:
     """The server at `url` leaves both configurations: they are handed to the newest other listed
     server that `alive` finds listening (another replica keeps serving them), deleted when none is
     left, and left alone when they do not list `url` (another installation's). Each step is
     resourceVersion-checked and redone on a conflict."""
-    api = AdmissionregistrationV1Api(client)
     for kind in KINDS:
-        calls = _Kind(api, kind)
+        resource, name = _resource(kind), _name(kind)
         for _ in range(SHARING_ATTEMPTS):
-            current = await calls.current()
+            current = await _current(api, kind)
             listed = sharing_servers(current)
             if current is None or all(s["url"] != url for s in listed):
                 break
             remaining = [s for s in left(listed, url) if await alive(s["url"])]
-            version = current.metadata.resource_version
+            version = (current.get("metadata") or {}).get("resourceVersion")
             try:
                 if remaining:
-                    body: Any = _configuration(kind, remaining[-1], remaining, excluded)
+                    body = _configuration(kind, remaining[-1], remaining, excluded)
                     body["metadata"]["resourceVersion"] = version
-                    await calls.replace(calls.name, body)
-                    log.info("%s handed to %s (%d server(s) left)", calls.name, remaining[-1]["url"], len(remaining))
+                    await retrying(functools.partial(api.replace, resource, None, name, body))
+                    log.info("%s handed to %s (%d server(s) left)", name, remaining[-1]["url"], len(remaining))
                 else:
-                    await calls.delete(calls.name, body=V1DeleteOptions(
-                        preconditions=V1Preconditions(resource_version=version)))
-                    log.info("%s deleted: no other server listed is listening", calls.name)
+                    await retrying(functools.partial(api.delete, resource, None, name, resource_version=version))
+                    log.info("%s deleted: no other server listed is listening", name)
                 break
-            except ApiException as e:
-                if e.status == NOT_FOUND:
+            except ApiError as e:
+                if e.not_found:
                     break
-                if e.status != CONFLICT:
+                if not e.conflict:
                     raise
         else:
-            raise RuntimeError(f"{calls.name}: changed by others {SHARING_ATTEMPTS} times while releasing")
+            raise RuntimeError(f"{name}: changed by others {SHARING_ATTEMPTS} times while releasing")
 
 
-async def remove_configurations(client: ApiClient) -> None:
+async def remove_configurations(api: KubeApi) -> None:
     """Delete both configurations whoever they point at (absent ones are fine): for a teardown that
     owns them (bench/failover.py); a replica leaving uses `release_configurations`."""
-    api = AdmissionregistrationV1Api(client)
-    for kind in KINDS:
-        calls = _Kind(api, kind)
+    for resource, name in ((MUTATING_WEBHOOK_CONFIGURATIONS, c.MUTATING_WEBHOOK_CONFIGURATION),
+                           (VALIDATING_WEBHOOK_CONFIGURATIONS, c.VALIDATING_WEBHOOK_CONFIGURATION)):
         try:
-            await calls.delete(calls.name)
-        except ApiException as e:
-            if e.status != NOT_FOUND:
+            await retrying(functools.partial(api.delete, resource, None, name))
+        except ApiError as e:
+            if not e.not_found:
                 raise
 
 
 @asynccontextmanager
-async def registered_webhooks(client: ApiClient, server: AdmissionServer,
+async def registered_webhooks(api: KubeApi, server: AdmissionServer,
                               excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> AsyncIterator[None]:
     """While inside: the configurations point at `server` (registered once it listens, so the API
     server never calls a port nobody serves); on exit this server leaves them
@@ -216,10 +205,10 @@ async def registered_webhooks(client: ApiClient, server: AdmissionServer,
     them away from a replica that still serves."""
     await server.wait_listening()
     try:
-        await register_configurations(client, server.url, server.tls.ca_bundle(), excluded)
+        await register_configurations(api, server.url, server.tls.ca_bundle(), excluded)
         yield
     finally:
-        await release_configurations(client, server.url, excluded)
+        await release_configurations(api, server.url, excluded)
 
 
 class DenialsLoggedOnce(logging.Filter):
@@ -282,7 +271,7 @@ async def publish_webhooks(client: ApiClient, server: AdmissionServer, stop: asy
         await asyncio.wait({listening, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if stop.is_set():
             return
-        async with registered_webhooks(client, server) if register_local else nullcontext():
+        async with registered_webhooks(KubeApi(client), server) if register_local else nullcontext():
             if ready is not None:
                 ready.set()
             await stopping

@@ -22,7 +22,7 @@ from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.workload import Workload
 from controller.manifests.kube_schema import MAX_WALK_DEPTH, schema_errors
-from webhooks.validation import FieldError, formats, placement, validate
+from webhooks.validation import FieldError, formats, placement, pod_specs, validate
 from webhooks.validation.errors import ROOT, SPEC, invalid, required, unsupported
 from webhooks.validation.meta import METADATA, object_meta
 from webhooks.validation.pod_templates import pod_template
@@ -145,14 +145,21 @@ def _node_rules(obj: Mapping[str, Any]) -> list[FieldError]:
     errs = _quantities("status.allocatable", status.get("allocatable"))
     errs.extend(_quantities("status.capacity", status.get("capacity")))
     errs.extend(placement.taints(SPEC.child("taints"), spec.get("taints")))
-    path = ROOT.child("status").child("conditions")
-    errs.extend(unsupported(path.index(i).child("status"), cd.get("status"), c.CONDITION_STATUSES)
-                for i, cd in enumerate(status.get("conditions") or []) if cd.get("status") not in c.CONDITION_STATUSES)
-    return errs
+    return errs  # conditions: the API server stores any type and status (a null item as empty ones)
 
 
 def _pod_rules(obj: Mapping[str, Any]) -> list[FieldError]:
+    """The template rules tasq shares with Workloads, the API server's own on a Pod (`pod_specs`),
+    overhead amounts, the phase, and condition types (a status write refuses an empty one)."""
     errs = pod_template(ROOT, obj)
+    errs.extend(pod_specs.pod_spec(SPEC, obj.get("spec"), is_pod=True))
+    conditions = ROOT.child("status").child("conditions")
+    for i, cond in enumerate((obj.get("status") or {}).get("conditions") or []):
+        kind = cond.get("type") if isinstance(cond, Mapping) else None
+        if kind == "":
+            errs.append(invalid(conditions.index(i).child("type"), kind, "name part must be non-empty"))
+        elif isinstance(kind, str):
+            errs.extend(formats.qualified_name(conditions.index(i).child("type"), kind))
     errs.extend(_quantities("spec.overhead", (obj.get("spec") or {}).get("overhead")))
     phase = (obj.get("status") or {}).get("phase")
     if phase is not None and phase not in c.POD_PHASES:
@@ -162,7 +169,8 @@ def _pod_rules(obj: Mapping[str, Any]) -> list[FieldError]:
 
 def _job_rules(obj: Mapping[str, Any]) -> list[FieldError]:
     """Counts that must not be negative (apimachinery's ValidateNonnegativeField), then the
-    topology annotations and pod template (the Job validator)."""
+    topology annotations and pod template (the Job validator, which reads an absent restartPolicy
+    as the API server's default, Always, and refuses it as a cluster does)."""
     spec = obj.get("spec") or {}
     errs = [invalid(SPEC.child(name), spec[name], "must be greater than or equal to 0")
             for name in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds")

@@ -2,8 +2,11 @@
 
 The schema is the one `kubernetes-validate` maintains (its `_definitions.json`, read as data);
 `schema_errors` walks one object against it as kubectl's strict field validation does: unknown
-fields, wrong types, int32/int64 overflow, enum values, required fields, date-time strings. Each
-definition is compiled once into a `_Rule`. Called by `kube_objects.check_object`.
+fields, wrong types, int32/int64 overflow, enum values, required fields, date-time strings; and, as
+the API server's JSON decoder does, it turns a null list item or map value into its type's zero value
+in place (`[null]` of objects is `[{}]` with required scalars empty, of strings `[""]`), so what
+follows sees what a cluster would store or refuse. Each definition is compiled once into a `_Rule`.
+Called by `kube_objects.check_object`.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class _Rule:
     date_time: bool = False
     required: tuple[str, ...] = ()
     expected: str = field(default="")
+    quantity: bool = False
 
 
 @cache
@@ -69,6 +73,7 @@ def _compile(schema: dict[str, Any]) -> _Rule:
         types.update(_types(option))
     types.update(_types(schema))
     rule = _Rule(types=frozenset(types - {"null"}))
+    rule.quantity = rule.types == {"string", "number"}  # resource.Quantity: its zero value reads "0"
     if "properties" in schema:
         rule.properties = {}
         for name, sub in schema["properties"].items():
@@ -125,6 +130,8 @@ def _walk(rule: _Rule, value: Any, path: str, depth: int, errs: list[FieldError]
     elif isinstance(value, list):
         if rule.items is not None:
             for i, item in enumerate(value):
+                if item is None:
+                    item = value[i] = zero_value(rule.items)
                 _walk(rule.items, item, f"{path}[{i}]", depth + 1, errs)
     elif rule.enum is not None and value not in rule.enum:
         errs.append(unsupported(_path(path), value, sorted(str(v) for v in rule.enum)))
@@ -146,12 +153,37 @@ def _walk_object(rule: _Rule, value: dict[str, Any], path: str, depth: int, errs
             if props is not None:
                 errs.append(FieldError(_child(path, key), f'unknown field "{key}"'))
             continue
+        if item is None and sub is rule.values:
+            item = value[key] = zero_value(sub)
         _walk(sub, item, _child(path, key) if props is not None and key in props else f"{path}[{key}]",
               depth + 1, errs)
     for key in rule.required:
         if value.get(key) is None:
             errs.append(required(_path(_child(path, key))))
 
+
+def zero_value(rule: _Rule, depth: int = 0) -> Any:
+    """What Go decodes a JSON null into, as a list item or map value of this type: an object with its
+    required scalar fields empty (Go writes every non-optional field), "", 0, false or quantity "0";
+    None (absent) for a list, a map or a type the schema leaves open."""
+    if rule.quantity:
+        return "0"
+    if rule.types == {"object"} and rule.properties is not None:
+        obj: dict[str, Any] = {}
+        for key in rule.required:
+            sub = rule.properties.get(key)
+            value = zero_value(sub, depth + 1) if sub is not None and depth < _ZERO_DEPTH else None
+            if value is not None:
+                obj[key] = value
+        return obj
+    if rule.types == {"object"}:
+        return None  # a map: Go's nil map
+    return _SCALAR_ZEROS.get(min(rule.types, default=""))
+
+
+_SCALAR_ZEROS: Final[dict[str, Any]] = {"string": "", "integer": 0, "number": 0, "boolean": False}
+_ZERO_DEPTH: Final = 8
+"""Required objects inside required objects are filled this deep (no core type nests further)."""
 
 MAX_WALK_DEPTH: Final = 100
 """As `documents.MAX_DEPTH`: a JSON document below json's own recursion limit is cut off here."""

@@ -142,7 +142,7 @@ def _default_job(obj: dict[str, Any]) -> None:
     spec.setdefault("suspend", False)
     template = spec.setdefault("template", {})
     if isinstance(template, dict):
-        _default_pod_spec(template.setdefault("spec", {}), "Never")
+        _default_pod_spec(template.setdefault("spec", {}))  # Always, as kube-apiserver: validation refuses it
 
 
 def _generate_job_selector(obj: dict[str, Any]) -> None:
@@ -193,6 +193,8 @@ def _pod_spec_causes(spec: Mapping[str, Any], path: str, pod: bool) -> list[Caus
     causes += validation.pod_spec_field_causes(spec, path)
     names = [g.get("name") for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping)]
     for i, name in enumerate(names):
+        causes += [field_error(f"{path}.schedulingGates[{i}]", CAUSE_INVALID, problem, name, True)
+                   for problem in validation.qualified_name_problems(str(name or ""))]
         if name in names[:i]:
             causes.append(field_error(f"{path}.schedulingGates[{i}]", CAUSE_DUPLICATE, "", name, True))
     return causes
@@ -209,7 +211,10 @@ def _job_causes(spec: Mapping[str, Any]) -> list[Cause]:
     template = spec.get("template") or {}
     tspec = template.get("spec") or {}
     causes += _pod_spec_causes(tspec, "spec.template.spec", pod=False)
-    if tspec.get("restartPolicy") not in ("Never", "OnFailure"):
+    if tspec.get("restartPolicy") in (None, "", "Always"):  # absent was defaulted to Always
+        causes.append(field_error("spec.template.spec.restartPolicy", CAUSE_REQUIRED,
+                                  'valid values: "OnFailure", "Never"'))
+    elif tspec.get("restartPolicy") not in ("Never", "OnFailure"):
         causes.append(field_error("spec.template.spec.restartPolicy", CAUSE_NOT_SUPPORTED,
                                   'supported values: "OnFailure", "Never"', tspec.get("restartPolicy"), True))
     if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
@@ -425,6 +430,21 @@ def _fields(model: str) -> dict[str, str]:
     return {names[attr]: kind for attr, kind in types.items() if attr in names}
 
 
+_SCALAR_ZEROS: dict[str, Any] = {"str": "", "int": 0, "float": 0, "bool": False}
+
+
+def _zero(kind: str) -> Any:
+    """A Go zero value by client type: a model with its required scalar fields empty (Go writes
+    every non-optional field), "", 0, false; None for anything else."""
+    cls = getattr(models, kind, None)
+    if cls is None or not _fields(kind):
+        return _SCALAR_ZEROS.get(kind)
+    required = getattr(cls, "model_fields", None) or {}
+    names: dict[str, str] = getattr(cls, "attribute_map", None) or {}
+    return {names[attr]: _SCALAR_ZEROS[t] for attr, t in (getattr(cls, "openapi_types", None) or {}).items()
+            if t in _SCALAR_ZEROS and attr in names and attr in required and required[attr].is_required()}
+
+
 def _prune_object(obj: dict[str, Any], model: str, path: str, dropped: list[str]) -> dict[str, Any]:
     fields = _fields(model)
     out: dict[str, Any] | None = None
@@ -444,10 +464,12 @@ def _prune_object(obj: dict[str, Any], model: str, path: str, dropped: list[str]
 
 
 def _prune_value(value: Any, kind: str, path: str, dropped: list[str]) -> Any:
-    """Follow a client type string (`List[V1Container]`, `Dict[str, V1X]`, a model or a scalar)."""
+    """Follow a client type string (`List[V1Container]`, `Dict[str, V1X]`, a model or a scalar); a
+    null list item becomes the item type's zero value, as Go's JSON decoder makes it."""
     if kind.startswith(_LIST) and isinstance(value, list):
         item = kind[len(_LIST):-1]
-        items = [_prune_value(v, item, f"{path}[{i}]", dropped) for i, v in enumerate(value)]
+        items = [_prune_value(v, item, f"{path}[{i}]", dropped) if v is not None else _zero(item)
+                 for i, v in enumerate(value)]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     if kind.startswith(_DICT) and isinstance(value, dict):
         item = kind[len(_DICT):-1]

@@ -14,6 +14,7 @@ from typing import Any
 from controller.api import constants as c
 from controller.api.views import NodeView, PodView
 from tests.builders.manifest import Manifest, taint
+from webhooks.validation.pod_specs import overcommit_allowed
 
 
 def _merge(resources: Mapping[str, str | int] | None, kwargs: Mapping[str, str | int]) -> dict[str, str]:
@@ -92,9 +93,14 @@ class PodBuilder(Manifest):
         return self.annotate(key, value)
 
     def requests(self, resources: Mapping[str, str | int] | None = None, **kwargs: str | int) -> PodBuilder:
-        """Requests of the (first) container `main`."""
+        """Requests of the (first) container `main`; extended resources (GPUs) get an equal limit, which
+        kube-apiserver requires."""
         ctr = self._spec["containers"][0]
-        ctr.setdefault("resources", {}).setdefault("requests", {}).update(_merge(resources, kwargs))
+        amounts = _merge(resources, kwargs)
+        ctr.setdefault("resources", {}).setdefault("requests", {}).update(amounts)
+        limits = {name: value for name, value in amounts.items() if not overcommit_allowed(name)}
+        if limits:
+            ctr["resources"].setdefault("limits", {}).update(limits)
         return self
 
     def limits(self, resources: Mapping[str, str | int] | None = None, **kwargs: str | int) -> PodBuilder:
@@ -106,7 +112,7 @@ class PodBuilder(Manifest):
         """Another app container."""
         ctr: dict[str, Any] = {"name": name, "image": "busybox"}
         if requests:
-            ctr["resources"] = {"requests": _merge(requests, {})}
+            ctr["resources"] = _resources(requests)
         self._spec["containers"].append(ctr)
         return self
 
@@ -115,7 +121,7 @@ class PodBuilder(Manifest):
         """An init container; `sidecar=True` makes it restartable (restartPolicy: Always)."""
         ctr: dict[str, Any] = {"name": name, "image": "busybox"}
         if requests:
-            ctr["resources"] = {"requests": _merge(requests, {})}
+            ctr["resources"] = _resources(requests)
         if sidecar:
             ctr["restartPolicy"] = "Always"
         self._spec.setdefault("initContainers", []).append(ctr)
@@ -164,6 +170,13 @@ class PodBuilder(Manifest):
 
     def view(self) -> PodView:
         return PodView.from_dict(self._obj)
+
+
+def _resources(requests: Mapping[str, str | int]) -> dict[str, Any]:
+    """Requests, and an equal limit for each extended resource (kube-apiserver requires one)."""
+    amounts = _merge(requests, {})
+    limits = {name: value for name, value in amounts.items() if not overcommit_allowed(name)}
+    return {"requests": amounts, **({"limits": limits} if limits else {})}
 
 
 def make_pod(name: str, namespace: str = "default") -> PodBuilder:

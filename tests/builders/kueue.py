@@ -14,9 +14,11 @@ from controller.api.flavor import ResourceFlavor
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.views import NodeView
+from controller.api.workload import Workload
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.snapshot import build_snapshot
 from tests.builders.manifest import Manifest, taint
+from webhooks.validation.pod_specs import overcommit_allowed
 
 Quantity = str | int
 
@@ -164,8 +166,14 @@ class TopologyBuilder(Manifest):
 
 
 def _container(requests: Mapping[str, Quantity]) -> dict[str, Any]:
-    return {"name": "main", "image": "registry.example.com/app:1",
-            "resources": {"requests": {r: str(q) for r, q in requests.items()}}}
+    """Container `main`; extended resources (GPUs) get a limit equal to the request, which
+    kube-apiserver requires of a Pod or Job."""
+    amounts = {r: str(q) for r, q in requests.items()}
+    resources: dict[str, Any] = {"requests": amounts}
+    limits = {r: q for r, q in amounts.items() if not overcommit_allowed(r)}
+    if limits:
+        resources["limits"] = limits
+    return {"name": "main", "image": "registry.example.com/app:1", "resources": resources}
 
 
 def pod_template(requests: Mapping[str, Quantity] | None = None) -> dict[str, Any]:
@@ -226,6 +234,9 @@ class WorkloadBuilder(Manifest):
             item["topologyAssignment"] = {"slices": [{"nodeLabels": labels, "count": n} for labels, n in slices]}
         admission["podSetAssignments"].append(item)
         return self
+
+    def model(self) -> Workload:
+        return Workload.from_dict(self.obj())
 
 
 class JobBuilder(Manifest):

@@ -1,18 +1,23 @@
 """Built-in validation of the fields tasq reads and writes: quantities (extended resources such as
 `nvidia.com/gpu` cannot be overcommitted: their request needs an equal limit), label keys and values,
 annotations' size, node selectors, tolerations, Job and Lease fields, and Job status writes. Each bad
-value is refused with the field path, so nothing malformed reaches tasq's cache."""
+value is refused with the field path, so nothing malformed reaches tasq's cache. Where `tasq simulate`
+must agree (Job templates, scheduling gates, null list items), its boundary is checked on the same body."""
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from controller.manifests.kube_objects import check_object
 from tests.client_models import as_body, present
 from tests.conformance.conftest import status_body
+from tests.e2e.conftest import Kubectl
 
 
 def pod(**spec: Any) -> dict[str, Any]:
@@ -121,3 +126,58 @@ def test_a_job_template_requesting_a_gpu_without_limit_is_refused(batch: client.
     assert e.value.status == 422
     assert ("spec.template.spec.containers[0].resources.limits: Required value: Limit must be set for non "
             "overcommitable resources") in status_body(e.value)["message"]
+
+
+def job(template_spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "bad"},
+            "spec": {"suspend": True, "template": {"spec": template_spec}}}
+
+
+@pytest.mark.parametrize("body, want", [
+    (job({"containers": [{"name": "c", "image": "busybox"}]}),
+     'spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"'),
+    (job({"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox",
+                                                    "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}),
+     "spec.template.spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable "
+     "resources"),
+    (pod(nodeName="gpu-b1-r1-n1", schedulingGates=[{"name": "example.com/wait"}]),
+     "spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"),
+    (pod(schedulingGates=[None]), 'spec.schedulingGates[0]: Invalid value: "": name part must be non-empty'),
+], ids=["job_without_restart_policy", "job_gpu_request_without_limit", "pod_node_name_with_gates",
+        "pod_null_scheduling_gate"])
+def test_the_cluster_and_tasqs_validators_refuse_the_same_job_and_pod_at_the_same_field(
+        kubectl: Kubectl, namespace: str, body: dict[str, Any], want: str) -> None:
+    """What `tasq simulate` (and the Job webhook) refuse is what the API server refuses: same field
+    path, same message (tasq's checks get the manifest as written, before any defaulting). kubectl
+    sends the body as written (the typed client refuses a null list item before sending it)."""
+    assert want in [str(e) for e in check_object(copy.deepcopy(body)).errors]
+    created = kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(body), check=False)
+    assert created.returncode != 0
+    assert want in created.stderr
+
+
+def test_a_null_node_selector_term_is_stored_as_an_empty_term_as_tasq_reads_it(kubectl: Kubectl,
+                                                                                namespace: str) -> None:
+    """An empty term matches no node; tasq's boundary keeps it (not a crash, not an error)."""
+    body = pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [None]}}})
+    kept = check_object(copy.deepcopy(body)).obj
+    assert kept is not None
+    stored = json.loads(kubectl("create", "-n", namespace, "-f", "-", "-o", "json", stdin=json.dumps(body)).stdout)
+    assert stored["spec"]["affinity"] == kept["spec"]["affinity"] == {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}}
+
+
+def test_a_null_job_condition_is_stored_as_an_empty_one(kubectl: Kubectl, namespace: str) -> None:
+    """A status write with a null condition is accepted (an empty type and status), as tasq's boundary
+    reads a Job dump with one: a condition of no type, so the Job is not finished."""
+    body = job({"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]})
+    kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(body))
+    kubectl("patch", "-n", namespace, "job", "bad", "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"conditions": [None]}}))
+    stored = json.loads(kubectl("get", "-n", namespace, "job", "bad", "-o", "json").stdout)
+    # The Job controller may add its Suspended condition meanwhile; the written one is the untyped one.
+    untyped = [(cd["type"], cd["status"]) for cd in stored["status"]["conditions"] if cd["type"] != "Suspended"]
+    assert untyped == [("", "")], stored["status"]
+    kept = check_object({**body, "status": {"conditions": [None]}}).obj
+    assert kept is not None and kept["status"]["conditions"] == [{"type": "", "status": ""}]

@@ -179,13 +179,84 @@ def test_invalid_objects_give_every_error_with_file_document_and_path(
     assert f"error: {path}:2: items[0].spec.clusterQueue" in err
 
 
-def test_kinds_tasq_does_not_read_are_ignored_and_explain_says_so(
+def test_a_kind_tasq_does_not_read_is_skipped_with_a_warning_and_the_simulation_runs(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    text = (DEADLOCK / "cluster.yaml").read_text() + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"
+    text = ((DEADLOCK / "cluster.yaml").read_text() + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"
+            "---\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: y}}\n")
     monkeypatch.setattr("sys.stdin", io.StringIO(text))
-    code, out, err = simulate(capsys, "-f", "-", "-f", str(DEADLOCK / "jobs.yaml"), "--explain")
+    code, out, err = simulate(capsys, "-f", "-", "-f", str(DEADLOCK / "jobs.yaml"))
+    assert code == 0
+    assert err.splitlines() == [
+        "warning: <stdin>:6: skipped: tasq does not read this kind (apps/v1 Deployment)",
+        "warning: <stdin>:7: items[0]: skipped: tasq does not read this kind (v1 ConfigMap)"]
+    assert "job-job-a-b5c0b" in out  # the Workloads were still simulated
+
+
+def test_json_output_lists_the_skipped_documents(capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"))
+    code, out, err = simulate(capsys, "-f", str(DEADLOCK / "cluster.yaml"), "-f", "-", "-o", "json")
+    assert code == 0
+    assert json.loads(out)["warnings"] == [{"file": "<stdin>", "document": 1, "apiVersion": "apps/v1",
+                                            "kind": "Deployment", "message": "skipped: tasq does not read this kind"}]
+    assert err == "warning: <stdin>:1: skipped: tasq does not read this kind (apps/v1 Deployment)\n"
+
+
+def test_json_output_has_no_warnings_when_nothing_was_skipped(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = simulate(capsys, "-f", str(DEADLOCK / "cluster.yaml"), "-o", "json")
+    assert code == 0 and "warnings" not in json.loads(out)
+
+
+NULL_ITEMS = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: affine, namespace: team}
+spec:
+  containers: [{name: c, image: x}]
+  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [null]}}}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: done, namespace: team, labels: {kueue.x-k8s.io/queue-name: ml}}
+spec:
+  template: {spec: {restartPolicy: Never, containers: [{name: c, image: x}]}}
+status:
+  conditions: [null]
+"""
+
+
+def test_a_null_selector_term_or_job_condition_is_an_empty_one_as_kube_apiserver_stores_it(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """kube-apiserver accepts both (an empty term, an empty condition): the simulation runs, the Job
+    is not finished, so its Workload is admitted."""
+    monkeypatch.setattr("sys.stdin", io.StringIO(NULL_ITEMS))
+    code, out, err = simulate(capsys, "-f", str(DEADLOCK / "cluster.yaml"), "-f", "-", "-o", "json")
     assert (code, err) == (0, "")
-    assert "<stdin>:6: ignored apps/v1 Deployment (tasq does not read this kind)" in out
+    [workload] = json.loads(out)["items"]
+    assert condition(workload, "Admitted") is not None and condition(workload, "Finished") is None
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: team}\n"
+     "spec: {containers: [{name: c, image: x}], schedulingGates: [null]}\n",
+     'error: <stdin>:1: spec.schedulingGates[0]: Invalid value: "": name part must be non-empty'),
+    ("apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: team}\n"
+     "spec: {template: {spec: {containers: [{name: c, image: x}]}}}\n",
+     'error: <stdin>:1: spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"'),
+    ("apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: team}\nspec: {template: {spec: "
+     "{restartPolicy: Never, containers: [{name: c, image: x, resources: {requests: {nvidia.com/gpu: 1}}}]}}}\n",
+     "error: <stdin>:1: spec.template.spec.containers[0].resources.limits: Required value: Limit must be set for "
+     "non overcommitable resources"),
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: team}\n"
+     "spec: {nodeName: n1, schedulingGates: [{name: a.io/x}], containers: [{name: c, image: x}]}\n",
+     "error: <stdin>:1: spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"),
+], ids=["null_scheduling_gate", "job_without_restart_policy", "gpu_request_without_limit", "node_name_and_gates"])
+def test_what_kube_apiserver_refuses_exits_2_with_its_field_path(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, text: str, error: str) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    code, out, err = simulate(capsys, "-f", str(DEADLOCK / "cluster.yaml"), "-f", "-")
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [error, "1 error(s); nothing simulated"]
 
 
 def test_an_unknown_kind_in_tasqs_group_is_an_error(capsys: pytest.CaptureFixture[str],
@@ -261,7 +332,7 @@ spec:
   template:
     spec:
       restartPolicy: Never
-      containers: [{name: c, image: x, resources: {requests: {nvidia.com/gpu: "1"}}}]
+      containers: [{name: c, image: x, resources: {requests: {nvidia.com/gpu: "1"}, limits: {nvidia.com/gpu: "1"}}}]
 """
 
 
@@ -395,7 +466,7 @@ spec:
     spec:
       restartPolicy: Never
       containers:
-      - {name: c, image: x, resources: {requests: {cpu: "1", memory: 130Gi, nvidia.com/gpu: "1"}}}
+      - {name: c, image: x, resources: {requests: {cpu: "1", memory: 130Gi, nvidia.com/gpu: "1"}, limits: {nvidia.com/gpu: "1"}}}
 """
 
 

@@ -1,10 +1,11 @@
 """Property: random mutations of valid manifests never crash `tasq simulate`.
 
 The base is the sample cluster (Topology, flavors, queues, Jobs, a Workload) plus a Node, a bound
-Pod, a Namespace and a PriorityClass. Each example replaces, deletes, adds or renames 1-3 fields
+Pod (gated, with node affinity, tolerations, an owner and conditions), a finished Job, a Namespace
+and a PriorityClass. Each example replaces, deletes, adds, renames or nulls 1-3 fields or list items
 anywhere (values of every JSON type, huge and negative numbers, deep nesting), writes YAML or JSON,
-and runs simulate in process: exit 0 or 2, never an exception, and exit 2 names the file, the
-document and a field path on every error line.
+and runs simulate in process: exit 0 or 2, never an exception, exit 2 names the file, the document
+and a field path on every error line, and a skipped document is a warning naming file and document.
 """
 
 from __future__ import annotations
@@ -32,6 +33,14 @@ BASE: list[dict[str, Any]] = [
     make_node("n1").labels({"cloud.provider.com/topology-block": "b1", "cloud.provider.com/topology-rack": "r1"})
     .allocatable({"nvidia.com/gpu": "8"}, cpu="64").build(),
     make_pod("p1").build(),
+    make_pod("p2").gate("a.io/wait").toleration("nvidia.com/gpu", operator="Exists", effect="NoSchedule")
+    .node_affinity([("cloud.provider.com/topology-rack", "In", ["r1"])], [("team", "Exists", [])])
+    .set("metadata.ownerReferences", [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}])
+    .set("status.conditions", [{"type": "PodScheduled", "status": "False"}]).build(),
+    {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "done", "namespace": "default",
+                                                          "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+     "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}},
+     "status": {"conditions": [{"type": "Complete", "status": "True"}]}},
     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"team": "a"}}},
     {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 100},
 ]
@@ -61,8 +70,12 @@ def _mutate(data: st.DataObject, doc: Any) -> None:
         if isinstance(child, (dict, list)) and child and data.draw(st.booleans()):
             node = child
             continue
-        op = data.draw(st.sampled_from(["replace", "delete", "add", "rename"]))
-        if op == "replace":
+        op = data.draw(st.sampled_from(["replace", "delete", "add", "rename", "null"]))
+        if op == "null" and isinstance(child, list):
+            child.insert(data.draw(st.integers(min_value=0, max_value=len(child))), None)
+        elif op == "null":
+            node[key] = None
+        elif op == "replace":
             node[key] = data.draw(values)
         elif op == "delete":
             del node[key]
@@ -92,9 +105,13 @@ def test_mutated_manifests_exit_0_or_2_and_every_error_names_file_document_and_f
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(["simulate", "-f", str(path)])
     assert code in (0, 2), err.getvalue()
+    document = re.escape(str(path)) + (":1: " if as_json else r":\d+: ")
+    lines = err.getvalue().splitlines()
+    warnings = [line for line in lines if line.startswith("warning: ") and "skipped:" in line]
+    for line in warnings:
+        assert re.match(f"warning: {document}", line), line
     if code == 2:
-        lines = err.getvalue().splitlines()
-        assert lines[-1].endswith("error(s); nothing simulated")
-        document = re.escape(str(path)) + (":1: " if as_json else r":\d+: ")
-        for line in lines[:-1]:
+        errors = [line for line in lines if not line.startswith("warning: ")]
+        assert errors[-1].endswith("error(s); nothing simulated")
+        for line in errors[:-1]:
             assert re.match(f"error: {document}{ERROR_LINE.pattern}", line), line

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from controller.api import constants as c
 from controller.api.booleans import BOOLEAN_VALUES, parse_boolean
-from webhooks.validation import formats, meta, pod_templates, shapes
+from webhooks.validation import formats, meta, pod_specs, pod_templates, shapes
 from webhooks.validation.errors import (
     SPEC,
     FieldError,
@@ -74,7 +74,8 @@ def single_topology_annotation(job: Mapping[str, str], template: Mapping[str, st
 
 
 def validate_job(obj: Mapping[str, Any]) -> list[FieldError]:
-    """Every error tasq cares about in a batch/v1 Job: queue label, annotations, pod template."""
+    """Every error tasq cares about in a batch/v1 Job: queue label, annotations, pod template, and the
+    API server's own rules on that template (`pod_specs`: a cluster applies them before this runs)."""
     errs: list[FieldError] = []
     metadata = meta.object_meta(obj, errs)
     labels = shapes.string_map(metadata, "labels", meta.METADATA.child("labels"), errs)
@@ -97,6 +98,10 @@ def validate_job(obj: Mapping[str, Any]) -> list[FieldError]:
         TEMPLATE_ANNOTATIONS_PATH, template_notes, 1 if parallelism is None else parallelism if parallelism >= 0 else None,
         level_elsewhere=any(k in job_notes for k in JOB_TOPOLOGY_ANNOTATIONS)))
     errs.extend(pod_templates.pod_template(TEMPLATE_PATH, template))
+    template_spec = template.get("spec") if template is not None else None
+    errs.extend(pod_specs.pod_spec(TEMPLATE_PATH.child("spec"), template_spec, is_pod=False))
+    errs.extend(pod_specs.job_restart_policy(TEMPLATE_PATH.child("spec").child("restartPolicy"), template_spec,
+                                             spec.get("podFailurePolicy") is not None))
     return errs
 
 

@@ -1,4 +1,4 @@
-"""Checks on an object's metadata shared by every kind: name or generateName, namespace.
+"""Checks on an object's metadata shared by every kind: name or generateName, namespace, owner references.
 
 Called first by each kind's validator; names of tasq's kinds are DNS subdomains, as for
 every custom resource the API server serves.
@@ -7,7 +7,7 @@ every custom resource the API server serves.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from webhooks.validation import formats, shapes
 from webhooks.validation.errors import ROOT, FieldError, invalid, required
@@ -59,4 +59,18 @@ def object_meta(obj: Mapping[str, Any], errs: list[FieldError]) -> Mapping[str, 
     namespace = shapes.string(meta, "namespace", METADATA.child("namespace"), errs)
     if namespace:
         errs.extend(formats.dns_label(METADATA.child("namespace"), namespace))
+    errs.extend(owner_references(meta.get("ownerReferences")))
     return meta
+
+
+OWNER_REFERENCE_FIELDS: Final = ("apiVersion", "kind", "name", "uid")
+
+
+def owner_references(refs: Any) -> list[FieldError]:
+    """Each owner reference names its owner fully (a null item is an empty one, as the API server
+    decodes it); other shapes are the schema's to report."""
+    path = METADATA.child("ownerReferences")
+    return [required(path.index(i).child(key), "must not be empty")
+            for i, ref in enumerate(refs if isinstance(refs, list) else ())
+            for key in OWNER_REFERENCE_FIELDS
+            if ref is None or (isinstance(ref, Mapping) and ref.get(key) in (None, ""))]

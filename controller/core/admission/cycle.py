@@ -2,8 +2,9 @@
 
 `AdmissionState` carries what lives between cycles; `run_cycle` is one Kueue scheduling round and
 `run_until_quiet` repeats it until no queue has a head. Decisions are values: `Admit` (the full
-`status.admission`) or `Pending` (reason + quantitative message). Pure. Called by `tasq simulate`,
-the benchmarks and (later) the controller's scheduler loop.
+`status.admission`) or `Pending` (reason + quantitative message). Pure. Called by `tasq simulate`
+(controller.core.simulating), the benchmarks and the operator's admission loop
+(controller.kube.admitting, on the state `ClusterCache.admission_state` hands it).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.api import constants as c
-from controller.api.selectors import label_selector_matches
 from controller.core.admission.flavoring import NoFit, WorkloadFit, assign_flavors
 from controller.core.admission.queueing import QueueSet
 from controller.core.admission.snapshot import AdmissionSnapshot
@@ -117,8 +117,7 @@ def resolve_cluster_queue(snap: AdmissionSnapshot, wl: WorkloadInfo) -> tuple[st
     if cq.stopped:
         return inadmissible(c.REASON_INADMISSIBLE, f"ClusterQueue \"{cq_name}\" is stopped", cq_name)
     # Kueue: a nil namespaceSelector selects no namespace; an empty one selects all.
-    if cq.namespace_selector is None or not label_selector_matches(
-            cq.namespace_selector, snap.namespace_labels(wl.namespace)):
+    if cq.namespace_selector is None or not cq.namespace_selector.matches(snap.namespace_labels(wl.namespace)):
         return inadmissible(c.REASON_NAMESPACE_MISMATCH, f"namespace \"{wl.namespace}\" doesn't match "
                             f"the namespaceSelector of ClusterQueue \"{cq_name}\"", cq_name)
     return cq_name, None

@@ -16,6 +16,7 @@ from controller.api import constants as c
 from controller.api.quantity import Resources, add_into, format_milli, resources_from, resources_to_strings
 from controller.api.selectors import NodeSelectorTerm, requirement_matches, untolerated_taint
 from controller.api.views import POD_SLOT_MILLI
+from controller.api.workload import Admission
 from controller.core.admission.quota import ClusterQueueQuota, FlavorResource, QuotaLedger, ResourceGroup
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo
 from controller.core.admission.workloads import PodSetInfo, WorkloadInfo
@@ -79,26 +80,26 @@ class NoFit:
     message: str
 
 
-def fit_from_admission(wl: WorkloadInfo, admission: Mapping[str, Any]) -> WorkloadFit:
+def fit_from_admission(wl: WorkloadInfo, admission: Admission) -> WorkloadFit:
     """The fit behind an existing `status.admission` (a Workload admitted before we saw it): quota
     from each pod set's flavors and resourceUsage, nodes from slices that name a single host."""
     by_name = {ps.name: ps for ps in wl.pod_sets}
     quota: dict[FlavorResource, int] = {}
     nodes: dict[str, Resources] = {}
     granted = []
-    for psa in admission.get("podSetAssignments") or []:
-        usage = resources_from(psa.get("resourceUsage"))
-        flavors = dict(psa.get("flavors") or {})
+    for psa in admission.pod_set_assignments:
+        usage = resources_from(psa.resource_usage)
+        flavors = dict(psa.flavors)
         for resource, flavor in flavors.items():
             quota[(flavor, resource)] = quota.get((flavor, resource), 0) + usage.get(resource, 0)
-        ps = by_name.get(str(psa.get("name", "")))
-        if ps is not None:
-            for sl in (psa.get("topologyAssignment") or {}).get("slices") or []:
-                host = (sl.get("nodeLabels") or {}).get(c.LABEL_HOSTNAME)
+        ps = by_name.get(psa.name)
+        if ps is not None and psa.topology_assignment is not None:
+            for sl in psa.topology_assignment.slices:
+                host = sl.node_labels.get(c.LABEL_HOSTNAME)
                 if host is not None:
-                    add_into(nodes.setdefault(host, {}), ps.placement_requests, int(sl.get("count", 0)))
-        granted.append(PodSetFlavors(str(psa.get("name", "")), int(psa.get("count") or 0), flavors, usage, None))
-    return WorkloadFit(str(admission.get("clusterQueue", "")), tuple(granted), quota, nodes)
+                    add_into(nodes.setdefault(host, {}), ps.placement_requests, sl.count)
+        granted.append(PodSetFlavors(psa.name, psa.count or 0, flavors, usage, None))
+    return WorkloadFit(admission.cluster_queue, tuple(granted), quota, nodes)
 
 
 @dataclass(slots=True)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from controller.api import constants as c
+from controller.api.meta import LabelSelector
 from controller.api.quantity import UNBOUNDED, format_milli, to_milli
 from controller.api.queues import ClusterQueue
+from controller.api.queues import ResourceQuota as QueueResourceQuota
 
 FlavorResource = tuple[str, str]
 """(flavor name, resource name)."""
@@ -54,7 +55,8 @@ class ClusterQueueQuota:
     cohort: str | None
     groups: tuple[ResourceGroup, ...]
     queueing_strategy: str = c.QUEUEING_BEST_EFFORT_FIFO
-    namespace_selector: Mapping[str, Any] | None = None
+    namespace_selector: LabelSelector | None = None
+    """An empty one matches every namespace; None matches none (Kueue)."""
     stopped: bool = False
     try_next_flavor_before_borrowing: bool = False
     """flavorFungibility.whenCanBorrow: TryNextFlavor (Kueue's default, Borrow, takes the first
@@ -75,37 +77,26 @@ class ClusterQueueQuota:
 
     @classmethod
     def from_model(cls, cq: ClusterQueue) -> ClusterQueueQuota:
-        return cls.from_dict(cq.to_dict())
-
-    @classmethod
-    def from_dict(cls, obj: Mapping[str, Any]) -> ClusterQueueQuota:
-        """From the wire form; quantities become milli-units, absent limits stay None (unlimited)."""
-        spec = obj.get("spec") or {}
-        groups = []
-        for rg in spec.get("resourceGroups") or []:
-            flavors = []
-            for fl in rg.get("flavors") or []:
-                resources = {}
-                for r in fl.get("resources") or []:
-                    bl, ll = r.get("borrowingLimit"), r.get("lendingLimit")
-                    resources[str(r["name"])] = ResourceQuota(
-                        to_milli(r.get("nominalQuota", 0)),
-                        None if bl is None else to_milli(bl),
-                        None if ll is None else to_milli(ll))
-                flavors.append(FlavorQuotas(str(fl["name"]), resources))
-            groups.append(ResourceGroup(tuple(str(x) for x in rg.get("coveredResources") or []),
-                                        tuple(flavors)))
-        # An empty namespaceSelector matches every namespace; a nil one matches none (Kueue).
-        selector = spec.get("namespaceSelector")
+        """Quantities become milli-units, absent limits stay None (unlimited)."""
+        def quota(r: QueueResourceQuota) -> ResourceQuota:
+            return ResourceQuota(to_milli(r.nominal_quota),
+                                 None if r.borrowing_limit is None else to_milli(r.borrowing_limit),
+                                 None if r.lending_limit is None else to_milli(r.lending_limit))
+        spec = cq.spec
+        groups = tuple(
+            ResourceGroup(tuple(rg.covered_resources),
+                          tuple(FlavorQuotas(fl.name, {r.name: quota(r) for r in fl.resources}) for fl in rg.flavors))
+            for rg in spec.resource_groups)
+        fungibility = spec.flavor_fungibility
         return cls(
-            name=str((obj.get("metadata") or {}).get("name", "")),
-            cohort=spec.get("cohort") or None,
-            groups=tuple(groups),
-            queueing_strategy=str(spec.get("queueingStrategy") or c.QUEUEING_BEST_EFFORT_FIFO),
-            namespace_selector=None if selector is None else dict(selector),
-            stopped=spec.get("stopPolicy") not in (c.STOP_POLICY_NONE, None),
-            try_next_flavor_before_borrowing=(spec.get("flavorFungibility") or {}).get("whenCanBorrow")
-            == c.FUNGIBILITY_TRY_NEXT_FLAVOR,
+            name=cq.name,
+            cohort=spec.cohort or None,
+            groups=groups,
+            queueing_strategy=spec.queueing_strategy,
+            namespace_selector=spec.namespace_selector,
+            stopped=spec.stop_policy not in (c.STOP_POLICY_NONE, None),
+            try_next_flavor_before_borrowing=fungibility is not None
+            and fungibility.when_can_borrow == c.FUNGIBILITY_TRY_NEXT_FLAVOR,
         )
 
 

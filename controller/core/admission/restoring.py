@@ -3,18 +3,19 @@
 Its quota comes from `status.admission`; slices naming a host hold that host (`fit_from_admission`),
 but a slice naming a rack or block says nothing about nodes. `domain_holdings` places each such
 slice's pods not yet bound onto that domain's nodes as the topology engine places a chosen domain's
-pods (fewest nodes, most free first) and adds the share of its bound pods. Called by `tasq simulate`.
+pods (fewest nodes, most free first) and adds the share of its bound pods. Called by the operator's
+cache (controller.cache.cluster) and `tasq simulate` (controller.core.simulating).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from controller.api import constants as c
 from controller.api.quantity import Resources, add_into
 from controller.api.views import POD_SLOT_MILLI, NodeView, PodView
+from controller.api.workload import Admission
 from controller.core.admission.snapshot import AdmissionSnapshot
 from controller.core.admission.workloads import PodSetInfo, WorkloadInfo
 from controller.core.topology import AssignmentSuccess, FlavorTopology, PodSetRequest, TopologyRequest, assign
@@ -33,23 +34,23 @@ class DomainSlice:
     count: int
 
 
-def domain_slices(snap: AdmissionSnapshot, wl: WorkloadInfo, admission: Mapping[str, Any]) -> list[DomainSlice]:
+def domain_slices(snap: AdmissionSnapshot, wl: WorkloadInfo, admission: Admission) -> list[DomainSlice]:
     """Phase 1: the slices of `admission` naming no single host, each with its flavor's tree (slices
     of a flavor without a tree, or naming labels the tree lacks, hold nothing)."""
     by_name = {ps.name: ps for ps in wl.pod_sets}
     out = []
-    for psa in admission.get("podSetAssignments") or []:
-        ps = by_name.get(str(psa.get("name", "")))
-        trees = [info.topology for name in sorted(set((psa.get("flavors") or {}).values()))
+    for psa in admission.pod_set_assignments:
+        ps = by_name.get(psa.name)
+        trees = [info.topology for name in sorted(set(psa.flavors.values()))
                  if (info := snap.flavors.get(name)) is not None and info.topology is not None]
-        if ps is None or not trees:
+        if ps is None or not trees or psa.topology_assignment is None:
             continue
-        for sl in (psa.get("topologyAssignment") or {}).get("slices") or []:
-            labels = {str(k): str(v) for k, v in (sl.get("nodeLabels") or {}).items()}
+        for sl in psa.topology_assignment.slices:
+            labels = sl.node_labels
             named = [level for level in trees[0].levels if level in labels]
             if c.LABEL_HOSTNAME in labels or not named or len(named) != len(labels):
                 continue
-            out.append(DomainSlice(ps, trees[0], named[-1], labels, int(sl.get("count", 0))))
+            out.append(DomainSlice(ps, trees[0], named[-1], labels, sl.count))
     return out
 
 
@@ -90,7 +91,7 @@ def _place(snap: AdmissionSnapshot, sl: DomainSlice, count: int) -> Mapping[str,
     return outcome.placement.resources if isinstance(outcome, AssignmentSuccess) else {}
 
 
-def domain_holdings(snap: AdmissionSnapshot, wl: WorkloadInfo, admission: Mapping[str, Any],
+def domain_holdings(snap: AdmissionSnapshot, wl: WorkloadInfo, admission: Admission,
                     pods: Iterable[PodView], nodes: Mapping[str, NodeView]) -> dict[str, Resources]:
     """Driver: what the domain slices of an admitted workload hold per node (its pods not yet bound,
     placed; plus its bound pods' share, so reserving this before counting pods, as `build_snapshot`

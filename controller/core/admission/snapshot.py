@@ -2,7 +2,8 @@
 
 `build_snapshot` turns API objects, nodes and bound pods into one; `clone` copies only the
 per-cycle parts (the QuotaLedger and the topology Usage), never the static topology trees.
-Built by `tasq simulate`, the benchmarks and (later) the cache; read by the admission cycle.
+Built by `tasq simulate` and the benchmarks (`build_snapshot`) and by the operator's cache
+(controller.cache.cluster, from `flavor_infos` and its own ledger); read by the admission cycle.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Workloads: the Workload manifest built from a batch/v1 Job, and the parsed form admission uses.
+"""Workloads: the Workload manifest built from a batch/v1 Job, and the form admission uses.
 
 `workload_from_job` mirrors Kueue's Job integration (one PodSet `main`, count = parallelism,
-owner reference to the Job, name `job-<name>-<hash5>`); `workload_info` parses any Workload
-manifest (built here or read from a file) into a WorkloadInfo. Called by the job reconciler,
-`tasq simulate` and the admission benchmarks.
+owner reference to the Job, name `job-<name>-<hash5>`); `workload_info` turns a Workload model
+(parsed once by its reader) into a WorkloadInfo. Called by the job reconciler, the operator's
+cache, `tasq simulate` and the admission benchmarks.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 from controller.api import constants as c
 from controller.api.booleans import parse_boolean
 from controller.api.quantity import Resources
-from controller.api.selectors import NodeSelectorTerm, Toleration, required_node_affinity_terms
-from controller.api.views import POD_SLOT_MILLI, pod_requests, tolerations_from
-from controller.api.workload import DEFAULT_POD_SET_NAME
+from controller.api.selectors import NodeSelectorTerm, Toleration
+from controller.api.views import JobView, PodTemplateView
+from controller.api.workload import DEFAULT_POD_SET_NAME, PodSet, PodSetTopologyRequest, Workload
 from controller.core.topology import SliceLayer, TopologyRequest
 
 _MAX_NAME_PREFIX = 63 - 6  # the name must stay a DNS label: prefix + "-" + 5 hex characters
@@ -53,34 +53,27 @@ def _int_or_none(value: Any) -> int | None:
         return None
 
 
-def _slice_layers(level: Any, size: Any, layers: Any) -> tuple[SliceLayer, ...]:
-    """Kueue's slice layers from one level + size, or a list of `{topology, size}` (outer first).
-    Malformed values give no layers (the validators refuse them before they get here)."""
-    if isinstance(layers, list) and layers:
-        out = []
-        for layer in layers:
-            parsed = _int_or_none(layer.get("size")) if isinstance(layer, Mapping) else None
-            if parsed is None or not isinstance(layer.get("topology"), str):
-                return ()
-            out.append(SliceLayer(layer["topology"], parsed))
-        return tuple(out)
-    parsed = _int_or_none(size)
-    if isinstance(level, str) and level and parsed is not None:
-        return (SliceLayer(level, parsed),)
-    return ()
-
-
 def _annotated_slices(notes: Mapping[str, str]) -> tuple[SliceLayer, ...]:
-    """The slice annotations of a pod template (the constraints one is JSON)."""
-    layers: Any = None
+    """Kueue's slice layers from a pod template's annotations: the constraints one (JSON, a list
+    of `{topology, size}`, outer first), else one level + size. Malformed values give no layers
+    (the validators refuse them before they get here)."""
     raw = notes.get(c.ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS)
     if raw:
         try:
             layers = json.loads(raw)
         except ValueError:
             return ()
-    return _slice_layers(notes.get(c.ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY),
-                         notes.get(c.ANNOTATION_PODSET_SLICE_SIZE), layers)
+        if isinstance(layers, list) and layers:
+            out = []
+            for layer in layers:
+                parsed = _int_or_none(layer.get("size")) if isinstance(layer, Mapping) else None
+                if parsed is None or not isinstance(layer.get("topology"), str):
+                    return ()
+                out.append(SliceLayer(layer["topology"], parsed))
+            return tuple(out)
+    level, size = notes.get(c.ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY), \
+        _int_or_none(notes.get(c.ANNOTATION_PODSET_SLICE_SIZE))
+    return (SliceLayer(level, size),) if level and size is not None else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,102 +167,99 @@ def topology_request_from_annotations(job_annotations: Mapping[str, str],
     return None
 
 
-def priority_of(spec: Mapping[str, Any], priority_classes: Mapping[str, int], default: int) -> int:
-    """`priority` if set, else the named `priorityClassName`'s value, else the default; a pod spec
-    and a Workload spec carry both fields under the same names."""
-    if spec.get("priority") is not None:
-        return int(spec["priority"])
-    name = spec.get("priorityClassName")
-    if name and name in priority_classes:
-        return priority_classes[name]
+def _priority(priority: int | None, class_name: str | None, priority_classes: Mapping[str, int],
+              default: int) -> int:
+    """`priority` if set, else the named PriorityClass's value, else the default (a pod spec and a
+    Workload spec carry both fields under the same names)."""
+    if priority is not None:
+        return priority
+    if class_name and class_name in priority_classes:
+        return priority_classes[class_name]
     return default
 
 
 def workload_from_job(job: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None,
                       default_priority: int = 0) -> dict[str, Any]:
     """The Workload manifest the job reconciler creates for a batch/v1 Job."""
-    meta = job.get("metadata") or {}
-    spec = job.get("spec") or {}
-    template = spec.get("template") or {}
-    pod_spec = template.get("spec") or {}
-    labels = meta.get("labels") or {}
-    parallelism = spec.get("parallelism")
-    count = 1 if parallelism is None else int(parallelism)
+    view = JobView.from_dict(job)
+    template = PodTemplateView.from_dict(view.template)
     # Kueue gives a Job's single PodSet the API's default name (`main`).
-    pod_set: dict[str, Any] = {"name": DEFAULT_POD_SET_NAME, "count": count, "template": template}
-    topology = topology_request_from_annotations(meta.get("annotations") or {},
-                                                 (template.get("metadata") or {}).get("annotations") or {})
+    pod_set: dict[str, Any] = {"name": DEFAULT_POD_SET_NAME, "count": view.parallelism, "template": view.template}
+    topology = topology_request_from_annotations(view.annotations, template.annotations)
     if topology is not None:
         pod_set["topologyRequest"] = topology_request_to_dict(topology)
+    queue = view.queue_name
     wl_meta: dict[str, Any] = {
-        "name": workload_name_for_job(str(meta.get("name", ""))),
-        "namespace": meta.get("namespace") or "default",
-        "labels": {c.LABEL_QUEUE_NAME: labels[c.LABEL_QUEUE_NAME]} if c.LABEL_QUEUE_NAME in labels else {},
+        "name": workload_name_for_job(view.name),
+        "namespace": view.namespace or "default",
+        "labels": {c.LABEL_QUEUE_NAME: queue} if queue is not None else {},
         "ownerReferences": [{
-            "apiVersion": c.JOB_API_VERSION, "kind": c.KIND_JOB, "name": meta.get("name", ""),
-            "uid": meta.get("uid", ""), "controller": True, "blockOwnerDeletion": True,
+            "apiVersion": c.JOB_API_VERSION, "kind": c.KIND_JOB, "name": view.name,
+            "uid": view.uid, "controller": True, "blockOwnerDeletion": True,
         }],
     }
-    if meta.get("creationTimestamp"):
-        wl_meta["creationTimestamp"] = meta["creationTimestamp"]
+    if view.creation_timestamp:
+        wl_meta["creationTimestamp"] = view.creation_timestamp
     wl_spec: dict[str, Any] = {
-        "queueName": labels.get(c.LABEL_QUEUE_NAME, ""),
-        "priority": priority_of(pod_spec, priority_classes or {}, default_priority),
+        "queueName": queue or "",
+        "priority": _priority(template.priority, template.priority_class_name, priority_classes or {},
+                              default_priority),
         "podSets": [pod_set],
     }
-    if pod_spec.get("priorityClassName"):
-        wl_spec["priorityClassName"] = pod_spec["priorityClassName"]
+    if template.priority_class_name:
+        wl_spec["priorityClassName"] = template.priority_class_name
         wl_spec["priorityClassSource"] = "scheduling.k8s.io/priorityclass"
     return {"apiVersion": c.API_VERSION, "kind": c.KIND_WORKLOAD, "metadata": wl_meta, "spec": wl_spec}
 
 
-def _topology_request(obj: Mapping[str, Any] | None) -> TopologyRequest | None:
-    if not obj:
+def _topology_request(request: PodSetTopologyRequest | None) -> TopologyRequest | None:
+    if request is None:
         return None
-    slices = _slice_layers(obj.get("podSetSliceRequiredTopology"), obj.get("podSetSliceSize"),
-                           obj.get("podsetSliceRequiredTopologyConstraints"))
-    group = obj.get("podSetGroupName")
-    group = str(group) if group else None
-    if obj.get("required"):
-        return TopologyRequest("required", str(obj["required"]), slices, group)
-    if obj.get("preferred"):
-        preferred = str(obj["preferred"])
+    layers = request.podset_slice_required_topology_constraints
+    level, size = request.pod_set_slice_required_topology, request.pod_set_slice_size
+    if layers:
+        slices: tuple[SliceLayer, ...] = tuple(SliceLayer(layer.topology, layer.size) for layer in layers)
+    else:
+        slices = (SliceLayer(level, size),) if level and size is not None else ()
+    group = request.pod_set_group_name or None
+    if request.required:
+        return TopologyRequest("required", request.required, slices, group)
+    if request.preferred:
+        preferred = request.preferred
         return TopologyRequest("preferred", None if preferred == c.TOPOLOGY_AUTO else preferred, slices, group)
-    if obj.get("unconstrained") or slices:
+    if request.unconstrained or slices:
         return TopologyRequest("unconstrained", None, slices, group)
     return None
 
 
-def pod_set_info(obj: Mapping[str, Any]) -> PodSetInfo:
+def pod_set_info(pod_set: PodSet) -> PodSetInfo:
     """One `spec.podSets[]` entry; its topologyRequest, else Kueue's pod-template annotations."""
-    template = obj.get("template") or {}
-    pod_spec = template.get("spec") or {}
-    topology = _topology_request(obj.get("topologyRequest")) or topology_request_from_annotations(
-        {}, (template.get("metadata") or {}).get("annotations") or {})
-    requests = pod_requests(pod_spec)
+    template = PodTemplateView.from_dict(pod_set.template)
+    topology = _topology_request(pod_set.topology_request) or topology_request_from_annotations(
+        {}, template.annotations)
     return PodSetInfo(
-        name=str(obj.get("name", DEFAULT_POD_SET_NAME)),
-        count=int(obj.get("count", 1)),
-        requests=requests,
-        placement_requests={**requests, c.RESOURCE_PODS: POD_SLOT_MILLI},
+        name=pod_set.name,
+        count=pod_set.count,
+        requests=template.requests,
+        placement_requests=template.placement_requests,
         topology=topology,
-        node_selector=dict(pod_spec.get("nodeSelector") or {}),
-        affinity_terms=required_node_affinity_terms(pod_spec),
-        tolerations=tolerations_from(pod_spec.get("tolerations")),
+        node_selector=template.node_selector,
+        affinity_terms=template.affinity_terms,
+        tolerations=template.tolerations,
     )
 
 
-def workload_info(obj: Mapping[str, Any], seq: int = 0, priority_classes: Mapping[str, int] | None = None,
+def workload_info(workload: Workload, seq: int = 0, priority_classes: Mapping[str, int] | None = None,
                   default_created: float = 0.0) -> WorkloadInfo:
-    """Parse a Workload manifest; priority from spec.priority, else its PriorityClass, else 0."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
+    """A parsed Workload as admission sees it; priority from spec.priority, else its PriorityClass,
+    else 0; the queue from spec.queueName, else the queue-name label."""
+    meta, spec = workload.metadata, workload.spec
     return WorkloadInfo(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta.get("name", "")),
-        queue_name=str(spec.get("queueName") or (meta.get("labels") or {}).get(c.LABEL_QUEUE_NAME, "")),
-        priority=priority_of(spec, priority_classes or {}, 0),
-        created=parse_timestamp(meta.get("creationTimestamp"), default_created),
+        namespace=meta.namespace or "default",
+        name=workload.name,
+        queue_name=spec.queue_name or meta.labels.get(c.LABEL_QUEUE_NAME, ""),
+        priority=_priority(spec.priority, spec.priority_class_name, priority_classes or {}, 0),
+        created=parse_timestamp(meta.creation_timestamp, default_created),
         seq=seq,
-        pod_sets=tuple(pod_set_info(ps) for ps in spec.get("podSets") or []),
+        pod_sets=tuple(pod_set_info(ps) for ps in spec.pod_sets),
     )

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from controller.api.selectors import NodeSelectorTerm, Toleration, required_node_affinity_terms
-from controller.api.views import placement_requests, tolerations_from
+from controller.api.selectors import NodeSelectorTerm, Toleration
+from controller.api.views import PodTemplateView
 
 TopologyMode = Literal["required", "preferred", "unconstrained"]
 
@@ -67,13 +67,13 @@ class PodSetRequest:
     def from_template(cls, name: str, template: Mapping[str, Any], count: int,
                       topology: TopologyRequest = UNCONSTRAINED) -> PodSetRequest:
         """From a pod template (`{"metadata":..., "spec":...}`) as a Job or Workload carries it."""
-        spec: Mapping[str, Any] = template.get("spec") or {}
+        view = PodTemplateView.from_dict(template)
         return cls(
             name=name,
             count=count,
-            requests=placement_requests(spec),
+            requests=view.placement_requests,
             topology=topology,
-            node_selector=dict(spec.get("nodeSelector") or {}),
-            affinity_terms=required_node_affinity_terms(spec),
-            tolerations=tolerations_from(spec.get("tolerations")),
+            node_selector=view.node_selector,
+            affinity_terms=view.affinity_terms,
+            tolerations=view.tolerations,
         )

@@ -8,6 +8,7 @@ import pytest
 
 from controller.api import constants as c
 from controller.api.booleans import parse_boolean
+from controller.api.workload import Workload
 from controller.core.admission.workloads import workload_from_job, workload_info
 from controller.core.topology import TopologyRequest
 from tests.builders.kueue import make_job
@@ -45,6 +46,6 @@ def test_parse_boolean(case: BoolCase) -> None:
 def test_validator_and_admission_read_the_unconstrained_annotation_alike(case: BoolCase) -> None:
     job = make_job("a").queue("q").template_annotate(c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY, case.text)
     accepted = not validate(job.obj())
-    topology = workload_info(workload_from_job(job.obj(), {})).pod_sets[0].topology
+    topology = workload_info(Workload.from_dict(workload_from_job(job.obj(), {}))).pod_sets[0].topology
     assert accepted == (case.want is not None)
     assert (topology == TopologyRequest("unconstrained", None)) == (case.want is True)

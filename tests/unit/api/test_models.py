@@ -14,11 +14,11 @@ from pydantic import ValidationError
 
 from controller.api import constants as c
 from controller.api.flavor import ResourceFlavor
-from controller.api.meta import ConditionStatus, KubeObject, format_time
+from controller.api.meta import ConditionStatus, KubeObject, format_time, object_key
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
-from controller.api.workload import Workload
-from tests.builders.kueue import make_cluster_queue, make_flavor, make_topology
+from controller.api.workload import Workload, admission_of, owner_job_key
+from tests.builders.kueue import make_cluster_queue, make_flavor, make_topology, make_workload
 from tests.unit.api import examples
 
 NOW = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
@@ -296,3 +296,41 @@ def test_generated_workloads_round_trip_up_to_omitted_empties(obj: dict[str, Any
     once = Workload.from_dict(obj).to_dict()
     assert once == _omit_empty(obj)
     assert Workload.from_dict(once) == Workload.from_dict(obj)
+
+
+@dataclass(frozen=True)
+class WireReadCase:
+    name: str
+    workload: Any  # a WorkloadBuilder
+    reserved: bool
+    owner: str | None
+
+
+WIRE_READS = [
+    WireReadCase("a pending Workload owned by a batch/v1 Job",
+                 make_workload("w", "ns").pod_set("main").set("metadata.ownerReferences", [{
+                     "apiVersion": c.JOB_API_VERSION, "kind": c.KIND_JOB, "name": "train", "uid": "u1"}]),
+                 False, "ns/train"),
+    WireReadCase("an owner of another kind is no Job",
+                 make_workload("w", "ns").pod_set("main").set("metadata.ownerReferences", [{
+                     "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "train", "uid": "u1"}]),
+                 False, None),
+    WireReadCase("an admission without QuotaReserved is no reservation",
+                 make_workload("w", "ns").pod_set("main").assignment("main", 1, cluster_queue="cq"), False, None),
+    WireReadCase("QuotaReserved with its admission is one",
+                 make_workload("w", "ns").pod_set("main").admitted("cq").assignment("main", 1, cluster_queue="cq"),
+                 True, None),
+]
+
+
+@pytest.mark.parametrize("case", WIRE_READS, ids=lambda case: case.name)
+def test_the_wire_readers_agree_with_the_model(case: WireReadCase) -> None:
+    """`admission_of` / `owner_job_key` read bodies not yet parsed (watch events, API answers)."""
+    obj = case.workload.obj()
+    model = Workload.from_dict(obj)
+    assert (model.reserved_admission is not None, admission_of(obj) is not None) == (case.reserved, case.reserved)
+    if case.reserved:
+        assert model.reserved_admission == Workload.from_dict({**obj, "status": {
+            **obj["status"], "admission": admission_of(obj)}}).reserved_admission
+    assert model.owner_job_key == owner_job_key(obj) == case.owner
+    assert object_key(obj) == model.key == "ns/w"

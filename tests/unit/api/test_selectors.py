@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from controller.api.meta import LabelSelector
 from controller.api.selectors import (
     NodeSelectorTerm,
     Taint,
@@ -76,6 +77,8 @@ def test_requirement(case: RequirementCase) -> None:
 ])
 def test_label_selector(selector: dict[str, Any] | None, want_match: bool) -> None:
     assert label_selector_matches(selector, NODE_LABELS) == want_match
+    if selector is not None:  # the parsed form (a ClusterQueue's namespaceSelector) agrees
+        assert LabelSelector.model_validate(selector).matches(NODE_LABELS) == want_match
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""ClusterCache: events patch state, admissions are reserved once, restored after a restart and released.
+"""ClusterCache: events patch state, admissions are reserved once, restored after a restart and released;
+each object is parsed once as it comes, and one that does not parse is refused whole.
 
 The topology of every case (flavor `gpu` = label gpu=yes, 8 GPUs per host):
 
@@ -14,12 +15,21 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
-from controller.cache.cluster import KIND_NODE, KIND_POD, ClusterCache
+from controller.api.workload import Workload
+from controller.cache.cluster import (
+    KIND_NAMESPACE,
+    KIND_NODE,
+    KIND_POD,
+    KIND_PRIORITY_CLASS,
+    WATCHED_KINDS,
+    ClusterCache,
+)
 from controller.core.admission.cycle import Admit, run_until_quiet
 from tests.builders.cluster import make_node, make_pod
 from tests.builders.kueue import (
     make_cluster_queue,
     make_flavor,
+    make_job,
     make_local_queue,
     make_topology,
     make_workload,
@@ -191,3 +201,89 @@ def test_ungating_input_lists_the_slices_and_pod_states_of_an_admitted_workload(
     assert cache.ungating_input("default", "missing") is None
     cache.upsert(c.KIND_WORKLOAD, gang("b", 1))
     assert cache.ungating_input("default", "b") is None  # not admitted
+
+
+# -- parsed once ------------------------------------------------------------------------------------
+
+def test_a_malformed_workload_update_is_refused_whole_and_the_previous_version_stays(cache: ClusterCache) -> None:
+    cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h1": 1, "h2": 1}))
+    cache.admission_state()
+    entry = cache.workloads["default/a"]
+    before = (entry.obj, entry.info, entry.fit, cache.generation, gpus_used(cache))
+    broken = admitted_on_hosts("a", {"h1": 1, "h2": 1}, rv=2)
+    broken["spec"]["podSets"][0]["count"] = "many"
+    del broken["status"]["admission"]  # a release, were it half-applied
+    assert cache.upsert(c.KIND_WORKLOAD, broken) is False
+    refusal = cache.malformed[(c.KIND_WORKLOAD, "default/a")]
+    assert refusal.version == "2"
+    assert "Workload default/a" in refusal.message and "spec.podSets.0.count" in refusal.message
+    assert (entry.obj, entry.info, entry.fit, cache.generation, gpus_used(cache)) == before
+    assert cache.workloads["default/a"] is entry
+    # The same version again is refused again (not taken for one already applied); a good one clears it.
+    assert cache.upsert(c.KIND_WORKLOAD, broken) is False
+    assert cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h1": 1, "h2": 1}, rv=3)) is True
+    assert (c.KIND_WORKLOAD, "default/a") not in cache.malformed
+
+
+def test_a_malformed_new_workload_is_not_tracked_and_its_deletion_forgets_the_refusal(cache: ClusterCache) -> None:
+    job_owned = gang("x", 1)
+    job_owned["metadata"]["ownerReferences"] = [{"apiVersion": c.JOB_API_VERSION, "kind": c.KIND_JOB,
+                                                 "name": "x", "uid": "u1", "controller": True}]
+    job_owned["spec"]["podSets"] = []  # a Workload has 1 to 8 pod sets
+    generation = cache.generation
+    assert cache.upsert(c.KIND_WORKLOAD, job_owned) is False
+    assert "spec.podSets" in cache.malformed[(c.KIND_WORKLOAD, "default/x")].message
+    assert ("default/x" not in cache.workloads and "default/x" not in cache.workload_of_job
+            and cache.generation == generation)
+    assert run_until_quiet(cache.admission_state()) == []
+    cache.delete(c.KIND_WORKLOAD, job_owned)
+    assert cache.malformed == {}
+
+
+def test_a_malformed_cluster_queue_keeps_the_quota_of_the_last_good_one(cache: ClusterCache) -> None:
+    ledger = cache.snapshot().quota
+    broken = versioned(make_cluster_queue("cq").flavor("gpu", {GPU: 8}).obj(), 9)
+    broken["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "lots"
+    assert cache.upsert(c.KIND_CLUSTER_QUEUE, broken) is False
+    message = cache.malformed[(c.KIND_CLUSTER_QUEUE, "cq")].message
+    assert "spec.resourceGroups.0.flavors.0.resources.0.nominalQuota" in message
+    assert cache.snapshot().quota is ledger
+    assert cache.snapshot().cluster_queues["cq"].quota("gpu", GPU).nominal == 32_000
+
+
+def test_reads_use_the_model_parsed_when_the_event_came(cache: ClusterCache, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h1": 1, "h3": 1}))
+    cache.upsert(c.KIND_WORKLOAD, gang("b", 1))
+    model = cache.workloads["default/a"].obj
+
+    def no_parse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a read parsed a Workload again")
+
+    monkeypatch.setattr(Workload, "model_validate", no_parse)
+    monkeypatch.setattr(Workload, "from_dict", no_parse)
+    state = cache.admission_state()
+    assert "default/a" in state.admitted and "default/b" in state.workloads
+    assert cache.ungating_input("default", "a") is not None
+    assert cache.workloads["default/a"].obj is model
+
+
+@pytest.mark.parametrize("kind", WATCHED_KINDS)
+def test_every_watched_kind_is_taken_and_deleted(kind: str) -> None:
+    objects = {
+        KIND_NODE: make_node("n1").obj(), KIND_POD: make_pod("p1").obj(), c.KIND_JOB: make_job("j1").obj(),
+        c.KIND_WORKLOAD: gang("w1", 1), c.KIND_RESOURCE_FLAVOR: make_flavor("f1").obj(),
+        c.KIND_CLUSTER_QUEUE: make_cluster_queue("cq1").flavor("f1", {GPU: 1}).obj(),
+        c.KIND_LOCAL_QUEUE: make_local_queue("lq1", "cq1").obj(), c.KIND_TOPOLOGY: make_topology("t1", RACK).obj(),
+        KIND_PRIORITY_CLASS: {"metadata": {"name": "high"}, "value": 10},
+        KIND_NAMESPACE: {"metadata": {"name": "ns1", "labels": {"team": "a"}}},
+    }
+    stores = {KIND_NODE: "nodes", KIND_POD: "pods", c.KIND_JOB: "jobs", c.KIND_WORKLOAD: "workloads",
+              c.KIND_RESOURCE_FLAVOR: "flavors", c.KIND_CLUSTER_QUEUE: "cluster_queues",
+              c.KIND_LOCAL_QUEUE: "local_queues", c.KIND_TOPOLOGY: "topologies",
+              KIND_PRIORITY_CLASS: "priority_classes", KIND_NAMESPACE: "namespaces"}
+    cache = ClusterCache()
+    assert cache.upsert(kind, objects[kind]) is True
+    store = getattr(cache, stores[kind])
+    assert len(store) == 1
+    cache.delete(kind, objects[kind])
+    assert len(store) == 0

@@ -34,7 +34,7 @@ class RecordingApi:
         self.version += 1
         current: dict[str, Any] = {"metadata": {"name": name}}
         if resource == WORKLOADS:
-            current = dict(self.cache.workloads[f"{namespace}/{name}"].obj)
+            current = self.cache.workloads[f"{namespace}/{name}"].obj.to_dict()
         meta = {**current.get("metadata", {}), "resourceVersion": str(self.version)}
         return {**current, "metadata": meta, "status": patch["status"]}
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
-from controller.api.workload import Workload
+from controller.api.workload import Admission, Workload
 from controller.cache.cluster import ClusterCache
 from controller.core.admission.workloads import workload_from_job
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi
@@ -53,7 +53,7 @@ def test_a_topology_admission_adds_flavor_rules_annotations_and_the_tas_label_an
     job = make_job("train").obj()
     job["metadata"]["resourceVersion"] = "41"
     job["spec"]["template"]["spec"]["nodeSelector"] = {"zone": "a"}
-    patch = pod_template_patch(job, "job-train-abcde", admission(topology=True), {"h100": H100})
+    patch = pod_template_patch(job, "job-train-abcde", Admission.model_validate(admission(topology=True)), {"h100": H100})
     assert patch["metadata"] == {"resourceVersion": "41"}
     assert patch["spec"]["suspend"] is False
     template = patch["spec"]["template"]
@@ -73,12 +73,12 @@ def test_the_topology_gate_joins_the_authors_gates_once(
         authored_gates: list[dict[str, str]], started_gates: list[dict[str, str]] | None) -> None:
     job = make_job("gated").obj()
     job["spec"]["template"]["spec"]["schedulingGates"] = authored_gates
-    patch = pod_template_patch(job, "w", admission(topology=True), {"h100": H100})
+    patch = pod_template_patch(job, "w", Admission.model_validate(admission(topology=True)), {"h100": H100})
     assert patch["spec"]["template"]["spec"].get("schedulingGates") == started_gates
 
 
 def test_an_admission_without_topology_leaves_pods_ungated_and_unlabelled() -> None:
-    patch = pod_template_patch(make_job("plain").obj(), "job-plain-abcde", admission(topology=False), {"h100": H100})
+    patch = pod_template_patch(make_job("plain").obj(), "job-plain-abcde", Admission.model_validate(admission(topology=False)), {"h100": H100})
     assert "metadata" not in patch["spec"]["template"]
     assert "schedulingGates" not in patch["spec"]["template"]["spec"]
     assert patch["spec"]["template"]["spec"]["nodeSelector"] == {"gpu": "h100"}
@@ -87,7 +87,7 @@ def test_an_admission_without_topology_leaves_pods_ungated_and_unlabelled() -> N
 def test_a_toleration_the_template_already_has_is_not_repeated() -> None:
     job = make_job("t").obj()
     job["spec"]["template"]["spec"]["tolerations"] = list(H100["tolerations"])
-    patch = pod_template_patch(job, "w", admission(topology=False), {"h100": H100})
+    patch = pod_template_patch(job, "w", Admission.model_validate(admission(topology=False)), {"h100": H100})
     assert patch["spec"]["template"]["spec"]["tolerations"] == H100["tolerations"]
 
 
@@ -127,8 +127,8 @@ KINDS = ["own selector and toleration", "selector key the flavor overrides", "la
 @pytest.mark.parametrize("topology", [True, False], ids=["topology", "no-topology"])
 def test_restoring_after_a_start_gives_back_exactly_the_authors_template(kind: str, topology: bool) -> None:
     job = authored(kind)
-    workload = workload_from_job(job)
-    started = merge(job, pod_template_patch(job, "job-train-x", admission(topology=topology), {"h100": H100}))
+    workload = Workload.from_dict(workload_from_job(job))
+    started = merge(job, pod_template_patch(job, "job-train-x", Admission.model_validate(admission(topology=topology)), {"h100": H100}))
     assert started["spec"]["template"] != job["spec"]["template"]  # the start changed something
     restored = merge(started, pod_template_restore_patch(started, workload))
     assert without_empty(restored["spec"]["template"]) == without_empty(job["spec"]["template"])
@@ -137,8 +137,8 @@ def test_restoring_after_a_start_gives_back_exactly_the_authors_template(kind: s
 
 def test_the_restore_patch_carries_the_jobs_resource_version_and_nulls_only_what_tasq_added() -> None:
     job = authored("own selector and toleration")
-    workload = workload_from_job(job)
-    started = merge(job, pod_template_patch(job, "job-train-x", admission(topology=True), {"h100": H100}))
+    workload = Workload.from_dict(workload_from_job(job))
+    started = merge(job, pod_template_patch(job, "job-train-x", Admission.model_validate(admission(topology=True)), {"h100": H100}))
     started["metadata"]["resourceVersion"] = "12"
     patch = pod_template_restore_patch(started, workload)
     assert patch == {"metadata": {"resourceVersion": "12"}, "spec": {"template": {
@@ -150,11 +150,12 @@ def test_the_restore_patch_carries_the_jobs_resource_version_and_nulls_only_what
 
 def test_a_workload_never_admitted_has_no_admitted_condition_one_evicted_keeps_it() -> None:
     workload = workload_from_job(authored("bare"))
-    assert not was_admitted(workload)
-    workload["status"] = {"conditions": [{"type": c.CONDITION_QUOTA_RESERVED, "status": "False"}]}
-    assert not was_admitted(workload)
-    workload["status"]["conditions"].append({"type": c.CONDITION_ADMITTED, "status": "False"})
-    assert was_admitted(workload)
+    assert not was_admitted(Workload.from_dict(workload))
+    condition = {"reason": "Pending", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    workload["status"] = {"conditions": [{"type": c.CONDITION_QUOTA_RESERVED, "status": "False", **condition}]}
+    assert not was_admitted(Workload.from_dict(workload))
+    workload["status"]["conditions"].append({"type": c.CONDITION_ADMITTED, "status": "False", **condition})
+    assert was_admitted(Workload.from_dict(workload))
 
 
 def test_deactivation_evicts_releases_the_reservation_and_says_why() -> None:
@@ -268,7 +269,7 @@ def admitted_workload(job: dict[str, Any]) -> dict[str, Any]:
 
 def running(job: dict[str, Any]) -> dict[str, Any]:
     """The Job after tasq started it and the Job controller stamped its startTime."""
-    started = merge(job, pod_template_patch(job, "job-train-x", admission(topology=True), {"h100": H100}))
+    started = merge(job, pod_template_patch(job, "job-train-x", Admission.model_validate(admission(topology=True)), {"h100": H100}))
     started["metadata"]["resourceVersion"] = "30"
     started["status"] = {"startTime": "2026-01-01T00:00:05Z", "active": 2}
     return dict(started)

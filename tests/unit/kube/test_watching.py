@@ -94,3 +94,16 @@ async def test_priming_waits_out_a_refusal_only_an_administrator_can_fix_saying_
 async def test_priming_gives_up_on_a_refusal_that_no_waiting_fixes() -> None:
     with pytest.raises(ApiError, match="400: refused pods"):
         await prime(ClusterCache(), ListingApi("pods", [400]), lambda *_: None)  # type: ignore[arg-type]  # a stand-in for KubeApi
+
+
+def test_a_malformed_object_is_logged_with_its_field_path_and_reported_to_no_loop(
+        caplog: pytest.LogCaptureFixture) -> None:
+    changes: list[str] = []
+    cache = ClusterCache()
+    bad = node("a", 3)
+    bad["status"] = {"allocatable": {"cpu": "lots"}}
+    with caplog.at_level(logging.WARNING, logger="controller.kube.watching"):
+        apply_event(cache, KIND_NODE, "ADDED", bad, lambda kind, event_type, obj: changes.append(event_type))
+    assert changes == [] and "a" not in cache.nodes
+    (record,) = caplog.records
+    assert "Node a (resourceVersion 3) refused" in record.getMessage() and "lots" in record.getMessage()

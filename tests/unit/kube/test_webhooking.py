@@ -1,18 +1,29 @@
 """The webhook side of the operator: review memos that are not kept, local TLS files, denials
-logged once, and the list of local replicas sharing the configurations."""
+logged once, and the local webhook configurations written through the door and shared by replicas
+(against the devcluster)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from kubernetes.aio import config as aconfig
+from kubernetes.aio.client import ApiClient
 
 from controller.api import constants as c
+from controller.kube.api import (
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    ApiError,
+    KubeApi,
+    path,
+)
 from controller.kube.webhooking import (
     DenialsLoggedOnce,
     ReviewMemories,
@@ -20,8 +31,14 @@ from controller.kube.webhooking import (
     left,
     listening,
     local_tls,
+    register_configurations,
+    release_configurations,
+    remove_configurations,
     sharing_servers,
 )
+from devcluster.cluster import DevCluster
+from devcluster.server.faults import ERROR
+from tests.unit.kube.recording import RecordingApi
 
 
 async def test_update_reviews_leave_no_memo_behind() -> None:
@@ -50,16 +67,80 @@ def test_kopfs_denial_lines_are_dropped_but_handler_crashes_stay() -> None:
     assert drop.filter(_record(logging.ERROR, "Handler 'x' failed permanently: y"))
 
 
+@pytest.fixture
+async def cluster_client(tmp_path: Path) -> AsyncIterator[tuple[DevCluster, ApiClient]]:
+    async with DevCluster() as cluster:
+        client = await aconfig.new_client_from_config(config_file=str(cluster.write_kubeconfig(tmp_path / "kc")))  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
+        async with client:
+            yield cluster, client
+
+
+MUTATING = path(*MUTATING_WEBHOOK_CONFIGURATIONS)
+VALIDATING = path(*VALIDATING_WEBHOOK_CONFIGURATIONS)
+
+
+async def test_configurations_are_created_replaced_and_deleted_through_the_door(
+        cluster_client: tuple[DevCluster, ApiClient]) -> None:
+    """Each configuration is read first: created when absent, else replaced at its resourceVersion
+    (a previous run's); deleting absent ones is fine; a 500 on the way is retried."""
+    cluster, client = cluster_client
+    api = RecordingApi(client)
+    await register_configurations(api, "https://127.0.0.1:1", "Y2E=")
+    cluster.faults.inject(ERROR, "update", "validatingwebhookconfigurations", count=1)
+    await register_configurations(api, "https://127.0.0.1:2", "Y2E=")
+    current = await KubeApi(client).get(VALIDATING_WEBHOOK_CONFIGURATIONS, None, c.VALIDATING_WEBHOOK_CONFIGURATION)
+    assert {w["clientConfig"]["url"].split("/")[2] for w in current["webhooks"]} == {"127.0.0.1:2"}
+    await remove_configurations(api)
+    await remove_configurations(api)  # both gone already: nothing raised
+    mutating, validating = f"{MUTATING}/{c.MUTATING_WEBHOOK_CONFIGURATION}", f"{VALIDATING}/{c.VALIDATING_WEBHOOK_CONFIGURATION}"
+    assert api.seen == [("GET", mutating), ("POST", MUTATING), ("GET", validating), ("POST", VALIDATING),
+                        ("GET", mutating), ("PUT", mutating),
+                        ("GET", validating), ("PUT", validating), ("PUT", validating),
+                        ("DELETE", mutating), ("DELETE", validating), ("DELETE", mutating), ("DELETE", validating)]
+
+
+async def test_a_leaving_replica_hands_the_configurations_to_one_still_listening_and_the_last_deletes_them(
+        cluster_client: tuple[DevCluster, ApiClient]) -> None:
+    _, client = cluster_client
+    api = KubeApi(client)
+    up = {"https://127.0.0.1:1", "https://127.0.0.1:2"}
+
+    async def alive(url: str) -> bool:
+        return url in up
+
+    async def served_by() -> set[str]:
+        found = set()
+        for resource, name in ((MUTATING_WEBHOOK_CONFIGURATIONS, c.MUTATING_WEBHOOK_CONFIGURATION),
+                               (VALIDATING_WEBHOOK_CONFIGURATIONS, c.VALIDATING_WEBHOOK_CONFIGURATION)):
+            try:
+                current = await api.get(resource, None, name)
+            except ApiError:
+                continue
+            found |= {w["clientConfig"]["url"].rsplit("/", 1)[0] for w in current["webhooks"]}
+        return found
+
+    for port in (1, 2, 3):
+        await register_configurations(api, f"https://127.0.0.1:{port}", "Y2E=")
+    assert await served_by() == {"https://127.0.0.1:3"}  # the newest
+    await release_configurations(api, "https://127.0.0.1:9", alive=alive)  # not listed: left alone
+    assert await served_by() == {"https://127.0.0.1:3"}
+    await release_configurations(api, "https://127.0.0.1:3", alive=alive)
+    assert await served_by() == {"https://127.0.0.1:2"}
+    up.discard("https://127.0.0.1:1")  # killed: listed, no longer listening
+    await release_configurations(api, "https://127.0.0.1:2", alive=alive)
+    assert await served_by() == set()  # the last one listening left: deleted
+
+
 # -- configurations shared by local replicas -------------------------------------------------------
 
 A = {"url": "https://127.0.0.1:9443", "caBundle": "QQ=="}
 B = {"url": "https://127.0.0.1:9444", "caBundle": "Qg=="}
 
 
-def configuration(annotation: str | None) -> SimpleNamespace:
-    """A configuration as the client models it: only what `sharing_servers` reads."""
+def configuration(annotation: str | None) -> dict[str, Any]:
+    """A configuration as read: only what `sharing_servers` reads."""
     annotations = None if annotation is None else {c.ANNOTATION_LOCAL_WEBHOOK_SERVERS: annotation}
-    return SimpleNamespace(metadata=SimpleNamespace(annotations=annotations))
+    return {"metadata": {"name": "x", "annotations": annotations}}
 
 
 @pytest.mark.parametrize(("annotation", "servers"), [

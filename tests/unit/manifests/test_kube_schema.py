@@ -47,3 +47,36 @@ CASES: list[tuple[str, str, dict[str, Any], list[str]]] = [
 @pytest.mark.parametrize(("definition", "obj", "errors"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_schema_errors(definition: str, obj: dict[str, Any], errors: list[str]) -> None:
     assert [str(e) for e in schema_errors(definition, obj)] == errors
+
+
+NULL_ITEMS: list[tuple[str, str, dict[str, Any], str, Any]] = [
+    ("a null selector term: an empty term", POD,
+     pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [None]}}}),
+     "affinity", {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}}),
+    ("a null gate: its required name empty", POD, pod(schedulingGates=[{"name": "a"}, None]),
+     "schedulingGates", [{"name": "a"}, {"name": ""}]),
+    ("a null match value: an empty string", POD,
+     pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+         {"matchExpressions": [{"key": "a", "operator": "In", "values": [None]}]}]}}}),
+     "affinity", {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+         {"matchExpressions": [{"key": "a", "operator": "In", "values": [""]}]}]}}}),
+    ("a null request: quantity zero", POD, pod(containers=[{"name": "c", "resources": {"requests": {"cpu": None}}}]),
+     "containers", [{"name": "c", "resources": {"requests": {"cpu": "0"}}}]),
+    ("a null node selector value: an empty string", POD, pod(nodeSelector={"rack": None}), "nodeSelector",
+     {"rack": ""}),
+]
+
+
+@pytest.mark.parametrize(("definition", "obj", "field", "decoded"), [c[1:] for c in NULL_ITEMS],
+                         ids=[c[0] for c in NULL_ITEMS])
+def test_a_null_item_or_map_value_is_decoded_into_its_zero_value_as_go_does(
+        definition: str, obj: dict[str, Any], field: str, decoded: Any) -> None:
+    assert schema_errors(definition, obj) == []
+    assert obj["spec"][field] == decoded
+
+
+def test_a_null_item_with_a_required_field_of_a_nested_type_gets_that_field_too() -> None:
+    obj = pod(tolerations=[None], containers=[{"name": "c"}, None])
+    assert schema_errors(POD, obj) == []
+    assert obj["spec"]["tolerations"] == [{}]  # no required field
+    assert obj["spec"]["containers"][1] == {"name": ""}

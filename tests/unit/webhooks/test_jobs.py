@@ -85,6 +85,25 @@ PS_UNCONSTRAINED = f"{TPL_NOTES}[{c.ANNOTATION_PODSET_UNCONSTRAINED_TOPOLOGY}]"
          want_errors=("spec.template.spec.tolerations[0].operator",)),
     Case("annotations that are not strings", valid_job().set("metadata.annotations", {
         c.ANNOTATION_REQUIRE_TOPOLOGY: 3}), want_errors=(REQUIRE,)),
+    # kube-apiserver's own rules on the template: on a cluster it refuses these before the webhook runs.
+    Case("a template restarting OnFailure", valid_job().set("spec.template.spec.restartPolicy", "OnFailure")),
+    Case("a template restarting Always (what the API server defaults an absent one to)",
+         valid_job().set("spec.template.spec.restartPolicy", "Always"),
+         want_errors=("spec.template.spec.restartPolicy",)),
+    Case("a template without restartPolicy (an undefaulted manifest, as tasq simulate reads it)",
+         valid_job().drop("spec.template.spec.restartPolicy"), want_errors=("spec.template.spec.restartPolicy",)),
+    Case("OnFailure with a podFailurePolicy", valid_job().set("spec.template.spec.restartPolicy", "OnFailure")
+         .set("spec.podFailurePolicy", {"rules": []}), want_errors=("spec.template.spec.restartPolicy",)),
+    Case("a GPU request with its limit", valid_job().requests({"nvidia.com/gpu": "2"})),
+    Case("a GPU request without a limit", valid_job().set("spec.template.spec.containers.0.resources",
+                                                          {"requests": {"nvidia.com/gpu": "2"}}),
+         want_errors=("spec.template.spec.containers[0].resources.limits",)),
+    Case("a template bound to a node while gated (kube-apiserver allows it in a template)",
+         valid_job().set("spec.template.spec.nodeName", "n1")
+         .set("spec.template.spec.schedulingGates", [{"name": "a.io/x"}])),
+    Case("a template with a gate twice", valid_job().set("spec.template.spec.schedulingGates",
+                                                         [{"name": "a.io/x"}, {"name": "a.io/x"}]),
+         want_errors=("spec.template.spec.schedulingGates[1]",)),
 )
 def test_job(case: Case) -> None:
     assert sorted(e.path for e in validate(case.manifest())) == sorted(case.want_errors)

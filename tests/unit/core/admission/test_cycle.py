@@ -72,7 +72,7 @@ def wl(name: str, gpus: int, count: int = 1, cq: str = "a", **kw: Any) -> Worklo
 
 
 def submit_all(state: AdmissionState, workloads: list[WorkloadBuilder]) -> list[WorkloadInfo]:
-    infos = [workload_info(b.obj(), seq=i) for i, b in enumerate(workloads)]
+    infos = [workload_info(b.model(), seq=i) for i, b in enumerate(workloads)]
     for info in infos:
         state.submit(info)
     return infos
@@ -309,8 +309,8 @@ def test_namespace_selector_matches_namespace_labels() -> None:
     state = make_admission_state([cq], flavors(), local_queues=[make_local_queue("lq-a", "a", "ml-ns"),
                                                                  make_local_queue("lq-a", "a", "web")],
                                  namespaces={"ml-ns": {"team": "ml"}, "web": {"team": "web"}})
-    ok = workload_info(make_workload("w", "ml-ns").queue("lq-a").pod_set("main", 1, {GPU: 1}).obj(), seq=0)
-    refused = workload_info(make_workload("w", "web").queue("lq-a").pod_set("main", 1, {GPU: 1}).obj(), seq=1)
+    ok = workload_info(make_workload("w", "ml-ns").queue("lq-a").pod_set("main", 1, {GPU: 1}).model(), seq=0)
+    refused = workload_info(make_workload("w", "web").queue("lq-a").pod_set("main", 1, {GPU: 1}).model(), seq=1)
     assert state.submit(ok) is None
     problem = state.submit(refused)
     assert problem is not None and problem.detail == c.REASON_NAMESPACE_MISMATCH

@@ -43,7 +43,7 @@ def test_held_capacity_matches_admissions_and_is_all_given_back(
         builder = make_workload(f"w{n}").queue("lq-a")
         for i, (count, gpus, level) in enumerate(spec):
             builder.pod_set(f"ps{i}", count, {GPU: gpus}, required=level)
-        state.submit(workload_info(builder.obj(), seq=n))
+        state.submit(workload_info(builder.model(), seq=n))
     run_until_quiet(state)
 
     admitted_gpus = sum(ps.usage[GPU] for fit in state.admitted.values() for ps in fit.pod_sets)

@@ -51,7 +51,7 @@ def admit(*podsets: tuple[str, int, dict[str, Any]], gates: str = "") -> Admit |
             workload = workload.pod_set(name, count, {GPU: 1}, topologyRequest=request)
         else:
             workload = workload.pod_set(name, count, {GPU: 1})
-    state.submit(workload_info(workload.obj()))
+    state.submit(workload_info(workload.model()))
     (decision, *_) = run_until_quiet(state)
     return decision
 

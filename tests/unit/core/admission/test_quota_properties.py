@@ -51,7 +51,7 @@ def test_quiet_admission_is_within_limits_and_maximal(specs: list[QueueSpec],
     gpus_of = {}
     for n, (queue, gpus) in enumerate(demands):
         queue %= len(specs)
-        info = workload_info(make_workload(f"w{n}").queue(f"lq-q{queue}").pod_set("main", 1, {GPU: gpus}).obj(), seq=n)
+        info = workload_info(make_workload(f"w{n}").queue(f"lq-q{queue}").pod_set("main", 1, {GPU: gpus}).model(), seq=n)
         gpus_of[info.key] = (queue, gpus)
         state.submit(info)
     run_until_quiet(state)

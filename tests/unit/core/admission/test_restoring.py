@@ -67,10 +67,11 @@ def test_domain_slices_take_the_fewest_most_free_nodes_of_their_domain(case: Res
              for i in range(case.bound_on_n1)]
     state = make_admission_state_with_pods(nodes, pods)
     total = sum(n for _, n in case.slices)
-    manifest = make_workload("wl").queue("lq-cq").pod_set("main", total, {GPU: 1}, required=RACK) \
-        .admitted("cq").assignment("main", total, *case.slices, cluster_queue="cq", flavors={GPU: "gpu"}).obj()
-    info = workload_info(manifest)
-    held = domain_holdings(state.snapshot, info, manifest["status"]["admission"], pods,
+    workload = make_workload("wl").queue("lq-cq").pod_set("main", total, {GPU: 1}, required=RACK) \
+        .admitted("cq").assignment("main", total, *case.slices, cluster_queue="cq", flavors={GPU: "gpu"}).model()
+    info = workload_info(workload)
+    assert workload.reserved_admission is not None
+    held = domain_holdings(state.snapshot, info, workload.reserved_admission, pods,
                            {node.name: node for node in nodes})
     assert {node: vector[GPU] // 1000 for node, vector in held.items()} == case.want_gpus
     assert all(vector[c.RESOURCE_PODS] == vector[GPU] for vector in held.values())

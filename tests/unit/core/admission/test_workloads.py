@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
+from controller.api.workload import Workload
 from controller.core.admission.workloads import workload_from_job, workload_info, workload_name_for_job
 from controller.core.topology import TopologyRequest
 from tests.builders.kueue import JobBuilder, make_job
@@ -71,7 +72,7 @@ JOB_CASES = [
 @pytest.mark.parametrize("case", JOB_CASES, ids=lambda case: case.name)
 def test_workload_from_job(case: JobCase) -> None:
     manifest = workload_from_job(case.job.queue("q").obj(), PRIORITY_CLASSES)
-    info = workload_info(manifest)
+    info = workload_info(Workload.from_dict(manifest))
     assert len(info.pod_sets) == 1
     ps = info.pod_sets[0]
     assert ps.name == "main"
@@ -108,7 +109,7 @@ def test_a_workload_manifest_takes_its_class_priority_and_template_topology() ->
     manifest["spec"].pop("priority")
     manifest["spec"]["priorityClassName"] = "high"
     manifest["spec"]["podSets"][0].pop("topologyRequest")
-    info = workload_info(manifest, priority_classes=PRIORITY_CLASSES)
+    info = workload_info(Workload.from_dict(manifest), priority_classes=PRIORITY_CLASSES)
     assert info.priority == 1000
     assert info.pod_sets[0].topology == TopologyRequest("required", "rack")
 
@@ -131,7 +132,7 @@ PRIORITY_CASES = [
 
 @pytest.mark.parametrize("case", PRIORITY_CASES, ids=lambda case: case.name)
 def test_a_workload_manifest_priority(case: PriorityCase) -> None:
-    wl = workload_info({"metadata": {"name": "w", "namespace": "ns"}, "spec": {"queueName": "q", **case.spec}},
+    wl = workload_info(Workload.from_dict({"metadata": {"name": "w", "namespace": "ns"}, "spec": {"queueName": "q", "podSets": [{"name": "main"}], **case.spec}}),
                        priority_classes=PRIORITY_CLASSES)
     assert wl.priority == case.want_priority
 
@@ -164,6 +165,6 @@ def test_slice_and_group_annotations_reach_the_workload_and_back(notes: dict[str
     (pod_set,) = workload["spec"]["podSets"]
     assert pod_set["topologyRequest"] == want
     # The Workload's fields parse back into the same request the annotations gave.
-    (info,) = workload_info(workload).pod_sets
-    (from_notes,) = workload_info({"spec": {"podSets": [{**pod_set, "topologyRequest": None}]}}).pod_sets
+    (info,) = workload_info(Workload.from_dict(workload)).pod_sets
+    (from_notes,) = workload_info(Workload.from_dict({"spec": {"podSets": [{**pod_set, "topologyRequest": None}]}})).pod_sets
     assert info.topology == from_notes.topology
