@@ -9,7 +9,8 @@ nodeSelector/tolerations, the topology-workload/-podset annotations, tasq's labe
 scheduling gate into the pod template and unsuspend; suspend a Job whose Workload lost its admission and put back
 the pod template the Workload recorded at creation; evict a deactivated Workload (`spec.active:
 false`) the same way, then release its reservation; mark the Workload Finished when the Job
-completes or fails; delete it when the Job is gone. Leader only.
+completes or fails; delete it when the Job is gone. Leader only. A reconcile that fails in any way
+(refused, a dropped connection, a bug) is re-queued with backoff (controller.kube.requeuing).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from controller.core.admission.conditions import mark_finished
 from controller.core.admission.workloads import workload_from_job
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
+from controller.kube.requeuing import Backoff, log_failure
 from controller.kube.statuses import write_workload_status
 
 log = logging.getLogger(__name__)
@@ -177,6 +179,8 @@ class JobReconciler:
         self._wake = asyncio.Event()
         self._refused: set[tuple[str, str]] = set()
         """(Job uid, PriorityClass) already reported missing: one Event, not one per change."""
+        self._backoff = Backoff()
+        """Consecutive failures per Job: a failed reconcile is re-queued after its backoff."""
 
     def notify(self, job_key: str) -> None:
         self._dirty[job_key] = None
@@ -216,15 +220,20 @@ class JobReconciler:
             self._active.add(key)
             try:
                 await self.reconcile(key)
-            except ApiError as e:
-                (log.debug if e.conflict else log.warning)("job %s: %s; retrying", key, e)
-                await asyncio.sleep(0.2)
-                self.notify(key)
-            except Exception:  # one Job's bug must not stop the others
-                log.exception("job %s: reconcile failed", key)
+            except Exception as e:  # any failure (API, dropped connection, a bug): never dropped
+                self._requeue(key, e)
+            else:
+                self._backoff.succeeded(key)
             finally:
                 self._active.discard(key)
                 self._wake.set()  # a change to this Job that waited for it, or an idle worker
+
+    def _requeue(self, key: str, error: Exception) -> None:
+        """Reconcile `key` again after its backoff (from the cache as it is then: a write whose answer
+        was lost shows in the watch meanwhile); the worker is free in between."""
+        delay = self._backoff.failed(key)
+        log_failure(log, f"job {key}", error, delay)
+        asyncio.get_running_loop().call_later(delay, self.notify, key)
 
     async def reconcile(self, key: str) -> None:
         """Phase dispatch for one Job: decide from the cache which single step it needs."""
