@@ -283,9 +283,9 @@ class JobReconciler:
         try:
             written = await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], cleared, "status"))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return
-            raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
+            raise  # a conflict too: `run` retries from the cache, which the watch refreshes meanwhile
         self.cache.upsert(c.KIND_JOB, written)
         self.notify(key)  # the watch echo of our own write is skipped: go on to the Workload
 
@@ -302,7 +302,7 @@ class JobReconciler:
             await retrying(lambda: self.api.delete(WORKLOADS, entry.info.namespace, entry.info.name,
                                                    resource_version=version))
         except ApiError as e:
-            if e.status not in (404, 409):
+            if not (e.not_found or e.conflict):  # gone, or changed: decided again from the newer version
                 raise
 
     async def _create_workload(self, job: dict[str, Any], view: JobView) -> None:
