@@ -2,7 +2,9 @@
 
 Workloads arrive and finish on the simulated clock; after every event the admission cycle runs until
 quiet. Reports admission decisions per second of real time and time-to-admission per class in
-simulated time, at 640 and at 10,000 nodes. Run: `.venv/bin/python bench/admission.py [--quick]`.
+simulated time, at 640 and at 10,000 nodes. `--backlog` instead times one operator admission cycle
+over a backlog of 100 / 1,000 / 10,000 waiting Workloads of which few fit, with the growth exponent.
+Run: `.venv/bin/python bench/admission.py [--quick | --backlog [--sizes 100,1000,10000]]`.
 """
 
 # The mix (Kueue test/performance/scheduler/configs/tas): 1 block x 10 racks x 64 nodes of 96 cpu /
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import math
+import os
 import platform
 import statistics
 import time
@@ -28,7 +32,8 @@ from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.views import NodeView
 from controller.api.workload import Workload
-from controller.core.admission.cycle import AdmissionState, Admit, Pending, run_until_quiet
+from controller.cache.cluster import ClusterCache
+from controller.core.admission.cycle import AdmissionState, Admit, Pending, explain, run_until_quiet
 from controller.core.admission.snapshot import build_snapshot
 from controller.core.admission.workloads import WorkloadInfo, workload_info
 
@@ -202,10 +207,111 @@ def report(results: list[Result]) -> None:
         print(f"| {r.nodes:,} | " + " | ".join(cells) + " |")
 
 
+# The backlog: 64 nodes (1 block x 4 racks x 16) in the operator's ClusterCache; one cohort of four
+# ClusterQueues (nominal 16 cpu each, no borrowing limit; the last one StrictFIFO), and N Workloads
+# spread over them round-robin, of 48 shapes (1/2/4/8 pods x 500m/1/2 cpu x rack required/preferred x
+# two pod-set names) and three priorities. The quota takes a few dozen; the rest wait ("few fit").
+# "all fit": the same cluster and queues with 10,000 cpu of quota each and every Workload one pod of
+# 100m preferring a rack (one shape, one priority): the whole backlog is admitted in the cycle.
+
+BACKLOG_SHAPE = Shape(1, 4, 16)
+BACKLOG_QUEUES = 4
+
+
+def backlog_cache(n: int, all_fit: bool) -> ClusterCache:
+    """The cluster, queues and `n` Workloads as the operator's cache holds them after their events."""
+    cache = ClusterCache()
+    cache.upsert(c.KIND_TOPOLOGY, {"metadata": {"name": "default-topology"}, "spec": {"levels": [
+        {"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": c.LABEL_HOSTNAME}]}})
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, {"metadata": {"name": "tas-flavor"}, "spec": {
+        "nodeLabels": {"tas-node-group": "tas"}, "topologyName": "default-topology"}})
+    for view in make_nodes(BACKLOG_SHAPE):
+        cache.nodes[view.name] = view
+    for q in range(BACKLOG_QUEUES):
+        name = f"cq-{q}"
+        strategy = c.QUEUEING_STRICT_FIFO if q == BACKLOG_QUEUES - 1 else c.QUEUEING_BEST_EFFORT_FIFO
+        cache.upsert(c.KIND_CLUSTER_QUEUE, {"metadata": {"name": name}, "spec": {
+            "cohort": "backlog", "namespaceSelector": {}, "queueingStrategy": strategy, "resourceGroups": [{
+                "coveredResources": ["cpu"], "flavors": [{"name": "tas-flavor", "resources": [
+                    {"name": "cpu", "nominalQuota": "10000" if all_fit else "16"}]}]}]}})
+        cache.upsert(c.KIND_LOCAL_QUEUE, {"metadata": {"name": name, "namespace": NAMESPACE},
+                                          "spec": {"clusterQueue": name}})
+    for i in range(n):
+        klass = CLASSES[i % 3]
+        pods, cpu = (1, 2, 4, 8)[i // 3 % 4], ("500m", "1", "2")[i // 12 % 3]
+        mode = ("required", "preferred")[i // 36 % 2]
+        if all_fit:
+            klass, pods, cpu, mode = CLASSES[0], 1, "100m", "preferred"
+        manifest = workload_manifest(f"wl-{i:05d}", f"cq-{i % BACKLOG_QUEUES}", klass, mode)
+        pod_set = manifest["spec"]["podSets"][0]
+        pod_set["count"], pod_set["name"] = pods, ("main", "worker")[0 if all_fit else i // 72 % 2]
+        pod_set["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+        manifest["metadata"]["resourceVersion"] = "1"
+        manifest["metadata"]["creationTimestamp"] = f"2026-01-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z"
+        cache.upsert(c.KIND_WORKLOAD, manifest)
+    return cache
+
+
+@dataclass
+class BacklogRow:
+    waiting: int
+    state_s: float
+    decide_s: float
+    reasons_s: float
+    admitted: int
+
+    @property
+    def total_s(self) -> float:
+        return self.state_s + self.decide_s + self.reasons_s
+
+
+def backlog_cycle(n: int, all_fit: bool) -> BacklogRow:
+    """One cycle as `AdmissionLoop.cycle` runs it on a fresh backlog: the state from the cache
+    (every waiting Workload queued), the decisions, then why each waiting one waits (its decision,
+    else `explain`: on a first cycle no Workload shows a reason yet) and the waiting map."""
+    cache = backlog_cache(n, all_fit)
+    cache.snapshot()  # the static parts (flavor trees, quotas) are built once, not per cycle
+    t0 = time.perf_counter()
+    state = cache.admission_state()
+    t1 = time.perf_counter()
+    decisions = run_until_quiet(state)
+    t2 = time.perf_counter()
+    memo: dict[tuple[str, tuple[Any, ...]], Pending] = {}
+    reasons = [state.pending.get(key) or explain(state, key, memo) for key in state.waiting()]
+    waiting = {key: q for key in state.waiting() if (q := state.queue_of.get(key)) is not None}
+    t3 = time.perf_counter()
+    assert len(reasons) == len(waiting) == n - sum(isinstance(d, Admit) for d in decisions)
+    return BacklogRow(n, t1 - t0, t2 - t1, t3 - t2, sum(isinstance(d, Admit) for d in decisions))
+
+
+def backlog(sizes: list[int]) -> None:
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"{platform.python_implementation()} {platform.python_version()}; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{BACKLOG_SHAPE.nodes} nodes, {BACKLOG_QUEUES} ClusterQueues; one admission cycle, seconds")
+    print()
+    print("| scenario | workloads | admitted | state | decide | reasons | cycle | exponent |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for all_fit in (False, True):
+        prev: BacklogRow | None = None
+        for n in sizes:
+            row = backlog_cycle(n, all_fit)
+            slope = "" if prev is None else f"{math.log(row.total_s / prev.total_s) / math.log(n / prev.waiting):.2f}"
+            print(f"| {'all fit' if all_fit else 'few fit'} | {n:,} | {row.admitted:,} | {row.state_s:.3f} | "
+                  f"{row.decide_s:.3f} | {row.reasons_s:.3f} | {row.total_s:.3f} | {slope} |", flush=True)
+            prev = row
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}; exponent: log-log slope of the cycle against the row above")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: 1 cohort x 2 queues, 10%% of the workloads")
+    parser.add_argument("--backlog", action="store_true", help="one cycle over a backlog of waiting Workloads")
+    parser.add_argument("--sizes", default="100,1000,10000", help="backlog sizes (with --backlog)")
     args = parser.parse_args()
+    if args.backlog:
+        backlog([int(size) for size in args.sizes.split(",")])
+        return
     cohorts, queues, scale = (1, 2, 0.1) if args.quick else (5, 6, 1.0)
     shapes = (Shape(1, 10, 64), Shape(5, 20, 100))
     results = []

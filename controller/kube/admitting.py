@@ -154,13 +154,14 @@ class AdmissionLoop:
         """Why each waiting workload waits: its decision this cycle, else (not yet told, e.g. parked
         behind a same-shape head) recomputed once; workloads already showing a reason keep it."""
         out = []
+        memo: dict[tuple[str, tuple[Any, ...]], Pending] = {}
         for key in state.waiting():
             why = state.pending.get(key)
             entry = self.cache.workloads.get(key)
             if entry is None:
                 continue
             if why is None and entry.obj.condition(c.CONDITION_QUOTA_RESERVED) is None:
-                why = explain(state, key)
+                why = explain(state, key, memo)
             if why is not None:
                 out.append(why)
         return out

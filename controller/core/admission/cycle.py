@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller.api import constants as c
@@ -201,8 +201,13 @@ def _settle(state: AdmissionState, cq_name: str, key: str, result: WorkloadFit |
     return decision
 
 
-def explain(state: AdmissionState, key: str) -> Pending | None:
-    """Why a pending workload waits right now, recomputed against the current usage (no memo)."""
+def explain(state: AdmissionState, key: str,
+            memo: dict[tuple[str, tuple[Any, ...]], Pending] | None = None) -> Pending | None:
+    """Why a pending workload waits right now, recomputed against the current usage (no cycle memo).
+
+    `memo`, shared by the calls of one pass that changes nothing in between (every trial fit is
+    dropped again), keeps one answer per (ClusterQueue, shape): workloads of one shape fit or fail
+    alike on the same usage, so a backlog of n costs one assignment per shape, not n."""
     cq_name = state.queue_of.get(key)
     if cq_name is None or key in state.admitted:
         return state.pending.get(key)
@@ -210,9 +215,17 @@ def explain(state: AdmissionState, key: str) -> Pending | None:
     if blocker is not None and blocker != key:
         return Pending(key, cq_name, c.REASON_PENDING, c.REASON_STRICT_FIFO_BLOCKED,
                        f"StrictFIFO: waiting behind \"{blocker}\" in ClusterQueue \"{cq_name}\"")
+    shape = (cq_name, state.workloads[key].shape)
+    known = memo.get(shape) if memo is not None else None
+    if known is not None:
+        return replace(known, key=key)
     result = assign_flavors(state.snapshot, cq_name, state.workloads[key])
     if isinstance(result, WorkloadFit):
         state.snapshot.usage.release(key)
-        return Pending(key, cq_name, c.REASON_PENDING, c.REASON_PENDING,
-                       "fits now; waiting for the next admission cycle")
-    return Pending(key, cq_name, c.REASON_PENDING, result.reason, result.message)
+        why = Pending(key, cq_name, c.REASON_PENDING, c.REASON_PENDING,
+                      "fits now; waiting for the next admission cycle")
+    else:
+        why = Pending(key, cq_name, c.REASON_PENDING, result.reason, result.message)
+    if memo is not None:
+        memo[shape] = why
+    return why
