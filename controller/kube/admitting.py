@@ -1,7 +1,8 @@
 """The admission loop: on a change, debounce, run one admission cycle over the cache, write results.
 
-Only while leading. A cycle runs the pure core (`run_until_quiet`) on `ClusterCache.admission_state`
-(so admissions are reserved in the cache at once), then writes every decision as a Workload status
+Only while leading. A cycle runs the pure core's rounds (`rounds`) on `ClusterCache.admission_state`
+(so admissions are reserved in the cache at once; a long cycle lets the event loop run between
+rounds), then writes every decision as a Workload status
 patch (resourceVersion-checked, retried), posts Events (Admitted; a pending cause once per new
 cause) and refreshes the ClusterQueue and LocalQueue statuses. One cycle at a time; its writes
 run beside the next cycles (at most one in flight per Workload). Started by controller.kube.operating.
@@ -20,7 +21,7 @@ from controller.api import constants as c
 from controller.api.workload import Workload, admission_of
 from controller.cache.cluster import ClusterCache
 from controller.core.admission.conditions import mark_admitted, mark_pending, quota_reserved_message
-from controller.core.admission.cycle import AdmissionState, Admit, Pending, explain, run_until_quiet
+from controller.core.admission.cycle import AdmissionState, Admit, Decision, Pending, explain, rounds
 from controller.core.admission.workloads import workload_info
 from controller.kube.api import ApiError, KubeApi
 from controller.kube.events import EventRecorder
@@ -39,6 +40,8 @@ DEBOUNCE_S = 0.05
 QUEUE_STATUS_INTERVAL_S = 1.0
 """The shortest time between two writes of the queue statuses while admissions go on."""
 PARALLEL_WRITES = 32
+STEP_BUDGET_S = 0.02
+"""How long a cycle decides before it lets the event loop run (between two rounds)."""
 
 
 class AdmissionLoop:
@@ -93,21 +96,21 @@ class AdmissionLoop:
                 log.exception("admission cycle failed; retrying on the next change")
 
     async def cycle(self) -> None:
-        """Phases: decide (pure, synchronous), record admissions in the cache, write statuses."""
+        """Phases: decide (the pure core's rounds, admissions recorded in the cache as they come),
+        say why the others wait, write statuses."""
         self.cycles += 1
         started = time.perf_counter()
         state = self.cache.admission_state()
-        decisions = run_until_quiet(state)
+        built = time.perf_counter() - started
+        decisions, busy = await self._decide(state)
         admits = [d for d in decisions if isinstance(d, Admit)]
         if self.metrics is not None and decisions:
             # The cycle decides its heads in one pass: each attempt is charged its share.
-            share = (time.perf_counter() - started) / len(decisions)
+            share = (built + busy) / len(decisions)
             for decision in decisions:
                 self.metrics.admission_attempted(
                     c.ADMISSION_RESULT_SUCCESS if isinstance(decision, Admit) else c.ADMISSION_RESULT_INADMISSIBLE,
                     share)
-        for admit in admits:
-            self.cache.record_admission(admit.key, state.admitted[admit.key])
         pendings = []
         for why in self._pending(state):
             if why.key in self._writing:
@@ -120,6 +123,30 @@ class AdmissionLoop:
         self._queues_due = waiting
         if self._queue_writer is None or self._queue_writer.done():
             self._queue_writer = asyncio.create_task(self._write_queues_while_due())
+
+    async def _decide(self, state: AdmissionState) -> tuple[list[Decision], float]:
+        """Phase: the cycle's rounds, each round's admissions recorded in the cache before anything
+        else runs (a watch event for them then finds them held). Between rounds, once
+        `STEP_BUDGET_S` has gone by, the event loop gets a turn: a cycle over thousands of waiting
+        Workloads takes seconds. The state shares the cache's Usage and ledger, so what comes in
+        meanwhile is seen by the next round; an admission whose Workload was deleted or finished
+        meanwhile is given back at once. Returns the decisions and the seconds spent deciding."""
+        decisions: list[Decision] = []
+        busy, since = 0.0, time.perf_counter()
+        for step in rounds(state):
+            for decision in step:
+                if isinstance(decision, Admit):
+                    entry = self.cache.workloads.get(decision.key)
+                    if entry is None or entry.finished:
+                        self.cache.forget_admission(decision.key)
+                        continue
+                    self.cache.record_admission(decision.key, state.admitted[decision.key])
+                decisions.append(decision)
+            if time.perf_counter() - since > STEP_BUDGET_S:
+                busy += time.perf_counter() - since
+                await asyncio.sleep(0)
+                since = time.perf_counter()
+        return decisions, busy + time.perf_counter() - since
 
     def _start_write(self, write: Coroutine[Any, Any, str]) -> None:
         """Status writes run beside the next cycles: the cache already holds each admission (an

@@ -1,14 +1,16 @@
 """The admission cycle: take the head of every ClusterQueue, try each against the snapshot, decide.
 
 `AdmissionState` carries what lives between cycles; `run_cycle` is one Kueue scheduling round and
-`run_until_quiet` repeats it until no queue has a head. Decisions are values: `Admit` (the full
-`status.admission`) or `Pending` (reason + quantitative message). Pure. Called by `tasq simulate`
+`run_until_quiet` repeats it until no queue has a head (`rounds` hands them out one at a time).
+Decisions are values: `Admit` (the full `status.admission`) or `Pending` (reason + quantitative
+message). Pure. Called by `tasq simulate`
 (controller.core.simulating), the benchmarks and the operator's admission loop
 (controller.kube.admitting, on the state `ClusterCache.admission_state` hands it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -129,14 +131,18 @@ def run_cycle(state: AdmissionState) -> list[Decision]:
 
 
 def run_until_quiet(state: AdmissionState) -> list[Decision]:
-    """Rounds back to back until no queue offers a head. Every round admits or parks each of its
-    heads (a borrower is decided at the round's end), so it ends."""
-    decisions: list[Decision] = []
+    """Rounds back to back until no queue offers a head (`rounds`, all at once)."""
+    return [decision for step in rounds(state) for decision in step]
+
+
+def rounds(state: AdmissionState) -> Iterator[list[Decision]]:
+    """The rounds until no queue offers a head, one round's decisions per step (a round tries at
+    most one head per ClusterQueue), so a caller may pause between them. Every round admits or parks
+    each of its heads (a borrower is decided at the round's end), so it ends."""
     heads = state.queues.heads()
     while heads:
-        decisions.extend(_round(state, heads))
+        yield _round(state, heads)
         heads = state.queues.heads()
-    return decisions
 
 
 def _round(state: AdmissionState, heads: list[tuple[str, str]]) -> list[Decision]:

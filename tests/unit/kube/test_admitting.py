@@ -79,3 +79,34 @@ async def test_queue_statuses_are_written_after_the_first_cycle_then_once_per_in
     await asyncio.sleep(0.5)
     assert sorted(queue_writes(api)) == ["cq", "cq", "lq", "lq"]  # one coalesced write per queue
     assert loop.admitted_at.keys() == {f"default/w{i}" for i in range(6)}
+
+
+async def test_a_long_cycle_lets_the_loop_run_and_gives_back_what_it_admits_for_a_deleted_workload(
+        monkeypatch: Any) -> None:
+    """With no time budget the cycle yields after every round (one head each here): a Workload
+    deleted meanwhile, and decided in a later round, is not recorded or written; its nodes and
+    quota are free again. The others are admitted as before."""
+    monkeypatch.setattr("controller.kube.admitting.STEP_BUDGET_S", 0.0)
+    cache = cluster(workloads=5)
+    api = RecordingApi(cache)
+    loop = AdmissionLoop(cache, api, EventRecorder(api))  # type: ignore[arg-type]
+    doomed = cache.workloads["default/w3"].obj.to_dict()
+    deleted_during_cycle: list[bool] = []
+
+    async def delete_w3() -> None:
+        await asyncio.sleep(0)
+        cache.delete(c.KIND_WORKLOAD, doomed)
+        deleted_during_cycle.append(not cycle.done())
+
+    cycle = asyncio.ensure_future(loop.cycle())
+    deleter = asyncio.ensure_future(delete_w3())
+    await asyncio.gather(cycle, deleter)
+    await settle(loop)
+    assert deleted_during_cycle == [True]
+    written = sorted(name for resource, name in api.patches if resource == WORKLOADS)
+    assert written == ["w0", "w1", "w2", "w4"]
+    assert cache.usage.reserved("default/w3") == {}
+    assert "default/w3" not in cache.snapshot().quota.by_workload
+    assert cache.snapshot().quota.used["cq"] == {("gpu", GPU): 4000}
+    assert [key for key, entry in cache.workloads.items() if entry.fit is not None] == [
+        "default/w0", "default/w1", "default/w2", "default/w4"]
