@@ -17,25 +17,37 @@ Run: `.venv/bin/python bench/admission.py [--quick | --backlog [--sizes 100,1000
 from __future__ import annotations
 
 import argparse
+import asyncio
+import gc
 import heapq
 import math
 import os
 import platform
 import statistics
+import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from controller.api import constants as c
-from controller.api.flavor import ResourceFlavor
-from controller.api.queues import ClusterQueue, LocalQueue
-from controller.api.topology import Topology
-from controller.api.views import NodeView
-from controller.api.workload import Workload
-from controller.cache.cluster import ClusterCache
-from controller.core.admission.cycle import AdmissionState, Admit, Pending, explain, run_until_quiet
-from controller.core.admission.snapshot import build_snapshot
-from controller.core.admission.workloads import WorkloadInfo, workload_info
+# Run as a script, this file's folder comes first on sys.path, where bench/webhooks.py would shadow
+# the webhooks package (the admission loop imports it): tasq is imported from the repository root.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from controller.api import constants as c  # noqa: E402
+from controller.api.flavor import ResourceFlavor  # noqa: E402
+from controller.api.queues import ClusterQueue, LocalQueue  # noqa: E402
+from controller.api.topology import Topology  # noqa: E402
+from controller.api.views import NodeView  # noqa: E402
+from controller.api.workload import Workload  # noqa: E402
+from controller.cache.cluster import ClusterCache  # noqa: E402
+from controller.core.admission.cycle import AdmissionState, Admit, Pending, explain, run_until_quiet  # noqa: E402
+from controller.core.admission.snapshot import build_snapshot  # noqa: E402
+from controller.core.admission.workloads import WorkloadInfo, workload_info  # noqa: E402
+from controller.kube.admitting import AdmissionLoop  # noqa: E402
+from controller.kube.events import EventRecorder  # noqa: E402
 
 BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
 NAMESPACE = "perf"
@@ -284,23 +296,92 @@ def backlog_cycle(n: int, all_fit: bool) -> BacklogRow:
     return BacklogRow(n, t1 - t0, t2 - t1, t3 - t2, sum(isinstance(d, Admit) for d in decisions))
 
 
+class _AcceptingApi:
+    """Answers the loop's writes at once (the object as patched; Events accepted), off any network."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+
+    async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
+                          patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        entry = self.cache.workloads.get(f"{namespace}/{name}")
+        current = entry.obj.to_dict() if entry is not None else {"metadata": {"name": name}}
+        return {**current, "status": patch["status"]}
+
+    async def create(self, resource: tuple[str, str], namespace: str | None, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(obj)
+
+
+def longest_stall(n: int, all_fit: bool, collect: bool) -> tuple[float, float]:
+    """The operator's `AdmissionLoop.cycle` over a fresh backlog on an event loop, with a task that
+    measures the longest time the loop went without giving it a turn (cycle and status writes), and
+    the longest garbage collection meanwhile; `collect` False runs it with the collector off."""
+    cache = backlog_cache(n, all_fit)
+    cache.snapshot()
+    api = _AcceptingApi(cache)
+    loop = AdmissionLoop(cache, api, EventRecorder(api))  # type: ignore[arg-type]
+    longest = [0.0]
+
+    async def watch(done: asyncio.Event) -> None:
+        while not done.is_set():
+            t = time.perf_counter()
+            await asyncio.sleep(0)
+            longest[0] = max(longest[0], time.perf_counter() - t)
+
+    async def run() -> None:
+        done = asyncio.Event()
+        watcher = asyncio.create_task(watch(done))
+        await asyncio.sleep(0)
+        await loop.cycle()
+        while loop._in_flight or loop._unstarted:
+            await asyncio.sleep(0.01)
+        done.set()
+        await watcher
+        if loop._queue_writer is not None:
+            loop._queue_writer.cancel()
+
+    pause, started = [0.0], [0.0]
+
+    def timed(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            pause[0] = max(pause[0], time.perf_counter() - started[0])
+
+    gc.collect()
+    gc.callbacks.append(timed)
+    if not collect:
+        gc.disable()
+    try:
+        asyncio.run(run())
+    finally:
+        gc.enable()
+        gc.callbacks.remove(timed)
+    return longest[0], pause[0]
+
+
 def backlog(sizes: list[int]) -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"{platform.python_implementation()} {platform.python_version()}; "
           f"load average {os.getloadavg()[0]:.1f}")
     print(f"{BACKLOG_SHAPE.nodes} nodes, {BACKLOG_QUEUES} ClusterQueues; one admission cycle, seconds")
     print()
-    print("| scenario | workloads | admitted | state | decide | reasons | cycle | exponent |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| scenario | workloads | admitted | state | decide | reasons | cycle | exponent | stall | of which GC | stall, GC off |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for all_fit in (False, True):
         prev: BacklogRow | None = None
         for n in sizes:
             row = backlog_cycle(n, all_fit)
             slope = "" if prev is None else f"{math.log(row.total_s / prev.total_s) / math.log(n / prev.waiting):.2f}"
             print(f"| {'all fit' if all_fit else 'few fit'} | {n:,} | {row.admitted:,} | {row.state_s:.3f} | "
-                  f"{row.decide_s:.3f} | {row.reasons_s:.3f} | {row.total_s:.3f} | {slope} |", flush=True)
+                  f"{row.decide_s:.3f} | {row.reasons_s:.3f} | {row.total_s:.3f} | {slope} | "
+                  f"{'{:.3f} | {:.3f}'.format(*longest_stall(n, all_fit, True))} | "
+                  f"{longest_stall(n, all_fit, False)[0]:.3f} |", flush=True)
             prev = row
-    print(f"\nload average at the end {os.getloadavg()[0]:.1f}; exponent: log-log slope of the cycle against the row above")
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}; exponent: log-log slope of the cycle against the "
+          "row above; stall: the longest the operator's event loop went without a turn while "
+          "AdmissionLoop.cycle ran on the same backlog (its status writes answered at once, in-process), "
+          "with the longest garbage collection during that run, and the stall again with the collector off")
 
 
 def main() -> None:

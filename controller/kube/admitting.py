@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
@@ -40,6 +41,8 @@ DEBOUNCE_S = 0.05
 QUEUE_STATUS_INTERVAL_S = 1.0
 """The shortest time between two writes of the queue statuses while admissions go on."""
 PARALLEL_WRITES = 32
+STARTED_WRITES = 4 * PARALLEL_WRITES
+"""Status writes that exist as tasks at once (each waits for one of `PARALLEL_WRITES` slots)."""
 STEP_BUDGET_S = 0.02
 """How long a cycle decides before it lets the event loop run (between two rounds)."""
 
@@ -66,11 +69,14 @@ class AdmissionLoop:
         self._seen_generation = -1
         self._slots = asyncio.Semaphore(PARALLEL_WRITES)
         self._in_flight: set[asyncio.Task[str]] = set()
+        self._unstarted: deque[Coroutine[Any, Any, str]] = deque()
         self._writing: set[str] = set()
         """Workloads with a status write in flight (no second one is started for them meanwhile)."""
         self._skipped: set[str] = set()
         self._queues_due: dict[str, str] | None = None
         self._queue_writer: asyncio.Task[None] | None = None
+        self._stretch = 0.0
+        """When the cycle last took the event loop (see `_give_turn`)."""
 
     def notify(self) -> None:
         self._wake.set()
@@ -99,7 +105,7 @@ class AdmissionLoop:
         """Phases: decide (the pure core's rounds, admissions recorded in the cache as they come),
         say why the others wait, write statuses."""
         self.cycles += 1
-        started = time.perf_counter()
+        started = self._stretch = time.perf_counter()
         state = self.cache.admission_state()
         built = time.perf_counter() - started
         decisions, busy = await self._decide(state)
@@ -112,14 +118,16 @@ class AdmissionLoop:
                     c.ADMISSION_RESULT_SUCCESS if isinstance(decision, Admit) else c.ADMISSION_RESULT_INADMISSIBLE,
                     share)
         pendings = []
-        for why in self._pending(state):
+        waiting_keys = state.waiting()
+        for why in await self._pending(state, waiting_keys):
             if why.key in self._writing:
                 self._skipped.add(why.key)  # told again once its write in flight ends
             else:
                 pendings.append(why)
         for write in [*(self._write_admission(a) for a in admits), *(self._write_pending(p) for p in pendings)]:
             self._start_write(write)
-        waiting = {key: q for key in state.waiting() if (q := state.queue_of.get(key)) is not None}
+            await self._give_turn()
+        waiting = {key: q for key in waiting_keys if (q := state.queue_of.get(key)) is not None}
         self._queues_due = waiting
         if self._queue_writer is None or self._queue_writer.done():
             self._queue_writer = asyncio.create_task(self._write_queues_while_due())
@@ -132,7 +140,7 @@ class AdmissionLoop:
         meanwhile is seen by the next round; an admission whose Workload was deleted or finished
         meanwhile is given back at once. Returns the decisions and the seconds spent deciding."""
         decisions: list[Decision] = []
-        busy, since = 0.0, time.perf_counter()
+        started, paused = time.perf_counter(), 0.0
         for step in rounds(state):
             for decision in step:
                 if isinstance(decision, Admit):
@@ -142,22 +150,36 @@ class AdmissionLoop:
                         continue
                     self.cache.record_admission(decision.key, state.admitted[decision.key])
                 decisions.append(decision)
-            if time.perf_counter() - since > STEP_BUDGET_S:
-                busy += time.perf_counter() - since
-                await asyncio.sleep(0)
-                since = time.perf_counter()
-        return decisions, busy + time.perf_counter() - since
+            before = time.perf_counter()
+            await self._give_turn()
+            paused += time.perf_counter() - before
+        return decisions, time.perf_counter() - started - paused
+
+    async def _give_turn(self) -> None:
+        """Let the event loop run once the cycle has held it for `STEP_BUDGET_S` (a cycle over
+        thousands of waiting Workloads takes longer than a watch event may wait)."""
+        if time.perf_counter() - self._stretch >= STEP_BUDGET_S:
+            await asyncio.sleep(0)
+            self._stretch = time.perf_counter()
 
     def _start_write(self, write: Coroutine[Any, Any, str]) -> None:
         """Status writes run beside the next cycles: the cache already holds each admission (an
         unwritten one is given back by `_write_admission`), and every write is resourceVersion-checked,
         so a later decision about the same Workload cannot be overwritten by an older one."""
-        task = asyncio.create_task(write)
-        self._in_flight.add(task)
-        task.add_done_callback(self._write_done)
+        self._unstarted.append(write)
+        self._start_unstarted()
+
+    def _start_unstarted(self) -> None:
+        """Writes become tasks while fewer than `STARTED_WRITES` are: the first steps of thousands
+        of tasks created at once would all run in one turn of the event loop."""
+        while self._unstarted and len(self._in_flight) < STARTED_WRITES:
+            task = asyncio.create_task(self._unstarted.popleft())
+            self._in_flight.add(task)
+            task.add_done_callback(self._write_done)
 
     def _write_done(self, task: asyncio.Task[str]) -> None:
         self._in_flight.discard(task)
+        self._start_unstarted()
         if not task.cancelled() and task.exception() is None:
             key = task.result()
             self._writing.discard(key)
@@ -177,12 +199,13 @@ class AdmissionLoop:
             await self._write_queues(waiting)
             await asyncio.sleep(self.queue_status_interval_s)
 
-    def _pending(self, state: AdmissionState) -> list[Pending]:
+    async def _pending(self, state: AdmissionState, waiting: list[str]) -> list[Pending]:
         """Why each waiting workload waits: its decision this cycle, else (not yet told, e.g. parked
         behind a same-shape head) recomputed once; workloads already showing a reason keep it."""
         out = []
         memo: dict[tuple[str, tuple[Any, ...]], Pending] = {}
-        for key in state.waiting():
+        for key in waiting:
+            await self._give_turn()
             why = state.pending.get(key)
             entry = self.cache.workloads.get(key)
             if entry is None:
