@@ -119,7 +119,11 @@ class AdmissionLoop:
                     share)
         pendings = []
         waiting_keys = state.waiting()
-        for why in await self._pending(state, waiting_keys):
+        current = self._current(state)
+        if not current:  # the next cycle decides the rest, and says why, on the rebuilt snapshot
+            self._seen_generation = -1
+            self._wake.set()
+        for why in await self._pending(state, waiting_keys) if current else []:
             if why.key in self._writing:
                 self._skipped.add(why.key)  # told again once its write in flight ends
             else:
@@ -153,7 +157,16 @@ class AdmissionLoop:
             before = time.perf_counter()
             await self._give_turn()
             paused += time.perf_counter() - before
+            if not self._current(state):
+                break
         return decisions, time.perf_counter() - started - paused
+
+    def _current(self, state: AdmissionState) -> bool:
+        """Whether the cache still decides on the state's quota ledger and flavor trees: a
+        ClusterQueue, flavor or topology change meanwhile rebuilt them (from the admissions recorded
+        so far), and what the state reserved after that would be missing from the new ones."""
+        live = self.cache.snapshot()
+        return live.quota is state.snapshot.quota and live.flavors is state.snapshot.flavors
 
     async def _give_turn(self) -> None:
         """Let the event loop run once the cycle has held it for `STEP_BUDGET_S` (a cycle over
