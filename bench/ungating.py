@@ -32,6 +32,7 @@ from kubernetes.aio.client import ApiClient, CoreV1Api
 from controller.api import constants as c
 from controller.api.workload import TopologySlice
 from controller.core.ungating import PodState, UngatingInput, plan_ungating
+from controller.kube.api import KubeApi
 from controller.kube.ungating import TopologyUngater
 
 REPO = Path(__file__).resolve().parents[1]
@@ -146,7 +147,8 @@ async def bench_devcluster(api_client: ApiClient, pods: int, parallelism: int, r
     create_s = await create_pods(core, namespace, pods)
     cache = [state_of(p) for p in (await core.list_namespaced_pod(namespace)).items]
     slices = slices_for(pods)
-    ungater = TopologyUngater(core, lambda ns, wl: UngatingInput(ns, wl, slices, cache), parallelism=parallelism)
+    ungater = TopologyUngater(KubeApi(api_client), lambda ns, wl: UngatingInput(ns, wl, slices, cache),
+                              parallelism=parallelism)
     srv0, cli0 = server_cpu_seconds(), time.process_time()
     if run % 2 == 0:  # plan + patches only
         t = time.perf_counter()

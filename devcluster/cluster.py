@@ -59,18 +59,31 @@ class DevCluster:
 
     async def start(self) -> DevCluster:
         self._loop = asyncio.get_running_loop()
+        await self._listen(self._port)
+        if self.compaction_seconds:
+            self._compactor = asyncio.create_task(self._compacting(self.compaction_seconds))
+        return self
+
+    async def restart(self, down_seconds: float = 0.0) -> None:
+        """What clients see of a kube-apiserver restart: watches ended, requests in flight given a
+        second to finish, every connection closed, nothing listening for `down_seconds`, then the same
+        port served again. The stored objects stay, as etcd keeps them."""
+        self.http.close_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        await asyncio.sleep(down_seconds)
+        await self._listen(self.port)
+
+    async def _listen(self, port: int) -> None:
         self._runner = web.AppRunner(self.http.app(), access_log=None, handle_signals=False,
                                      shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self._port, reuse_address=True)
+        site = web.TCPSite(self._runner, "127.0.0.1", port, reuse_address=True)
         await site.start()
         server = site._server  # aiohttp exposes the bound socket only here
         assert isinstance(server, asyncio.base_events.Server)
         self.port = int(server.sockets[0].getsockname()[1])
         self.http.address = f"127.0.0.1:{self.port}"
-        if self.compaction_seconds:
-            self._compactor = asyncio.create_task(self._compacting(self.compaction_seconds))
-        return self
 
     async def _compacting(self, seconds: float) -> None:
         """Each tick compacts to the revision of the tick before, as the apiserver's compactor does:

@@ -5,15 +5,19 @@ manager, scheduler and kwok). A test that only makes sense on one of them carrie
 devcluster-only by nature and gets the marker here, as does an e2e test that uses no cluster
 fixture (it starts its own devcluster, e.g. through `tasq dev`). `known_difference("why")` deselects a test on
 devcluster only: a real-Kubernetes behaviour devcluster leaves out of scope (devcluster/README.md lists
-each). The `realcluster_kubeconfig` fixture starts one real control plane per test module.
+each). The `realcluster` fixture starts one real control plane per test module (`realcluster_kubeconfig`
+is its admin kubeconfig); `RealCluster.restart` restarts its kube-apiserver or etcd.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,7 +43,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     dropped: list[pytest.Item] = []
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
-        on_a_cluster = "kubeconfig" in fixtures or "realcluster_kubeconfig" in fixtures
+        on_a_cluster = "kubeconfig" in fixtures or "realcluster_kubeconfig" in fixtures or "realcluster" in fixtures
         if "devcluster" in fixtures or (_talks_to_clusters(item) and not on_a_cluster):
             # in-process devcluster access, or an e2e test that starts its own (`tasq dev`, `tasq demo`):
             # it would run the same on --cluster=real
@@ -82,9 +86,10 @@ class RealCluster:
     def __init__(self, kubeconfig: Path, log_path: Path) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
+        self.control = kubeconfig.with_name("control-url")
         self._log = log_path.open("wb")
-        self.proc = subprocess.Popen([str(UP), "--kubeconfig", str(kubeconfig)], stdout=subprocess.PIPE,
-                                     stderr=self._log, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen([str(UP), "--kubeconfig", str(kubeconfig), "--control", str(self.control)],
+                                     stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL)
         self._ready = threading.Event()
         threading.Thread(target=self._read_stdout, daemon=True).start()
 
@@ -101,6 +106,19 @@ class RealCluster:
             raise RuntimeError(f"hack/realcluster/up did not become ready within {timeout:.0f}s "
                                f"(exit code {self.proc.returncode}):\n{tail}")
 
+    def restart(self, component: str = "kube-apiserver", *, kill: bool = False, down_seconds: float = 0.0) -> float:
+        """Restart kube-apiserver or etcd with the same flags (SIGTERM, or SIGKILL with `kill`; down for
+        `down_seconds`) through `up`'s control endpoint; returns once kube-apiserver is ready again,
+        with the seconds it took."""
+        url = self.control.read_text().strip()
+        query = f"component={component}&signal={'KILL' if kill else 'TERM'}&down={down_seconds}"
+        request = urllib.request.Request(f"{url}/restart?{query}", method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=180) as response:
+                return float(json.loads(response.read())["seconds"])
+        except urllib.error.HTTPError as e:
+            raise RuntimeError(f"restarting {component}: HTTP {e.code}: {e.read().decode(errors='replace')}") from e
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -113,13 +131,19 @@ class RealCluster:
 
 
 @pytest.fixture(scope="module")
-def realcluster_kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def realcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     """A real control plane for one test module (as the devcluster fixture gives each module its own
-    server, so cluster-scoped objects of one module never meet another's); its admin kubeconfig."""
+    server, so cluster-scoped objects of one module never meet another's)."""
     work = tmp_path_factory.mktemp("realcluster")
     real = RealCluster(work / "kubeconfig", work / "up.log")
     try:
         real.wait_ready(REAL_START_TIMEOUT)
-        yield real.kubeconfig
+        yield real
     finally:
         real.stop()
+
+
+@pytest.fixture(scope="module")
+def realcluster_kubeconfig(realcluster: RealCluster) -> Path:
+    """The admin kubeconfig of this module's real control plane."""
+    return realcluster.kubeconfig

@@ -147,7 +147,7 @@ async def _serve(args: argparse.Namespace, identity: str) -> None:
     try:
         if args.create_namespace:
             await create_namespace(KubeApi(api_client), args.lease_namespace)
-        elector = LeaderElector(api_client, args.lease_namespace, args.lease_name, identity,
+        elector = LeaderElector(KubeApi(api_client), args.lease_namespace, args.lease_name, identity,
                                 lease_duration_s=args.lease_duration, renew_deadline_s=args.renew_deadline,
                                 retry_period_s=args.retry_period, namespace_fix=namespace_fix(args))
         await serve_tasq(api_client, stop, webhooks=webhooks, elector=elector, features=args.features,

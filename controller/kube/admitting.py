@@ -5,12 +5,16 @@ Only while leading. A cycle runs the pure core's rounds (`rounds`) on `ClusterCa
 rounds), then writes every decision as a Workload status
 patch (resourceVersion-checked, retried), posts Events (Admitted; a pending cause once per new
 cause) and refreshes the ClusterQueue and LocalQueue statuses. One cycle at a time; its writes
-run beside the next cycles (at most one in flight per Workload). Started by controller.kube.operating.
+run beside the next cycles (at most one in flight per Workload). A failed cycle or write is tried
+again with backoff (controller.kube.requeuing); an admission whose write failed is given back in the
+cache before the next cycle, and one whose answer was lost is read back first. Started by
+controller.kube.operating.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
@@ -19,14 +23,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.api import constants as c
-from controller.api.workload import Workload, admission_of
+from controller.api.workload import Admission, Workload, admission_of
 from controller.cache.cluster import ClusterCache
 from controller.core.admission.conditions import mark_admitted, mark_pending, quota_reserved_message
 from controller.core.admission.cycle import AdmissionState, Admit, Decision, Pending, explain, rounds
 from controller.core.admission.workloads import workload_info
-from controller.kube.api import ApiError, KubeApi
+from controller.kube.api import TRANSPORT_ERRORS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.metrics import Metrics
+from controller.kube.requeuing import Backoff, log_failure
 from controller.kube.statuses import (
     queue_statuses,
     stamp_conditions,
@@ -36,6 +41,8 @@ from controller.kube.statuses import (
 
 log = logging.getLogger(__name__)
 
+_CYCLE = "<cycle>"
+"""The Backoff key of the cycle itself (no Workload key looks like it)."""
 DEBOUNCE_S = 0.05
 """Changes arriving within this window after the first one are taken by the same cycle."""
 QUEUE_STATUS_INTERVAL_S = 1.0
@@ -44,7 +51,7 @@ PARALLEL_WRITES = 32
 STARTED_WRITES = 4 * PARALLEL_WRITES
 """Status writes that exist as tasks at once (each waits for one of `PARALLEL_WRITES` slots)."""
 STEP_BUDGET_S = 0.02
-"""How long a cycle decides before it lets the event loop run (between two rounds)."""
+"""How long a cycle holds the event loop before it lets it run (between two rounds, two reasons)."""
 
 
 class AdmissionLoop:
@@ -69,17 +76,27 @@ class AdmissionLoop:
         self._seen_generation = -1
         self._slots = asyncio.Semaphore(PARALLEL_WRITES)
         self._in_flight: set[asyncio.Task[str]] = set()
-        self._unstarted: deque[Coroutine[Any, Any, str]] = deque()
+        self._unstarted: deque[tuple[str, Coroutine[Any, Any, str]]] = deque()
         self._writing: set[str] = set()
         """Workloads with a status write in flight (no second one is started for them meanwhile)."""
         self._skipped: set[str] = set()
         self._queues_due: dict[str, str] | None = None
         self._queue_writer: asyncio.Task[None] | None = None
+        self._backoff = Backoff()
+        """Consecutive failures per Workload key (its status write) and of the cycle itself."""
         self._stretch = 0.0
         """When the cycle last took the event loop (see `_give_turn`)."""
 
     def notify(self) -> None:
         self._wake.set()
+
+    def _again(self) -> None:
+        """A cycle even without a change (what failed, or a newer reason, is decided again)."""
+        self._seen_generation = -1
+        self._wake.set()
+
+    def _again_later(self, delay: float) -> None:
+        asyncio.get_running_loop().call_later(delay, self._again)
 
     async def run(self, leading: asyncio.Event | None = None) -> None:
         """Cycle after every burst of changes, while `leading` is set (always without one)."""
@@ -95,11 +112,12 @@ class AdmissionLoop:
             self._seen_generation = self.cache.generation
             try:
                 await self.cycle()
-            except ApiError as e:
-                log.warning("admission cycle: %s; retrying on the next change", e)
-                self._wake.set()
-            except Exception:  # a bug in one cycle must not stop admission for good
-                log.exception("admission cycle failed; retrying on the next change")
+            except Exception as e:  # a bug in one cycle must not stop admission for good
+                delay = self._backoff.failed(_CYCLE)
+                log_failure(log, "admission cycle", e, delay)
+                self._again_later(delay)
+            else:
+                self._backoff.succeeded(_CYCLE)
 
     async def cycle(self) -> None:
         """Phases: decide (the pure core's rounds, admissions recorded in the cache as they come),
@@ -121,15 +139,17 @@ class AdmissionLoop:
         waiting_keys = state.waiting()
         current = self._current(state)
         if not current:  # the next cycle decides the rest, and says why, on the rebuilt snapshot
-            self._seen_generation = -1
-            self._wake.set()
+            self._again()
         for why in await self._pending(state, waiting_keys) if current else []:
             if why.key in self._writing:
                 self._skipped.add(why.key)  # told again once its write in flight ends
             else:
                 pendings.append(why)
-        for write in [*(self._write_admission(a) for a in admits), *(self._write_pending(p) for p in pendings)]:
-            self._start_write(write)
+        for admit in admits:
+            self._start_write(admit.key, self._admission_written(admit))
+            await self._give_turn()
+        for why in pendings:
+            self._start_write(why.key, self._pending_written(why))
             await self._give_turn()
         waiting = {key: q for key in waiting_keys if (q := state.queue_of.get(key)) is not None}
         self._queues_due = waiting
@@ -175,33 +195,39 @@ class AdmissionLoop:
             await asyncio.sleep(0)
             self._stretch = time.perf_counter()
 
-    def _start_write(self, write: Coroutine[Any, Any, str]) -> None:
+    def _start_write(self, key: str, write: Coroutine[Any, Any, str]) -> None:
         """Status writes run beside the next cycles: the cache already holds each admission (an
-        unwritten one is given back by `_write_admission`), and every write is resourceVersion-checked,
+        unwritten one is given back by `_admission_written`), and every write is resourceVersion-checked,
         so a later decision about the same Workload cannot be overwritten by an older one."""
-        self._unstarted.append(write)
+        self._writing.add(key)
+        self._unstarted.append((key, write))
         self._start_unstarted()
 
     def _start_unstarted(self) -> None:
         """Writes become tasks while fewer than `STARTED_WRITES` are: the first steps of thousands
         of tasks created at once would all run in one turn of the event loop."""
         while self._unstarted and len(self._in_flight) < STARTED_WRITES:
-            task = asyncio.create_task(self._unstarted.popleft())
+            key, write = self._unstarted.popleft()
+            task = asyncio.create_task(write)
             self._in_flight.add(task)
-            task.add_done_callback(self._write_done)
+            task.add_done_callback(functools.partial(self._write_done, key))
 
-    def _write_done(self, task: asyncio.Task[str]) -> None:
+    def _write_done(self, key: str, task: asyncio.Task[str]) -> None:
+        """The write of `key` ended: a Workload told to wait meanwhile is decided again. The writes
+        handle their own failures; one that raised anyway (a bug) is logged here, once, and retried."""
         self._in_flight.discard(task)
         self._start_unstarted()
-        if not task.cancelled() and task.exception() is None:
-            key = task.result()
-            self._writing.discard(key)
-            if key in self._skipped:
-                self._skipped.discard(key)
-                self._seen_generation = -1  # a cycle even without a change: its reason may be newer
-                self._wake.set()
-        elif not task.cancelled():
-            log.error("status write failed", exc_info=task.exception())
+        self._writing.discard(key)
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            delay = self._backoff.failed(key)
+            log.error("status write of %s failed; retrying in %.1fs", key, delay, exc_info=error)
+            self._again_later(delay)
+        elif key in self._skipped:
+            self._skipped.discard(key)
+            self._again()  # its reason may be newer than the one just written
 
     async def _write_queues_while_due(self) -> None:
         """Queue statuses after a cycle at once, then at most every `queue_status_interval_s` while
@@ -209,7 +235,8 @@ class AdmissionLoop:
         fifth of a busy operator's calls). The latest cycle's counts are the ones written."""
         while self._queues_due is not None:
             waiting, self._queues_due = self._queues_due, None
-            await self._write_queues(waiting)
+            if not await self._write_queues(waiting) and self._queues_due is None:
+                self._queues_due = waiting  # a failed write is tried again after the interval
             await asyncio.sleep(self.queue_status_interval_s)
 
     async def _pending(self, state: AdmissionState, waiting: list[str]) -> list[Pending]:
@@ -229,13 +256,12 @@ class AdmissionLoop:
                 out.append(why)
         return out
 
-    def _write_admission(self, admit: Admit) -> Coroutine[Any, Any, str]:
-        self._writing.add(admit.key)
-        return self._admission_written(admit)
-
     async def _admission_written(self, admit: Admit) -> str:
         """Write `status.admission` + QuotaReserved/Admitted; on a Workload gone, changed (another
-        spec) or admitted elsewhere meanwhile, give the reservation back. Returns the key."""
+        spec) or admitted elsewhere meanwhile, or a write that failed, give the reservation back and
+        decide again after a backoff. A write whose outcome is unknown (no answer, or a 5xx: it may
+        have been applied) is settled by reading the Workload back: giving back a reservation the
+        server holds would let its quota be admitted twice. Returns the key."""
         entry = self.cache.workloads.get(admit.key)
         if entry is None:
             self.cache.forget_admission(admit.key)
@@ -244,31 +270,42 @@ class AdmissionLoop:
         now = datetime.now(UTC)
         ours = [False]
 
+        wanted = Admission.model_validate(admit.admission)
+
         def change(model: Workload) -> bool:
+            if not model.is_finished and model.status is not None and model.status.admission == wanted:
+                ours[0] = True  # this very admission: our write, applied with its answer lost (then a 409)
+                return False
             ours[0] = not (model.is_finished or model.reserved_admission is not None
                            or workload_info(model).shape != shape)
             return ours[0] and mark_admitted(model, admit.admission, now)
 
+        failed: Exception | None = None
         async with self._slots:
             try:
                 written = await write_workload_status(self.api, entry.obj, change)
-            except ApiError as e:
-                log.warning("admitting %s: %s", admit.key, e)
-                written = None
+            except Exception as e:  # refused, no answer, or a bug: never left reserved unwritten
+                failed, written = e, None
+        if failed is not None and (not isinstance(failed, ApiError) or failed.transient):
+            log.warning("admitting %s: %s; reading it back", admit.key, failed)
+            written = await _read_back_until_answered(self.api, entry.info.namespace, entry.info.name)
+            ours[0] = written is not None and admission_of(written) is not None
         if written is None or not ours[0] or admission_of(written) is None:
             self.cache.forget_admission(admit.key)
-            self.notify()
+            if failed is None:
+                self.notify()
+            else:
+                delay = self._backoff.failed(admit.key)
+                log_failure(log, f"admitting {admit.key} (reservation given back)", failed, delay)
+                self._again_later(delay)
             return admit.key
+        self._backoff.succeeded(admit.key)
         self.admitted_at[admit.key] = time.monotonic()
         self._last_cause.pop(admit.key, None)
         self.recorder.emit(written, c.REASON_ADMITTED, quota_reserved_message(admit.cluster_queue))
         if self.on_admitted is not None:
             self.on_admitted(written)
         return admit.key
-
-    def _write_pending(self, why: Pending) -> Coroutine[Any, Any, str]:
-        self._writing.add(why.key)
-        return self._pending_written(why)
 
     async def _pending_written(self, why: Pending) -> str:
         """QuotaReserved=False with the reason and message; an Event when the cause is new."""
@@ -285,16 +322,21 @@ class AdmissionLoop:
         async with self._slots:
             try:
                 written = await write_workload_status(self.api, entry.obj, change)
-            except ApiError as e:
-                log.warning("pending status of %s: %s", why.key, e)
+            except Exception as e:  # refused, no answer, or a bug: its reason is written again later
+                delay = self._backoff.failed(why.key)
+                log_failure(log, f"pending status of {why.key}", e, delay)
+                self._again_later(delay)
                 return why.key
+        self._backoff.succeeded(why.key)
         if written is not None and self._last_cause.get(why.key) != why.detail:
             self._last_cause[why.key] = why.detail
             self.recorder.emit(written, why.reason, why.message)
         return why.key
 
-    async def _write_queues(self, waiting: dict[str, str]) -> None:
-        """ClusterQueue and LocalQueue statuses, each written only when it changed."""
+    async def _write_queues(self, waiting: dict[str, str]) -> bool:
+        """ClusterQueue and LocalQueue statuses, each written only when it changed; False when a
+        write failed (it is logged; the status is written again next time)."""
+        ok = True
         cqs, lqs = queue_statuses(self.cache, waiting)
         if self.metrics is not None:
             self._record_queue_metrics(cqs)
@@ -307,9 +349,10 @@ class AdmissionLoop:
                 try:
                     await write_queue_status(self.api, local, key, stamp_conditions(status, before, datetime.now(UTC)))
                     self._queue_status[(local, key)] = status
-                except ApiError as e:
-                    log.warning("status of queue %s: %s", key, e)
-
+                except Exception as e:  # refused, no answer, or a bug: the loop must go on
+                    ok = False
+                    log_failure(log, f"status of queue {key}", e, self.queue_status_interval_s)
+        return ok
 
     def _record_queue_metrics(self, cqs: dict[str, dict[str, Any]]) -> None:
         assert self.metrics is not None
@@ -318,3 +361,21 @@ class AdmissionLoop:
             self.metrics.cluster_queue_counted(name, status["pendingWorkloads"], status["admittedWorkloads"])
             for (flavor, resource), milli in used.get(name, {}).items():
                 self.metrics.resource_used(name, flavor, resource, milli / 1000)
+
+
+async def _read_back_until_answered(api: KubeApi, namespace: str, name: str) -> dict[str, Any] | None:
+    """The Workload as the API server holds it now (None: gone), asked again with backoff until an
+    answer comes (an API server restarting)."""
+    backoff = Backoff()
+    while True:
+        try:
+            return await api.get(WORKLOADS, namespace, name)
+        except ApiError as e:
+            if e.not_found:
+                return None
+            error: Exception = e
+        except TRANSPORT_ERRORS as e:
+            error = e
+        delay = backoff.failed(name)
+        log_failure(log, f"reading back workload {namespace}/{name}", error, delay)
+        await asyncio.sleep(delay)

@@ -1,14 +1,15 @@
-"""The operator's REST access: JSON requests over a `kubernetes.aio` ApiClient, errors as ApiError.
+"""tasq's one door to the API server: every request tasq sends itself, and its one error type, ApiError.
 
-`connect` builds the client (a kubeconfig path, else in-cluster; an unusable one is an ApiError); `KubeApi` sends one request with
-an explicit content type (merge patches carry `metadata.resourceVersion` for optimistic
-concurrency) and `retrying` re-runs a write on 5xx and 429 with backoff. Used by every writer in
-controller.kube; nothing else in tasq opens a connection to the API.
-"""
+`connect` builds a `kubernetes.aio` ApiClient; `KubeApi` sends JSON requests and the ungater's patch
+bytes (`patch_raw`) over it; any failure (a non-2xx answer, a dropped connection, a timeout, TLS) is an
+`ApiError` (`api_error`, `refused`) and `retrying` re-runs transient ones. Called by the admission loop,
+job reconciler, statuses, Events, priming, `tasq explain`, leader election, local webhook registration
+and the ungater; only kopf's watches use a connection of their own (kopf's)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -16,25 +17,33 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
+import aiohttp
 import yaml
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes.aio import client, config
+from kubernetes.aio.client.exceptions import ApiException
 from kubernetes.aio.config.config_exception import ConfigException
+from yarl import URL
 
 from controller.api import constants as c
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 RETRIES = 6
-"""Attempts for one write on a transient error (5xx, 429, connection) before giving up."""
+"""Attempts for one write on a transient error (5xx, 429, no answer) before giving up."""
 BACKOFF_S = 0.05
 """The first retry's delay; doubled each time (0.05 s ... 1.6 s)."""
+RAW_TIMEOUT_S = 30.0
+"""Give up on one `patch_raw` request after this long (a transient ApiError)."""
 PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
 T = TypeVar("T")
 
 
 class ApiError(Exception):
-    """A request the API server refused: HTTP `status` and its message."""
+    """A request that failed: the HTTP `status` the API server answered with (0: no answer came
+    back: the connection was refused or dropped, the request timed out, TLS failed) and a message.
+    Callers ask `conflict`, `not_found` or `transient`, never for status numbers."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"{status}: {message}")
@@ -42,8 +51,47 @@ class ApiError(Exception):
         self.message = message
 
     @property
+    def conflict(self) -> bool:
+        """409: a stale resourceVersion, or the object exists already."""
+        return self.status == 409
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
     def transient(self) -> bool:
+        """Worth the same request again later: no answer, throttled (429) or a server error (5xx)."""
         return self.status == 0 or self.status == 429 or self.status >= 500
+
+
+TRANSPORT_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, OSError)
+"""What a request raises when no answer came back: aiohttp's client errors (refused, a keep-alive
+connection the server closed, ServerDisconnectedError, an answer cut short), timeouts, socket and
+TLS errors (ssl.SSLError is an OSError)."""
+_CLIENT_ERRORS: tuple[type[Exception], ...] = (*TRANSPORT_ERRORS, ApiException)
+
+
+def api_error(error: Exception, request: str) -> ApiError:
+    """The one mapping of what a request raised to ApiError (`request` names it: method and path).
+
+    | raised                                   | status     | so             |
+    | ApiError                                 | its own    | as it is       |
+    | kubernetes ApiException (from `call_api`) | its status | by that status |
+    | TRANSPORT_ERRORS                         | 0          | transient      |
+    Anything else is a bug and is not passed here. An answer outside 2xx is `refused`.
+    """
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, ApiException):
+        return ApiError(error.status or 0, f"{request}: {error.reason}")
+    detail = str(error).strip()
+    return ApiError(0, f"{request}: {type(error).__name__}{': ' + detail if detail else ''}")
+
+
+def refused(status: int, text: str) -> ApiError:
+    """The ApiError for an answer outside 2xx: its status and the Status object's message."""
+    return ApiError(status, _message(text))
 
 
 async def connect(kubeconfig: Path | None) -> client.ApiClient:
@@ -89,21 +137,38 @@ PODS = ("v1", "pods")
 EVENTS = ("v1", "events")
 CLUSTER_QUEUES = (c.API_VERSION, c.PLURAL_CLUSTER_QUEUES)
 LOCAL_QUEUES = (c.API_VERSION, c.PLURAL_LOCAL_QUEUES)
+LEASES = (c.LEASE_API_VERSION, "leases")
+MUTATING_WEBHOOK_CONFIGURATIONS = ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations")
+VALIDATING_WEBHOOK_CONFIGURATIONS = ("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations")
 TOKEN_REVIEWS = ("authentication.k8s.io/v1", "tokenreviews")  # metrics scrapes (controller.kube.authorizing)
 SUBJECT_ACCESS_REVIEWS = ("authorization.k8s.io/v1", "subjectaccessreviews")
 
 
 class KubeApi:
-    """JSON requests over one ApiClient; see the module docstring."""
+    """Requests over one ApiClient; see the module docstring.
+
+    `request` (and the verbs built on it) goes through the client's `call_api`, which runs its
+    credential refresh for every request. `patch_raw` is the ungater's path for thousands of pod
+    patches in a burst: the generated `CoreV1Api.patch_namespaced_pod` serialises the body through
+    the client's models, and the client's session (trust_env) looks up proxies and netrc on a
+    worker thread per request, most of the ungater's CPU (bench/ungating.py). Here the body goes out
+    as the caller's bytes, over a session on the client's own connector (TLS and connections shared;
+    closing the ApiClient closes them), with the proxy resolved once (netrc is not read: the
+    kubeconfig's credentials are what the API server checks) and the auth headers read once per
+    `refresh_raw_headers` (which runs the client's token refresh hook).
+    """
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api_client = api_client
         self.calls = 0
         """Requests sent (for benchmarks and tests)."""
+        self._raw_headers: dict[str, str] = {}
+        self._raw_session: aiohttp.ClientSession | None = None
+        self._raw_extra: dict[str, Any] | None = None
 
     async def request(self, method: str, url: str, body: Any = None, content_type: str = "application/json",
                       query: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """Send one request; the decoded JSON answer, or ApiError (status 0 for a connection error)."""
+        """Send one request; the decoded JSON answer, or ApiError (status 0 when no answer came back)."""
         self.calls += 1
         if query:
             url = f"{url}?{urlencode(query)}"
@@ -116,12 +181,15 @@ class KubeApi:
                 method, url, header_params=headers, auth_settings=["BearerToken"])
             response = await self.api_client.call_api(method, full, headers, body)
             raw = await response.read()  # type: ignore[no-untyped-call]
-        except (TimeoutError, OSError) as e:
-            raise ApiError(0, f"{method} {url}: {e}") from e
+        except _CLIENT_ERRORS as e:
+            raise api_error(e, f"{method} {url}") from e
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
         if not 200 <= response.status < 300:
-            raise ApiError(response.status, _message(text))
-        return json.loads(text) if text else {}
+            raise refused(response.status, text)
+        try:
+            return json.loads(text) if text else {}
+        except ValueError as e:  # a proxy's error page, say
+            raise ApiError(response.status, f"{method} {url}: the answer is not JSON: {text[:200]!r}") from e
 
     async def get(self, resource: tuple[str, str], namespace: str | None, name: str) -> dict[str, Any]:
         return await self.request("GET", path(*resource, namespace, name))
@@ -136,6 +204,11 @@ class KubeApi:
     async def create(self, resource: tuple[str, str], namespace: str | None, obj: Mapping[str, Any]) -> dict[str, Any]:
         return await self.request("POST", path(*resource, namespace), dict(obj))
 
+    async def replace(self, resource: tuple[str, str], namespace: str | None, name: str,
+                      obj: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT the whole object; with `metadata.resourceVersion` it applies only to that version (409 otherwise)."""
+        return await self.request("PUT", path(*resource, namespace, name), dict(obj))
+
     async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str, patch: Mapping[str, Any],
                           subresource: str | None = None) -> dict[str, Any]:
         return await self.request("PATCH", path(*resource, namespace, name, subresource), dict(patch), MERGE_PATCH)
@@ -144,9 +217,77 @@ class KubeApi:
         await self.request("DELETE", path(*resource, namespace, name),
                            {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
 
+    async def refresh_raw_headers(self) -> None:
+        """The headers `patch_raw` sends from now on: the client's defaults, cookie and bearer token
+        as it would send them now (its refresh hook runs), the strategic-merge content type."""
+        headers = {str(k): str(v) for k, v in self.api_client.default_headers.items()}
+        if self.api_client.cookie:
+            headers["Cookie"] = str(self.api_client.cookie)
+        for auth in (await self.api_client.configuration.auth_settings()).values():
+            if auth.get("in") == "header" and auth.get("value"):
+                headers[str(auth["key"])] = str(auth["value"])
+        headers["Content-Type"] = c.CONTENT_TYPE_STRATEGIC_MERGE_PATCH
+        headers["Accept"] = "application/json"
+        self._raw_headers = headers
+
+    async def patch_raw(self, resource: tuple[str, str], namespace: str | None, name: str, body: bytes) -> None:
+        """One strategic-merge PATCH whose body is already JSON bytes; ApiError when it fails.
+
+        Nothing of the answer is decoded unless it is an error (the ungater does not need the object).
+        """
+        self.calls += 1
+        if not self._raw_headers:
+            await self.refresh_raw_headers()
+        url = path(*resource, namespace, name)
+        try:
+            session, extra = self._raw_session_now()
+            async with session.patch(self._raw_base + url, data=body, headers=self._raw_headers, **extra) as response:
+                # Read the answer even on success: a connection goes back to the pool only once it is read.
+                raw = await response.read()
+        except TRANSPORT_ERRORS as e:
+            raise api_error(e, f"PATCH {url}") from e
+        if not 200 <= response.status < 300:
+            raise refused(response.status, raw.decode("utf-8", "replace"))
+
+    async def close_raw(self) -> None:
+        """Close `patch_raw`'s session (not the ApiClient's connections); it is made again when needed."""
+        if self._raw_session is not None:
+            await self._raw_session.close()
+            self._raw_session = None
+
+    @property
+    def _raw_base(self) -> str:
+        return str(self.api_client.configuration.host).rstrip("/")
+
+    def _raw_session_now(self) -> tuple[aiohttp.ClientSession, dict[str, Any]]:
+        """A session on the ApiClient's connector (made here if the client has sent nothing yet) and
+        the per-request arguments the client would add (TLS server name, proxy), resolved once."""
+        if self._raw_extra is None:
+            config = self.api_client.configuration
+            extra: dict[str, Any] = {}
+            if config.tls_server_name:
+                extra["server_hostname"] = config.tls_server_name
+            proxy: Any = config.proxy
+            if proxy is None:
+                with contextlib.suppress(LookupError):
+                    proxy, extra["proxy_auth"] = get_env_proxy_for_url(URL(self._raw_base))
+            if proxy is not None:
+                extra["proxy"] = proxy
+                if config.proxy_headers:
+                    extra["proxy_headers"] = config.proxy_headers
+            self._raw_extra = extra
+        if self._raw_session is None or self._raw_session.closed:
+            rest = self.api_client.rest_client
+            if rest.pool_manager is None:
+                rest.pool_manager = rest._create_pool_manager()
+            self._raw_session = aiohttp.ClientSession(
+                connector=rest.pool_manager.connector, connector_owner=False, trust_env=False,
+                timeout=aiohttp.ClientTimeout(total=RAW_TIMEOUT_S))
+        return self._raw_session, self._raw_extra
+
 
 async def retrying(write: Callable[[], Awaitable[T]], attempts: int = RETRIES) -> T:
-    """Run `write`, retrying transient failures (5xx, 429, no connection) with doubling backoff."""
+    """Run `write`, retrying transient failures (5xx, 429, no answer) with doubling backoff."""
     delay = BACKOFF_S
     for attempt in range(attempts):
         try:

@@ -1,8 +1,8 @@
 """Kubernetes Events about Jobs and Workloads (`kubectl describe` shows them).
 
 `EventRecorder.post` creates a core/v1 Event naming the object, reason and message (`emit` does it
-in the background); a failure to post is logged, never raised (an Event is a courtesy, the status is
-the record). Called by the admission loop and the job reconciler.
+in the background); a failure to post, whatever it is, is logged once and never raised (an Event is
+a courtesy, the status is the record), so no background task ends with an exception. Called by the admission loop and the job reconciler.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.meta import format_time
-from controller.kube.api import EVENTS, ApiError, KubeApi
+from controller.kube.api import EVENTS, TRANSPORT_ERRORS, ApiError, KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,7 @@ class EventRecorder:
         try:
             await self.api.create(EVENTS, namespace, event)
             self.posted += 1
-        except ApiError as e:
+        except Exception as e:  # refused, no answer (a dropped connection), or a bug: logged, never raised
+            detail = str(e) if isinstance(e, ApiError) else f"{type(e).__name__}: {e}".rstrip(": ")
             log.warning("cannot post event %s on %s %s/%s: %s", reason, obj.get("kind"), namespace,
-                        meta.get("name"), e)
+                        meta.get("name"), detail, exc_info=not isinstance(e, (ApiError, *TRANSPORT_ERRORS)))

@@ -6,7 +6,8 @@ the flavors' nodeSelector/tolerations, the topology-workload/-podset annotations
 into the pod template and unsuspend; suspend a Job whose Workload lost its admission and put back
 the pod template the Workload recorded at creation; evict a deactivated Workload (`spec.active:
 false`) the same way, then release its reservation; mark the Workload Finished when the Job
-completes or fails; delete it when the Job is gone. Leader only.
+completes or fails; delete it when the Job is gone. Leader only. A reconcile that fails in any way
+(refused, a dropped connection, a bug) is re-queued with backoff (controller.kube.requeuing).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from controller.core.admission.conditions import mark_finished
 from controller.core.admission.workloads import workload_from_job
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
+from controller.kube.requeuing import Backoff, log_failure
 from controller.kube.statuses import write_workload_status
 
 log = logging.getLogger(__name__)
@@ -152,6 +154,8 @@ class JobReconciler:
         self._wake = asyncio.Event()
         self._refused: set[tuple[str, str]] = set()
         """(Job uid, PriorityClass) already reported missing: one Event, not one per change."""
+        self._backoff = Backoff()
+        """Consecutive failures per Job: a failed reconcile is re-queued after its backoff."""
 
     def notify(self, job_key: str) -> None:
         self._dirty[job_key] = None
@@ -191,15 +195,20 @@ class JobReconciler:
             self._active.add(key)
             try:
                 await self.reconcile(key)
-            except ApiError as e:
-                (log.debug if e.status == 409 else log.warning)("job %s: %s; retrying", key, e)
-                await asyncio.sleep(0.2)
-                self.notify(key)
-            except Exception:  # one Job's bug must not stop the others
-                log.exception("job %s: reconcile failed", key)
+            except Exception as e:  # any failure (API, dropped connection, a bug): never dropped
+                self._requeue(key, e)
+            else:
+                self._backoff.succeeded(key)
             finally:
                 self._active.discard(key)
                 self._wake.set()  # a change to this Job that waited for it, or an idle worker
+
+    def _requeue(self, key: str, error: Exception) -> None:
+        """Reconcile `key` again after its backoff (from the cache as it is then: a write whose answer
+        was lost shows in the watch meanwhile); the worker is free in between."""
+        delay = self._backoff.failed(key)
+        log_failure(log, f"job {key}", error, delay)
+        asyncio.get_running_loop().call_later(delay, self.notify, key)
 
     async def reconcile(self, key: str) -> None:
         """Phase dispatch for one Job: decide from the cache which single step it needs."""
@@ -246,7 +255,7 @@ class JobReconciler:
         try:
             created = await retrying(lambda: self.api.create(WORKLOADS, view.namespace, manifest))
         except ApiError as e:
-            if e.status == 409:
+            if e.conflict:
                 return  # already there; its watch event follows
             raise
         self._applied(created)
@@ -260,7 +269,7 @@ class JobReconciler:
         try:
             patched = await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return  # gone
             raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
         self.cache.upsert(c.KIND_JOB, patched)  # so a reconcile before the watch echo sees it started
@@ -274,7 +283,7 @@ class JobReconciler:
         try:
             patched = await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return None
             raise
         self.cache.upsert(c.KIND_JOB, patched)
@@ -313,7 +322,7 @@ class JobReconciler:
                 restore["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
             restored = await retrying(lambda: self.api.merge_patch(JOBS, namespace, name, restore))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return True
             raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
         self.cache.upsert(c.KIND_JOB, restored)
@@ -335,7 +344,7 @@ class JobReconciler:
             written = await retrying(functools.partial(
                 self.api.merge_patch, WORKLOADS, entry.info.namespace, entry.info.name, patch, "status"))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return
             raise  # 409: retried from the cache once the watch brings the newer Workload
         self._applied(written)
@@ -362,7 +371,7 @@ class JobReconciler:
         try:
             await retrying(lambda: self.api.delete(WORKLOADS, entry.info.namespace, entry.info.name))
         except ApiError as e:
-            if e.status != 404:
+            if not e.not_found:
                 raise
 
 

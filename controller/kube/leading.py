@@ -7,6 +7,7 @@ clears holderIdentity so a successor takes over at its next retry instead of aft
 A standby sleeps only until the holder's lease runs out when that comes before its next retry. A Lease
 it may not touch (403) or whose namespace is missing is logged at WARNING with the fix, and `can_act`
 (what /readyz reports) stays false until the Lease is readable again.
+The Lease is read and written as JSON through the door (`controller.kube.api.KubeApi`).
 """
 
 from __future__ import annotations
@@ -14,22 +15,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import inspect
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-
-import aiohttp
-from kubernetes.aio.client import (
-    ApiClient,
-    ApiException,
-    CoordinationV1Api,
-    V1Lease,
-    V1LeaseSpec,
-    V1ObjectMeta,
-)
+from typing import Any
 
 from controller.api import constants as c
+from controller.kube.api import LEASES, ApiError, KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +37,6 @@ class _Attempt(enum.Enum):
 
 
 FORBIDDEN = 403
-NOT_FOUND = 404
-CONFLICT = 409
 EXPIRY_MARGIN_S = 0.05
 """How long after a holder's lease runs out a standby tries to take it (renewTime has whole-µs precision)."""
 
@@ -62,7 +52,7 @@ class LeaderElector:
     `on_started` / `on_stopped` run (awaited when they return an awaitable) on each transition.
     """
 
-    def __init__(self, api_client: ApiClient, namespace: str, name: str, identity: str,
+    def __init__(self, api: KubeApi, namespace: str, name: str, identity: str,
                  lease_duration_s: float = 15, renew_deadline_s: float = 10, retry_period_s: float = 2,
                  on_started: Callback | None = None, on_stopped: Callback | None = None,
                  namespace_fix: str | None = None,
@@ -71,7 +61,7 @@ class LeaderElector:
         if not retry_period_s < renew_deadline_s < lease_duration_s:
             raise ValueError(f"leader election needs retry period ({retry_period_s}s) < renew deadline "
                              f"({renew_deadline_s}s) < lease duration ({lease_duration_s}s)")
-        self.api = CoordinationV1Api(api_client)
+        self.api = api
         self.namespace, self.name, self.identity = namespace, name, identity
         self.lease_duration_s, self.renew_deadline_s = lease_duration_s, renew_deadline_s
         self.retry_period_s = retry_period_s
@@ -132,18 +122,16 @@ class LeaderElector:
     async def release(self) -> bool:
         """Clear holderIdentity if we hold the Lease, so a successor need not wait for expiry."""
         try:
-            lease = await asyncio.wait_for(self.api.read_namespaced_lease(self.name, self.namespace),
-                                           self.renew_deadline_s)
-            spec = lease.spec or V1LeaseSpec()
-            if (spec.holder_identity or "") != self.identity:
+            lease = await asyncio.wait_for(self.api.get(LEASES, self.namespace, self.name), self.renew_deadline_s)
+            spec = lease.get("spec") or {}
+            if (spec.get("holderIdentity") or "") != self.identity:
                 return False
-            body = self._body(_resource_version(lease), None, self.clock(), acquire=spec.acquire_time,
-                              transitions=spec.lease_transitions or 0, duration_s=1)
-            await asyncio.wait_for(self.api.replace_namespaced_lease(self.name, self.namespace, body),
-                                   self.renew_deadline_s)
+            body = self._body(_resource_version(lease), None, self.clock(), acquire=spec.get("acquireTime"),
+                              transitions=int(spec.get("leaseTransitions") or 0), duration_s=1)
+            await asyncio.wait_for(self.api.replace(LEASES, self.namespace, self.name, body), self.renew_deadline_s)
             return True
-        except (ApiException, aiohttp.ClientError, OSError, TimeoutError) as e:
-            log.warning("could not release Lease %s/%s: %s", self.namespace, self.name, _short(e))
+        except (ApiError, TimeoutError) as e:  # TimeoutError: our renew deadline, not the request's
+            log.warning("could not release Lease %s/%s: %s", self.namespace, self.name, e)
             return False
 
     def _report(self, attempt: _Attempt) -> None:
@@ -161,13 +149,13 @@ class LeaderElector:
                         self.identity, self.namespace, self.name)
         self.blocked = self._problem
 
-    def _failed(self, verb: str, e: BaseException) -> _Attempt:
+    def _failed(self, verb: str, e: ApiError) -> _Attempt:
         """A failed Lease request: FAILED, with a blocking problem and its fix for a 403."""
-        if getattr(e, "status", None) == FORBIDDEN:
-            self._problem = (f"forbidden to {verb} Lease {self.namespace}/{self.name} ({_reason(e)}); "
+        if e.status == FORBIDDEN:
+            self._problem = (f"forbidden to {verb} Lease {self.namespace}/{self.name} ({e.message}); "
                              f"grant get, create and update on leases in namespace {self.namespace} to tasq's "
                              f"identity (config/rbac/leader_election_role.yaml)")
-        log.info("%s Lease %s/%s failed: %s", verb, self.namespace, self.name, _short(e))
+        log.info("%s Lease %s/%s failed: %s", verb, self.namespace, self.name, e)
         return _Attempt.FAILED
 
     def _past_renew_deadline(self, now: datetime) -> bool:
@@ -176,44 +164,40 @@ class LeaderElector:
     async def _acquire_or_renew(self, now: datetime) -> _Attempt:
         """Create the Lease if missing; take it if free or expired; renew it if ours (with its resourceVersion)."""
         try:
-            lease = await self.api.read_namespaced_lease(self.name, self.namespace)
-        except ApiException as e:
-            if e.status == NOT_FOUND:
+            lease = await self.api.get(LEASES, self.namespace, self.name)
+        except ApiError as e:
+            if e.not_found:
                 return await self._create(now)
             return self._failed("get", e)
-        except (aiohttp.ClientError, OSError) as e:
-            return self._failed("get", e)
-        spec = lease.spec or V1LeaseSpec()
-        holder = spec.holder_identity or ""
-        if holder and holder != self.identity and not self._expired(spec.renew_time, spec.lease_duration_seconds, now):
-            self._holder_expires_at = self._expiry(spec.renew_time, spec.lease_duration_seconds)
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        duration = spec.get("leaseDurationSeconds")
+        renewed = _time(spec.get("renewTime"))
+        if holder and holder != self.identity and not self._expired(renewed, duration, now):
+            self._holder_expires_at = self._expiry(renewed, duration)
             return _Attempt.TAKEN
         ours = holder == self.identity
-        transitions = (spec.lease_transitions or 0) + (0 if ours else 1)
+        transitions = int(spec.get("leaseTransitions") or 0) + (0 if ours else 1)
         body = self._body(_resource_version(lease), self.identity, now,
-                          acquire=spec.acquire_time if ours else now, transitions=transitions)
+                          acquire=spec.get("acquireTime") if ours else _micro_time(now), transitions=transitions)
         try:
-            await self.api.replace_namespaced_lease(self.name, self.namespace, body)
-        except ApiException as e:
-            if e.status == CONFLICT and not ours:
+            await self.api.replace(LEASES, self.namespace, self.name, body)
+        except ApiError as e:
+            if e.conflict and not ours:
                 return _Attempt.TAKEN
-            return self._failed("update", e)
-        except (aiohttp.ClientError, OSError) as e:
             return self._failed("update", e)
         return _Attempt.HELD
 
     async def _create(self, now: datetime) -> _Attempt:
         try:
-            await self.api.create_namespaced_lease(self.namespace, self._body(None, self.identity, now, now, 0))
-        except ApiException as e:
-            if e.status == CONFLICT:
+            await self.api.create(LEASES, self.namespace, self._body(None, self.identity, now, _micro_time(now), 0))
+        except ApiError as e:
+            if e.conflict:
                 return _Attempt.TAKEN
-            if e.status == NOT_FOUND:  # the Lease's namespace: a create answers 404 only for that
+            if e.not_found:  # the Lease's namespace: a create answers 404 only for that
                 self._problem = f"namespace {self.namespace} of Lease {self.name} does not exist; {self.namespace_fix}"
-                log.info("create Lease %s/%s failed: %s", self.namespace, self.name, _short(e))
+                log.info("create Lease %s/%s failed: %s", self.namespace, self.name, e)
                 return _Attempt.FAILED
-            return self._failed("create", e)
-        except (aiohttp.ClientError, OSError) as e:
             return self._failed("create", e)
         return _Attempt.HELD
 
@@ -229,14 +213,17 @@ class LeaderElector:
         return expiry is None or now >= expiry
 
     def _body(self, resource_version: str | None, holder: str | None, now: datetime,
-              acquire: datetime | None, transitions: int, duration_s: int | None = None) -> V1Lease:
+              acquire: str | None, transitions: int, duration_s: int | None = None) -> dict[str, Any]:
         """The whole Lease to write; `resource_version` makes the write conditional (409 when stale)."""
-        return V1Lease(
-            api_version=c.LEASE_API_VERSION, kind=c.KIND_LEASE,
-            metadata=V1ObjectMeta(name=self.name, namespace=self.namespace, resource_version=resource_version),
-            spec=V1LeaseSpec(holder_identity=holder, renew_time=now, acquire_time=acquire,
-                             lease_duration_seconds=duration_s or max(1, round(self.lease_duration_s)),
-                             lease_transitions=transitions))
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if resource_version is not None:
+            metadata["resourceVersion"] = resource_version
+        spec: dict[str, Any] = {"renewTime": _micro_time(now), "acquireTime": acquire,
+                                "leaseDurationSeconds": duration_s or max(1, round(self.lease_duration_s)),
+                                "leaseTransitions": transitions}
+        if holder is not None:
+            spec["holderIdentity"] = holder
+        return {"apiVersion": c.LEASE_API_VERSION, "kind": c.KIND_LEASE, "metadata": metadata, "spec": spec}
 
     async def _start_leading(self) -> None:
         log.info("%s is now the leader (Lease %s/%s)", self.identity, self.namespace, self.name)
@@ -257,24 +244,23 @@ async def _call(callback: Callback | None) -> None:
         await result
 
 
-def _resource_version(lease: V1Lease) -> str | None:
-    return lease.metadata.resource_version if lease.metadata else None
+def _resource_version(lease: dict[str, Any]) -> str | None:
+    version = (lease.get("metadata") or {}).get("resourceVersion")
+    return str(version) if version is not None else None
 
 
-def _reason(e: BaseException) -> str:
-    """The API server's message of a refused request (its Status body), else the short form."""
-    body = getattr(e, "body", None)
-    if body:
-        try:
-            message = json.loads(body).get("message")
-        except (ValueError, AttributeError):
-            message = None
-        if message:
-            return str(message)
-    return _short(e)
+def _micro_time(when: datetime) -> str:
+    """A Lease's MicroTime: RFC 3339 in UTC with microseconds, as kube-apiserver writes it."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _short(e: BaseException) -> str:
-    status = getattr(e, "status", None)
-    reason = getattr(e, "reason", None)
-    return f"{status} {reason}" if status is not None else f"{type(e).__name__}: {e}"
+def _time(value: Any) -> datetime | None:
+    """A Lease time as written (MicroTime, or any RFC 3339 form); None when absent or unreadable,
+    which `_expired` treats as never renewed."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

@@ -17,7 +17,6 @@ from typing import Any
 
 import kopf
 from kubernetes.aio import client
-from kubernetes.aio.client import CoreV1Api
 
 from controller.api import constants as c
 from controller.api.features import FeatureGates
@@ -62,7 +61,7 @@ class Operator:
             leading = asyncio.Event()
             leading.set()
         self.leading = leading
-        self.ungater = TopologyUngater(CoreV1Api(api_client), self.cache.ungating_input, self.metrics,
+        self.ungater = TopologyUngater(self.api, self.cache.ungating_input, self.metrics,
                                        leader=self.leading)
         self.registry = kopf.OperatorRegistry()
         self.settings_hooks: list[SettingsHook] = []

@@ -43,16 +43,16 @@ async def write_workload_status(api: KubeApi, workload: Workload,
         try:
             return await retrying(functools.partial(api.merge_patch, WORKLOADS, namespace, name, patch, "status"))
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return None
-            if e.status != 409:
+            if not e.conflict:
                 raise
         try:
             model = Workload.from_dict(await retrying(lambda: api.get(WORKLOADS, namespace, name)))
         except ValidationError:
             return None
         except ApiError as e:
-            if e.status == 404:
+            if e.not_found:
                 return None
             raise
     raise ApiError(409, f"workload {namespace}/{name}: still conflicting after {CONFLICT_ATTEMPTS} fresh reads")

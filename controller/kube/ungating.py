@@ -3,8 +3,8 @@
 The cache calls `notify(namespace, workload)` on every pod or Workload event; `run()` gathers those for
 `batch_seconds` per Workload, asks `source` for an `UngatingInput`, plans with the pure
 `plan_ungating` and sends one strategic-merge patch per pod (remove only our gate, add the slice's
-nodeSelector) with at most `parallelism` in flight, as raw JSON over the kubernetes.aio client's
-connections (`RawPodPatcher`). Only runs while the leader gate is set.
+nodeSelector) with at most `parallelism` in flight, as prepared JSON bytes through the door's
+`KubeApi.patch_raw`. Only runs while the leader gate is set. Built by controller.kube.operating.
 """
 
 from __future__ import annotations
@@ -18,29 +18,16 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
-from urllib.parse import quote
-
-import aiohttp
-from aiohttp.helpers import get_env_proxy_for_url
-from kubernetes.aio.client import ApiClient, CoreV1Api
-from yarl import URL
 
 from controller.api import constants as c
 from controller.core.ungating import Ungate, UngatingInput, plan_ungating
+from controller.kube.api import PODS, ApiError
 from controller.kube.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 WorkloadKey = tuple[str, str]  # (namespace, workload name)
 Source = Callable[[str, str], UngatingInput | None]
-
-# Errors after which the same plan may succeed on a fresh look (conflict, throttling, server trouble).
-_RETRIABLE = frozenset({409, 429, 500, 502, 503, 504})
-
-
-PATCH_TIMEOUT_S = 30.0
-"""Give up on one pod patch after this long (then it is retried like a 503)."""
-
 
 def ungate_patch(ungate: Ungate) -> dict[str, Any]:
     """The one patch that releases a pod: our gate removed (other gates kept), the slice's labels added.
@@ -75,84 +62,16 @@ class PatchBodies:
 
 
 class PodPatching(Protocol):
-    """Where ungate patches go: `RawPodPatcher` in the operator, a fake in unit tests."""
+    """Where ungate patches go: the door (`controller.kube.api.KubeApi`) in the operator, a fake in unit tests."""
 
-    async def refresh(self) -> None:
+    async def refresh_raw_headers(self) -> None:
         """Called once before each batch of patches (credentials may have rotated)."""
 
-    async def patch_namespaced_pod(self, name: str, namespace: str, body: bytes) -> tuple[int, str]:
-        """One strategic-merge PATCH of a pod: the HTTP status and, when it is not 2xx, the answer's text."""
+    async def patch_raw(self, resource: tuple[str, str], namespace: str | None, name: str, body: bytes) -> None:
+        """One strategic-merge PATCH of a pod; ApiError when it fails (a dropped connection too)."""
 
-    async def close(self) -> None:
-        """Release what the patcher holds (not the ApiClient's connections); it may be used again after."""
-
-
-class RawPodPatcher:
-    """Sends prepared strategic-merge patch bytes over the connection pool of a kubernetes.aio ApiClient.
-
-    The generated `CoreV1Api.patch_namespaced_pod` serialises the body through the client's models,
-    and the client's session (trust_env) looks up proxies and netrc in a worker thread per request:
-    at thousands of patches per Workload that was most of the ungater's CPU (bench/ungating.py).
-    Here the proxy is resolved once (netrc is not read: the kubeconfig's credentials are what the API
-    server checks), the auth headers once per batch (`refresh`, which runs the client's token refresh
-    hook), and the body goes out as is. TLS settings and connections are the client's own (its
-    connector, shared); closing the ApiClient closes them.
-    """
-
-    def __init__(self, api_client: ApiClient) -> None:
-        self.api_client = api_client
-        config = api_client.configuration
-        self.base = str(config.host).rstrip("/")
-        self._extra: dict[str, Any] = {}
-        if config.tls_server_name:
-            self._extra["server_hostname"] = config.tls_server_name
-        proxy: Any = config.proxy
-        if proxy is None:
-            with contextlib.suppress(LookupError):
-                proxy, self._extra["proxy_auth"] = get_env_proxy_for_url(URL(self.base))
-        if proxy is not None:
-            self._extra["proxy"] = proxy
-            if config.proxy_headers:
-                self._extra["proxy_headers"] = config.proxy_headers
-        self._headers: dict[str, str] = {}
-        self._session: aiohttp.ClientSession | None = None
-
-    async def refresh(self) -> None:
-        """The headers the client would send now: its defaults, cookie, bearer token, our content type."""
-        headers = {str(k): str(v) for k, v in self.api_client.default_headers.items()}
-        if self.api_client.cookie:
-            headers["Cookie"] = str(self.api_client.cookie)
-        for auth in (await self.api_client.configuration.auth_settings()).values():
-            if auth.get("in") == "header" and auth.get("value"):
-                headers[str(auth["key"])] = str(auth["value"])
-        headers["Content-Type"] = c.CONTENT_TYPE_STRATEGIC_MERGE_PATCH
-        headers["Accept"] = "application/json"
-        self._headers = headers
-
-    def _session_now(self) -> aiohttp.ClientSession:
-        """A session on the ApiClient's connector (created here if the client has sent nothing yet)."""
-        if self._session is None or self._session.closed:
-            rest = self.api_client.rest_client
-            if rest.pool_manager is None:
-                rest.pool_manager = rest._create_pool_manager()
-            self._session = aiohttp.ClientSession(
-                connector=rest.pool_manager.connector, connector_owner=False, trust_env=False,
-                timeout=aiohttp.ClientTimeout(total=PATCH_TIMEOUT_S))
-        return self._session
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    async def patch_namespaced_pod(self, name: str, namespace: str, body: bytes) -> tuple[int, str]:
-        if not self._headers:
-            await self.refresh()
-        url = f"{self.base}/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
-        async with self._session_now().patch(url, data=body, headers=self._headers, **self._extra) as response:
-            # Read the answer even on success: a connection goes back to the pool only once it is read.
-            raw = await response.read()
-            return response.status, ("" if 200 <= response.status < 300 else raw.decode("utf-8", "replace"))
+    async def close_raw(self) -> None:
+        """Release the patch session (not the ApiClient's connections); patching may resume after."""
 
 
 def _utc_now() -> datetime:
@@ -168,10 +87,10 @@ class TopologyUngater:
     gone, or when its patch fails. `patches` and `failures` count the API calls made (benchmarks).
     """
 
-    def __init__(self, api: CoreV1Api | PodPatching, source: Source, metrics: Metrics | None = None,
+    def __init__(self, api: PodPatching, source: Source, metrics: Metrics | None = None,
                  batch_seconds: float = 1.0, parallelism: int = 16, *, leader: asyncio.Event | None = None,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], datetime] = _utc_now) -> None:
-        self.patcher: PodPatching = RawPodPatcher(api.api_client) if isinstance(api, CoreV1Api) else api
+        self.patcher = api
         self.source, self.metrics = source, metrics
         self.batch_seconds = batch_seconds
         self.leader = leader
@@ -233,7 +152,7 @@ class TopologyUngater:
 
     async def close(self) -> None:
         """Close the patcher's session (`run` does on its way out; a caller of `sync` alone calls it)."""
-        await self.patcher.close()
+        await self.patcher.close_raw()
 
     async def _sync_logged(self, key: WorkloadKey) -> None:
         """`sync` for `run`: an unexpected error is logged and the Workload retried, never fatal."""
@@ -280,7 +199,7 @@ class TopologyUngater:
         for u in plan.ungate:
             expected[u.uid] = u.node_selector
         bodies = PatchBodies()
-        await self.patcher.refresh()
+        await self.patcher.refresh_raw_headers()
         results = await asyncio.gather(*(self._patch(namespace, key, u, created[u.uid], bodies.body(u))
                                          for u in plan.ungate))
         if any(r is None for r in results):
@@ -297,7 +216,8 @@ class TopologyUngater:
         return expected
 
     async def _patch(self, namespace: str, key: WorkloadKey, u: Ungate, created: str, body: bytes) -> bool | None:
-        """Send one ungate patch. True: sent; False: failed for good (404, 422...); None: worth a retry.
+        """Send one ungate patch. True: sent; False: failed for good (404, 422...); None: worth a retry
+        (a conflict, or a transient error: throttled, server trouble, no answer).
 
         A failed patch changed nothing on the pod (one patch is atomic), so its expectation goes.
         """
@@ -308,21 +228,19 @@ class TopologyUngater:
                 return False
             self.patches += 1
             try:
-                status, text = await self.patcher.patch_namespaced_pod(u.pod, namespace, body)
-            except (aiohttp.ClientError, OSError, TimeoutError) as e:
-                return self._failed(key, u, 503, f"{type(e).__name__}: {e}")
-            if not 200 <= status < 300:
-                return self._failed(key, u, status, f"{status} {text}")
+                await self.patcher.patch_raw(PODS, namespace, u.pod, body)
+            except ApiError as e:
+                return self._failed(key, u, e)
         if self.metrics is not None:
             self.metrics.gate_removed(self._age_seconds(created))
         return True
 
-    def _failed(self, key: WorkloadKey, u: Ungate, status: int, why: str) -> bool | None:
+    def _failed(self, key: WorkloadKey, u: Ungate, error: ApiError) -> bool | None:
         self.failures += 1
         self.expectations.get(key, {}).pop(u.uid, None)
-        retriable = status in _RETRIABLE
+        retriable = error.conflict or error.transient  # the same plan may succeed on a fresh look
         log.log(logging.INFO if retriable else logging.WARNING,
-                "ungating pod %s/%s of Workload %s failed: %s", key[0], u.pod, key[1], why)
+                "ungating pod %s/%s of Workload %s failed: %s", key[0], u.pod, key[1], error)
         return None if retriable else False
 
     def _age_seconds(self, created: str) -> float:

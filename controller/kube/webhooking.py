@@ -4,13 +4,15 @@
 kopf registry (the operator's: one kopf per process) behind an `AdmissionServer` (TLS from files,
 reloaded on change); `serve_admission(client, server, stop)` runs them alone. For `tasq dev` and
 `tasq run --local-webhooks`, `local_tls` writes a CA and a 127.0.0.1 certificate and `publish_webhooks`
-applies the configurations (URL + caBundle) once the server listens and deletes them on exit.
-Called by controller.kube.operating/process; the one module here that writes webhook configurations.
+applies the configurations (URL + caBundle) once the server listens and deletes them on exit,
+through the door (`controller.kube.api.KubeApi`). Called by controller.kube.operating/process; the
+one module here that writes webhook configurations.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, nullcontext
@@ -20,17 +22,21 @@ from typing import Any
 
 import kopf
 from kopf._core.reactor.inventory import ResourceMemories
-from kubernetes.aio.client import AdmissionregistrationV1Api, ApiClient, ApiException
+from kubernetes.aio.client import ApiClient
 
 from controller.api import constants as c
+from controller.kube.api import (
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    ApiError,
+    KubeApi,
+    retrying,
+)
 from controller.kube.embedding import connection_info, run_kopf
 from webhooks.certificates import write_serving_files
 from webhooks.configurations import EXCLUDED_NAMESPACES, local_client, webhook_configurations
 from webhooks.handlers import register_handlers
 from webhooks.serving import AdmissionServer, TlsFiles
-
-NOT_FOUND = 404
-CONFLICT = 409
 
 
 def serving_files(directory: Path) -> TlsFiles:
@@ -44,62 +50,55 @@ def local_tls(directory: Path, now: datetime) -> TlsFiles:
     return serving_files(directory)
 
 
-async def _apply(api: AdmissionregistrationV1Api, configuration: dict[str, Any]) -> None:
+def _resource(kind: str) -> tuple[str, str]:
+    return MUTATING_WEBHOOK_CONFIGURATIONS if kind == "MutatingWebhookConfiguration" else VALIDATING_WEBHOOK_CONFIGURATIONS
+
+
+async def _apply(api: KubeApi, configuration: dict[str, Any]) -> None:
     """Create the configuration, or replace the one of that name (a previous run's, say)."""
-    mutating = configuration["kind"] == "MutatingWebhookConfiguration"
-    name = configuration["metadata"]["name"]
-    body: Any = configuration  # the client serialises a plain dict as it is, like its own models
+    resource, name = _resource(configuration["kind"]), configuration["metadata"]["name"]
     try:
-        if mutating:
-            await api.create_mutating_webhook_configuration(body)
-        else:
-            await api.create_validating_webhook_configuration(body)
+        await retrying(lambda: api.create(resource, None, configuration))
         return
-    except ApiException as e:
-        if e.status != CONFLICT:
+    except ApiError as e:
+        if not e.conflict:
             raise
-    current = await (api.read_mutating_webhook_configuration(name) if mutating
-                     else api.read_validating_webhook_configuration(name))
-    version = current.metadata.resource_version if current.metadata is not None else None
+    current = await retrying(lambda: api.get(resource, None, name))
+    version = (current.get("metadata") or {}).get("resourceVersion")
     body = {**configuration, "metadata": {**configuration["metadata"], "resourceVersion": version}}
-    if mutating:
-        await api.replace_mutating_webhook_configuration(name, body)
-    else:
-        await api.replace_validating_webhook_configuration(name, body)
+    await retrying(lambda: api.replace(resource, None, name, body))
 
 
-async def register_configurations(client: ApiClient, url: str, ca_bundle: str,
+async def register_configurations(api: KubeApi, url: str, ca_bundle: str,
                                   excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> None:
     """Apply both configurations, calling the server at `url` and trusting `ca_bundle`."""
-    api = AdmissionregistrationV1Api(client)
     for body in webhook_configurations(local_client(url, ca_bundle), excluded):
         await _apply(api, body)
 
 
-async def remove_configurations(client: ApiClient) -> None:
+async def remove_configurations(api: KubeApi) -> None:
     """Delete both configurations; absent ones are fine."""
-    api = AdmissionregistrationV1Api(client)
-    for delete, name in ((api.delete_mutating_webhook_configuration, c.MUTATING_WEBHOOK_CONFIGURATION),
-                         (api.delete_validating_webhook_configuration, c.VALIDATING_WEBHOOK_CONFIGURATION)):
+    for resource, name in ((MUTATING_WEBHOOK_CONFIGURATIONS, c.MUTATING_WEBHOOK_CONFIGURATION),
+                           (VALIDATING_WEBHOOK_CONFIGURATIONS, c.VALIDATING_WEBHOOK_CONFIGURATION)):
         try:
-            await delete(name)
-        except ApiException as e:
-            if e.status != NOT_FOUND:
+            await retrying(functools.partial(api.delete, resource, None, name))
+        except ApiError as e:
+            if not e.not_found:
                 raise
 
 
 @asynccontextmanager
-async def registered_webhooks(client: ApiClient, server: AdmissionServer,
+async def registered_webhooks(api: KubeApi, server: AdmissionServer,
                               excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> AsyncIterator[None]:
     """While inside: the configurations point at `server` (registered once it listens, so the API
     server never calls a port nobody serves); on exit they are deleted, so a stopped local
     operator leaves no failurePolicy Fail webhook behind."""
     await server.wait_listening()
     try:
-        await register_configurations(client, server.url, server.tls.ca_bundle(), excluded)
+        await register_configurations(api, server.url, server.tls.ca_bundle(), excluded)
         yield
     finally:
-        await remove_configurations(client)
+        await remove_configurations(api)
 
 
 class DenialsLoggedOnce(logging.Filter):
@@ -162,7 +161,7 @@ async def publish_webhooks(client: ApiClient, server: AdmissionServer, stop: asy
         await asyncio.wait({listening, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if stop.is_set():
             return
-        async with registered_webhooks(client, server) if register_local else nullcontext():
+        async with registered_webhooks(KubeApi(client), server) if register_local else nullcontext():
             if ready is not None:
                 ready.set()
             await stopping

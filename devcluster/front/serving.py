@@ -32,6 +32,7 @@ from devcluster.server.errors import (
     ApiError,
     bad_request,
 )
+from devcluster.server.faults import CONNECTION, Connection, Disconnect
 from devcluster.server.resources import REVIEW_KINDS, ResourceType
 from devcluster.server.watching import BOOKMARK, ERROR, Watch
 from devcluster.webhooking import warning
@@ -99,8 +100,18 @@ class HttpFrontend:
             w.close()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        connection = Connection()
+        CONNECTION.set(connection)  # this request's own context (aiohttp serves each in a new task)
         with warning.collecting() as warnings:
-            response = await self._answer(request)
+            try:
+                response = await self._answer(request)
+            except Disconnect:
+                connection.drop_answer = True
+                response = web.Response(status=500)
+        if connection.drop_answer and request.transport is not None:
+            # an injected fault: the connection goes without an answer, as when kube-apiserver stops
+            request.transport.abort()
+            return response
         if warnings and not response.prepared:  # a watch stream has sent its headers already
             for text in warnings:
                 response.headers.add(warning.HEADER, warning.header_value(text))
@@ -111,7 +122,7 @@ class HttpFrontend:
             return await self._dispatch(request)
         except ApiError as e:
             return _error(e)
-        except (ConnectionResetError, asyncio.CancelledError):
+        except (ConnectionResetError, asyncio.CancelledError, Disconnect):
             raise
         except Exception as e:  # an emulator bug must still answer as the API server would
             log.exception("internal error serving %s %s", request.method, request.path)

@@ -1,7 +1,11 @@
-"""Fault injection for tests: latency, 409, 500, 403, 410 Gone, dropped watches and timing-out webhooks.
+"""Fault injection for tests: latency, 409, 500, 403, 410 Gone, dropped watches, dropped connections
+and timing-out webhooks.
 
 `Faults(api).install()` hooks the request pipeline (`ApiServer.fault_hooks`, `watch_hooks`), so a
-fault hits a request before any state change. Rules pick requests by verb, resource (`pods/status`),
+fault hits a request before any state change. A dropped connection is what a restarting
+kube-apiserver does to a client: DISCONNECT drops it before the request is applied, DISCONNECT_AFTER
+applies the request and drops it before the answer (the client cannot tell which happened); both hit
+HTTP requests only (the front marks them with `CONNECTION`), never the in-process API. Rules pick requests by verb, resource (`pods/status`),
 namespace and name, for the next N or until cleared; tests add them in-process (`DevCluster.faults`),
 `tasq dev` users through `/debug/faults` (see `Faults.serve_http`).
 """
@@ -9,6 +13,7 @@ namespace and name, for the next N or until cleared; tests add them in-process (
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import weakref
 from dataclasses import asdict, dataclass, field
@@ -28,8 +33,26 @@ FORBIDDEN = "forbidden"  # the answer of an authorizer that denies the request (
 GONE = "gone"
 DROP_WATCH = "drop-watch"
 WEBHOOK_TIMEOUT = "webhook-timeout"
-KINDS = (LATENCY, CONFLICT, ERROR, FORBIDDEN, GONE, DROP_WATCH, WEBHOOK_TIMEOUT)
+DISCONNECT = "disconnect"
+DISCONNECT_AFTER = "disconnect-after"
+KINDS = (LATENCY, CONFLICT, ERROR, FORBIDDEN, GONE, DROP_WATCH, WEBHOOK_TIMEOUT, DISCONNECT, DISCONNECT_AFTER)
 ANY = "*"
+
+
+@dataclass
+class Connection:
+    """The HTTP connection of the request being served; `drop_answer` once a DISCONNECT_AFTER rule hit
+    it: the front aborts the connection instead of answering."""
+
+    drop_answer: bool = False
+
+
+CONNECTION: contextvars.ContextVar[Connection | None] = contextvars.ContextVar("devcluster_connection", default=None)
+"""Set by the HTTP front for the request it serves (None for in-process API calls)."""
+
+
+class Disconnect(Exception):
+    """A DISCONNECT rule hit the request: the front aborts its connection without an answer."""
 
 
 @dataclass
@@ -102,11 +125,20 @@ class Faults:
     # ---------------------------------------------------------------- hooks
 
     async def check(self, info: RequestInfo) -> ApiError | None:
-        """Fault hook: sleep for latency, then fail with the first matching error rule."""
+        """Fault hook: sleep for latency, then fail with the first matching error rule; over HTTP, drop
+        the connection now (Disconnect) or after the request is applied (marks `CONNECTION`). Every
+        rule that hits a request is taken when it arrives, so a delayed request never takes a rule
+        added while it slept."""
         delay = self._take(info, (LATENCY,))
+        connection = CONNECTION.get()
+        drop = self._take(info, (DISCONNECT, DISCONNECT_AFTER)) if connection is not None else None
+        rule = self._take(info, (CONFLICT, ERROR, FORBIDDEN, GONE)) if drop is None or drop.kind != DISCONNECT else None
         if delay is not None:
             await asyncio.sleep(delay.seconds)
-        rule = self._take(info, (CONFLICT, ERROR, FORBIDDEN, GONE))
+        if drop is not None and drop.kind == DISCONNECT:
+            raise Disconnect(f"injected fault: {info.verb} {info.resource.plural} {info.name}")
+        if drop is not None and connection is not None:
+            connection.drop_answer = True
         return None if rule is None else self._error(rule, info)
 
     def check_watch(self, info: RequestInfo, watch: Watch) -> ApiError | None:

@@ -4,7 +4,9 @@ Builds the `realcluster` binary (etcd, kube-apiserver, kube-controller-manager, 
 kwok into a cache directory keyed by the pins (rebuilt only when one changes), starts them with
 generated certificates, creates the same sample nodes as `tasq dev` as kwok nodes, applies crds/,
 installs kwok stages that honour the devcluster's test annotations, prints `ready` and serves until
-SIGINT/SIGTERM. Run by people and by the `--cluster=real` pytest session fixture (tests/conftest.py).
+SIGINT/SIGTERM. With `--control FILE` it also serves a control endpoint on loopback (its URL written
+to FILE) that restarts kube-apiserver or etcd with the same flags, so tests inject those faults.
+Run by people and by the `--cluster=real` pytest fixture (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import ctypes
 import datetime
 import fcntl
 import hashlib
+import http.server
 import importlib
 import ipaddress
 import json
@@ -27,6 +30,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +38,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -51,6 +56,8 @@ SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"  # the devcluster kubelet's pod IPs come from this range too
 CLUSTER_NAME = "tasq-realcluster"
 START_TIMEOUT = 120.0
+STOP_TIMEOUT = 15.0
+RESTARTABLE = ("kube-apiserver", "etcd")
 PR_SET_PDEATHSIG = 1
 
 LDFLAGS = " ".join([
@@ -221,19 +228,44 @@ class Processes:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.running: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.argv: dict[str, list[str]] = {}
+        self.lock = threading.Lock()
+        """Held by `check` and across a restart, so a component stopped on purpose is not taken for dead."""
 
     def start(self, name: str, argv: list[str]) -> None:
-        out = (self.workdir / f"{name}.log").open("wb")
+        self.argv[name] = argv
+        self.running.append((name, self._spawn(name, argv, "wb")))
+
+    def _spawn(self, name: str, argv: list[str], mode: str) -> subprocess.Popen[bytes]:
+        out = (self.workdir / f"{name}.log").open(mode)
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=_die_with_parent)
         out.close()
-        self.running.append((name, proc))
+        return proc
 
     def check(self) -> None:
         """UpError naming the first component that exited, with the end of its log."""
-        for name, proc in self.running:
-            if proc.poll() is not None:
-                raise UpError(f"{name} exited with code {proc.returncode}:\n{self.tail(name)}")
+        with self.lock:
+            for name, proc in self.running:
+                if proc.poll() is not None:
+                    raise UpError(f"{name} exited with code {proc.returncode}:\n{self.tail(name)}")
+
+    def restart(self, name: str, sig: signal.Signals, down_seconds: float) -> None:
+        """Stop `name` with `sig` (SIGKILL after STOP_TIMEOUT), wait `down_seconds`, start it again
+        with the same command line (same ports, certificates and data directory); its log goes on."""
+        index = next(i for i, (n, _) in enumerate(self.running) if n == name)
+        proc = self.running[index][1]
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        time.sleep(down_seconds)
+        with (self.workdir / f"{name}.log").open("ab") as out:
+            out.write(f"\n==== realcluster: restarted after {sig.name} ====\n".encode())
+        self.running[index] = (name, self._spawn(name, self.argv[name], "ab"))
 
     def tail(self, name: str, lines: int = 25) -> str:
         path = self.workdir / f"{name}.log"
@@ -286,6 +318,85 @@ class Api:
 
     def ok(self, path: str) -> bool:
         return self.request("GET", path)[0] == 200
+
+
+# ---------------------------------------------------------------- control endpoint
+
+
+class _ControlHandler(http.server.BaseHTTPRequestHandler):
+    """`POST /restart?component=kube-apiserver|etcd[&signal=TERM|KILL][&down=SECONDS]`: restart one
+    component with its own flags and answer once kube-apiserver is ready again (200, JSON with the
+    seconds it took); 400 for a bad query, 500 when the component does not come back."""
+
+    processes: Processes
+    api: Api
+
+    def do_POST(self) -> None:
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        try:
+            if url.path != "/restart":
+                raise ValueError(f"unknown path {url.path!r}; POST /restart?component=...")
+            component = query.get("component", "kube-apiserver")
+            if component not in RESTARTABLE:
+                raise ValueError(f"component {component!r}: want one of {', '.join(RESTARTABLE)}")
+            sig = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL}.get(query.get("signal", "TERM"))
+            if sig is None:
+                raise ValueError(f"signal {query['signal']!r}: want TERM or KILL")
+            down = float(query.get("down", "0"))
+            if not 0 <= down <= 60:
+                raise ValueError(f"down {down}: want 0 to 60 seconds")
+        except ValueError as e:
+            self._answer(400, {"error": str(e)})
+            return
+        started = time.monotonic()
+        try:
+            restart(self.processes, self.api, component, sig, down)
+        except UpError as e:
+            self._answer(500, {"error": str(e)})
+            return
+        self._answer(200, {"restarted": component, "seconds": round(time.monotonic() - started, 3)})
+
+    def _answer(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log(f"control: {format % args}")
+
+
+def restart(processes: Processes, api: Api, component: str, sig: signal.Signals, down: float) -> None:
+    """Restart `component` (see `Processes.restart`) and wait until kube-apiserver answers /readyz;
+    UpError with the end of the component's log when it does not within START_TIMEOUT."""
+    with processes.lock:
+        log(f"restarting {component} ({sig.name}, down {down:g}s)")
+        processes.restart(component, sig, down)
+        proc = dict(processes.running)[component]
+        deadline = time.monotonic() + START_TIMEOUT
+        while not api.ok("/readyz"):
+            if proc.poll() is not None:
+                raise UpError(f"{component} exited with code {proc.returncode} after its restart:\n"
+                              f"{processes.tail(component)}")
+            if time.monotonic() > deadline:
+                raise UpError(f"kube-apiserver not ready {START_TIMEOUT:.0f}s after restarting {component}")
+            time.sleep(0.1)
+        log(f"restarted {component}")
+
+
+def serve_control(processes: Processes, api: Api, url_file: Path) -> http.server.HTTPServer:
+    """The control endpoint on a free loopback port, its URL written to `url_file`. One thread serves
+    it for the life of `up`, one request at a time: the components it restarts are its children, and
+    their parent-death signal (`_die_with_parent`) fires when the thread that started them ends."""
+    handler = type("ControlHandler", (_ControlHandler,), {"processes": processes, "api": api})
+    server = http.server.HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, name="realcluster-control", daemon=True).start()
+    url_file.parent.mkdir(parents=True, exist_ok=True)
+    url_file.write_text(f"http://127.0.0.1:{server.server_address[1]}\n")
+    return server
 
 
 # ---------------------------------------------------------------- sample nodes
@@ -571,6 +682,8 @@ def control_plane(args: argparse.Namespace) -> Iterator[Processes]:
                  processes)
         args.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
         args.kubeconfig.write_text(kubeconfig_text(workdir / "pki", server))
+        if args.control is not None:
+            serve_control(processes, api, args.control)
         processes.check()
         log(f"started in {time.monotonic() - built:.1f}s ({time.monotonic() - started:.1f}s with the build "
             f"check); {len(nodes)} nodes; logs in {workdir}")
@@ -607,6 +720,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="also create the nodes of a `kubectl get nodes -o yaml` dump (repeatable)")
     parser.add_argument("--crds", type=Path, default=REPO / "crds", help="directory of CRD YAML to apply")
     parser.add_argument("--no-crds", dest="crds", action="store_const", const=None, help="apply no CRDs")
+    parser.add_argument("--control", type=Path, default=None, metavar="FILE",
+                        help="serve the control endpoint (POST /restart?component=kube-apiserver|etcd"
+                             "[&signal=TERM|KILL][&down=SECONDS]) on loopback and write its URL to FILE")
     parser.add_argument("--cache-dir", type=Path,
                         default=Path(os.environ.get("TASQ_REALCLUSTER_CACHE")
                                      or Path.home() / ".cache" / "tasq" / "realcluster"),

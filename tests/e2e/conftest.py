@@ -4,7 +4,8 @@ The cluster is the devcluster, or with `--cluster=real` the real control plane (
 Tests isolate themselves with the `namespace` fixture (a fresh namespace each) so a module can
 share one server. `DevCluster.call` runs in-process API coroutines on the server's own loop; a test
 that asks for the `devcluster` fixture runs on the devcluster only. `install_operator_cluster`
-gives the operator's tests the same CRDs, nodes and queues on either cluster.
+gives the operator's tests the same CRDs, nodes and queues on either cluster; `restart_apiserver`
+restarts either cluster's API server.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import yaml
 from controller.commands.crds import DEFAULT_DIR
 from devcluster.cluster import DevCluster
 from devcluster.simulated.components import Components
+from tests.conftest import RealCluster
 
 REPO = Path(__file__).resolve().parents[2]
 KUBECTL = Path(sys.executable).parent / "kubectl"
@@ -76,6 +78,25 @@ def kubeconfig(request: pytest.FixtureRequest, cluster: str, tmp_path_factory: p
         return path
     dev: DevCluster = request.getfixturevalue("devcluster")
     return dev.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+
+
+@pytest.fixture(scope="module")
+def restart_apiserver(request: pytest.FixtureRequest, cluster: str, kubeconfig: Path) -> Callable[..., float]:
+    """`restart_apiserver(component="kube-apiserver", kill=False, down_seconds=0.0)`: restart this
+    module's API server (on the real control plane kube-apiserver, or with component="etcd" etcd,
+    with the same flags; on the devcluster its HTTP front) and return once it serves again, with the
+    seconds it took."""
+    if cluster == "real":
+        real: RealCluster = request.getfixturevalue("realcluster")
+        return real.restart
+    dev: DevCluster = request.getfixturevalue("devcluster")
+
+    def restart(component: str = "kube-apiserver", *, kill: bool = False, down_seconds: float = 0.0) -> float:
+        del component, kill  # one process holds both; a restart drops its connections either way
+        started = time.monotonic()
+        dev.call(dev.restart(down_seconds))
+        return time.monotonic() - started
+    return restart
 
 
 @pytest.fixture(scope="module")

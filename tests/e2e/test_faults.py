@@ -7,6 +7,7 @@ after every test, so the module's shared server stays healthy.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
@@ -231,3 +233,45 @@ def test_faults_over_the_debug_endpoint(kubectl: Kubectl, devcluster: DevCluster
     bad_status, bad = debug_faults(devcluster, "POST", {"kind": "meteor"})
     assert (bad_status, bad["reason"]) == (400, "BadRequest") and "fault kind 'meteor'" in bad["message"]
     assert debug_faults(devcluster, "DELETE") == (200, {"faults": []})
+
+
+def _send(devcluster: DevCluster, method: str, path: str, body: dict[str, Any]) -> tuple[int, str]:
+    """One request over a fresh aiohttp connection (the operator's client library): the status and
+    answer, or (0, the error's type) when the connection went without an answer."""
+    async def send() -> tuple[int, str]:
+        content_type = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        async with aiohttp.ClientSession() as session:
+            try:
+                async with session.request(method, devcluster.url + path, data=json.dumps(body),
+                                           headers={"Content-Type": content_type,
+                                                    "Authorization": "Bearer devcluster"}) as response:
+                    return response.status, await response.text()
+            except aiohttp.ClientError as e:
+                return 0, type(e).__name__
+    return asyncio.run(send())
+
+
+@pytest.mark.parametrize(("kind", "applied"), [(faults.DISCONNECT, False), (faults.DISCONNECT_AFTER, True)])
+def test_a_dropped_connection_loses_the_answer_before_or_after_the_write(
+        kubectl: Kubectl, devcluster: DevCluster, namespace: str, kind: str, applied: bool) -> None:
+    kubectl("create", "-f", "-", stdin=configmap_yaml("cm", namespace))
+    devcluster.faults.inject(kind, "patch", "configmaps", name="cm")
+    path = f"/api/v1/namespaces/{namespace}/configmaps/cm"
+
+    dropped = _send(devcluster, "PATCH", path, {"data": {"a": "2"}})
+    answered = _send(devcluster, "PATCH", path, {"data": {"b": "3"}})
+
+    assert dropped == (0, "ServerDisconnectedError")  # as a restarting kube-apiserver drops it
+    assert present(stored(devcluster, namespace, "cm"))["data"] == {"a": "2" if applied else "1", "b": "3"}
+    assert answered[0] == 200  # count=1: the next request is served
+
+
+def test_a_dropped_connection_spares_the_in_process_api(devcluster: DevCluster, namespace: str) -> None:
+    devcluster.faults.inject(faults.DISCONNECT, "create", "configmaps")
+    api = devcluster.api
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": namespace}}
+
+    devcluster.call(lambda: api.create(api.resource("v1", "configmaps"), namespace, body))
+
+    assert stored(devcluster, namespace, "cm") is not None
+    assert devcluster.faults.rules[0].hits == 0  # left for the next HTTP request

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
+from controller.kube.api import KubeApi
 from controller.kube.webhooking import register_configurations
 from tests.e2e.conftest import Kubectl
 from tests.e2e.test_tasq_webhooks import (  # noqa: F401 (`installed` is a fixture)
@@ -66,7 +67,7 @@ def outage(installed: None,  # noqa: F811 (the imported fixture)
     async def register() -> None:
         client = await api_client(kubeconfig)
         try:
-            await register_configurations(client, crashed.server.url, crashed.server.tls.ca_bundle())
+            await register_configurations(KubeApi(client), crashed.server.url, crashed.server.tls.ca_bundle())
         finally:
             await client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
     asyncio.run(register())

@@ -1,12 +1,13 @@
 """config/rbac grants exactly the API calls tasq makes: derived from the code, compared both ways.
 
-Every request tasq sends goes through one of three doors, each read here from the source:
+Every request tasq sends goes through one of two doors, each read here from the source:
 - `controller.kube.api.KubeApi` methods called with a resource constant of that module (the
-  operator's reads and writes); `functools.partial(api.merge_patch, ...)` counts the same;
-- the typed `kubernetes.aio` clients (`read_namespaced_lease`, `patch_namespaced_pod...`), whose
-  class names the group and whose method name the verb and resource;
+  operator's reads and writes, Leases, the ungater's raw pod patches);
+  `functools.partial(api.merge_patch, ...)` counts the same;
 - kopf's watches, one per entry of `controller.kube.watching.RESOURCES` (list + watch), plus the
   CRD observer kopf runs in every operator (list + watch customresourcedefinitions).
+The typed `kubernetes.aio` clients (`read_namespaced_lease`, `patch_namespaced_pod`...) would be a
+third; a test checks that no module uses them.
 The admissionregistration calls are `tasq run --local-webhooks` only (a developer's admin
 credentials, a control plane on the same machine); in a cluster the configurations come from
 config/webhook, so the ServiceAccount must not hold them.
@@ -29,7 +30,8 @@ from controller.kube.watching import RESOURCES
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = sorted([*(REPO / "controller" / "kube").glob("*.py"), *(REPO / "webhooks").glob("*.py")])
-KUBEAPI_VERBS = {"get": "get", "list": "list", "create": "create", "merge_patch": "patch", "delete": "delete"}
+KUBEAPI_VERBS = {"get": "get", "list": "list", "create": "create", "replace": "update", "merge_patch": "patch",
+                 "patch_raw": "patch", "delete": "delete"}
 TYPED = re.compile(r"^(read|list|create|replace|patch|delete)_(namespaced_)?([a-z_]+?)(_status)?"
                    r"(_with_http_info|_without_preload_content)?$")
 TYPED_VERBS = {"read": "get", "list": "list", "create": "create", "replace": "update", "patch": "patch",
@@ -93,6 +95,16 @@ def _typed_access(attr: str) -> Iterator[Permission]:
     yield group, plural + ("/status" if status else ""), TYPED_VERBS[verb]
 
 
+def typed_client_calls() -> set[tuple[str, Permission]]:
+    """(file, permission) of every typed `kubernetes.aio` client method the sources name."""
+    found: set[tuple[str, Permission]] = set()
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute):
+                found |= {(path.name, p) for p in _typed_access(node.attr)}
+    return found
+
+
 def derived_permissions() -> set[Permission]:
     """Every (group, resource, verb) the code can request in a cluster."""
     found: set[Permission] = set(KOPF_OBSERVER)
@@ -102,8 +114,7 @@ def derived_permissions() -> set[Permission]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call):
                 found |= set(_kubeapi_call(node))
-            if isinstance(node, ast.Attribute):
-                found |= set(_typed_access(node.attr))
+    found |= {permission for _, permission in typed_client_calls()}
     return {p for p in found if p[0] not in LOCAL_ONLY_GROUPS}
 
 
@@ -137,10 +148,15 @@ def test_the_code_is_read_through_every_door() -> None:
     # one of each door, so a scanner that silently finds nothing cannot pass
     assert ("kueue.x-k8s.io", "workloads/status", "patch") in derived  # KubeApi via functools.partial
     assert ("batch", "jobs", "patch") in derived  # KubeApi method call
-    assert ("coordination.k8s.io", "leases", "update") in derived  # typed client
-    assert ("", "pods", "patch") in derived  # typed client, _without_preload_content
+    assert ("coordination.k8s.io", "leases", "update") in derived  # KubeApi.replace
+    assert ("", "pods", "patch") in derived  # KubeApi.patch_raw
     assert ("", "nodes", "watch") in derived  # kopf watch
     assert ("authentication.k8s.io", "tokenreviews", "create") in derived  # KubeApi.create, metrics scrapes
+
+
+def test_no_module_uses_a_typed_client_past_the_door() -> None:
+    assert {p for p in _typed_access("read_namespaced_lease")} == {("coordination.k8s.io", "leases", "get")}  # the probe works
+    assert typed_client_calls() == set()
 
 
 def test_the_roles_grant_every_call_the_code_makes() -> None:

@@ -7,10 +7,12 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp
+
 from controller.api import constants as c
 from controller.cache.cluster import KIND_NODE, ClusterCache
 from controller.kube.admitting import AdmissionLoop
-from controller.kube.api import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS
+from controller.kube.api import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, ApiError
 from controller.kube.events import EventRecorder
 from tests.builders.cluster import make_node
 from tests.builders.kueue import make_cluster_queue, make_flavor, make_local_queue, make_workload
@@ -79,6 +81,94 @@ async def test_queue_statuses_are_written_after_the_first_cycle_then_once_per_in
     await asyncio.sleep(0.5)
     assert sorted(queue_writes(api)) == ["cq", "cq", "lq", "lq"]  # one coalesced write per queue
     assert loop.admitted_at.keys() == {f"default/w{i}" for i in range(6)}
+
+
+class DroppingApi(RecordingApi):
+    """RecordingApi whose first `drops` Workload status patches lose their connection, as a restarting
+    kube-apiserver drops it: before the patch is applied, or (`applied`) after, the answer lost.
+    `get` answers what the server holds."""
+
+    def __init__(self, cache: ClusterCache, drops: int, applied: bool,
+                 error: Exception | None = None) -> None:
+        super().__init__(cache)
+        self.drops, self.applied = drops, applied
+        self.error = error if error is not None else aiohttp.ServerDisconnectedError()
+        self.server: dict[str, dict[str, Any]] = {}
+
+    async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
+                          patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        if resource != WORKLOADS:
+            return await super().merge_patch(resource, namespace, name, patch, subresource)
+        held = self.server.get(name)
+        if held is not None and patch["metadata"]["resourceVersion"] != held["metadata"]["resourceVersion"]:
+            raise ApiError(409, "the object has been modified")  # the retry of a write that was applied
+        if self.drops > 0:
+            self.drops -= 1
+            if self.applied:
+                self.server[name] = await super().merge_patch(resource, namespace, name, patch, subresource)
+            raise self.error
+        self.server[name] = await super().merge_patch(resource, namespace, name, patch, subresource)
+        return self.server[name]
+
+    async def get(self, resource: tuple[str, str], namespace: str | None, name: str) -> dict[str, Any]:
+        return self.server.get(name) or self.cache.workloads[f"{namespace}/{name}"].obj.to_dict()
+
+
+def admitted_on_server(api: DroppingApi) -> list[str]:
+    return sorted(name for name, wl in api.server.items() if wl["status"].get("admission"))
+
+
+async def test_an_admission_whose_write_dropped_unapplied_is_given_back_then_written_by_a_later_cycle() -> None:
+    cache = cluster(workloads=1)
+    api = DroppingApi(cache, drops=1, applied=False)
+    loop = AdmissionLoop(cache, api, EventRecorder(api))  # type: ignore[arg-type]
+
+    await loop.cycle()
+    await settle(loop)
+
+    assert cache.workloads["default/w0"].fit is None  # rolled back before the next cycle
+    assert admitted_on_server(api) == []
+    await loop.cycle()
+    await settle(loop)
+    assert admitted_on_server(api) == ["w0"]
+    assert cache.workloads["default/w0"].fit is not None
+
+
+async def test_an_admission_applied_with_its_answer_lost_keeps_its_reservation_and_is_not_written_twice() -> None:
+    cache = cluster(workloads=1)
+    api = DroppingApi(cache, drops=1, applied=True)
+    admitted: list[str] = []
+    loop = AdmissionLoop(cache, api, EventRecorder(api),  # type: ignore[arg-type]
+                         on_admitted=lambda wl: admitted.append(wl["metadata"]["name"]))
+
+    await loop.cycle()
+    await settle(loop)
+    await loop.cycle()
+    await settle(loop)
+
+    assert cache.workloads["default/w0"].fit is not None  # read back: the server holds the admission
+    assert admitted == ["w0"]
+    assert sum(resource == WORKLOADS for resource, _ in api.patches) == 1
+
+
+async def test_an_admission_applied_with_its_answer_lost_then_retried_into_a_conflict_is_known_as_ours() -> None:
+    # The door retries a write that got no answer (status 0); the retry carries the old
+    # resourceVersion, so it conflicts, and the fresh read shows this very admission.
+    cache = cluster(workloads=1)
+    api = DroppingApi(cache, drops=1, applied=True, error=ApiError(0, "PATCH ...: ServerDisconnectedError"))
+    admitted: list[str] = []
+    loop = AdmissionLoop(cache, api, EventRecorder(api),  # type: ignore[arg-type]
+                         on_admitted=lambda wl: admitted.append(wl["metadata"]["name"]))
+
+    await loop.cycle()
+    for _ in range(50):  # the door's backoff before its retry
+        await asyncio.sleep(0.01)
+    await loop.cycle()
+    await settle(loop)
+
+    assert cache.workloads["default/w0"].fit is not None  # kept: the server holds it
+    assert admitted == ["w0"]
+    assert sum(resource == WORKLOADS for resource, _ in api.patches) == 1
 
 
 async def test_a_long_cycle_lets_the_loop_run_and_gives_back_what_it_admits_for_a_deleted_workload(

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import pytest
 
 from controller.api import constants as c
@@ -352,3 +353,46 @@ def test_changed_jobs_are_taken_in_the_order_they_changed_and_a_change_during_a_
     order = asyncio.run(scenario())
     assert order[:4] == ["ns/c", "ns/a", "ns/b", "ns/d"]
     assert order[4:] == ["ns/b"]
+
+
+class FailingReconciler(JobReconciler):
+    """Each Job's reconcile raises `failures[key]` times (a dropped connection, a refusal, a bug), then succeeds."""
+
+    def __init__(self, failures: dict[str, list[Exception]]) -> None:
+        super().__init__(ClusterCache(), KubeApi.__new__(KubeApi), Quiet())
+        self.failures = failures
+        self.tries: list[tuple[str, float]] = []
+        self.done: set[str] = set()
+
+    async def reconcile(self, key: str) -> None:
+        self.tries.append((key, asyncio.get_running_loop().time()))
+        if self.failures[key]:
+            raise self.failures[key].pop(0)
+        self.done.add(key)
+
+
+def test_a_failed_reconcile_of_any_kind_is_requeued_with_growing_backoff_until_it_succeeds() -> None:
+    async def scenario() -> FailingReconciler:
+        reconciler = FailingReconciler({
+            "ns/dropped": [aiohttp.ServerDisconnectedError(), aiohttp.ServerDisconnectedError()],
+            "ns/refused": [ApiError(503, "etcd leader changed")],
+            "ns/bug": [KeyError("metadata")],
+            "ns/fine": []})
+        for key in reconciler.failures:
+            reconciler.notify(key)
+        workers = asyncio.create_task(reconciler.run())
+        try:
+            async def all_done() -> None:
+                while len(reconciler.done) < 4:
+                    await asyncio.sleep(0.01)
+            await asyncio.wait_for(all_done(), 10)
+        finally:
+            workers.cancel()
+        return reconciler
+
+    reconciler = asyncio.run(scenario())
+    assert reconciler.done == {"ns/dropped", "ns/refused", "ns/bug", "ns/fine"}  # none dropped
+    dropped = [t for key, t in reconciler.tries if key == "ns/dropped"]
+    assert len(dropped) == 3
+    first_wait, second_wait = dropped[1] - dropped[0], dropped[2] - dropped[1]
+    assert first_wait >= 0.19 and second_wait >= 0.39  # BASE_S, then doubled

@@ -1,10 +1,10 @@
-"""Leader election against the devcluster's Lease API, driven round by round with a fake clock; a
-missing namespace or a forbidden Lease reported once with its fix, and what /readyz is told."""
+"""Leader election against the devcluster's Lease API, driven round by round with a fake clock; its
+requests go through the door (`KubeApi`), recorded; a missing namespace or a forbidden Lease reported
+once with its fix, and what /readyz is told."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -13,17 +13,13 @@ from typing import Any
 
 import pytest
 from kubernetes.aio import config as aconfig
-from kubernetes.aio.client import (
-    ApiClient,
-    ApiException,
-    CoordinationV1Api,
-    CoreV1Api,
-    V1Namespace,
-    V1ObjectMeta,
-)
+from kubernetes.aio.client import ApiClient, CoordinationV1Api, CoreV1Api, V1Namespace, V1ObjectMeta
 
+from controller.kube.api import LEASES, ApiError, KubeApi
 from controller.kube.leading import EXPIRY_MARGIN_S, LeaderElector
 from devcluster.cluster import DevCluster
+from devcluster.server.faults import ERROR
+from tests.unit.kube.recording import RecordingApi
 
 NS, LEASE = "kube-system", "tasq-test"
 
@@ -44,17 +40,22 @@ async def no_sleep(_: float) -> None:
 
 
 @pytest.fixture
-async def api_client(tmp_path: Path) -> AsyncIterator[ApiClient]:
-    async with DevCluster() as cluster:
-        client = await aconfig.new_client_from_config(config_file=str(cluster.write_kubeconfig(tmp_path / "kc")))  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
-        async with client:
-            yield client
+async def cluster() -> AsyncIterator[DevCluster]:
+    async with DevCluster() as running:
+        yield running
+
+
+@pytest.fixture
+async def api_client(cluster: DevCluster, tmp_path: Path) -> AsyncIterator[ApiClient]:
+    client = await aconfig.new_client_from_config(config_file=str(cluster.write_kubeconfig(tmp_path / "kc")))  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
+    async with client:
+        yield client
 
 
 def elector(api_client: ApiClient, identity: str, clock: FakeClock, events: list[str] | None = None,
             **kw: Any) -> LeaderElector:
     log = events if events is not None else []
-    return LeaderElector(api_client, NS, LEASE, identity, clock=clock, sleep=no_sleep,
+    return LeaderElector(RecordingApi(api_client), NS, LEASE, identity, clock=clock, sleep=no_sleep,
                          on_started=lambda: log.append(f"{identity} started"),
                          on_stopped=lambda: log.append(f"{identity} stopped"), **kw)
 
@@ -108,14 +109,11 @@ async def test_a_released_lease_is_taken_at_the_next_retry_without_waiting_for_e
 
 
 async def test_a_leader_that_cannot_renew_stops_after_the_renew_deadline(
-        api_client: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+        cluster: DevCluster, api_client: ApiClient) -> None:
     clock, events = FakeClock(), list[str]()
     a = elector(api_client, "a", clock, events)
     await a.step()
-
-    async def broken(*_: Any, **__: Any) -> Any:
-        raise ApiException(status=500, reason="Internal Server Error")
-    monkeypatch.setattr(a.api, "read_namespaced_lease", broken)
+    cluster.faults.inject(ERROR, "get", "leases", count=None)  # every read of the Lease answers 500 from now on
     clock.advance(10)
     await a.step()
     assert a.is_leader  # 10 s without renewal: still within the 10 s deadline
@@ -130,12 +128,12 @@ async def test_losing_the_write_race_for_an_expired_lease_is_not_leadership(
     a, b = elector(api_client, "a", clock), elector(api_client, "b", clock)
     await a.step()
     clock.advance(20)
-    stale = await CoordinationV1Api(api_client).read_namespaced_lease(LEASE, NS)
+    stale = await KubeApi(api_client).get(LEASES, NS, LEASE)
     await a.step()  # a renews first: the resourceVersion b read is gone
 
     async def read_stale(*_: Any, **__: Any) -> Any:
         return stale
-    monkeypatch.setattr(b.api, "read_namespaced_lease", read_stale)
+    monkeypatch.setattr(b.api, "get", read_stale)
     await b.step()
     assert (a.is_leader, b.is_leader) == (True, False)
     assert (await lease_spec(api_client)).holder_identity == "a"
@@ -143,7 +141,7 @@ async def test_losing_the_write_race_for_an_expired_lease_is_not_leadership(
 
 async def test_cancelling_run_stops_leading_and_releases_the_lease(api_client: ApiClient) -> None:
     events: list[str] = []
-    a = LeaderElector(api_client, NS, LEASE, "a", lease_duration_s=3, renew_deadline_s=2, retry_period_s=0.05,
+    a = LeaderElector(KubeApi(api_client), NS, LEASE, "a", lease_duration_s=3, renew_deadline_s=2, retry_period_s=0.05,
                       on_stopped=lambda: events.append("stopped"))
     task = asyncio.create_task(a.run())
     await asyncio.wait_for(a.leading.wait(), 5)
@@ -168,7 +166,7 @@ async def test_a_renewal_that_hangs_past_the_deadline_stops_leading_in_the_same_
     async def hangs(*_: Any, **__: Any) -> Any:
         clock.advance(5)  # the clock moves on while the request hangs
         await asyncio.sleep(10)
-    monkeypatch.setattr(a.api, "read_namespaced_lease", hangs)
+    monkeypatch.setattr(a.api, "get", hangs)
     await a.step()
     assert (a.is_leader, events) == (False, ["a started", "a stopped"])
 
@@ -176,7 +174,7 @@ async def test_a_renewal_that_hangs_past_the_deadline_stops_leading_in_the_same_
 async def test_a_missing_lease_namespace_blocks_with_the_fix_logged_once_until_the_namespace_exists(
         api_client: ApiClient, caplog: pytest.LogCaptureFixture) -> None:
     clock = FakeClock()
-    a = LeaderElector(api_client, "nowhere", LEASE, "a", clock=clock, sleep=no_sleep,
+    a = LeaderElector(KubeApi(api_client), "nowhere", LEASE, "a", clock=clock, sleep=no_sleep,
                       namespace_fix="create it with `kubectl create namespace nowhere`")
     with caplog.at_level(logging.WARNING, logger="controller.kube.leading"):
         for _ in range(3):
@@ -194,21 +192,19 @@ async def test_a_missing_lease_namespace_blocks_with_the_fix_logged_once_until_t
     assert caplog.records[-1].getMessage() == "a can read Lease nowhere/tasq-test again and takes part in leader election"
 
 
-@pytest.mark.parametrize("verb", ["read_namespaced_lease", "create_namespaced_lease"])
+@pytest.mark.parametrize("verb", ["get", "create"])
 async def test_a_forbidden_lease_blocks_naming_the_verb_the_api_message_and_the_role_to_grant(
         api_client: ApiClient, monkeypatch: pytest.MonkeyPatch, verb: str) -> None:
     a = elector(api_client, "a", FakeClock())
     message = 'leases.coordination.k8s.io "tasq-test" is forbidden: User "bob" cannot get resource "leases"'
 
     async def forbidden(*_: Any, **__: Any) -> Any:
-        error = ApiException(status=403, reason="Forbidden")
-        error.body = json.dumps({"kind": "Status", "code": 403, "message": message})
-        raise error
+        raise ApiError(403, message)
     monkeypatch.setattr(a.api, verb, forbidden)
     await a.step()
     assert (a.is_leader, a.can_act) == (False, False)
     assert a.blocked is not None
-    assert a.blocked.startswith(f"forbidden to {'get' if verb.startswith('read') else 'create'} Lease "
+    assert a.blocked.startswith(f"forbidden to {verb} Lease "
                                 f"{NS}/{LEASE} ({message}); grant get, create and update on leases in namespace {NS}")
 
 
@@ -222,8 +218,8 @@ async def test_a_standby_can_act_and_a_transient_failure_does_not_change_that(
     assert (a.can_act, b.can_act, b.is_leader) == (True, True, False)
 
     async def unavailable(*_: Any, **__: Any) -> Any:
-        raise ApiException(status=503, reason="Service Unavailable")
-    monkeypatch.setattr(b.api, "read_namespaced_lease", unavailable)
+        raise ApiError(503, "Service Unavailable")
+    monkeypatch.setattr(b.api, "get", unavailable)
     await b.step()
     assert (b.can_act, b.blocked) == (True, None)
 
@@ -243,3 +239,32 @@ async def test_a_standby_sleeps_only_until_the_holders_lease_runs_out_when_that_
     await b.step()
     assert b.is_leader
     assert b.next_wait() == 1  # a leader renews every retry period
+
+
+async def test_every_lease_read_and_write_goes_through_the_door(api_client: ApiClient) -> None:
+    clock = FakeClock()
+    a, b = elector(api_client, "a", clock), elector(api_client, "b", clock)
+    await a.step()  # no Lease yet: created
+    clock.advance(5)
+    await a.step()  # renewed
+    await b.step()  # held by a: only read
+    assert await a.release()
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE}"
+    assert isinstance(a.api, RecordingApi) and isinstance(b.api, RecordingApi)
+    assert a.api.seen == [("GET", lease), ("POST", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"),
+                          ("GET", lease), ("PUT", lease), ("GET", lease), ("PUT", lease)]
+    assert b.api.seen == [("GET", lease)]
+
+
+async def test_a_refused_lease_write_is_a_failed_round_and_the_next_one_acquires(
+        cluster: DevCluster, api_client: ApiClient) -> None:
+    clock, events = FakeClock(), list[str]()
+    a = elector(api_client, "a", clock, events)
+    cluster.faults.inject(ERROR, "create", "leases", count=1)
+    await a.step()
+    assert not a.is_leader
+    with pytest.raises(ApiError) as missing:
+        await KubeApi(api_client).get(LEASES, NS, LEASE)
+    assert missing.value.not_found
+    await a.step()
+    assert (a.is_leader, events) == (True, ["a started"])

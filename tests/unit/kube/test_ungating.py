@@ -1,6 +1,7 @@
 """The TopologyUngater against a fake patcher (patch bodies, expectations, failures, batching, the
-leader gate, bounded parallelism); RawPodPatcher against a recording HTTP server (path, headers,
-token refresh); both together against the devcluster, whose scheduler then binds the pods.
+leader gate, bounded parallelism); the door's `KubeApi.patch_raw` against a recording HTTP server
+(path, headers, token refresh, errors as ApiError); both together against the devcluster, whose
+scheduler then binds the pods.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from kubernetes.aio.client import ApiClient, Configuration, CoreV1Api
 from controller.api import constants as c
 from controller.api.workload import TopologySlice
 from controller.core.ungating import PodState, Ungate, UngatingInput
+from controller.kube.api import PODS, ApiError, KubeApi, api_error
 from controller.kube.metrics import Metrics
-from controller.kube.ungating import PatchBodies, RawPodPatcher, TopologyUngater, ungate_patch
+from controller.kube.ungating import PatchBodies, TopologyUngater, ungate_patch
 from devcluster.cluster import DevCluster
 from devcluster.server.faults import CONFLICT, ERROR
 from devcluster.simulated.components import Components
 from devcluster.simulated.nodes import LABEL_BLOCK, LABEL_RACK, create_nodes, parse_shape, topology_nodes
 from tests.client_models import as_body, present
+from tests.unit.kube.recording import RecordingApi
 
 RACK = "cloud.com/rack"
 OTHER_GATE = "example.com/other"
@@ -57,7 +60,7 @@ class FakeCore:
     """A `PodPatching` that applies our patch shape to in-memory pods (what the API server would do).
 
     `fail[name]` lists what the next patches of that pod answer with: an HTTP status, or -1 for a
-    broken connection; `delay` holds each patch so concurrency can be measured (`max_in_flight`);
+    broken connection, each raised as the door raises it (ApiError); `delay` holds each patch so concurrency can be measured (`max_in_flight`);
     `blocks[name]` holds that pod's patch until set; `on_call(n)` runs as the n-th patch arrives.
     """
 
@@ -71,13 +74,14 @@ class FakeCore:
         self.in_flight = self.max_in_flight = 0
         self.refreshes = self.closes = 0
 
-    async def refresh(self) -> None:
+    async def refresh_raw_headers(self) -> None:
         self.refreshes += 1
 
-    async def close(self) -> None:
+    async def close_raw(self) -> None:
         self.closes += 1
 
-    async def patch_namespaced_pod(self, name: str, namespace: str, body: bytes) -> tuple[int, str]:
+    async def patch_raw(self, resource: tuple[str, str], namespace: str | None, name: str, body: bytes) -> None:
+        assert resource == PODS and namespace is not None
         patch = json.loads(body)
         self.calls.append((name, namespace, patch))
         self.in_flight += 1
@@ -91,14 +95,13 @@ class FakeCore:
             if self.fail.get(name):
                 status = self.fail[name].pop(0)
                 if status < 0:
-                    raise aiohttp.ClientConnectionError("connection reset")
-                return status, '{"kind": "Status", "reason": "injected"}'
+                    raise api_error(aiohttp.ClientConnectionError("connection reset"), f"PATCH {name}")
+                raise ApiError(status, "injected")
             pod = self.pods[name]
             assert patch["metadata"]["uid"] == pod.uid
             removed = {g["name"] for g in patch["spec"]["schedulingGates"] if g.get("$patch") == "delete"}
             pod.gates = [g for g in pod.gates if g not in removed]
             pod.node_selector.update(patch["spec"]["nodeSelector"])
-            return 200, ""
         finally:
             self.in_flight -= 1
 
@@ -345,24 +348,26 @@ async def recording_server() -> AsyncIterator[tuple[str, list[tuple[str, str, di
     await runner.cleanup()
 
 
-async def test_the_raw_patcher_sends_the_bytes_with_the_clients_token_refreshed_per_batch(
+async def test_the_raw_patch_sends_the_bytes_with_the_clients_token_refreshed_per_batch(
         recording_server: tuple[str, list[tuple[str, str, dict[str, str], bytes]]]) -> None:
     host, seen = recording_server
     config = Configuration(host=host)
     config.api_key = {"BearerToken": "t1"}
     config.api_key_prefix = {"BearerToken": "Bearer"}
     async with ApiClient(config) as client:
-        patcher = RawPodPatcher(client)
-        await patcher.refresh()
-        assert await patcher.patch_namespaced_pod("p0", "ns", b'{"spec": {}}') == (200, "")
+        api = KubeApi(client)
+        await api.refresh_raw_headers()
+        await api.patch_raw(PODS, "ns", "p0", b'{"spec": {}}')
         config.api_key = {"BearerToken": "t2"}  # rotated, as a refresh hook would
-        assert (await patcher.patch_namespaced_pod("p1", "ns", b"{}"))[1] == ""
-        await patcher.refresh()
-        status, text = await patcher.patch_namespaced_pod("gone", "ns", b"{}")
-        await patcher.close()
-        assert await patcher.patch_namespaced_pod("p2", "ns", b"{}") == (200, "")  # usable again after close
-        await patcher.close()
-    assert (status, json.loads(text)["message"]) == (404, 'pods "gone" not found')
+        await api.patch_raw(PODS, "ns", "p1", b"{}")
+        await api.refresh_raw_headers()
+        with pytest.raises(ApiError) as gone:
+            await api.patch_raw(PODS, "ns", "gone", b"{}")
+        await api.close_raw()
+        await api.patch_raw(PODS, "ns", "p2", b"{}")  # usable again after close
+        await api.close_raw()
+    assert (gone.value.status, gone.value.not_found, gone.value.message) == (404, True, 'pods "gone" not found')
+    assert api.calls == 4
     method, path, headers, body = seen[0]
     assert (method, path, body) == ("PATCH", "/api/v1/namespaces/ns/pods/p0", b'{"spec": {}}')
     assert headers["Content-Type"] == c.CONTENT_TYPE_STRATEGIC_MERGE_PATCH
@@ -411,9 +416,11 @@ async def test_on_the_devcluster_indexed_pods_are_ungated_into_their_racks_and_b
     slices = {"main": [TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r1"}, count=4),
                        TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r2"}, count=1)]}
     listed: list[PodState] = []
-    ungater = TopologyUngater(core, lambda ns, wl: UngatingInput(ns, wl, slices, listed))
+    door = RecordingApi(client)
+    ungater = TopologyUngater(door, lambda ns, wl: UngatingInput(ns, wl, slices, listed))
     listed[:] = [pod_state(p) for p in (await core.list_namespaced_pod("default")).items]
     assert await ungater.sync("default", "job-w") == 5
+    assert sorted(door.seen) == [("PATCH", f"/api/v1/namespaces/default/pods/w-{i}") for i in range(5)]
     components = Components(cluster.api).start()
     try:
         await components.settle()
@@ -445,7 +452,8 @@ async def test_on_the_devcluster_injected_409s_and_500s_on_pod_patches_converge_
             listed[:] = [pod_state(p) for p in (await core.list_namespaced_pod("default")).items]
             await asyncio.sleep(0.02)
     running.append(asyncio.create_task(follow()))
-    ungater = TopologyUngater(core, lambda ns, wl: UngatingInput(ns, wl, slices, list(listed)), batch_seconds=0.05)
+    ungater = TopologyUngater(KubeApi(client), lambda ns, wl: UngatingInput(ns, wl, slices, list(listed)),
+                              batch_seconds=0.05)
     running.append(asyncio.create_task(ungater.run()))
     await asyncio.sleep(0.05)
     ungater.notify("default", "job-f")
@@ -467,22 +475,22 @@ async def test_on_the_devcluster_injected_409s_and_500s_on_pod_patches_converge_
 class DyingAt:
     """Passes patches to `inner` until the n-th, which never leaves: the process dies while it is on the way."""
 
-    def __init__(self, inner: RawPodPatcher, n: int) -> None:
+    def __init__(self, inner: KubeApi, n: int) -> None:
         self.inner, self.n, self.sent = inner, n, 0
         self.reached = asyncio.Event()
 
-    async def refresh(self) -> None:
-        await self.inner.refresh()
+    async def refresh_raw_headers(self) -> None:
+        await self.inner.refresh_raw_headers()
 
-    async def close(self) -> None:
-        await self.inner.close()
+    async def close_raw(self) -> None:
+        await self.inner.close_raw()
 
-    async def patch_namespaced_pod(self, name: str, namespace: str, body: bytes) -> tuple[int, str]:
+    async def patch_raw(self, resource: tuple[str, str], namespace: str | None, name: str, body: bytes) -> None:
         self.sent += 1
         if self.sent == self.n:
             self.reached.set()
             await asyncio.Event().wait()
-        return await self.inner.patch_namespaced_pod(name, namespace, body)
+        await self.inner.patch_raw(resource, namespace, name, body)
 
 
 async def test_on_the_devcluster_a_restart_between_patches_ungates_the_rest_exactly_once(
@@ -499,7 +507,7 @@ async def test_on_the_devcluster_a_restart_between_patches_ungates_the_rest_exac
     async def listing() -> list[PodState]:
         return [pod_state(p) for p in (await core.list_namespaced_pod("default")).items]
     before = await listing()
-    dying = DyingAt(RawPodPatcher(client), 4)
+    dying = DyingAt(KubeApi(client), 4)
     first = TopologyUngater(dying, lambda ns, wl: UngatingInput(ns, wl, slices, before), parallelism=1)
     task = asyncio.create_task(first.sync("default", "job-r"))
     await dying.reached.wait()
@@ -511,7 +519,7 @@ async def test_on_the_devcluster_a_restart_between_patches_ungates_the_rest_exac
     done_before = {p.name for p in middle if not p.gated}
     assert len(done_before) == 3
 
-    second = TopologyUngater(core, lambda ns, wl: UngatingInput(ns, wl, slices, middle))
+    second = TopologyUngater(KubeApi(client), lambda ns, wl: UngatingInput(ns, wl, slices, middle))
     assert await second.sync("default", "job-r") == 6 - len(done_before)
     items = (await core.list_namespaced_pod("default")).items
     assert not any(present(p.spec).scheduling_gates for p in items)

@@ -1,14 +1,34 @@
-"""The webhook side of the operator: review memos that are not kept, local TLS files, and denials
-logged once."""
+"""The webhook side of the operator: review memos that are not kept, local TLS files, denials
+logged once, and the local webhook configurations written through the door (against the devcluster)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+from kubernetes.aio import config as aconfig
+from kubernetes.aio.client import ApiClient
+
 from controller.api import constants as c
-from controller.kube.webhooking import DenialsLoggedOnce, ReviewMemories, local_tls
+from controller.kube.api import (
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    KubeApi,
+    path,
+)
+from controller.kube.webhooking import (
+    DenialsLoggedOnce,
+    ReviewMemories,
+    local_tls,
+    register_configurations,
+    remove_configurations,
+)
+from devcluster.cluster import DevCluster
+from devcluster.server.faults import ERROR
+from tests.unit.kube.recording import RecordingApi
 
 
 async def test_update_reviews_leave_no_memo_behind() -> None:
@@ -35,3 +55,35 @@ def test_kopfs_denial_lines_are_dropped_but_handler_crashes_stay() -> None:
     assert drop.filter(_record(logging.ERROR, "Webhook 'validate-batch-v1-job' failed with an exception and will "
                                               "stop now: boom"))
     assert drop.filter(_record(logging.ERROR, "Handler 'x' failed permanently: y"))
+
+
+@pytest.fixture
+async def cluster_client(tmp_path: Path) -> AsyncIterator[tuple[DevCluster, ApiClient]]:
+    async with DevCluster() as cluster:
+        client = await aconfig.new_client_from_config(config_file=str(cluster.write_kubeconfig(tmp_path / "kc")))  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
+        async with client:
+            yield cluster, client
+
+
+MUTATING = path(*MUTATING_WEBHOOK_CONFIGURATIONS)
+VALIDATING = path(*VALIDATING_WEBHOOK_CONFIGURATIONS)
+
+
+async def test_configurations_are_created_replaced_and_deleted_through_the_door(
+        cluster_client: tuple[DevCluster, ApiClient]) -> None:
+    """A previous run's configurations (409 on create) are read and replaced at their
+    resourceVersion; deleting absent ones is fine; a 500 on the way is retried."""
+    cluster, client = cluster_client
+    api = RecordingApi(client)
+    await register_configurations(api, "https://127.0.0.1:1", "Y2E=")
+    cluster.faults.inject(ERROR, "update", "validatingwebhookconfigurations", count=1)
+    await register_configurations(api, "https://127.0.0.1:2", "Y2E=")
+    current = await KubeApi(client).get(VALIDATING_WEBHOOK_CONFIGURATIONS, None, c.VALIDATING_WEBHOOK_CONFIGURATION)
+    assert {w["clientConfig"]["url"].split("/")[2] for w in current["webhooks"]} == {"127.0.0.1:2"}
+    await remove_configurations(api)
+    await remove_configurations(api)  # both gone already: nothing raised
+    mutating, validating = f"{MUTATING}/{c.MUTATING_WEBHOOK_CONFIGURATION}", f"{VALIDATING}/{c.VALIDATING_WEBHOOK_CONFIGURATION}"
+    assert api.seen == [("POST", MUTATING), ("POST", VALIDATING),
+                        ("POST", MUTATING), ("GET", mutating), ("PUT", mutating),
+                        ("POST", VALIDATING), ("GET", validating), ("PUT", validating), ("PUT", validating),
+                        ("DELETE", mutating), ("DELETE", validating), ("DELETE", mutating), ("DELETE", validating)]

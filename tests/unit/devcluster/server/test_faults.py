@@ -3,6 +3,7 @@ refused request leaves the store exactly as it was."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import pytest
@@ -108,3 +109,42 @@ async def test_webhook_timeout_rule_names_a_webhook() -> None:
     assert not injected.webhook_times_out("other.test")
     assert injected.webhook_times_out("slow.test")
     assert not injected.webhook_times_out("slow.test")  # count 1: spent
+
+
+async def test_a_delayed_request_never_takes_a_rule_added_while_it_slept() -> None:
+    api, injected = await setup()
+    r = api.resource("v1", "configmaps")
+    injected.inject(faults.LATENCY, "get", "configmaps", seconds=0.2)
+    slow = asyncio.create_task(api.get(r, "default", "c"))
+    await asyncio.sleep(0.05)  # the slow get is asleep
+    rule = injected.inject(faults.GONE, "get", "configmaps")
+
+    assert (await slow)["data"] == {"a": "1"}
+    assert rule.hits == 0
+    with pytest.raises(ApiError) as err:
+        await api.get(r, "default", "c")
+    assert err.value.code == 410
+
+
+@pytest.mark.parametrize("kind", [faults.DISCONNECT, faults.DISCONNECT_AFTER])
+async def test_dropped_connections_hit_http_requests_only_and_say_when(kind: str) -> None:
+    api, injected = await setup()
+    r = api.resource("v1", "configmaps")
+    injected.inject(kind, "patch", "configmaps", count=2)
+    patch = {"data": {"a": "2"}}
+
+    await api.patch(r, "default", "c", PATCH_MERGE, patch)  # in-process: not a connection, untouched
+    connection = faults.Connection()
+    token = faults.CONNECTION.set(connection)
+    try:
+        if kind == faults.DISCONNECT:
+            with pytest.raises(faults.Disconnect):
+                await api.patch(r, "default", "c", PATCH_MERGE, {"data": {"a": "3"}})
+        else:
+            await api.patch(r, "default", "c", PATCH_MERGE, {"data": {"a": "3"}})
+    finally:
+        faults.CONNECTION.reset(token)
+
+    assert injected.rules[0].hits == 1
+    assert connection.drop_answer is (kind == faults.DISCONNECT_AFTER)  # the front drops it after applying
+    assert (await api.get(r, "default", "c"))["data"] == {"a": "3" if kind == faults.DISCONNECT_AFTER else "2"}

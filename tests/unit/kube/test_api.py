@@ -1,0 +1,223 @@
+"""The door to the API: which failures are a conflict, a missing object or worth retrying (the one
+mapping, as a table), and what a request meets on the wire: a scripted HTTP server that answers, refuses
+or drops the connection the way a restarting kube-apiserver does, with `retrying` around it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes.aio.client import ApiClient, ApiException, Configuration
+
+from controller.kube.api import PODS, WORKLOADS, ApiError, KubeApi, api_error, refused, retrying
+
+# ------------------------------------------------------------------ the mapping, case by case
+
+STATUS_CASES = [
+    # (why, HTTP status, conflict, not_found, transient)
+    ("a stale resourceVersion or an existing name", 409, True, False, False),
+    ("an object that is gone", 404, False, True, False),
+    ("throttled by API priority and fairness", 429, False, False, True),
+    ("an apiserver error", 500, False, False, True),
+    ("a proxy in front of a restarting apiserver", 502, False, False, True),
+    ("an apiserver that is not ready yet", 503, False, False, True),
+    ("an etcd request that timed out", 504, False, False, True),
+    ("an invalid object", 422, False, False, False),
+    ("a bad request", 400, False, False, False),
+    ("credentials refused", 401, False, False, False),
+    ("RBAC refuses the verb", 403, False, False, False),
+]
+
+
+@pytest.mark.parametrize(("why", "status", "conflict", "not_found", "transient"), STATUS_CASES,
+                         ids=[case[0] for case in STATUS_CASES])
+def test_an_answer_outside_2xx_is_classified_by_its_status(why: str, status: int, conflict: bool, not_found: bool,
+                                                          transient: bool) -> None:
+    error = refused(status, json.dumps({"kind": "Status", "message": f"{why}: refused"}))
+    assert (error.status, error.conflict, error.not_found, error.transient) == (status, conflict, not_found, transient)
+    assert error.message == f"{why}: refused"
+
+
+def test_an_answer_that_is_not_a_status_object_keeps_its_text() -> None:
+    assert refused(502, "<html>Bad Gateway</html>").message == "<html>Bad Gateway</html>"
+
+
+def _ssl_verification() -> ssl.SSLCertVerificationError:
+    return ssl.SSLCertVerificationError(1, "certificate verify failed: self-signed certificate")
+
+
+RAISED_CASES: list[tuple[str, Exception]] = [
+    # every one of these is a request that got no answer: transient, status 0
+    ("kube-apiserver restarted under a keep-alive connection", aiohttp.ServerDisconnectedError()),
+    ("the connection was reset", aiohttp.ClientConnectionError("Connection reset by peer")),
+    ("the answer was cut short", aiohttp.ClientPayloadError("Response payload is not completed")),
+    ("the server is not listening", aiohttp.ClientOSError(111, "Connect call failed")),
+    ("the request timed out (asyncio.TimeoutError is TimeoutError)", TimeoutError()),
+    ("a socket error", ConnectionRefusedError(111, "Connection refused")),
+    ("a TLS error", ssl.SSLError(1, "decryption failed or bad record mac")),
+    ("a certificate that does not verify", _ssl_verification()),
+]
+
+
+@pytest.mark.parametrize(("why", "raised"), RAISED_CASES, ids=[case[0] for case in RAISED_CASES])
+def test_every_transport_failure_is_transient_with_no_status(why: str, raised: Exception) -> None:
+    error = api_error(raised, "PATCH /api/v1/namespaces/ns/pods/p")
+    assert (error.status, error.transient, error.conflict, error.not_found) == (0, True, False, False), why
+    assert error.message.startswith(f"PATCH /api/v1/namespaces/ns/pods/p: {type(raised).__name__}")
+
+
+@pytest.mark.parametrize(("status", "conflict", "not_found", "transient"),
+                         [(409, True, False, False), (404, False, True, False), (503, False, False, True),
+                          (0, False, False, True)])
+def test_the_kubernetes_clients_own_exception_keeps_its_status(status: int, conflict: bool, not_found: bool,
+                                                               transient: bool) -> None:
+    error = api_error(ApiException(status=status, reason="from the client"), "GET /api/v1/pods")
+    assert (error.status, error.conflict, error.not_found, error.transient) == (status, conflict, not_found, transient)
+    assert error.message == "GET /api/v1/pods: from the client"
+
+
+def test_an_api_error_passes_the_mapping_unchanged() -> None:
+    error = ApiError(409, "still conflicting")
+    assert api_error(error, "PATCH x") is error
+
+
+# ------------------------------------------------------------------ on the wire
+
+@dataclass
+class ScriptedServer:
+    """An HTTP/1.1 server that plays `script` one request at a time: ("answer", status, body) or
+    ("drop",) (read the request, then close the connection without a word, as a kube-apiserver going
+    away does). `seen` notes (connection number, method, path) of every request read."""
+
+    script: list[tuple[Any, ...]]
+    seen: list[tuple[int, str, str]] = field(default_factory=list)
+    connections: int = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                lines = head.decode().split("\r\n")
+                method, target, _ = lines[0].split(" ", 2)
+                length = next((int(line.split(":", 1)[1]) for line in lines[1:]
+                               if line.lower().startswith("content-length:")), 0)
+                await reader.readexactly(length)
+                self.seen.append((number, method, target))
+                action = self.script.pop(0)
+                if action[0] == "drop":
+                    return
+                _, status, body = action
+                payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+                writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+                             f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def scripted() -> AsyncIterator[tuple[ScriptedServer, KubeApi]]:
+    server = ScriptedServer([])
+    listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    port = listening.sockets[0].getsockname()[1]
+    async with ApiClient(Configuration(host=f"http://127.0.0.1:{port}")) as client:
+        api = KubeApi(client)
+        yield server, api
+        await api.close_raw()
+    listening.close()
+    await listening.wait_closed()
+
+
+STATUS_PATH = "/apis/kueue.x-k8s.io/v1beta1/namespaces/ns/workloads/wl/status"
+
+
+async def test_a_restart_that_drops_the_keep_alive_connection_mid_write_is_transient_and_retried(
+        scripted: tuple[ScriptedServer, KubeApi]) -> None:
+    """The Workload status write goes out on the connection the first write left open; the server
+    closes it without answering (ServerDisconnectedError, which aiohttp does not retry for a PATCH);
+    the door says transient and `retrying` sends it again, on a new connection, where it lands."""
+    server, api = scripted
+    server.script = [("answer", 200, {"n": 1}), ("drop",), ("answer", 200, {"n": 2})]
+    await api.merge_patch(WORKLOADS, "ns", "wl", {"status": {}}, "status")
+    with pytest.raises(ApiError) as dropped:
+        await api.merge_patch(WORKLOADS, "ns", "wl", {"status": {}}, "status")
+    assert (dropped.value.status, dropped.value.transient) == (0, True)
+    assert isinstance(dropped.value.__cause__, aiohttp.ServerDisconnectedError)
+
+    server.script = [("answer", 200, {"n": 2}), ("drop",), ("answer", 200, {"n": 3})]
+    await api.merge_patch(WORKLOADS, "ns", "wl", {"status": {}}, "status")  # a new connection, kept open
+    written = await retrying(lambda: api.merge_patch(WORKLOADS, "ns", "wl", {"status": {}}, "status"))
+    assert written == {"n": 3}
+    assert server.seen == [(1, "PATCH", STATUS_PATH), (1, "PATCH", STATUS_PATH), (2, "PATCH", STATUS_PATH),
+                           (2, "PATCH", STATUS_PATH), (3, "PATCH", STATUS_PATH)]
+
+
+async def test_a_dropped_connection_under_the_raw_pod_patch_is_transient_too(
+        scripted: tuple[ScriptedServer, KubeApi]) -> None:
+    server, api = scripted
+    server.script = [("answer", 200, {}), ("drop",), ("answer", 404, {"kind": "Status", "message": "gone"})]
+    await api.patch_raw(PODS, "ns", "p0", b"{}")
+    with pytest.raises(ApiError) as dropped:
+        await api.patch_raw(PODS, "ns", "p1", b"{}")
+    with pytest.raises(ApiError) as gone:
+        await api.patch_raw(PODS, "ns", "p2", b"{}")
+    assert (dropped.value.status, dropped.value.transient) == (0, True)
+    assert isinstance(dropped.value.__cause__, aiohttp.ServerDisconnectedError)
+    assert (gone.value.not_found, gone.value.transient, gone.value.message) == (True, False, "gone")
+    assert [(number, path) for number, _, path in server.seen] == [
+        (1, "/api/v1/namespaces/ns/pods/p0"), (1, "/api/v1/namespaces/ns/pods/p1"), (2, "/api/v1/namespaces/ns/pods/p2")]
+
+
+async def test_retrying_resends_throttled_and_failed_writes_but_not_a_conflict(
+        scripted: tuple[ScriptedServer, KubeApi]) -> None:
+    server, api = scripted
+    server.script = [("answer", 429, {"message": "slow down"}), ("answer", 503, {"message": "not ready"}),
+                     ("answer", 201, {"created": True})]
+    assert await retrying(lambda: api.create(WORKLOADS, "ns", {"metadata": {"name": "wl"}})) == {"created": True}
+    server.script = [("answer", 409, {"kind": "Status", "message": "workloads \"wl\" already exists"})]
+    with pytest.raises(ApiError) as exists:
+        await retrying(lambda: api.create(WORKLOADS, "ns", {"metadata": {"name": "wl"}}))
+    assert (exists.value.conflict, exists.value.message) == (True, 'workloads "wl" already exists')
+    assert len(server.seen) == 4  # three for the first write, one for the conflict
+
+
+async def test_retrying_gives_up_after_its_attempts_with_the_last_error(
+        scripted: tuple[ScriptedServer, KubeApi]) -> None:
+    server, api = scripted
+    server.script = [("answer", 500, {"message": f"etcd down {i}"}) for i in range(3)]
+    with pytest.raises(ApiError) as failed:
+        await retrying(lambda: api.delete(WORKLOADS, "ns", "wl"), attempts=3)
+    assert (failed.value.status, failed.value.message, len(server.seen)) == (500, "etcd down 2", 3)
+
+
+async def test_a_server_that_is_not_listening_is_a_transient_error() -> None:
+    probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = probe.sockets[0].getsockname()[1]
+    probe.close()
+    await probe.wait_closed()  # nothing listens on the port now
+    async with ApiClient(Configuration(host=f"http://127.0.0.1:{port}")) as client:
+        with pytest.raises(ApiError) as refused_:
+            await KubeApi(client).get(WORKLOADS, "ns", "wl")
+    assert (refused_.value.status, refused_.value.transient) == (0, True)
+    assert refused_.value.message.startswith("GET /apis/kueue.x-k8s.io/v1beta1/namespaces/ns/workloads/wl: ")
+
+
+async def test_a_2xx_answer_that_is_not_json_is_an_error_naming_the_request(
+        scripted: tuple[ScriptedServer, KubeApi]) -> None:
+    server, api = scripted
+    server.script = [("answer", 200, b"<html>a proxy's page</html>")]
+    with pytest.raises(ApiError) as bad:
+        await api.get(WORKLOADS, "ns", "wl")
+    assert (bad.value.status, bad.value.transient, bad.value.conflict, bad.value.not_found) == (200, False, False, False)
+    assert bad.value.message == ("GET /apis/kueue.x-k8s.io/v1beta1/namespaces/ns/workloads/wl: the answer is not JSON: "
+                                 "\"<html>a proxy's page</html>\"")

@@ -1,0 +1,53 @@
+"""The re-queueing discipline's parts: per-key backoff and one log line per failure at the right level."""
+
+from __future__ import annotations
+
+import logging
+
+import aiohttp
+import pytest
+
+from controller.kube.api import ApiError
+from controller.kube.requeuing import Backoff, log_failure
+
+
+def test_a_keys_delay_doubles_per_consecutive_failure_up_to_the_cap_and_resets_on_success() -> None:
+    backoff = Backoff(base_s=0.2, max_s=1.0)
+
+    delays = [backoff.failed("a") for _ in range(5)]
+    other = backoff.failed("b")
+    backoff.succeeded("a")
+
+    assert delays == [0.2, 0.4, 0.8, 1.0, 1.0]
+    assert other == 0.2  # keys back off on their own
+    assert (backoff.failures("a"), backoff.failures("b")) == (0, 1)
+    assert backoff.failed("a") == 0.2
+
+
+def test_a_key_failing_for_hours_stays_at_the_cap() -> None:
+    backoff = Backoff(base_s=0.2, max_s=10.0)
+    for _ in range(5000):
+        delay = backoff.failed("a")
+    assert delay == 10.0
+
+
+@pytest.mark.parametrize(("error", "level", "traceback", "text"), [
+    (ApiError(409, "the object has been modified"), logging.DEBUG, False, "the object has been modified"),
+    (ApiError(503, "etcd unavailable"), logging.WARNING, False, "503: etcd unavailable"),
+    (ApiError(0, "GET /x: ServerDisconnectedError"), logging.WARNING, False, "ServerDisconnectedError"),
+    (aiohttp.ServerDisconnectedError(), logging.WARNING, False, "ServerDisconnectedError: Server disconnected"),
+    (ConnectionResetError("reset by peer"), logging.WARNING, False, "ConnectionResetError: reset by peer"),
+    (KeyError("metadata"), logging.ERROR, True, "job ns/j failed"),
+], ids=["conflict-is-debug", "server-error", "no-answer-api-error", "dropped-connection", "reset",
+        "a-bug-with-its-traceback"])
+def test_each_failure_is_logged_once_at_its_level(
+        caplog: pytest.LogCaptureFixture, error: Exception, level: int, traceback: bool, text: str) -> None:
+    log = logging.getLogger("tasq.test.requeuing")
+    caplog.set_level(logging.DEBUG, logger=log.name)
+
+    log_failure(log, "job ns/j", error, 0.4)
+
+    (record,) = caplog.records
+    assert record.levelno == level
+    assert text in record.getMessage() and "retrying in 0.4s" in record.getMessage()
+    assert (record.exc_info is not None) == traceback
