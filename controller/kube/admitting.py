@@ -175,10 +175,9 @@ class AdmissionLoop:
                     self.cache.record_admission(decision.key, state.admitted[decision.key])
                 decisions.append(decision)
             before = time.perf_counter()
-            await self._give_turn()
-            paused += time.perf_counter() - before
-            if not self._current(state):
+            if await self._give_turn() and not self._current(state):
                 break
+            paused += time.perf_counter() - before
         return decisions, time.perf_counter() - started - paused
 
     def _current(self, state: AdmissionState) -> bool:
@@ -188,12 +187,14 @@ class AdmissionLoop:
         live = self.cache.snapshot()
         return live.quota is state.snapshot.quota and live.flavors is state.snapshot.flavors
 
-    async def _give_turn(self) -> None:
+    async def _give_turn(self) -> bool:
         """Let the event loop run once the cycle has held it for `STEP_BUDGET_S` (a cycle over
-        thousands of waiting Workloads takes longer than a watch event may wait)."""
-        if time.perf_counter() - self._stretch >= STEP_BUDGET_S:
-            await asyncio.sleep(0)
-            self._stretch = time.perf_counter()
+        thousands of waiting Workloads takes longer than a watch event may wait); True if it ran."""
+        if time.perf_counter() - self._stretch < STEP_BUDGET_S:
+            return False
+        await asyncio.sleep(0)
+        self._stretch = time.perf_counter()
+        return True
 
     def _start_write(self, key: str, write: Coroutine[Any, Any, str]) -> None:
         """Status writes run beside the next cycles: the cache already holds each admission (an
