@@ -241,3 +241,57 @@ async def test_an_admission_applied_with_its_answer_lost_then_retried_into_a_con
     assert cache.workloads["default/w0"].fit is not None  # kept: the server holds it
     assert admitted == ["w0"]
     assert sum(resource == WORKLOADS for resource, _ in api.patches) == 1
+
+
+async def test_a_long_cycle_lets_the_loop_run_and_gives_back_what_it_admits_for_a_deleted_workload(
+        monkeypatch: Any) -> None:
+    """With no time budget the cycle yields after every round (one head each here): a Workload
+    deleted meanwhile, and decided in a later round, is not recorded or written; its nodes and
+    quota are free again. The others are admitted as before."""
+    monkeypatch.setattr("controller.kube.admitting.STEP_BUDGET_S", 0.0)
+    cache = cluster(workloads=5)
+    api = RecordingApi(cache)
+    loop = AdmissionLoop(cache, api, EventRecorder(api))  # type: ignore[arg-type]
+    doomed = cache.workloads["default/w3"].obj.to_dict()
+    deleted_during_cycle: list[bool] = []
+
+    async def delete_w3() -> None:
+        await asyncio.sleep(0)
+        cache.delete(c.KIND_WORKLOAD, doomed)
+        deleted_during_cycle.append(not cycle.done())
+
+    cycle = asyncio.ensure_future(loop.cycle())
+    deleter = asyncio.ensure_future(delete_w3())
+    await asyncio.gather(cycle, deleter)
+    await settle(loop)
+    assert deleted_during_cycle == [True]
+    written = sorted(name for resource, name in api.patches if resource == WORKLOADS)
+    assert written == ["w0", "w1", "w2", "w4"]
+    assert cache.usage.reserved("default/w3") == {}
+    assert "default/w3" not in cache.snapshot().quota.by_workload
+    assert cache.snapshot().quota.used["cq"] == {("gpu", GPU): 4000}
+    assert [key for key, entry in cache.workloads.items() if entry.fit is not None] == [
+        "default/w0", "default/w1", "default/w2", "default/w4"]
+
+
+async def test_a_cycle_stops_where_a_queue_change_rebuilt_the_ledger(monkeypatch: Any) -> None:
+    """A ClusterQueue's spec changes while a long cycle lets the loop run: the cycle stops at its
+    next pause (reserving in the replaced ledger would be lost), and the next cycle admits the rest
+    on the new one; the ledger then holds exactly what the Workloads hold."""
+    monkeypatch.setattr("controller.kube.admitting.STEP_BUDGET_S", 0.0)
+    cache = cluster(workloads=5)
+    api = RecordingApi(cache)
+    loop = AdmissionLoop(cache, api, EventRecorder(api))  # type: ignore[arg-type]
+
+    async def raise_the_quota() -> None:
+        await asyncio.sleep(0)
+        cache.upsert(c.KIND_CLUSTER_QUEUE, make_cluster_queue("cq").flavor("gpu", {GPU: 65}).obj())
+
+    await asyncio.gather(loop.cycle(), raise_the_quota())
+    first = sum(entry.fit is not None for entry in cache.workloads.values())
+    assert 0 < first < 5
+    await loop.cycle()
+    await settle(loop)
+    assert sum(entry.fit is not None for entry in cache.workloads.values()) == 5
+    assert cache.snapshot().quota.used["cq"] == {("gpu", GPU): 5000}
+    assert sorted(name for resource, name in api.patches if resource == WORKLOADS) == [f"w{i}" for i in range(5)]
