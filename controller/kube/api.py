@@ -60,6 +60,11 @@ class ApiError(Exception):
         return self.status == 404
 
     @property
+    def forbidden(self) -> bool:
+        """403: the identity lacks a permission; only its administrator can change that."""
+        return self.status == 403
+
+    @property
     def transient(self) -> bool:
         """Worth the same request again later: no answer, throttled (429) or a server error (5xx)."""
         return self.status == 0 or self.status == 429 or self.status >= 500

@@ -36,7 +36,6 @@ class _Attempt(enum.Enum):
     FAILED = "failed"  # the API did not answer usefully: retry; the renew deadline decides
 
 
-FORBIDDEN = 403
 EXPIRY_MARGIN_S = 0.05
 """How long after a holder's lease runs out a standby tries to take it (renewTime has whole-µs precision)."""
 
@@ -151,7 +150,7 @@ class LeaderElector:
 
     def _failed(self, verb: str, e: ApiError) -> _Attempt:
         """A failed Lease request: FAILED, with a blocking problem and its fix for a 403."""
-        if e.status == FORBIDDEN:
+        if e.forbidden:
             self._problem = (f"forbidden to {verb} Lease {self.namespace}/{self.name} ({e.message}); "
                              f"grant get, create and update on leases in namespace {self.namespace} to tasq's "
                              f"identity (config/rbac/leader_election_role.yaml)")

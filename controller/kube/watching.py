@@ -48,7 +48,6 @@ PRIME_ATTEMPTS = 10
 """Tries per resource when priming (doubling from 0.05 s: about 50 s in all) before giving up."""
 BLOCKED_RETRY_S = 2.0
 """How often a resource that could not be listed (403, 404) is listed again while priming waits."""
-FORBIDDEN, NOT_FOUND = 403, 404
 
 
 def _api_version(group: str, version: str) -> str:
@@ -98,12 +97,12 @@ def blocking_problem(resource: tuple[str, str], e: ApiError) -> str | None:
     """What a refused list of `resource` means and how to fix it, for a 404 (not served: tasq's CRDs
     not installed) or a 403 (RBAC); None for any other error."""
     api_version = resource[0]
-    if e.status == NOT_FOUND and api_version.startswith(f"{c.GROUP}/"):
+    if e.not_found and api_version.startswith(f"{c.GROUP}/"):
         return (f"the API server does not serve {_plural(resource)}: tasq's CRDs are not installed; install "
                 f"them with `kubectl apply --server-side -k config/crd` (or `-f crds/`)")
-    if e.status == NOT_FOUND:
+    if e.not_found:
         return f"the API server does not serve {_plural(resource)} ({api_version}): {e.message}"
-    if e.status == FORBIDDEN:
+    if e.forbidden:
         return (f"forbidden to list {_plural(resource)} ({e.message}); grant tasq's ClusterRole "
                 f"(config/rbac/role.yaml) to its identity")
     return None
