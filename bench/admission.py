@@ -2,7 +2,9 @@
 
 Workloads arrive and finish on the simulated clock; after every event the admission cycle runs until
 quiet. Reports admission decisions per second of real time and time-to-admission per class in
-simulated time, at 640 and at 10,000 nodes. Run: `.venv/bin/python bench/admission.py [--quick]`.
+simulated time, at 640 and at 10,000 nodes. `--backlog` instead times one operator admission cycle
+over a backlog of 100 / 1,000 / 10,000 waiting Workloads of which few fit, with the growth exponent.
+Run: `.venv/bin/python bench/admission.py [--quick | --backlog [--sizes 100,1000,10000]]`.
 """
 
 # The mix (Kueue test/performance/scheduler/configs/tas): 1 block x 10 racks x 64 nodes of 96 cpu /
@@ -15,22 +17,37 @@ simulated time, at 640 and at 10,000 nodes. Run: `.venv/bin/python bench/admissi
 from __future__ import annotations
 
 import argparse
+import asyncio
+import gc
 import heapq
+import math
+import os
 import platform
 import statistics
+import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from controller.api import constants as c
-from controller.api.flavor import ResourceFlavor
-from controller.api.queues import ClusterQueue, LocalQueue
-from controller.api.topology import Topology
-from controller.api.views import NodeView
-from controller.api.workload import Workload
-from controller.core.admission.cycle import AdmissionState, Admit, Pending, run_until_quiet
-from controller.core.admission.snapshot import build_snapshot
-from controller.core.admission.workloads import WorkloadInfo, workload_info
+# Run as a script, this file's folder comes first on sys.path, where bench/webhooks.py would shadow
+# the webhooks package (the admission loop imports it): tasq is imported from the repository root.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from controller.api import constants as c  # noqa: E402
+from controller.api.flavor import ResourceFlavor  # noqa: E402
+from controller.api.queues import ClusterQueue, LocalQueue  # noqa: E402
+from controller.api.topology import Topology  # noqa: E402
+from controller.api.views import NodeView  # noqa: E402
+from controller.api.workload import Workload  # noqa: E402
+from controller.cache.cluster import ClusterCache  # noqa: E402
+from controller.core.admission.cycle import AdmissionState, Admit, Pending, explain, run_until_quiet  # noqa: E402
+from controller.core.admission.snapshot import build_snapshot  # noqa: E402
+from controller.core.admission.workloads import WorkloadInfo, workload_info  # noqa: E402
+from controller.kube.admitting import AdmissionLoop  # noqa: E402
+from controller.kube.events import EventRecorder  # noqa: E402
 
 BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
 NAMESPACE = "perf"
@@ -202,10 +219,180 @@ def report(results: list[Result]) -> None:
         print(f"| {r.nodes:,} | " + " | ".join(cells) + " |")
 
 
+# The backlog: 64 nodes (1 block x 4 racks x 16) in the operator's ClusterCache; one cohort of four
+# ClusterQueues (nominal 16 cpu each, no borrowing limit; the last one StrictFIFO), and N Workloads
+# spread over them round-robin, of 48 shapes (1/2/4/8 pods x 500m/1/2 cpu x rack required/preferred x
+# two pod-set names) and three priorities. The quota takes a few dozen; the rest wait ("few fit").
+# "all fit": the same cluster and queues with 10,000 cpu of quota each and every Workload one pod of
+# 100m preferring a rack (one shape, one priority): the whole backlog is admitted in the cycle.
+
+BACKLOG_SHAPE = Shape(1, 4, 16)
+BACKLOG_QUEUES = 4
+
+
+def backlog_cache(n: int, all_fit: bool) -> ClusterCache:
+    """The cluster, queues and `n` Workloads as the operator's cache holds them after their events."""
+    cache = ClusterCache()
+    cache.upsert(c.KIND_TOPOLOGY, {"metadata": {"name": "default-topology"}, "spec": {"levels": [
+        {"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": c.LABEL_HOSTNAME}]}})
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, {"metadata": {"name": "tas-flavor"}, "spec": {
+        "nodeLabels": {"tas-node-group": "tas"}, "topologyName": "default-topology"}})
+    for view in make_nodes(BACKLOG_SHAPE):
+        cache.nodes[view.name] = view
+    for q in range(BACKLOG_QUEUES):
+        name = f"cq-{q}"
+        strategy = c.QUEUEING_STRICT_FIFO if q == BACKLOG_QUEUES - 1 else c.QUEUEING_BEST_EFFORT_FIFO
+        cache.upsert(c.KIND_CLUSTER_QUEUE, {"metadata": {"name": name}, "spec": {
+            "cohort": "backlog", "namespaceSelector": {}, "queueingStrategy": strategy, "resourceGroups": [{
+                "coveredResources": ["cpu"], "flavors": [{"name": "tas-flavor", "resources": [
+                    {"name": "cpu", "nominalQuota": "10000" if all_fit else "16"}]}]}]}})
+        cache.upsert(c.KIND_LOCAL_QUEUE, {"metadata": {"name": name, "namespace": NAMESPACE},
+                                          "spec": {"clusterQueue": name}})
+    for i in range(n):
+        klass = CLASSES[i % 3]
+        pods, cpu = (1, 2, 4, 8)[i // 3 % 4], ("500m", "1", "2")[i // 12 % 3]
+        mode = ("required", "preferred")[i // 36 % 2]
+        if all_fit:
+            klass, pods, cpu, mode = CLASSES[0], 1, "100m", "preferred"
+        manifest = workload_manifest(f"wl-{i:05d}", f"cq-{i % BACKLOG_QUEUES}", klass, mode)
+        pod_set = manifest["spec"]["podSets"][0]
+        pod_set["count"], pod_set["name"] = pods, ("main", "worker")[0 if all_fit else i // 72 % 2]
+        pod_set["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+        manifest["metadata"]["resourceVersion"] = "1"
+        manifest["metadata"]["creationTimestamp"] = f"2026-01-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z"
+        cache.upsert(c.KIND_WORKLOAD, manifest)
+    return cache
+
+
+@dataclass
+class BacklogRow:
+    waiting: int
+    state_s: float
+    decide_s: float
+    reasons_s: float
+    admitted: int
+
+    @property
+    def total_s(self) -> float:
+        return self.state_s + self.decide_s + self.reasons_s
+
+
+def backlog_cycle(n: int, all_fit: bool) -> BacklogRow:
+    """One cycle as `AdmissionLoop.cycle` runs it on a fresh backlog: the state from the cache
+    (every waiting Workload queued), the decisions, then why each waiting one waits (its decision,
+    else `explain`: on a first cycle no Workload shows a reason yet) and the waiting map."""
+    cache = backlog_cache(n, all_fit)
+    cache.snapshot()  # the static parts (flavor trees, quotas) are built once, not per cycle
+    t0 = time.perf_counter()
+    state = cache.admission_state()
+    t1 = time.perf_counter()
+    decisions = run_until_quiet(state)
+    t2 = time.perf_counter()
+    memo: dict[tuple[str, tuple[Any, ...]], Pending] = {}
+    reasons = [state.pending.get(key) or explain(state, key, memo) for key in state.waiting()]
+    waiting = {key: q for key in state.waiting() if (q := state.queue_of.get(key)) is not None}
+    t3 = time.perf_counter()
+    assert len(reasons) == len(waiting) == n - sum(isinstance(d, Admit) for d in decisions)
+    return BacklogRow(n, t1 - t0, t2 - t1, t3 - t2, sum(isinstance(d, Admit) for d in decisions))
+
+
+class _AcceptingApi:
+    """Answers the loop's writes at once (the object as patched; Events accepted), off any network."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+
+    async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
+                          patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        entry = self.cache.workloads.get(f"{namespace}/{name}")
+        current = entry.obj.to_dict() if entry is not None else {"metadata": {"name": name}}
+        return {**current, "status": patch["status"]}
+
+    async def create(self, resource: tuple[str, str], namespace: str | None, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(obj)
+
+
+def longest_stall(n: int, all_fit: bool, collect: bool) -> tuple[float, float]:
+    """The operator's `AdmissionLoop.cycle` over a fresh backlog on an event loop, with a task that
+    measures the longest time the loop went without giving it a turn (cycle and status writes), and
+    the longest garbage collection meanwhile; `collect` False runs it with the collector off."""
+    cache = backlog_cache(n, all_fit)
+    cache.snapshot()
+    api = _AcceptingApi(cache)
+    loop = AdmissionLoop(cache, api, EventRecorder(api))  # type: ignore[arg-type]
+    longest = [0.0]
+
+    async def watch(done: asyncio.Event) -> None:
+        while not done.is_set():
+            t = time.perf_counter()
+            await asyncio.sleep(0)
+            longest[0] = max(longest[0], time.perf_counter() - t)
+
+    async def run() -> None:
+        done = asyncio.Event()
+        watcher = asyncio.create_task(watch(done))
+        await asyncio.sleep(0)
+        await loop.cycle()
+        while loop._in_flight or loop._unstarted:
+            await asyncio.sleep(0.01)
+        done.set()
+        await watcher
+        if loop._queue_writer is not None:
+            loop._queue_writer.cancel()
+
+    pause, started = [0.0], [0.0]
+
+    def timed(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            pause[0] = max(pause[0], time.perf_counter() - started[0])
+
+    gc.collect()
+    gc.callbacks.append(timed)
+    if not collect:
+        gc.disable()
+    try:
+        asyncio.run(run())
+    finally:
+        gc.enable()
+        gc.callbacks.remove(timed)
+    return longest[0], pause[0]
+
+
+def backlog(sizes: list[int]) -> None:
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"{platform.python_implementation()} {platform.python_version()}; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{BACKLOG_SHAPE.nodes} nodes, {BACKLOG_QUEUES} ClusterQueues; one admission cycle, seconds")
+    print()
+    print("| scenario | workloads | admitted | state | decide | reasons | cycle | exponent | stall | of which GC | stall, GC off |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for all_fit in (False, True):
+        prev: BacklogRow | None = None
+        for n in sizes:
+            row = backlog_cycle(n, all_fit)
+            slope = "" if prev is None else f"{math.log(row.total_s / prev.total_s) / math.log(n / prev.waiting):.2f}"
+            print(f"| {'all fit' if all_fit else 'few fit'} | {n:,} | {row.admitted:,} | {row.state_s:.3f} | "
+                  f"{row.decide_s:.3f} | {row.reasons_s:.3f} | {row.total_s:.3f} | {slope} | "
+                  f"{'{:.3f} | {:.3f}'.format(*longest_stall(n, all_fit, True))} | "
+                  f"{longest_stall(n, all_fit, False)[0]:.3f} |", flush=True)
+            prev = row
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}; exponent: log-log slope of the cycle against the "
+          "row above; stall: the longest the operator's event loop went without a turn while "
+          "AdmissionLoop.cycle ran on the same backlog (its status writes answered at once, in-process), "
+          "with the longest garbage collection during that run, and the stall again with the collector off")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: 1 cohort x 2 queues, 10%% of the workloads")
+    parser.add_argument("--backlog", action="store_true", help="one cycle over a backlog of waiting Workloads")
+    parser.add_argument("--sizes", default="100,1000,10000", help="backlog sizes (with --backlog)")
     args = parser.parse_args()
+    if args.backlog:
+        backlog([int(size) for size in args.sizes.split(",")])
+        return
     cohorts, queues, scale = (1, 2, 0.1) if args.quick else (5, 6, 1.0)
     shapes = (Shape(1, 10, 64), Shape(5, 20, 100))
     results = []

@@ -82,6 +82,9 @@ WEBHOOK_VALIDATE_LOCAL_QUEUE: Final = "validate-kueue-x-k8s-io-v1beta1-localqueu
 WEBHOOK_VALIDATE_WORKLOAD: Final = "validate-kueue-x-k8s-io-v1beta1-workload"
 WEBHOOK_NAME_DOMAIN: Final = "tasq.io"
 MUTATING_WEBHOOK_CONFIGURATION: Final = "tasq-mutating-webhook-configuration"
+ANNOTATION_LOCAL_WEBHOOK_SERVERS: Final = "tasq.io/local-webhook-servers"
+"""On a locally registered webhook configuration: the `tasq run --local-webhooks` servers sharing it
+(JSON list of {"url", "caBundle"}, the one it points at last)."""
 VALIDATING_WEBHOOK_CONFIGURATION: Final = "tasq-validating-webhook-configuration"
 TASQ_NAMESPACE: Final = "tasq-system"
 WEBHOOK_SERVICE: Final = "tasq-webhook-service"

@@ -24,7 +24,7 @@ import yaml
 from controller.api.features import FLAG_HELP, FeatureGates, parse_feature_gates
 from controller.commands.crds import DEFAULT_DIR
 from controller.kube.api import connect
-from controller.kube.operating import Operator
+from controller.kube.operating import Operator, OperatorOptions
 from controller.kube.process import Webhooks, serve_tasq
 from devcluster.cluster import DevCluster
 from devcluster.server.errors import ApiError
@@ -181,8 +181,9 @@ async def dev_stack(kubeconfig: Path, port: int, crds: Path, shape: TopologyShap
         if tasq:
             api_client = await connect(path)
             ready = asyncio.Event()
-            tasq_task = asyncio.create_task(serve_tasq(api_client, stop, webhooks=Webhooks(local=True),
-                                                       features=features, started=operators.append, ready=ready))
+            options = OperatorOptions(features=features or FeatureGates(), started=operators.append)
+            tasq_task = asyncio.create_task(serve_tasq(api_client, stop, options, webhooks=Webhooks(local=True),
+                                                       ready=ready))
             await asyncio.wait({tasq_task, asyncio.create_task(ready.wait())}, return_when=asyncio.FIRST_COMPLETED)
             if tasq_task.done():
                 await tasq_task  # it failed to start: raise why

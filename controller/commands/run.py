@@ -132,6 +132,7 @@ async def _serve(args: argparse.Namespace, identity: str) -> None:
     from controller.kube.api import KubeApi, connect
     from controller.kube.embedding import take_back_signals
     from controller.kube.leading import LeaderElector
+    from controller.kube.operating import OperatorOptions
     from controller.kube.process import Webhooks, serve_tasq
 
     stop = asyncio.Event()
@@ -150,8 +151,8 @@ async def _serve(args: argparse.Namespace, identity: str) -> None:
         elector = LeaderElector(KubeApi(api_client), args.lease_namespace, args.lease_name, identity,
                                 lease_duration_s=args.lease_duration, renew_deadline_s=args.renew_deadline,
                                 retry_period_s=args.retry_period, namespace_fix=namespace_fix(args))
-        await serve_tasq(api_client, stop, webhooks=webhooks, elector=elector, features=args.features,
-                         endpoints=endpoints_from_flags(args))
+        options = OperatorOptions(elector=elector, features=args.features, endpoints=endpoints_from_flags(args))
+        await serve_tasq(api_client, stop, options, webhooks=webhooks)
     finally:
         await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,13 +1,14 @@
 """The admission loop: on a change, debounce, run one admission cycle over the cache, write results.
 
-Only while leading. A cycle runs the pure core (`run_until_quiet`) on `ClusterCache.admission_state`
-(so admissions are reserved in the cache at once), then writes every decision as a Workload status
+Only while leading. A cycle runs the pure core's rounds (`rounds`) on `ClusterCache.admission_state`
+(so admissions are reserved in the cache at once; a long cycle lets the event loop run between
+rounds), then writes every decision as a Workload status
 patch (resourceVersion-checked, retried), posts Events (Admitted; a pending cause once per new
 cause) and refreshes the ClusterQueue and LocalQueue statuses. One cycle at a time; its writes
-run beside the next cycles (at most one in flight per Workload). A failed cycle or write is tried
-again with backoff (controller.kube.requeuing); an admission whose write failed is given back in the
-cache before the next cycle, and one whose answer was lost is read back first. Started by
-controller.kube.operating.
+run beside the next cycles (at most one in flight per Workload), each written Workload handed to
+the operator's EventRouter. A failed cycle or write is tried again with backoff
+(controller.kube.requeuing); an admission whose write failed is given back in the cache before the
+next cycle, and one whose answer was lost is read back first. Started by controller.kube.operating.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections import deque
+from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,18 +26,20 @@ from controller.api import constants as c
 from controller.api.workload import Admission, Workload, admission_of
 from controller.cache.cluster import ClusterCache
 from controller.core.admission.conditions import mark_admitted, mark_pending, quota_reserved_message
-from controller.core.admission.cycle import AdmissionState, Admit, Pending, explain, run_until_quiet
+from controller.core.admission.cycle import AdmissionState, Admit, Decision, Pending, explain, rounds
+from controller.core.admission.queue_status import (
+    QueuedWorkload,
+    QueueInputs,
+    queue_statuses,
+    stamp_conditions,
+)
 from controller.core.admission.workloads import workload_info
 from controller.kube.api import TRANSPORT_ERRORS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.metrics import Metrics
 from controller.kube.requeuing import Backoff, log_failure
-from controller.kube.statuses import (
-    queue_statuses,
-    stamp_conditions,
-    write_queue_status,
-    write_workload_status,
-)
+from controller.kube.routing import Applied
+from controller.kube.statuses import write_queue_status, write_workload_status
 
 log = logging.getLogger(__name__)
 
@@ -46,20 +50,27 @@ DEBOUNCE_S = 0.05
 QUEUE_STATUS_INTERVAL_S = 1.0
 """The shortest time between two writes of the queue statuses while admissions go on."""
 PARALLEL_WRITES = 32
+STARTED_WRITES = 4 * PARALLEL_WRITES
+"""Status writes that exist as tasks at once (each waits for one of `PARALLEL_WRITES` slots)."""
+STEP_BUDGET_S = 0.02
+"""How long a cycle holds the event loop before it lets it run (between two rounds, two reasons)."""
 
 
 class AdmissionLoop:
-    """See the module docstring. `notify()` from any cache change; `run()` until cancelled."""
+    """See the module docstring. `notify()` on a change that concerns admission (the operator's
+    EventRouter); `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
-                 on_admitted: Callable[[dict[str, Any]], None] | None = None, debounce_s: float = DEBOUNCE_S,
+                 applied: Applied | None = None, debounce_s: float = DEBOUNCE_S,
                  metrics: Metrics | None = None, queue_status_interval_s: float = QUEUE_STATUS_INTERVAL_S) -> None:
         self.cache = cache
         self.queue_status_interval_s = queue_status_interval_s
         self.metrics = metrics
         self.api = api
         self.recorder = recorder
-        self.on_admitted = on_admitted
+        self.applied: Applied = applied if applied is not None else cache.upsert
+        """Where every Workload status this loop wrote goes (the operator's `EventRouter.applied`:
+        into the cache, waking the loops it concerns); alone, just into the cache."""
         self.debounce_s = debounce_s
         self.cycles = 0
         self.admitted_at: dict[str, float] = {}
@@ -70,6 +81,7 @@ class AdmissionLoop:
         self._seen_generation = -1
         self._slots = asyncio.Semaphore(PARALLEL_WRITES)
         self._in_flight: set[asyncio.Task[str]] = set()
+        self._unstarted: deque[tuple[str, Coroutine[Any, Any, str]]] = deque()
         self._writing: set[str] = set()
         """Workloads with a status write in flight (no second one is started for them meanwhile)."""
         self._skipped: set[str] = set()
@@ -77,6 +89,8 @@ class AdmissionLoop:
         self._queue_writer: asyncio.Task[None] | None = None
         self._backoff = Backoff()
         """Consecutive failures per Workload key (its status write) and of the cycle itself."""
+        self._stretch = 0.0
+        """When the cycle last took the event loop (see `_give_turn`)."""
 
     def notify(self) -> None:
         self._wake.set()
@@ -111,49 +125,104 @@ class AdmissionLoop:
                 self._backoff.succeeded(_CYCLE)
 
     async def cycle(self) -> None:
-        """Phases: decide (pure, synchronous), record admissions in the cache, write statuses."""
+        """Phases: decide (the pure core's rounds, admissions recorded in the cache as they come),
+        say why the others wait, write statuses."""
         self.cycles += 1
-        started = time.perf_counter()
+        started = self._stretch = time.perf_counter()
         state = self.cache.admission_state()
-        decisions = run_until_quiet(state)
+        built = time.perf_counter() - started
+        decisions, busy = await self._decide(state)
         admits = [d for d in decisions if isinstance(d, Admit)]
         if self.metrics is not None and decisions:
             # The cycle decides its heads in one pass: each attempt is charged its share.
-            share = (time.perf_counter() - started) / len(decisions)
+            share = (built + busy) / len(decisions)
             for decision in decisions:
                 self.metrics.admission_attempted(
                     c.ADMISSION_RESULT_SUCCESS if isinstance(decision, Admit) else c.ADMISSION_RESULT_INADMISSIBLE,
                     share)
-        for admit in admits:
-            self.cache.record_admission(admit.key, state.admitted[admit.key])
         pendings = []
-        for why in self._pending(state):
+        waiting_keys = state.waiting()
+        current = self._current(state)
+        if not current:  # the next cycle decides the rest, and says why, on the rebuilt snapshot
+            self._again()
+        for why in await self._pending(state, waiting_keys) if current else []:
             if why.key in self._writing:
                 self._skipped.add(why.key)  # told again once its write in flight ends
             else:
                 pendings.append(why)
         for admit in admits:
             self._start_write(admit.key, self._admission_written(admit))
+            await self._give_turn()
         for why in pendings:
             self._start_write(why.key, self._pending_written(why))
-        waiting = {key: q for key in state.waiting() if (q := state.queue_of.get(key)) is not None}
+            await self._give_turn()
+        waiting = {key: q for key in waiting_keys if (q := state.queue_of.get(key)) is not None}
         self._queues_due = waiting
         if self._queue_writer is None or self._queue_writer.done():
             self._queue_writer = asyncio.create_task(self._write_queues_while_due())
+
+    async def _decide(self, state: AdmissionState) -> tuple[list[Decision], float]:
+        """Phase: the cycle's rounds, each round's admissions recorded in the cache before anything
+        else runs (a watch event for them then finds them held). Between rounds, once
+        `STEP_BUDGET_S` has gone by, the event loop gets a turn: a cycle over thousands of waiting
+        Workloads takes seconds. The state shares the cache's Usage and ledger, so what comes in
+        meanwhile is seen by the next round; an admission whose Workload was deleted or finished
+        meanwhile is given back at once. Returns the decisions and the seconds spent deciding."""
+        decisions: list[Decision] = []
+        started, paused = time.perf_counter(), 0.0
+        for step in rounds(state):
+            for decision in step:
+                if isinstance(decision, Admit):
+                    entry = self.cache.workloads.get(decision.key)
+                    if entry is None or entry.finished:
+                        self.cache.forget_admission(decision.key)
+                        continue
+                    self.cache.record_admission(decision.key, state.admitted[decision.key])
+                decisions.append(decision)
+            before = time.perf_counter()
+            if await self._give_turn() and not self._current(state):
+                break
+            paused += time.perf_counter() - before
+        return decisions, time.perf_counter() - started - paused
+
+    def _current(self, state: AdmissionState) -> bool:
+        """Whether the cache still decides on the state's quota ledger and flavor trees: a
+        ClusterQueue, flavor or topology change meanwhile rebuilt them (from the admissions recorded
+        so far), and what the state reserved after that would be missing from the new ones."""
+        live = self.cache.snapshot()
+        return live.quota is state.snapshot.quota and live.flavors is state.snapshot.flavors
+
+    async def _give_turn(self) -> bool:
+        """Let the event loop run once the cycle has held it for `STEP_BUDGET_S` (a cycle over
+        thousands of waiting Workloads takes longer than a watch event may wait); True if it ran."""
+        if time.perf_counter() - self._stretch < STEP_BUDGET_S:
+            return False
+        await asyncio.sleep(0)
+        self._stretch = time.perf_counter()
+        return True
 
     def _start_write(self, key: str, write: Coroutine[Any, Any, str]) -> None:
         """Status writes run beside the next cycles: the cache already holds each admission (an
         unwritten one is given back by `_admission_written`), and every write is resourceVersion-checked,
         so a later decision about the same Workload cannot be overwritten by an older one."""
         self._writing.add(key)
-        task = asyncio.create_task(write)
-        self._in_flight.add(task)
-        task.add_done_callback(functools.partial(self._write_done, key))
+        self._unstarted.append((key, write))
+        self._start_unstarted()
+
+    def _start_unstarted(self) -> None:
+        """Writes become tasks while fewer than `STARTED_WRITES` are: the first steps of thousands
+        of tasks created at once would all run in one turn of the event loop."""
+        while self._unstarted and len(self._in_flight) < STARTED_WRITES:
+            key, write = self._unstarted.popleft()
+            task = asyncio.create_task(write)
+            self._in_flight.add(task)
+            task.add_done_callback(functools.partial(self._write_done, key))
 
     def _write_done(self, key: str, task: asyncio.Task[str]) -> None:
         """The write of `key` ended: a Workload told to wait meanwhile is decided again. The writes
         handle their own failures; one that raised anyway (a bug) is logged here, once, and retried."""
         self._in_flight.discard(task)
+        self._start_unstarted()
         self._writing.discard(key)
         if task.cancelled():
             return
@@ -176,17 +245,19 @@ class AdmissionLoop:
                 self._queues_due = waiting  # a failed write is tried again after the interval
             await asyncio.sleep(self.queue_status_interval_s)
 
-    def _pending(self, state: AdmissionState) -> list[Pending]:
+    async def _pending(self, state: AdmissionState, waiting: list[str]) -> list[Pending]:
         """Why each waiting workload waits: its decision this cycle, else (not yet told, e.g. parked
         behind a same-shape head) recomputed once; workloads already showing a reason keep it."""
         out = []
-        for key in state.waiting():
+        memo: dict[tuple[str, tuple[Any, ...]], Pending] = {}
+        for key in waiting:
+            await self._give_turn()
             why = state.pending.get(key)
             entry = self.cache.workloads.get(key)
             if entry is None:
                 continue
             if why is None and entry.obj.condition(c.CONDITION_QUOTA_RESERVED) is None:
-                why = explain(state, key)
+                why = explain(state, key, memo)
             if why is not None:
                 out.append(why)
         return out
@@ -238,8 +309,7 @@ class AdmissionLoop:
         self.admitted_at[admit.key] = time.monotonic()
         self._last_cause.pop(admit.key, None)
         self.recorder.emit(written, c.REASON_ADMITTED, quota_reserved_message(admit.cluster_queue))
-        if self.on_admitted is not None:
-            self.on_admitted(written)
+        self.applied(c.KIND_WORKLOAD, written)
         return admit.key
 
     async def _pending_written(self, why: Pending) -> str:
@@ -263,19 +333,26 @@ class AdmissionLoop:
                 self._again_later(delay)
                 return why.key
         self._backoff.succeeded(why.key)
-        if written is not None and self._last_cause.get(why.key) != why.detail:
+        if written is None:
+            return why.key
+        self.applied(c.KIND_WORKLOAD, written)
+        if self._last_cause.get(why.key) != why.detail:
             self._last_cause[why.key] = why.detail
             self.recorder.emit(written, why.reason, why.message)
         return why.key
 
     async def _write_queues(self, waiting: dict[str, str]) -> bool:
-        """ClusterQueue and LocalQueue statuses, each written only when it changed; False when a
-        write failed (it is logged; the status is written again next time)."""
+        """ClusterQueue and LocalQueue statuses, each written only when it changed; a deleted
+        queue's last status is forgotten (one created again under its name gets its own) and a
+        deleted ClusterQueue's metric series dropped. False when a write failed (it is logged; the
+        status is written again next time)."""
         ok = True
-        cqs, lqs = queue_statuses(self.cache, waiting)
+        cqs, lqs = queue_statuses(queue_inputs(self.cache), waiting)
         if self.metrics is not None:
             self._record_queue_metrics(cqs)
         for local, statuses in ((False, cqs), (True, lqs)):
+            for gone in [k for (is_local, k) in self._queue_status if is_local == local and k not in statuses]:
+                del self._queue_status[(local, gone)]
             for key, status in statuses.items():
                 if self._queue_status.get((local, key)) == status:
                     continue
@@ -291,11 +368,28 @@ class AdmissionLoop:
 
     def _record_queue_metrics(self, cqs: dict[str, dict[str, Any]]) -> None:
         assert self.metrics is not None
+        for gone in self.metrics.cluster_queues_reported() - cqs.keys():
+            self.metrics.cluster_queue_deleted(gone)
         used = self.cache.snapshot().quota.used
         for name, status in cqs.items():
             self.metrics.cluster_queue_counted(name, status["pendingWorkloads"], status["admittedWorkloads"])
             for (flavor, resource), milli in used.get(name, {}).items():
                 self.metrics.resource_used(name, flavor, resource, milli / 1000)
+
+
+def queue_inputs(cache: ClusterCache) -> QueueInputs:
+    """What the queue statuses are computed from, as the cache holds it: a Workload counts as
+    admitted while it holds quota here, or while its status records an admission and it has not
+    finished (one restored after a restart, before its reservation is made again)."""
+    snapshot = cache.snapshot()
+    workloads = [QueuedWorkload(key, f"{entry.info.namespace}/{entry.info.queue_name}",
+                                entry.fit is not None or (entry.admission is not None and not entry.finished),
+                                entry.fit.cluster_queue if entry.fit is not None else None,
+                                entry.fit.quota_usage if entry.fit is not None else None)
+                 for key, entry in cache.workloads.items()]
+    return QueueInputs(cluster_queues=cache.cluster_queues, local_queues=cache.local_queues, flavors=cache.flavors,
+                       topologies=cache.topologies, quotas=snapshot.cluster_queues, used=snapshot.quota.used,
+                       workloads=workloads)
 
 
 async def _read_back_until_answered(api: KubeApi, namespace: str, name: str) -> dict[str, Any] | None:

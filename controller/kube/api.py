@@ -60,6 +60,11 @@ class ApiError(Exception):
         return self.status == 404
 
     @property
+    def forbidden(self) -> bool:
+        """403: the identity lacks a permission; only its administrator can change that."""
+        return self.status == 403
+
+    @property
     def transient(self) -> bool:
         """Worth the same request again later: no answer, throttled (429) or a server error (5xx)."""
         return self.status == 0 or self.status == 429 or self.status >= 500
@@ -213,9 +218,14 @@ class KubeApi:
                           subresource: str | None = None) -> dict[str, Any]:
         return await self.request("PATCH", path(*resource, namespace, name, subresource), dict(patch), MERGE_PATCH)
 
-    async def delete(self, resource: tuple[str, str], namespace: str | None, name: str) -> None:
-        await self.request("DELETE", path(*resource, namespace, name),
-                           {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
+    async def delete(self, resource: tuple[str, str], namespace: str | None, name: str,
+                     resource_version: str | None = None) -> None:
+        """Delete (its dependents in the background); with `resource_version`, only that version
+        (409 when the object changed since)."""
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if resource_version is not None:
+            options["preconditions"] = {"resourceVersion": resource_version}
+        await self.request("DELETE", path(*resource, namespace, name), options)
 
     async def refresh_raw_headers(self) -> None:
         """The headers `patch_raw` sends from now on: the client's defaults, cookie and bearer token

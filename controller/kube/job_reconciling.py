@@ -1,13 +1,18 @@
 """The batch/v1 Job integration: a queue-labelled Job's Workload, and the Job following it.
 
-For each changed Job (or its Workload): create the Workload (Kueue's name and owner reference);
-refuse one whose PriorityClass is missing (an Event, the Job stays suspended); on admission write
-the flavors' nodeSelector/tolerations, the topology-workload/-podset annotations and tasq's label
-into the pod template and unsuspend; suspend a Job whose Workload lost its admission and put back
+For each changed Job (or its Workload): a Job found running without an admission (created while the
+webhook configurations were absent, or unsuspended by someone else) is stopped first (suspended,
+its pods gone, startTime cleared) and only then gets its Workload (Kueue's name and owner reference),
+so the admission loop never sees a Workload whose Job runs pods tasq did not place; refuse one whose
+PriorityClass is missing (an Event, the Job stays suspended); on admission write the flavors'
+nodeSelector/tolerations, the topology-workload/-podset annotations, tasq's label and the topology
+scheduling gate into the pod template and unsuspend; suspend a Job whose Workload lost its admission and put back
 the pod template the Workload recorded at creation; evict a deactivated Workload (`spec.active:
 false`) the same way, then release its reservation; mark the Workload Finished when the Job
 completes or fails; delete it when the Job is gone. Leader only. A reconcile that fails in any way
 (refused, a dropped connection, a bug) is re-queued with backoff (controller.kube.requeuing).
+Started by controller.kube.operating, whose EventRouter wakes it and takes every Job and Workload it
+writes.
 """
 
 from __future__ import annotations
@@ -15,19 +20,20 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from controller.api import constants as c
 from controller.api.views import JobView
-from controller.api.workload import Admission, Workload, owner_job_key
+from controller.api.workload import Admission, Workload
 from controller.cache.cluster import ClusterCache, WorkloadEntry
-from controller.core.admission.conditions import mark_finished
+from controller.core.admission.conditions import mark_deactivated, mark_finished
 from controller.core.admission.workloads import workload_from_job
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
 from controller.kube.requeuing import Backoff, log_failure
+from controller.kube.routing import Applied
 from controller.kube.statuses import write_workload_status
 
 log = logging.getLogger(__name__)
@@ -39,8 +45,11 @@ def pod_template_patch(job: Mapping[str, Any], workload_name: str, admission: Ad
                        flavors: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """The Job merge patch that starts an admitted Job: its pod template gets every assigned
     flavor's nodeLabels (as nodeSelector) and tolerations, and, for a pod set with a topology
-    assignment, the topology-workload/-podset annotations and tasq's label (which the Pod webhook
-    selects on to gate the pods); `suspend` becomes false. `flavors`: flavor name -> its spec."""
+    assignment, the topology-workload/-podset annotations, tasq's label and the
+    `kueue.x-k8s.io/topology` scheduling gate; `suspend` becomes false. The gate in the template
+    (as Kueue writes it into its pod-set info) makes every pod start gated even when no Pod webhook
+    answers; the Pod webhook, selected by the label, stays a second line and never adds it twice.
+    `flavors`: flavor name -> its spec."""
     template = (job.get("spec") or {}).get("template") or {}
     pod_spec = template.get("spec") or {}
     selector = dict(pod_spec.get("nodeSelector") or {})
@@ -59,6 +68,9 @@ def pod_template_patch(job: Mapping[str, Any], workload_name: str, admission: Ad
     pod_patch: dict[str, Any] = {"nodeSelector": selector or None}
     if tolerations:
         pod_patch["tolerations"] = tolerations
+    gates = list(pod_spec.get("schedulingGates") or [])
+    if template_meta and not any(g.get("name") == c.SCHEDULING_GATE_TOPOLOGY for g in gates):
+        pod_patch["schedulingGates"] = [*gates, {"name": c.SCHEDULING_GATE_TOPOLOGY}]  # replaced whole
     patched_template: dict[str, Any] = {"spec": pod_patch}
     if template_meta:
         patched_template["metadata"] = template_meta
@@ -88,7 +100,7 @@ def _map_patch(have: Mapping[str, Any], want: Mapping[str, Any]) -> dict[str, An
 
 def pod_template_restore_patch(job: Mapping[str, Any], workload: Workload) -> dict[str, Any] | None:
     """The Job merge patch that puts back what starting the Job changed in its pod template: the
-    nodeSelector, tolerations, labels and annotations the Workload recorded at creation (Kueue
+    nodeSelector, tolerations, scheduling gates, labels and annotations the Workload recorded at creation (Kueue
     restores its pod sets' info the same way when it stops a Job). None when they already match.
     The API server accepts it only on a suspended Job whose pods are gone (see `JobReconciler._stop`)."""
     original, current = recorded_template(workload), (job.get("spec") or {}).get("template") or {}
@@ -101,9 +113,10 @@ def pod_template_restore_patch(job: Mapping[str, Any], workload: Workload) -> di
         have_map, want_map = (have or {}).get(field) or {}, (want or {}).get(field) or {}
         if have_map != want_map:
             target[field] = _map_patch(have_map, want_map)
-    want_tolerations = (original.get("spec") or {}).get("tolerations") or []
-    if ((current.get("spec") or {}).get("tolerations") or []) != want_tolerations:
-        spec_patch["tolerations"] = want_tolerations or None  # a merge patch replaces a list whole
+    for field in ("tolerations", "schedulingGates"):
+        want_list = (original.get("spec") or {}).get(field) or []
+        if ((current.get("spec") or {}).get(field) or []) != want_list:
+            spec_patch[field] = want_list or None  # a merge patch replaces a list whole
     if not spec_patch and not meta_patch:
         return None
     template: dict[str, Any] = {}
@@ -115,20 +128,19 @@ def pod_template_restore_patch(job: Mapping[str, Any], workload: Workload) -> di
             "spec": {"template": template}}
 
 
-def mark_deactivated(workload: Workload, now: datetime) -> bool:
-    """Kueue's eviction of a deactivated Workload, once its Job is stopped: Evicted=True (reason
-    Deactivated), QuotaReserved=False, Admitted=False (reason NoReservation) and no admission. True
-    when anything changed; the caller writes `status.admission` as null so a merge patch drops it."""
-    message = "The workload is deactivated"
-    changed = workload.set_condition(c.CONDITION_EVICTED, "True", c.REASON_DEACTIVATED, message, now)
-    changed |= workload.set_condition(c.CONDITION_QUOTA_RESERVED, "False", c.REASON_PENDING, message, now)
-    if workload.condition(c.CONDITION_ADMITTED) is not None:
-        changed |= workload.set_condition(c.CONDITION_ADMITTED, "False", c.REASON_NO_RESERVATION,
-                                          "The workload has no reservation", now)
-    if workload.status is not None and workload.status.admission is not None:
-        workload.status.admission = None
-        changed = True
-    return changed
+def pods_left(job: Mapping[str, Any]) -> int:
+    """Pods the Job controller still counts for the Job: active ones and, since Kubernetes 1.34
+    (JobPodReplacementPolicy), terminating ones, which may still run on their node."""
+    status = job.get("status") or {}
+    return int(status.get("active") or 0) + int(status.get("terminating") or 0)
+
+
+def job_stopped(job: Mapping[str, Any]) -> bool:
+    """The Job is suspended, has no pod left and no startTime: nothing of it runs, so a Workload
+    created for it now is admitted like one whose Job never ran (Kueue waits for the same before it
+    creates a Workload for a Job it found running)."""
+    return (bool((job.get("spec") or {}).get("suspend")) and pods_left(job) == 0
+            and not (job.get("status") or {}).get("startTime"))
 
 
 def missing_priority_class(job: Mapping[str, Any], known: Mapping[str, Any]) -> str | None:
@@ -141,11 +153,13 @@ class JobReconciler:
     """See the module docstring. `notify(job_key)` on any Job or Workload change; `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
-                 on_cache_change: Callable[[], None] | None = None) -> None:
+                 applied: Applied | None = None) -> None:
         self.cache = cache
-        self.on_cache_change = on_cache_change
-        """Called after this reconciler applied its own write to the cache (the admission loop must
-        see a release at once: the watch event that follows carries the same version and is skipped)."""
+        self.applied: Applied = applied if applied is not None else cache.upsert
+        """Where every Job and Workload this reconciler wrote goes (the operator's
+        `EventRouter.applied`): into the cache at once, so the next reconcile sees it and the
+        admission loop sees a release at once (the watch echo then carries a known version and is
+        skipped), waking the loops the change concerns."""
         self.api = api
         self.recorder = recorder
         self._dirty: dict[str, None] = {}
@@ -160,11 +174,6 @@ class JobReconciler:
     def notify(self, job_key: str) -> None:
         self._dirty[job_key] = None
         self._wake.set()
-
-    def notify_workload(self, workload: Mapping[str, Any]) -> None:
-        owner = owner_job_key(workload)
-        if owner is not None:
-            self.notify(owner)
 
     async def run(self, leading: asyncio.Event | None = None) -> None:
         """`PARALLEL_RECONCILES` workers take changed Jobs as they come (one Job is never reconciled by
@@ -224,7 +233,10 @@ class JobReconciler:
         if not view.queue_name:
             return
         if entry is None:
-            await self._create_workload(job, view)
+            if view.finished or job_stopped(job):
+                await self._create_workload(job, view)
+            else:
+                await self._stop_unadmitted(job, key)
         elif view.finished and not entry.finished:
             await self._finish(entry, view)
         elif entry.finished:
@@ -232,10 +244,50 @@ class JobReconciler:
         elif (admission := entry.admission) is not None:
             if not entry.active:
                 await self._deactivate(job, entry)
-            elif view.suspend:
+            elif view.suspend and pods_left(job) == 0:  # else a Job event brings it back
                 await self._start(job, entry, admission)
+        elif not view.suspend and not view.finished and not was_admitted(entry.obj):
+            await self._discard_workload(entry)
         elif not entry.expecting and not view.finished:
             await self._stop(job, entry)
+
+    async def _stop_unadmitted(self, job: dict[str, Any], key: str) -> None:
+        """Phases of stopping a Job found running with no Workload, each decided from the Job as it
+        is (a restart between them resumes): 1. suspend it; 2. wait until the Job controller counts
+        no pod left (the Job's next watch event brings it back here); 3. clear the startTime, as
+        Kueue does when it stops a Job. Its template is its author's (tasq never started it), so
+        nothing is restored. Then `reconcile` creates the Workload."""
+        if not JobView.from_dict(job).suspend:
+            await self._suspend(job, "Not admitted by a ClusterQueue: the Job is suspended until its Workload is admitted")
+            return
+        if pods_left(job) > 0:
+            return
+        meta = job["metadata"]
+        cleared = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": {"startTime": None}}
+        try:
+            written = await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], cleared, "status"))
+        except ApiError as e:
+            if e.not_found:
+                return
+            raise  # a conflict too: `run` retries from the cache, which the watch refreshes meanwhile
+        self.applied(c.KIND_JOB, written)
+        self.notify(key)  # the watch echo of our own write is skipped: go on to the Workload
+
+    async def _discard_workload(self, entry: WorkloadEntry) -> None:
+        """A Workload never admitted whose Job runs anyway (someone unsuspended it): delete it, on
+        the condition that it is still the version the cache holds (so an admission written
+        meanwhile, say by the previous leader that then started the Job, is never thrown away).
+        Its Job is then stopped and gets a new Workload (`_stop_unadmitted`): a Workload exists only
+        for a stopped Job, so the admission loop cannot admit one while its pods run."""
+        version = entry.obj.metadata.resource_version
+        log.info("workload %s/%s: never admitted but its Job runs; deleted, recreated once the Job is stopped",
+                 entry.info.namespace, entry.info.name)
+        try:
+            await retrying(lambda: self.api.delete(WORKLOADS, entry.info.namespace, entry.info.name,
+                                                   resource_version=version))
+        except ApiError as e:
+            if not (e.not_found or e.conflict):  # gone, or changed: decided again from the newer version
+                raise
 
     async def _create_workload(self, job: dict[str, Any], view: JobView) -> None:
         missing = missing_priority_class(job, self.cache.priority_classes)
@@ -258,7 +310,7 @@ class JobReconciler:
             if e.conflict:
                 return  # already there; its watch event follows
             raise
-        self._applied(created)
+        self.applied(c.KIND_WORKLOAD, created)
         self.recorder.emit(job, c.EVENT_REASON_CREATED_WORKLOAD,
                                  f"Created Workload: {view.namespace}/{manifest['metadata']['name']}")
 
@@ -272,11 +324,12 @@ class JobReconciler:
             if e.not_found:
                 return  # gone
             raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
-        self.cache.upsert(c.KIND_JOB, patched)  # so a reconcile before the watch echo sees it started
+        self.applied(c.KIND_JOB, patched)  # so a reconcile before the watch echo sees it started
         self.recorder.emit(job, c.EVENT_REASON_STARTED,
                                  f"Admitted by clusterQueue {admission.cluster_queue}")
 
-    async def _suspend(self, job: dict[str, Any]) -> dict[str, Any] | None:
+    async def _suspend(self, job: dict[str, Any], message: str = "No matching admission: the Job is suspended",
+                       ) -> dict[str, Any] | None:
         """Set `spec.suspend`; the Job as written, None when it is gone."""
         meta = job["metadata"]
         patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": {"suspend": True}}
@@ -286,8 +339,8 @@ class JobReconciler:
             if e.not_found:
                 return None
             raise
-        self.cache.upsert(c.KIND_JOB, patched)
-        self.recorder.emit(job, c.EVENT_REASON_STOPPED, "No matching admission: the Job is suspended")
+        self.applied(c.KIND_JOB, patched)
+        self.recorder.emit(job, c.EVENT_REASON_STOPPED, message)
         return patched
 
     async def _stop(self, job: dict[str, Any], entry: WorkloadEntry) -> bool:
@@ -325,7 +378,7 @@ class JobReconciler:
             if e.not_found:
                 return True
             raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
-        self.cache.upsert(c.KIND_JOB, restored)
+        self.applied(c.KIND_JOB, restored)
         return True
 
     async def _deactivate(self, job: dict[str, Any], entry: WorkloadEntry) -> None:
@@ -347,7 +400,7 @@ class JobReconciler:
             if e.not_found:
                 return
             raise  # 409: retried from the cache once the watch brings the newer Workload
-        self._applied(written)
+        self.applied(c.KIND_WORKLOAD, written)
         self.recorder.emit(written, c.EVENT_REASON_EVICTED_DEACTIVATED, "The workload is deactivated")
 
     async def _finish(self, entry: WorkloadEntry, view: JobView) -> None:
@@ -360,12 +413,8 @@ class JobReconciler:
 
         written = await write_workload_status(self.api, entry.obj, change)
         if written is not None:
-            self._applied(written)
+            self.applied(c.KIND_WORKLOAD, written)
             self.recorder.emit(written, c.EVENT_REASON_FINISHED_WORKLOAD, message)
-
-    def _applied(self, workload: Mapping[str, Any]) -> None:
-        if self.cache.upsert(c.KIND_WORKLOAD, workload) and self.on_cache_change is not None:
-            self.on_cache_change()
 
     async def _delete_workload(self, entry: WorkloadEntry) -> None:
         try:

@@ -1,7 +1,7 @@
-"""Leader election on a coordination.k8s.io/v1 Lease: only the holder admits and ungates.
+"""Leader election on a coordination.k8s.io/v1 Lease: only the holder admits, reconciles Jobs and ungates.
 
-`tasq run` starts one `LeaderElector` per process; the admission loop and the TopologyUngater wait
-on its `leading` event. The holder renews every retry period with the Lease's resourceVersion (a 409
+`tasq run` starts one `LeaderElector` per process; the admission loop, the Job reconciler and the
+TopologyUngater wait on its `leading` event. The holder renews every retry period with the Lease's resourceVersion (a 409
 is a lost race); a holder that cannot renew within the renew deadline stops leading; a clean shutdown
 clears holderIdentity so a successor takes over at its next retry instead of after the lease duration.
 A standby sleeps only until the holder's lease runs out when that comes before its next retry. A Lease
@@ -36,7 +36,6 @@ class _Attempt(enum.Enum):
     FAILED = "failed"  # the API did not answer usefully: retry; the renew deadline decides
 
 
-FORBIDDEN = 403
 EXPIRY_MARGIN_S = 0.05
 """How long after a holder's lease runs out a standby tries to take it (renewTime has whole-µs precision)."""
 
@@ -171,7 +170,7 @@ class LeaderElector:
 
     def _failed(self, verb: str, e: ApiError) -> _Attempt:
         """A failed Lease request: FAILED, with a blocking problem and its fix for a 403."""
-        if e.status == FORBIDDEN:
+        if e.forbidden:
             self._problem = (f"forbidden to {verb} Lease {self.namespace}/{self.name} ({e.message}); "
                              f"grant get, create and update on leases in namespace {self.namespace} to tasq's "
                              f"identity (config/rbac/leader_election_role.yaml)")

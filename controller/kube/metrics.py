@@ -1,11 +1,12 @@
 """The operator's Prometheus metrics, the HTTPS server of /metrics and the plain probe server.
 
 Each `Metrics` owns its own registry (not prometheus-client's global one) so tests and two operators
-in one process stay apart. The admission loop, the queue status writer and the TopologyUngater record
-into it. `serve_metrics` serves /metrics over TLS, each request authenticated and authorized by an
-`AccessReviewer` (TokenReview + SubjectAccessReview); `serve_probes` serves /healthz and /readyz on
-their own plain-HTTP port, which the kubelet calls without a token. `serving_endpoints` runs both
-for `serve_operator` as `Endpoints` (the flags of `tasq run`) say.
+in one process stay apart. The admission loop (its queue status writer drops a deleted ClusterQueue's
+series) and the TopologyUngater record into it. `serve_metrics` serves /metrics over TLS, each
+request authenticated and authorized by an `AccessReviewer` (TokenReview + SubjectAccessReview);
+`serve_probes` serves /healthz and /readyz on their own plain-HTTP port, which the kubelet calls
+without a token. `serving_endpoints` runs both for `serve_operator` as `Endpoints` (the flags of
+`tasq run`) say.
 """
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ class Metrics:
     def resource_used(self, cluster_queue: str, flavor: str, resource: str, amount: float) -> None:
         self._usage.add((cluster_queue, flavor, resource))
         self.resource_usage.labels(cluster_queue=cluster_queue, flavor=flavor, resource=resource).set(amount)
+
+    def cluster_queues_reported(self) -> set[str]:
+        """The ClusterQueues with series in this registry (counts or usage)."""
+        return self._queues | {queue for queue, _, _ in self._usage}
 
     def cluster_queue_deleted(self, cluster_queue: str) -> None:
         """Drop every series of a deleted ClusterQueue so it stops being reported."""

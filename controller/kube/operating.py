@@ -1,9 +1,11 @@
 """The operator process: cache, watches, admission loop, job reconciler and ungater under one kopf operator.
 
-`Operator(api_client)` wires them; `run(stop)` primes the cache from the API, starts the loops
-(which act only while `leading` is set) and runs kopf (`run_kopf`: standalone, no posting of kopf's
-own Events) until `stop` is set. With `admission`, the same kopf also serves the admission webhooks
-on every replica, leader or not. Used by `tasq run`, `tasq dev` and the e2e tests.
+`Operator(api_client, OperatorOptions(...))` wires them, every change routed to the loops it
+concerns by one `EventRouter`; `run(stop)` primes the cache from the API, starts the loops (which
+act only while `leading` is set) and runs kopf (`run_kopf`: standalone, no posting of kopf's own
+Events) until `stop` is set. With `admission`, the same kopf also serves the admission webhooks on
+every replica, leader or not. Used by `serve_tasq` (`tasq run`, `tasq dev`, `tasq demo`), the e2e
+tests and bench/operator.py.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -21,13 +24,16 @@ from kubernetes.aio import client
 from controller.api import constants as c
 from controller.api.features import FeatureGates
 from controller.api.meta import object_key
+from controller.api.workload import owner_job_key
 from controller.cache.cluster import KIND_POD, ClusterCache
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
 from controller.kube.embedding import connection_info, run_kopf
 from controller.kube.events import EventRecorder
 from controller.kube.job_reconciling import JobReconciler
+from controller.kube.leading import LeaderElector
 from controller.kube.metrics import Endpoints, Metrics, serving_endpoints
+from controller.kube.routing import EventRouter, Loop
 from controller.kube.ungating import TopologyUngater
 from controller.kube.watching import prime, register_watches
 from controller.kube.webhooking import ReviewMemories, add_admission
@@ -43,56 +49,71 @@ WATCH_SERVER_TIMEOUT_S = 10
 SettingsHook = Callable[[kopf.OperatorSettings], None]
 
 
-class Operator:
-    """See the module docstring. `leading` gates every write (set for ever without an elector)."""
+@dataclass(frozen=True)
+class OperatorOptions:
+    """How `serve_operator` (and `serve_tasq` above it) runs the operator. `elector`: a
+    LeaderElector (always leading without one); `endpoints`: where /metrics and the probes are
+    served (nothing by default); `features`: Kueue's placement feature gates; `started` is called
+    with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
 
-    def __init__(self, api_client: client.ApiClient, leading: asyncio.Event | None = None,
-                 metrics: Metrics | None = None, features: FeatureGates | None = None,
+    elector: LeaderElector | None = None
+    endpoints: Endpoints = field(default_factory=Endpoints)
+    features: FeatureGates = field(default_factory=FeatureGates)
+    started: Callable[[Operator], None] | None = None
+
+
+class Operator:
+    """See the module docstring. `leading` gates every write (set for ever without an elector).
+    `router` is the one route of every change, watched or written by a loop, to the loops it concerns."""
+
+    def __init__(self, api_client: client.ApiClient, options: OperatorOptions | None = None, *,
                  admission: AdmissionServer | None = None) -> None:
+        options = options if options is not None else OperatorOptions()
         self.api_client = api_client
         self.api = KubeApi(api_client)
-        self.cache = ClusterCache(features=features or FeatureGates())
+        self.cache = ClusterCache(features=options.features)
         self.recorder = EventRecorder(self.api)
-        self.metrics = metrics if metrics is not None else Metrics()
+        self.metrics = Metrics()
+        self.router = EventRouter(self.cache, {Loop.ADMISSION: self._wake_admission, Loop.JOBS: self._wake_jobs,
+                                               Loop.UNGATER: self._wake_ungater})
         self.admission = AdmissionLoop(self.cache, self.api, self.recorder, metrics=self.metrics,
-                                       on_admitted=self._applied_own_write)
-        self.jobs = JobReconciler(self.cache, self.api, self.recorder, on_cache_change=self.admission.notify)
-        if leading is None:
-            leading = asyncio.Event()
-            leading.set()
-        self.leading = leading
+                                       applied=self.router.applied)
+        self.jobs = JobReconciler(self.cache, self.api, self.recorder, applied=self.router.applied)
+        if options.elector is not None:
+            self.leading = options.elector.leading
+        else:
+            self.leading = asyncio.Event()
+            self.leading.set()
         self.ungater = TopologyUngater(self.api, self.cache.ungating_input, self.metrics,
                                        leader=self.leading)
         self.registry = kopf.OperatorRegistry()
         self.settings_hooks: list[SettingsHook] = []
         self.ready = asyncio.Event()
         self.admission_server = admission
-        register_watches(self.registry, self.cache, self.on_change)
+        register_watches(self.registry, self.router)
         if admission is not None:
             self.settings_hooks.append(add_admission(self.registry, admission))
         self._register_login_and_settings()
 
-    def on_change(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
-        """Route one applied event: admission reacts to all, the reconciler to Jobs and Workloads,
-        the ungater to a Workload and the pods of one."""
-        del event_type
+    def _wake_admission(self, kind: str, obj: Mapping[str, Any]) -> None:
+        del kind, obj
         self.admission.notify()
-        if kind == c.KIND_JOB:
-            self.jobs.notify(object_key(obj))
-        elif kind == c.KIND_WORKLOAD:
-            self.jobs.notify_workload(obj)
-            meta = obj.get("metadata") or {}
-            self.ungater.notify(str(meta.get("namespace", "")), str(meta.get("name", "")))
-        elif kind == KIND_POD:
+
+    def _wake_jobs(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """The changed Job, or the Job owning the changed Workload."""
+        key = object_key(obj) if kind == c.KIND_JOB else owner_job_key(obj)
+        if key is not None:
+            self.jobs.notify(key)
+
+    def _wake_ungater(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """The changed Workload, or the Workload owning the changed pod."""
+        if kind == KIND_POD:
             owner = self.cache.workload_of_pod(obj)
             if owner is not None:
                 self.ungater.notify(*owner)
-
-    def _applied_own_write(self, workload: Mapping[str, Any]) -> None:
-        """Our admission as the API answered it goes into the cache at once (the Job starts without
-        waiting for the watch; the watch's copy then carries a known version and is skipped)."""
-        if self.cache.upsert(c.KIND_WORKLOAD, workload):
-            self.on_change(c.KIND_WORKLOAD, "MODIFIED", workload)
+        else:
+            meta = obj.get("metadata") or {}
+            self.ungater.notify(str(meta.get("namespace", "")), str(meta.get("name", "")))
 
     def _register_login_and_settings(self) -> None:
         @kopf.on.login(registry=self.registry)
@@ -112,7 +133,7 @@ class Operator:
 
     async def _prime_or_stop(self, stop: asyncio.Event) -> bool:
         """Prime the cache; False when `stop` came first (priming waits while a CRD is missing)."""
-        priming = asyncio.create_task(prime(self.cache, self.api, self.on_change), name="tasq-prime")
+        priming = asyncio.create_task(prime(self.router, self.api), name="tasq-prime")
         stopping = asyncio.create_task(stop.wait())
         try:
             await asyncio.wait({priming, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -175,7 +196,7 @@ class Operator:
                     await task
 
 
-async def _elect_until(elector: Any, stop: asyncio.Event) -> None:
+async def _elect_until(elector: LeaderElector, stop: asyncio.Event) -> None:
     """Run `elector` until `stop` is set, then at once stop leading and release the Lease: the
     successor takes over while this process is still shutting kopf down."""
     electing = asyncio.create_task(elector.run())
@@ -189,25 +210,22 @@ async def _elect_until(elector: Any, stop: asyncio.Event) -> None:
             await electing
 
 
-def can_act(operator: Operator, elector: Any | None) -> bool:
+def can_act(operator: Operator, elector: LeaderElector | None) -> bool:
     """What /readyz reports: the cache is primed and kopf runs, and the replica leads or stands by
     (reads a Lease held by another live replica); never while its Lease or a CRD is out of reach."""
     return operator.ready.is_set() and (elector is None or bool(elector.can_act))
 
 
-async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, *, elector: Any | None = None,
-                         endpoints: Endpoints | None = None,
-                         started: Callable[[Operator], None] | None = None,
-                         features: FeatureGates | None = None, admission: AdmissionServer | None = None) -> None:
-    """The whole operator until `stop`: leader election (`elector`, a LeaderElector; always leading
-    without one; resigned as soon as `stop` is set), metrics and probes as `endpoints` say (none
-    without), then `Operator.run`. `started` is called with the Operator once it is built (tests and
-    `tasq dev` keep a handle on it)."""
-    operator = Operator(api_client, leading=elector.leading if elector is not None else None, features=features,
-                        admission=admission)
-    if started is not None:
-        started(operator)
-    async with serving_endpoints(endpoints or Endpoints(), operator.api, functools.partial(can_act, operator, elector),
+async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, options: OperatorOptions, *,
+                         admission: AdmissionServer | None = None) -> None:
+    """The whole operator until `stop`: leader election (`options.elector`; resigned as soon as
+    `stop` is set), metrics and probes as `options.endpoints` say, then `Operator.run`. With
+    `admission`, its kopf also serves the admission webhooks."""
+    operator = Operator(api_client, options, admission=admission)
+    if options.started is not None:
+        options.started(operator)
+    elector = options.elector
+    async with serving_endpoints(options.endpoints, operator.api, functools.partial(can_act, operator, elector),
                                  operator.metrics):
         electing = asyncio.create_task(_elect_until(elector, stop), name="tasq-leader-election") \
             if elector is not None else None

@@ -1,9 +1,9 @@
 """tasq's whole process on one event loop: the operator and, optionally, its admission webhooks.
 
-`serve_tasq` runs `serve_operator` (with `Webhooks`, its kopf also serves the webhooks) and
-`publish_webhooks` side by side until `stop` is set or either ends; `ready` is set once both serve.
-SIGINT/SIGTERM set `stop` (`embedding.run_kopf` keeps it so), which stops every part. Used by
-`tasq run`, `tasq dev` and `tasq demo`.
+`serve_tasq` runs `serve_operator` with its `OperatorOptions` (with `Webhooks`, its kopf also serves
+the webhooks) and `publish_webhooks` side by side until `stop` is set or either ends; `ready` is
+set once both serve. SIGINT/SIGTERM set `stop` (`embedding.run_kopf` keeps it so), which stops
+every part. Used by `tasq run`, `tasq dev` and `tasq demo`.
 """
 
 from __future__ import annotations
@@ -11,17 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from kubernetes.aio import client
 
-from controller.api.features import FeatureGates
-from controller.kube.metrics import Endpoints
-from controller.kube.operating import Operator, serve_operator
+from controller.kube.operating import Operator, OperatorOptions, serve_operator
 from controller.kube.webhooking import local_tls, publish_webhooks, serving_files
 from webhooks.serving import AdmissionServer
 
@@ -37,14 +33,14 @@ class Webhooks:
     port: int = 0
 
 
-async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, *, webhooks: Webhooks | None = None,
-                     elector: Any | None = None, endpoints: Endpoints | None = None,
-                     started: Callable[[Operator], None] | None = None, ready: asyncio.Event | None = None,
-                     features: FeatureGates | None = None) -> None:
+async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, options: OperatorOptions | None = None, *,
+                     webhooks: Webhooks | None = None, ready: asyncio.Event | None = None) -> None:
     """See the module docstring; returns once every part stopped (webhook configurations removed)."""
+    options = options if options is not None else OperatorOptions()
     operator_ready = asyncio.Event()
     hooks_ready = asyncio.Event()
     operators: list[Operator] = []
+    started = options.started
 
     def on_started(operator: Operator) -> None:
         operators.append(operator)
@@ -61,9 +57,8 @@ async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, *, webho
                 assert webhooks.cert_dir is not None
                 tls = serving_files(webhooks.cert_dir)
             server = AdmissionServer(tls, addr=webhooks.addr, port=webhooks.port)
-        parts = [asyncio.create_task(serve_operator(api_client, stop, elector=elector, endpoints=endpoints,
-                                                    started=on_started,
-                                                    features=features, admission=server))]
+        parts = [asyncio.create_task(serve_operator(api_client, stop, replace(options, started=on_started),
+                                                    admission=server))]
         if webhooks is not None and server is not None:
             parts.append(asyncio.create_task(publish_webhooks(api_client, server, stop, register_local=webhooks.local,
                                                               ready=hooks_ready)))

@@ -1,6 +1,7 @@
 """The TopologyUngater: releases an admitted Workload's gated pods into their topology slices.
 
-The cache calls `notify(namespace, workload)` on every pod or Workload event; `run()` gathers those for
+The operator's EventRouter calls `notify(namespace, workload)` on every change of a Workload or of
+one of its pods; `run()` gathers those for
 `batch_seconds` per Workload, asks `source` for an `UngatingInput`, plans with the pure
 `plan_ungating` and sends one strategic-merge patch per pod (remove only our gate, add the slice's
 nodeSelector) with at most `parallelism` in flight, as prepared JSON bytes through the door's

@@ -3,8 +3,10 @@
 `prime` lists every watched resource once at start (so the first admission cycle sees the whole
 cluster, admitted Workloads included; the primed state is then frozen out of the garbage
 collector's full passes); a resource it may not list (403) or that is not served (404: a CRD not
-installed) is logged at WARNING with the fix and listed again until it works; `register_watches` adds one `@kopf.on.event` handler per
-resource to a kopf registry: each event is applied to the cache and reported to `on_change`.
+installed) is logged at WARNING with the fix and listed again until it works; `register_watches`
+adds one `@kopf.on.event` handler per resource to a kopf registry. Both go through the operator's
+`EventRouter` (controller.kube.routing): the cache takes each object, and the loops its kind
+concerns are woken.
 Event handlers write nothing on the objects (no kopf annotations or finalizers), and kopf is told
 to keep no diff base (`NoDiffBaseStorage`).
 """
@@ -15,15 +17,15 @@ import asyncio
 import functools
 import gc
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import kopf
 
 from controller.api import constants as c
-from controller.api.meta import object_key
-from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS, ClusterCache
+from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS
 from controller.kube.api import ApiError, KubeApi, retrying
+from controller.kube.routing import EventRouter
 
 log = logging.getLogger(__name__)
 
@@ -46,28 +48,21 @@ PRIME_ATTEMPTS = 10
 """Tries per resource when priming (doubling from 0.05 s: about 50 s in all) before giving up."""
 BLOCKED_RETRY_S = 2.0
 """How often a resource that could not be listed (403, 404) is listed again while priming waits."""
-FORBIDDEN, NOT_FOUND = 403, 404
-
-OnChange = Callable[[str, str, Mapping[str, Any]], None]
-"""(kind, event type ADDED/MODIFIED/DELETED, object) after the cache applied it."""
 
 
 def _api_version(group: str, version: str) -> str:
     return f"{group}/{version}" if group else version
 
 
-async def prime(cache: ClusterCache, api: KubeApi, on_change: OnChange) -> None:
-    """List every watched resource into the cache (each object reported as ADDED)."""
+async def prime(router: EventRouter, api: KubeApi) -> None:
+    """List every watched resource into the cache (each object routed as a change)."""
+    cache = router.cache
     listed = 0
     for kind, (group, version, plural) in RESOURCES.items():
         resource = (_api_version(group, version), plural)
         for obj in await _list_once_allowed(api, resource):
-            obj = {**obj, "kind": kind}
-            if cache.upsert(kind, obj):
+            if router.applied(kind, {**obj, "kind": kind}):
                 listed += 1
-                on_change(kind, "ADDED", obj)
-            else:
-                _report_malformed(cache, kind, obj)
     # A refused (malformed) object is refused again when kopf replays it: not counted as primed.
     cache.primed = cache.stale_events + listed
     # What was just primed (every node's view, the topology trees built from them) lives as long as
@@ -102,12 +97,12 @@ def blocking_problem(resource: tuple[str, str], e: ApiError) -> str | None:
     """What a refused list of `resource` means and how to fix it, for a 404 (not served: tasq's CRDs
     not installed) or a 403 (RBAC); None for any other error."""
     api_version = resource[0]
-    if e.status == NOT_FOUND and api_version.startswith(f"{c.GROUP}/"):
+    if e.not_found and api_version.startswith(f"{c.GROUP}/"):
         return (f"the API server does not serve {_plural(resource)}: tasq's CRDs are not installed; install "
                 f"them with `kubectl apply --server-side -k config/crd` (or `-f crds/`)")
-    if e.status == NOT_FOUND:
+    if e.not_found:
         return f"the API server does not serve {_plural(resource)} ({api_version}): {e.message}"
-    if e.status == FORBIDDEN:
+    if e.forbidden:
         return (f"forbidden to list {_plural(resource)} ({e.message}); grant tasq's ClusterRole "
                 f"(config/rbac/role.yaml) to its identity")
     return None
@@ -120,28 +115,16 @@ def _plural(resource: tuple[str, str]) -> str:
     return f"{plural}.{group}" if group else plural
 
 
-def apply_event(cache: ClusterCache, kind: str, event_type: str | None, obj: Mapping[str, Any],
-                on_change: OnChange) -> None:
-    """One watch event into the cache (kopf's initial listing has no type: an ADDED)."""
+def apply_event(router: EventRouter, kind: str, event_type: str | None, obj: Mapping[str, Any]) -> None:
+    """One watch event into the cache through the router (kopf's initial listing has no type: an ADDED)."""
     obj = {**obj, "kind": kind}
+    cache = router.cache
     if event_type == "DELETED":
-        cache.delete(kind, obj)
-        on_change(kind, "DELETED", obj)
-    elif cache.upsert(kind, obj):
-        on_change(kind, event_type or "ADDED", obj)
-    elif not _report_malformed(cache, kind, obj) and cache.stale_events == cache.primed:
+        router.deleted(kind, obj)
+    elif not router.applied(kind, obj) and not router.refused(kind, obj) and cache.stale_events == cache.primed:
         # kopf has replayed its own initial listing (each object one the cache had): the state kopf
         # keeps per object lives as long as they do, frozen like the primed cache.
         gc.freeze()
-
-
-def _report_malformed(cache: ClusterCache, kind: str, obj: Mapping[str, Any]) -> bool:
-    """Log why the cache refused this very version of an object, if it refused it as malformed."""
-    refusal = cache.malformed.get((kind, object_key(obj)))
-    if refusal is None or refusal.version != str((obj.get("metadata") or {}).get("resourceVersion") or ""):
-        return False
-    log.warning("%s", refusal.message)
-    return True
 
 
 class NoDiffBaseStorage(kopf.DiffBaseStorage):
@@ -167,8 +150,8 @@ class NoDiffBaseStorage(kopf.DiffBaseStorage):
         del body, patch, essence
 
 
-def register_watches(registry: kopf.OperatorRegistry, cache: ClusterCache, on_change: OnChange) -> None:
-    """One kopf event handler per watched resource, all feeding `cache`; kopf keeps no diff base."""
+def register_watches(registry: kopf.OperatorRegistry, router: EventRouter) -> None:
+    """One kopf event handler per watched resource, all feeding `router`; kopf keeps no diff base."""
     @kopf.on.startup(registry=registry)
     def keep_no_diff_base(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.persistence.diffbase_storage = NoDiffBaseStorage()
@@ -177,6 +160,6 @@ def register_watches(registry: kopf.OperatorRegistry, cache: ClusterCache, on_ch
         async def handler(event: kopf.RawEvent, kind: str = kind, **_: Any) -> None:
             obj = event.get("object")
             if isinstance(obj, Mapping):
-                apply_event(cache, kind, event.get("type"), obj, on_change)
+                apply_event(router, kind, event.get("type"), obj)
 
         kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(handler)

@@ -4,21 +4,25 @@
 kopf registry (the operator's: one kopf per process) behind an `AdmissionServer` (TLS from files,
 reloaded on change); `serve_admission(client, server, stop)` runs them alone. For `tasq dev` and
 `tasq run --local-webhooks`, `local_tls` writes a CA and a 127.0.0.1 certificate and `publish_webhooks`
-applies the configurations (URL + caBundle) once the server listens and deletes them on exit,
-through the door (`controller.kube.api.KubeApi`). Called by controller.kube.operating/process; the
-one module here that writes webhook configurations.
+applies the configurations (URL + caBundle) once the server listens, through the door
+(`controller.kube.api.KubeApi`). Replicas share them: each configuration lists the servers
+registered with it (an annotation) and points at the newest; a replica leaving hands them to the
+newest other one still listening, and only the last deletes them. Called by
+controller.kube.operating/process; the one module here that writes webhook configurations.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import kopf
 from kopf._core.reactor.inventory import ResourceMemories
@@ -54,30 +58,134 @@ def _resource(kind: str) -> tuple[str, str]:
     return MUTATING_WEBHOOK_CONFIGURATIONS if kind == "MutatingWebhookConfiguration" else VALIDATING_WEBHOOK_CONFIGURATIONS
 
 
-async def _apply(api: KubeApi, configuration: dict[str, Any]) -> None:
-    """Create the configuration, or replace the one of that name (a previous run's, say)."""
-    resource, name = _resource(configuration["kind"]), configuration["metadata"]["name"]
+log = logging.getLogger(__name__)
+
+SHARING_ATTEMPTS = 10
+"""Read-modify-write rounds of a shared configuration before giving up (each loses only to another
+replica's write in between)."""
+PROBE_TIMEOUT_S = 1.0
+KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+
+Server = dict[str, str]
+"""One registered server: {"url", "caBundle"}."""
+
+
+def _name(kind: str) -> str:
+    return c.MUTATING_WEBHOOK_CONFIGURATION if kind == KINDS[0] else c.VALIDATING_WEBHOOK_CONFIGURATION
+
+
+def sharing_servers(configuration: Any) -> list[Server]:
+    """The servers a configuration (a dict, or None when absent) lists; malformed entries dropped."""
+    annotations = ((configuration or {}).get("metadata") or {}).get("annotations") or {}
     try:
-        await retrying(lambda: api.create(resource, None, configuration))
-        return
+        listed = json.loads(annotations.get(c.ANNOTATION_LOCAL_WEBHOOK_SERVERS) or "[]")
+    except ValueError:
+        return []
+    if not isinstance(listed, list):
+        return []
+    return [{"url": str(s["url"]), "caBundle": str(s.get("caBundle", ""))}
+            for s in listed if isinstance(s, dict) and s.get("url")]
+
+
+def joined(servers: list[Server], me: Server) -> list[Server]:
+    """The list after `me` registers: listed once, last (the configuration points at the last)."""
+    return [s for s in servers if s["url"] != me["url"]] + [me]
+
+
+def left(servers: list[Server], url: str) -> list[Server]:
+    """The list after the server at `url` leaves."""
+    return [s for s in servers if s["url"] != url]
+
+
+def _configuration(kind: str, server: Server, servers: list[Server], excluded: tuple[str, ...]) -> dict[str, Any]:
+    """The configuration of `kind` pointing at `server`, listing `servers`."""
+    mutating, validating = webhook_configurations(local_client(server["url"], server["caBundle"]), excluded)
+    body = mutating if kind == KINDS[0] else validating
+    body["metadata"]["annotations"] = {c.ANNOTATION_LOCAL_WEBHOOK_SERVERS: json.dumps(servers)}
+    return body
+
+
+async def _current(api: KubeApi, kind: str) -> dict[str, Any] | None:
+    try:
+        return await retrying(lambda: api.get(_resource(kind), None, _name(kind)))
     except ApiError as e:
-        if not e.conflict:
-            raise
-    current = await retrying(lambda: api.get(resource, None, name))
-    version = (current.get("metadata") or {}).get("resourceVersion")
-    body = {**configuration, "metadata": {**configuration["metadata"], "resourceVersion": version}}
-    await retrying(lambda: api.replace(resource, None, name, body))
+        if e.not_found:
+            return None
+        raise
 
 
 async def register_configurations(api: KubeApi, url: str, ca_bundle: str,
                                   excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> None:
-    """Apply both configurations, calling the server at `url` and trusting `ca_bundle`."""
-    for body in webhook_configurations(local_client(url, ca_bundle), excluded):
-        await _apply(api, body)
+    """Point both configurations at the server at `url` (trusting `ca_bundle`) and add it to the
+    servers they list; created when absent. resourceVersion-checked, redone on a conflict."""
+    me = {"url": url, "caBundle": ca_bundle}
+    for kind in KINDS:
+        resource, name = _resource(kind), _name(kind)
+        for _ in range(SHARING_ATTEMPTS):
+            current = await _current(api, kind)
+            body = _configuration(kind, me, joined(sharing_servers(current), me), excluded)
+            try:
+                if current is None:
+                    await retrying(functools.partial(api.create, resource, None, body))
+                else:
+                    body["metadata"]["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
+                    await retrying(functools.partial(api.replace, resource, None, name, body))
+                break
+            except ApiError as e:
+                if not e.conflict:
+                    raise
+        else:
+            raise RuntimeError(f"{name}: changed by others {SHARING_ATTEMPTS} times while registering")
+
+
+async def listening(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
+    """Something accepts connections at the host and port of `url` (a local webhook server)."""
+    parts = urlsplit(url)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, parts.port or 443), timeout_s)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    return True
+
+
+async def release_configurations(api: KubeApi, url: str, excluded: tuple[str, ...] = EXCLUDED_NAMESPACES,
+                                 alive: Callable[[str], Any] = listening) -> None:
+    """The server at `url` leaves both configurations: they are handed to the newest other listed
+    server that `alive` finds listening (another replica keeps serving them), deleted when none is
+    left, and left alone when they do not list `url` (another installation's). Each step is
+    resourceVersion-checked and redone on a conflict."""
+    for kind in KINDS:
+        resource, name = _resource(kind), _name(kind)
+        for _ in range(SHARING_ATTEMPTS):
+            current = await _current(api, kind)
+            listed = sharing_servers(current)
+            if current is None or all(s["url"] != url for s in listed):
+                break
+            remaining = [s for s in left(listed, url) if await alive(s["url"])]
+            version = (current.get("metadata") or {}).get("resourceVersion")
+            try:
+                if remaining:
+                    body = _configuration(kind, remaining[-1], remaining, excluded)
+                    body["metadata"]["resourceVersion"] = version
+                    await retrying(functools.partial(api.replace, resource, None, name, body))
+                    log.info("%s handed to %s (%d server(s) left)", name, remaining[-1]["url"], len(remaining))
+                else:
+                    await retrying(functools.partial(api.delete, resource, None, name, resource_version=version))
+                    log.info("%s deleted: no other server listed is listening", name)
+                break
+            except ApiError as e:
+                if e.not_found:
+                    break
+                if not e.conflict:
+                    raise
+        else:
+            raise RuntimeError(f"{name}: changed by others {SHARING_ATTEMPTS} times while releasing")
 
 
 async def remove_configurations(api: KubeApi) -> None:
-    """Delete both configurations; absent ones are fine."""
+    """Delete both configurations whoever they point at (absent ones are fine): for a teardown that
+    owns them (bench/failover.py); a replica leaving uses `release_configurations`."""
     for resource, name in ((MUTATING_WEBHOOK_CONFIGURATIONS, c.MUTATING_WEBHOOK_CONFIGURATION),
                            (VALIDATING_WEBHOOK_CONFIGURATIONS, c.VALIDATING_WEBHOOK_CONFIGURATION)):
         try:
@@ -91,14 +199,16 @@ async def remove_configurations(api: KubeApi) -> None:
 async def registered_webhooks(api: KubeApi, server: AdmissionServer,
                               excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> AsyncIterator[None]:
     """While inside: the configurations point at `server` (registered once it listens, so the API
-    server never calls a port nobody serves); on exit they are deleted, so a stopped local
-    operator leaves no failurePolicy Fail webhook behind."""
+    server never calls a port nobody serves); on exit this server leaves them
+    (`release_configurations`): another replica still listening keeps them, the last one deletes
+    them, so a stopped local operator leaves no failurePolicy Fail webhook behind and never takes
+    them away from a replica that still serves."""
     await server.wait_listening()
     try:
         await register_configurations(api, server.url, server.tls.ca_bundle(), excluded)
         yield
     finally:
-        await remove_configurations(api)
+        await release_configurations(api, server.url, excluded)
 
 
 class DenialsLoggedOnce(logging.Filter):
@@ -154,7 +264,7 @@ def admission_registry(client: ApiClient, server: AdmissionServer) -> kopf.Opera
 async def publish_webhooks(client: ApiClient, server: AdmissionServer, stop: asyncio.Event, *,
                            register_local: bool = False, ready: asyncio.Event | None = None) -> None:
     """Until `stop`: once `server` listens, `ready` is set and, with `register_local`, the
-    configurations point at it (`registered_webhooks`: deleted again on the way out)."""
+    configurations point at it (`registered_webhooks`: released again on the way out)."""
     listening = asyncio.create_task(server.wait_listening())
     stopping = asyncio.create_task(stop.wait())
     try:

@@ -244,6 +244,7 @@ def test_deactivating_a_workload_suspends_its_job_restores_its_template_and_rele
     assert stopped["spec"]["suspend"] is True
     template = stopped["spec"]["template"]
     assert "nodeSelector" not in template["spec"]  # the flavor's gpu=h100 gone: the author set none
+    assert "schedulingGates" not in template["spec"]  # the topology gate tasq wrote at the start gone
     assert template["metadata"]["annotations"] == {c.ANNOTATION_DEVCLUSTER_RUN_SECONDS: "600"}
     assert c.LABEL_TAS not in template["metadata"].get("labels", {})
     now = workload_of(kubectl, namespace, "evictee")

@@ -343,3 +343,99 @@ def test_two_gangs_over_the_quota_one_runs_whole_the_other_creates_no_pod_until_
     second = [p for p in seen.values() if p["metadata"]["labels"].get(c.LABEL_JOB_NAME) == "second"]
     assert len(second) == 100
     assert all(p["metadata"]["creationTimestamp"] >= first_done for p in second), first_done
+
+
+CONFIGURATIONS = (("mutatingwebhookconfiguration", c.MUTATING_WEBHOOK_CONFIGURATION),
+                  ("validatingwebhookconfiguration", c.VALIDATING_WEBHOOK_CONFIGURATION))
+
+
+def placement_violations(kubectl: Kubectl, namespace: str, nodes: dict[str, dict[str, str]], quota: int) -> list[str]:
+    """What breaks "tasq never records an assignment for pods it did not place", read now: a live
+    pod of an admitted, unfinished Workload that the started template did not create (no
+    topology-workload annotation naming the Workload: a pod from before the admission), or that runs
+    on a node outside every slice, or a slice holding more pods than its count; and admitted GPUs
+    beyond the quota. Workloads are read before pods, so a pod read is never older than its Workload."""
+    workloads = get(kubectl, "workloads", "-n", namespace)["items"]
+    pods = get(kubectl, "pods", "-n", namespace)["items"]
+    problems, used = [], 0
+    for wl in workloads:
+        cond = condition(wl, "Admitted")
+        finished = condition(wl, "Finished")
+        if not cond or cond["status"] != "True" or (finished and finished["status"] == "True"):
+            continue
+        (psa,) = wl["status"]["admission"]["podSetAssignments"]
+        used += int(psa["resourceUsage"][GPU])
+        slices = psa["topologyAssignment"]["slices"]
+        job_name = wl["metadata"]["ownerReferences"][0]["name"]
+        placed = [0] * len(slices)
+        for pod in pods:
+            meta, spec = pod["metadata"], pod["spec"]
+            if meta.get("labels", {}).get(c.LABEL_JOB_NAME) != job_name or not spec.get("nodeName") \
+                    or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            where = f"{job_name}: pod {meta['name']} on {spec['nodeName']}"
+            if (meta.get("annotations") or {}).get(c.ANNOTATION_TOPOLOGY_WORKLOAD) != wl["metadata"]["name"]:
+                problems.append(f"{where} was not created from the admitted template")
+            labels = nodes[spec["nodeName"]]
+            matching = [i for i, sl in enumerate(slices) if all(labels.get(k) == v for k, v in sl["nodeLabels"].items())]
+            if len(matching) != 1:
+                problems.append(f"{where} is outside the assignment {slices}")
+            else:
+                placed[matching[0]] += 1
+        problems += [f"{job_name}: {n} pods in slice {sl}" for n, sl in zip(placed, slices, strict=True) if n > sl["count"]]
+    if used > quota:
+        problems.append(f"admitted {used} GPUs, quota {quota}")
+    return problems
+
+
+def test_webhook_configurations_deleted_during_a_burst_no_job_runs_outside_its_assignment(
+        tasq: Process, kubectl: Kubectl, namespace: str, tmp_path: Path) -> None:
+    # 64 GPUs of quota. Two Jobs are created with the webhooks in place; then both configurations are
+    # deleted (a replica's clean stop, an install order, a person) and six more are created: nothing
+    # suspends them, the Job controller runs their pods at once on any node. tasq must stop each
+    # (suspend, pods gone) before it has a Workload, admit them like any other and start them with
+    # the topology gate in their template (no Pod webhook gates them either); "rack" Jobs need a
+    # whole rack (4 pods x 8 GPUs), "plain" ones 2 pods x 4 GPUs anywhere. Polled throughout.
+    quota = 64
+    kubectl("apply", "-f", "-", stdin=cluster_queue("burst", quota))
+    kubectl("apply", "-f", "-", stdin=local_queue(namespace, "burst"))
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in get(kubectl, "nodes")["items"]}
+
+    def create(name: str) -> dict[str, Any]:
+        shape = (4, 8, {c.ANNOTATION_REQUIRE_TOPOLOGY: RACK}) if name.startswith("rack") else (2, 4, {})
+        return dict(json.loads(kubectl("create", "-f", "-", "-o", "json", stdin=job(
+            name, namespace, shape[0], shape[1], 10, shape[2])).stdout))
+
+    names = [f"{kind}-{i}" for i in range(4) for kind in ("rack", "plain")]
+    saved = [get(kubectl, kind, name) for kind, name in CONFIGURATIONS]
+    problems: list[str] = []
+    try:
+        assert all(create(name)["spec"]["suspend"] is True for name in names[:2]), "the webhook did not suspend"
+        for kind, name in CONFIGURATIONS:
+            kubectl("delete", kind, name)
+        unsuspended = [name for name in names[2:] if create(name)["spec"].get("suspend") is not True]
+        assert unsuspended == names[2:], "created with no webhook, they were suspended anyway"
+        deadline = time.monotonic() + 300
+        while not all(job_complete(kubectl, namespace, name) for name in names):
+            problems += placement_violations(kubectl, namespace, nodes, quota)
+            assert not problems, problems
+            assert time.monotonic() < deadline, "not every Job completed in 300 s"
+            time.sleep(0.3)
+        for name in names:
+            wl = workload_of(kubectl, namespace, name)
+            assert wl is not None and condition(wl, "Admitted") is not None, f"{name} completed without an admission"
+            assert (condition(wl, "Finished") or {}).get("status") == "True", name
+        wait_for(lambda: (q := get(kubectl, "clusterqueue", "burst")) and
+                 (q.get("status") or {}).get("admittedWorkloads") == 0 and gpu_usage(q) == "0", 30, "usage released")
+        # each Job created with no webhook was stopped by tasq (not admitted in place)
+        stopped = wait_for(lambda: (seen := {e["involvedObject"]["name"] for e in get(
+            kubectl, "events", "-n", namespace, "--field-selector", f"reason={c.EVENT_REASON_STOPPED}")["items"]})
+            >= set(unsuspended) and seen, 30, "a Stopped Event for every Job created unsuspended")
+        assert not stopped & set(names[:2]), stopped  # the ones the webhook suspended never needed it
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
+    finally:
+        for item in saved:  # put back what was deleted, so the module's other tests keep their webhooks
+            meta = item["metadata"]
+            item["metadata"] = {"name": meta["name"], "annotations": meta.get("annotations") or {}}
+            kubectl("create", "-f", "-", stdin=json.dumps(item), check=False)

@@ -51,14 +51,20 @@ def _namespace(kubectl: Kubectl, name: str, cluster: str) -> None:
 @pytest.fixture(scope="module")
 def outage(installed: None,  # noqa: F811 (the imported fixture)
            cluster: str, kubeconfig: Path, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
-    """tasq's webhooks registered and then gone without cleaning up. On the way, a clean stop of a
-    `register_local` server is checked to delete its configurations."""
+    """tasq's webhooks registered and then gone without cleaning up. On the way, two `register_local`
+    replicas are checked to share the configurations: the first to stop hands them to the other,
+    which still serves; the last one's clean stop deletes them."""
     path = tmp_path_factory.mktemp("outage")
     _namespace(kubectl, "team", cluster)
-    clean = RunningWebhooks(kubeconfig, path / "clean").start()
-    for kind, name in CONFIGURATIONS:
-        kubectl("get", kind, name)
-    clean.stop()
+    first = RunningWebhooks(kubeconfig, path / "first").start()
+    second = RunningWebhooks(kubeconfig, path / "second").start()
+    assert _served_by(kubectl) == {second.server.url}  # the newest registered serves
+    second.stop()
+    assert _served_by(kubectl) == {first.server.url}, "a stopping replica took them from one still serving"
+    (path / "handed.json").write_text(job_yaml("handed", "team"))
+    kubectl("apply", "-f", str(path / "handed.json"))
+    assert get_json(kubectl, "job", "handed", "-n", "team")["spec"]["suspend"] is True  # served by the first
+    first.stop()
     for kind, name in CONFIGURATIONS:
         assert kubectl("get", kind, name, check=False).returncode != 0, f"{kind} {name} left after a clean stop"
 
@@ -81,6 +87,15 @@ def outage(installed: None,  # noqa: F811 (the imported fixture)
     assert get_json(kubectl, "job", "live", "-n", "team")["spec"]["suspend"] is True  # served while up
     crashed.stop()
     return kubectl
+
+
+def _served_by(kubectl: Kubectl) -> set[str]:
+    """The servers (scheme://host:port) every webhook of both configurations calls."""
+    urls = set()
+    for kind, name in CONFIGURATIONS:
+        for hook in get_json(kubectl, kind, name)["webhooks"]:
+            urls.add(hook["clientConfig"]["url"].rsplit("/", 1)[0])
+    return urls
 
 
 def _apply(kubectl: Kubectl, text: str, tmp_path: Path) -> Any:

@@ -3,5 +3,6 @@
 Pure (no clock, no API). Entry points: `workloads.workload_from_job` / `workload_info`,
 `snapshot.build_snapshot`, `cycle.AdmissionState` (`submit`, `release` of a finished workload,
 `capacity_changed`, `waiting`) with `run_until_quiet` / `run_cycle` / `explain` (decisions are values:
-Admit or Pending), and `conditions.mark_*`. Used by `tasq simulate`, the benchmarks and the controller.
+Admit or Pending), `conditions.mark_*` and `queue_status.queue_statuses`. Used by `tasq simulate`,
+the benchmarks and the controller.
 """

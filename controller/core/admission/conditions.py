@@ -1,8 +1,8 @@
-"""Workload conditions as Kueue writes them: QuotaReserved, Admitted and Finished.
+"""Workload conditions as Kueue writes them: QuotaReserved, Admitted, Finished and Evicted.
 
 Applies admission decisions to a Workload model (`status.admission` plus conditions) with `now`
-passed in, so the same decision always yields the same status. Called by `tasq simulate` and the
-controller's Workload status writer.
+passed in, so the same decision always yields the same status. Called by `tasq simulate`, the
+admission loop and the Job reconciler.
 """
 
 from __future__ import annotations
@@ -47,3 +47,19 @@ def mark_finished(wl: Workload, succeeded: bool, message: str, now: datetime) ->
     """Finished=True, reason Succeeded or Failed (Kueue's); the admission stays for the record."""
     reason = c.REASON_SUCCEEDED if succeeded else c.REASON_FAILED
     return wl.set_condition(c.CONDITION_FINISHED, "True", reason, message, now)
+
+
+def mark_deactivated(workload: Workload, now: datetime) -> bool:
+    """Kueue's eviction of a deactivated Workload, once its Job is stopped: Evicted=True (reason
+    Deactivated), QuotaReserved=False, Admitted=False (reason NoReservation) and no admission. True
+    when anything changed; the caller writes `status.admission` as null so a merge patch drops it."""
+    message = "The workload is deactivated"
+    changed = workload.set_condition(c.CONDITION_EVICTED, "True", c.REASON_DEACTIVATED, message, now)
+    changed |= workload.set_condition(c.CONDITION_QUOTA_RESERVED, "False", c.REASON_PENDING, message, now)
+    if workload.condition(c.CONDITION_ADMITTED) is not None:
+        changed |= workload.set_condition(c.CONDITION_ADMITTED, "False", c.REASON_NO_RESERVATION,
+                                          "The workload has no reservation", now)
+    if workload.status is not None and workload.status.admission is not None:
+        workload.status.admission = None
+        changed = True
+    return changed

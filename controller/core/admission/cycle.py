@@ -1,15 +1,17 @@
 """The admission cycle: take the head of every ClusterQueue, try each against the snapshot, decide.
 
 `AdmissionState` carries what lives between cycles; `run_cycle` is one Kueue scheduling round and
-`run_until_quiet` repeats it until no queue has a head. Decisions are values: `Admit` (the full
-`status.admission`) or `Pending` (reason + quantitative message). Pure. Called by `tasq simulate`
+`run_until_quiet` repeats it until no queue has a head (`rounds` hands them out one at a time).
+Decisions are values: `Admit` (the full `status.admission`) or `Pending` (reason + quantitative
+message). Pure. Called by `tasq simulate`
 (controller.core.simulating), the benchmarks and the operator's admission loop
 (controller.kube.admitting, on the state `ClusterCache.admission_state` hands it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller.api import constants as c
@@ -129,14 +131,18 @@ def run_cycle(state: AdmissionState) -> list[Decision]:
 
 
 def run_until_quiet(state: AdmissionState) -> list[Decision]:
-    """Rounds back to back until no queue offers a head. Every round admits or parks each of its
-    heads (a borrower is decided at the round's end), so it ends."""
-    decisions: list[Decision] = []
+    """Rounds back to back until no queue offers a head (`rounds`, all at once)."""
+    return [decision for step in rounds(state) for decision in step]
+
+
+def rounds(state: AdmissionState) -> Iterator[list[Decision]]:
+    """The rounds until no queue offers a head, one round's decisions per step (a round tries at
+    most one head per ClusterQueue), so a caller may pause between them. Every round admits or parks
+    each of its heads (a borrower is decided at the round's end), so it ends."""
     heads = state.queues.heads()
     while heads:
-        decisions.extend(_round(state, heads))
+        yield _round(state, heads)
         heads = state.queues.heads()
-    return decisions
 
 
 def _round(state: AdmissionState, heads: list[tuple[str, str]]) -> list[Decision]:
@@ -201,8 +207,13 @@ def _settle(state: AdmissionState, cq_name: str, key: str, result: WorkloadFit |
     return decision
 
 
-def explain(state: AdmissionState, key: str) -> Pending | None:
-    """Why a pending workload waits right now, recomputed against the current usage (no memo)."""
+def explain(state: AdmissionState, key: str,
+            memo: dict[tuple[str, tuple[Any, ...]], Pending] | None = None) -> Pending | None:
+    """Why a pending workload waits right now, recomputed against the current usage (no cycle memo).
+
+    `memo`, shared by the calls of one pass that changes nothing in between (every trial fit is
+    dropped again), keeps one answer per (ClusterQueue, shape): workloads of one shape fit or fail
+    alike on the same usage, so a backlog of n costs one assignment per shape, not n."""
     cq_name = state.queue_of.get(key)
     if cq_name is None or key in state.admitted:
         return state.pending.get(key)
@@ -210,9 +221,17 @@ def explain(state: AdmissionState, key: str) -> Pending | None:
     if blocker is not None and blocker != key:
         return Pending(key, cq_name, c.REASON_PENDING, c.REASON_STRICT_FIFO_BLOCKED,
                        f"StrictFIFO: waiting behind \"{blocker}\" in ClusterQueue \"{cq_name}\"")
+    shape = (cq_name, state.workloads[key].shape)
+    known = memo.get(shape) if memo is not None else None
+    if known is not None:
+        return replace(known, key=key)
     result = assign_flavors(state.snapshot, cq_name, state.workloads[key])
     if isinstance(result, WorkloadFit):
         state.snapshot.usage.release(key)
-        return Pending(key, cq_name, c.REASON_PENDING, c.REASON_PENDING,
-                       "fits now; waiting for the next admission cycle")
-    return Pending(key, cq_name, c.REASON_PENDING, result.reason, result.message)
+        why = Pending(key, cq_name, c.REASON_PENDING, c.REASON_PENDING,
+                      "fits now; waiting for the next admission cycle")
+    else:
+        why = Pending(key, cq_name, c.REASON_PENDING, result.reason, result.message)
+    if memo is not None:
+        memo[shape] = why
+    return why

@@ -23,14 +23,20 @@ class ClusterQueueQueue:
     Workloads of one shape (their pod sets' signature) fail alike while capacity only shrinks, so
     a head that does not fit parks its whole shape until `requeue` (something was released).
 
-    Heaps use lazy deletion: an entry is live only while `members` maps its key to the same
-    (order, shape); `tops` entries are re-validated against their shape's heap when read.
+    Heaps use lazy deletion: a `shapes` entry is live only while `members` maps its key to the same
+    (order, shape). `tops` holds one live entry per unparked shape that has members: the one whose
+    order `listed` records for that shape; any other entry of the shape is stale and dropped when
+    it surfaces. A live entry whose shape's top moved on (its workload was admitted or removed) is
+    moved to the new top when it surfaces, so each admission costs O(log n), not a pass over every
+    entry pushed for the shape.
     """
 
     strategy: str = c.QUEUEING_BEST_EFFORT_FIFO
     members: dict[str, tuple[OrderKey, Hashable]] = field(default_factory=dict)
     shapes: dict[Hashable, list[tuple[OrderKey, str]]] = field(default_factory=dict)
     tops: list[tuple[OrderKey, int, Hashable]] = field(default_factory=list)
+    listed: dict[Hashable, OrderKey] = field(default_factory=dict)
+    """Shape -> the order of its live entry in `tops` (absent: none, e.g. parked or empty)."""
     parked: set[Hashable] = field(default_factory=set)
     blocked_by: str | None = None
     """StrictFIFO: the head that did not fit; it blocks the queue until capacity changes."""
@@ -40,11 +46,17 @@ class ClusterQueueQueue:
     def push(self, key: str, order: OrderKey, shape: Hashable = None) -> None:
         self.members[key] = (order, shape)
         heapq.heappush(self.shapes.setdefault(shape, []), (order, key))
-        sid = self._ids.setdefault(shape, len(self._ids))
         if shape not in self.parked:
-            heapq.heappush(self.tops, (order, sid, shape))
+            self._list(shape, order)
         if self.blocked_by is not None and order < self.members[self.blocked_by][0]:
             self.blocked_by = None  # a new, higher-priority workload goes before the blocked head
+
+    def _list(self, shape: Hashable, order: OrderKey) -> None:
+        """Make `order` the shape's live entry in `tops` unless its live entry already comes first."""
+        listed = self.listed.get(shape)
+        if listed is None or order < listed:
+            self.listed[shape] = order
+            heapq.heappush(self.tops, (order, self._ids.setdefault(shape, len(self._ids)), shape))
 
     def remove(self, key: str) -> None:
         self.members.pop(key, None)
@@ -66,10 +78,17 @@ class ClusterQueueQueue:
             return None
         while self.tops:
             order, sid, shape = self.tops[0]
-            top = self._shape_top(shape) if shape not in self.parked else None
+            if self.listed.get(shape) != order or shape in self.parked:
+                heapq.heappop(self.tops)  # stale, or parked: `requeue` lists the shape again
+                if self.listed.get(shape) == order:
+                    del self.listed[shape]
+                continue
+            top = self._shape_top(shape)
             if top is None:
                 heapq.heappop(self.tops)
+                del self.listed[shape]
             elif top[0] != order:
+                self.listed[shape] = top[0]
                 heapq.heapreplace(self.tops, (top[0], sid, shape))
             else:
                 return top[1]
@@ -88,11 +107,11 @@ class ClusterQueueQueue:
     def requeue(self) -> None:
         """Capacity changed: every parked shape is eligible again and the block is lifted."""
         self.blocked_by = None
-        for shape in self.parked:
+        parked, self.parked = self.parked, set()
+        for shape in parked:
             top = self._shape_top(shape)
             if top is not None:
-                heapq.heappush(self.tops, (top[0], self._ids[shape], shape))
-        self.parked.clear()
+                self._list(shape, top[0])
 
     def pending(self) -> list[str]:
         """Every pending key in queue order (for reports; not on the hot path)."""

@@ -1,5 +1,7 @@
-"""The admission loop against a recording fake API: admissions written as status patches, and the
-queue statuses written at once after a cycle, then coalesced while cycles keep coming."""
+"""The admission loop against a recording fake API: admissions written as status patches, the
+queue statuses (counted from the cache) written at once after a cycle, then coalesced while cycles
+keep coming; a deleted ClusterQueue's status and metric series forgotten; an admission whose write
+dropped given back, or kept when it was applied with its answer lost."""
 
 from __future__ import annotations
 
@@ -8,12 +10,18 @@ from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from controller.api import constants as c
+from controller.api.workload import admission_of
 from controller.cache.cluster import KIND_NODE, ClusterCache
-from controller.kube.admitting import AdmissionLoop
+from controller.core.admission.cycle import run_until_quiet
+from controller.core.admission.queue_status import queue_statuses
+from controller.kube.admitting import AdmissionLoop, queue_inputs
 from controller.kube.api import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, ApiError
 from controller.kube.events import EventRecorder
+from controller.kube.metrics import Metrics
+from controller.kube.routing import Applied
 from tests.builders.cluster import make_node
 from tests.builders.kueue import make_cluster_queue, make_flavor, make_local_queue, make_workload
 
@@ -83,6 +91,60 @@ async def test_queue_statuses_are_written_after_the_first_cycle_then_once_per_in
     assert loop.admitted_at.keys() == {f"default/w{i}" for i in range(6)}
 
 
+def test_queue_inputs_count_what_a_cycle_over_the_cache_admitted_and_left_waiting() -> None:
+    # cq's quota is 64 GPUs (a plain flavor: quota alone decides): four 16-GPU Workloads fit, one waits.
+    cache = cluster(workloads=0)
+    for i in range(5):
+        cache.upsert(c.KIND_WORKLOAD, make_workload(f"w{i}").queue("lq").pod_set("main", 1, {GPU: 16}).obj())
+    state = cache.admission_state()
+    run_until_quiet(state)
+    for key, fit in state.admitted.items():
+        cache.record_admission(key, fit)
+    waiting = {key: state.queue_of[key] for key in state.waiting()}
+    cqs, lqs = queue_statuses(queue_inputs(cache), waiting)
+    assert (cqs["cq"]["pendingWorkloads"], cqs["cq"]["admittedWorkloads"]) == (1, 4)
+    assert (lqs["default/lq"]["pendingWorkloads"], lqs["default/lq"]["admittedWorkloads"]) == (1, 4)
+    assert cqs["cq"]["flavorsUsage"] == [{"name": "gpu", "resources": [{"name": GPU, "total": "64", "borrowed": "0"}]}]
+
+
+def test_a_queue_turns_active_once_its_flavor_appears_in_the_cache() -> None:
+    cache = ClusterCache()
+    cache.upsert(c.KIND_CLUSTER_QUEUE, make_cluster_queue("cq").flavor("gpu", {GPU: 8}).obj())
+    cache.upsert(c.KIND_LOCAL_QUEUE, make_local_queue("lq", "cq").obj())
+    assert queue_statuses(queue_inputs(cache), {})[0]["cq"]["conditions"][0]["status"] == "False"
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, make_flavor("gpu").obj())
+    cqs, lqs = queue_statuses(queue_inputs(cache), {})
+    assert (cqs["cq"]["conditions"][0]["status"], lqs["default/lq"]["conditions"][0]["status"]) == ("True", "True")
+
+
+def scraped(metrics: Metrics) -> set[str]:
+    """The ClusterQueues named by any series in a scrape."""
+    return {s.labels["cluster_queue"] for family in text_string_to_metric_families(metrics.exposition().decode())
+            for s in family.samples if "cluster_queue" in s.labels}
+
+
+async def test_a_deleted_cluster_queue_loses_its_series_and_one_made_again_is_written_afresh() -> None:
+    cache = cluster(workloads=1)
+    api = RecordingApi(cache)
+    metrics = Metrics()
+    loop = AdmissionLoop(cache, api, EventRecorder(api), metrics=metrics,  # type: ignore[arg-type]
+                         queue_status_interval_s=0)
+    await loop.cycle()
+    await settle(loop)
+    assert scraped(metrics) == {"cq"}
+    assert sorted(queue_writes(api)) == ["cq", "lq"]
+    cq = make_cluster_queue("cq").flavor("gpu", {GPU: 64}).obj()
+    cache.delete(c.KIND_CLUSTER_QUEUE, cq)
+    await loop.cycle()
+    await settle(loop)
+    assert scraped(metrics) == set()
+    cache.upsert(c.KIND_CLUSTER_QUEUE, cq)  # the same name again: its status is written, not remembered
+    await loop.cycle()
+    await settle(loop)
+    assert scraped(metrics) == {"cq"}
+    assert queue_writes(api).count("cq") == 2
+
+
 class DroppingApi(RecordingApi):
     """RecordingApi whose first `drops` Workload status patches lose their connection, as a restarting
     kube-apiserver drops it: before the patch is applied, or (`applied`) after, the answer lost.
@@ -114,6 +176,16 @@ class DroppingApi(RecordingApi):
         return self.server.get(name) or self.cache.workloads[f"{namespace}/{name}"].obj.to_dict()
 
 
+def handing_on(cache: ClusterCache, admitted: list[str]) -> Applied:
+    """The loop's `applied` as the operator's router does it (into the cache), recording the name of
+    each Workload handed on with an admission."""
+    def applied(kind: str, obj: Mapping[str, Any]) -> bool:
+        if kind == c.KIND_WORKLOAD and admission_of(obj) is not None:
+            admitted.append(obj["metadata"]["name"])
+        return cache.upsert(kind, obj)
+    return applied
+
+
 def admitted_on_server(api: DroppingApi) -> list[str]:
     return sorted(name for name, wl in api.server.items() if wl["status"].get("admission"))
 
@@ -139,7 +211,7 @@ async def test_an_admission_applied_with_its_answer_lost_keeps_its_reservation_a
     api = DroppingApi(cache, drops=1, applied=True)
     admitted: list[str] = []
     loop = AdmissionLoop(cache, api, EventRecorder(api),  # type: ignore[arg-type]
-                         on_admitted=lambda wl: admitted.append(wl["metadata"]["name"]))
+                         applied=handing_on(cache, admitted))
 
     await loop.cycle()
     await settle(loop)
@@ -158,7 +230,7 @@ async def test_an_admission_applied_with_its_answer_lost_then_retried_into_a_con
     api = DroppingApi(cache, drops=1, applied=True, error=ApiError(0, "PATCH ...: ServerDisconnectedError"))
     admitted: list[str] = []
     loop = AdmissionLoop(cache, api, EventRecorder(api),  # type: ignore[arg-type]
-                         on_admitted=lambda wl: admitted.append(wl["metadata"]["name"]))
+                         applied=handing_on(cache, admitted))
 
     await loop.cycle()
     for _ in range(50):  # the door's backoff before its retry
@@ -169,3 +241,57 @@ async def test_an_admission_applied_with_its_answer_lost_then_retried_into_a_con
     assert cache.workloads["default/w0"].fit is not None  # kept: the server holds it
     assert admitted == ["w0"]
     assert sum(resource == WORKLOADS for resource, _ in api.patches) == 1
+
+
+async def test_a_long_cycle_lets_the_loop_run_and_gives_back_what_it_admits_for_a_deleted_workload(
+        monkeypatch: Any) -> None:
+    """With no time budget the cycle yields after every round (one head each here): a Workload
+    deleted meanwhile, and decided in a later round, is not recorded or written; its nodes and
+    quota are free again. The others are admitted as before."""
+    monkeypatch.setattr("controller.kube.admitting.STEP_BUDGET_S", 0.0)
+    cache = cluster(workloads=5)
+    api = RecordingApi(cache)
+    loop = AdmissionLoop(cache, api, EventRecorder(api))  # type: ignore[arg-type]
+    doomed = cache.workloads["default/w3"].obj.to_dict()
+    deleted_during_cycle: list[bool] = []
+
+    async def delete_w3() -> None:
+        await asyncio.sleep(0)
+        cache.delete(c.KIND_WORKLOAD, doomed)
+        deleted_during_cycle.append(not cycle.done())
+
+    cycle = asyncio.ensure_future(loop.cycle())
+    deleter = asyncio.ensure_future(delete_w3())
+    await asyncio.gather(cycle, deleter)
+    await settle(loop)
+    assert deleted_during_cycle == [True]
+    written = sorted(name for resource, name in api.patches if resource == WORKLOADS)
+    assert written == ["w0", "w1", "w2", "w4"]
+    assert cache.usage.reserved("default/w3") == {}
+    assert "default/w3" not in cache.snapshot().quota.by_workload
+    assert cache.snapshot().quota.used["cq"] == {("gpu", GPU): 4000}
+    assert [key for key, entry in cache.workloads.items() if entry.fit is not None] == [
+        "default/w0", "default/w1", "default/w2", "default/w4"]
+
+
+async def test_a_cycle_stops_where_a_queue_change_rebuilt_the_ledger(monkeypatch: Any) -> None:
+    """A ClusterQueue's spec changes while a long cycle lets the loop run: the cycle stops at its
+    next pause (reserving in the replaced ledger would be lost), and the next cycle admits the rest
+    on the new one; the ledger then holds exactly what the Workloads hold."""
+    monkeypatch.setattr("controller.kube.admitting.STEP_BUDGET_S", 0.0)
+    cache = cluster(workloads=5)
+    api = RecordingApi(cache)
+    loop = AdmissionLoop(cache, api, EventRecorder(api))  # type: ignore[arg-type]
+
+    async def raise_the_quota() -> None:
+        await asyncio.sleep(0)
+        cache.upsert(c.KIND_CLUSTER_QUEUE, make_cluster_queue("cq").flavor("gpu", {GPU: 65}).obj())
+
+    await asyncio.gather(loop.cycle(), raise_the_quota())
+    first = sum(entry.fit is not None for entry in cache.workloads.values())
+    assert 0 < first < 5
+    await loop.cycle()
+    await settle(loop)
+    assert sum(entry.fit is not None for entry in cache.workloads.values()) == 5
+    assert cache.snapshot().quota.used["cq"] == {("gpu", GPU): 5000}
+    assert sorted(name for resource, name in api.patches if resource == WORKLOADS) == [f"w{i}" for i in range(5)]

@@ -21,27 +21,28 @@ from controller.kube.api import PODS, WORKLOADS, ApiError, KubeApi, api_error, r
 # ------------------------------------------------------------------ the mapping, case by case
 
 STATUS_CASES = [
-    # (why, HTTP status, conflict, not_found, transient)
-    ("a stale resourceVersion or an existing name", 409, True, False, False),
-    ("an object that is gone", 404, False, True, False),
-    ("throttled by API priority and fairness", 429, False, False, True),
-    ("an apiserver error", 500, False, False, True),
-    ("a proxy in front of a restarting apiserver", 502, False, False, True),
-    ("an apiserver that is not ready yet", 503, False, False, True),
-    ("an etcd request that timed out", 504, False, False, True),
-    ("an invalid object", 422, False, False, False),
-    ("a bad request", 400, False, False, False),
-    ("credentials refused", 401, False, False, False),
-    ("RBAC refuses the verb", 403, False, False, False),
+    # (why, HTTP status, conflict, not_found, forbidden, transient)
+    ("a stale resourceVersion or an existing name", 409, True, False, False, False),
+    ("an object that is gone", 404, False, True, False, False),
+    ("throttled by API priority and fairness", 429, False, False, False, True),
+    ("an apiserver error", 500, False, False, False, True),
+    ("a proxy in front of a restarting apiserver", 502, False, False, False, True),
+    ("an apiserver that is not ready yet", 503, False, False, False, True),
+    ("an etcd request that timed out", 504, False, False, False, True),
+    ("an invalid object", 422, False, False, False, False),
+    ("a bad request", 400, False, False, False, False),
+    ("credentials refused", 401, False, False, False, False),
+    ("RBAC refuses the verb", 403, False, False, True, False),
 ]
 
 
-@pytest.mark.parametrize(("why", "status", "conflict", "not_found", "transient"), STATUS_CASES,
+@pytest.mark.parametrize(("why", "status", "conflict", "not_found", "forbidden", "transient"), STATUS_CASES,
                          ids=[case[0] for case in STATUS_CASES])
 def test_an_answer_outside_2xx_is_classified_by_its_status(why: str, status: int, conflict: bool, not_found: bool,
-                                                          transient: bool) -> None:
+                                                          forbidden: bool, transient: bool) -> None:
     error = refused(status, json.dumps({"kind": "Status", "message": f"{why}: refused"}))
-    assert (error.status, error.conflict, error.not_found, error.transient) == (status, conflict, not_found, transient)
+    assert (error.status, error.conflict, error.not_found, error.forbidden, error.transient) == (
+        status, conflict, not_found, forbidden, transient)
     assert error.message == f"{why}: refused"
 
 
@@ -73,13 +74,15 @@ def test_every_transport_failure_is_transient_with_no_status(why: str, raised: E
     assert error.message.startswith(f"PATCH /api/v1/namespaces/ns/pods/p: {type(raised).__name__}")
 
 
-@pytest.mark.parametrize(("status", "conflict", "not_found", "transient"),
-                         [(409, True, False, False), (404, False, True, False), (503, False, False, True),
-                          (0, False, False, True)])
+@pytest.mark.parametrize(("status", "conflict", "not_found", "forbidden", "transient"),
+                         [(409, True, False, False, False), (404, False, True, False, False),
+                          (403, False, False, True, False), (503, False, False, False, True),
+                          (0, False, False, False, True)])
 def test_the_kubernetes_clients_own_exception_keeps_its_status(status: int, conflict: bool, not_found: bool,
-                                                               transient: bool) -> None:
+                                                               forbidden: bool, transient: bool) -> None:
     error = api_error(ApiException(status=status, reason="from the client"), "GET /api/v1/pods")
-    assert (error.status, error.conflict, error.not_found, error.transient) == (status, conflict, not_found, transient)
+    assert (error.status, error.conflict, error.not_found, error.forbidden, error.transient) == (
+        status, conflict, not_found, forbidden, transient)
     assert error.message == "GET /api/v1/pods: from the client"
 
 

@@ -21,7 +21,6 @@ from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.job_reconciling import (
     JobReconciler,
-    mark_deactivated,
     missing_priority_class,
     pod_template_patch,
     pod_template_restore_patch,
@@ -63,11 +62,25 @@ def test_a_topology_admission_adds_flavor_rules_annotations_and_the_tas_label_an
     assert template["metadata"] == {
         "annotations": {c.ANNOTATION_TOPOLOGY_WORKLOAD: "job-train-abcde", c.ANNOTATION_TOPOLOGY_PODSET: "main"},
         "labels": {c.LABEL_TAS: c.LABEL_TAS_VALUE}}
+    assert template["spec"]["schedulingGates"] == [{"name": c.SCHEDULING_GATE_TOPOLOGY}]
+
+
+@pytest.mark.parametrize(("authored_gates", "started_gates"), [
+    ([{"name": "example.com/quota"}], [{"name": "example.com/quota"}, {"name": c.SCHEDULING_GATE_TOPOLOGY}]),
+    ([{"name": c.SCHEDULING_GATE_TOPOLOGY}], None),  # already there (a Workload recorded it): not twice
+])
+def test_the_topology_gate_joins_the_authors_gates_once(
+        authored_gates: list[dict[str, str]], started_gates: list[dict[str, str]] | None) -> None:
+    job = make_job("gated").obj()
+    job["spec"]["template"]["spec"]["schedulingGates"] = authored_gates
+    patch = pod_template_patch(job, "w", Admission.model_validate(admission(topology=True)), {"h100": H100})
+    assert patch["spec"]["template"]["spec"].get("schedulingGates") == started_gates
 
 
 def test_an_admission_without_topology_leaves_pods_ungated_and_unlabelled() -> None:
     patch = pod_template_patch(make_job("plain").obj(), "job-plain-abcde", Admission.model_validate(admission(topology=False)), {"h100": H100})
     assert "metadata" not in patch["spec"]["template"]
+    assert "schedulingGates" not in patch["spec"]["template"]["spec"]
     assert patch["spec"]["template"]["spec"]["nodeSelector"] == {"gpu": "h100"}
 
 
@@ -129,7 +142,8 @@ def test_the_restore_patch_carries_the_jobs_resource_version_and_nulls_only_what
     started["metadata"]["resourceVersion"] = "12"
     patch = pod_template_restore_patch(started, workload)
     assert patch == {"metadata": {"resourceVersion": "12"}, "spec": {"template": {
-        "spec": {"nodeSelector": {"gpu": None}, "tolerations": [{"key": "spot", "operator": "Exists"}]},
+        "spec": {"nodeSelector": {"gpu": None}, "tolerations": [{"key": "spot", "operator": "Exists"}],
+                 "schedulingGates": None},
         "metadata": {"labels": {c.LABEL_TAS: None},
                      "annotations": {c.ANNOTATION_TOPOLOGY_WORKLOAD: None, c.ANNOTATION_TOPOLOGY_PODSET: None}}}}}
 
@@ -142,18 +156,6 @@ def test_a_workload_never_admitted_has_no_admitted_condition_one_evicted_keeps_i
     assert not was_admitted(Workload.from_dict(workload))
     workload["status"]["conditions"].append({"type": c.CONDITION_ADMITTED, "status": "False", **condition})
     assert was_admitted(Workload.from_dict(workload))
-
-
-def test_deactivation_evicts_releases_the_reservation_and_says_why() -> None:
-    wl = admitted_workload(authored("bare"))
-    model = Workload.from_dict(wl)
-    assert mark_deactivated(model, NOW)
-    assert model.status is not None and model.status.admission is None
-    conds = {x.type: (x.status, x.reason) for x in model.status.conditions}
-    assert conds == {c.CONDITION_EVICTED: ("True", c.REASON_DEACTIVATED),
-                     c.CONDITION_QUOTA_RESERVED: ("False", c.REASON_PENDING),
-                     c.CONDITION_ADMITTED: ("False", c.REASON_NO_RESERVATION)}
-    assert not mark_deactivated(model, NOW)  # already evicted: nothing to write
 
 
 # -- the reconciler against an API that enforces kube-apiserver's Job rules ------------------------
@@ -199,6 +201,25 @@ class JobRulesApi(KubeApi):
         self.store(new)
         self.writes.append((f"{resource[1]}{'/' + subresource if subresource else ''}", dict(body)))
         return copy.deepcopy(new)
+
+    async def create(self, resource: tuple[str, str], namespace: str | None, obj: Mapping[str, Any]) -> dict[str, Any]:
+        created = copy.deepcopy(dict(obj))
+        created.setdefault("kind", c.KIND_WORKLOAD if resource == WORKLOADS else c.KIND_JOB)
+        if (resource, created["metadata"]["name"]) in self.objects:
+            raise ApiError(409, "already exists")
+        self.store(created)
+        self.writes.append((f"create {resource[1]}", created))
+        return copy.deepcopy(created)
+
+    async def delete(self, resource: tuple[str, str], namespace: str | None, name: str,
+                     resource_version: str | None = None) -> None:
+        old = self.objects.get((resource, name))
+        if old is None:
+            raise ApiError(404, "not found")
+        if resource_version not in (None, old["metadata"]["resourceVersion"]):
+            raise ApiError(409, "Precondition failed: UID in precondition")
+        del self.objects[(resource, name)]
+        self.writes.append((f"delete {resource[1]}", {"resourceVersion": resource_version}))
 
     def store(self, obj: dict[str, Any]) -> None:
         self.rv += 1
@@ -318,6 +339,97 @@ def test_a_deactivated_workload_keeps_its_quota_until_its_job_is_stopped_and_res
     entry = cache.workloads[f"ns/{wl['metadata']['name']}"]
     assert entry.fit is None and entry.restoring is None  # the cache released the reservation
     assert recorder.reasons == [c.EVENT_REASON_STOPPED, c.EVENT_REASON_EVICTED_DEACTIVATED]
+
+
+# -- a Job found running without an admission ----------------------------------------------------
+
+def found_running(job: dict[str, Any]) -> dict[str, Any]:
+    """The Job as the Job controller runs it when no webhook suspended it at creation: never
+    started by tasq, its author's template, two pods active."""
+    unsuspended = copy.deepcopy(job)
+    unsuspended["spec"]["suspend"] = False
+    unsuspended["status"] = {"startTime": "2026-01-01T00:00:05Z", "active": 2}
+    return unsuspended
+
+
+@pytest.mark.parametrize("rule", ["1.37", "1.34"])
+def test_a_job_found_running_with_no_workload_gets_one_only_once_it_is_stopped(rule: str) -> None:
+    job = authored("own selector and toleration")
+    api = JobRulesApi(found_running(job), rule=rule)
+    recorder = Quiet()
+    reconcile(api, recorder)
+    assert api.writes == [("jobs", {"spec": {"suspend": True}})]  # no Workload yet: nothing to admit
+    assert recorder.reasons == [c.EVENT_REASON_STOPPED]
+    reconcile(api)
+    assert len(api.writes) == 1  # suspended, 2 pods still active: waits, still no Workload
+    api.job_controller_suspends("train")
+    reconcile(api)  # 1.34 left startTime: cleared first (as Kueue clears it)
+    if rule == "1.34":
+        assert api.writes[1] == ("jobs/status", {"status": {"startTime": None}})
+        reconcile(api)
+    assert [w for w, _ in api.writes[-1:]] == ["create workloads"]
+    assert (WORKLOADS, "train") not in api.objects  # Kueue's name, not the Job's
+    created = next(o for (r, _), o in api.objects.items() if r == WORKLOADS)
+    assert created["spec"]["podSets"][0]["template"] == job["spec"]["template"]  # the author's template
+    assert api.objects[(JOBS, "train")]["spec"]["template"] == job["spec"]["template"]
+
+
+@pytest.mark.parametrize(("status", "stopped"), [
+    ({}, True),                                           # created suspended by the webhook
+    ({"active": 1}, False),                               # the Job controller has not deleted it yet
+    ({"terminating": 1}, False),                          # deleted, may still run on its node
+    ({"startTime": "2026-01-01T00:00:05Z"}, False),       # ran: its clock must be reset first
+])
+def test_a_suspended_job_counts_as_stopped_only_with_no_pod_left_and_no_start_time(
+        status: dict[str, Any], stopped: bool) -> None:
+    job = authored("bare")
+    job["spec"]["suspend"] = True
+    job["status"] = status
+    api = JobRulesApi(job)
+    reconcile(api)
+    assert any(w == "create workloads" for w, _ in api.writes) is stopped
+
+
+def pending_workload(job: dict[str, Any]) -> dict[str, Any]:
+    wl = workload_from_job(job)
+    wl["metadata"]["resourceVersion"] = "20"
+    return wl
+
+
+def test_a_pending_workload_whose_job_runs_anyway_is_deleted_at_its_version_and_the_job_stopped() -> None:
+    job = authored("own selector and toleration")
+    api = JobRulesApi(found_running(job), pending_workload(job))
+    reconcile(api)
+    assert api.writes == [("delete workloads", {"resourceVersion": "20"})]  # the admission gate goes first
+    reconcile(api)
+    assert api.writes[1:] == [("jobs", {"spec": {"suspend": True}})]  # then the Job is stopped as any
+
+
+def test_a_workload_admitted_meanwhile_is_not_deleted() -> None:
+    job = authored("own selector and toleration")
+    api = JobRulesApi(found_running(job), pending_workload(job))
+    cache = ClusterCache()
+    for obj in api.objects.values():
+        cache.upsert(obj["kind"], obj)
+    api.store(admitted_workload(job) | {"metadata": {**pending_workload(job)["metadata"]}})  # a newer version
+    asyncio.run(JobReconciler(cache, api, Quiet()).reconcile("ns/train"))
+    assert api.writes == []  # the precondition failed (409): kept, retried from the newer version
+    assert any(r == WORKLOADS for r, _ in api.objects)
+
+
+def test_an_admitted_job_still_counting_pods_is_started_only_once_they_are_gone() -> None:
+    job = authored("own selector and toleration")
+    job["spec"]["suspend"] = True
+    job["status"] = {"terminating": 2}
+    api = JobRulesApi(job, admitted_workload(job))
+    reconcile(api)
+    assert api.writes == []
+    api.objects[(JOBS, "train")]["status"] = {}
+    reconcile(api)
+    assert [w for w, _ in api.writes] == ["jobs"]
+    assert api.objects[(JOBS, "train")]["spec"]["suspend"] is False
+    assert api.objects[(JOBS, "train")]["spec"]["template"]["spec"]["schedulingGates"] == [
+        {"name": c.SCHEDULING_GATE_TOPOLOGY}]
 
 
 class RecordingReconciler(JobReconciler):

@@ -1,12 +1,13 @@
-"""Watch events into the cache: changes reported, versions already applied skipped, the state
-frozen out of the garbage collector once kopf has replayed the primed objects; kopf keeps no diff base;
-priming waits out a missing CRD or a forbidden list, saying once what to do."""
+"""Watch events into the cache through the router: changes wake their loops, versions already
+applied are skipped, the state is frozen out of the garbage collector once kopf has replayed the
+primed objects; kopf keeps no diff base; priming waits out a missing CRD or a forbidden list,
+saying once what to do."""
 
 from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
@@ -15,6 +16,7 @@ import pytest
 from controller.cache.cluster import KIND_NODE, ClusterCache
 from controller.kube import watching
 from controller.kube.api import ApiError
+from controller.kube.routing import EventRouter, Loop
 from controller.kube.watching import NoDiffBaseStorage, apply_event, prime
 from tests.builders.cluster import make_node
 
@@ -31,20 +33,23 @@ def test_replayed_objects_are_skipped_and_the_state_frozen_once_the_replay_is_ov
     monkeypatch.setattr(gc, "freeze", lambda: freezes.append(1))
     changes: list[tuple[str, str]] = []
 
-    def on_change(kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
-        changes.append((event_type, obj["metadata"]["name"]))
+    def woken(loop: Loop) -> Callable[[str, Mapping[str, Any]], None]:
+        return lambda kind, obj: changes.append((loop.name, obj["metadata"]["name"]))
 
     cache = ClusterCache()
+    router = EventRouter(cache, {loop: woken(loop) for loop in Loop})
     for name in ("a", "b"):  # what the priming read put in the cache
         cache.upsert(KIND_NODE, node(name, 1))
     cache.primed = 2
-    apply_event(cache, KIND_NODE, None, node("a", 1), on_change)  # kopf's listing: one it had
+    apply_event(router, KIND_NODE, None, node("a", 1))  # kopf's listing: one it had
     assert (changes, freezes) == ([], [])
-    apply_event(cache, KIND_NODE, None, node("b", 1), on_change)  # the last one: replay over
+    apply_event(router, KIND_NODE, None, node("b", 1))  # the last one: replay over
     assert (changes, freezes) == ([], [1])
-    apply_event(cache, KIND_NODE, "MODIFIED", node("a", 2), on_change)
-    apply_event(cache, KIND_NODE, "MODIFIED", node("a", 2), on_change)  # an echo, after the replay
-    assert (changes, freezes) == ([("MODIFIED", "a")], [1])
+    apply_event(router, KIND_NODE, "MODIFIED", node("a", 2))
+    apply_event(router, KIND_NODE, "MODIFIED", node("a", 2))  # an echo, after the replay
+    assert (changes, freezes) == ([("ADMISSION", "a")], [1])  # a node concerns admission alone
+    apply_event(router, KIND_NODE, "DELETED", node("a", 2))
+    assert changes[-1] == ("ADMISSION", "a") and "a" not in cache.nodes
 
 
 def test_kopf_is_given_an_empty_essence_and_nothing_is_stored_on_the_object() -> None:
@@ -55,6 +60,11 @@ def test_kopf_is_given_an_empty_essence_and_nothing_is_stored_on_the_object() ->
     patch = kopf.Patch()
     storage.store(body=body, patch=patch, essence={})
     assert not patch
+
+
+def quiet_router() -> EventRouter:
+    """A router over an empty cache whose wakers do nothing."""
+    return EventRouter(ClusterCache(), {loop: lambda kind, obj: None for loop in Loop})
 
 
 class ListingApi:
@@ -83,7 +93,7 @@ async def test_priming_waits_out_a_refusal_only_an_administrator_can_fix_saying_
     monkeypatch.setattr(watching, "BLOCKED_RETRY_S", 0)
     api = ListingApi(plural, [status] * 3)
     with caplog.at_level(logging.WARNING, logger="controller.kube.watching"):
-        await prime(ClusterCache(), api, lambda *_: None)  # type: ignore[arg-type]  # a stand-in for KubeApi
+        await prime(quiet_router(), api)  # type: ignore[arg-type]  # a stand-in for KubeApi
     assert api.lists.count(plural) == 4
     assert [r.getMessage() for r in caplog.records] == [
         f"tasq cannot start, so it does not report ready: {says}",
@@ -93,17 +103,18 @@ async def test_priming_waits_out_a_refusal_only_an_administrator_can_fix_saying_
 
 async def test_priming_gives_up_on_a_refusal_that_no_waiting_fixes() -> None:
     with pytest.raises(ApiError, match="400: refused pods"):
-        await prime(ClusterCache(), ListingApi("pods", [400]), lambda *_: None)  # type: ignore[arg-type]  # a stand-in for KubeApi
+        await prime(quiet_router(), ListingApi("pods", [400]))  # type: ignore[arg-type]  # a stand-in for KubeApi
 
 
 def test_a_malformed_object_is_logged_with_its_field_path_and_reported_to_no_loop(
         caplog: pytest.LogCaptureFixture) -> None:
     changes: list[str] = []
     cache = ClusterCache()
+    router = EventRouter(cache, {loop: lambda kind, obj: changes.append(kind) for loop in Loop})
     bad = node("a", 3)
     bad["status"] = {"allocatable": {"cpu": "lots"}}
-    with caplog.at_level(logging.WARNING, logger="controller.kube.watching"):
-        apply_event(cache, KIND_NODE, "ADDED", bad, lambda kind, event_type, obj: changes.append(event_type))
+    with caplog.at_level(logging.WARNING, logger="controller.kube.routing"):
+        apply_event(router, KIND_NODE, "ADDED", bad)
     assert changes == [] and "a" not in cache.nodes
     (record,) = caplog.records
     assert "Node a (resourceVersion 3) refused" in record.getMessage() and "lots" in record.getMessage()

@@ -1,12 +1,16 @@
 """The webhook side of the operator: review memos that are not kept, local TLS files, denials
-logged once, and the local webhook configurations written through the door (against the devcluster)."""
+logged once, and the local webhook configurations written through the door and shared by replicas
+(against the devcluster)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes.aio import config as aconfig
@@ -16,15 +20,21 @@ from controller.api import constants as c
 from controller.kube.api import (
     MUTATING_WEBHOOK_CONFIGURATIONS,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
+    ApiError,
     KubeApi,
     path,
 )
 from controller.kube.webhooking import (
     DenialsLoggedOnce,
     ReviewMemories,
+    joined,
+    left,
+    listening,
     local_tls,
     register_configurations,
+    release_configurations,
     remove_configurations,
+    sharing_servers,
 )
 from devcluster.cluster import DevCluster
 from devcluster.server.faults import ERROR
@@ -71,8 +81,8 @@ VALIDATING = path(*VALIDATING_WEBHOOK_CONFIGURATIONS)
 
 async def test_configurations_are_created_replaced_and_deleted_through_the_door(
         cluster_client: tuple[DevCluster, ApiClient]) -> None:
-    """A previous run's configurations (409 on create) are read and replaced at their
-    resourceVersion; deleting absent ones is fine; a 500 on the way is retried."""
+    """Each configuration is read first: created when absent, else replaced at its resourceVersion
+    (a previous run's); deleting absent ones is fine; a 500 on the way is retried."""
     cluster, client = cluster_client
     api = RecordingApi(client)
     await register_configurations(api, "https://127.0.0.1:1", "Y2E=")
@@ -83,7 +93,81 @@ async def test_configurations_are_created_replaced_and_deleted_through_the_door(
     await remove_configurations(api)
     await remove_configurations(api)  # both gone already: nothing raised
     mutating, validating = f"{MUTATING}/{c.MUTATING_WEBHOOK_CONFIGURATION}", f"{VALIDATING}/{c.VALIDATING_WEBHOOK_CONFIGURATION}"
-    assert api.seen == [("POST", MUTATING), ("POST", VALIDATING),
-                        ("POST", MUTATING), ("GET", mutating), ("PUT", mutating),
-                        ("POST", VALIDATING), ("GET", validating), ("PUT", validating), ("PUT", validating),
+    assert api.seen == [("GET", mutating), ("POST", MUTATING), ("GET", validating), ("POST", VALIDATING),
+                        ("GET", mutating), ("PUT", mutating),
+                        ("GET", validating), ("PUT", validating), ("PUT", validating),
                         ("DELETE", mutating), ("DELETE", validating), ("DELETE", mutating), ("DELETE", validating)]
+
+
+async def test_a_leaving_replica_hands_the_configurations_to_one_still_listening_and_the_last_deletes_them(
+        cluster_client: tuple[DevCluster, ApiClient]) -> None:
+    _, client = cluster_client
+    api = KubeApi(client)
+    up = {"https://127.0.0.1:1", "https://127.0.0.1:2"}
+
+    async def alive(url: str) -> bool:
+        return url in up
+
+    async def served_by() -> set[str]:
+        found = set()
+        for resource, name in ((MUTATING_WEBHOOK_CONFIGURATIONS, c.MUTATING_WEBHOOK_CONFIGURATION),
+                               (VALIDATING_WEBHOOK_CONFIGURATIONS, c.VALIDATING_WEBHOOK_CONFIGURATION)):
+            try:
+                current = await api.get(resource, None, name)
+            except ApiError:
+                continue
+            found |= {w["clientConfig"]["url"].rsplit("/", 1)[0] for w in current["webhooks"]}
+        return found
+
+    for port in (1, 2, 3):
+        await register_configurations(api, f"https://127.0.0.1:{port}", "Y2E=")
+    assert await served_by() == {"https://127.0.0.1:3"}  # the newest
+    await release_configurations(api, "https://127.0.0.1:9", alive=alive)  # not listed: left alone
+    assert await served_by() == {"https://127.0.0.1:3"}
+    await release_configurations(api, "https://127.0.0.1:3", alive=alive)
+    assert await served_by() == {"https://127.0.0.1:2"}
+    up.discard("https://127.0.0.1:1")  # killed: listed, no longer listening
+    await release_configurations(api, "https://127.0.0.1:2", alive=alive)
+    assert await served_by() == set()  # the last one listening left: deleted
+
+
+# -- configurations shared by local replicas -------------------------------------------------------
+
+A = {"url": "https://127.0.0.1:9443", "caBundle": "QQ=="}
+B = {"url": "https://127.0.0.1:9444", "caBundle": "Qg=="}
+
+
+def configuration(annotation: str | None) -> dict[str, Any]:
+    """A configuration as read: only what `sharing_servers` reads."""
+    annotations = None if annotation is None else {c.ANNOTATION_LOCAL_WEBHOOK_SERVERS: annotation}
+    return {"metadata": {"name": "x", "annotations": annotations}}
+
+
+@pytest.mark.parametrize(("annotation", "servers"), [
+    (None, []),                                                     # an in-cluster install's: nobody listed
+    (json.dumps([A, B]), [A, B]),
+    ("not json", []),                                               # edited by hand: treated as no list
+    (json.dumps({"url": "x"}), []),                                 # not a list
+    (json.dumps([A, {"caBundle": "no url"}, "junk"]), [A]),        # malformed entries dropped
+])
+def test_the_listed_servers_are_read_leniently(annotation: str | None, servers: list[dict[str, str]]) -> None:
+    assert sharing_servers(configuration(annotation)) == servers
+    assert sharing_servers(None) == []
+
+
+def test_a_replica_joining_is_listed_once_and_last_and_leaving_removes_only_it() -> None:
+    assert joined([], A) == [A]
+    assert joined([A, B], A) == [B, A]  # re-registered (a restart on the same port): moves last
+    restarted = {**A, "caBundle": "new"}
+    assert joined([A, B], restarted) == [B, restarted]  # a new CA replaces the old entry
+    assert left([A, B], A["url"]) == [B]
+    assert left([B], A["url"]) == [B]
+
+
+async def test_a_listening_server_is_told_from_a_closed_port() -> None:
+    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    assert await listening(f"https://127.0.0.1:{port}")
+    server.close()
+    await server.wait_closed()
+    assert not await listening(f"https://127.0.0.1:{port}")

@@ -1,4 +1,5 @@
-"""Workload conditions as Kueue writes them, with `now` passed in."""
+"""Workload conditions as Kueue writes them (admitted, pending, finished, evicted as deactivated), with
+`now` passed in."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from controller.api import constants as c
 from controller.api.workload import Workload
-from controller.core.admission.conditions import mark_admitted, mark_finished, mark_pending
+from controller.core.admission.conditions import mark_admitted, mark_deactivated, mark_finished, mark_pending
 from tests.builders.kueue import make_workload
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -51,3 +52,22 @@ def test_readmission_ends_an_eviction_and_keeps_what_it_was() -> None:
     assert (evicted.status, evicted.reason, evicted.message) == (
         "False", c.REASON_QUOTA_RESERVED, "Previously: The workload is deactivated")
     assert not mark_admitted(wl, ADMISSION, T0 + timedelta(seconds=4))  # stays ended: nothing to write
+
+
+def test_deactivation_evicts_releases_the_reservation_and_says_why() -> None:
+    wl = workload()
+    mark_admitted(wl, ADMISSION, T0)
+    assert mark_deactivated(wl, T0 + timedelta(seconds=2))
+    assert wl.status is not None and wl.status.admission is None
+    conds = {x.type: (x.status, x.reason) for x in wl.status.conditions}
+    assert conds == {c.CONDITION_EVICTED: ("True", c.REASON_DEACTIVATED),
+                     c.CONDITION_QUOTA_RESERVED: ("False", c.REASON_PENDING),
+                     c.CONDITION_ADMITTED: ("False", c.REASON_NO_RESERVATION)}
+    assert not mark_deactivated(wl, T0 + timedelta(seconds=3))  # already evicted: nothing to write
+
+
+def test_deactivating_a_workload_never_admitted_adds_no_admitted_condition() -> None:
+    wl = workload()
+    assert mark_deactivated(wl, T0)
+    assert wl.status is not None
+    assert {x.type for x in wl.status.conditions} == {c.CONDITION_EVICTED, c.CONDITION_QUOTA_RESERVED}

@@ -147,3 +147,100 @@ def test_a_workload_pushed_again_takes_its_new_place() -> None:
     queue.push("w1", (0, 0.0, 1, "w1"), "s")
     queue.push("w2", (-1, 0.0, 2, "w2"), "s")
     assert queue.head() == "w2"
+
+
+class OracleQueue:
+    """The brute-force model: every member scanned in order; BestEffortFIFO skips parked shapes,
+    StrictFIFO offers nothing while blocked."""
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.members: dict[str, tuple[tuple[int, float, int, str], str]] = {}
+        self.parked: set[str] = set()
+        self.blocked: str | None = None
+
+    def push(self, key: str, order: tuple[int, float, int, str], shape: str) -> None:
+        self.members[key] = (order, shape)
+        if self.blocked is not None and order < self.members[self.blocked][0]:
+            self.blocked = None
+
+    def remove(self, key: str) -> None:
+        self.members.pop(key, None)
+        self.blocked = None if self.blocked == key else self.blocked
+
+    def head(self) -> str | None:
+        eligible = sorted((order, key) for key, (order, shape) in self.members.items() if shape not in self.parked)
+        return None if self.blocked is not None or not eligible else eligible[0][1]
+
+    def park(self, key: str) -> None:
+        if self.strict:
+            self.blocked = key
+        else:
+            self.parked.add(self.members[key][1])
+
+    def requeue(self) -> None:
+        self.parked.clear()
+        self.blocked = None
+
+
+admission_operations = st.lists(st.one_of(
+    st.tuples(st.just("push"), st.integers(0, 11), st.integers(0, 3), st.integers(0, 2)),
+    st.tuples(st.just("pop")),
+    st.tuples(st.just("remove"), st.integers(0, 11)),
+    st.tuples(st.just("park")),
+    st.tuples(st.just("requeue")),
+), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=admission_operations, strict=st.booleans())
+def test_heads_are_handed_out_in_the_oracles_order(ops: list[tuple[Any, ...]], strict: bool) -> None:
+    """Heads taken (admitted), parked, re-pushed with a new place, removed and requeued in any
+    order: each head, and the order in which the rest drains, is the oracle's."""
+    queue, oracle = ClusterQueueQueue(STRICT if strict else BEST), OracleQueue(strict)
+    for seq, op in enumerate(ops):
+        if op[0] == "push":  # a key pushed again (its spec changed) takes its new place
+            key = f"w{op[1]}"
+            order, shape = (-op[2], float(seq % 5), seq, key), f"s{op[3]}"
+            queue.push(key, order, shape)
+            oracle.push(key, order, shape)
+        elif op[0] in ("pop", "park"):
+            head = queue.head()
+            assert head == oracle.head()
+            if head is not None and op[0] == "pop":
+                queue.remove(head)
+                oracle.remove(head)
+            elif head is not None:
+                queue.park(head)
+                oracle.park(head)
+        elif op[0] == "remove":
+            queue.remove(f"w{op[1]}")
+            oracle.remove(f"w{op[1]}")
+        else:
+            queue.requeue()
+            oracle.requeue()
+        assert queue.head() == oracle.head()
+    queue.requeue()
+    oracle.requeue()
+    want = [key for _, key in sorted((order, key) for key, (order, _) in oracle.members.items())]
+    drained = []
+    while (head := queue.head()) is not None:
+        assert head == oracle.head()
+        drained.append(head)
+        queue.remove(head)
+        oracle.remove(head)
+    assert drained == want
+
+
+def test_a_shape_keeps_one_live_entry_among_the_tops() -> None:
+    """Admitting a backlog of one shape head by head leaves no pile of entries behind (the old
+    queue kept one entry per push and moved every one of them on each admission)."""
+    queue = ClusterQueueQueue(BEST)
+    for i in range(1000):
+        queue.push(f"w{i}", (0, float(i), i, f"w{i}"), "one shape")
+    taken = []
+    while (head := queue.head()) is not None:
+        taken.append(head)
+        queue.remove(head)
+    assert taken == [f"w{i}" for i in range(1000)]
+    assert queue.tops == [] and queue.listed == {}

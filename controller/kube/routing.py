@@ -1,0 +1,102 @@
+"""The one route from a changed object to the loops it concerns, for watch events and our own writes.
+
+`WAKES` says, for each watched kind, which loops a change of that kind wakes, as kube-scheduler's
+plugins register the cluster events that concern them. `EventRouter.applied(kind, obj)` puts an
+object into the cache (a watch event, or what the API answered one of our writes with) and, when
+the cache did not already hold that version, wakes those loops; an object the cache refuses as
+malformed wakes nobody and is reported (logged at WARNING, naming each field path); `deleted` does
+the same for a deletion. The watch handlers (controller.kube.watching) and every loop that writes use it; the
+Operator (controller.kube.operating) builds it. docs/architecture.md says the same in words.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from controller.api import constants as c
+from controller.api.meta import object_key
+from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS, ClusterCache
+
+log = logging.getLogger(__name__)
+
+class Loop(enum.Enum):
+    """The operator's loops that a change can wake."""
+
+    ADMISSION = "admission loop"
+    """Runs an admission cycle, then refreshes the ClusterQueue and LocalQueue statuses."""
+    JOBS = "Job reconciler"
+    """Reconciles the Job: the one changed, or the one owning the changed Workload."""
+    UNGATER = "TopologyUngater"
+    """Looks at the Workload's pods: the Workload changed, or the Workload owning the changed pod."""
+
+
+WAKES: Mapping[str, frozenset[Loop]] = MappingProxyType({
+    # Admission reads quotas, flavors, topologies, namespaces' labels and node capacity.
+    c.KIND_CLUSTER_QUEUE: frozenset({Loop.ADMISSION}),
+    c.KIND_LOCAL_QUEUE: frozenset({Loop.ADMISSION}),
+    c.KIND_RESOURCE_FLAVOR: frozenset({Loop.ADMISSION}),
+    c.KIND_TOPOLOGY: frozenset({Loop.ADMISSION}),
+    KIND_NAMESPACE: frozenset({Loop.ADMISSION}),
+    KIND_NODE: frozenset({Loop.ADMISSION}),
+    # A pod takes node capacity (admission) and may wait for its gate to go (the ungater).
+    KIND_POD: frozenset({Loop.ADMISSION, Loop.UNGATER}),
+    # A Workload is what admission decides about, what its Job follows and what its pods are placed by.
+    c.KIND_WORKLOAD: frozenset({Loop.ADMISSION, Loop.JOBS, Loop.UNGATER}),
+    # A Job is the reconciler's alone: admission reads its Workload, never the Job.
+    c.KIND_JOB: frozenset({Loop.JOBS}),
+    # Read only when the reconciler creates a Workload from a Job (its priority): nothing to wake.
+    KIND_PRIORITY_CLASS: frozenset(),
+})
+"""Kind -> the loops a change of it wakes. A kind missing here is not watched."""
+
+Waker = Callable[[str, Mapping[str, Any]], None]
+"""Wakes one loop for a changed object: (kind, object)."""
+
+Applied = Callable[[str, Mapping[str, Any]], bool]
+"""`EventRouter.applied` as the loops see it: (kind, object the API answered a write with) -> True
+when it was news to the cache. A loop built without a router is given the cache's `upsert`."""
+
+
+class EventRouter:
+    """See the module docstring. `wakers` has one Waker per Loop."""
+
+    def __init__(self, cache: ClusterCache, wakers: Mapping[Loop, Waker]) -> None:
+        missing = [loop.value for loop in Loop if loop not in wakers]
+        if missing:
+            raise ValueError(f"EventRouter: no waker for {', '.join(missing)}")
+        self.cache = cache
+        self.wakers = dict(wakers)
+
+    def applied(self, kind: str, obj: Mapping[str, Any]) -> bool:
+        """`obj` as the API has it (a watch event, or the answer to our own write) into the cache,
+        waking the loops `WAKES` lists for `kind`; False, waking nobody, when the cache already
+        held this version or a newer one (the watch echoing a write we applied, a stale answer) or
+        refused it as malformed (then why is logged: see `refused`)."""
+        if self.cache.upsert(kind, obj):
+            self.wake(kind, obj)
+            return True
+        if self.refused(kind, obj):
+            log.warning("%s", self.cache.malformed[(kind, object_key(obj))].message)
+        return False
+
+    def refused(self, kind: str, obj: Mapping[str, Any]) -> bool:
+        """Whether the cache refused this very version of `obj` as malformed (keeping the previous
+        one), as opposed to skipping a version it already held."""
+        refusal = self.cache.malformed.get((kind, object_key(obj)))
+        return refusal is not None and refusal.version == str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+    def deleted(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """`obj` is gone: out of the cache, and the loops `WAKES` lists for `kind` woken."""
+        self.cache.delete(kind, obj)
+        self.wake(kind, obj)
+
+    def wake(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """Wake the loops a change of `obj` (of `kind`) concerns, without touching the cache."""
+        concerned = WAKES[kind]
+        for loop in Loop:  # in the enum's order, so a test sees the same order every time
+            if loop in concerned:
+                self.wakers[loop](kind, obj)
