@@ -246,8 +246,10 @@ class AdmissionLoop:
             await asyncio.sleep(self.queue_status_interval_s)
 
     async def _pending(self, state: AdmissionState, waiting: list[str]) -> list[Pending]:
-        """Why each waiting workload waits: its decision this cycle, else (not yet told, e.g. parked
-        behind a same-shape head) recomputed once; workloads already showing a reason keep it."""
+        """Why each waiting workload waits: its decision this cycle, else (e.g. parked behind a
+        same-shape head) explained afresh against this cycle's state, one answer per queue and shape
+        (`memo`), so no workload keeps a reason whose figures are out of date. Only a changed reason
+        is written (`mark_pending` leaves an equal one alone)."""
         out = []
         memo: dict[tuple[str, tuple[Any, ...]], Pending] = {}
         for key in waiting:
@@ -256,7 +258,7 @@ class AdmissionLoop:
             entry = self.cache.workloads.get(key)
             if entry is None:
                 continue
-            if why is None and entry.obj.condition(c.CONDITION_QUOTA_RESERVED) is None:
+            if why is None:
                 why = explain(state, key, memo)
             if why is not None:
                 out.append(why)

@@ -295,3 +295,35 @@ async def test_a_cycle_stops_where_a_queue_change_rebuilt_the_ledger(monkeypatch
     assert sum(entry.fit is not None for entry in cache.workloads.values()) == 5
     assert cache.snapshot().quota.used["cq"] == {("gpu", GPU): 5000}
     assert sorted(name for resource, name in api.patches if resource == WORKLOADS) == [f"w{i}" for i in range(5)]
+
+
+async def test_a_workload_parked_behind_a_same_shape_head_gets_the_fresh_reason_not_the_old_one() -> None:
+    # A quota of 8 GPUs, then 10; three 6-GPU Workloads of one shape: w0 is admitted, w1 (the head)
+    # and w2 (parked behind it) wait. Once the quota grows, both still wait, with the new free count.
+    cache = ClusterCache()
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, make_flavor("gpu").node_label("gpu", "yes").obj())
+    cache.upsert(c.KIND_CLUSTER_QUEUE, make_cluster_queue("cq").flavor("gpu", {GPU: 8}).obj())
+    cache.upsert(c.KIND_LOCAL_QUEUE, make_local_queue("lq", "cq").obj())
+    cache.upsert(KIND_NODE, make_node("h1").labels({"gpu": "yes"}).allocatable({GPU: 8}).obj())
+    for i in range(3):
+        cache.upsert(c.KIND_WORKLOAD, make_workload(f"w{i}").queue("lq").pod_set("main", 1, {GPU: 6}).obj())
+    api = RecordingApi(cache)
+    loop = AdmissionLoop(cache, api, EventRecorder(api))  # type: ignore[arg-type]
+
+    def reasons() -> dict[str, str]:
+        out = {}
+        for name in ("w1", "w2"):
+            cond = cache.workloads[f"default/{name}"].obj.condition(c.CONDITION_QUOTA_RESERVED)
+            assert cond is not None and cond.status == "False"
+            out[name] = cond.message
+        return out
+
+    await loop.cycle()
+    await settle(loop)
+    before = reasons()
+    cache.upsert(c.KIND_CLUSTER_QUEUE, make_cluster_queue("cq").flavor("gpu", {GPU: 10}).obj())
+    await loop.cycle()
+    await settle(loop)
+    after = reasons()
+    assert after["w1"] != before["w1"]  # the head's reason counts the grown quota
+    assert after["w2"] == after["w1"]  # and so does the parked one's: not the stale count
