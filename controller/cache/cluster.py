@@ -115,6 +115,9 @@ class ClusterCache:
     pods: dict[str, PodView] = field(default_factory=dict)
     pods_of: dict[str, set[str]] = field(default_factory=dict)
     """Workload key -> keys of its pods (by the topology-workload annotation)."""
+    live_pods_of_job: dict[str, set[str]] = field(default_factory=dict)
+    """Job key -> keys of its pods that may still run (not terminal; deleting ones included): what a
+    Job found running still has on its nodes, whatever the Job's status counters say yet."""
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     workloads: dict[str, WorkloadEntry] = field(default_factory=dict)
     workload_of_job: dict[str, str] = field(default_factory=dict)
@@ -215,6 +218,12 @@ class ClusterCache:
         wl_key = workload_key_of(view)
         if wl_key is not None:
             self.pods_of.setdefault(wl_key, set()).add(key)
+        job_key = _owner_job_key(view)
+        if job_key is not None:
+            if view.terminal:
+                self._forget_live_pod(job_key, key)
+            else:
+                self.live_pods_of_job.setdefault(job_key, set()).add(key)
         self.usage.add_bound_pod(view)
         return True
 
@@ -224,7 +233,17 @@ class ClusterCache:
             wl_key = workload_key_of(view)
             if wl_key is not None and wl_key in self.pods_of:
                 self.pods_of[wl_key].discard(key)
+            job_key = _owner_job_key(view)
+            if job_key is not None:
+                self._forget_live_pod(job_key, key)
         self.usage.remove_bound_pod(key)
+
+    def _forget_live_pod(self, job_key: str, key: str) -> None:
+        live = self.live_pods_of_job.get(job_key)
+        if live is not None:
+            live.discard(key)
+            if not live:
+                del self.live_pods_of_job[job_key]
 
     def _upsert_job(self, key: str, obj: dict[str, Any]) -> bool:
         self.jobs[key] = obj
@@ -428,6 +447,19 @@ class ClusterCache:
             for psa in admission.pod_set_assignments}
         pods = [_pod_state(self.pods[p]) for p in sorted(self.pods_of.get(key, ())) if p in self.pods]
         return UngatingInput(namespace=namespace, workload=workload, slices=slices, pods=pods)
+
+
+def _owner_job_key(pod: PodView) -> str | None:
+    """`namespace/name` of the batch/v1 Job that controls the pod, if one does."""
+    for owner in pod.owners:
+        if owner.controller and owner.kind == c.KIND_JOB and owner.api_version.startswith("batch/"):
+            return f"{pod.namespace}/{owner.name}"
+    return None
+
+
+def pod_job_key(pod: Mapping[str, Any]) -> str | None:
+    """`_owner_job_key` of a pod in its wire form (a watch event's body)."""
+    return _owner_job_key(PodView.from_dict(pod))
 
 
 def _pod_state(pod: PodView) -> PodState:

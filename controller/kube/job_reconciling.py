@@ -233,7 +233,7 @@ class JobReconciler:
         if not view.queue_name:
             return
         if entry is None:
-            if view.finished or job_stopped(job):
+            if view.finished or (job_stopped(job) and not self.cache.live_pods_of_job.get(key)):
                 await self._create_workload(job, view)
             else:
                 await self._stop_unadmitted(job, key)
@@ -244,7 +244,8 @@ class JobReconciler:
         elif (admission := entry.admission) is not None:
             if not entry.active:
                 await self._deactivate(job, entry)
-            elif view.suspend and pods_left(job) == 0:  # else a Job event brings it back
+            elif view.suspend and pods_left(job) == 0 and not self.cache.live_pods_of_job.get(key):
+                # else a Job or pod event brings it back
                 await self._start(job, entry, admission)
         elif not view.suspend and not view.finished and not was_admitted(entry.obj):
             await self._discard_workload(entry)
@@ -260,8 +261,8 @@ class JobReconciler:
         if not JobView.from_dict(job).suspend:
             await self._suspend(job, "Not admitted by a ClusterQueue: the Job is suspended until its Workload is admitted")
             return
-        if pods_left(job) > 0:
-            return
+        if pods_left(job) > 0 or self.cache.live_pods_of_job.get(key):
+            return  # a Job or pod event brings it back
         meta = job["metadata"]
         cleared = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": {"startTime": None}}
         try:

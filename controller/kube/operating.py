@@ -25,7 +25,7 @@ from controller.api import constants as c
 from controller.api.features import FeatureGates
 from controller.api.meta import object_key
 from controller.api.workload import owner_job_key
-from controller.cache.cluster import KIND_POD, ClusterCache
+from controller.cache.cluster import KIND_POD, ClusterCache, pod_job_key
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
 from controller.kube.embedding import connection_info, run_kopf
@@ -100,8 +100,16 @@ class Operator:
         self.admission.notify()
 
     def _wake_jobs(self, kind: str, obj: Mapping[str, Any]) -> None:
-        """The changed Job, or the Job owning the changed Workload."""
-        key = object_key(obj) if kind == c.KIND_JOB else owner_job_key(obj)
+        """The changed Job, the Job owning the changed Workload, or the Job owning the changed pod
+        while that Job waits for its pods to go (suspended, or with no Workload yet): its last pod's
+        deletion may come after the Job's status stopped counting it. A running Job's pods wake nobody."""
+        if kind == KIND_POD:
+            key = pod_job_key(obj)
+            job = self.cache.jobs.get(key) if key is not None else None
+            if job is None or not ((job.get("spec") or {}).get("suspend") or key not in self.cache.workload_of_job):
+                return
+        else:
+            key = object_key(obj) if kind == c.KIND_JOB else owner_job_key(obj)
         if key is not None:
             self.jobs.notify(key)
 

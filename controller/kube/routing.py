@@ -42,8 +42,9 @@ WAKES: Mapping[str, frozenset[Loop]] = MappingProxyType({
     c.KIND_TOPOLOGY: frozenset({Loop.ADMISSION}),
     KIND_NAMESPACE: frozenset({Loop.ADMISSION}),
     KIND_NODE: frozenset({Loop.ADMISSION}),
-    # A pod takes node capacity (admission) and may wait for its gate to go (the ungater).
-    KIND_POD: frozenset({Loop.ADMISSION, Loop.UNGATER}),
+    # A pod takes node capacity (admission) and may wait for its gate to go (the ungater); a Job's
+    # pods must be gone before it gets a Workload or is started (the reconciler, for such Jobs only).
+    KIND_POD: frozenset({Loop.ADMISSION, Loop.JOBS, Loop.UNGATER}),
     # A Workload is what admission decides about, what its Job follows and what its pods are placed by.
     c.KIND_WORKLOAD: frozenset({Loop.ADMISSION, Loop.JOBS, Loop.UNGATER}),
     # A Job is the reconciler's alone: admission reads its Workload, never the Job.

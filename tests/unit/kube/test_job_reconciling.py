@@ -390,6 +390,38 @@ def test_a_suspended_job_counts_as_stopped_only_with_no_pod_left_and_no_start_ti
     assert any(w == "create workloads" for w, _ in api.writes) is stopped
 
 
+def job_pod(phase: str, deleting: bool = False) -> dict[str, Any]:
+    """A pod the Job controller made for ns/train (its controller owner), in `phase`."""
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "train-0", "namespace": "ns", "resourceVersion": "40", "ownerReferences": [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u", "controller": True}]},
+        "spec": {"nodeName": "h1", "containers": [{"name": "c"}]}, "status": {"phase": phase}}
+    if deleting:
+        pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:09Z"
+    return pod
+
+
+@pytest.mark.parametrize(("pod", "stopped"), [
+    (job_pod("Running"), False),                # the Job's counters already say 0: its pod still runs
+    (job_pod("Running", deleting=True), False),  # deleted, still on its node until it is gone
+    (job_pod("Succeeded"), True),                # finished before the Job was suspended: runs nowhere
+    (None, True),                                # gone
+], ids=["running", "deleting", "succeeded", "gone"])
+def test_a_job_counts_as_stopped_only_once_the_cache_holds_no_live_pod_of_it(
+        pod: dict[str, Any] | None, stopped: bool) -> None:
+    job = authored("bare")
+    job["spec"]["suspend"] = True
+    job["status"] = {}
+    api = JobRulesApi(job)
+    cache = ClusterCache()
+    for obj in api.objects.values():
+        cache.upsert(obj["kind"], obj)
+    if pod is not None:
+        cache.upsert("Pod", pod)
+    asyncio.run(JobReconciler(cache, api, Quiet()).reconcile("ns/train"))
+    assert any(w == "create workloads" for w, _ in api.writes) is stopped
+
+
 def pending_workload(job: dict[str, Any]) -> dict[str, Any]:
     wl = workload_from_job(job)
     wl["metadata"]["resourceVersion"] = "20"

@@ -57,7 +57,7 @@ EXPECTED: list[tuple[str, set[Loop]]] = [
     (KIND_NAMESPACE, {ADMISSION}),
     (KIND_PRIORITY_CLASS, set()),
     (KIND_NODE, {ADMISSION}),
-    (KIND_POD, {ADMISSION, UNGATER}),
+    (KIND_POD, {ADMISSION, JOBS, UNGATER}),
     (c.KIND_WORKLOAD, {ADMISSION, JOBS, UNGATER}),
     (c.KIND_JOB, {JOBS}),
 ]
@@ -172,5 +172,18 @@ async def test_the_operators_wakers_find_the_job_and_workload_concerned() -> Non
         assert operator.router.applied(KIND_POD, versioned(make_pod("loose", namespace="ns").obj(), 8))
         assert not operator.ungater._due  # a pod of no Workload concerns no ungating
         assert not operator.router.applied(KIND_POD, pod)  # echoed: nobody
+
+        # A pod of the Job: it wakes the reconciler only while the Job waits for its pods to go.
+        owned = make_pod("train-0", namespace="ns").obj()
+        owned["metadata"]["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": True}]
+        operator.jobs._dirty.clear()
+        assert operator.router.applied(KIND_POD, versioned(owned, 9))
+        assert not operator.jobs._dirty  # the Job runs (not suspended) and has its Workload
+        operator.router.applied(c.KIND_JOB, {**job, "spec": {**job["spec"], "suspend": True},
+                                             "metadata": {**job["metadata"], "resourceVersion": "10"}})
+        operator.jobs._dirty.clear()
+        assert operator.router.applied(KIND_POD, versioned(owned, 11))
+        assert list(operator.jobs._dirty) == ["ns/train"]  # suspended: its pods must be gone first
     finally:
         await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
