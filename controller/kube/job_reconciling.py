@@ -135,6 +135,13 @@ def pods_left(job: Mapping[str, Any]) -> int:
     return int(status.get("active") or 0) + int(status.get("terminating") or 0)
 
 
+def suspension_acknowledged(job: Mapping[str, Any]) -> bool:
+    """The Job controller has acted on the Job's suspension: it set the Suspended condition (after
+    deleting the pods it counted), so no pod it created before is missing from its counters."""
+    return any(isinstance(cond, Mapping) and cond.get("type") == c.CONDITION_JOB_SUSPENDED
+               and cond.get("status") == "True" for cond in (job.get("status") or {}).get("conditions") or [])
+
+
 def job_stopped(job: Mapping[str, Any]) -> bool:
     """The Job is suspended, has no pod left and no startTime: nothing of it runs, so a Workload
     created for it now is admitted like one whose Job never ran (Kueue waits for the same before it
@@ -166,6 +173,9 @@ class JobReconciler:
         """Changed Jobs in the order they changed (a dict as an ordered set): taken first come, first served."""
         self._active: set[str] = set()
         self._wake = asyncio.Event()
+        self._found_running: set[str] = set()
+        """Jobs this reconciler suspended because they ran with no Workload: their Workload waits
+        for the Job controller to acknowledge the suspension (`_stopped_for_good`)."""
         self._refused: set[tuple[str, str]] = set()
         """(Job uid, PriorityClass) already reported missing: one Event, not one per change."""
         self._backoff = Backoff()
@@ -233,7 +243,7 @@ class JobReconciler:
         if not view.queue_name:
             return
         if entry is None:
-            if view.finished or (job_stopped(job) and not self.cache.live_pods_of_job.get(key)):
+            if view.finished or self._stopped_for_good(job, key):
                 await self._create_workload(job, view)
             else:
                 await self._stop_unadmitted(job, key)
@@ -252,17 +262,33 @@ class JobReconciler:
         elif not entry.expecting and not view.finished:
             await self._stop(job, entry)
 
+    def _stopped_for_good(self, job: Mapping[str, Any], key: str) -> bool:
+        """The Job may get its Workload: stopped (`job_stopped`), no live pod of it in the cache, and,
+        for a Job this reconciler found running and suspended, the Job controller has acknowledged
+        the suspension (its Suspended condition): until it has, pods it created just before the
+        suspension may not show in the Job's counters or the cache yet."""
+        if not job_stopped(job) or self.cache.live_pods_of_job.get(key):
+            return False
+        if key in self._found_running and not suspension_acknowledged(job):
+            return False
+        self._found_running.discard(key)
+        return True
+
     async def _stop_unadmitted(self, job: dict[str, Any], key: str) -> None:
         """Phases of stopping a Job found running with no Workload, each decided from the Job as it
         is (a restart between them resumes): 1. suspend it; 2. wait until the Job controller counts
-        no pod left (the Job's next watch event brings it back here); 3. clear the startTime, as
-        Kueue does when it stops a Job. Its template is its author's (tasq never started it), so
+        no pod left, in its counters and in the cache (a Job or pod event brings it back here);
+        3. clear the startTime, as Kueue does when it stops a Job; 4. for a Job it suspended here,
+        wait for the Job controller's Suspended condition (`_stopped_for_good`). Its template is its author's (tasq never started it), so
         nothing is restored. Then `reconcile` creates the Workload."""
         if not JobView.from_dict(job).suspend:
+            self._found_running.add(key)
             await self._suspend(job, "Not admitted by a ClusterQueue: the Job is suspended until its Workload is admitted")
             return
         if pods_left(job) > 0 or self.cache.live_pods_of_job.get(key):
             return  # a Job or pod event brings it back
+        if not (job.get("status") or {}).get("startTime"):
+            return  # stopped, but not yet acknowledged by the Job controller: its Job event brings it back
         meta = job["metadata"]
         cleared = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": {"startTime": None}}
         try:

@@ -390,6 +390,29 @@ def test_a_suspended_job_counts_as_stopped_only_with_no_pod_left_and_no_start_ti
     assert any(w == "create workloads" for w, _ in api.writes) is stopped
 
 
+def test_a_job_caught_before_the_job_controller_counted_its_pods_waits_for_it_to_acknowledge_the_suspension() -> None:
+    # Caught at once: no startTime, no counters yet, yet the Job controller may have created pods.
+    job = authored("bare")
+    job["spec"]["suspend"] = False
+    api = JobRulesApi(job)
+    cache = ClusterCache()
+    for obj in api.objects.values():
+        cache.upsert(obj["kind"], obj)
+    reconciler = JobReconciler(cache, api, Quiet())
+
+    def once() -> None:
+        cache.upsert(c.KIND_JOB, api.objects[(JOBS, "train")])
+        asyncio.run(reconciler.reconcile("ns/train"))
+
+    once()
+    assert api.writes == [("jobs", {"spec": {"suspend": True}})]
+    once()  # suspended, counters 0, no startTime: still no Workload until the Job controller acts
+    assert len(api.writes) == 1
+    api.job_controller_suspends("train")
+    once()
+    assert [w for w, _ in api.writes[1:]] == ["create workloads"]
+
+
 def job_pod(phase: str, deleting: bool = False) -> dict[str, Any]:
     """A pod the Job controller made for ns/train (its controller owner), in `phase`."""
     pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {
