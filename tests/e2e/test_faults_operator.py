@@ -60,34 +60,19 @@ def finished(kubectl: Kubectl, namespace: str, name: str, timeout: float = 45) -
 
 
 @BOTH
-def test_a_job_patch_dropped_mid_flight_still_starts_the_job(
+@pytest.mark.parametrize(("resource", "name"), [("jobs", "j"), ("workloads/status", faults.ANY)],
+                         ids=["the-job-patch-that-starts-it", "the-status-write-of-its-admission"])
+def test_a_write_dropped_mid_flight_is_made_again_and_the_job_runs_once(
         seeded: DevCluster, kubeconfig: Path, kubectl: Kubectl, namespace: str,
-        operators: list[RunningOperator], kind: str) -> None:
+        operators: list[RunningOperator], kind: str, resource: str, name: str) -> None:
     kubectl("apply", "-f", "-", stdin=local_queue(namespace))
     start(operators, kubeconfig)
-    rule = seeded.faults.inject(kind, "patch", "jobs", namespace=namespace, name="j")
+    rule = seeded.faults.inject(kind, "patch", resource, namespace=namespace, name=name)
 
     kubectl("apply", "-f", "-", stdin=job("j", namespace, 2, 8, run_seconds=1))
 
     wl = admitted(kubectl, namespace, "j")
     finished(kubectl, namespace, "j")
-    assert rule.hits == 1
-    assert admitted_events(kubectl, namespace, wl["metadata"]["name"]) == 1
-    wait_for(lambda: gpu_usage(kubectl, namespace) == "0", what="usage released")
-
-
-@BOTH
-def test_an_admission_whose_status_write_drops_is_written_again(
-        seeded: DevCluster, kubeconfig: Path, kubectl: Kubectl, namespace: str,
-        operators: list[RunningOperator], kind: str) -> None:
-    kubectl("apply", "-f", "-", stdin=local_queue(namespace))
-    start(operators, kubeconfig)
-    rule = seeded.faults.inject(kind, "patch", "workloads/status", namespace=namespace)
-
-    kubectl("apply", "-f", "-", stdin=job("a", namespace, 2, 8, run_seconds=1))
-
-    wl = admitted(kubectl, namespace, "a")
-    finished(kubectl, namespace, "a")
     assert rule.hits == 1
     assert admitted_events(kubectl, namespace, wl["metadata"]["name"]) == 1
     wait_for(lambda: gpu_usage(kubectl, namespace) == "0", what="usage released")
