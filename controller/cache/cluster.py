@@ -12,7 +12,7 @@ what a cycle admits is reserved here at once. Pure data: no API calls, no clock,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,7 +25,7 @@ from controller.api.meta import object_key
 from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
-from controller.api.views import NodeView, PodView
+from controller.api.views import NodeView, OwnerRef, PodView, owner_refs
 from controller.api.workload import Admission, TopologySlice, Workload
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
@@ -451,15 +451,19 @@ class ClusterCache:
 
 def _owner_job_key(pod: PodView) -> str | None:
     """`namespace/name` of the batch/v1 Job that controls the pod, if one does."""
-    for owner in pod.owners:
-        if owner.controller and owner.kind == c.KIND_JOB and owner.api_version.startswith("batch/"):
-            return f"{pod.namespace}/{owner.name}"
-    return None
+    return _controlling_job(pod.namespace, pod.owners)
 
 
 def pod_job_key(pod: Mapping[str, Any]) -> str | None:
-    """`_owner_job_key` of a pod in its wire form (a watch event's body)."""
-    return _owner_job_key(PodView.from_dict(pod))
+    """`_owner_job_key` of a pod in its wire form (a watch event's body), reading only its owners."""
+    return _controlling_job(str((pod.get("metadata") or {}).get("namespace", "")), owner_refs(pod))
+
+
+def _controlling_job(namespace: str, owners: Sequence[OwnerRef]) -> str | None:
+    for owner in owners:
+        if owner.controller and owner.kind == c.KIND_JOB and owner.api_version.startswith("batch/"):
+            return f"{namespace}/{owner.name}"
+    return None
 
 
 def _pod_state(pod: PodView) -> PodState:
