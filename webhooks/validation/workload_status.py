@@ -12,8 +12,11 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final, get_args
 
+from pydantic import ValidationError
+
 from controller.api.meta import CONDITION_REASON_PATTERN, ConditionStatus
 from controller.api.quantity import QuantityError, to_milli
+from controller.api.topology_assignment import TopologyAssignment
 from webhooks.validation import formats, placement, shapes
 from webhooks.validation.errors import (
     ROOT,
@@ -126,6 +129,46 @@ def _slices(path: FieldPath, items: list[Any] | None, want_pods: int, errs: list
                             f"the slices must hold exactly the {want_pods} assigned pod(s)"))
 
 
+def _compact(path: FieldPath, topology: Mapping[str, Any], want_pods: int, errs: list[FieldError]) -> None:
+    """Kueue's compact TopologyAssignment: a readable shape (lists as long as `domainCount` and
+    `levels` say), level keys and values valid labels, no domain twice, exactly the assigned pods."""
+    try:
+        ta = TopologyAssignment.model_validate(topology)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(step) for step in first["loc"])
+        errs.append(invalid(path.child(where) if where else path, "topologyAssignment",
+                            str(first["msg"]).removeprefix("Value error, ")))
+        return
+    levels = ta.levels
+    if not levels:
+        errs.append(required(path.child("levels"), "an assignment names at least one topology level"))
+    elif len(set(levels)) != len(levels):
+        errs.append(invalid(path.child("levels"), levels, "must not name a level twice"))
+    for i, sl in enumerate(ta.slices):
+        counts = (sl.pod_counts.individual or []) if sl.pod_counts.universal is None else [sl.pod_counts.universal]
+        if sl.domain_count < 1:
+            errs.append(invalid(path.child("slices").index(i).child("domainCount"), sl.domain_count,
+                                "must be greater than 0"))
+        if any(n < 1 for n in counts):
+            errs.append(invalid(path.child("slices").index(i).child("podCounts"), min(counts),
+                                "every pod count must be greater than 0"))
+    seen: set[tuple[str, ...]] = set()
+    for i, domain in enumerate(ta.assigned_domains()):
+        labels = dict(zip(levels, domain.values, strict=True))
+        label_errs = placement.node_labels(path.child("slices"), labels)
+        if label_errs:
+            errs.extend(label_errs)
+            return  # one slice's values repeat for each of its domains: the first report says it
+        if domain.values in seen:
+            errs.append(duplicate(path.child("slices"), f"domain {i}: {labels}"))
+            return
+        seen.add(domain.values)
+    if ta.total_count != want_pods:
+        errs.append(invalid(path.child("slices"), f"{ta.total_count} pod(s)",
+                            f"the slices must hold exactly the {want_pods} assigned pod(s)"))
+
+
 def _assignment(path: FieldPath, item: Mapping[str, Any], pod_set_count: int | None,
                 errs: list[FieldError]) -> None:
     """One PodSetAssignment against its pod set's count (None: the pod set is unknown)."""
@@ -145,9 +188,12 @@ def _assignment(path: FieldPath, item: Mapping[str, Any], pod_set_count: int | N
     topology = shapes.mapping(item, "topologyAssignment", path.child("topologyAssignment"), errs)
     want_pods = count if count is not None else pod_set_count
     if topology is not None and want_pods is not None:
-        _slices(path.child("topologyAssignment"),
-                shapes.sequence(topology, "slices", path.child("topologyAssignment").child("slices"), errs),
-                want_pods, errs)
+        if "levels" not in topology:  # the KEP's nodeLabels slices, still read as input
+            _slices(path.child("topologyAssignment"),
+                    shapes.sequence(topology, "slices", path.child("topologyAssignment").child("slices"), errs),
+                    want_pods, errs)
+        else:
+            _compact(path.child("topologyAssignment"), topology, want_pods, errs)
 
 
 def admission(status: Mapping[str, Any], pod_sets: Mapping[str, int | None], errs: list[FieldError]) -> None:
