@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final
 from pydantic import Field, ValidationError, model_validator
 
 from controller.api import constants as c
-from controller.api.meta import ApiModel, Int32, schema_only
+from controller.api.meta import ApiModel, Int32, LabelKeyStr, omitempty_list, schema_only
 
 MAX_LEVELS: Final = 16
 MAX_DOMAINS_PER_SLICE: Final = 100_000
@@ -36,8 +36,7 @@ class TopologyAssignmentSliceLevelIndividualValues(ApiModel):
 
     prefix: _Value | None = None
     suffix: _Value | None = None
-    roots: list[str] = Field(default_factory=list, json_schema_extra={
-        "minItems": 1, "maxItems": MAX_DOMAINS_PER_SLICE, "items": {"maxLength": MAX_VALUE_LENGTH}})
+    roots: list[_Value] = omitempty_list(minItems=1, maxItems=MAX_DOMAINS_PER_SLICE)
 
 
 class TopologyAssignmentSliceLevelValues(ApiModel):
@@ -62,8 +61,8 @@ class TopologyAssignmentSlicePodCounts(ApiModel):
     """Pods per domain: `universal` (the same in every domain) or `individual`, exactly one."""
 
     universal: Annotated[Int32, schema_only(minimum=1)] | None = None
-    individual: list[int] | None = Field(default=None, json_schema_extra={
-        "minItems": 1, "maxItems": MAX_DOMAINS_PER_SLICE, "items": {"minimum": 1, "format": "int32"}})
+    individual: list[Annotated[Int32, schema_only(minimum=1)]] | None = Field(default=None, json_schema_extra={
+        "minItems": 1, "maxItems": MAX_DOMAINS_PER_SLICE})
 
     def counts(self, domain_count: int) -> list[int]:
         if self.universal is not None:
@@ -76,8 +75,7 @@ class TopologyAssignmentSlice(ApiModel):
     """`domain_count` domains, their values level by level and their pod counts."""
 
     domain_count: Annotated[Int32, schema_only(minimum=1)]
-    values_per_level: list[TopologyAssignmentSliceLevelValues] = Field(
-        default_factory=list, json_schema_extra={"minItems": 1, "maxItems": MAX_LEVELS})
+    values_per_level: list[TopologyAssignmentSliceLevelValues] = omitempty_list(minItems=1, maxItems=MAX_LEVELS)
     pod_counts: TopologyAssignmentSlicePodCounts = Field(default_factory=TopologyAssignmentSlicePodCounts)
 
 
@@ -103,10 +101,8 @@ class TopologyAssignment(ApiModel):
     after slice, lists the assigned domains in order. Parses the KEP's `slices[{nodeLabels, count}]`
     too, into this form; a slice whose lists disagree with its `domainCount` or `levels` is refused."""
 
-    levels: list[str] = Field(default_factory=list, json_schema_extra={
-        "minItems": 1, "maxItems": MAX_LEVELS, "items": {"maxLength": 317}})
-    slices: list[TopologyAssignmentSlice] = Field(default_factory=list, json_schema_extra={
-        "maxItems": MAX_SLICES})
+    levels: list[LabelKeyStr] = omitempty_list(minItems=1, maxItems=MAX_LEVELS)
+    slices: list[TopologyAssignmentSlice] = omitempty_list(maxItems=MAX_SLICES)
 
     @model_validator(mode="before")
     @classmethod

@@ -16,13 +16,14 @@ from pydantic import ValidationError
 
 from controller.api.meta import CONDITION_REASON_PATTERN, ConditionStatus
 from controller.api.quantity import QuantityError, to_milli
-from controller.api.topology_assignment import TopologyAssignment
+from controller.api.topology_assignment import TopologyAssignment, TopologyAssignmentSlice
 from webhooks.validation import formats, placement, shapes
 from webhooks.validation.errors import (
     ROOT,
     FieldError,
     FieldPath,
     duplicate,
+    duplicate_detail,
     invalid,
     not_found,
     required,
@@ -130,8 +131,9 @@ def _slices(path: FieldPath, items: list[Any] | None, want_pods: int, errs: list
 
 
 def _compact(path: FieldPath, topology: Mapping[str, Any], want_pods: int, errs: list[FieldError]) -> None:
-    """Kueue's compact TopologyAssignment: a readable shape (lists as long as `domainCount` and
-    `levels` say), level keys and values valid labels, no domain twice, exactly the assigned pods."""
+    """Kueue's compact TopologyAssignment: a shape that expands (lists as long as `domainCount` and
+    `levels` say), level keys qualified names, every value a label value, counts of at least 1, no
+    domain twice, exactly the assigned pods."""
     try:
         ta = TopologyAssignment.model_validate(topology)
     except ValidationError as err:
@@ -140,33 +142,52 @@ def _compact(path: FieldPath, topology: Mapping[str, Any], want_pods: int, errs:
         errs.append(invalid(path.child(where) if where else path, "topologyAssignment",
                             str(first["msg"]).removeprefix("Value error, ")))
         return
-    levels = ta.levels
-    if not levels:
+    if not ta.levels:
         errs.append(required(path.child("levels"), "an assignment names at least one topology level"))
-    elif len(set(levels)) != len(levels):
-        errs.append(invalid(path.child("levels"), levels, "must not name a level twice"))
+    for i, level in enumerate(ta.levels):
+        errs.extend(formats.qualified_name(path.child("levels").index(i), level))
+        if level in ta.levels[:i]:
+            errs.append(duplicate(path.child("levels").index(i), level))
     for i, sl in enumerate(ta.slices):
-        counts = (sl.pod_counts.individual or []) if sl.pod_counts.universal is None else [sl.pod_counts.universal]
-        if sl.domain_count < 1:
-            errs.append(invalid(path.child("slices").index(i).child("domainCount"), sl.domain_count,
-                                "must be greater than 0"))
-        if any(n < 1 for n in counts):
-            errs.append(invalid(path.child("slices").index(i).child("podCounts"), min(counts),
-                                "every pod count must be greater than 0"))
+        _compact_slice(path.child("slices").index(i), sl, errs)
     seen: set[tuple[str, ...]] = set()
     for i, domain in enumerate(ta.assigned_domains()):
-        labels = dict(zip(levels, domain.values, strict=True))
-        label_errs = placement.node_labels(path.child("slices"), labels)
-        if label_errs:
-            errs.extend(label_errs)
-            return  # one slice's values repeat for each of its domains: the first report says it
         if domain.values in seen:
-            errs.append(duplicate(path.child("slices"), f"domain {i}: {labels}"))
-            return
+            errs.append(duplicate_detail(path.child("slices"), dict(zip(ta.levels, domain.values, strict=True)),
+                                         f"domain {i} (in slice order) is assigned twice"))
+            break
         seen.add(domain.values)
     if ta.total_count != want_pods:
         errs.append(invalid(path.child("slices"), f"{ta.total_count} pod(s)",
                             f"the slices must hold exactly the {want_pods} assigned pod(s)"))
+
+
+def _compact_slice(path: FieldPath, sl: TopologyAssignmentSlice, errs: list[FieldError]) -> None:
+    """One compact slice: a positive domainCount and pod counts, each level's values label values."""
+    if sl.domain_count < 1:
+        errs.append(invalid(path.child("domainCount"), sl.domain_count, "must be greater than 0"))
+    counts = sl.pod_counts
+    if counts.universal is not None and counts.universal < 1:
+        errs.append(invalid(path.child("podCounts").child("universal"), counts.universal, "must be greater than 0"))
+    for k, n in enumerate(counts.individual or ()):
+        if n < 1:
+            errs.append(invalid(path.child("podCounts").child("individual").index(k), n, "must be greater than 0"))
+    for j, level in enumerate(sl.values_per_level):
+        at = path.child("valuesPerLevel").index(j)
+        if level.universal is not None:
+            errs.extend(formats.label_value(at.child("universal"), level.universal))
+            continue
+        ind = level.individual
+        assert ind is not None, "the model refuses a level with neither"
+        for name, part in (("prefix", ind.prefix), ("suffix", ind.suffix)):
+            if part == "":
+                errs.append(invalid(at.child("individual").child(name), part, "must be absent or non-empty"))
+        for k, root in enumerate(ind.roots):
+            value_errs = formats.label_value(at.child("individual").child("roots").index(k),
+                                             (ind.prefix or "") + root + (ind.suffix or ""))
+            if value_errs:
+                errs.extend(value_errs)
+                break  # one bad value per level is enough: the rest share its prefix and suffix
 
 
 def _assignment(path: FieldPath, item: Mapping[str, Any], pod_set_count: int | None,
