@@ -32,18 +32,23 @@ _Value = Annotated[str, schema_only(maxLength=MAX_VALUE_LENGTH)]
 # -- the wire models ------------------------------------------------------------------------------
 
 class TopologyAssignmentSliceLevelIndividualValues(ApiModel):
-    """Per-domain values of one level: `prefix + roots[i] + suffix` (prefix/suffix absent or non-empty)."""
+    """The values of one level, one per domain of the slice: prefix + root + suffix."""
 
     prefix: _Value | None = None
+    """A prefix common to every value of this level in the slice (absent or non-empty)."""
     suffix: _Value | None = None
+    """A suffix common to every value of this level in the slice (absent or non-empty)."""
     roots: list[_Value] = omitempty_list(minItems=1, maxItems=MAX_DOMAINS_PER_SLICE)
+    """Each domain's value without the prefix and suffix; as many as the slice's domainCount."""
 
 
 class TopologyAssignmentSliceLevelValues(ApiModel):
-    """One level's values in a slice: `universal` (every domain has it) or `individual`, exactly one."""
+    """The values of one topology level for the domains of a slice: exactly one of universal, individual."""
 
     universal: _Value | None = None
+    """The value every domain of the slice has at this level."""
     individual: TopologyAssignmentSliceLevelIndividualValues | None = None
+    """One value per domain of the slice."""
 
     def values(self, domain_count: int) -> list[str]:
         """The level's value for each of the slice's domains, in order."""
@@ -58,11 +63,13 @@ class TopologyAssignmentSliceLevelValues(ApiModel):
 
 
 class TopologyAssignmentSlicePodCounts(ApiModel):
-    """Pods per domain: `universal` (the same in every domain) or `individual`, exactly one."""
+    """How many pods go to each domain of a slice: exactly one of universal, individual."""
 
     universal: Annotated[Int32, schema_only(minimum=1)] | None = None
+    """The number of pods in every domain of the slice."""
     individual: list[Annotated[Int32, schema_only(minimum=1)]] | None = Field(default=None, json_schema_extra={
         "minItems": 1, "maxItems": MAX_DOMAINS_PER_SLICE})
+    """The number of pods in each domain of the slice; as many as its domainCount."""
 
     def counts(self, domain_count: int) -> list[int]:
         if self.universal is not None:
@@ -72,11 +79,14 @@ class TopologyAssignmentSlicePodCounts(ApiModel):
 
 
 class TopologyAssignmentSlice(ApiModel):
-    """`domain_count` domains, their values level by level and their pod counts."""
+    """Consecutive domains of the assignment: their values level by level and their pod counts."""
 
     domain_count: Annotated[Int32, schema_only(minimum=1)]
+    """The number of domains in this slice."""
     values_per_level: list[TopologyAssignmentSliceLevelValues] = omitempty_list(minItems=1, maxItems=MAX_LEVELS)
+    """One entry per level of the assignment, in the same order: the domains' values at that level."""
     pod_counts: TopologyAssignmentSlicePodCounts = Field(default_factory=TopologyAssignmentSlicePodCounts)
+    """The number of pods assigned to each domain of this slice."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,12 +107,15 @@ class DomainPods:
 
 
 class TopologyAssignment(ApiModel):
-    """Kueue's v1beta2 TopologyAssignment: `levels` (widest first) and `slices` whose union, slice
-    after slice, lists the assigned domains in order. Parses the KEP's `slices[{nodeLabels, count}]`
-    too, into this form; a slice whose lists disagree with its `domainCount` or `levels` is refused."""
+    """Where a pod set's pods go: the topology domains, in order, and how many pods each gets."""
+
+    # Parsing also reads the KEP's `slices[{nodeLabels, count}]` into this form; a slice whose lists
+    # disagree with its `domainCount` or the `levels` is refused (`shape_problem`).
 
     levels: list[LabelKeyStr] = omitempty_list(minItems=1, maxItems=MAX_LEVELS)
+    """The node labels of the topology levels the domains are named by, widest first."""
     slices: list[TopologyAssignmentSlice] = omitempty_list(maxItems=MAX_SLICES)
+    """Groups of consecutive domains; all the slices, one after another, list every domain once."""
 
     @model_validator(mode="before")
     @classmethod
@@ -177,6 +190,39 @@ def shape_problem(ta: TopologyAssignment) -> str | None:
             return (f"{here}.podCounts.individual: has {len(counts.individual)} items, must have "
                     f"domainCount ({sl.domain_count})")
     return None
+
+
+class TopologyDomainAssignment(ApiModel):
+    """One domain of a v1beta1 assignment and its pods."""
+
+    values: list[_Value] = omitempty_list(minItems=1, maxItems=MAX_LEVELS)
+    """The domain's value at each level of the assignment, widest first."""
+    count: Annotated[Int32, schema_only(minimum=1)]
+    """The number of pods assigned to the domain."""
+
+
+class NodeLabelSlice(ApiModel):
+    """A domain in the form an earlier tasq stored: its level labels and its pods (read, never written)."""
+
+    node_labels: dict[str, str] = Field(default_factory=dict)
+    """The domain's value at each level, by the level's node label."""
+    count: Annotated[Int32, schema_only(minimum=1)]
+    """The number of pods assigned to the domain."""
+
+
+class V1Beta1TopologyAssignment(ApiModel):
+    """Where a pod set's pods go: the topology domains, in order, and how many pods each gets."""
+
+    # v1beta1's schema only (controller.api.v1beta1): conversion works on the wire form
+    # (`v1beta1_to_v1beta2`, `v1beta2_to_v1beta1`). `slices` keeps objects an earlier tasq stored as
+    # v1beta1 readable.
+
+    levels: list[LabelKeyStr] = omitempty_list(minItems=1, maxItems=MAX_LEVELS)
+    """The node labels of the topology levels the domains are named by, widest first."""
+    domains: list[TopologyDomainAssignment] = omitempty_list()
+    """Every assigned domain, in order, with its pods."""
+    slices: list[NodeLabelSlice] = omitempty_list()
+    """The assignment as an earlier tasq wrote it (one entry per domain, by node labels); read only."""
 
 
 # -- encoding (as Kueue's V1Beta2From) ------------------------------------------------------------
