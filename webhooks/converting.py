@@ -61,7 +61,7 @@ def describe(obj: Any) -> str:
     """`Workload ns/name` (or what of it the object has) for messages and logs."""
     if not isinstance(obj, Mapping):
         return "an object"
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    metadata = _metadata(obj)
     name, namespace = metadata.get("name"), metadata.get("namespace")
     where = f"{namespace}/{name}" if namespace else str(name or "")
     return f"{obj.get('kind') or 'object'} {where}".strip()
@@ -134,10 +134,10 @@ def answer_conversion(review: Any, converter: Converter | None) -> tuple[int, di
     problems = review_problems(review)
     request = review.get("request") if isinstance(review, Mapping) else None
     uid = request.get("uid") if isinstance(request, Mapping) else None
-    if problems and not (isinstance(uid, str) and uid and review.get("kind") == "ConversionReview"
-                         and review.get("apiVersion") in REVIEW_VERSIONS):
+    if problems and not (isinstance(request, Mapping) and isinstance(uid, str) and uid
+                         and review.get("kind") == "ConversionReview" and review.get("apiVersion") in REVIEW_VERSIONS):
         return 400, {"message": "; ".join(problems)}
-    if problems:
+    if problems and isinstance(request, Mapping):
         return 200, response({**review, "request": {**request, "objects": []}}, [],
                              ["malformed ConversionReview: " + "; ".join(problems)])
     if converter is None:
