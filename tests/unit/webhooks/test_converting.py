@@ -4,13 +4,14 @@ converter here is a stand-in renaming one field (the pure conversion is tested o
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from tests.builders.conversion import V1BETA1 as V1
+from tests.builders.conversion import V1BETA2 as V2
+from tests.builders.conversion import Failure, rename_cohort
 from webhooks.converting import (
     MAX_FAILURES_SHOWN,
     answer_conversion,
@@ -18,27 +19,6 @@ from webhooks.converting import (
     failure_message,
     review_problems,
 )
-
-V1 = "kueue.x-k8s.io/v1beta1"
-V2 = "kueue.x-k8s.io/v1beta2"
-
-
-@dataclass(frozen=True)
-class Failure:
-    message: str
-
-
-def rename_cohort(obj: Mapping[str, Any], desired: str) -> dict[str, Any] | Failure:
-    """v1beta1 spec.cohort <-> v1beta2 spec.cohortName; a non-string cohort cannot be converted."""
-    out = copy.deepcopy(dict(obj))
-    spec = out.get("spec") or {}
-    old, new = ("cohort", "cohortName") if desired == V2 else ("cohortName", "cohort")
-    if old in spec:
-        if not isinstance(spec[old], str):
-            return Failure(f'{obj["kind"]} {obj["metadata"]["name"]}: spec.{old}: must be a string')
-        spec[new] = spec.pop(old)
-    out["apiVersion"] = desired
-    return out
 
 
 def queue(name: str, cohort: Any = "pool", version: str = V1) -> dict[str, Any]:

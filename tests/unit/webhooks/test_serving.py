@@ -19,9 +19,10 @@ import pytest
 from cryptography import x509
 
 from controller.api import constants as c
+from tests.builders.conversion import rename_cohort
 from tests.unit.webhooks.manifests import valid_job
 from tests.unit.webhooks.reviews import Admission, review
-from tests.unit.webhooks.test_converting import conversion_review, queue, rename_cohort
+from tests.unit.webhooks.test_converting import conversion_review, queue
 from webhooks.certificates import CertificateAuthority, write_serving_files
 from webhooks.configurations import (
     CONVERSION_PATH,
