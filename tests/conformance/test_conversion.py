@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import pytest
 from kubernetes import client, watch
@@ -27,9 +27,36 @@ from tests.builders.conversion import (
     gadget,
     gadget_crd,
 )
+from tests.client_models import as_body, present
 from tests.conformance.conftest import eventually, status_body
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
+
+
+class Gadgets:
+    """The CustomObjectsApi calls on Gadgets of one namespace, in a version, typed as dicts."""
+
+    def __init__(self, custom: client.CustomObjectsApi, namespace: str) -> None:
+        self.custom = custom
+        self.namespace = namespace
+
+    def create(self, version: str, body: dict[str, Any]) -> dict[str, Any]:
+        return cast(dict[str, Any], self.custom.create_namespaced_custom_object(
+            GROUP, version, self.namespace, PLURAL, body))
+
+    def get(self, version: str, name: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.custom.get_namespaced_custom_object(GROUP, version, self.namespace, PLURAL, name))
+
+    def list(self, version: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.custom.list_namespaced_custom_object(GROUP, version, self.namespace, PLURAL))
+
+    def patch(self, version: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return cast(dict[str, Any], self.custom.patch_namespaced_custom_object(
+            GROUP, version, self.namespace, PLURAL, name, body))
+
+    def delete(self, version: str, name: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.custom.delete_namespaced_custom_object(
+            GROUP, version, self.namespace, PLURAL, name))
 
 
 class Webhook:
@@ -73,46 +100,46 @@ def served(custom: client.CustomObjectsApi, namespace: str) -> bool:
 
 @pytest.fixture
 def gadgets(extensions: client.ApiextensionsV1Api, custom: client.CustomObjectsApi, webhook: Webhook,
-            namespace: str) -> Iterator[str]:
-    """The Gadget CRD with the test webhook; yields the namespace to use. Removed afterwards."""
-    extensions.create_custom_resource_definition(gadget_crd("Webhook", webhook.server.url, webhook.ca.ca_bundle))
+            namespace: str) -> Iterator[Gadgets]:
+    """The Gadget CRD with the test webhook; yields the Gadgets of `namespace`. Removed afterwards."""
+    extensions.create_custom_resource_definition(as_body(gadget_crd("Webhook", webhook.server.url,
+                                                                     webhook.ca.ca_bundle)))
     try:
         eventually(lambda: served(custom, namespace), "both Gadget versions are served", timeout=30)
-        yield namespace
+        yield Gadgets(custom, namespace)
     finally:
         extensions.delete_custom_resource_definition(CRD_NAME)
-        eventually(lambda: not any(c.metadata.name == CRD_NAME
+        eventually(lambda: not any(present(c.metadata).name == CRD_NAME
                                    for c in extensions.list_custom_resource_definition().items),
                    "the Gadget CRD is gone", timeout=60)
 
 
 def test_an_object_written_in_either_version_is_stored_once_and_read_in_both(
-        gadgets: str, custom: client.CustomObjectsApi, webhook: Webhook) -> None:
+        gadgets: Gadgets, webhook: Webhook) -> None:
     before = len(webhook.server.reviews)
-    created = custom.create_namespaced_custom_object(GROUP, SERVED, gadgets, PLURAL, gadget("old", SERVED, "big"))
+    created = gadgets.create(SERVED, gadget("old", SERVED, "big"))
     assert created["apiVersion"] == f"{GROUP}/{SERVED}" and created["spec"] == {"size": "big"}
     # written in v1: converted to the storage version v2 before it is stored
     assert (f"{GROUP}/{STORED}", 1) in webhook.desired(before)
-    as_v2 = custom.get_namespaced_custom_object(GROUP, STORED, gadgets, PLURAL, "old")
+    as_v2 = gadgets.get(STORED, "old")
     assert as_v2["apiVersion"] == f"{GROUP}/{STORED}" and as_v2["spec"] == {"width": "big"}
     assert as_v2["metadata"]["uid"] == created["metadata"]["uid"]
-    custom.create_namespaced_custom_object(GROUP, STORED, gadgets, PLURAL, gadget("new", STORED, "wide"))
+    gadgets.create(STORED, gadget("new", STORED, "wide"))
     before = len(webhook.server.reviews)
-    as_v1 = custom.get_namespaced_custom_object(GROUP, SERVED, gadgets, PLURAL, "new")
+    as_v1 = gadgets.get(SERVED, "new")
     assert as_v1["apiVersion"] == f"{GROUP}/{SERVED}" and as_v1["spec"] == {"size": "wide"}
     assert webhook.desired(before) == [(f"{GROUP}/{SERVED}", 1)]  # a read in v1 asks the webhook
     before = len(webhook.server.reviews)
-    custom.get_namespaced_custom_object(GROUP, STORED, gadgets, PLURAL, "new")
+    gadgets.get(STORED, "new")
     assert webhook.desired(before) == []  # a read in the storage version does not
 
 
 def test_lists_in_both_versions_hold_the_same_objects_converted(
-        gadgets: str, custom: client.CustomObjectsApi) -> None:
+        gadgets: Gadgets) -> None:
     for i in range(3):
-        custom.create_namespaced_custom_object(GROUP, SERVED if i % 2 else STORED, gadgets, PLURAL,
-                                               gadget(f"g{i}", SERVED if i % 2 else STORED, f"v{i}"))
-    v1 = custom.list_namespaced_custom_object(GROUP, SERVED, gadgets, PLURAL)
-    v2 = custom.list_namespaced_custom_object(GROUP, STORED, gadgets, PLURAL)
+        gadgets.create(SERVED if i % 2 else STORED, gadget(f"g{i}", SERVED if i % 2 else STORED, f"v{i}"))
+    v1 = gadgets.list(SERVED)
+    v2 = gadgets.list(STORED)
     assert v1["apiVersion"] == f"{GROUP}/{SERVED}" and v2["apiVersion"] == f"{GROUP}/{STORED}"
     assert [(o["metadata"]["name"], o["apiVersion"], o["spec"]) for o in v1["items"]] == [
         (f"g{i}", f"{GROUP}/{SERVED}", {"size": f"v{i}"}) for i in range(3)]
@@ -120,26 +147,26 @@ def test_lists_in_both_versions_hold_the_same_objects_converted(
         (f"g{i}", f"{GROUP}/{STORED}", {"width": f"v{i}"}) for i in range(3)]
 
 
-def watched(custom: client.CustomObjectsApi, namespace: str, version: str, resource_version: str,
+def watched(gadgets: Gadgets, version: str, resource_version: str,
             events: list[tuple[str, str, str, dict[str, Any]]], until: int) -> None:
-    stream = watch.Watch()
-    for event in stream.stream(custom.list_namespaced_custom_object, GROUP, version, namespace, PLURAL,
-                               resource_version=resource_version, timeout_seconds=20):
+    stream = watch.Watch()  # type: ignore[no-untyped-call]  # kubernetes' watch module is unannotated
+    for event in stream.stream(gadgets.custom.list_namespaced_custom_object, GROUP, version,  # type: ignore[no-untyped-call]
+                               gadgets.namespace, PLURAL, resource_version=resource_version, timeout_seconds=20):
         obj = event["object"]
         events.append((event["type"], obj["metadata"]["name"], obj["apiVersion"], obj.get("spec") or {}))
         if len(events) >= until:
-            stream.stop()
+            stream.stop()  # type: ignore[no-untyped-call]
 
 
-def test_watches_in_both_versions_see_every_change_converted(gadgets: str, custom: client.CustomObjectsApi) -> None:
-    since = custom.list_namespaced_custom_object(GROUP, STORED, gadgets, PLURAL)["metadata"]["resourceVersion"]
+def test_watches_in_both_versions_see_every_change_converted(gadgets: Gadgets) -> None:
+    since = gadgets.list(STORED)["metadata"]["resourceVersion"]
     seen: dict[str, list[tuple[str, str, str, dict[str, Any]]]] = {SERVED: [], STORED: []}
-    watchers = [threading.Thread(target=watched, args=(custom, gadgets, v, since, seen[v], 3)) for v in seen]
+    watchers = [threading.Thread(target=watched, args=(gadgets, v, since, seen[v], 3)) for v in seen]
     for w in watchers:
         w.start()
-    custom.create_namespaced_custom_object(GROUP, SERVED, gadgets, PLURAL, gadget("w", SERVED, "s"))
-    custom.patch_namespaced_custom_object(GROUP, STORED, gadgets, PLURAL, "w", {"spec": {"width": "m"}})
-    custom.delete_namespaced_custom_object(GROUP, SERVED, gadgets, PLURAL, "w")
+    gadgets.create(SERVED, gadget("w", SERVED, "s"))
+    gadgets.patch(STORED, "w", {"spec": {"width": "m"}})
+    gadgets.delete(SERVED, "w")
     for w in watchers:
         w.join(30)
     assert seen[SERVED] == [("ADDED", "w", f"{GROUP}/{SERVED}", {"size": "s"}),
@@ -150,26 +177,26 @@ def test_watches_in_both_versions_see_every_change_converted(gadgets: str, custo
                             ("DELETED", "w", f"{GROUP}/{STORED}", {"width": "m"})]
 
 
-def test_a_patch_in_the_served_version_changes_the_stored_object(gadgets: str, custom: client.CustomObjectsApi) -> None:
-    custom.create_namespaced_custom_object(GROUP, STORED, gadgets, PLURAL, gadget("p", STORED, "s"))
-    patched = custom.patch_namespaced_custom_object(GROUP, SERVED, gadgets, PLURAL, "p", {"spec": {"size": "xl"}})
+def test_a_patch_in_the_served_version_changes_the_stored_object(gadgets: Gadgets) -> None:
+    gadgets.create(STORED, gadget("p", STORED, "s"))
+    patched = gadgets.patch(SERVED, "p", {"spec": {"size": "xl"}})
     assert patched["apiVersion"] == f"{GROUP}/{SERVED}" and patched["spec"] == {"size": "xl"}
-    assert custom.get_namespaced_custom_object(GROUP, STORED, gadgets, PLURAL, "p")["spec"] == {"width": "xl"}
+    assert gadgets.get(STORED, "p")["spec"] == {"width": "xl"}
 
 
 def test_a_refused_conversion_is_a_500_naming_the_object_and_the_webhooks_message(
-        gadgets: str, custom: client.CustomObjectsApi) -> None:
-    custom.create_namespaced_custom_object(GROUP, STORED, gadgets, PLURAL, gadget("bad", STORED, "s", fail=True))
+        gadgets: Gadgets) -> None:
+    gadgets.create(STORED, gadget("bad", STORED, "s", fail=True))
     why = (f"conversion webhook for {GROUP}/{STORED}, Kind=Gadget failed: "
-           f"Gadget {gadgets}/bad: spec: refused by the test webhook")
+           f"Gadget {gadgets.namespace}/bad: spec: refused by the test webhook")
     # the storage version needs no conversion: still readable there
-    assert custom.get_namespaced_custom_object(GROUP, STORED, gadgets, PLURAL, "bad")["spec"] == {"width": "s"}
-    for verb, call in (
-            ("get", lambda: custom.get_namespaced_custom_object(GROUP, SERVED, gadgets, PLURAL, "bad")),
-            ("list", lambda: custom.list_namespaced_custom_object(GROUP, SERVED, gadgets, PLURAL)),
-            ("patch", lambda: custom.patch_namespaced_custom_object(GROUP, SERVED, gadgets, PLURAL, "bad",
-                                                                    {"metadata": {"annotations": {"a": "b"}}})),
-            ("delete", lambda: custom.delete_namespaced_custom_object(GROUP, SERVED, gadgets, PLURAL, "bad"))):
+    assert gadgets.get(STORED, "bad")["spec"] == {"width": "s"}
+    calls: tuple[tuple[str, Callable[[], dict[str, Any]]], ...] = (
+        ("get", lambda: gadgets.get(SERVED, "bad")),
+        ("list", lambda: gadgets.list(SERVED)),
+        ("patch", lambda: gadgets.patch(SERVED, "bad", {"metadata": {"annotations": {"a": "b"}}})),
+        ("delete", lambda: gadgets.delete(SERVED, "bad")))
+    for verb, call in calls:
         with pytest.raises(client.ApiException) as refused:
             call()
         body = status_body(refused.value)
@@ -177,28 +204,28 @@ def test_a_refused_conversion_is_a_500_naming_the_object_and_the_webhooks_messag
         assert body["message"].endswith(why), (verb, body["message"])
         assert "object not decodable revision=" in body["message"], verb
     with pytest.raises(client.ApiException) as refused:
-        custom.create_namespaced_custom_object(GROUP, SERVED, gadgets, PLURAL, gadget("bad-v1", SERVED, "s", fail=True))
+        gadgets.create(SERVED, gadget("bad-v1", SERVED, "s", fail=True))
     assert refused.value.status == 500
     assert status_body(refused.value)["message"] == (
         f"conversion webhook for {GROUP}/{SERVED}, Kind=Gadget failed: "
-        f"Gadget {gadgets}/bad-v1: spec: refused by the test webhook")
+        f"Gadget {gadgets.namespace}/bad-v1: spec: refused by the test webhook")
     with pytest.raises(client.ApiException):
-        custom.get_namespaced_custom_object(GROUP, STORED, gadgets, PLURAL, "bad-v1")  # nothing was stored
+        gadgets.get(STORED, "bad-v1")  # nothing was stored
     # the object is still there in the storage version and can be fixed there
-    custom.patch_namespaced_custom_object(GROUP, STORED, gadgets, PLURAL, "bad", {"metadata": {"labels": {FAIL_LABEL: None}}})
-    assert custom.get_namespaced_custom_object(GROUP, SERVED, gadgets, PLURAL, "bad")["spec"] == {"size": "s"}
+    gadgets.patch(STORED, "bad", {"metadata": {"labels": {FAIL_LABEL: None}}})
+    assert gadgets.get(SERVED, "bad")["spec"] == {"size": "s"}
 
 
-def test_an_unreachable_webhook_is_a_500_saying_so(gadgets: str, custom: client.CustomObjectsApi,
+def test_an_unreachable_webhook_is_a_500_saying_so(gadgets: Gadgets,
                                                    extensions: client.ApiextensionsV1Api) -> None:
-    custom.create_namespaced_custom_object(GROUP, STORED, gadgets, PLURAL, gadget("u", STORED, "s"))
+    gadgets.create(STORED, gadget("u", STORED, "s"))
     crd = extensions.read_custom_resource_definition(CRD_NAME)
-    crd.spec.conversion.webhook.client_config.url = "https://127.0.0.1:1/convert"
+    present(present(present(crd.spec.conversion).webhook).client_config).url = "https://127.0.0.1:1/convert"
     extensions.replace_custom_resource_definition(CRD_NAME, crd)
 
     def refused() -> str | None:
         try:
-            custom.create_namespaced_custom_object(GROUP, SERVED, gadgets, PLURAL, gadget(f"u{time.monotonic_ns()}",
+            gadgets.create(SERVED, gadget(f"u{time.monotonic_ns()}",
                                                                                            SERVED, "s"))
         except client.ApiException as e:
             return str(status_body(e)["message"]) if e.status == 500 else None
@@ -208,25 +235,25 @@ def test_an_unreachable_webhook_is_a_500_saying_so(gadgets: str, custom: client.
                               f'Post "https://127.0.0.1:1/convert?timeout=30s": ')
 
 
-def test_strategy_none_rewrites_only_the_api_version(gadgets: str, custom: client.CustomObjectsApi,
+def test_strategy_none_rewrites_only_the_api_version(gadgets: Gadgets,
                                                      extensions: client.ApiextensionsV1Api) -> None:
     crd = extensions.read_custom_resource_definition(CRD_NAME)
     crd.spec.conversion = client.V1CustomResourceConversion(strategy="None")
     extensions.replace_custom_resource_definition(CRD_NAME, crd)
-    custom.create_namespaced_custom_object(GROUP, STORED, gadgets, PLURAL, gadget("n", STORED, "s"))
+    gadgets.create(STORED, gadget("n", STORED, "s"))
 
     def as_v1() -> dict[str, Any] | None:
-        obj: dict[str, Any] = custom.get_namespaced_custom_object(GROUP, SERVED, gadgets, PLURAL, "n")
+        obj = gadgets.get(SERVED, "n")
         return obj if obj["apiVersion"] == f"{GROUP}/{SERVED}" else None
     obj = eventually(as_v1, "the object read in v1", timeout=30)
     assert obj["spec"] == {}  # v2's width is not in v1's schema: pruned, not renamed
 
 
 def test_stored_versions_lists_every_version_that_was_the_storage_version(
-        gadgets: str, custom: client.CustomObjectsApi, extensions: client.ApiextensionsV1Api) -> None:
-    assert extensions.read_custom_resource_definition(CRD_NAME).status.stored_versions == [STORED]
+        gadgets: Gadgets, extensions: client.ApiextensionsV1Api) -> None:
+    assert present(extensions.read_custom_resource_definition(CRD_NAME).status).stored_versions == [STORED]
     crd = extensions.read_custom_resource_definition(CRD_NAME)
     for version in crd.spec.versions:
         version.storage = version.name == SERVED
     extensions.replace_custom_resource_definition(CRD_NAME, crd)
-    assert extensions.read_custom_resource_definition(CRD_NAME).status.stored_versions == [STORED, SERVED]
+    assert present(extensions.read_custom_resource_definition(CRD_NAME).status).stored_versions == [STORED, SERVED]
