@@ -5,7 +5,8 @@ id> over TLS with a certificate and key read from files, and swaps in a new TLS 
 files change (`ReloadingTls`, also used by the metrics server), so the next handshake uses the new
 certificate without a restart. A path that names no webhook gets a 404, a malformed AdmissionReview
 a 400, and the server keeps serving; every request is logged with the object it reviews. POST
-/convert answers CRD ConversionReviews with the injected converter (`webhooks.converting`). While
+/convert answers CRD ConversionReviews with a converter (`controller.api.conversion.convert` unless
+another is given; `webhooks.converting`). While
 `draining` (a stopping replica) every answer closes its connection. Started by
 controller.kube.webhooking; tests run it directly.
 """
@@ -29,6 +30,7 @@ from aiohttp import web
 # kopf raises these for a review it cannot serve; it does not export the class at its top level.
 from kopf._core.engines.admission import WebhookError
 
+from controller.api.conversion import convert
 from webhooks.configurations import CONVERSION_PATH, MUTATING_ROUTES, VALIDATING_ROUTES
 from webhooks.converting import Converter, answer_conversion
 from webhooks.handlers import DENIAL_CODE, denial_message
@@ -258,7 +260,7 @@ class AdmissionServer:
 
     def __init__(self, tls: TlsFiles, *, addr: str = "127.0.0.1", port: int = 0, host: str | None = None,
                  reload_interval: float = 10.0, handler_ids: frozenset[str] = HANDLER_IDS,
-                 converter: Converter | None = None) -> None:
+                 converter: Converter | None = convert) -> None:
         self.tls = tls
         self.converter = converter
         self.addr = addr

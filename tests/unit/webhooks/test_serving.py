@@ -316,3 +316,21 @@ async def test_admission_paths_still_refuse_a_review_over_their_limit(
     server, ca = converting
     status, answer = await post(server, ca.cert_pem, c.WEBHOOK_MUTATE_JOB, b" " * (MAX_REVIEW_BYTES + 1))
     assert status == 400 and "must not exceed" in answer["message"]
+
+
+async def test_by_default_convert_uses_tasqs_conversion(running: tuple[AdmissionServer, CertificateAuthority]) -> None:
+    """The operator's server converts with controller.api.conversion: Kueue's rename, and a Failure
+    naming object and field for a kind tasq does not serve."""
+    server, ca = running
+    queue_v1 = {"apiVersion": f"{c.GROUP}/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+                "spec": {"cohort": "pool"}}
+    status, answer = await post(server, ca.cert_pem, CONVERSION_PATH,
+                                json.dumps(conversion_review([queue_v1], f"{c.GROUP}/v1beta2")).encode())
+    assert status == 200 and answer["response"]["result"] == {"status": "Success"}
+    (converted,) = answer["response"]["convertedObjects"]
+    assert converted["apiVersion"] == f"{c.GROUP}/v1beta2" and converted["spec"] == {"cohortName": "pool"}
+    gizmo = {**queue_v1, "kind": "Gizmo"}
+    status, answer = await post(server, ca.cert_pem, CONVERSION_PATH,
+                                json.dumps(conversion_review([gizmo], f"{c.GROUP}/v1beta2")).encode())
+    assert status == 200 and answer["response"]["result"]["status"] == "Failure"
+    assert answer["response"]["result"]["message"].startswith("Gizmo cq: kind: must be one of ")
