@@ -7,10 +7,10 @@ reloaded on change); `serve_admission(client, server, stop)` runs them alone. Fo
 applies the configurations (URL + caBundle) once the server listens, through the door
 (`controller.kube.api.KubeApi`). Replicas share them: each configuration lists the servers
 registered with it (an annotation) and points at the newest; a replica leaving hands them to the
-newest other one still listening, and only the last deletes them. The CRDs of tasq's kinds served in
-several versions get their `spec.conversion` pointed at the same server's /convert the same way,
-except that the last replica leaves it in place (see `release_conversion`). Called by
-controller.kube.operating/process; the one module here that writes webhook configurations.
+newest other one still listening, and only the last deletes them. The CRDs of tasq's kinds get their
+`spec.conversion` pointed at the same server's /convert the same way, except that the last replica
+leaves it in place (see `release_conversion`). Called by controller.kube.operating/process; the one
+module here that writes webhook configurations.
 """
 
 from __future__ import annotations
@@ -187,8 +187,9 @@ async def release_configurations(api: KubeApi, url: str, excluded: tuple[str, ..
             raise RuntimeError(f"{name}: changed by others {SHARING_ATTEMPTS} times while releasing")
 
 
-CONVERTED_CRDS = tuple(spec.crd_name for spec in TASQ_KINDS if len(spec.served_versions) > 1)
-"""The CRDs whose objects are converted between versions by tasq's /convert."""
+CONVERTED_CRDS = tuple(spec.crd_name for spec in TASQ_KINDS)
+"""The CRDs whose objects are converted between versions by tasq's /convert: all of tasq's (one
+served in a single version never needs it, as config/crd's patch sets it on every one)."""
 
 
 def _converting_through(crd: dict[str, Any], server: Server, servers: list[Server]) -> dict[str, Any]:
