@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,10 +89,12 @@ def rename_cohort(obj: Mapping[str, Any], desired: str) -> dict[str, Any] | Fail
 
 
 class ConversionServer:
-    """An aiohttp HTTPS server answering ConversionReviews with `convert_gadget`; records each review."""
+    """An aiohttp HTTPS server answering ConversionReviews with `convert_gadget` (or with what
+    `respond(review)` returns, for a misbehaving webhook); records each review."""
 
-    def __init__(self, keys: KeyPair) -> None:
+    def __init__(self, keys: KeyPair, respond: Callable[[dict[str, Any]], Any] | None = None) -> None:
         self.keys = keys
+        self.respond = respond
         self.reviews: list[dict[str, Any]] = []
         self.port = 0
         self._runner: web.AppRunner | None = None
@@ -104,6 +106,8 @@ class ConversionServer:
     async def _handle(self, request: web.Request) -> web.Response:
         review = await request.json()
         self.reviews.append(review)
+        if self.respond is not None:
+            return web.json_response(self.respond(review))
         desired = review["request"]["desiredAPIVersion"]
         results = [convert_gadget(o, desired) for o in review["request"]["objects"]]
         failures = [r for r in results if isinstance(r, str)]
