@@ -38,6 +38,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 from controller.api import constants as c  # noqa: E402
 from controller.api.conversion import convert  # noqa: E402
+from controller.api.topology_assignment import AssignedDomain, encode  # noqa: E402
 from webhooks.certificates import write_serving_files  # noqa: E402
 from webhooks.configurations import CONVERSION_PATH  # noqa: E402
 from webhooks.converting import answer_conversion  # noqa: E402
@@ -76,10 +77,10 @@ def workload(i: int, namespace: str = NAMESPACE) -> dict[str, Any]:
 
 
 def topology_assignment(hosts: list[str]) -> dict[str, Any]:
-    """One pod per host, in the form tasq's Workload model writes (the v1beta2 wire form)."""
-    return {"slices": [{"nodeLabels": {"cloud.provider.com/topology-block": h.split("-")[1],
-                                       "cloud.provider.com/topology-rack": h.split("-")[2],
-                                       c.LABEL_HOSTNAME: h}, "count": 1} for h in hosts]}
+    """One pod per host, encoded as tasq's admission writes it (Kueue's compact v1beta2 form)."""
+    levels = ["cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", c.LABEL_HOSTNAME]
+    domains = [AssignedDomain((h.split("-")[1], h.split("-")[2], h), 1) for h in hosts]
+    return encode(levels, domains).to_dict()
 
 
 def review(objects: list[dict[str, Any]], desired: str) -> dict[str, Any]:
