@@ -4,7 +4,8 @@
 into a `Verdict`: a TokenReview says who the token belongs to (401 when nobody), a SubjectAccessReview
 whether that user may `verb` the non-resource URL `path` (403 when not; the `metrics-reader`
 ClusterRole grants `get /metrics`). Answers are cached briefly (see the TTLs) so a scrape every few
-seconds costs no API call. Called by controller.kube.metrics for `/metrics`.
+seconds costs no API call. `review_resource` asks about a resource instead (resourceAttributes).
+Called by controller.kube.metrics for `/metrics` and controller.kube.visibility for pendingworkloads.
 """
 
 from __future__ import annotations
@@ -139,6 +140,19 @@ class AccessReviewer:
 
     async def review(self, authorization: str | None, verb: str, path: str) -> Verdict:
         """The verdict on a request carrying the `authorization` header for `verb` on `path`."""
+        return await self._review(authorization, f"{verb} {path}",
+                                  ("nonResourceAttributes", (("path", path), ("verb", verb))))
+
+    async def review_resource(self, authorization: str | None, attributes: Mapping[str, str]) -> Verdict:
+        """The verdict on a request for a resource: `attributes` are a SubjectAccessReview's
+        resourceAttributes (verb, group, version, resource, subresource, namespace, name)."""
+        what = "/".join(attributes.get(k, "") for k in ("resource", "name", "subresource") if attributes.get(k))
+        where = f" in namespace {attributes['namespace']}" if attributes.get("namespace") else ""
+        return await self._review(authorization, f"{attributes.get('verb', 'get')} {what}{where}",
+                                  ("resourceAttributes", tuple(sorted(attributes.items()))))
+
+    async def _review(self, authorization: str | None, asked: str,
+                      attributes: tuple[str, tuple[tuple[str, str], ...]]) -> Verdict:
         token = bearer_token(authorization)
         if token is None:
             return Verdict(401, REASON_NO_TOKEN, "no bearer token: send Authorization: Bearer <token>")
@@ -147,15 +161,15 @@ class AccessReviewer:
                                                   lambda: self._authenticate(token))
             if identity is None:
                 return Verdict(401, REASON_INVALID_TOKEN, "the bearer token was not accepted by the API server")
-            allowed, why = await self._decisions.get((identity, verb, path),
-                                                     lambda: self._authorize(identity, verb, path))
+            allowed, why = await self._decisions.get((identity, attributes),
+                                                     lambda: self._authorize(identity, attributes))
         except ApiError as e:
-            log.warning("Cannot review a metrics request for %s %s: %s", verb, path, e)
+            log.warning("Cannot review a request to %s: %s", asked, e)
             return Verdict(500, REASON_REVIEW_FAILED, f"the API server could not review the request: {e}")
         if not allowed:
             detail = f": {why}" if why else ""
-            return Verdict(403, REASON_FORBIDDEN, f'user "{identity.user}" may not {verb} {path}{detail}')
-        return Verdict(200, REASON_ALLOWED, f'user "{identity.user}" may {verb} {path}')
+            return Verdict(403, REASON_FORBIDDEN, f'user "{identity.user}" may not {asked}{detail}')
+        return Verdict(200, REASON_ALLOWED, f'user "{identity.user}" may {asked}')
 
     async def _authenticate(self, token: str) -> tuple[Identity | None, float]:
         self.calls += 1
@@ -164,10 +178,11 @@ class AccessReviewer:
         identity = identity_of(review)
         return identity, AUTHENTICATED_TTL_S if identity is not None else UNAUTHENTICATED_TTL_S
 
-    async def _authorize(self, identity: Identity, verb: str, path: str) -> tuple[tuple[bool, str], float]:
+    async def _authorize(self, identity: Identity, attributes: tuple[str, tuple[tuple[str, str], ...]]
+                         ) -> tuple[tuple[bool, str], float]:
         self.calls += 1
-        spec: dict[str, Any] = {"user": identity.user, "groups": list(identity.groups),
-                                "nonResourceAttributes": {"path": path, "verb": verb}}
+        kind, fields = attributes
+        spec: dict[str, Any] = {"user": identity.user, "groups": list(identity.groups), kind: dict(fields)}
         if identity.uid:
             spec["uid"] = identity.uid
         if identity.extra:

@@ -6,7 +6,7 @@ series) and the TopologyUngater record into it. `serve_metrics` serves /metrics 
 request authenticated and authorized by an `AccessReviewer` (TokenReview + SubjectAccessReview);
 `serve_probes` serves /healthz and /readyz on their own plain-HTTP port, which the kubelet calls
 without a token. `serving_endpoints` runs both for `serve_operator` as `Endpoints` (the flags of
-`tasq run`) say.
+`tasq run`) say; the same HTTPS server carries the visibility API (controller.kube.visibility).
 """
 
 from __future__ import annotations
@@ -157,8 +157,13 @@ async def serve_probes(host: str, port: int, ready: Callable[[], bool]) -> Runni
     return await _start(app, host, port, None)
 
 
+Routes = Callable[[web.Application, AccessReviewer | None], None]
+"""Adds more routes to the /metrics server, reviewed by the same reviewer (the visibility API's)."""
+
+
 async def serve_metrics(host: str, port: int, metrics: Metrics, reviewer: AccessReviewer | None,
-                        tls: ReloadingTls | None, reload_interval: float = CERT_RELOAD_INTERVAL_S) -> RunningServer:
+                        tls: ReloadingTls | None, reload_interval: float = CERT_RELOAD_INTERVAL_S,
+                        routes: Routes | None = None) -> RunningServer:
     """Serve /metrics: over `tls` (its files re-read every `reload_interval` s) with every request
     reviewed by `reviewer` (401 without a valid token, 403 without `get /metrics`); with neither,
     plain and open (`tasq run --metrics-insecure`, loopback only). Port 0 picks a free port."""
@@ -174,6 +179,8 @@ async def serve_metrics(host: str, port: int, metrics: Metrics, reviewer: Access
 
     app = web.Application()
     app.router.add_get(c.PROBE_PATH_METRICS, scrape, allow_head=False)
+    if routes is not None:
+        routes(app, reviewer)
     server = await _start(app, host, port, tls)
     if tls is not None:
         server.tasks.append(asyncio.create_task(_reload_every(tls, reload_interval), name="tasq-metrics-cert"))
@@ -224,9 +231,9 @@ def metrics_tls(cert_dir: Path | None, scratch: contextlib.ExitStack) -> TlsFile
 
 @contextlib.asynccontextmanager
 async def serving_endpoints(endpoints: Endpoints, api: KubeApi, ready: Callable[[], bool],
-                            metrics: Metrics) -> AsyncIterator[tuple[RunningServer | None, RunningServer | None]]:
+                            metrics: Metrics, routes: Routes | None = None) -> AsyncIterator[tuple[RunningServer | None, RunningServer | None]]:
     """While inside: (metrics server, probe server) as `endpoints` say (None where no port is given);
-    both closed on exit."""
+    both closed on exit. `routes` adds to the metrics server (the visibility API)."""
     with contextlib.ExitStack() as scratch:
         async with contextlib.AsyncExitStack() as stack:
             probes = served = None
@@ -238,11 +245,12 @@ async def serving_endpoints(endpoints: Endpoints, api: KubeApi, ready: Callable[
                 if endpoints.metrics_insecure and not is_loopback(endpoints.metrics_host):
                     raise ValueError(f"unauthenticated metrics only on a loopback host, not {endpoints.metrics_host!r}")
                 if endpoints.metrics_insecure:
-                    served = await serve_metrics(endpoints.metrics_host, endpoints.metrics_port, metrics, None, None)
+                    served = await serve_metrics(endpoints.metrics_host, endpoints.metrics_port, metrics, None, None,
+                                                 routes=routes)
                 else:
                     files = metrics_tls(endpoints.metrics_cert_dir, scratch)
                     served = await serve_metrics(endpoints.metrics_host, endpoints.metrics_port, metrics,
-                                                 AccessReviewer(api), ReloadingTls(files, "metrics"))
+                                                 AccessReviewer(api), ReloadingTls(files, "metrics"), routes=routes)
                 stack.push_async_callback(served.close)
                 certificate = f"from {endpoints.metrics_cert_dir}" if endpoints.metrics_cert_dir else "self-signed"
                 how = ("unauthenticated" if endpoints.metrics_insecure

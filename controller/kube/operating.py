@@ -35,6 +35,7 @@ from controller.kube.leading import LeaderElector
 from controller.kube.metrics import Endpoints, Metrics, serving_endpoints
 from controller.kube.routing import EventRouter, Loop
 from controller.kube.ungating import TopologyUngater
+from controller.kube.visibility import cache_routes
 from controller.kube.watching import prime, register_watches
 from controller.kube.webhooking import ReviewMemories, add_admission
 from webhooks.serving import AdmissionServer
@@ -234,7 +235,7 @@ async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, opti
         options.started(operator)
     elector = options.elector
     async with serving_endpoints(options.endpoints, operator.api, functools.partial(can_act, operator, elector),
-                                 operator.metrics):
+                                 operator.metrics, functools.partial(cache_routes, cache=operator.cache)):
         electing = asyncio.create_task(_elect_until(elector, stop), name="tasq-leader-election") \
             if elector is not None else None
         try:

@@ -1,0 +1,139 @@
+"""Kueue's visibility API (pendingworkloads) served by `tasq run` over HTTPS, on either control plane.
+
+tasq runs on this machine as in test_metrics (its fixture): the aggregator cannot reach a loopback
+endpoint, so the test asks tasq's HTTPS server directly with ServiceAccount tokens. A ClusterQueue with
+no quota keeps every Workload pending; the answers list them in Kueue's order with their positions in
+the ClusterQueue and in each LocalQueue, paged by limit/offset, and refuse an account without the
+shipped viewer role (config/rbac/pending_workloads_viewer_role.yaml).
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Kubectl, wait_for
+from tests.e2e.test_metrics import REPO, Tasq, tasq  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.e2e
+
+VIEWER_ROLES = REPO / "config" / "rbac" / "pending_workloads_viewer_role.yaml"
+API = "/apis/visibility.kueue.x-k8s.io/v1beta1"
+
+QUEUES = """\
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {{name: {cq}-flavor}}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {{name: {cq}}}
+spec:
+  namespaceSelector: {{}}
+  resourceGroups:
+  - coveredResources: ["cpu"]
+    flavors:
+    - name: {cq}-flavor
+      resources:
+      - {{name: cpu, nominalQuota: "0"}}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {{name: red, namespace: {ns}}}
+spec: {{clusterQueue: {cq}}}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {{name: blue, namespace: {ns}}}
+spec: {{clusterQueue: {cq}}}
+"""
+
+WORKLOAD = """\
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  queueName: {queue}
+  priority: {priority}
+  podSets:
+  - name: main
+    count: 1
+    template:
+      spec:
+        restartPolicy: Never
+        containers:
+        - name: c
+          image: busybox
+          resources: {{requests: {{cpu: "1"}}}}
+"""
+
+# (name, LocalQueue, priority): admission order is priority descending
+WORKLOADS = [("w-low", "red", 1), ("w-top", "blue", 30), ("w-mid", "red", 20), ("w-blue-low", "blue", 10)]
+
+
+def get(tasq: Tasq, path: str, token: str | None) -> tuple[int, Any]:
+    status, text = tasq.get(f"https://127.0.0.1:{tasq.metrics_port}{path}", token,
+                            ssl.create_default_context(cadata=tasq.ca_pem.decode()))
+    return status, json.loads(text) if text.startswith("{") else text
+
+
+def account(kubectl: Kubectl, namespace: str, name: str, role: str | None) -> str:
+    kubectl("create", "serviceaccount", name, "-n", namespace)
+    if role is not None:
+        kubectl("create", "clusterrolebinding", f"{role}-{namespace}-{name}", f"--clusterrole={role}",
+                f"--serviceaccount={namespace}:{name}")
+    return kubectl("create", "token", name, "-n", namespace).stdout.strip()
+
+
+def apply(kubectl: Kubectl, tmp_path: Path, text: str) -> None:
+    path = tmp_path / "objects.yaml"
+    path.write_text(text)
+    kubectl("apply", "-f", str(path))
+
+
+def test_pending_workloads_of_a_cluster_queue_and_a_local_queue_in_kueues_order(
+        tasq: Tasq, kubectl: Kubectl, namespace: str, tmp_path: Path) -> None:  # noqa: F811
+    cq = f"vis-{namespace}"
+    kubectl("apply", "-f", str(VIEWER_ROLES))
+    apply(kubectl, tmp_path, QUEUES.format(cq=cq, ns=namespace) + "---\n" + "---\n".join(
+        WORKLOAD.format(name=n, ns=namespace, queue=q, priority=p) for n, q, p in WORKLOADS))
+    admin = account(kubectl, namespace, "admin", "tasq-pending-workloads-cq-viewer")
+    user = account(kubectl, namespace, "user", "tasq-pending-workloads-lq-viewer")
+    stranger = account(kubectl, namespace, "stranger", None)
+
+    def listed() -> Any:
+        status, body = get(tasq, f"{API}/clusterqueues/{cq}/pendingworkloads", admin)
+        return body if status == 200 and len(body["items"]) == len(WORKLOADS) else None
+    body = wait_for(listed, 60, "all four workloads listed as pending", logs=tasq.output)
+    assert body["kind"] == "PendingWorkloadsSummary"
+    assert body["apiVersion"] == "visibility.kueue.x-k8s.io/v1beta1"
+    rows = [(i["metadata"]["name"], i["localQueueName"], i["priority"], i["positionInClusterQueue"],
+             i["positionInLocalQueue"]) for i in body["items"]]
+    assert rows == [("w-top", "blue", 30, 0, 0), ("w-mid", "red", 20, 1, 0), ("w-blue-low", "blue", 10, 2, 1),
+                    ("w-low", "red", 1, 3, 1)]
+    assert all(i["metadata"]["namespace"] == namespace and i["metadata"]["creationTimestamp"].endswith("Z")
+               for i in body["items"])
+
+    status, body = get(tasq, f"{API}/clusterqueues/{cq}/pendingworkloads?limit=2&offset=1", admin)
+    assert status == 200 and [i["metadata"]["name"] for i in body["items"]] == ["w-mid", "w-blue-low"]
+
+    path = f"{API}/namespaces/{namespace}/localqueues/red/pendingworkloads"
+    status, body = wait_for(lambda: (r := get(tasq, path, user))[0] == 200 and r, 30, "the user's LocalQueue")
+    assert [(i["metadata"]["name"], i["positionInClusterQueue"], i["positionInLocalQueue"])
+            for i in body["items"]] == [("w-mid", 1, 0), ("w-low", 3, 1)]
+
+    status, body = get(tasq, f"{API}/clusterqueues/{cq}/pendingworkloads", user)
+    assert status == 403 and "may not get clusterqueues" in body["message"], body
+    status, body = get(tasq, path, stranger)
+    assert status == 403 and f"system:serviceaccount:{namespace}:stranger" in body["message"], body
+    status, body = get(tasq, path, None)
+    assert status == 401 and body["kind"] == "Status"
+    status, body = get(tasq, f"{API}/clusterqueues/{cq}/pendingworkloads?limit=-3", admin)
+    assert status == 400 and body["message"] == "limit: -3 is negative; a count of 0 or more is allowed"
+    status, body = get(tasq, f"{API}/clusterqueues/no-such-queue/pendingworkloads", admin)
+    assert status == 404 and "no-such-queue" in body["message"]
+    assert "Traceback" not in tasq.output()
