@@ -3,7 +3,8 @@
 Each subcommand lives in its own `controller.commands` module with `register(subparsers)`. Only the
 chosen command's module is imported (`tasq --help` lists the others from `COMMANDS` without loading
 them), so `tasq simulate` never pays for the dev server. The imports are explicit, one loader per
-command, so the layering linter sees every one.
+command, so the layering linter sees every one. `kubectl-tasq` (the kubectl plugin) is this same
+`main`: `kubectl tasq list workloads` runs `tasq list workloads`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import ModuleType
 
 Handler = Callable[[argparse.Namespace], int]
@@ -46,6 +48,11 @@ def _crds() -> ModuleType:
     return crds
 
 
+def _workloads() -> ModuleType:
+    from controller.commands import workloads
+    return workloads
+
+
 def _version() -> ModuleType:
     from controller.commands import version
     return version
@@ -59,6 +66,9 @@ COMMANDS: dict[str, tuple[str, Callable[[], ModuleType]]] = {
     "dev": ("run a local cluster (sample GPU nodes) with tasq, for kubectl", _dev),
     "simulate": ("what-if admission on manifests, no cluster needed", _simulate),
     "explain": ("explain why a Workload waits, on a live cluster", _explain),
+    "list": ("list Workloads with their positions in their ClusterQueue and LocalQueue", _workloads),
+    "stop": ("stop a Workload (spec.active=false): it gives back its quota and waits", _workloads),
+    "resume": ("resume a stopped Workload (spec.active=true)", _workloads),
     "crds": ("regenerate crds/ from the API models (or --check it)", _crds),
     "version": ("print the tasq version, the API versions it serves and the Kueue it follows", _version),
 }
@@ -70,17 +80,19 @@ def _chosen(argv: Sequence[str]) -> str | None:
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    plugin = Path(sys.argv[0]).name.startswith("kubectl-")
     parser = argparse.ArgumentParser(
-        prog="tasq",
+        prog="kubectl tasq" if plugin else "tasq",
         description="Topology-aware, all-or-nothing admission for batch Jobs (Kueue-compatible).",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = _chosen(argv)
+    chosen_loader = COMMANDS[chosen][1] if chosen in COMMANDS else None
+    if chosen_loader is not None:  # one module may register several commands (list, stop, resume)
+        chosen_loader().register(subparsers)
     for name, (summary, load) in COMMANDS.items():
-        if name == chosen:
-            load().register(subparsers)
-        else:
+        if load is not chosen_loader:
             subparsers.add_parser(name, help=summary)
     return parser
 

@@ -26,6 +26,7 @@ from controller.core.admission.pending_workloads import (
     paging,
     pending_positions,
     summary,
+    waits_for_quota,
 )
 from controller.core.admission.workloads import WorkloadInfo
 from controller.kube.authorizing import AccessReviewer
@@ -43,7 +44,7 @@ def queued_in(cache: ClusterCache) -> list[tuple[WorkloadInfo, str]]:
     """Active, unfinished workloads holding no quota whose LocalQueue leads to an existing ClusterQueue."""
     out = []
     for entry in cache.workloads.values():
-        if entry.finished or not entry.active or entry.fit is not None or entry.admission is not None:
+        if entry.fit is not None or not waits_for_quota(entry.obj):
             continue
         local = cache.local_queues.get(f"{entry.info.namespace}/{entry.info.queue_name}")
         if local is not None and local.spec.cluster_queue in cache.cluster_queues:

@@ -75,9 +75,10 @@ spec:
 WORKLOADS = [("w-low", "red", 1), ("w-top", "blue", 30), ("w-mid", "red", 20), ("w-blue-low", "blue", 10)]
 
 
-def get(tasq: Tasq, path: str, token: str | None) -> tuple[int, Any]:
-    status, text = tasq.get(f"https://127.0.0.1:{tasq.metrics_port}{path}", token,
-                            ssl.create_default_context(cadata=tasq.ca_pem.decode()))
+def get(server: Tasq, path: str, token: str | None) -> tuple[int, Any]:
+    """GET `path` from tasq's HTTPS server, its certificate verified against the test's CA."""
+    status, text = server.get(f"https://127.0.0.1:{server.metrics_port}{path}", token,
+                              ssl.create_default_context(cadata=server.ca_pem.decode()))
     return status, json.loads(text) if text.startswith("{") else text
 
 

@@ -9,13 +9,15 @@ and `tasq list workloads` (controller.commands.plugin), so both show the same po
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from controller.api import constants as c
+from controller.api.workload import Workload
 from controller.core.admission.queueing import ClusterQueueQueue
-from controller.core.admission.workloads import WorkloadInfo
+from controller.core.admission.workloads import WorkloadInfo, workload_info
 
 VISIBILITY_GROUP: Final = "visibility.kueue.x-k8s.io"
 VISIBILITY_VERSION: Final = "v1beta1"
@@ -53,6 +55,39 @@ class PendingWorkload:
 def rfc3339(seconds: float) -> str:
     """Seconds since the epoch as the API server writes a timestamp (whole seconds, UTC, `Z`)."""
     return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def waits_for_quota(workload: Workload) -> bool:
+    """Whether a Workload is one a queue holds: active, not finished, holding no quota (Kueue lists
+    the inadmissible ones too)."""
+    return workload.active and not workload.is_finished and workload.reserved_admission is None
+
+
+def queued_objects(objects: Iterable[Mapping[str, Any]]) -> list[tuple[WorkloadInfo, str]]:
+    """The waiting Workloads among a cluster's objects (as read, with `kind`), each with the
+    ClusterQueue its LocalQueue points at; priorities resolved through the PriorityClasses as the
+    operator's cache does. A Workload whose LocalQueue or ClusterQueue is missing is in no queue.
+
+    Equal priority and creation second: the operator breaks the tie by arrival, which only it saw;
+    here (seq 0) the name decides, as it does for what the operator found when it started."""
+    objects = list(objects)
+    of_kind: dict[str, list[Mapping[str, Any]]] = {}
+    for obj in objects:
+        of_kind.setdefault(str(obj.get("kind")), []).append(obj)
+    classes = {o["metadata"]["name"]: int(o.get("value", 0)) for o in of_kind.get(c.KIND_PRIORITY_CLASS, [])}
+    cluster_queues = {o["metadata"]["name"] for o in of_kind.get(c.KIND_CLUSTER_QUEUE, [])}
+    local_queues = {f"{o['metadata'].get('namespace')}/{o['metadata']['name']}": (o.get("spec") or {}).get(
+        "clusterQueue") for o in of_kind.get(c.KIND_LOCAL_QUEUE, [])}
+    out = []
+    for obj in of_kind.get(c.KIND_WORKLOAD, []):
+        workload = Workload.from_dict(dict(obj))
+        if not waits_for_quota(workload):
+            continue
+        info = workload_info(workload, priority_classes=classes)
+        cluster_queue = local_queues.get(f"{info.namespace}/{info.queue_name}")
+        if cluster_queue in cluster_queues:
+            out.append((info, str(cluster_queue)))
+    return out
 
 
 def pending_positions(queued: Iterable[tuple[WorkloadInfo, str]]) -> list[PendingWorkload]:
