@@ -4,19 +4,24 @@ tasq runs on this machine as in test_metrics (its fixture): the aggregator canno
 endpoint, so the test asks tasq's HTTPS server directly with ServiceAccount tokens. A ClusterQueue with
 no quota keeps every Workload pending; the answers list them in Kueue's order with their positions in
 the ClusterQueue and in each LocalQueue, paged by limit/offset, and refuse an account without the
-shipped viewer role (config/rbac/pending_workloads_viewer_role.yaml).
+shipped viewer role (config/rbac/pending_workloads_viewer_role.yaml). The kubectl plugin
+(`kubectl tasq`, found by the real kubectl on PATH) lists the same positions, and stops and resumes a
+Workload.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import ssl
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Kubectl, wait_for
+from tests.e2e.conftest import KUBECTL, Kubectl, wait_for
 from tests.e2e.test_metrics import REPO, Tasq, tasq  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.e2e
@@ -138,3 +143,63 @@ def test_pending_workloads_of_a_cluster_queue_and_a_local_queue_in_kueues_order(
     status, body = get(tasq, f"{API}/clusterqueues/no-such-queue/pendingworkloads", admin)
     assert status == 404 and "no-such-queue" in body["message"]
     assert "Traceback" not in tasq.output()
+
+
+def kubectl_tasq(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`kubectl tasq ARGS`: the real kubectl finds the installed kubectl-tasq on PATH."""
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run([str(KUBECTL), "tasq", *args], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, f"kubectl tasq {' '.join(args)}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def plugin_positions(kubeconfig: Path, namespace: str) -> dict[str, tuple[str, str, str]]:
+    """Name -> (STATE, POS-CQ, POS-LQ) from `kubectl tasq list workloads -n NS`."""
+    lines = kubectl_tasq(kubeconfig, "list", "workloads", "-n", namespace).stdout.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "NAME", "LOCALQUEUE", "CLUSTERQUEUE", "STATE", "PRIORITY",
+                                "POS-CQ", "POS-LQ"], lines
+    return {cols[1]: (cols[4], cols[6], cols[7]) for cols in (line.split() for line in lines[1:])}
+
+
+def test_the_plugin_lists_the_positions_the_api_serves_and_stops_and_resumes(
+        tasq: Tasq, kubectl: Kubectl, kubeconfig: Path, namespace: str, tmp_path: Path) -> None:  # noqa: F811
+    cq = f"vis-{namespace}"
+    kubectl("apply", "-f", str(VIEWER_ROLES))
+    apply(kubectl, tmp_path, QUEUES.format(cq=cq, ns=namespace) + "---\n" + "---\n".join(
+        WORKLOAD.format(name=n, ns=namespace, queue=q, priority=p) for n, q, p in WORKLOADS))
+    admin = account(kubectl, namespace, "admin", "tasq-pending-workloads-cq-viewer")
+
+    def served(count: int) -> dict[str, tuple[str, str, str]] | None:
+        status, body = get(tasq, f"{API}/clusterqueues/{cq}/pendingworkloads", admin)
+        if status != 200 or len(body["items"]) != count:
+            return None
+        return {i["metadata"]["name"]: ("Pending", str(i["positionInClusterQueue"]), str(i["positionInLocalQueue"]))
+                for i in body["items"]}
+
+    answer = wait_for(lambda: served(4), 60, "four pending workloads served", logs=tasq.output)
+    assert plugin_positions(kubeconfig, namespace) == answer
+    assert answer["w-top"] == ("Pending", "0", "0")
+
+    assert "stopped" in kubectl_tasq(kubeconfig, "stop", "workload", "w-top", "-n", namespace).stdout
+    assert kubectl("get", "workload", "w-top", "-n", namespace, "-o", "jsonpath={.spec.active}").stdout == "false"
+    answer = wait_for(lambda: served(3), 30, "the stopped workload leaves the queue", logs=tasq.output)
+    assert answer["w-mid"] == ("Pending", "0", "0") and answer["w-blue-low"] == ("Pending", "1", "0")
+    listed = plugin_positions(kubeconfig, namespace)
+    assert listed.pop("w-top") == ("Stopped", "-", "-")
+    assert listed == answer
+
+    kubectl_tasq(kubeconfig, "resume", "workload", "w-top", "-n", namespace)
+    answer = wait_for(lambda: served(4), 30, "the resumed workload back in the queue", logs=tasq.output)
+    assert answer["w-top"] == ("Pending", "0", "0")
+    assert plugin_positions(kubeconfig, namespace) == answer
+
+
+def test_the_plugin_names_a_workload_that_does_not_exist(kubeconfig: Path, namespace: str) -> None:
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run([str(KUBECTL), "tasq", "stop", "workload", "ghost", "-n", namespace],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 1
+    assert f'workload "ghost" not found in namespace "{namespace}"' in proc.stderr
+    assert "Traceback" not in proc.stderr
