@@ -50,8 +50,9 @@ class ReviewingApi(KubeApi):
                 "extra": {"authentication.kubernetes.io/pod-name": ["p"]}}}}
         assert url == ACCESS_REVIEW_PATH
         spec = body["spec"]
-        attributes = spec["nonResourceAttributes"]
-        allowed = attributes["verb"] == "get" and (spec["user"], attributes["path"]) in self.may_get
+        attributes = spec.get("nonResourceAttributes") or spec["resourceAttributes"]
+        asked = attributes.get("path") or f"{attributes['resource']}/{attributes.get('subresource', '')}"
+        allowed = attributes["verb"] == "get" and (spec["user"], asked) in self.may_get
         return {**body, "status": {"allowed": allowed} if allowed else {"allowed": False, "reason": "no RBAC policy matched"}}
 
 
@@ -212,3 +213,21 @@ def test_bearer_token(header: str | None, token: str | None) -> None:
 ])
 def test_identity_of(status: dict[str, Any], identity: Identity | None) -> None:
     assert identity_of({"status": status}) == identity
+
+
+async def test_a_resource_request_is_reviewed_with_its_resource_attributes(
+        reviewer: AccessReviewer, api: ReviewingApi) -> None:
+    api.may_get.add((READER, "clusterqueues/pendingworkloads"))
+    asked = {"verb": "get", "group": "visibility.kueue.x-k8s.io", "version": "v1beta1",
+             "resource": "clusterqueues", "subresource": "pendingworkloads", "name": "team-a"}
+    verdict = await reviewer.review_resource("Bearer reader-token", asked)
+    assert verdict.allowed and verdict.message == f'user "{READER}" may get clusterqueues/team-a/pendingworkloads'
+    assert api.sent[-1][1]["spec"]["resourceAttributes"] == asked
+    assert "nonResourceAttributes" not in api.sent[-1][1]["spec"]
+    local = {**asked, "resource": "localqueues", "namespace": "team", "name": "red"}
+    verdict = await reviewer.review_resource("Bearer reader-token", local)
+    assert (verdict.status, verdict.message) == (
+        403, f'user "{READER}" may not get localqueues/red/pendingworkloads in namespace team: no RBAC policy matched')
+    # an answer about /metrics is never reused for a resource, nor one resource's for another
+    assert (await reviewer.review("Bearer reader-token", "get", "/metrics")).allowed
+    assert sum(url == ACCESS_REVIEW_PATH for url, _ in api.sent) == 3
