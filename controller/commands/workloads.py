@@ -112,8 +112,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 async def _set_active(path: Path | None, namespace: str, name: str, active: bool) -> None:
-    from controller.kube.api import WORKLOADS, KubeApi
-    from controller.kube.reading import connect
+    from controller.kube.api import WORKLOADS, KubeApi, connect
 
     api_client = await connect(path)
     try:
