@@ -180,9 +180,21 @@ def test_leases_are_granted_only_in_tasqs_namespace() -> None:
                 assert all("coordination.k8s.io" not in rule.get("apiGroups", ()) for rule in doc["rules"])
 
 
-def test_every_role_but_the_metrics_reader_is_bound_to_tasq() -> None:
+PENDING_WORKLOADS_VIEWERS = {"tasq-pending-workloads-cq-viewer", "tasq-pending-workloads-lq-viewer"}
+
+
+def test_every_role_but_the_readers_roles_is_bound_to_tasq() -> None:
     roles = {(d["kind"], d["metadata"]["name"]) for d in rbac_documents() if d["kind"] in {"ClusterRole", "Role"}}
-    assert roles - roles_bound_to_tasq() == {("ClusterRole", c.METRICS_READER_ROLE)}
+    assert roles - roles_bound_to_tasq() == {("ClusterRole", c.METRICS_READER_ROLE),
+                                              *(("ClusterRole", name) for name in PENDING_WORKLOADS_VIEWERS)}
+
+
+def test_the_pending_workloads_viewers_may_get_one_subresource_each() -> None:
+    viewers = {d["metadata"]["name"]: d["rules"] for d in rbac_documents()
+               if d["metadata"]["name"] in PENDING_WORKLOADS_VIEWERS}
+    assert viewers == {f"tasq-pending-workloads-{short}-viewer": [{
+        "apiGroups": ["visibility.kueue.x-k8s.io"], "resources": [f"{plural}/pendingworkloads"], "verbs": ["get"]}]
+        for short, plural in (("cq", "clusterqueues"), ("lq", "localqueues"))}
 
 
 def test_the_metrics_reader_may_get_metrics_and_nothing_else() -> None:
