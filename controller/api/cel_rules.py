@@ -139,6 +139,8 @@ TOPOLOGY_ASSIGNMENT_SLICE: Final = (
             "TopologyAssignmentSlice"),
 )
 EXACTLY_ONE_VALUE: Final = (CelRule("has(self.universal) != has(self.individual)", MSG_EXACTLY_ONE_VALUE),)
+EXACTLY_ONE_COUNT: Final = (  # the rule kubebuilder's ExactlyOneOf marker generates, as on Kueue's podCounts
+    CelRule("[has(self.universal),has(self.individual)].filter(x,x==true).size() == 1", MSG_EXACTLY_ONE_VALUE),)
 """Kueue's rules on v1beta2's compact TopologyAssignment (guarded where tasq's schema has no default)."""
 _ASSIGNMENT: Final = ("status", "admission", "podSetAssignments", ITEMS, "topologyAssignment")
 
@@ -218,7 +220,7 @@ RULES: Final[dict[str, tuple[RulePlacement, ...]]] = {
         (_ASSIGNMENT, TOPOLOGY_ASSIGNMENT),
         ((*_ASSIGNMENT, "slices", ITEMS), TOPOLOGY_ASSIGNMENT_SLICE),
         ((*_ASSIGNMENT, "slices", ITEMS, "valuesPerLevel", ITEMS), EXACTLY_ONE_VALUE),
-        ((*_ASSIGNMENT, "slices", ITEMS, "podCounts"), EXACTLY_ONE_VALUE),
+        ((*_ASSIGNMENT, "slices", ITEMS, "podCounts"), EXACTLY_ONE_COUNT),
     ),
 }
 """The rules of each kind's v1beta2 schema (Topology and ResourceFlavor: of every version)."""

@@ -10,8 +10,10 @@ as input only (a stored Workload parses into the compact form).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Annotated, Any, Final
 
 from pydantic import Field, ValidationError, model_validator
@@ -265,21 +267,33 @@ def _slice(level_count: int, domains: Sequence[AssignedDomain]) -> TopologyAssig
     return TopologyAssignmentSlice(domain_count=len(domains), values_per_level=per_level, pod_counts=pods)
 
 
+def _dash_prefixes(host: str) -> list[str]:
+    """Every prefix of `host` ending in '-' that is not the whole of it, shortest first."""
+    out = []
+    at = host.find("-")
+    while 0 <= at < len(host) - 1:
+        out.append(host[:at + 1])
+        at = host.find("-", at + 1)
+    return out
+
+
 def _hostname_prefix_keys(domains: Sequence[AssignedDomain]) -> list[str] | None:
     """Each domain's reusable hostname prefix: the longest prefix ending in '-' (not the last
     character) that at least two hostnames share, at most `depth` dashes deep; the depth backs off
     from the deepest until the runs of equal keys make at most MAX_SLICES slices (None: none does)."""
-    hosts = [d.values[-1] for d in domains]
-    candidates = [[i + 1 for i, ch in enumerate(h[:-1]) if ch == "-"] for h in hosts]
-    seen: dict[str, int] = {}
-    for host, ends in zip(hosts, candidates, strict=True):
-        for end in ends:
-            seen[host[:end]] = min(seen.get(host[:end], 0) + 1, 2)
+    candidates = [_dash_prefixes(d.values[-1]) for d in domains]
+    uses = Counter(chain.from_iterable(candidates))
+    # deepest[i][j]: the longest reusable prefix among host i's first j+1 candidates ("" for none).
+    deepest = []
+    for prefixes in candidates:
+        best, row = "", []
+        for prefix in prefixes:
+            if uses[prefix] >= 2:
+                best = prefix
+            row.append(best)
+        deepest.append(row)
     for depth in range(max(map(len, candidates), default=0), 0, -1):
-        keys = []
-        for host, ends in zip(hosts, candidates, strict=True):
-            reusable = [end for end in ends[:depth] if seen[host[:end]] >= 2]
-            keys.append(host[:reusable[-1]] if reusable else "")
+        keys = [row[min(depth, len(row)) - 1] if row else "" for row in deepest]
         if sum(-(-len(run) // MAX_DOMAINS_PER_SLICE) for run in _runs(keys)) <= MAX_SLICES:
             return keys
     return None

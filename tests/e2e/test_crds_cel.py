@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
+from controller.api.conversion import convert
 from controller.commands.crds import DEFAULT_DIR
 from tests.e2e.conftest import Kubectl
 from tests.unit.api import examples
@@ -78,11 +79,13 @@ def _flavor_without_labels(name: str) -> Doc:
             "spec": {"topologyName": "racks"}}
 
 
-def _workload_without_priority(name: str) -> Doc:
+def _workload_without_priority(name: str, api_version: str = c.API_VERSION) -> Doc:
     wl = _stored(_workload(), "default")
     wl["metadata"]["name"] = name
     del wl["spec"]["priority"]
-    return wl
+    converted = convert(wl, api_version)
+    assert isinstance(converted, dict)
+    return converted
 
 
 @pytest.mark.parametrize(("doc", "message"), [
@@ -92,8 +95,11 @@ def _workload_without_priority(name: str) -> Doc:
                  id="hostname above the lowest level"),
     pytest.param(_flavor_without_labels("no-labels"), "at least one nodeLabel is required when topology is set",
                  id="a topology flavor without nodeLabels"),
-    pytest.param(_workload_without_priority("no-priority"), "priority should not be nil when priorityClassName is set",
-                 id="a priorityClassName without priority"),
+    pytest.param(_workload_without_priority("no-priority"), "priority should not be nil when priorityClassRef is set",
+                 id="a priorityClassRef without priority"),
+    pytest.param(_workload_without_priority("no-priority-v1", c.API_VERSION_V1BETA1),
+                 "priority should not be nil when priorityClassName is set",
+                 id="v1beta1: a priorityClassName without priority"),
 ])
 def test_cel_rules_refuse_with_kueues_messages(crds_applied: Kubectl, tmp_path: Path, doc: Doc,
                                               message: str) -> None:
@@ -124,3 +130,30 @@ def test_a_null_reads_as_absent_and_gets_the_default(crds_applied: Kubectl, tmp_
     assert stored == {"queueingStrategy": c.QUEUEING_BEST_EFFORT_FIFO, "preemption": {}}
     stored = json.loads(crds_applied("get", c.PLURAL_RESOURCE_FLAVORS, "nulls", "-o", "json").stdout)["spec"]
     assert stored == {"tolerations": [{"key": "gpu"}]}
+
+
+@pytest.mark.parametrize(("break_it", "message"), [
+    pytest.param(lambda ta: None, None, id="the example as it is is stored"),
+    pytest.param(lambda ta: ta["slices"][0]["valuesPerLevel"][1]["individual"].__setitem__("roots", ["3"]),
+                 "valuesPerLevel.individual, if set, must have roots of length equal to domainCount",
+                 id="fewer roots than domains"),
+    pytest.param(lambda ta: ta["slices"][0].__setitem__("podCounts", {"universal": 4, "individual": [6, 2]}),
+                 "exactly one of the fields in [universal individual] must be set", id="both pod count forms"),
+    pytest.param(lambda ta: ta.__setitem__("levels", ta["levels"][:1]),
+                 "valuesPerLevel must have the same length as the number of levels", id="values for a level not named"),
+])
+def test_a_compact_topology_assignment_that_cannot_be_expanded_is_refused(
+        crds_applied: Kubectl, namespace: str, tmp_path: Path, break_it: Callable[[Doc], object],
+        message: str | None) -> None:
+    """Kueue's rules on v1beta2's compact form hold without the webhook (the status subresource)."""
+    wl = _stored(_workload(), namespace)
+    wl["metadata"]["name"] = "compact"
+    assert _apply(crds_applied, tmp_path, wl).returncode == 0
+    status = _workload()["status"]
+    break_it(status["admission"]["podSetAssignments"][0]["topologyAssignment"])
+    out = crds_applied("patch", c.PLURAL_WORKLOADS, "compact", "-n", namespace, "--subresource=status",
+                       "--type=merge", "-p", json.dumps({"status": status}), check=False)
+    if message is None:
+        assert out.returncode == 0, out.stderr
+    else:
+        assert out.returncode != 0 and message in out.stderr, out.stderr
