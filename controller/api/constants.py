@@ -103,6 +103,7 @@ CONDITION_QUOTA_RESERVED: Final = "QuotaReserved"
 CONDITION_ADMITTED: Final = "Admitted"
 CONDITION_EVICTED: Final = "Evicted"
 CONDITION_FINISHED: Final = "Finished"
+CONDITION_PREEMPTED: Final = "Preempted"
 
 # batch/v1 Job condition types that mean the Job is over.
 CONDITION_JOB_COMPLETE: Final = "Complete"
@@ -133,6 +134,13 @@ REASON_FAILED: Final = "Failed"
 REASON_DEACTIVATED: Final = "Deactivated"
 REASON_NO_RESERVATION: Final = "NoReservation"
 REASON_READY: Final = "Ready"
+# Evicted because another workload preempted it (Evicted reason), and why (Preempted reasons; Kueue's).
+REASON_PREEMPTED: Final = "Preempted"
+REASON_IN_CLUSTER_QUEUE: Final = "InClusterQueue"
+REASON_IN_COHORT_RECLAMATION: Final = "InCohortReclamation"
+REASON_IN_COHORT_RECLAIM_WHILE_BORROWING: Final = "InCohortReclaimWhileBorrowing"
+# The preemptor's QuotaReserved=False detail while its victims are being evicted (tasq's).
+REASON_PREEMPTING: Final = "Preempting"
 # ClusterQueue / LocalQueue Active condition reasons (Kueue's).
 REASON_STOPPED: Final = "Stopped"
 REASON_CLUSTER_QUEUE_DOES_NOT_EXIST: Final = "ClusterQueueDoesNotExist"
@@ -145,6 +153,11 @@ QUEUEING_STRICT_FIFO: Final = "StrictFIFO"
 # looks for a flavor that fits without borrowing first.
 STOP_POLICY_NONE: Final = "None"
 FUNGIBILITY_TRY_NEXT_FLAVOR: Final = "TryNextFlavor"
+# ClusterQueue spec.preemption policies (Kueue's; Never is the default of each).
+PREEMPTION_NEVER: Final = "Never"
+PREEMPTION_LOWER_PRIORITY: Final = "LowerPriority"
+PREEMPTION_LOWER_OR_NEWER_EQUAL_PRIORITY: Final = "LowerOrNewerEqualPriority"
+PREEMPTION_ANY: Final = "Any"
 
 # Resources with special meaning.
 RESOURCE_PODS: Final = "pods"
