@@ -25,7 +25,13 @@ from controller.core.admission.cycle import AdmissionState, Preempt, run_until_q
 from controller.core.admission.flavoring import WorkloadFit, assign_flavors
 from controller.core.admission.workloads import workload_info
 from tests.builders.cluster import make_node
-from tests.builders.kueue import make_admission_state, make_cluster_queue, make_flavor, make_topology, make_workload
+from tests.builders.kueue import (
+    make_admission_state,
+    make_cluster_queue,
+    make_flavor,
+    make_topology,
+    make_workload,
+)
 
 GPU = "nvidia.com/gpu"
 BLOCK, RACK, HOST = "cloud.com/block", "cloud.com/rack", "kubernetes.io/hostname"
