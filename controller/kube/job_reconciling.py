@@ -33,8 +33,8 @@ from controller.cache.cluster import ClusterCache, WorkloadEntry
 from controller.core.admission.conditions import is_terminating, mark_deactivated, mark_finished
 from controller.core.admission.workloads import workload_from_job
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi, retrying
-from controller.kube.evicting import Evictor
 from controller.kube.events import EventRecorder
+from controller.kube.evicting import Evictor
 from controller.kube.requeuing import Backoff, log_failure
 from controller.kube.routing import Applied
 from controller.kube.statuses import write_workload_status

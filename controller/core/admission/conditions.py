@@ -131,8 +131,8 @@ def mark_eviction_done(wl: Workload, now: datetime) -> bool:
     if wl.condition(c.CONDITION_ADMITTED) is not None:
         changed |= wl.set_condition(c.CONDITION_ADMITTED, "False", c.REASON_NO_RESERVATION,
                                     "The workload has no reservation", now)
-    requeued = "True" if evicted.reason == c.REASON_PREEMPTED else "False"
-    changed |= wl.set_condition(c.CONDITION_REQUEUED, requeued, evicted.reason, evicted.message, now)
+    changed |= wl.set_condition(c.CONDITION_REQUEUED, "True" if evicted.reason == c.REASON_PREEMPTED else "False",
+                                evicted.reason, evicted.message, now)
     if wl.status is not None and wl.status.admission is not None:
         wl.status.admission = None
         changed = True
