@@ -27,6 +27,7 @@ from controller.api.topology import Topology
 from controller.api.views import JobView, NodeView, PodView
 from controller.api.workload import Admission, Workload
 from controller.core.admission.conditions import (
+    is_terminating,
     mark_admitted,
     mark_eviction_done,
     mark_finished,
@@ -117,6 +118,9 @@ class Simulation:
     """Why each workload waits after the last `run`, by key (computed once there)."""
     preemptions: list[PreemptionRecord] = field(default_factory=list)
     """Every victim so far, in the order of the preemptions."""
+    preempting: bool = True
+    """Carry out Preempt decisions (`tasq simulate`); False leaves every Workload as it is and keeps
+    only the evictions the input itself shows in flight (`tasq explain` on a live cluster)."""
     _nodes: dict[ObjectKey, NodeView] = field(default_factory=dict)
     _pods: dict[ObjectKey, PodView] = field(default_factory=dict)
     _models: dict[ObjectKey, KubeObject] = field(default_factory=dict)
@@ -181,7 +185,8 @@ class Simulation:
             if tracked.finished is None and tracked.fit is None:
                 state.submit(tracked.info)
         state.now = self.now.timestamp()
-        budget = MAX_PREEMPTIONS_PER_WORKLOAD * len(self.tracked)
+        in_flight = dict(state.evicting)
+        budget = MAX_PREEMPTIONS_PER_WORKLOAD * len(self.tracked) if self.preempting else 0
         for step in rounds(state):
             for decision in step:
                 if isinstance(decision, Admit):
@@ -191,6 +196,8 @@ class Simulation:
                 elif isinstance(decision, Preempt) and budget >= len(decision.victims):
                     budget -= len(decision.victims)
                     self._evict(state, decision)
+        if not self.preempting:
+            state.evicting = in_flight  # claims of evictions not carried out are no one's
         self._explained = []
         for key in state.waiting():
             why = explain(state, key)
@@ -309,6 +316,8 @@ class Simulation:
             state.admitted[key] = fit
             state.workloads[key] = self.tracked[key].info
             state.queue_of[key] = fit.cluster_queue
+            if is_terminating(self.tracked[key].model):
+                state.mark_evicting(key)  # evicted, its quota held until its pods are gone
         return state
 
     def _restore_domains(self, snapshot: AdmissionSnapshot, pods: Sequence[PodView],
