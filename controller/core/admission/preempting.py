@@ -27,7 +27,7 @@ rules (`maxPriorityThreshold`) decide which cohort candidates count in each atte
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -41,7 +41,7 @@ from controller.core.admission.snapshot import AdmissionSnapshot
 from controller.core.admission.workloads import PodSetInfo, WorkloadInfo
 from controller.core.topology import FlavorTopology, Usage
 from controller.core.topology.candidacy import Signature
-from controller.core.topology.counting import fits_of, request_vector, shape_counts
+from controller.core.topology.counting import FIT_CAP, shape_counts
 
 REASON_PREEMPTION_NEVER: Final = "PreemptionNever"
 """The ClusterQueue's policies preempt nothing (withinClusterQueue and reclaimWithinCohort Never)."""
@@ -219,12 +219,15 @@ def _search_choice(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota,
     if not candidates:
         return NoPreemption(REASON_NO_CANDIDATES, f"no admitted workload in flavor {flavors} may be "
                             f"preempted by priority {wl.priority} under the policies of ClusterQueue \"{cq.name}\"")
-    hopeless = _hopeless(needs, cq, wl, candidates)
+    scope = _topology_scope(needs, cq, wl)
+    footprints = {cand.key: _slots_of(scope, needs.snap.usage, cand.key) for cand in candidates} \
+        if scope is not None else {}
+    hopeless = _hopeless(needs, cq, wl, candidates, scope, footprints)
     if hopeless is not None:
         return NoPreemption(REASON_PREEMPTION_INEFFECTIVE, f"preempting all {len(candidates)} candidate "
                             f"workload(s) in flavor {flavors} would not make room: {hopeless}")
     for borrowing in _attempts(needs, cq, candidates):
-        found = _search_attempt(pool, needs, cq, wl, candidates, borrowing)
+        found = _search_attempt(pool, needs, cq, wl, candidates, borrowing, scope, footprints)
         if found is not None:
             return found
     return NoPreemption(REASON_PREEMPTION_INEFFECTIVE, f"no set of the {len(candidates)} candidate "
@@ -342,15 +345,37 @@ def _valid(cand: _Candidate, ledger: QuotaLedger, needs: _Needs, borrowing: bool
     return not _within_nominal(ledger, cand.cluster_queue, needs.short)
 
 
-def _hopeless(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo,
-              candidates: Sequence[_Candidate]) -> str | None:
+def _hopeless(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo, candidates: Sequence[_Candidate],
+              scope: _Scope | None, footprints: Mapping[str, Mapping[int, Resources]]) -> str | None:
     """Phase 2: every candidate taken away at once (more than any attempt may take); None when the
-    workload then fits, else why not (the flavor assignment's message)."""
-    sim = _without(needs, [cand.key for cand in candidates])
-    result = assign_flavors(sim, cq.name, wl)
-    if isinstance(result, NoFit):
-        return result.message
-    return None
+    workload might then fit, else why not. With a counting scope: the quota, then the most pods of
+    the shape one domain holds (no clone of the Usage); otherwise the flavor assignment itself."""
+    if scope is None:
+        result = assign_flavors(_without(needs, [cand.key for cand in candidates]), cq.name, wl)
+        return result.message if isinstance(result, NoFit) else None
+    ledger = needs.snap.quota.clone()
+    for cand in candidates:
+        ledger.release(cand.key)
+    if not _quota_fits(ledger, cq, needs.requests, True):
+        return describe_quota(ledger, cq.name, needs.requests)
+    held = scope.held.copy()
+    counter = _Counter(scope, None, 0)
+    for cand in candidates:
+        counter.shift(footprints[cand.key], +1)
+    for slot, now in counter.fit.items():
+        if scope.domain_of[slot] >= 0:
+            held[scope.domain_of[slot]] += now - int(scope.fit[slot])
+    best = int(held.max(initial=0))
+    if best >= scope.ps.count:
+        return None
+    where = "the flavor's nodes" if scope.level is None else f"one {_level_name(scope)}"
+    return f"at most {best} of the {scope.ps.count} pod(s) of pod set \"{scope.ps.name}\" fit in {where}"
+
+
+def _level_name(scope: _Scope) -> str:
+    """`rack` for `cloud.provider.com/topology-rack`: the level label's last segment."""
+    assert scope.level is not None
+    return scope.topology.levels[scope.level].rsplit("/", 1)[-1].removeprefix("topology-")
 
 
 def _without(needs: _Needs, keys: Sequence[str]) -> AdmissionSnapshot:
@@ -394,6 +419,8 @@ class _Scope:
     rows: np.typing.NDArray[np.int64]
     held: np.typing.NDArray[np.int64]
     """Pods of the shape each domain holds now (one domain, 0, without a level)."""
+    free: np.typing.NDArray[np.int64]
+    """[slots x resources] free milli now (allocatable - used)."""
 
 
 def _topology_scope(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo) -> _Scope | None:
@@ -421,39 +448,43 @@ def _topology_scope(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo) -> _
     domain_of = topology.domain_of(level) if level is not None else np.zeros(topology.slots, dtype=np.int64)
     known = domain_of >= 0
     held = np.bincount(domain_of[known], weights=counts.fit[known]).astype(np.int64)
+    rows = topology.rows_in(registry)
+    free = topology.allocatable(list(counts.resources)) - needs.snap.usage.used_matrix(rows, list(counts.resources))
     return _Scope(topology, ps, counts.resources, counts.want, counts.mask.mask[: topology.slots],
-                  counts.fit, level, domain_of, topology.slot_of_row(registry), topology.rows_in(registry), held)
+                  counts.fit, level, domain_of, topology.slot_of_row(registry), rows, held, free)
 
 
 def _search_attempt(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo,
-                    candidates: Sequence[_Candidate], borrowing: bool) -> VictimSet | None:
+                    candidates: Sequence[_Candidate], borrowing: bool, scope: _Scope | None,
+                    footprints: Mapping[str, Mapping[int, Resources]]) -> VictimSet | None:
     """Phase 4 for one attempt: per domain (topology pod set) or over all candidates; the best
     confirmed set. A placement that fits somewhere already needs quota only (no domain); an
     unconstrained one counts the flavor's nodes as one domain."""
-    scope = _topology_scope(needs, cq, wl)
     if scope is None:
         keys = _sequential(needs, cq, wl, candidates, borrowing)
         return None if keys is None else _victim_set(needs, wl, candidates, keys, None, None)
-    footprints = {cand.key: _slots_of(scope, needs.snap.usage, cand.key) for cand in candidates}
-    domains: Sequence[int | None]
+    # Domain -> its candidates in order (one pass over the footprints, not one per domain).
+    members: dict[int | None, list[_Candidate]] = {}
     if int(scope.held.max(initial=0)) >= scope.ps.count:
-        domains = [None]
+        members[None] = list(candidates)
     elif scope.level is None:
-        domains = [0]
+        members[0] = list(candidates)
     else:
-        domains = sorted({int(scope.domain_of[slot]) for fp in footprints.values() for slot in fp} - {-1})
+        for cand in candidates:
+            for touched in sorted({int(scope.domain_of[slot]) for slot in footprints[cand.key]} - {-1}):
+                members.setdefault(touched, []).append(cand)
     found: list[tuple[tuple[object, ...], int | None, list[str]]] = []
-    for domain in domains:
-        keys = _search_scope(needs, cq, scope, candidates, footprints, domain, borrowing)
+    for domain in sorted(members, key=lambda d: -1 if d is None else d):
+        keys = _search_scope(needs, cq, scope, candidates, members[domain], footprints, domain, borrowing)
         if keys is not None:
             new = [k for k in keys if k not in pool.evicting]
             priorities = [pool.infos[k].priority for k in new]
             found.append(((bool(new), max(priorities, default=0), len(new), sum(priorities),
                            domain if domain is not None else -1), domain, keys))
     found.sort(key=lambda item: item[0])
-    for _, domain, keys in found[:MAX_CONFIRMED_DOMAINS]:
+    for _, best, keys in found[:MAX_CONFIRMED_DOMAINS]:
         if _confirm(needs, cq, wl, keys, borrowing):
-            return _victim_set(needs, wl, candidates, keys, scope, domain)
+            return _victim_set(needs, wl, candidates, keys, scope, best)
     return None
 
 
@@ -470,25 +501,27 @@ def _slots_of(scope: _Scope, usage: Usage, key: str) -> dict[int, Resources]:
 @dataclass(slots=True)
 class _Counter:
     """What taking candidates away frees, for one domain: `free`/`fit` of the nodes touched so far
-    (the rest read from the scope), `held` the pods of the preemptor's shape the domain holds."""
+    (the rest read from the scope), `held` the pods of the preemptor's shape the domain holds.
+    Plain integers per node: a few nodes change per step, numpy's per-call cost would dominate."""
 
     scope: _Scope
-    usage: Usage
     domain: int | None
     held: int
-    free: dict[int, np.typing.NDArray[np.int64]] = field(default_factory=dict)
+    free: dict[int, list[int]] = field(default_factory=dict)
     fit: dict[int, int] = field(default_factory=dict)
 
     def shift(self, footprint: Mapping[int, Resources], sign: int) -> None:
         """A workload leaves (+1) or comes back (-1): its nodes' free capacity and fits change."""
         scope = self.scope
+        want = scope.want.tolist()
         for slot, amounts in footprint.items():
-            if slot not in self.free:
-                at = np.asarray([slot], dtype=np.int64)
-                self.free[slot] = (scope.topology.allocatable_at(at, scope.resources)
-                                   - self.usage.used_matrix(scope.rows[at], scope.resources))[0]
-            self.free[slot] = self.free[slot] + sign * request_vector(amounts, scope.resources)
-            now = int(fits_of(self.free[slot][None, :], scope.want, scope.mask[[slot]])[0])
+            free = self.free.get(slot)
+            if free is None:
+                free = self.free[slot] = scope.free[slot].tolist()
+            for j, resource in enumerate(scope.resources):
+                free[j] += sign * amounts.get(resource, 0)
+            now = min((f // w for f, w in zip(free, want, strict=True) if w > 0), default=FIT_CAP)
+            now = max(0, min(now, FIT_CAP)) if scope.mask[slot] else 0
             before = self.fit.get(slot, int(scope.fit[slot]))
             self.fit[slot] = now
             if self.domain is not None and scope.domain_of[slot] == self.domain:
@@ -499,33 +532,26 @@ class _Counter:
 
 
 def _search_scope(needs: _Needs, cq: ClusterQueueQuota, scope: _Scope, candidates: Sequence[_Candidate],
-                  footprints: Mapping[str, Mapping[int, Resources]], domain: int | None,
-                  borrowing: bool) -> list[str] | None:
+                  inside: Sequence[_Candidate], footprints: Mapping[str, Mapping[int, Resources]],
+                  domain: int | None, borrowing: bool) -> list[str] | None:
     """Take the domain's candidates away in order until its nodes hold the pod set and the quota
     fits; when the nodes suffice but the quota does not, candidates outside the domain follow (in
     order) for quota alone. Then put back every one not needed, the last taken kept (fill back).
     `domain` None: no domain constraint (quota alone). State: `ledger`, `counter`, `chosen`."""
     ledger = needs.snap.quota.clone()
-    counter = _Counter(scope, needs.snap.usage, domain, int(scope.held[domain]) if domain is not None else 0)
-    inside = [cand for cand in candidates
-              if domain is None or any(scope.domain_of[s] == domain for s in footprints[cand.key])]
-    outside = [cand for cand in candidates if cand not in inside] if domain is not None else []
+    counter = _Counter(scope, domain, int(scope.held[domain]) if domain is not None else 0)
+    within = {cand.key for cand in inside}
+    # Only once the domain holds the pod set, and only lazily: most domains never get there.
+    outside = (cand for cand in candidates if cand.key not in within)
 
     def fits() -> bool:
         return counter.placed() and _quota_fits(ledger, cq, needs.requests, borrowing)
 
     chosen: list[_Candidate] = []
-    for cand in itertools.chain(inside, outside):
-        if cand is (outside[0] if outside else None) and not counter.placed():
-            return None
-        if not _valid(cand, ledger, needs, borrowing):
-            continue
-        ledger.release(cand.key)
-        counter.shift(footprints[cand.key], +1)
-        chosen.append(cand)
-        if fits():
-            break
-    else:
+    found = _take_until(inside, chosen, ledger, counter, footprints, needs, borrowing, fits)
+    if not found and domain is not None and counter.placed():
+        found = _take_until(outside, chosen, ledger, counter, footprints, needs, borrowing, fits)
+    if not found:
         return None
     for cand in reversed(chosen[:-1]):  # fill back: Kueue keeps the last one taken
         ledger.reserve(cand.key, cand.cluster_queue, cand.quota)
@@ -536,6 +562,21 @@ def _search_scope(needs: _Needs, cq: ClusterQueueQuota, scope: _Scope, candidate
             ledger.release(cand.key)
             counter.shift(footprints[cand.key], +1)
     return [cand.key for cand in chosen]
+
+
+def _take_until(cands: Iterable[_Candidate], chosen: list[_Candidate], ledger: QuotaLedger, counter: _Counter,
+                footprints: Mapping[str, Mapping[int, Resources]], needs: _Needs, borrowing: bool,
+                fits: Callable[[], bool]) -> bool:
+    """Take valid candidates away in order (into `chosen`) until `fits`; False when they run out."""
+    for cand in cands:
+        if not _valid(cand, ledger, needs, borrowing):
+            continue
+        ledger.release(cand.key)
+        counter.shift(footprints[cand.key], +1)
+        chosen.append(cand)
+        if fits():
+            return True
+    return False
 
 
 def _sequential(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo, candidates: Sequence[_Candidate],
@@ -575,8 +616,7 @@ def _victim_set(needs: _Needs, wl: WorkloadInfo, candidates: Sequence[_Candidate
     victims = tuple(Victim(k, by_key[k].cluster_queue, by_key[k].priority, _REASONS[by_key[k].variant]) for k in keys)
     where = None
     if scope is not None and domain is not None and scope.level is not None:
-        label = scope.topology.levels[scope.level].rsplit("/", 1)[-1].removeprefix("topology-")
-        where = f"{label} \"{'/'.join(scope.topology.domains[scope.level].keys[domain])}\""
+        where = f"{_level_name(scope)} \"{'/'.join(scope.topology.domains[scope.level].keys[domain])}\""
     ps = scope.ps if scope is not None else wl.pod_sets[0]
     return VictimSet(victims, needs.flavors, where, ps.count if scope is not None else sum(p.count for p in wl.pod_sets),
                      ps.name if scope is not None else ", ".join(p.name for p in wl.pod_sets))
