@@ -223,6 +223,10 @@ def _search_choice(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota,
     footprints = {cand.key: _slots_of(scope, needs.snap.usage, cand.key) for cand in candidates} \
         if scope is not None else {}
     hopeless = _hopeless(needs, cq, wl, candidates, scope, footprints)
+    if hopeless is not None and scope is not None and scope.level is not None and scope.ps.topology is not None \
+            and scope.ps.topology.mode == "preferred":
+        scope = _widened(scope)  # a preferred level may spread when no one domain can be freed
+        hopeless = _hopeless(needs, cq, wl, candidates, scope, footprints)
     if hopeless is not None:
         return NoPreemption(REASON_PREEMPTION_INEFFECTIVE, f"preempting all {len(candidates)} candidate "
                             f"workload(s) in flavor {flavors} would not make room: {hopeless}")
@@ -370,6 +374,13 @@ def _hopeless(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo, candidates
         return None
     where = "the flavor's nodes" if scope.level is None else f"one {_level_name(scope)}"
     return f"at most {best} of the {scope.ps.count} pod(s) of pod set \"{scope.ps.name}\" fit in {where}"
+
+
+def _widened(scope: _Scope) -> _Scope:
+    """The scope with the flavor's nodes as one domain (no level)."""
+    domain_of = np.zeros(scope.topology.slots, dtype=np.int64)
+    held = np.asarray([int(scope.fit.sum())], dtype=np.int64)
+    return replace(scope, level=None, domain_of=domain_of, held=held)
 
 
 def _level_name(scope: _Scope) -> str:

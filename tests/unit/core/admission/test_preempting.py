@@ -371,3 +371,26 @@ def test_topology_quota_short_but_nodes_free_takes_victims_anywhere() -> None:
                                 .pod_set("main", 1, {GPU: 4}, required=RACK))
     assert isinstance(decision, Preempt) and names([v.key for v in decision.victims]) == ["a"]
     assert " in rack" not in decision.message
+
+
+def test_a_preferred_level_no_domain_can_hold_spreads_and_victims_are_taken_flavor_wide() -> None:
+    # r1: n1 [a p0]  n2 [free]    r2: n3 [b p0]  n4 [c p0]: 3 whole nodes fit in no rack.
+    state = rack_state()
+    admit_in_order(state, [on_node("a", "n1", 4, 0), on_node("b", "n3", 4, 0), on_node("c", "n4", 4, 0)])
+    (decision,) = try_preemptor(state, make_workload("hi").queue("lq-a").priority(10)
+                                .pod_set("main", 3, {GPU: 4}, preferred=RACK))
+    assert isinstance(decision, Preempt) and sorted(names([v.key for v in decision.victims])) == ["b", "c"]
+    assert " in rack" not in decision.message
+    for victim in decision.victims:
+        state.release(victim.key, requeue=True)
+    assert "default/hi" in {d.key for d in run_until_quiet(state) if isinstance(d, Admit)}
+
+
+def test_a_required_level_no_domain_can_hold_is_not_preempted_for() -> None:
+    state = rack_state()
+    admit_in_order(state, [on_node("a", "n1", 4, 0), on_node("b", "n3", 4, 0), on_node("c", "n4", 4, 0)])
+    (decision,) = try_preemptor(state, make_workload("hi").queue("lq-a").priority(10)
+                                .pod_set("main", 3, {GPU: 4}, required=RACK))
+    assert isinstance(decision, Pending) and not state.evicting
+    why = explain_preemption(state, "default/hi")
+    assert why is not None and 'at most 2 of the 3 pod(s) of pod set "main" fit in one rack' in why, why
