@@ -19,7 +19,6 @@ import gc
 import os
 import platform
 import random
-import statistics
 import sys
 import time
 from pathlib import Path

@@ -1,24 +1,26 @@
 """Preemption's victim search: which admitted Workloads to evict so that a pending one fits.
 
 `find_victims(pool, snap, cq_name, wl)` is called by the admission cycle (controller.core.admission
-.cycle) for a head that does not fit, and by `explain`. It never mutates `snap`: every trial runs on
-clones of the QuotaLedger and the topology Usage. Phases, per flavor choice of the ClusterQueue (in
-its order; `flavor_choices`):
+.cycle) for a head that does not fit, and by `explain_preemption`. It never mutates `snap`: every
+trial runs on clones of the QuotaLedger and the topology Usage. Phases, per flavor choice of the
+ClusterQueue (in its order; `flavor_choices`):
 
 1. `_needs`: what the preemptor would charge, and which flavor/resources are short;
-2. `_hopeless`: take every candidate away at once; when even that does not make room, nothing is
-   preempted (`NoPreemption`, reason PreemptionIneffective);
-3. `_candidates`: Kueue's candidates and order: workloads already being evicted first, then those of
+2. `_candidates`: Kueue's candidates and order: workloads already being evicted first, then those of
    other ClusterQueues of the cohort (only while their queue borrows), then lower priority, then the
    most recently admitted; each with the Preempted reason it would get;
-4. `_search_scope` per scope: take candidates away in that order until the preemptor fits, then put
-   back every one not needed (Kueue's fill back, newest removal kept): a minimal set. For a pod set
-   with a required or preferred topology a scope is one domain of its level (only candidates with
-   pods or reservations there), counted per node (pods of the preemptor's shape each node holds), so
-   fragmented free capacity never counts; the domain whose victims are already being evicted, else
-   of lowest highest priority, else fewest, wins. Otherwise the scope is every candidate;
-5. `_confirm`: the chosen set is checked with the real flavor assignment on a clone (slices, groups,
-   node filters) before it is returned; a domain that fails it gives way to the next.
+3. `_search_scope` per scope: take candidates away in that order until the preemptor fits, then put
+   back every one not needed (Kueue's fill back, the last one taken kept): a minimal set. For a pod
+   set with a required or preferred topology a scope is one domain of its level (only candidates
+   with pods or reservations there), counted per node (pods of the preemptor's shape each node
+   holds), so fragmented free capacity never counts; the domain whose victims are already being
+   evicted, else of lowest highest priority, else fewest, wins. A preferred level no freed domain
+   can hold, and an unconstrained pod set, count the flavor's nodes as one domain; without a
+   topology pod set the scope is every candidate, checked with the full flavor assignment;
+4. `_confirm`: the chosen set is checked with the real flavor assignment on a clone (slices, groups,
+   node filters) before it is returned; a domain that fails it gives way to the next;
+5. `_hopeless`, only when nothing was found: every candidate taken away at once; the numbers of why
+   even that would not make room (`NoPreemption`, reason PreemptionIneffective).
 
 Kueue's two attempts (with and without the preemptor borrowing, `_attempts`) and its borrowWithinCohort
 rules (`maxPriorityThreshold`) decide which cohort candidates count in each attempt.
@@ -34,7 +36,7 @@ from typing import Final
 import numpy as np
 
 from controller.api import constants as c
-from controller.api.quantity import Resources, format_milli
+from controller.api.quantity import format_milli
 from controller.core.admission.flavoring import NoFit, WorkloadFit, assign_flavors, quota_requests
 from controller.core.admission.quota import ClusterQueueQuota, FlavorResource, QuotaLedger, ResourceGroup
 from controller.core.admission.snapshot import AdmissionSnapshot
@@ -213,7 +215,8 @@ def _needs(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl: WorkloadInfo, fla
 
 def _search_choice(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota,
                    wl: WorkloadInfo) -> VictimSet | NoPreemption:
-    """Phases 2-5 for one flavor choice: candidates, the hopeless check, each attempt's search."""
+    """Phases 2-5 for one flavor choice: candidates, each attempt's search per scope, then (only when
+    nothing was found) why even every candidate gone would not make room."""
     flavors = ", ".join(f"\"{f}\"" for f in needs.flavors)
     candidates = _candidates(pool, needs, cq, wl)
     if not candidates:
@@ -222,18 +225,20 @@ def _search_choice(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota,
     scope = _topology_scope(needs, cq, wl)
     footprints = {cand.key: _slots_of(scope, needs.snap.usage, cand.key) for cand in candidates} \
         if scope is not None else {}
-    hopeless = _hopeless(needs, cq, wl, candidates, scope, footprints)
-    if hopeless is not None and scope is not None and scope.level is not None and scope.ps.topology is not None \
+    scopes = [scope]
+    if scope is not None and scope.level is not None and scope.ps.topology is not None \
             and scope.ps.topology.mode == "preferred":
-        scope = _widened(scope)  # a preferred level may spread when no one domain can be freed
-        hopeless = _hopeless(needs, cq, wl, candidates, scope, footprints)
+        scopes.append(_widened(scope))  # a preferred level may spread when no one domain can be freed
+    for each in scopes:
+        for borrowing in _attempts(needs, cq, candidates):
+            found = _search_attempt(pool, needs, cq, wl, candidates, borrowing, each, footprints)
+            if found is not None:
+                return found
+    # Why not, told with numbers: every candidate gone at once (more than any attempt may take).
+    hopeless = _hopeless(needs, cq, wl, candidates, scopes[-1], footprints)
     if hopeless is not None:
         return NoPreemption(REASON_PREEMPTION_INEFFECTIVE, f"preempting all {len(candidates)} candidate "
                             f"workload(s) in flavor {flavors} would not make room: {hopeless}")
-    for borrowing in _attempts(needs, cq, candidates):
-        found = _search_attempt(pool, needs, cq, wl, candidates, borrowing, scope, footprints)
-        if found is not None:
-            return found
     return NoPreemption(REASON_PREEMPTION_INEFFECTIVE, f"no set of the {len(candidates)} candidate "
                         f"workload(s) in flavor {flavors} makes room within the preemption policies of "
                         f"ClusterQueue \"{cq.name}\"")
@@ -267,7 +272,7 @@ def _within_nominal(ledger: QuotaLedger, queue: str, frs: frozenset[FlavorResour
 
 
 def _candidates(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo) -> list[_Candidate]:
-    """Phase 3: who may be preempted, each with its variant, in Kueue's order (module docstring).
+    """Phase 2: who may be preempted, each with its variant, in Kueue's order (module docstring).
     Another preemptor's in-flight victims are not candidates."""
     ledger = needs.snap.quota
     # Kueue's "hierarchical advantage": the preemptor fits within its own nominal quota.
@@ -350,8 +355,8 @@ def _valid(cand: _Candidate, ledger: QuotaLedger, needs: _Needs, borrowing: bool
 
 
 def _hopeless(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo, candidates: Sequence[_Candidate],
-              scope: _Scope | None, footprints: Mapping[str, Mapping[int, Resources]]) -> str | None:
-    """Phase 2: every candidate taken away at once (more than any attempt may take); None when the
+              scope: _Scope | None, footprints: Mapping[str, Footprint]) -> str | None:
+    """Phase 5: every candidate taken away at once (more than any attempt may take); None when the
     workload might then fit, else why not. With a counting scope: the quota, then the most pods of
     the shape one domain holds (no clone of the Usage); otherwise the flavor assignment itself."""
     if scope is None:
@@ -405,7 +410,7 @@ def _without(needs: _Needs, keys: Sequence[str]) -> AdmissionSnapshot:
 
 
 def _confirm(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo, keys: Sequence[str], borrowing: bool) -> bool:
-    """Phase 5: with these victims gone the preemptor's quota fits (within nominal unless
+    """Phase 4: with these victims gone the preemptor's quota fits (within nominal unless
     `borrowing`) and the full flavor assignment succeeds in this choice."""
     sim = _without(needs, keys)
     if not _quota_fits(sim.quota, cq, needs.requests, borrowing):
@@ -432,6 +437,8 @@ class _Scope:
     """Pods of the shape each domain holds now (one domain, 0, without a level)."""
     free: np.typing.NDArray[np.int64]
     """[slots x resources] free milli now (allocatable - used)."""
+    columns: tuple[int, ...]
+    """Usage column of each of `resources` (-1: no node uses it)."""
 
 
 def _topology_scope(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo) -> _Scope | None:
@@ -461,14 +468,15 @@ def _topology_scope(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo) -> _
     held = np.bincount(domain_of[known], weights=counts.fit[known]).astype(np.int64)
     rows = topology.rows_in(registry)
     free = topology.allocatable(list(counts.resources)) - needs.snap.usage.used_matrix(rows, list(counts.resources))
+    columns = tuple(registry.cols.get(r, -1) for r in counts.resources)
     return _Scope(topology, ps, counts.resources, counts.want, counts.mask.mask[: topology.slots],
-                  counts.fit, level, domain_of, topology.slot_of_row(registry), rows, held, free)
+                  counts.fit, level, domain_of, topology.slot_of_row(registry), rows, held, free, columns)
 
 
 def _search_attempt(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo,
                     candidates: Sequence[_Candidate], borrowing: bool, scope: _Scope | None,
-                    footprints: Mapping[str, Mapping[int, Resources]]) -> VictimSet | None:
-    """Phase 4 for one attempt: per domain (topology pod set) or over all candidates; the best
+                    footprints: Mapping[str, Footprint]) -> VictimSet | None:
+    """Phase 3 for one attempt: per domain (topology pod set) or over all candidates; the best
     confirmed set. A placement that fits somewhere already needs quota only (no domain); an
     unconstrained one counts the flavor's nodes as one domain."""
     if scope is None:
@@ -481,8 +489,9 @@ def _search_attempt(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota, wl: 
     elif scope.level is None:
         members[0] = list(candidates)
     else:
+        domain_of = scope.domain_of.tolist()
         for cand in candidates:
-            for touched in sorted({int(scope.domain_of[slot]) for slot in footprints[cand.key]} - {-1}):
+            for touched in sorted({domain_of[slot] for slot in footprints[cand.key]} - {-1}):
                 members.setdefault(touched, []).append(cand)
     found: list[tuple[tuple[object, ...], int | None, list[str]]] = []
     for domain in sorted(members, key=lambda d: -1 if d is None else d):
@@ -499,11 +508,16 @@ def _search_attempt(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota, wl: 
     return None
 
 
-def _slots_of(scope: _Scope, usage: Usage, key: str) -> dict[int, Resources]:
-    """Slot -> milli a workload frees on this topology's nodes (its Usage footprint)."""
-    out: dict[int, Resources] = {}
+Footprint = Mapping[int, Mapping[int, int]]
+"""Slot -> Usage column -> milli a workload frees on a topology's nodes."""
+
+
+def _slots_of(scope: _Scope, usage: Usage, key: str) -> dict[int, dict[int, int]]:
+    """A workload's Usage footprint on this topology's nodes, by slot."""
+    out: dict[int, dict[int, int]] = {}
+    slot_of_row = scope.slot_of_row
     for row, amounts in usage.footprint(key).items():
-        slot = scope.slot_of_row.get(row)
+        slot = slot_of_row.get(row)
         if slot is not None:
             out[slot] = amounts
     return out
@@ -520,19 +534,26 @@ class _Counter:
     held: int
     free: dict[int, list[int]] = field(default_factory=dict)
     fit: dict[int, int] = field(default_factory=dict)
+    wanted: tuple[tuple[int, int, int], ...] = ()
+    """(index in `resources`, Usage column, per-pod milli) of every resource the pod set requests."""
 
-    def shift(self, footprint: Mapping[int, Resources], sign: int) -> None:
+    def __post_init__(self) -> None:
+        scope = self.scope
+        self.wanted = tuple((j, col, int(w)) for j, (col, w) in enumerate(zip(scope.columns, scope.want.tolist(),
+                                                                                strict=True)) if w > 0)
+
+    def shift(self, footprint: Footprint, sign: int) -> None:
         """A workload leaves (+1) or comes back (-1): its nodes' free capacity and fits change."""
         scope = self.scope
-        want = scope.want.tolist()
         for slot, amounts in footprint.items():
             free = self.free.get(slot)
             if free is None:
                 free = self.free[slot] = scope.free[slot].tolist()
-            for j, resource in enumerate(scope.resources):
-                free[j] += sign * amounts.get(resource, 0)
-            now = min((f // w for f, w in zip(free, want, strict=True) if w > 0), default=FIT_CAP)
-            now = max(0, min(now, FIT_CAP)) if scope.mask[slot] else 0
+            now = FIT_CAP
+            for j, col, want in self.wanted:
+                free[j] += sign * amounts.get(col, 0)
+                now = min(now, free[j] // want)
+            now = max(0, now) if scope.mask[slot] else 0
             before = self.fit.get(slot, int(scope.fit[slot]))
             self.fit[slot] = now
             if self.domain is not None and scope.domain_of[slot] == self.domain:
@@ -543,7 +564,7 @@ class _Counter:
 
 
 def _search_scope(needs: _Needs, cq: ClusterQueueQuota, scope: _Scope, candidates: Sequence[_Candidate],
-                  inside: Sequence[_Candidate], footprints: Mapping[str, Mapping[int, Resources]],
+                  inside: Sequence[_Candidate], footprints: Mapping[str, Footprint],
                   domain: int | None, borrowing: bool) -> list[str] | None:
     """Take the domain's candidates away in order until its nodes hold the pod set and the quota
     fits; when the nodes suffice but the quota does not, candidates outside the domain follow (in
@@ -576,7 +597,7 @@ def _search_scope(needs: _Needs, cq: ClusterQueueQuota, scope: _Scope, candidate
 
 
 def _take_until(cands: Iterable[_Candidate], chosen: list[_Candidate], ledger: QuotaLedger, counter: _Counter,
-                footprints: Mapping[str, Mapping[int, Resources]], needs: _Needs, borrowing: bool,
+                footprints: Mapping[str, Footprint], needs: _Needs, borrowing: bool,
                 fits: Callable[[], bool]) -> bool:
     """Take valid candidates away in order (into `chosen`) until `fits`; False when they run out."""
     for cand in cands:
