@@ -245,7 +245,9 @@ def _search_choice(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota,
 
 
 def _uses(fit: WorkloadFit, frs: frozenset[FlavorResource]) -> bool:
-    return any(fr in frs for fr, amount in fit.quota_usage.items() if amount)
+    """Whether the workload holds some of these flavor/resources (Kueue's WorkloadUsesResources)."""
+    usage = fit.quota_usage
+    return any(usage.get(fr) for fr in frs)
 
 
 def _satisfies(policy: str, preemptor: WorkloadInfo, candidate: WorkloadInfo) -> bool:
