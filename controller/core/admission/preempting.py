@@ -259,7 +259,7 @@ def _satisfies(policy: str, preemptor: WorkloadInfo, candidate: WorkloadInfo) ->
     if policy == c.PREEMPTION_LOWER_PRIORITY:
         return lower
     if policy == c.PREEMPTION_LOWER_OR_NEWER_EQUAL_PRIORITY:
-        newer = candidate.priority == preemptor.priority and preemptor.order_key() < candidate.order_key()
+        newer = candidate.priority == preemptor.priority and preemptor.created < candidate.created
         return lower or newer
     return False
 
