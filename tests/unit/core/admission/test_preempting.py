@@ -253,11 +253,9 @@ def fungible(when_can_preempt: str | None) -> ClusterQueueBuilder:
     (None, "admitted in v100"),
     (c.FUNGIBILITY_TRY_NEXT_FLAVOR, "admitted in v100"),
     ("MayStopSearch", "preempts in a100"),
-    ("Preempt", "preempts in a100"),
 ], ids=["default TryNextFlavor: the next flavor before preempting",
         "TryNextFlavor: the next flavor before preempting",
-        "MayStopSearch: preempt in the first flavor rather than move on",
-        "Preempt (v1beta1 name of MayStopSearch)"])
+        "MayStopSearch: preempt in the first flavor rather than move on"])
 def test_when_can_preempt(policy: str | None, outcome: str) -> None:
     state = quota_state(fungible(policy))
     admit_in_order(state, [job("low", 4, 0)])
