@@ -75,8 +75,8 @@ class Evictor:
         """The victim's Evicted/Preempted message, naming the preemptor's Workload and Job."""
         preemptor = self.cache.workloads.get(preemption.preemptor)
         job_key = preemptor.obj.owner_job_key if preemptor is not None else None
-        job = self.cache.jobs.get(job_key) if job_key is not None else None
-        job_uid = str((job.get("metadata") or {}).get("uid") or "") if job is not None else None
+        owners = preemptor.obj.metadata.owner_references if preemptor is not None else []
+        job_uid = next((ref.uid for ref in owners if ref.kind == c.KIND_JOB), None)
         uid = preemptor.obj.metadata.uid if preemptor is not None else None
         admission = victim.admission
         preemptee_queue = admission.cluster_queue if admission is not None else ""
