@@ -40,6 +40,8 @@ from tests.e2e.test_operator_clusters import (
 pytestmark = pytest.mark.e2e
 
 POOL = "e2e.tasq.io/preemption-pool"
+HOLD = "e2e.tasq.io/hold"
+"""A finalizer the test puts on a pod to keep it terminating, then takes off."""
 RACKS = ("b1-r1", "b1-r2")
 
 SETUP = f"""
@@ -233,7 +235,26 @@ def test_a_high_priority_gang_preempts_exactly_the_gang_in_the_rack_it_needs_and
             watch.until(lambda n=name, p=pods: running_pods(kubectl, namespace, n, p), 60, f"{name} running")
         victim_wl = workload_of(kubectl, namespace, "victim")
         assert victim_wl is not None
+        # One victim pod is held by a finalizer once deleted, as a pod still in its grace period (neither
+        # test cluster's kubelet makes a deleted pod wait for it): it still runs on its node.
+        held = sorted(p["metadata"]["name"] for p in pods_of(kubectl, namespace, "victim"))[0]
+        kubectl("patch", "pod", held, "-n", namespace, "--type=merge", "-p",
+                json.dumps({"metadata": {"finalizers": [HOLD]}}))
         kubectl("create", "-f", "-", stdin=job("high", namespace, "lq", 4, 8, "e2e-high", run_seconds=6))
+        terminating = watch.until(lambda: (p := pods_of(kubectl, namespace, "victim")) and len(p) == 1
+                                  and p[0]["metadata"].get("deletionTimestamp") and p[0], 60,
+                                  "the victim's Job stopped, one pod terminating")
+        assert terminating["metadata"]["name"] == held
+        hold_until = time.monotonic() + 4
+        while time.monotonic() < hold_until:  # several admission cycles: the rack is still in use
+            watch.check()
+            assert not watch.problems, watch.problems
+            assert not is_admitted(workload_of(kubectl, namespace, "high")), "high admitted beside a terminating pod"
+            time.sleep(0.3)
+        reserved = condition(workload_of(kubectl, namespace, "victim"), "QuotaReserved")
+        assert reserved is not None and reserved["status"] == "True", reserved  # released only once its pods are gone
+        kubectl("patch", "pod", held, "-n", namespace, "--type=json", "-p",
+                json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]))
 
         def high_admitted() -> dict[str, Any] | None:
             # the Workload first, then the pods: a pod read after an admission was read can only be
