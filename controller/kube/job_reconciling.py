@@ -432,11 +432,15 @@ class JobReconciler:
         await self.evictor.release(entry)
 
     async def _deactivate(self, job: dict[str, Any], entry: WorkloadEntry) -> None:
-        """Evict a Workload whose `spec.active` is false: stop its Job (`_stop`), then release the
-        reservation in one status write (Kueue's Deactivated eviction). A restart in between redoes
-        what is left: the Workload keeps its admission (and its quota) until the Job is stopped."""
+        """Evict a Workload whose `spec.active` is false: stop its Job (`_stop`), wait until no pod
+        of it is left (as `_evict`), then release the reservation in one status write (Kueue's
+        Deactivated eviction). A restart in between redoes what is left: the Workload keeps its
+        admission (and its quota) until the Job is stopped and its pods are gone."""
         if not await self._stop(job, entry):
             return
+        key = entry.obj.owner_job_key or ""
+        if pods_left(self.cache.jobs.get(key, job)) > 0 or self.cache.live_pods_of_job.get(key):
+            return  # a pod in its grace period still runs: a Job or pod event brings it back
         now = datetime.now(UTC)
         model = entry.obj.model_copy(deep=True)
         if not mark_deactivated(model, now) or model.status is None:

@@ -341,6 +341,24 @@ def test_a_deactivated_workload_keeps_its_quota_until_its_job_is_stopped_and_res
     assert recorder.reasons == [c.EVENT_REASON_STOPPED, c.EVENT_REASON_EVICTED_DEACTIVATED]
 
 
+def test_a_deactivated_workload_keeps_its_quota_while_a_pod_of_its_job_is_still_terminating() -> None:
+    job = authored("own selector and toleration")
+    wl = admitted_workload(job)
+    wl["spec"]["active"] = False
+    api = JobRulesApi(running(job), wl)
+    reconcile(api)
+    api.job_controller_suspends("train")
+    cache = ClusterCache()
+    for obj in api.objects.values():
+        cache.upsert(obj["kind"], obj)
+    cache.upsert("Pod", job_pod("Running", deleting=True))  # in its grace period, on its node
+    asyncio.run(JobReconciler(cache, api, Quiet()).reconcile("ns/train"))
+    assert [w for w, _ in api.writes] == ["jobs", "jobs"]  # suspended, restored; nothing released
+    assert "admission" in api.objects[(WORKLOADS, wl["metadata"]["name"])]["status"]
+    reconcile(api)  # the pod is gone
+    assert [w for w, _ in api.writes] == ["jobs", "jobs", "workloads/status"]
+
+
 # -- a Job found running without an admission ----------------------------------------------------
 
 def found_running(job: dict[str, Any]) -> dict[str, Any]:
