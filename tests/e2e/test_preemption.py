@@ -13,6 +13,7 @@ its quota plus what it may borrow.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -232,7 +233,7 @@ def test_a_high_priority_gang_preempts_exactly_the_gang_in_the_rack_it_needs_and
     try:
         for name, pods, rack in (("victim", 2, "b1-r1"), ("other-1", 2, "b1-r2"), ("other-2", 1, "b1-r2")):
             kubectl("create", "-f", "-", stdin=job(name, namespace, "lq", pods, 8, "e2e-low", rack=rack))
-            watch.until(lambda n=name, p=pods: running_pods(kubectl, namespace, n, p), 60, f"{name} running")
+            watch.until(functools.partial(running_pods, kubectl, namespace, name, pods), 60, f"{name} running")
         victim_wl = workload_of(kubectl, namespace, "victim")
         assert victim_wl is not None
         # One victim pod is held by a finalizer once deleted, as a pod still in its grace period (neither
