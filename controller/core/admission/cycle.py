@@ -113,7 +113,10 @@ class AdmissionState:
         assert cq_name is not None
         cq = self.snapshot.cluster_queues[cq_name]
         self.queue_of[wl.key] = cq_name
-        self.queues.ensure(cq_name, cq.queueing_strategy).push(wl.key, wl.order_key(), wl.shape)
+        # Workloads of one shape fail alike, so a parked head parks its shape; where preemption may
+        # make room, how much depends on the priority too, so that is part of the shape there.
+        shape = (wl.shape, wl.priority) if cq.preemption.enabled else wl.shape
+        self.queues.ensure(cq_name, cq.queueing_strategy).push(wl.key, wl.order_key(), shape)
         return None
 
     def release(self, key: str, requeue: bool = False) -> bool:

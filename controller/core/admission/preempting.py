@@ -1,24 +1,26 @@
 """Preemption's victim search: which admitted Workloads to evict so that a pending one fits.
 
 `find_victims(pool, snap, cq_name, wl)` is called by the admission cycle (controller.core.admission
-.cycle) for a head that does not fit, and by `explain`. It never mutates `snap`: every trial runs on
-clones of the QuotaLedger and the topology Usage. Phases, per flavor choice of the ClusterQueue (in
-its order; `flavor_choices`):
+.cycle) for a head that does not fit, and by `explain_preemption`. It never mutates `snap`: every
+trial runs on clones of the QuotaLedger and the topology Usage. Phases, per flavor choice of the
+ClusterQueue (in its order; `flavor_choices`):
 
 1. `_needs`: what the preemptor would charge, and which flavor/resources are short;
-2. `_hopeless`: take every candidate away at once; when even that does not make room, nothing is
-   preempted (`NoPreemption`, reason PreemptionIneffective);
-3. `_candidates`: Kueue's candidates and order: workloads already being evicted first, then those of
+2. `_candidates`: Kueue's candidates and order: workloads already being evicted first, then those of
    other ClusterQueues of the cohort (only while their queue borrows), then lower priority, then the
    most recently admitted; each with the Preempted reason it would get;
-4. `_search_scope` per scope: take candidates away in that order until the preemptor fits, then put
-   back every one not needed (Kueue's fill back, newest removal kept): a minimal set. For a pod set
-   with a required or preferred topology a scope is one domain of its level (only candidates with
-   pods or reservations there), counted per node (pods of the preemptor's shape each node holds), so
-   fragmented free capacity never counts; the domain whose victims are already being evicted, else
-   of lowest highest priority, else fewest, wins. Otherwise the scope is every candidate;
-5. `_confirm`: the chosen set is checked with the real flavor assignment on a clone (slices, groups,
-   node filters) before it is returned; a domain that fails it gives way to the next.
+3. `_search_scope` per scope: take candidates away in that order until the preemptor fits, then put
+   back every one not needed (Kueue's fill back, the last one taken kept): a minimal set. For a pod
+   set with a required or preferred topology a scope is one domain of its level (only candidates
+   with pods or reservations there), counted per node (pods of the preemptor's shape each node
+   holds), so fragmented free capacity never counts; the domain whose victims are already being
+   evicted, else of lowest highest priority, else fewest, wins. A preferred level no freed domain
+   can hold, and an unconstrained pod set, count the flavor's nodes as one domain; without a
+   topology pod set the scope is every candidate, checked with the full flavor assignment;
+4. `_confirm`: the chosen set is checked with the real flavor assignment on a clone (slices, groups,
+   node filters) before it is returned; a domain that fails it gives way to the next;
+5. `_hopeless`, only when nothing was found: every candidate taken away at once; the numbers of why
+   even that would not make room (`NoPreemption`, reason PreemptionIneffective).
 
 Kueue's two attempts (with and without the preemptor borrowing, `_attempts`) and its borrowWithinCohort
 rules (`maxPriorityThreshold`) decide which cohort candidates count in each attempt.
@@ -27,21 +29,21 @@ rules (`maxPriorityThreshold`) decide which cohort candidates count in each atte
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
 import numpy as np
 
 from controller.api import constants as c
-from controller.api.quantity import Resources, format_milli
+from controller.api.quantity import format_milli
 from controller.core.admission.flavoring import NoFit, WorkloadFit, assign_flavors, quota_requests
 from controller.core.admission.quota import ClusterQueueQuota, FlavorResource, QuotaLedger, ResourceGroup
 from controller.core.admission.snapshot import AdmissionSnapshot
 from controller.core.admission.workloads import PodSetInfo, WorkloadInfo
 from controller.core.topology import FlavorTopology, Usage
 from controller.core.topology.candidacy import Signature
-from controller.core.topology.counting import fits_of, request_vector, shape_counts
+from controller.core.topology.counting import FIT_CAP, shape_counts
 
 REASON_PREEMPTION_NEVER: Final = "PreemptionNever"
 """The ClusterQueue's policies preempt nothing (withinClusterQueue and reclaimWithinCohort Never)."""
@@ -213,27 +215,39 @@ def _needs(snap: AdmissionSnapshot, cq: ClusterQueueQuota, wl: WorkloadInfo, fla
 
 def _search_choice(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota,
                    wl: WorkloadInfo) -> VictimSet | NoPreemption:
-    """Phases 2-5 for one flavor choice: candidates, the hopeless check, each attempt's search."""
+    """Phases 2-5 for one flavor choice: candidates, each attempt's search per scope, then (only when
+    nothing was found) why even every candidate gone would not make room."""
     flavors = ", ".join(f"\"{f}\"" for f in needs.flavors)
     candidates = _candidates(pool, needs, cq, wl)
     if not candidates:
         return NoPreemption(REASON_NO_CANDIDATES, f"no admitted workload in flavor {flavors} may be "
                             f"preempted by priority {wl.priority} under the policies of ClusterQueue \"{cq.name}\"")
-    hopeless = _hopeless(needs, cq, wl, candidates)
+    scope = _topology_scope(needs, cq, wl)
+    footprints = {cand.key: _slots_of(scope, needs.snap.usage, cand.key) for cand in candidates} \
+        if scope is not None else {}
+    scopes = [scope]
+    if scope is not None and scope.level is not None and scope.ps.topology is not None \
+            and scope.ps.topology.mode == "preferred":
+        scopes.append(_widened(scope))  # a preferred level may spread when no one domain can be freed
+    for each in scopes:
+        for borrowing in _attempts(needs, cq, candidates):
+            found = _search_attempt(pool, needs, cq, wl, candidates, borrowing, each, footprints)
+            if found is not None:
+                return found
+    # Why not, told with numbers: every candidate gone at once (more than any attempt may take).
+    hopeless = _hopeless(needs, cq, wl, candidates, scopes[-1], footprints)
     if hopeless is not None:
         return NoPreemption(REASON_PREEMPTION_INEFFECTIVE, f"preempting all {len(candidates)} candidate "
                             f"workload(s) in flavor {flavors} would not make room: {hopeless}")
-    for borrowing in _attempts(needs, cq, candidates):
-        found = _search_attempt(pool, needs, cq, wl, candidates, borrowing)
-        if found is not None:
-            return found
     return NoPreemption(REASON_PREEMPTION_INEFFECTIVE, f"no set of the {len(candidates)} candidate "
                         f"workload(s) in flavor {flavors} makes room within the preemption policies of "
                         f"ClusterQueue \"{cq.name}\"")
 
 
 def _uses(fit: WorkloadFit, frs: frozenset[FlavorResource]) -> bool:
-    return any(fr in frs for fr, amount in fit.quota_usage.items() if amount)
+    """Whether the workload holds some of these flavor/resources (Kueue's WorkloadUsesResources)."""
+    usage = fit.quota_usage
+    return any(usage.get(fr) for fr in frs)
 
 
 def _satisfies(policy: str, preemptor: WorkloadInfo, candidate: WorkloadInfo) -> bool:
@@ -260,7 +274,7 @@ def _within_nominal(ledger: QuotaLedger, queue: str, frs: frozenset[FlavorResour
 
 
 def _candidates(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo) -> list[_Candidate]:
-    """Phase 3: who may be preempted, each with its variant, in Kueue's order (module docstring).
+    """Phase 2: who may be preempted, each with its variant, in Kueue's order (module docstring).
     Another preemptor's in-flight victims are not candidates."""
     ledger = needs.snap.quota
     # Kueue's "hierarchical advantage": the preemptor fits within its own nominal quota.
@@ -342,15 +356,44 @@ def _valid(cand: _Candidate, ledger: QuotaLedger, needs: _Needs, borrowing: bool
     return not _within_nominal(ledger, cand.cluster_queue, needs.short)
 
 
-def _hopeless(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo,
-              candidates: Sequence[_Candidate]) -> str | None:
-    """Phase 2: every candidate taken away at once (more than any attempt may take); None when the
-    workload then fits, else why not (the flavor assignment's message)."""
-    sim = _without(needs, [cand.key for cand in candidates])
-    result = assign_flavors(sim, cq.name, wl)
-    if isinstance(result, NoFit):
-        return result.message
-    return None
+def _hopeless(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo, candidates: Sequence[_Candidate],
+              scope: _Scope | None, footprints: Mapping[str, Footprint]) -> str | None:
+    """Phase 5: every candidate taken away at once (more than any attempt may take); None when the
+    workload might then fit, else why not. With a counting scope: the quota, then the most pods of
+    the shape one domain holds (no clone of the Usage); otherwise the flavor assignment itself."""
+    if scope is None:
+        result = assign_flavors(_without(needs, [cand.key for cand in candidates]), cq.name, wl)
+        return result.message if isinstance(result, NoFit) else None
+    ledger = needs.snap.quota.clone()
+    for cand in candidates:
+        ledger.release(cand.key)
+    if not _quota_fits(ledger, cq, needs.requests, True):
+        return describe_quota(ledger, cq.name, needs.requests)
+    held = scope.held.copy()
+    counter = _Counter(scope, None, 0)
+    for cand in candidates:
+        counter.shift(footprints[cand.key], +1)
+    for slot, now in counter.fit.items():
+        if scope.domain_of[slot] >= 0:
+            held[scope.domain_of[slot]] += now - int(scope.fit[slot])
+    best = int(held.max(initial=0))
+    if best >= scope.ps.count:
+        return None
+    where = "the flavor's nodes" if scope.level is None else f"one {_level_name(scope)}"
+    return f"at most {best} of the {scope.ps.count} pod(s) of pod set \"{scope.ps.name}\" fit in {where}"
+
+
+def _widened(scope: _Scope) -> _Scope:
+    """The scope with the flavor's nodes as one domain (no level)."""
+    domain_of = np.zeros(scope.topology.slots, dtype=np.int64)
+    held = np.asarray([int(scope.fit.sum())], dtype=np.int64)
+    return replace(scope, level=None, domain_of=domain_of, held=held)
+
+
+def _level_name(scope: _Scope) -> str:
+    """`rack` for `cloud.provider.com/topology-rack`: the level label's last segment."""
+    assert scope.level is not None
+    return scope.topology.levels[scope.level].rsplit("/", 1)[-1].removeprefix("topology-")
 
 
 def _without(needs: _Needs, keys: Sequence[str]) -> AdmissionSnapshot:
@@ -369,7 +412,7 @@ def _without(needs: _Needs, keys: Sequence[str]) -> AdmissionSnapshot:
 
 
 def _confirm(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo, keys: Sequence[str], borrowing: bool) -> bool:
-    """Phase 5: with these victims gone the preemptor's quota fits (within nominal unless
+    """Phase 4: with these victims gone the preemptor's quota fits (within nominal unless
     `borrowing`) and the full flavor assignment succeeds in this choice."""
     sim = _without(needs, keys)
     if not _quota_fits(sim.quota, cq, needs.requests, borrowing):
@@ -394,6 +437,10 @@ class _Scope:
     rows: np.typing.NDArray[np.int64]
     held: np.typing.NDArray[np.int64]
     """Pods of the shape each domain holds now (one domain, 0, without a level)."""
+    free: np.typing.NDArray[np.int64]
+    """[slots x resources] free milli now (allocatable - used)."""
+    columns: tuple[int, ...]
+    """Usage column of each of `resources` (-1: no node uses it)."""
 
 
 def _topology_scope(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo) -> _Scope | None:
@@ -421,47 +468,58 @@ def _topology_scope(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo) -> _
     domain_of = topology.domain_of(level) if level is not None else np.zeros(topology.slots, dtype=np.int64)
     known = domain_of >= 0
     held = np.bincount(domain_of[known], weights=counts.fit[known]).astype(np.int64)
+    rows = topology.rows_in(registry)
+    free = topology.allocatable(list(counts.resources)) - needs.snap.usage.used_matrix(rows, list(counts.resources))
+    columns = tuple(registry.cols.get(r, -1) for r in counts.resources)
     return _Scope(topology, ps, counts.resources, counts.want, counts.mask.mask[: topology.slots],
-                  counts.fit, level, domain_of, topology.slot_of_row(registry), topology.rows_in(registry), held)
+                  counts.fit, level, domain_of, topology.slot_of_row(registry), rows, held, free, columns)
 
 
 def _search_attempt(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo,
-                    candidates: Sequence[_Candidate], borrowing: bool) -> VictimSet | None:
-    """Phase 4 for one attempt: per domain (topology pod set) or over all candidates; the best
+                    candidates: Sequence[_Candidate], borrowing: bool, scope: _Scope | None,
+                    footprints: Mapping[str, Footprint]) -> VictimSet | None:
+    """Phase 3 for one attempt: per domain (topology pod set) or over all candidates; the best
     confirmed set. A placement that fits somewhere already needs quota only (no domain); an
     unconstrained one counts the flavor's nodes as one domain."""
-    scope = _topology_scope(needs, cq, wl)
     if scope is None:
         keys = _sequential(needs, cq, wl, candidates, borrowing)
         return None if keys is None else _victim_set(needs, wl, candidates, keys, None, None)
-    footprints = {cand.key: _slots_of(scope, needs.snap.usage, cand.key) for cand in candidates}
-    domains: Sequence[int | None]
+    # Domain -> its candidates in order (one pass over the footprints, not one per domain).
+    members: dict[int | None, list[_Candidate]] = {}
     if int(scope.held.max(initial=0)) >= scope.ps.count:
-        domains = [None]
+        members[None] = list(candidates)
     elif scope.level is None:
-        domains = [0]
+        members[0] = list(candidates)
     else:
-        domains = sorted({int(scope.domain_of[slot]) for fp in footprints.values() for slot in fp} - {-1})
+        domain_of = scope.domain_of.tolist()
+        for cand in candidates:
+            for touched in sorted({domain_of[slot] for slot in footprints[cand.key]} - {-1}):
+                members.setdefault(touched, []).append(cand)
     found: list[tuple[tuple[object, ...], int | None, list[str]]] = []
-    for domain in domains:
-        keys = _search_scope(needs, cq, scope, candidates, footprints, domain, borrowing)
+    for domain in sorted(members, key=lambda d: -1 if d is None else d):
+        keys = _search_scope(needs, cq, scope, candidates, members[domain], footprints, domain, borrowing)
         if keys is not None:
             new = [k for k in keys if k not in pool.evicting]
             priorities = [pool.infos[k].priority for k in new]
             found.append(((bool(new), max(priorities, default=0), len(new), sum(priorities),
                            domain if domain is not None else -1), domain, keys))
     found.sort(key=lambda item: item[0])
-    for _, domain, keys in found[:MAX_CONFIRMED_DOMAINS]:
+    for _, best, keys in found[:MAX_CONFIRMED_DOMAINS]:
         if _confirm(needs, cq, wl, keys, borrowing):
-            return _victim_set(needs, wl, candidates, keys, scope, domain)
+            return _victim_set(needs, wl, candidates, keys, scope, best)
     return None
 
 
-def _slots_of(scope: _Scope, usage: Usage, key: str) -> dict[int, Resources]:
-    """Slot -> milli a workload frees on this topology's nodes (its Usage footprint)."""
-    out: dict[int, Resources] = {}
+Footprint = Mapping[int, Mapping[int, int]]
+"""Slot -> Usage column -> milli a workload frees on a topology's nodes."""
+
+
+def _slots_of(scope: _Scope, usage: Usage, key: str) -> dict[int, dict[int, int]]:
+    """A workload's Usage footprint on this topology's nodes, by slot."""
+    out: dict[int, dict[int, int]] = {}
+    slot_of_row = scope.slot_of_row
     for row, amounts in usage.footprint(key).items():
-        slot = scope.slot_of_row.get(row)
+        slot = slot_of_row.get(row)
         if slot is not None:
             out[slot] = amounts
     return out
@@ -470,25 +528,34 @@ def _slots_of(scope: _Scope, usage: Usage, key: str) -> dict[int, Resources]:
 @dataclass(slots=True)
 class _Counter:
     """What taking candidates away frees, for one domain: `free`/`fit` of the nodes touched so far
-    (the rest read from the scope), `held` the pods of the preemptor's shape the domain holds."""
+    (the rest read from the scope), `held` the pods of the preemptor's shape the domain holds.
+    Plain integers per node: a few nodes change per step, numpy's per-call cost would dominate."""
 
     scope: _Scope
-    usage: Usage
     domain: int | None
     held: int
-    free: dict[int, np.typing.NDArray[np.int64]] = field(default_factory=dict)
+    free: dict[int, list[int]] = field(default_factory=dict)
     fit: dict[int, int] = field(default_factory=dict)
+    wanted: tuple[tuple[int, int, int], ...] = ()
+    """(index in `resources`, Usage column, per-pod milli) of every resource the pod set requests."""
 
-    def shift(self, footprint: Mapping[int, Resources], sign: int) -> None:
+    def __post_init__(self) -> None:
+        scope = self.scope
+        self.wanted = tuple((j, col, int(w)) for j, (col, w) in enumerate(zip(scope.columns, scope.want.tolist(),
+                                                                                strict=True)) if w > 0)
+
+    def shift(self, footprint: Footprint, sign: int) -> None:
         """A workload leaves (+1) or comes back (-1): its nodes' free capacity and fits change."""
         scope = self.scope
         for slot, amounts in footprint.items():
-            if slot not in self.free:
-                at = np.asarray([slot], dtype=np.int64)
-                self.free[slot] = (scope.topology.allocatable_at(at, scope.resources)
-                                   - self.usage.used_matrix(scope.rows[at], scope.resources))[0]
-            self.free[slot] = self.free[slot] + sign * request_vector(amounts, scope.resources)
-            now = int(fits_of(self.free[slot][None, :], scope.want, scope.mask[[slot]])[0])
+            free = self.free.get(slot)
+            if free is None:
+                free = self.free[slot] = scope.free[slot].tolist()
+            now = FIT_CAP
+            for j, col, want in self.wanted:
+                free[j] += sign * amounts.get(col, 0)
+                now = min(now, free[j] // want)
+            now = max(0, now) if scope.mask[slot] else 0
             before = self.fit.get(slot, int(scope.fit[slot]))
             self.fit[slot] = now
             if self.domain is not None and scope.domain_of[slot] == self.domain:
@@ -499,33 +566,26 @@ class _Counter:
 
 
 def _search_scope(needs: _Needs, cq: ClusterQueueQuota, scope: _Scope, candidates: Sequence[_Candidate],
-                  footprints: Mapping[str, Mapping[int, Resources]], domain: int | None,
-                  borrowing: bool) -> list[str] | None:
+                  inside: Sequence[_Candidate], footprints: Mapping[str, Footprint],
+                  domain: int | None, borrowing: bool) -> list[str] | None:
     """Take the domain's candidates away in order until its nodes hold the pod set and the quota
     fits; when the nodes suffice but the quota does not, candidates outside the domain follow (in
     order) for quota alone. Then put back every one not needed, the last taken kept (fill back).
     `domain` None: no domain constraint (quota alone). State: `ledger`, `counter`, `chosen`."""
     ledger = needs.snap.quota.clone()
-    counter = _Counter(scope, needs.snap.usage, domain, int(scope.held[domain]) if domain is not None else 0)
-    inside = [cand for cand in candidates
-              if domain is None or any(scope.domain_of[s] == domain for s in footprints[cand.key])]
-    outside = [cand for cand in candidates if cand not in inside] if domain is not None else []
+    counter = _Counter(scope, domain, int(scope.held[domain]) if domain is not None else 0)
+    within = {cand.key for cand in inside}
+    # Only once the domain holds the pod set, and only lazily: most domains never get there.
+    outside = (cand for cand in candidates if cand.key not in within)
 
     def fits() -> bool:
         return counter.placed() and _quota_fits(ledger, cq, needs.requests, borrowing)
 
     chosen: list[_Candidate] = []
-    for cand in itertools.chain(inside, outside):
-        if cand is (outside[0] if outside else None) and not counter.placed():
-            return None
-        if not _valid(cand, ledger, needs, borrowing):
-            continue
-        ledger.release(cand.key)
-        counter.shift(footprints[cand.key], +1)
-        chosen.append(cand)
-        if fits():
-            break
-    else:
+    found = _take_until(inside, chosen, ledger, counter, footprints, needs, borrowing, fits)
+    if not found and domain is not None and counter.placed():
+        found = _take_until(outside, chosen, ledger, counter, footprints, needs, borrowing, fits)
+    if not found:
         return None
     for cand in reversed(chosen[:-1]):  # fill back: Kueue keeps the last one taken
         ledger.reserve(cand.key, cand.cluster_queue, cand.quota)
@@ -536,6 +596,21 @@ def _search_scope(needs: _Needs, cq: ClusterQueueQuota, scope: _Scope, candidate
             ledger.release(cand.key)
             counter.shift(footprints[cand.key], +1)
     return [cand.key for cand in chosen]
+
+
+def _take_until(cands: Iterable[_Candidate], chosen: list[_Candidate], ledger: QuotaLedger, counter: _Counter,
+                footprints: Mapping[str, Footprint], needs: _Needs, borrowing: bool,
+                fits: Callable[[], bool]) -> bool:
+    """Take valid candidates away in order (into `chosen`) until `fits`; False when they run out."""
+    for cand in cands:
+        if not _valid(cand, ledger, needs, borrowing):
+            continue
+        ledger.release(cand.key)
+        counter.shift(footprints[cand.key], +1)
+        chosen.append(cand)
+        if fits():
+            return True
+    return False
 
 
 def _sequential(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo, candidates: Sequence[_Candidate],
@@ -575,8 +650,7 @@ def _victim_set(needs: _Needs, wl: WorkloadInfo, candidates: Sequence[_Candidate
     victims = tuple(Victim(k, by_key[k].cluster_queue, by_key[k].priority, _REASONS[by_key[k].variant]) for k in keys)
     where = None
     if scope is not None and domain is not None and scope.level is not None:
-        label = scope.topology.levels[scope.level].rsplit("/", 1)[-1].removeprefix("topology-")
-        where = f"{label} \"{'/'.join(scope.topology.domains[scope.level].keys[domain])}\""
+        where = f"{_level_name(scope)} \"{'/'.join(scope.topology.domains[scope.level].keys[domain])}\""
     ps = scope.ps if scope is not None else wl.pod_sets[0]
     return VictimSet(victims, needs.flavors, where, ps.count if scope is not None else sum(p.count for p in wl.pod_sets),
                      ps.name if scope is not None else ", ".join(p.name for p in wl.pod_sets))

@@ -1,22 +1,17 @@
-"""A ClusterQueue's preemption settings as admission reads them, and the webhook's warning.
+"""A ClusterQueue's preemption settings as admission reads them.
 
 `PreemptionPolicy.from_model(cq)` reads `spec.preemption` and `spec.flavorFungibility.whenCanPreempt`
 with Kueue's defaults (every policy Never, whenCanPreempt TryNextFlavor); `ClusterQueueQuota` carries
-it for the victim search (controller.core.admission.preempting). `preemption_warning(cq)` is the
-ClusterQueue webhook's warning while the operator does not evict yet.
+it for the victim search (controller.core.admission.preempting).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, get_args
+from typing import Final
 
 from controller.api import constants as c
 from controller.api.queues import ClusterQueue
-from controller.api.queues import PreemptionPolicy as PolicyName
-
-NEVER: Final = get_args(PolicyName)[0]
-"""Kueue's default policy: no preemption (the first of the model's named values)."""
 
 _STOP_AT_PREEMPTION: Final = frozenset({"MayStopSearch", "Preempt"})
 """whenCanPreempt values that take the first flavor where preemption makes room (Preempt is the
@@ -57,21 +52,3 @@ class PreemptionPolicy:
             max_priority_threshold=borrow.max_priority_threshold if borrow is not None else None,
             stop_at_preemption=stop,
         )
-
-
-def preemption_warning(cq: ClusterQueue) -> str | None:
-    """`ClusterQueue "x": spec.preemption (withinClusterQueue: LowerPriority) is accepted but tasq
-    does not preempt yet; workloads that would preempt wait instead`, or None when nothing is asked."""
-    preemption = cq.spec.preemption
-    if preemption is None:
-        return None
-    asked = [(f"withinClusterQueue: {preemption.within_cluster_queue}", preemption.within_cluster_queue),
-             (f"reclaimWithinCohort: {preemption.reclaim_within_cohort}", preemption.reclaim_within_cohort)]
-    if preemption.borrow_within_cohort is not None:
-        policy = preemption.borrow_within_cohort.policy
-        asked.append((f"borrowWithinCohort.policy: {policy}", policy))
-    policies = [text for text, value in asked if value not in (None, NEVER)]
-    if not policies:
-        return None
-    return (f"ClusterQueue \"{cq.name}\": spec.preemption ({', '.join(policies)}) is accepted but tasq does "
-            "not preempt yet; workloads that would preempt wait instead")

@@ -269,21 +269,15 @@ class Usage:
 
     # -- reads ----------------------------------------------------------------------------------
 
-    def footprint(self, workload_key: str) -> dict[int, dict[str, int]]:
-        """Row -> resource -> milli a workload takes now: what is left of its reservation plus its
-        bound pods (what `remove_workload` would free), non-zero amounts only."""
-        resources = {col: name for name, col in self.registry.cols.items()}
-        out: dict[int, dict[str, int]] = {}
-        for row, cols in self._reservations.get(workload_key, {}).items():
-            for col, milli in cols.items():
-                if milli > 0:
-                    vec = out.setdefault(row, {})
-                    vec[resources[col]] = vec.get(resources[col], 0) + milli
+    def footprint(self, workload_key: str) -> dict[int, dict[int, int]]:
+        """Row -> column -> milli a workload takes now: what is left of its reservation plus its bound
+        pods (what `remove_workload` would free); columns as in `registry.cols`."""
+        out: dict[int, dict[int, int]] = {row: dict(cols) for row, cols in self._reservations.get(workload_key, {}).items()}
         for key in self._workload_pods.get(workload_key, ()):
             pod = self._pods[key]
             vec = out.setdefault(pod.row, {})
             for col, milli in pod.amounts:
-                vec[resources[col]] = vec.get(resources[col], 0) + milli
+                vec[col] = vec.get(col, 0) + milli
         return out
 
     def reserved(self, workload_key: str) -> dict[str, dict[str, int]]:

@@ -270,11 +270,7 @@ def test_fuzzed_documents_are_answered_and_denials_name_field_paths(
             assert error.path and f"{error.path}: " in message
 
 
-def test_a_cluster_queue_asking_for_preemption_is_allowed_with_a_warning(hooks: Admission) -> None:
+def test_a_cluster_queue_asking_for_preemption_is_allowed_without_a_warning(hooks: Admission) -> None:
     asking = valid_cluster_queue().set("spec.preemption", {"withinClusterQueue": "LowerPriority"}).obj()
     response = admit(hooks, c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, asking)
-    assert response["allowed"] is True
-    (warning,) = response["warnings"]
-    assert "spec.preemption (withinClusterQueue: LowerPriority) is accepted but tasq does not preempt yet" in warning
-    plain = admit(hooks, c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, valid_cluster_queue().obj())
-    assert plain["allowed"] is True and not plain.get("warnings")
+    assert response["allowed"] is True and not response.get("warnings")
