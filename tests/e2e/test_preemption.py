@@ -356,3 +356,48 @@ def test_a_preemption_that_would_not_make_room_is_not_attempted(tasq: Process, k
     except AssertionError as e:
         raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
     assert waiting["reason"] == "Pending", waiting
+
+
+def test_an_eviction_under_way_is_finished_by_a_restarted_operator_without_a_second_preemption(
+        tasq: Process, kubectl: Kubectl, kubeconfig: Path, namespace: str, tmp_path: Path) -> None:
+    # "blocker" (high, 3 x 8 GPUs) holds b1-r2; "victim" (low, 2 x 8) runs in b1-r1, one of its pods
+    # held terminating by a finalizer. "high" (4 x 8, one rack) preempts the victim; while the held pod
+    # terminates, tasq is stopped and started again: the new process reads the eviction from the
+    # Workload (Evicted=True, admission still set), waits for the pod, releases, admits "high", and
+    # never preempts a second time.
+    kubectl("apply", "-f", "-", stdin=cluster_queue("restart", 96, {"withinClusterQueue": "LowerPriority"}))
+    kubectl("apply", "-f", "-", stdin=local_queue(namespace, "lq", "restart"))
+    watch = OverCommitWatch(kubectl, namespace, {"restart": 96})
+    try:
+        for name, pods, rack, priority in (("blocker", 3, "b1-r2", "e2e-high"), ("victim", 2, "b1-r1", "e2e-low")):
+            kubectl("create", "-f", "-", stdin=job(name, namespace, "lq", pods, 8, priority, rack=rack))
+            watch.until(functools.partial(running_pods, kubectl, namespace, name, pods), 60, f"{name} running")
+        held = sorted(p["metadata"]["name"] for p in pods_of(kubectl, namespace, "victim"))[0]
+        kubectl("patch", "pod", held, "-n", namespace, "--type=merge", "-p",
+                json.dumps({"metadata": {"finalizers": [HOLD]}}))
+        kubectl("create", "-f", "-", stdin=job("high", namespace, "lq", 4, 8, "e2e-high", run_seconds=3))
+        watch.until(lambda: (p := pods_of(kubectl, namespace, "victim")) and len(p) == 1
+                    and p[0]["metadata"].get("deletionTimestamp"), 60, "the victim's Job stopped, one pod terminating")
+        before = condition(workload_of(kubectl, namespace, "victim"), "Preempted")
+        assert tasq.stop() == 0, tasq.tail()
+        restarted = Process(kubeconfig, tmp_path / "restarted.log")
+        tasq.proc, tasq.log = restarted.proc, restarted.log  # the module's fixture stops this one
+        settle = time.monotonic() + 6  # the new process takes the Lease and runs its cycles
+        while time.monotonic() < settle:
+            watch.check()
+            assert not watch.problems, watch.problems
+            assert not is_admitted(workload_of(kubectl, namespace, "high")), "high admitted beside a terminating pod"
+            time.sleep(0.3)
+        kubectl("patch", "pod", held, "-n", namespace, "--type=json", "-p",
+                json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]))
+        watch.until(lambda: is_admitted(workload_of(kubectl, namespace, "high")), 90,
+                    "high admitted by the restarted operator once the pod is gone")
+        assert condition(workload_of(kubectl, namespace, "victim"), "Preempted") == before  # written once
+        evictions = [e for e in events(kubectl, namespace, c.EVENT_REASON_EVICTED_PREEMPTED)
+                     if e["involvedObject"]["kind"] == "Workload"]
+        assert len(evictions) == 1, evictions
+        watch.until(lambda: is_admitted(workload_of(kubectl, namespace, "victim")), 120,
+                    "the victim admitted again after high finished")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
+    assert watch.checks > 10 and not watch.problems
