@@ -442,6 +442,7 @@ class JobReconciler:
         if pods_left(self.cache.jobs.get(key, job)) > 0 or self.cache.live_pods_of_job.get(key):
             return  # a pod in its grace period still runs: a Job or pod event brings it back
         now = datetime.now(UTC)
+        cluster_queue = entry.admission.cluster_queue if entry.admission is not None else None
         model = entry.obj.model_copy(deep=True)
         if not mark_deactivated(model, now) or model.status is None:
             return
@@ -456,6 +457,8 @@ class JobReconciler:
             raise  # 409: retried from the cache once the watch brings the newer Workload
         self.applied(c.KIND_WORKLOAD, written)
         self.recorder.emit(written, c.EVENT_REASON_EVICTED_DEACTIVATED, "The workload is deactivated")
+        if self.evictor.metrics is not None and cluster_queue is not None:
+            self.evictor.metrics.evicted(cluster_queue, c.REASON_DEACTIVATED)
 
     async def _finish(self, entry: WorkloadEntry, view: JobView) -> None:
         succeeded = view.finished == c.CONDITION_JOB_COMPLETE
