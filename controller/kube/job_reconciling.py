@@ -6,11 +6,11 @@ its pods gone, startTime cleared) and only then gets its Workload (Kueue's name 
 so the admission loop never sees a Workload whose Job runs pods tasq did not place; refuse one whose
 PriorityClass is missing (an Event, the Job stays suspended); on admission write the flavors'
 nodeSelector/tolerations, the topology-workload/-podset annotations, tasq's label and the topology
-scheduling gate into the pod template and unsuspend; suspend a Job whose Workload lost its admission and put back
-the pod template the Workload recorded at creation; stop the Job of an evicted Workload (Evicted=True,
-admission still held: a preemption victim) the same way and, once its pods are gone, release its
-reservation (controller.kube.evicting); evict a deactivated Workload (`spec.active: false`) the same
-way, then release its reservation; mark the Workload Finished when the Job
+scheduling gate into the pod template and unsuspend; suspend a Job whose Workload lost its admission
+and put back the pod template the Workload recorded at creation; stop the Job of an evicted Workload
+(Evicted=True, admission still held: a preemption victim) the same way and, once its pods are gone,
+release its reservation (controller.kube.evicting); evict a deactivated Workload (`spec.active:
+false`) the same way, then release its reservation; mark the Workload Finished when the Job
 completes or fails; delete it when the Job is gone. Leader only. A reconcile that fails in any way
 (refused, a dropped connection, a bug) is re-queued with backoff (controller.kube.requeuing).
 Started by controller.kube.operating, whose EventRouter wakes it and takes every Job and Workload it
@@ -166,12 +166,12 @@ class JobReconciler:
                  applied: Applied | None = None, evictor: Evictor | None = None) -> None:
         self.cache = cache
         self.applied: Applied = applied if applied is not None else cache.upsert
-        self.evictor = evictor if evictor is not None else Evictor(cache, api, recorder, self.applied)
-        """Releases an evicted Workload's reservation once its Job is stopped and its pods are gone."""
         """Where every Job and Workload this reconciler wrote goes (the operator's
         `EventRouter.applied`): into the cache at once, so the next reconcile sees it and the
         admission loop sees a release at once (the watch echo then carries a known version and is
         skipped), waking the loops the change concerns."""
+        self.evictor = evictor if evictor is not None else Evictor(cache, api, recorder, self.applied)
+        """Releases an evicted Workload's reservation once its Job is stopped and its pods are gone."""
         self.api = api
         self.recorder = recorder
         self._dirty: dict[str, None] = {}
