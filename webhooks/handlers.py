@@ -91,8 +91,9 @@ def _validator(kind: str) -> Callable[..., Coroutine[Any, Any, None]]:
     return handler
 
 
-SERVED_VERSIONS: dict[str, tuple[str, ...]] = {c.PLURAL_TOPOLOGIES: (c.VERSION_V1ALPHA1, c.VERSION_V1BETA1)}
-"""Kinds served in more than v1beta1 (as the CRDs declare them)."""
+SERVED_VERSIONS: dict[str, tuple[str, ...]] = {
+    c.PLURAL_TOPOLOGIES: (c.VERSION_V1BETA2, c.VERSION_V1BETA1, c.VERSION_V1ALPHA1)}
+"""Versions each kind is served in (as the CRDs declare them); the others: v1beta2 and v1beta1."""
 
 
 def register_handlers(registry: kopf.OperatorRegistry) -> None:
@@ -107,7 +108,7 @@ def register_handlers(registry: kopf.OperatorRegistry) -> None:
     for plural, handler_id, kind in TASQ_KINDS:
         # One registration per served version: kopf otherwise knows only the preferred one and
         # refuses reviews of the others (a Kueue manifest's Topology is v1alpha1).
-        for version in SERVED_VERSIONS.get(plural, (c.VERSION_V1BETA1,)):
+        for version in SERVED_VERSIONS.get(plural, (c.VERSION_V1BETA2, c.VERSION_V1BETA1)):
             # "*": a Workload's status writes come to the same path (the configuration routes them here)
             kopf.on.validate(c.GROUP, version, plural, id=handler_id, operations=_CREATE_UPDATE,
                              subresource="*" if plural == c.PLURAL_WORKLOADS else None,

@@ -257,9 +257,11 @@ def _settle(state: AdmissionState, cq_name: str, key: str, result: WorkloadFit |
     queue = state.queues.queues[cq_name]
     cq = state.snapshot.cluster_queues[cq_name]
     if isinstance(result, WorkloadFit) and cq.preemption.enabled and cq.preemption.stop_at_preemption:
+        state.snapshot.usage.release(key)  # the search must not see the fit's own trial nodes as taken
         earlier = find_victims(state.victim_pool(), state.snapshot, cq_name, state.workloads[key], before=result)
+        if not isinstance(earlier, VictimSet) and result.node_usage:
+            state.snapshot.usage.reserve(key, result.node_usage)
         if isinstance(earlier, VictimSet):
-            state.snapshot.usage.release(key)
             queue.park(key)
             return _preempting(state, cq_name, key, earlier, "a flavor earlier in ClusterQueue order needs preemption")
     if isinstance(result, WorkloadFit):

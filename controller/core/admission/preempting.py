@@ -259,7 +259,7 @@ def _satisfies(policy: str, preemptor: WorkloadInfo, candidate: WorkloadInfo) ->
     if policy == c.PREEMPTION_LOWER_PRIORITY:
         return lower
     if policy == c.PREEMPTION_LOWER_OR_NEWER_EQUAL_PRIORITY:
-        newer = candidate.priority == preemptor.priority and preemptor.order_key() < candidate.order_key()
+        newer = candidate.priority == preemptor.priority and preemptor.created < candidate.created
         return lower or newer
     return False
 
@@ -496,8 +496,9 @@ def _search_attempt(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota, wl: 
             for touched in sorted({domain_of[slot] for slot in footprints[cand.key]} - {-1}):
                 members.setdefault(touched, []).append(cand)
     found: list[tuple[tuple[object, ...], int | None, list[str]]] = []
+    ledger = needs.snap.quota.clone()
     for domain in sorted(members, key=lambda d: -1 if d is None else d):
-        keys = _search_scope(needs, cq, scope, candidates, members[domain], footprints, domain, borrowing)
+        keys = _search_scope(needs, cq, scope, candidates, members[domain], footprints, domain, borrowing, ledger)
         if keys is not None:
             new = [k for k in keys if k not in pool.evicting]
             priorities = [pool.infos[k].priority for k in new]
@@ -567,12 +568,24 @@ class _Counter:
 
 def _search_scope(needs: _Needs, cq: ClusterQueueQuota, scope: _Scope, candidates: Sequence[_Candidate],
                   inside: Sequence[_Candidate], footprints: Mapping[str, Footprint],
-                  domain: int | None, borrowing: bool) -> list[str] | None:
+                  domain: int | None, borrowing: bool, ledger: QuotaLedger) -> list[str] | None:
     """Take the domain's candidates away in order until its nodes hold the pod set and the quota
     fits; when the nodes suffice but the quota does not, candidates outside the domain follow (in
     order) for quota alone. Then put back every one not needed, the last taken kept (fill back).
-    `domain` None: no domain constraint (quota alone). State: `ledger`, `counter`, `chosen`."""
-    ledger = needs.snap.quota.clone()
+    `domain` None: no domain constraint (quota alone). State: `ledger` (a clone shared by the
+    domains of one attempt, given back as found), `counter`, `chosen`."""
+    chosen: list[_Candidate] = []
+    try:
+        return _choose_in_scope(needs, cq, scope, candidates, inside, footprints, domain, borrowing, ledger, chosen)
+    finally:
+        for cand in chosen:
+            ledger.reserve(cand.key, cand.cluster_queue, cand.quota)
+
+
+def _choose_in_scope(needs: _Needs, cq: ClusterQueueQuota, scope: _Scope, candidates: Sequence[_Candidate],
+                     inside: Sequence[_Candidate], footprints: Mapping[str, Footprint], domain: int | None,
+                     borrowing: bool, ledger: QuotaLedger, chosen: list[_Candidate]) -> list[str] | None:
+    """`_search_scope`'s work; `chosen` holds what is taken out of `ledger` at every point."""
     counter = _Counter(scope, domain, int(scope.held[domain]) if domain is not None else 0)
     within = {cand.key for cand in inside}
     # Only once the domain holds the pod set, and only lazily: most domains never get there.
@@ -581,7 +594,6 @@ def _search_scope(needs: _Needs, cq: ClusterQueueQuota, scope: _Scope, candidate
     def fits() -> bool:
         return counter.placed() and _quota_fits(ledger, cq, needs.requests, borrowing)
 
-    chosen: list[_Candidate] = []
     found = _take_until(inside, chosen, ledger, counter, footprints, needs, borrowing, fits)
     if not found and domain is not None and counter.placed():
         found = _take_until(outside, chosen, ledger, counter, footprints, needs, borrowing, fits)

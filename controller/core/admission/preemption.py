@@ -13,9 +13,9 @@ from typing import Final
 from controller.api import constants as c
 from controller.api.queues import ClusterQueue
 
-_STOP_AT_PREEMPTION: Final = frozenset({"MayStopSearch", "Preempt"})
-"""whenCanPreempt values that take the first flavor where preemption makes room (Preempt is the
-deprecated name of MayStopSearch)."""
+STOP_AT_PREEMPTION: Final = "MayStopSearch"
+"""The whenCanPreempt value that takes the first flavor where preemption makes room (v1beta1's
+deprecated `Preempt` arrives converted to it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,7 @@ class PreemptionPolicy:
     def from_model(cls, cq: ClusterQueue) -> PreemptionPolicy:
         spec = cq.spec
         fungibility = spec.flavor_fungibility
-        stop = fungibility is not None and fungibility.when_can_preempt in _STOP_AT_PREEMPTION
+        stop = fungibility is not None and fungibility.when_can_preempt == STOP_AT_PREEMPTION
         preemption = spec.preemption
         if preemption is None:
             return cls(stop_at_preemption=stop)

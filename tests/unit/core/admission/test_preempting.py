@@ -104,6 +104,12 @@ POLICY_CASES = [
                [job("older", 8, 5).set("metadata.creationTimestamp", "2026-01-01T00:00:00Z")],
                job("newer", 8, 5).set("metadata.creationTimestamp", "2026-01-02T00:00:00Z"), [],
                why_not="NoPreemptionCandidates"),
+    PolicyCase("LowerOrNewerEqualPriority: created at the same second is not newer",
+               [make_cluster_queue("a").preemption(within=c.PREEMPTION_LOWER_OR_NEWER_EQUAL_PRIORITY)
+                .flavor("a100", {GPU: 8})],
+               [job("twin", 8, 5).set("metadata.creationTimestamp", "2026-01-01T00:00:00Z")],
+               job("other", 8, 5).set("metadata.creationTimestamp", "2026-01-01T00:00:00Z"), [],
+               why_not="NoPreemptionCandidates"),
     PolicyCase("order: the lowest priority goes first, a higher one stays",
                [lower()], [job("p1", 4, 1), job("p0", 4, 0)], job("hi", 4, 10), ["p0"]),
     PolicyCase("order: among equal priorities the most recently admitted goes first",
@@ -247,11 +253,9 @@ def fungible(when_can_preempt: str | None) -> ClusterQueueBuilder:
     (None, "admitted in v100"),
     (c.FUNGIBILITY_TRY_NEXT_FLAVOR, "admitted in v100"),
     ("MayStopSearch", "preempts in a100"),
-    ("Preempt", "preempts in a100"),
 ], ids=["default TryNextFlavor: the next flavor before preempting",
         "TryNextFlavor: the next flavor before preempting",
-        "MayStopSearch: preempt in the first flavor rather than move on",
-        "Preempt (v1beta1 name of MayStopSearch)"])
+        "MayStopSearch: preempt in the first flavor rather than move on"])
 def test_when_can_preempt(policy: str | None, outcome: str) -> None:
     state = quota_state(fungible(policy))
     admit_in_order(state, [job("low", 4, 0)])

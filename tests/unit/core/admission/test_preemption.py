@@ -21,8 +21,6 @@ CASES: list[tuple[str, Any, Any, PreemptionPolicy]] = [
                             max_priority_threshold=7)),
     ("whenCanPreempt MayStopSearch stops at the first flavor where preemption helps", None,
      {"whenCanPreempt": "MayStopSearch"}, PreemptionPolicy(stop_at_preemption=True)),
-    ("whenCanPreempt Preempt is the v1beta1 name of MayStopSearch", None, {"whenCanPreempt": "Preempt"},
-     PreemptionPolicy(stop_at_preemption=True)),
     ("whenCanPreempt TryNextFlavor (the default) moves on", None, {"whenCanPreempt": "TryNextFlavor"},
      PreemptionPolicy()),
 ]
