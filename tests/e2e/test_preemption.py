@@ -76,14 +76,15 @@ value: 1000
 
 def cluster_queue(name: str, gpus: int, preemption: dict[str, Any], cohort: str | None = None,
                   borrowing_limit: int | None = None) -> str:
+    """A v1beta2 ClusterQueue (the hub: `cohortName`) of `gpus` GPUs in flavor two-racks."""
     quota: dict[str, Any] = {"name": GPU, "nominalQuota": str(gpus)}
     if borrowing_limit is not None:
         quota["borrowingLimit"] = str(borrowing_limit)
     spec: dict[str, Any] = {"namespaceSelector": {}, "preemption": preemption, "resourceGroups": [
         {"coveredResources": [GPU], "flavors": [{"name": "two-racks", "resources": [quota]}]}]}
     if cohort is not None:
-        spec["cohort"] = cohort
-    return json.dumps({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+        spec["cohortName"] = cohort
+    return json.dumps({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
                        "metadata": {"name": name}, "spec": spec})
 
 
