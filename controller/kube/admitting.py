@@ -5,9 +5,9 @@ Only while leading. A cycle runs the pure core's rounds (`rounds`) on `ClusterCa
 rounds), then writes every decision as a Workload status
 patch (resourceVersion-checked, retried), posts Events (Admitted; a pending cause once per new
 cause), starts the eviction of every victim of a `Preempt` decision (controller.kube.evicting; the
-Job reconciler carries it on) and refreshes the ClusterQueue and LocalQueue statuses. One cycle at a time; its writes
-run beside the next cycles (at most one in flight per Workload), each written Workload handed to
-the operator's EventRouter. A failed cycle or write is tried again with backoff
+Job reconciler carries it on) and refreshes the ClusterQueue and LocalQueue statuses. One cycle at
+a time; its writes run beside the next cycles (at most one in flight per Workload), each written
+Workload handed to the operator's EventRouter. A failed cycle or write is tried again with backoff
 (controller.kube.requeuing); an admission whose write failed is given back in the cache before the
 next cycle, and one whose answer was lost is read back first. Started by controller.kube.operating.
 """

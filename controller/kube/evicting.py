@@ -1,19 +1,8 @@
 """Evicting admitted Workloads gracefully: the decision written, the Job stopped, then the release.
 
-Each step is decided from the API objects as they are, so a restarted or newly elected operator
-carries on where the last one stopped (a Workload with Evicted=True and its admission still set is
-"terminating", `conditions.is_terminating`):
-1. `Evictor.preempt` (the admission loop, for each victim of a `Preempt` decision): one
-   resourceVersion-checked status write, Evicted=True reason Preempted and Preempted=True with its
-   reason; the admission and QuotaReserved stay, so the victim's quota and nodes stay taken. Events
-   (Kueue's): `Preempted` and `EvictedDueToPreempted` on the victim, `Preempted` on its Job, all
-   naming the preemptor's Workload and Job; `PreemptedWorkload` on the preemptor. Metrics.
-2. The Job reconciler (controller.kube.job_reconciling) stops the victim's Job: suspended (the Job
-   controller deletes its pods, each ending with its grace period), its pod template restored.
-3. `Evictor.release`, called by the Job reconciler once no pod of the Job is left (its counters and
-   the cache): QuotaReserved=False, Admitted=False, Requeued=True, no admission. The cache gives the
-   quota and nodes back on that write and the admission loop wakes: the victim waits in its queue
-   again and is admitted when room exists.
+`Evictor.preempt` writes a victim's eviction for the admission loop; `Evictor.release` gives its
+reservation back for the Job reconciler once no pod of its Job is left (`Evictor` says how). Each
+step reads the API objects only, so a restarted or newly elected operator carries on.
 """
 
 from __future__ import annotations
@@ -55,7 +44,20 @@ class Preemption:
 
 
 class Evictor:
-    """See the module docstring. Shared by the admission loop (step 1) and the Job reconciler (step 3)."""
+    """Eviction in three steps; a Workload with Evicted=True and its admission still set is
+    "terminating" (`conditions.is_terminating`) between the first and the last:
+    1. `preempt` (the admission loop, for each victim of a `Preempt` decision): one
+       resourceVersion-checked status write, Evicted=True reason Preempted and Preempted=True with
+       its reason; the admission and QuotaReserved stay, so the victim's quota and nodes stay taken.
+       Events (Kueue's): `Preempted` and `EvictedDueToPreempted` on the victim, `Preempted` on its
+       Job, all naming the preemptor's Workload and Job; `PreemptedWorkload` on the preemptor.
+       Metrics.
+    2. The Job reconciler (controller.kube.job_reconciling) stops the victim's Job: suspended (the
+       Job controller deletes its pods, each ending with its grace period), its template restored.
+    3. `release`, called by the Job reconciler once no pod of the Job is left (its counters and the
+       cache): QuotaReserved=False, Admitted=False, Requeued=True, no admission. The cache gives the
+       quota and nodes back on that write and the admission loop wakes: the victim waits in its
+       queue again and is admitted when room exists."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
                  applied: Applied | None = None, metrics: Metrics | None = None) -> None:
@@ -75,8 +77,8 @@ class Evictor:
         """The victim's Evicted/Preempted message, naming the preemptor's Workload and Job."""
         preemptor = self.cache.workloads.get(preemption.preemptor)
         job_key = preemptor.obj.owner_job_key if preemptor is not None else None
-        job = self.cache.jobs.get(job_key) if job_key is not None else None
-        job_uid = str((job.get("metadata") or {}).get("uid") or "") if job is not None else None
+        owners = preemptor.obj.metadata.owner_references if preemptor is not None else []
+        job_uid = next((ref.uid for ref in owners if ref.kind == c.KIND_JOB), None)
         uid = preemptor.obj.metadata.uid if preemptor is not None else None
         admission = victim.admission
         preemptee_queue = admission.cluster_queue if admission is not None else ""

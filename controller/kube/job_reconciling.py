@@ -6,11 +6,11 @@ its pods gone, startTime cleared) and only then gets its Workload (Kueue's name 
 so the admission loop never sees a Workload whose Job runs pods tasq did not place; refuse one whose
 PriorityClass is missing (an Event, the Job stays suspended); on admission write the flavors'
 nodeSelector/tolerations, the topology-workload/-podset annotations, tasq's label and the topology
-scheduling gate into the pod template and unsuspend; suspend a Job whose Workload lost its admission and put back
-the pod template the Workload recorded at creation; stop the Job of an evicted Workload (Evicted=True,
-admission still held: a preemption victim) the same way and, once its pods are gone, release its
-reservation (controller.kube.evicting); evict a deactivated Workload (`spec.active: false`) the same
-way, then release its reservation; mark the Workload Finished when the Job
+scheduling gate into the pod template and unsuspend; suspend a Job whose Workload lost its admission
+and put back the pod template the Workload recorded at creation; stop the Job of an evicted Workload
+(Evicted=True, admission still held: a preemption victim) the same way and, once its pods are gone,
+release its reservation (controller.kube.evicting); evict a deactivated Workload (`spec.active:
+false`) the same way, then release its reservation; mark the Workload Finished when the Job
 completes or fails; delete it when the Job is gone. Leader only. A reconcile that fails in any way
 (refused, a dropped connection, a bug) is re-queued with backoff (controller.kube.requeuing).
 Started by controller.kube.operating, whose EventRouter wakes it and takes every Job and Workload it
@@ -166,12 +166,12 @@ class JobReconciler:
                  applied: Applied | None = None, evictor: Evictor | None = None) -> None:
         self.cache = cache
         self.applied: Applied = applied if applied is not None else cache.upsert
-        self.evictor = evictor if evictor is not None else Evictor(cache, api, recorder, self.applied)
-        """Releases an evicted Workload's reservation once its Job is stopped and its pods are gone."""
         """Where every Job and Workload this reconciler wrote goes (the operator's
         `EventRouter.applied`): into the cache at once, so the next reconcile sees it and the
         admission loop sees a release at once (the watch echo then carries a known version and is
         skipped), waking the loops the change concerns."""
+        self.evictor = evictor if evictor is not None else Evictor(cache, api, recorder, self.applied)
+        """Releases an evicted Workload's reservation once its Job is stopped and its pods are gone."""
         self.api = api
         self.recorder = recorder
         self._dirty: dict[str, None] = {}
@@ -432,12 +432,17 @@ class JobReconciler:
         await self.evictor.release(entry)
 
     async def _deactivate(self, job: dict[str, Any], entry: WorkloadEntry) -> None:
-        """Evict a Workload whose `spec.active` is false: stop its Job (`_stop`), then release the
-        reservation in one status write (Kueue's Deactivated eviction). A restart in between redoes
-        what is left: the Workload keeps its admission (and its quota) until the Job is stopped."""
+        """Evict a Workload whose `spec.active` is false: stop its Job (`_stop`), wait until no pod
+        of it is left (as `_evict`), then release the reservation in one status write (Kueue's
+        Deactivated eviction). A restart in between redoes what is left: the Workload keeps its
+        admission (and its quota) until the Job is stopped and its pods are gone."""
         if not await self._stop(job, entry):
             return
+        key = entry.obj.owner_job_key or ""
+        if pods_left(self.cache.jobs.get(key, job)) > 0 or self.cache.live_pods_of_job.get(key):
+            return  # a pod in its grace period still runs: a Job or pod event brings it back
         now = datetime.now(UTC)
+        cluster_queue = entry.admission.cluster_queue if entry.admission is not None else None
         model = entry.obj.model_copy(deep=True)
         if not mark_deactivated(model, now) or model.status is None:
             return
@@ -452,6 +457,8 @@ class JobReconciler:
             raise  # 409: retried from the cache once the watch brings the newer Workload
         self.applied(c.KIND_WORKLOAD, written)
         self.recorder.emit(written, c.EVENT_REASON_EVICTED_DEACTIVATED, "The workload is deactivated")
+        if self.evictor.metrics is not None and cluster_queue is not None:
+            self.evictor.metrics.evicted(cluster_queue, c.REASON_DEACTIVATED)
 
     async def _finish(self, entry: WorkloadEntry, view: JobView) -> None:
         succeeded = view.finished == c.CONDITION_JOB_COMPLETE
