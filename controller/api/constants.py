@@ -119,6 +119,8 @@ CONDITION_QUOTA_RESERVED: Final = "QuotaReserved"
 CONDITION_ADMITTED: Final = "Admitted"
 CONDITION_EVICTED: Final = "Evicted"
 CONDITION_FINISHED: Final = "Finished"
+CONDITION_PREEMPTED: Final = "Preempted"
+CONDITION_REQUEUED: Final = "Requeued"
 
 # batch/v1 Job condition types that mean the Job is over.
 CONDITION_JOB_COMPLETE: Final = "Complete"
@@ -149,6 +151,13 @@ REASON_FAILED: Final = "Failed"
 REASON_DEACTIVATED: Final = "Deactivated"
 REASON_NO_RESERVATION: Final = "NoReservation"
 REASON_READY: Final = "Ready"
+# Evicted because another workload preempted it (Evicted reason), and why (Preempted reasons; Kueue's).
+REASON_PREEMPTED: Final = "Preempted"
+REASON_IN_CLUSTER_QUEUE: Final = "InClusterQueue"
+REASON_IN_COHORT_RECLAMATION: Final = "InCohortReclamation"
+REASON_IN_COHORT_RECLAIM_WHILE_BORROWING: Final = "InCohortReclaimWhileBorrowing"
+# The preemptor's QuotaReserved=False detail while its victims are being evicted (tasq's).
+REASON_PREEMPTING: Final = "Preempting"
 # ClusterQueue / LocalQueue Active condition reasons (Kueue's).
 REASON_STOPPED: Final = "Stopped"
 REASON_CLUSTER_QUEUE_DOES_NOT_EXIST: Final = "ClusterQueueDoesNotExist"
@@ -161,6 +170,11 @@ QUEUEING_STRICT_FIFO: Final = "StrictFIFO"
 # looks for a flavor that fits without borrowing first.
 STOP_POLICY_NONE: Final = "None"
 FUNGIBILITY_TRY_NEXT_FLAVOR: Final = "TryNextFlavor"
+# ClusterQueue spec.preemption policies (Kueue's; Never is the default of each).
+PREEMPTION_NEVER: Final = "Never"
+PREEMPTION_LOWER_PRIORITY: Final = "LowerPriority"
+PREEMPTION_LOWER_OR_NEWER_EQUAL_PRIORITY: Final = "LowerOrNewerEqualPriority"
+PREEMPTION_ANY: Final = "Any"
 
 # Resources with special meaning.
 RESOURCE_PODS: Final = "pods"
@@ -176,6 +190,10 @@ EVENT_REASON_STARTED: Final = "Started"
 EVENT_REASON_STOPPED: Final = "Stopped"
 EVENT_REASON_FINISHED_WORKLOAD: Final = "FinishedWorkload"
 EVENT_REASON_EVICTED_DEACTIVATED: Final = "EvictedDueToDeactivated"
+# A preemption (Kueue's): on the victim ("Preempted", "EvictedDueToPreempted") and the preemptor.
+EVENT_REASON_PREEMPTED: Final = "Preempted"
+EVENT_REASON_EVICTED_PREEMPTED: Final = "EvictedDueToPreempted"
+EVENT_REASON_PREEMPTED_WORKLOAD: Final = "PreemptedWorkload"
 EVENT_REASON_ERR_WORKLOAD_COMPOSE: Final = "ErrWorkloadCompose"
 EVENT_COMPONENT: Final = "tasq-controller"
 
@@ -201,6 +219,10 @@ METRIC_PENDING_WORKLOADS: Final = "tasq_pending_workloads"
 METRIC_ADMITTED_WORKLOADS: Final = "tasq_admitted_workloads"
 METRIC_CLUSTER_QUEUE_RESOURCE_USAGE: Final = "tasq_cluster_queue_resource_usage"
 METRIC_GATE_REMOVAL_LATENCY: Final = "tasq_gate_removal_latency_seconds"
+METRIC_PREEMPTED_WORKLOADS: Final = "tasq_preempted_workloads_total"
+"""Kueue's kueue_preempted_workloads_total{preempting_cluster_queue,reason}."""
+METRIC_EVICTED_WORKLOADS: Final = "tasq_evicted_workloads_total"
+"""Kueue's kueue_evicted_workloads_total{cluster_queue,reason}."""
 ADMISSION_RESULT_SUCCESS: Final = "success"
 ADMISSION_RESULT_INADMISSIBLE: Final = "inadmissible"
 PROBE_PATH_METRICS: Final = "/metrics"

@@ -28,12 +28,13 @@ from controller.api.topology import Topology
 from controller.api.topology_assignment import DomainPods
 from controller.api.views import NodeView, OwnerRef, PodView, owner_refs
 from controller.api.workload import Admission, Workload
+from controller.core.admission.conditions import is_evicted, is_terminating
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
 from controller.core.admission.quota import ClusterQueueQuota, QuotaLedger
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo, flavor_infos
-from controller.core.admission.workloads import WorkloadInfo, workload_info
+from controller.core.admission.workloads import WorkloadInfo, parse_timestamp, workload_info
 from controller.core.topology import Usage, workload_key_of
 from controller.core.ungating.planning import PodState, UngatingInput
 
@@ -57,7 +58,9 @@ class WorkloadEntry:
     `fit` is set while the workload holds quota and nodes here (admitted by us, or restored from
     its `status.admission`); `restoring` holds an admission seen but not yet re-reserved (done at the
     next `admission_state`, once nodes and pods are known); `expecting` is True from our own
-    admission decision until the watch shows it written, so a stale event cannot release it.
+    admission decision until the watch shows it written, so a stale event cannot release it;
+    `evicting_for` names the preemptor the admission loop decided to evict it for, from that decision
+    until its reservation is released (its Evicted condition may not be written yet).
     """
 
     obj: Workload
@@ -65,6 +68,7 @@ class WorkloadEntry:
     fit: WorkloadFit | None = None
     restoring: Admission | None = None
     expecting: bool = False
+    evicting_for: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -349,7 +353,7 @@ class ClusterCache:
         """Give back what a workload holds (quota, nodes); its bound pods keep counting as pods."""
         entry = self.workloads.get(key)
         if entry is not None:
-            entry.fit, entry.restoring, entry.expecting = None, None, False
+            entry.fit, entry.restoring, entry.expecting, entry.evicting_for = None, None, False, None
         self.usage.release(key)
         self.usage.release(key + _DOMAIN_SLICES)
         if self._ledger is not None:
@@ -360,6 +364,19 @@ class ClusterCache:
         entry = self.workloads[key]
         entry.fit, entry.expecting = fit, True
         self.generation += 1
+
+    def record_eviction(self, key: str, preemptor: str) -> None:
+        """The loop decided to evict `key` for `preemptor`: it stays admitted (its quota and nodes
+        held) but is claimed, until its reservation is released or `forget_eviction`."""
+        entry = self.workloads.get(key)
+        if entry is not None and entry.fit is not None:
+            entry.evicting_for = preemptor
+
+    def forget_eviction(self, key: str) -> None:
+        """Writing the eviction of `key` did not happen (it finished, or lost its admission meanwhile)."""
+        entry = self.workloads.get(key)
+        if entry is not None:
+            entry.evicting_for = None
 
     def forget_admission(self, key: str) -> None:
         """Writing our admission failed for good (the Workload is gone or changed): release it."""
@@ -415,8 +432,10 @@ class ClusterCache:
             features=self.features)
 
     def admission_state(self) -> AdmissionState:
-        """One cycle's state: every held admission, and every waiting active workload queued (in
-        arrival order). Admissions the cycle makes are reserved in this cache's Usage and ledger."""
+        """One cycle's state: every held admission (with its reservation time, and marked evicting
+        while an eviction decided or written has not released it yet, so no preemptor counts on it
+        twice), and every waiting active workload queued (in arrival order). Admissions the cycle
+        makes are reserved in this cache's Usage and ledger."""
         snapshot = self.snapshot()
         self._restore(snapshot)
         state = AdmissionState(snapshot)
@@ -425,6 +444,11 @@ class ClusterCache:
                 state.admitted[key] = entry.fit
                 state.workloads[key] = entry.info
                 state.queue_of[key] = entry.fit.cluster_queue
+                reserved = entry.obj.condition(c.CONDITION_QUOTA_RESERVED)
+                if reserved is not None and reserved.status == "True":
+                    state.admitted_at[key] = parse_timestamp(reserved.last_transition_time, entry.info.created)
+                if entry.evicting_for is not None or is_terminating(entry.obj):
+                    state.mark_evicting(key, entry.evicting_for)
             elif not entry.finished and entry.active:
                 state.submit(entry.info)
         return state
@@ -437,12 +461,12 @@ class ClusterCache:
 
     def ungating_input(self, namespace: str, workload: str) -> UngatingInput | None:
         """What the TopologyUngater plans from: the admitted, unfinished Workload's slices per pod
-        set and the states of its pods; None when it is not (or no longer) admitted."""
+        set and the states of its pods; None when it is not (or no longer) admitted, or is being evicted."""
         key = f"{namespace}/{workload}"
         entry = self.workloads.get(key)
         admission = entry.admission if entry is not None else None
-        if entry is None or admission is None or entry.finished:
-            return None
+        if entry is None or admission is None or entry.finished or is_evicted(entry.obj):
+            return None  # an evicted one's pods are being deleted: none is ungated any more
         slices: dict[str, list[DomainPods]] = {
             psa.name: psa.topology_assignment.domains() if psa.topology_assignment is not None else []
             for psa in admission.pod_set_assignments}

@@ -4,9 +4,10 @@ Only while leading. A cycle runs the pure core's rounds (`rounds`) on `ClusterCa
 (so admissions are reserved in the cache at once; a long cycle lets the event loop run between
 rounds), then writes every decision as a Workload status
 patch (resourceVersion-checked, retried), posts Events (Admitted; a pending cause once per new
-cause) and refreshes the ClusterQueue and LocalQueue statuses. One cycle at a time; its writes
-run beside the next cycles (at most one in flight per Workload), each written Workload handed to
-the operator's EventRouter. A failed cycle or write is tried again with backoff
+cause), starts the eviction of every victim of a `Preempt` decision (controller.kube.evicting; the
+Job reconciler carries it on) and refreshes the ClusterQueue and LocalQueue statuses. One cycle at
+a time; its writes run beside the next cycles (at most one in flight per Workload), each written
+Workload handed to the operator's EventRouter. A failed cycle or write is tried again with backoff
 (controller.kube.requeuing); an admission whose write failed is given back in the cache before the
 next cycle, and one whose answer was lost is read back first. Started by controller.kube.operating.
 """
@@ -25,8 +26,13 @@ from typing import Any
 from controller.api import constants as c
 from controller.api.workload import Admission, Workload, admission_of
 from controller.cache.cluster import ClusterCache
-from controller.core.admission.conditions import mark_admitted, mark_pending, quota_reserved_message
-from controller.core.admission.cycle import AdmissionState, Admit, Decision, Pending, explain, rounds
+from controller.core.admission.conditions import (
+    is_evicted,
+    mark_admitted,
+    mark_pending,
+    quota_reserved_message,
+)
+from controller.core.admission.cycle import AdmissionState, Admit, Decision, Pending, Preempt, explain, rounds
 from controller.core.admission.queue_status import (
     QueuedWorkload,
     QueueInputs,
@@ -36,6 +42,7 @@ from controller.core.admission.queue_status import (
 from controller.core.admission.workloads import workload_info
 from controller.kube.api import TRANSPORT_ERRORS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
+from controller.kube.evicting import Evictor, Preemption
 from controller.kube.metrics import Metrics
 from controller.kube.requeuing import Backoff, log_failure
 from controller.kube.routing import Applied
@@ -62,7 +69,8 @@ class AdmissionLoop:
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
                  applied: Applied | None = None, debounce_s: float = DEBOUNCE_S,
-                 metrics: Metrics | None = None, queue_status_interval_s: float = QUEUE_STATUS_INTERVAL_S) -> None:
+                 metrics: Metrics | None = None, queue_status_interval_s: float = QUEUE_STATUS_INTERVAL_S,
+                 evictor: Evictor | None = None) -> None:
         self.cache = cache
         self.queue_status_interval_s = queue_status_interval_s
         self.metrics = metrics
@@ -71,6 +79,8 @@ class AdmissionLoop:
         self.applied: Applied = applied if applied is not None else cache.upsert
         """Where every Workload status this loop wrote goes (the operator's `EventRouter.applied`:
         into the cache, waking the loops it concerns); alone, just into the cache."""
+        self.evictor = evictor if evictor is not None else Evictor(cache, api, recorder, self.applied, metrics)
+        """Writes the eviction of each victim of a Preempt decision."""
         self.debounce_s = debounce_s
         self.cycles = 0
         self.admitted_at: dict[str, float] = {}
@@ -130,6 +140,7 @@ class AdmissionLoop:
         self.cycles += 1
         started = self._stretch = time.perf_counter()
         state = self.cache.admission_state()
+        state.now = datetime.now(UTC).timestamp()
         built = time.perf_counter() - started
         decisions, busy = await self._decide(state)
         admits = [d for d in decisions if isinstance(d, Admit)]
@@ -153,6 +164,11 @@ class AdmissionLoop:
         for admit in admits:
             self._start_write(admit.key, self._admission_written(admit))
             await self._give_turn()
+        for preempt in (d for d in decisions if isinstance(d, Preempt)):
+            for victim in preempt.victims:
+                if victim.key not in self._writing:  # else a cycle after that write decides again
+                    self._start_write(victim.key, self._eviction_written(Preemption(
+                        victim.key, preempt.key, preempt.cluster_queue, victim.reason)))
         for why in pendings:
             self._start_write(why.key, self._pending_written(why))
             await self._give_turn()
@@ -178,6 +194,9 @@ class AdmissionLoop:
                         self.cache.forget_admission(decision.key)
                         continue
                     self.cache.record_admission(decision.key, state.admitted[decision.key])
+                elif isinstance(decision, Preempt):
+                    for victim in decision.victims:  # claimed until released, even before the write lands
+                        self.cache.record_eviction(victim.key, decision.key)
                 decisions.append(decision)
             before = time.perf_counter()
             if await self._give_turn() and not self._current(state):
@@ -313,6 +332,28 @@ class AdmissionLoop:
         self.recorder.emit(written, c.REASON_ADMITTED, quota_reserved_message(admit.cluster_queue))
         self.applied(c.KIND_WORKLOAD, written)
         return admit.key
+
+    async def _eviction_written(self, preemption: Preemption) -> str:
+        """Write one victim's eviction (`Evictor.preempt`). A victim that needs none any more (gone,
+        finished, no longer admitted) is unclaimed and the cycle decides again; a write that failed
+        is unclaimed too and decided again after a backoff (the next search may choose differently).
+        Returns the victim's key."""
+        key = preemption.victim
+        async with self._slots:
+            try:
+                await self.evictor.preempt(preemption)
+            except Exception as e:  # refused, no answer, or a bug: decided again later
+                self.cache.forget_eviction(key)
+                delay = self._backoff.failed(key)
+                log_failure(log, f"evicting {key} for {preemption.preemptor}", e, delay)
+                self._again_later(delay)
+                return key
+        self._backoff.succeeded(key)
+        entry = self.cache.workloads.get(key)
+        if entry is None or entry.fit is None or not is_evicted(entry.obj):
+            self.cache.forget_eviction(key)
+            self.notify()
+        return key
 
     async def _pending_written(self, why: Pending) -> str:
         """QuotaReserved=False with the reason and message; an Event when the cause is new."""

@@ -1,10 +1,11 @@
 """Status writes: a Workload's conditions and admission, with optimistic concurrency; queue statuses.
 
 `write_workload_status` applies a change to a Workload model and merge-patches its status with the
-object's resourceVersion; on 409 it reads the object afresh and applies the change again, so a
-concurrent writer is never overwritten. `write_queue_status` writes a ClusterQueue or LocalQueue
-status computed by controller.core.admission.queue_status. Used by the admission loop and the Job
-reconciler.
+object's resourceVersion (an admission the change removed is written as null); on 409 it reads the
+object afresh and applies the change again, so a concurrent writer is never overwritten.
+`write_queue_status` writes a ClusterQueue or LocalQueue status computed by
+controller.core.admission.queue_status. Used by the admission loop, the Job reconciler and the
+eviction (controller.kube.evicting).
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ async def write_workload_status(api: KubeApi, workload: Workload,
     model = workload.model_copy(deep=True)
     namespace, name = model.namespace, model.name
     for _ in range(CONFLICT_ATTEMPTS):
+        had_admission = model.admission is not None
         if not change(model):
             return model.to_dict()
         status = model.status.to_dict() if model.status is not None else {}
+        if had_admission and model.admission is None:
+            status["admission"] = None  # a merge patch drops a field only when told so
         patch = {"metadata": {"resourceVersion": model.metadata.resource_version}, "status": status}
         try:
             return await retrying(functools.partial(api.merge_patch, WORKLOADS, namespace, name, patch, "status"))

@@ -65,6 +65,26 @@ class ClusterQueueBuilder(Manifest):
         self._spec["flavorFungibility"] = {"whenCanBorrow": policy}
         return self
 
+    def preemption(self, within: str | None = None, reclaim: str | None = None, borrow: str | None = None,
+                   threshold: int | None = None) -> Self:
+        """spec.preemption: withinClusterQueue, reclaimWithinCohort, borrowWithinCohort (policy and
+        maxPriorityThreshold); only the fields given are written."""
+        preemption: dict[str, Any] = {}
+        if within is not None:
+            preemption["withinClusterQueue"] = within
+        if reclaim is not None:
+            preemption["reclaimWithinCohort"] = reclaim
+        if borrow is not None:
+            preemption["borrowWithinCohort"] = {"policy": borrow}
+            if threshold is not None:
+                preemption["borrowWithinCohort"]["maxPriorityThreshold"] = threshold
+        self._spec["preemption"] = preemption
+        return self
+
+    def when_can_preempt(self, policy: str) -> Self:
+        self._spec.setdefault("flavorFungibility", {})["whenCanPreempt"] = policy
+        return self
+
     def namespace_selector(self, selector: dict[str, Any] | None) -> Self:
         if selector is None:
             self._spec.pop("namespaceSelector", None)

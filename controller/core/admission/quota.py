@@ -15,6 +15,7 @@ from controller.api.meta import LabelSelector
 from controller.api.quantity import UNBOUNDED, format_milli, to_milli
 from controller.api.queues import ClusterQueue
 from controller.api.queues import ResourceQuota as QueueResourceQuota
+from controller.core.admission.preemption import PreemptionPolicy
 
 FlavorResource = tuple[str, str]
 """(flavor name, resource name)."""
@@ -61,6 +62,8 @@ class ClusterQueueQuota:
     try_next_flavor_before_borrowing: bool = False
     """flavorFungibility.whenCanBorrow: TryNextFlavor (Kueue's default, Borrow, takes the first
     flavor that fits even if it must borrow)."""
+    preemption: PreemptionPolicy = field(default_factory=PreemptionPolicy)
+    """spec.preemption and whenCanPreempt (all Never: this queue's workloads never preempt)."""
 
     def group_for(self, resource: str) -> ResourceGroup | None:
         for group in self.groups:
@@ -97,6 +100,7 @@ class ClusterQueueQuota:
             stopped=spec.stop_policy not in (c.STOP_POLICY_NONE, None),
             try_next_flavor_before_borrowing=fungibility is not None
             and fungibility.when_can_borrow == c.FUNGIBILITY_TRY_NEXT_FLAVOR,
+            preemption=PreemptionPolicy.from_model(cq),
         )
 
 

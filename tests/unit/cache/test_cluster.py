@@ -204,6 +204,16 @@ def test_ungating_input_lists_the_slices_and_pod_states_of_an_admitted_workload(
     assert cache.ungating_input("default", "b") is None  # not admitted
 
 
+def test_an_evicted_workloads_pods_are_not_ungated_while_its_reservation_stays(cache: ClusterCache) -> None:
+    wl = admitted_on_hosts("a", {"h1": 1, "h3": 1})
+    wl["status"]["conditions"].append({"type": c.CONDITION_EVICTED, "status": "True", "reason": c.REASON_PREEMPTED,
+                                       "message": "for b", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    cache.upsert(c.KIND_WORKLOAD, wl)
+    state = cache.admission_state()
+    assert "default/a" in state.admitted and state.evicting == {"default/a": None}  # held until its pods are gone
+    assert cache.ungating_input("default", "a") is None  # its pods are being deleted: none is released
+
+
 # -- parsed once ------------------------------------------------------------------------------------
 
 def test_a_malformed_workload_update_is_refused_whole_and_the_previous_version_stays(cache: ClusterCache) -> None:

@@ -327,3 +327,51 @@ async def test_a_workload_parked_behind_a_same_shape_head_gets_the_fresh_reason_
     after = reasons()
     assert after["w1"] != before["w1"]  # the head's reason counts the grown quota
     assert after["w2"] == after["w1"]  # and so does the parked one's: not the stale count
+
+
+def preempting_cluster() -> ClusterCache:
+    """One 8-GPU node; ClusterQueue cq (8 GPUs, withinClusterQueue LowerPriority); "low" (priority 0,
+    8 GPUs), admitted by a first cycle."""
+    cache = ClusterCache()
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, make_flavor("gpu").node_label("gpu", "yes").obj())
+    cache.upsert(c.KIND_CLUSTER_QUEUE, make_cluster_queue("cq").flavor("gpu", {GPU: 8})
+                 .preemption(within=c.PREEMPTION_LOWER_PRIORITY).obj())
+    cache.upsert(c.KIND_LOCAL_QUEUE, make_local_queue("lq", "cq").obj())
+    cache.upsert(KIND_NODE, make_node("h1").labels({"gpu": "yes"}).allocatable({GPU: 8}).obj())
+    cache.upsert(c.KIND_WORKLOAD, make_workload("low").queue("lq").pod_set("main", 1, {GPU: 8}).obj())
+    return cache
+
+
+async def test_a_preempt_decision_writes_the_victims_eviction_once_and_the_preemptor_waits() -> None:
+    cache = preempting_cluster()
+    api = RecordingApi(cache)
+    metrics = Metrics()
+    loop = AdmissionLoop(cache, api, EventRecorder(api), applied=cache.upsert, metrics=metrics)  # type: ignore[arg-type]
+    await loop.cycle()
+    await settle(loop)
+    assert admission_of(cache.workloads["default/low"].obj.to_dict()) is not None
+    cache.upsert(c.KIND_WORKLOAD, make_workload("high").queue("lq").priority(100).pod_set("main", 1, {GPU: 8}).obj())
+    await loop.cycle()
+    await settle(loop)
+    low, high = cache.workloads["default/low"].obj, cache.workloads["default/high"].obj
+    evicted, preempted = low.condition(c.CONDITION_EVICTED), low.condition(c.CONDITION_PREEMPTED)
+    assert evicted is not None and (evicted.status, evicted.reason) == ("True", c.REASON_PREEMPTED)
+    assert preempted is not None and preempted.reason == c.REASON_IN_CLUSTER_QUEUE
+    assert low.reserved_admission is not None  # kept until the Job reconciler releases it
+    waiting = high.condition(c.CONDITION_QUOTA_RESERVED)
+    assert waiting is not None and waiting.status == "False" and "preempting 1 workload(s)" in waiting.message
+    writes = [name for resource, name in api.patches if resource == WORKLOADS]
+    await loop.cycle()  # the victim terminates: no second eviction, the preemptor still waits
+    await settle(loop)
+    assert [name for resource, name in api.patches if resource == WORKLOADS].count("low") == writes.count("low") == 2
+    assert high.reserved_admission is None
+    assert scraped_value(metrics, "tasq_preempted_workloads_total", {"preempting_cluster_queue": "cq"}) == 1.0
+
+
+def scraped_value(metrics: Metrics, name: str, labels: dict[str, str]) -> float:
+    """The sample of `name` (a counter's `_total`) whose labels include `labels`."""
+    for family in text_string_to_metric_families(metrics.exposition().decode()):
+        for sample in family.samples:
+            if sample.name == name and labels.items() <= sample.labels.items():
+                return float(sample.value)
+    raise AssertionError(f"no sample {name}{labels}")

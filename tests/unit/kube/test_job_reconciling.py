@@ -19,6 +19,7 @@ from controller.cache.cluster import ClusterCache
 from controller.core.admission.workloads import workload_from_job
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
+from controller.kube.evicting import Evictor
 from controller.kube.job_reconciling import (
     JobReconciler,
     missing_priority_class,
@@ -26,6 +27,7 @@ from controller.kube.job_reconciling import (
     pod_template_restore_patch,
     was_admitted,
 )
+from controller.kube.metrics import Metrics
 from devcluster.server.patching import merge_patch as merge  # RFC 7386, as the API server applies it
 from tests.builders.kueue import make_job
 
@@ -263,12 +265,13 @@ def running(job: dict[str, Any]) -> dict[str, Any]:
     return dict(started)
 
 
-def reconcile(api: JobRulesApi, recorder: Quiet | None = None) -> ClusterCache:
+def reconcile(api: JobRulesApi, recorder: Quiet | None = None, metrics: Metrics | None = None) -> ClusterCache:
     """One reconcile of Job ns/train from a cache filled with the API's objects (as after a restart)."""
     cache = ClusterCache()
     for obj in api.objects.values():
         cache.upsert(obj["kind"], obj)
-    reconciler = JobReconciler(cache, api, recorder or Quiet())
+    recorder = recorder or Quiet()
+    reconciler = JobReconciler(cache, api, recorder, evictor=Evictor(cache, api, recorder, metrics=metrics))
     asyncio.run(reconciler.reconcile("ns/train"))
     return cache
 
@@ -324,12 +327,12 @@ def test_a_deactivated_workload_keeps_its_quota_until_its_job_is_stopped_and_res
     wl = admitted_workload(job)
     wl["spec"]["active"] = False
     api = JobRulesApi(running(job), wl)
-    recorder = Quiet()
+    recorder, metrics = Quiet(), Metrics()
     reconcile(api, recorder)
     assert [w for w, _ in api.writes] == ["jobs"]  # suspended; its pods still run
     assert "admission" in api.objects[(WORKLOADS, wl["metadata"]["name"])]["status"]
     api.job_controller_suspends("train")
-    cache = reconcile(api, recorder)
+    cache = reconcile(api, recorder, metrics)
     assert [w for w, _ in api.writes] == ["jobs", "jobs", "workloads/status"]
     assert api.objects[(JOBS, "train")]["spec"]["template"] == job["spec"]["template"]
     written = api.objects[(WORKLOADS, wl["metadata"]["name"])]
@@ -339,6 +342,25 @@ def test_a_deactivated_workload_keeps_its_quota_until_its_job_is_stopped_and_res
     entry = cache.workloads[f"ns/{wl['metadata']['name']}"]
     assert entry.fit is None and entry.restoring is None  # the cache released the reservation
     assert recorder.reasons == [c.EVENT_REASON_STOPPED, c.EVENT_REASON_EVICTED_DEACTIVATED]
+    assert b'tasq_evicted_workloads_total{cluster_queue="cq",reason="Deactivated"} 1.0' in metrics.exposition()
+
+
+def test_a_deactivated_workload_keeps_its_quota_while_a_pod_of_its_job_is_still_terminating() -> None:
+    job = authored("own selector and toleration")
+    wl = admitted_workload(job)
+    wl["spec"]["active"] = False
+    api = JobRulesApi(running(job), wl)
+    reconcile(api)
+    api.job_controller_suspends("train")
+    cache = ClusterCache()
+    for obj in api.objects.values():
+        cache.upsert(obj["kind"], obj)
+    cache.upsert("Pod", job_pod("Running", deleting=True))  # in its grace period, on its node
+    asyncio.run(JobReconciler(cache, api, Quiet()).reconcile("ns/train"))
+    assert [w for w, _ in api.writes] == ["jobs", "jobs"]  # suspended, restored; nothing released
+    assert "admission" in api.objects[(WORKLOADS, wl["metadata"]["name"])]["status"]
+    reconcile(api)  # the pod is gone
+    assert [w for w, _ in api.writes] == ["jobs", "jobs", "workloads/status"]
 
 
 # -- a Job found running without an admission ----------------------------------------------------
