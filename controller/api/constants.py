@@ -9,6 +9,7 @@ from typing import Final
 GROUP: Final = "kueue.x-k8s.io"
 VERSION_V1BETA1: Final = "v1beta1"
 VERSION_V1ALPHA1: Final = "v1alpha1"
+VERSION_V1BETA2: Final = "v1beta2"
 API_VERSION: Final = f"{GROUP}/{VERSION_V1BETA1}"
 
 # Kinds and their REST resources.
@@ -17,11 +18,15 @@ KIND_RESOURCE_FLAVOR: Final = "ResourceFlavor"
 KIND_CLUSTER_QUEUE: Final = "ClusterQueue"
 KIND_LOCAL_QUEUE: Final = "LocalQueue"
 KIND_WORKLOAD: Final = "Workload"
+KIND_COHORT: Final = "Cohort"
+KIND_WORKLOAD_PRIORITY_CLASS: Final = "WorkloadPriorityClass"
 PLURAL_TOPOLOGIES: Final = "topologies"
 PLURAL_RESOURCE_FLAVORS: Final = "resourceflavors"
 PLURAL_CLUSTER_QUEUES: Final = "clusterqueues"
 PLURAL_LOCAL_QUEUES: Final = "localqueues"
 PLURAL_WORKLOADS: Final = "workloads"
+PLURAL_COHORTS: Final = "cohorts"
+PLURAL_WORKLOAD_PRIORITY_CLASSES: Final = "workloadpriorityclasses"
 # The batch/v1 Job, the one workload kind tasq integrates (owner of the Workloads it builds).
 JOB_API_VERSION: Final = "batch/v1"
 KIND_JOB: Final = "Job"
@@ -42,6 +47,8 @@ JOB_COMPLETION_MODES: Final = ("NonIndexed", "Indexed")
 
 # Labels on Jobs and pods.
 LABEL_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"
+LABEL_PRIORITY_CLASS: Final = "kueue.x-k8s.io/priority-class"
+"""Names the WorkloadPriorityClass of a Job's Workload; wins over the pod template's PriorityClass."""
 LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
 LABEL_JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 LABEL_JOB_NAME: Final = "batch.kubernetes.io/job-name"
