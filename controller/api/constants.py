@@ -144,6 +144,10 @@ REASON_READY: Final = "Ready"
 REASON_STOPPED: Final = "Stopped"
 REASON_CLUSTER_QUEUE_DOES_NOT_EXIST: Final = "ClusterQueueDoesNotExist"
 REASON_CLUSTER_QUEUE_IS_INACTIVE: Final = "ClusterQueueIsInactive"
+# A ClusterQueue or Cohort in (or under) a cycle of cohorts (Kueue's ErrCohortHasCycle), and a Cohort
+# whose parentName names no Cohort object (it then hangs under an empty implicit root, as in Kueue).
+REASON_COHORT_HAS_CYCLE: Final = "CohortHasCycle"
+REASON_PARENT_NOT_FOUND: Final = "ParentNotFound"
 
 # Queueing strategies.
 QUEUEING_BEST_EFFORT_FIFO: Final = "BestEffortFIFO"

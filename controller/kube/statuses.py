@@ -3,7 +3,7 @@
 `write_workload_status` applies a change to a Workload model and merge-patches its status with the
 object's resourceVersion; on 409 it reads the object afresh and applies the change again, so a
 concurrent writer is never overwritten. `write_queue_status` writes a ClusterQueue or LocalQueue
-status computed by controller.core.admission.queue_status. Used by the admission loop and the Job
+status computed by controller.core.admission.queue_status, `write_cohort_status` a Cohort's. Used by the admission loop and the Job
 reconciler.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.api.workload import Workload
-from controller.kube.api import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, ApiError, KubeApi, retrying
+from controller.kube.api import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES, WORKLOADS, ApiError, KubeApi, retrying
 
 CONFLICT_ATTEMPTS = 8
 """Fresh reads after a 409 before a status write gives up (the next event retries it)."""
@@ -59,3 +59,8 @@ async def write_queue_status(api: KubeApi, kind_local: bool, key: str, status: M
         await retrying(lambda: api.merge_patch(LOCAL_QUEUES, namespace, name, {"status": status}, "status"))
     else:
         await retrying(lambda: api.merge_patch(CLUSTER_QUEUES, None, key, {"status": status}, "status"))
+
+
+async def write_cohort_status(api: KubeApi, name: str, status: Mapping[str, Any]) -> None:
+    """Merge-patch one Cohort's status (its conditions; tasq is their only writer)."""
+    await retrying(lambda: api.merge_patch(COHORTS, None, name, {"status": status}, "status"))

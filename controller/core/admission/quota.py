@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from controller.api import constants as c
 from controller.api.cohort import Cohort
 from controller.api.meta import LabelSelector
-from controller.api.quantity import UNBOUNDED, format_milli, to_milli
+from controller.api.quantity import format_milli, to_milli
 from controller.api.queues import ClusterQueue
 from controller.api.queues import ResourceGroup as QueueResourceGroup
 from controller.api.queues import ResourceQuota as QueueResourceQuota
@@ -185,6 +185,11 @@ class CohortTree:
                 parent[(False, cq.name)] = cq.cohort
         subtree, local = _sum_subtrees(queues, all_cohorts, parent)
         return cls(queues, all_cohorts, parent, cycles, subtree, local)
+
+
+def cycle_text(cycle: tuple[str, ...]) -> str:
+    """A cycle as its parent links, back to where it starts: `x -> y -> x`."""
+    return " -> ".join((*cycle, cycle[0]))
 
 
 def _with_implicit_cohorts(queues: Mapping[str, ClusterQueueQuota],
