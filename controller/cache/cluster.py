@@ -23,8 +23,8 @@ from controller.api.cohort import Cohort
 from controller.api.features import FeatureGates
 from controller.api.flavor import ResourceFlavor
 from controller.api.meta import object_key
-from controller.api.quantity import add_into
 from controller.api.priority_class import WorkloadPriorityClass
+from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.views import NodeView, OwnerRef, PodView, owner_refs
