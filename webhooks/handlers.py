@@ -29,6 +29,7 @@ TASQ_KINDS: Final = (
     (c.PLURAL_CLUSTER_QUEUES, c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, c.KIND_CLUSTER_QUEUE),
     (c.PLURAL_LOCAL_QUEUES, c.WEBHOOK_VALIDATE_LOCAL_QUEUE, c.KIND_LOCAL_QUEUE),
     (c.PLURAL_WORKLOADS, c.WEBHOOK_VALIDATE_WORKLOAD, c.KIND_WORKLOAD),
+    (c.PLURAL_COHORTS, c.WEBHOOK_VALIDATE_COHORT, c.KIND_COHORT),
 )
 
 
@@ -98,8 +99,9 @@ def _validator(kind: str) -> Callable[..., Coroutine[Any, Any, None]]:
     return handler
 
 
-SERVED_VERSIONS: dict[str, tuple[str, ...]] = {c.PLURAL_TOPOLOGIES: (c.VERSION_V1ALPHA1, c.VERSION_V1BETA1)}
-"""Kinds served in more than v1beta1 (as the CRDs declare them)."""
+SERVED_VERSIONS: dict[str, tuple[str, ...]] = {c.PLURAL_TOPOLOGIES: (c.VERSION_V1ALPHA1, c.VERSION_V1BETA1),
+                                               c.PLURAL_COHORTS: (c.VERSION_V1BETA2,)}
+"""Kinds served in other versions than v1beta1 alone (as the CRDs declare them)."""
 
 
 def register_handlers(registry: kopf.OperatorRegistry) -> None:

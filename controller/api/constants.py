@@ -87,6 +87,7 @@ WEBHOOK_VALIDATE_RESOURCE_FLAVOR: Final = "validate-kueue-x-k8s-io-v1beta1-resou
 WEBHOOK_VALIDATE_CLUSTER_QUEUE: Final = "validate-kueue-x-k8s-io-v1beta1-clusterqueue"
 WEBHOOK_VALIDATE_LOCAL_QUEUE: Final = "validate-kueue-x-k8s-io-v1beta1-localqueue"
 WEBHOOK_VALIDATE_WORKLOAD: Final = "validate-kueue-x-k8s-io-v1beta1-workload"
+WEBHOOK_VALIDATE_COHORT: Final = "validate-kueue-x-k8s-io-v1beta2-cohort"
 WEBHOOK_NAME_DOMAIN: Final = "tasq.io"
 MUTATING_WEBHOOK_CONFIGURATION: Final = "tasq-mutating-webhook-configuration"
 ANNOTATION_LOCAL_WEBHOOK_SERVERS: Final = "tasq.io/local-webhook-servers"

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from controller.api import constants as c
-from webhooks.validation import flavor, jobs, queues, topology, workload
+from webhooks.validation import cohort, flavor, jobs, queues, topology, workload
 from webhooks.validation.errors import ROOT, FieldError, unsupported, wrong_type
 
 Validator = Callable[[Mapping[str, Any]], list[FieldError]]
@@ -19,6 +19,7 @@ UpdateValidator = Callable[[Mapping[str, Any], Mapping[str, Any]], list[FieldErr
 
 _V1BETA1: Final = c.API_VERSION
 _V1ALPHA1: Final = f"{c.GROUP}/{c.VERSION_V1ALPHA1}"
+_V1BETA2: Final = f"{c.GROUP}/{c.VERSION_V1BETA2}"
 
 # kind -> (served apiVersions, create rules, update rules); Topology is served in both versions.
 KINDS: Final[dict[str, tuple[tuple[str, ...], Validator, UpdateValidator | None]]] = {
@@ -28,6 +29,8 @@ KINDS: Final[dict[str, tuple[tuple[str, ...], Validator, UpdateValidator | None]
     c.KIND_CLUSTER_QUEUE: ((_V1BETA1,), queues.validate_cluster_queue, queues.validate_cluster_queue_update),
     c.KIND_LOCAL_QUEUE: ((_V1BETA1,), queues.validate_local_queue, queues.validate_local_queue_update),
     c.KIND_WORKLOAD: ((_V1BETA1,), workload.validate_workload, workload.validate_workload_update),
+    c.KIND_COHORT: ((_V1BETA2,), cohort.validate_cohort, None),
+    c.KIND_WORKLOAD_PRIORITY_CLASS: ((_V1BETA1, _V1BETA2), cohort.validate_workload_priority_class, None),
 }
 
 
