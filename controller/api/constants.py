@@ -173,6 +173,7 @@ EVENT_REASON_STOPPED: Final = "Stopped"
 EVENT_REASON_FINISHED_WORKLOAD: Final = "FinishedWorkload"
 EVENT_REASON_EVICTED_DEACTIVATED: Final = "EvictedDueToDeactivated"
 EVENT_REASON_ERR_WORKLOAD_COMPOSE: Final = "ErrWorkloadCompose"
+EVENT_REASON_WORKLOAD_PRIORITY_CLASS_NOT_FOUND: Final = "WorkloadPriorityClassNotFound"
 EVENT_COMPONENT: Final = "tasq-controller"
 
 # The devcluster's kubelet reads how long a pod runs from this annotation.
