@@ -79,7 +79,7 @@ class ClusterQueueBuilder(_QuotaBuilder):
         })
 
     def cohort(self, name: str) -> Self:
-        self._spec["cohort"] = name
+        self._spec["cohortName"] = name
         return self
 
     def strategy(self, strategy: str) -> Self:

@@ -289,7 +289,7 @@ def tree_setup(prefix: str) -> str:
         docs.append({"apiVersion": v1beta2, "kind": "Cohort", "metadata": {"name": f"{prefix}-{side}"},
                      "spec": {"parentName": f"{prefix}-org"}})
         docs.append({"apiVersion": c.API_VERSION, "kind": "ClusterQueue", "metadata": {"name": f"{prefix}-cq-{side}"},
-                     "spec": {"cohort": f"{prefix}-{side}", "namespaceSelector": {}, "resourceGroups": quota(8)}})
+                     "spec": {"cohortName": f"{prefix}-{side}", "namespaceSelector": {}, "resourceGroups": quota(8)}})
     return "---\n".join(json.dumps(doc) + "\n" for doc in docs)
 
 
@@ -305,8 +305,8 @@ def test_a_job_borrows_across_a_two_level_cohort_tree_with_its_labelled_priority
     wl = wait_for(lambda: (w := workload_of(kubectl, namespace, "borrower")) and condition(w, "Admitted") and w,
                   60, "borrower admitted")
     assert wl["status"]["admission"]["clusterQueue"] == "tree-cq-left"
-    assert (wl["spec"]["priority"], wl["spec"]["priorityClassName"], wl["spec"]["priorityClassSource"]) == (
-        100000, "tree-urgent", c.PRIORITY_SOURCE_WORKLOAD)
+    assert (wl["spec"]["priority"], wl["spec"]["priorityClassRef"]) == (
+        100000, {"group": c.GROUP, "kind": c.KIND_WORKLOAD_PRIORITY_CLASS, "name": "tree-urgent"})
 
     def borrowed() -> str | None:
         status = get(kubectl, "clusterqueue", "tree-cq-left").get("status") or {}
@@ -328,7 +328,7 @@ def test_a_cycle_of_cohorts_makes_its_queue_inactive_and_is_reported_on_both(
     loop = [{"apiVersion": v1beta2, "kind": "Cohort", "metadata": {"name": name}, "spec": {"parentName": parent}}
             for name, parent in (("loop-a", "loop-b"), ("loop-b", "loop-a"))]
     queue = {"apiVersion": c.API_VERSION, "kind": "ClusterQueue", "metadata": {"name": "loop-cq"},
-             "spec": {"cohort": "loop-a", "namespaceSelector": {}, "resourceGroups": [{
+             "spec": {"cohortName": "loop-a", "namespaceSelector": {}, "resourceGroups": [{
                  "coveredResources": ["cpu", GPU], "flavors": [{"name": "h100", "resources": [
                      {"name": "cpu", "nominalQuota": "10"}, {"name": GPU, "nominalQuota": "8"}]}]}]}}
     kubectl("apply", "-f", "-", stdin="---\n".join(json.dumps(doc) + "\n" for doc in [*loop, queue]))

@@ -79,7 +79,7 @@ def cluster_queue_active(cq: ClusterQueue, flavors: Mapping[str, ResourceFlavor]
     if cq.stopped:
         return _active(False, c.REASON_STOPPED, f"Cannot admit new Workloads: stopPolicy is {cq.spec.stop_policy}")
     if cycle is not None:
-        return _active(False, c.REASON_COHORT_HAS_CYCLE, f"Cannot admit new Workloads: cohort {cq.spec.cohort} "
+        return _active(False, c.REASON_COHORT_HAS_CYCLE, f"Cannot admit new Workloads: cohort {cq.spec.cohort_name} "
                        f"is in or under a cycle of cohorts ({cycle_text(cycle)})")
     missing = sorted({name for name in cq.flavor_names if name not in flavors})
     if missing:
@@ -171,7 +171,7 @@ def queue_statuses(inputs: QueueInputs, waiting: Mapping[str, str]) -> tuple[
     for key, (pending, admitted) in counts.local_queues.items():
         usage = _flavor_usage(counts.local_used[key], sorted(counts.local_used[key]), None)
         lqs[key] = {"pendingWorkloads": pending, "reservingWorkloads": admitted, "admittedWorkloads": admitted,
-                    "flavorsReservation": usage, "flavorUsage": usage,
+                    "flavorsReservation": usage, "flavorsUsage": usage,
                     "conditions": [local_queue_active(inputs.local_queues[key], actives)]}
     return cqs, lqs
 

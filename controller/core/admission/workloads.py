@@ -20,7 +20,13 @@ from controller.api.booleans import parse_boolean
 from controller.api.quantity import Resources
 from controller.api.selectors import NodeSelectorTerm, Toleration
 from controller.api.views import JobView, PodTemplateView
-from controller.api.workload import DEFAULT_POD_SET_NAME, PodSet, PodSetTopologyRequest, Workload
+from controller.api.workload import (
+    DEFAULT_POD_SET_NAME,
+    PodSet,
+    PodSetTopologyRequest,
+    PriorityClassRef,
+    Workload,
+)
 from controller.core.topology import SliceLayer, TopologyRequest
 
 _MAX_NAME_PREFIX = 63 - 6  # the name must stay a DNS label: prefix + "-" + 5 hex characters
@@ -189,19 +195,24 @@ def _job_priority(job: Mapping[str, Any], template: PodTemplateView, priority_cl
                   default_priority: int, workload_priority_classes: Mapping[str, int]) -> dict[str, Any]:
     """Kueue's order: the WorkloadPriorityClass the Job's label names wins (its value, whatever
     the pod template says); else the pod template's priority or PriorityClass; else the default.
-    The Workload spec fields that say so (priority, and the class with its source). A label naming
+    The Workload spec fields that say so (priority, and the priorityClassRef). A label naming
     a class not in `workload_priority_classes` is the caller's to refuse before (Kueue creates no
     Workload then): here it counts as no label."""
     wpc = workload_priority_class_of(job)
     if wpc is not None and wpc in workload_priority_classes:
-        return {"priority": workload_priority_classes[wpc], "priorityClassName": wpc,
-                "priorityClassSource": c.PRIORITY_SOURCE_WORKLOAD}
+        return {"priority": workload_priority_classes[wpc], "priorityClassRef": {
+            "group": c.GROUP, "kind": c.KIND_WORKLOAD_PRIORITY_CLASS, "name": wpc}}
     out: dict[str, Any] = {"priority": _priority(template.priority, template.priority_class_name, priority_classes,
                                                  default_priority)}
     if template.priority_class_name:
-        out["priorityClassName"] = template.priority_class_name
-        out["priorityClassSource"] = c.PRIORITY_SOURCE_POD
+        out["priorityClassRef"] = {"group": c.PRIORITY_CLASS_GROUP, "kind": c.KIND_PRIORITY_CLASS,
+                                   "name": template.priority_class_name}
     return out
+
+
+def _pod_priority_class(ref: PriorityClassRef | None) -> str | None:
+    """The pod PriorityClass a Workload's priorityClassRef names (None for a WorkloadPriorityClass)."""
+    return ref.name if ref is not None and not ref.is_workload_priority_class else None
 
 
 def workload_from_job(job: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None,
@@ -282,7 +293,7 @@ def workload_info(workload: Workload, seq: int = 0, priority_classes: Mapping[st
         namespace=meta.namespace or "default",
         name=workload.name,
         queue_name=spec.queue_name or meta.labels.get(c.LABEL_QUEUE_NAME, ""),
-        priority=_priority(spec.priority, spec.priority_class_name, priority_classes or {}, 0),
+        priority=_priority(spec.priority, _pod_priority_class(spec.priority_class_ref), priority_classes or {}, 0),
         created=parse_timestamp(meta.creation_timestamp, default_created),
         seq=seq,
         pod_sets=tuple(pod_set_info(ps) for ps in spec.pod_sets),

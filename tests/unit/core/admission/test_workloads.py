@@ -175,13 +175,14 @@ def test_slice_and_group_annotations_reach_the_workload_and_back(notes: dict[str
     assert info.topology == from_notes.topology
 
 
-@pytest.mark.parametrize(("job", "want_class", "want_source"), [
-    (make_job("a").label(c.LABEL_PRIORITY_CLASS, "urgent").priority(class_name="high"), "urgent",
-     c.PRIORITY_SOURCE_WORKLOAD),
-    (make_job("a").priority(class_name="high"), "high", c.PRIORITY_SOURCE_POD),
-    (make_job("a"), None, None),
+@pytest.mark.parametrize(("job", "want_ref"), [
+    (make_job("a").label(c.LABEL_PRIORITY_CLASS, "urgent").priority(class_name="high"),
+     {"group": c.GROUP, "kind": c.KIND_WORKLOAD_PRIORITY_CLASS, "name": "urgent"}),
+    (make_job("a").priority(class_name="high"),
+     {"group": c.PRIORITY_CLASS_GROUP, "kind": c.KIND_PRIORITY_CLASS, "name": "high"}),
+    (make_job("a"), None),
 ], ids=["the label names a WorkloadPriorityClass", "the pod template names a PriorityClass", "no class"])
-def test_the_workload_records_which_class_gave_its_priority(job: JobBuilder, want_class: str | None,
-                                                            want_source: str | None) -> None:
+def test_the_workload_records_which_class_gave_its_priority(job: JobBuilder, want_ref: dict[str, str] | None) -> None:
     spec = workload_from_job(job.queue("q").obj(), PRIORITY_CLASSES, 0, WORKLOAD_PRIORITY_CLASSES)["spec"]
-    assert (spec.get("priorityClassName"), spec.get("priorityClassSource")) == (want_class, want_source)
+    assert spec.get("priorityClassRef") == want_ref
+    Workload.from_dict(workload_from_job(job.queue("q").obj(), PRIORITY_CLASSES, 0, WORKLOAD_PRIORITY_CLASSES))
