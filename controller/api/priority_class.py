@@ -20,4 +20,7 @@ class WorkloadPriorityClass(KubeObject):
     """`value` and `description` sit at the top level, beside metadata (no spec), as in Kueue."""
 
     value: Int32
+    """The priority Workloads get when their Job's kueue.x-k8s.io/priority-class label names this class;
+    changing it does not change Workloads created before."""
     description: Annotated[str, schema_only(maxLength=MAX_DESCRIPTION_LENGTH)] | None = None
+    """When this class should be used (at most 2048 characters)."""

@@ -40,7 +40,7 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
      make_local_queue("lq", "cq").set("spec.clusterQueue", None).build(), "spec.clusterQueue: "),
     ("a LocalQueue stopPolicy that is a number", make_local_queue("lq", "cq").set("spec.stopPolicy", 3).build(),
      "spec.stopPolicy: "),
-    ("an unknown kind in tasq's group", {**make_flavor("f").build(), "kind": "Cohort"}, 'kind: Unsupported value: "Cohort"'),
+    ("an unknown kind in tasq's group", {**make_flavor("f").build(), "kind": "AdmissionCheck"}, 'kind: Unsupported value: "AdmissionCheck"'),
     # A null list item is what Go decodes it into (an empty object, ""), then refused as kube-apiserver does.
     ("a null scheduling gate (an unnamed one)", make_pod("p").set("spec.schedulingGates", [None]).build(),
      'spec.schedulingGates[0]: Invalid value: "": name part must be non-empty'),
