@@ -1,8 +1,8 @@
 """The quota ledger over a tree of cohorts: build once, then reserve, release and availability.
 
-A tree of `fanout` children per cohort, `depth` cohort levels, ClusterQueues under the lowest
-cohorts (each with a borrowingLimit and a lendingLimit, each cohort with quota of its own and both
-limits). Times building the ledger (once per configuration change in the operator), one reserve +
+`depth` levels of cohorts under one root (each cohort below the root with quota of its own and both
+limits), ClusterQueues spread evenly over the lowest level (each queue with a borrowingLimit and a
+lendingLimit; with depth 1, all of them in the root). Times building the ledger (once per configuration change in the operator), one reserve +
 release pair and one availability query (each walks the queue's path to the root only), and one
 clone (per admission cycle). Prints a table; µs per operation.
 Run: `.venv/bin/python bench/quota.py [--sizes 100,1000,10000] [--depths 1,3,6]`.
@@ -40,13 +40,13 @@ def _groups(nominal: int, borrowing: int | None, lending: int | None) -> tuple[R
 
 
 def tree(queues: int, depth: int) -> tuple[dict[str, ClusterQueueQuota], dict[str, CohortQuota]]:
-    """`depth` levels of cohorts, as even a fan-out as gives about `queues` leaves, 4 queues per
-    lowest cohort."""
+    """`depth` levels of cohorts with one fan-out, at most `queues / 4` of them on the lowest level,
+    the queues spread over that level."""
     lowest = max(1, queues // 4)
     fanout = max(2, round(lowest ** (1 / depth))) if depth > 1 else lowest
     cohorts: dict[str, CohortQuota] = {"c0": CohortQuota("c0", None, _groups(8, None, None))}
     level = ["c0"]
-    for d in range(1, depth):
+    for _level in range(1, depth):
         nxt = []
         for parent in level:
             for i in range(fanout):
