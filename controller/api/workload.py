@@ -1,4 +1,4 @@
-"""The Workload kind: what a Job asks for (PodSets) and what admission granted (Admission).
+"""The Workload kind (v1beta2, the hub): what a Job asks for (PodSets) and what admission granted.
 
 `status.admission` holds, per PodSet, the chosen flavors, the resource usage and the
 TopologyAssignment as the KEP's slices (`nodeLabels` + `count`). Condition helpers take `now`

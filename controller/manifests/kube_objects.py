@@ -3,8 +3,9 @@
 Core kinds tasq reads (Node, Pod, Namespace, PriorityClass, Job) are checked against Kubernetes'
 schema (`kube_schema`, strict as kubectl) and then the API server's value rules for what tasq reads
 (names, label keys and values, non-negative quantities and counts); tasq's kinds go to the webhook
-validators; other kinds are ignored (`Checked.ignored`). Nodes and Pods keep only the fields tasq
-reads, so a 50,000-node dump fits in memory. Called by `tasq simulate` for every document.
+validators and are kept as v1beta2 (converted from v1beta1 or v1alpha1); other kinds are ignored
+(`Checked.ignored`). Nodes and Pods keep only the fields tasq reads, so a 50,000-node dump fits in
+memory. Called by `tasq simulate` for every document.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 
 from controller.api import constants as c
 from controller.api.cohort import Cohort
+from controller.api.conversion import convert
 from controller.api.flavor import ResourceFlavor
 from controller.api.meta import KubeObject
 from controller.api.priority_class import WorkloadPriorityClass
@@ -60,9 +62,16 @@ def check_object(obj: dict[str, Any]) -> Checked:
     if obj["apiVersion"].startswith(f"{c.GROUP}/"):
         depth = _too_deep(obj)
         errs = [depth] if depth is not None else validate(obj)
-        if not errs:
-            errs = _model_errors(obj)
-        return Checked(errs, None if errs else obj)
+        if errs:
+            return Checked(errs, None)
+        # tasq keeps every object of its kinds as v1beta2; a Cohort is served as v1beta2 only, and a
+        # WorkloadPriorityClass has the same fields in both versions (no conversion to do).
+        hub = {**obj, "apiVersion": c.API_VERSION} if obj["kind"] in _SAME_IN_EVERY_VERSION else \
+            convert(obj, c.API_VERSION)
+        if not isinstance(hub, dict):
+            return Checked([FieldError(hub.field, f"Invalid value: {hub.detail}")], None)
+        errs = _model_errors(hub)
+        return Checked(errs, None if errs else hub)
     definition = CORE_DEFINITIONS.get(key)
     if definition is None:
         return Checked([], None)
@@ -74,6 +83,8 @@ def check_object(obj: dict[str, Any]) -> Checked:
     slim = _SLIM.get(obj["kind"])
     return Checked([], slim(obj) if slim is not None else obj)
 
+
+_SAME_IN_EVERY_VERSION: Final = (c.KIND_COHORT, c.KIND_WORKLOAD_PRIORITY_CLASS)
 
 _MODELS: Final[dict[str, type[KubeObject]]] = {
     c.KIND_TOPOLOGY: Topology, c.KIND_RESOURCE_FLAVOR: ResourceFlavor, c.KIND_CLUSTER_QUEUE: ClusterQueue,

@@ -527,7 +527,8 @@ def test_priority_classes_order_jobs_and_the_global_default_applies(
     jobs.write_text(yaml.safe_dump_all([older.obj(), younger.obj()]), encoding="utf-8")
     wls = {name.rsplit("-", 1)[0]: w for name, w in workloads_of(capsys, cluster, jobs).items()}
     assert (wls["job-older"]["spec"]["priority"], wls["job-younger"]["spec"]["priority"]) == (10, 1000)
-    assert wls["job-younger"]["spec"]["priorityClassRef"]["name"] == "urgent"
+    assert wls["job-younger"]["spec"]["priorityClassRef"] == {"group": "scheduling.k8s.io", "kind": "PriorityClass",
+                                                           "name": "urgent"}
     assert condition(wls["job-younger"], "Admitted") is not None
     waiting = condition(wls["job-older"], "QuotaReserved")
     assert waiting is not None and waiting["status"] == "False"

@@ -7,9 +7,17 @@ from typing import Any
 
 import pytest
 
+from controller.api import constants as c
 from controller.manifests.kube_objects import check_object
 from tests.builders.cluster import make_node, make_pod
-from tests.builders.kueue import make_flavor, make_job, make_local_queue
+from tests.builders.kueue import (
+    make_cluster_queue,
+    make_cohort,
+    make_flavor,
+    make_job,
+    make_local_queue,
+    make_priority_class,
+)
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 TERMS = f"spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms"
@@ -160,3 +168,34 @@ def test_pods_keep_requests_placement_and_tasqs_annotations_only() -> None:
     assert "env" not in kept["spec"]["containers"][0]
     assert kept["spec"]["containers"][0]["resources"] == pod["spec"]["containers"][0]["resources"]
     assert "affinity" not in kept["spec"], "an empty nodeAffinity constrains nothing"
+
+
+def test_a_v1beta1_cluster_queue_is_kept_as_v1beta2() -> None:
+    """A Kueue v1beta1 manifest keeps its meaning: cohort becomes cohortName, Borrow MayStopSearch."""
+    queue = make_cluster_queue("cq").cohort("research").set("apiVersion", c.API_VERSION_V1BETA1).obj()
+    queue["spec"]["cohort"] = queue["spec"].pop("cohortName")
+    queue["spec"]["flavorFungibility"] = {"whenCanBorrow": "Borrow"}
+    checked = check_object(queue)
+    assert checked.errors == []
+    assert checked.obj is not None
+    assert checked.obj["apiVersion"] == c.API_VERSION
+    assert checked.obj["spec"]["cohortName"] == "research"
+    assert "cohort" not in checked.obj["spec"]
+    assert checked.obj["spec"]["flavorFungibility"] == {"whenCanBorrow": "MayStopSearch"}
+
+
+@pytest.mark.parametrize("obj", [
+    make_priority_class("urgent", 5, version=c.VERSION_V1BETA1).description("d").build(),
+    make_priority_class("urgent", 5).description("d").build(),
+], ids=["v1beta1", "v1beta2"])
+def test_a_workload_priority_class_of_either_version_is_kept_as_v1beta2(obj: dict[str, Any]) -> None:
+    checked = check_object(obj)
+    assert checked.errors == []
+    assert checked.obj == {**obj, "apiVersion": c.API_VERSION}
+
+
+def test_a_cohort_is_kept_and_a_bad_one_refused_at_its_field() -> None:
+    cohort = make_cohort("team").parent("org").flavor("h100", {"cpu": 4}).build()
+    assert check_object(cohort).obj == cohort
+    rooted = make_cohort("org").flavor("h100", {"cpu": 4}).limits("h100", "cpu", lending=1).build()
+    assert [e.path for e in check_object(rooted).errors] == ["spec.resourceGroups[0].flavors[0].resources[0].lendingLimit"]
