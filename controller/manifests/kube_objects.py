@@ -64,10 +64,7 @@ def check_object(obj: dict[str, Any]) -> Checked:
         errs = [depth] if depth is not None else validate(obj)
         if errs:
             return Checked(errs, None)
-        # tasq keeps every object of its kinds as v1beta2; a Cohort is served as v1beta2 only, and a
-        # WorkloadPriorityClass has the same fields in both versions (no conversion to do).
-        hub = {**obj, "apiVersion": c.API_VERSION} if obj["kind"] in _SAME_IN_EVERY_VERSION else \
-            convert(obj, c.API_VERSION)
+        hub = convert(obj, c.API_VERSION)  # tasq keeps every object of its kinds as v1beta2
         if not isinstance(hub, dict):
             return Checked([FieldError(hub.field, f"Invalid value: {hub.detail}")], None)
         errs = _model_errors(hub)
@@ -83,8 +80,6 @@ def check_object(obj: dict[str, Any]) -> Checked:
     slim = _SLIM.get(obj["kind"])
     return Checked([], slim(obj) if slim is not None else obj)
 
-
-_SAME_IN_EVERY_VERSION: Final = (c.KIND_COHORT, c.KIND_WORKLOAD_PRIORITY_CLASS)
 
 _MODELS: Final[dict[str, type[KubeObject]]] = {
     c.KIND_TOPOLOGY: Topology, c.KIND_RESOURCE_FLAVOR: ResourceFlavor, c.KIND_CLUSTER_QUEUE: ClusterQueue,

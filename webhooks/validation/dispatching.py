@@ -19,8 +19,6 @@ from webhooks.validation.errors import ROOT, FieldError, invalid_omitted, unsupp
 Validator = Callable[[Mapping[str, Any]], list[FieldError]]
 UpdateValidator = Callable[[Mapping[str, Any], Mapping[str, Any]], list[FieldError]]
 
-_V1BETA1: Final = f"{c.GROUP}/{c.VERSION_V1BETA1}"
-
 # kind -> (served apiVersions, create rules, update rules). The rules read v1beta2 (the hub); an
 # object in another served version is converted first, so its errors name v1beta2 fields (as Kueue's
 # webhooks, which the API server calls with v1beta2 objects).
@@ -35,9 +33,9 @@ KINDS: Final[dict[str, tuple[tuple[str, ...], Validator, UpdateValidator | None]
                          queues.validate_local_queue_update),
     c.KIND_WORKLOAD: (served_versions(c.KIND_WORKLOAD), workload.validate_workload,
                       workload.validate_workload_update),
-    c.KIND_COHORT: ((c.API_VERSION,), cohort.validate_cohort, None),
-    # Both versions have the same fields: the API server converts them itself (no webhook).
-    c.KIND_WORKLOAD_PRIORITY_CLASS: ((c.API_VERSION, _V1BETA1), cohort.validate_workload_priority_class, None),
+    c.KIND_COHORT: (served_versions(c.KIND_COHORT), cohort.validate_cohort, None),
+    c.KIND_WORKLOAD_PRIORITY_CLASS: (served_versions(c.KIND_WORKLOAD_PRIORITY_CLASS),
+                                     cohort.validate_workload_priority_class, None),
 }
 
 
@@ -45,8 +43,6 @@ def _hub(obj: Any) -> Any:
     """A tasq object as v1beta2 (an object in another served version converted; else unchanged)."""
     if not isinstance(obj, Mapping) or obj.get("apiVersion") in (c.API_VERSION, c.JOB_API_VERSION):
         return obj
-    if obj.get("kind") == c.KIND_WORKLOAD_PRIORITY_CLASS:
-        return {**obj, "apiVersion": c.API_VERSION}
     return convert(obj, c.API_VERSION)
 
 
