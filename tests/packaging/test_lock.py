@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 TASQ = "tasq (pyproject.toml)"
 # The image's interpreter: markers in pyproject are evaluated for it, not for the test's Python.
-IMAGE_ENVIRONMENT = {**default_environment(), "python_version": "3.11", "python_full_version": "3.11.16",
+IMAGE_ENVIRONMENT: dict[str, str] = {**{k: str(v) for k, v in default_environment().items()}, "python_version": "3.11", "python_full_version": "3.11.16",
                      "sys_platform": "linux", "platform_system": "Linux"}
 
 
