@@ -128,7 +128,7 @@ def test_a_metrics_reader_scrapes_and_others_are_refused(tasq: Tasq, kubectl: Ku
     status, text = tasq.scrape(stranger)
     assert status == 403, text
     assert f"system:serviceaccount:{namespace}:stranger" in text and "may not get /metrics" in text
-    assert "tasq_" not in text
+    assert "tasq_" not in text and "kueue_" not in text
     status, text = tasq.scrape(None)
     assert status == 401 and "no bearer token" in text
     status, text = tasq.scrape(reader[:-4] + "AAAA")  # the signature (or payload) no longer matches
