@@ -39,7 +39,8 @@ from tests.e2e.test_install import (
     point_webhooks_at,
     service_account_kubeconfig,
 )
-from tests.install.test_chart import CERT_MANAGER, CHART, MATRIX, MONITORING, NAMESPACE, helm, render
+from tests.install.test_chart import CHART, MATRIX, MONITORING, NAMESPACE, helm, render
+from tests.install.test_config import CERT_MANAGER
 from webhooks.certificates import write_serving_files
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from controller.api import constants as c
-from controller.api.features import DEFAULTS
+from controller.api.features import DEFAULTS, parse_feature_gates
 from controller.commands import run
 from tests.install.test_config import CERT_MANAGER, KUBERNETES_VERSION, rendered
 
@@ -76,7 +76,7 @@ def manager(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 SELF_PROVIDED = {"certificates": {"certManager": {"enabled": False}, "caBundle": CA_BUNDLE}}
-MATRIX = {
+MATRIX: dict[str, dict[str, Any]] = {
     "defaults": {},
     "a self-provided certificate": SELF_PROVIDED,
     "without webhooks": {"webhooks": {"enabled": False}},
@@ -163,7 +163,7 @@ def test_the_manager_args_are_tasq_runs_flags_and_match_the_mounts_and_ports(val
         assert args.metrics_port == -1 and "metrics" not in ports
     assert ports["probes"] == args.probe_port
     gates = values.get("featureGates", {})
-    assert run.parse_feature_gates(args.feature_gates).overrides == gates
+    assert parse_feature_gates(args.feature_gates).overrides == gates
     assert 0 < args.retry_period < args.renew_deadline < args.lease_duration
 
 
