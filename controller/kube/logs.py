@@ -17,6 +17,7 @@ FORMATS: Final = ("text", "json")
 CHATTY: Final = ("kopf", "kubernetes", "kubernetes_asyncio", "urllib3", "aiohttp", "asyncio")
 """Libraries whose INFO lines narrate each handler, request or connection: shown only at debug."""
 TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_OURS: Final = "tasq_log_handler"
 
 
 class JsonFormatter(logging.Formatter):
@@ -31,14 +32,20 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False)
 
 
-def configure_logging(level: str = "info", fmt: str = "text", stream: IO[str] | None = None) -> logging.Handler:
-    """Replace the root logger's handlers by one writing to `stream` (stderr) at `level` in `fmt`;
-    the CHATTY libraries log at warning unless `level` is debug. Returns the handler."""
+def configure_logging(level: str = "info", fmt: str = "text", stream: IO[str] | None = None, *,
+                      force: bool = False) -> logging.Handler | None:
+    """Give the root logger one handler writing to `stream` (stderr) at `level` in `fmt`; the CHATTY
+    libraries log at warning unless `level` is debug. As `logging.basicConfig`, nothing changes when
+    the root logger already has a handler tasq did not install (a program embedding tasq, or pytest,
+    configured logging itself), unless `force`. Returns the handler installed, or None."""
     if level not in LEVELS or fmt not in FORMATS:
         raise ValueError(f"log level {level!r} / format {fmt!r}: want one of {LEVELS} / {FORMATS}")
+    root = logging.getLogger()
+    if not force and any(not getattr(h, _OURS, False) for h in root.handlers):
+        return None
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
-    root = logging.getLogger()
+    setattr(handler, _OURS, True)
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)

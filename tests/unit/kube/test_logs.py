@@ -46,7 +46,7 @@ def emit_each() -> None:
 ])
 def test_each_level_shows_what_it_promises(level: str, shown: list[str], hidden: list[str]) -> None:
     out = io.StringIO()
-    configure_logging(level, "text", out)
+    configure_logging(level, "text", out, force=True)
     emit_each()
     text = out.getvalue()
     assert all(line in text for line in shown), text
@@ -55,7 +55,7 @@ def test_each_level_shows_what_it_promises(level: str, shown: list[str], hidden:
 
 def test_json_lines_parse_and_carry_time_level_logger_message_and_error() -> None:
     out = io.StringIO()
-    configure_logging("info", "json", out)
+    configure_logging("info", "json", out, force=True)
     logging.getLogger("controller.kube.leading").info("%s is now the leader", "tasq-1")
     try:
         raise RuntimeError("boom")
@@ -71,13 +71,26 @@ def test_json_lines_parse_and_carry_time_level_logger_message_and_error() -> Non
 
 def test_a_second_setup_replaces_the_first_handler() -> None:
     first, second = io.StringIO(), io.StringIO()
-    configure_logging("info", "text", first)
-    configure_logging("info", "text", second)
+    configure_logging("info", "text", first, force=True)
+    configure_logging("info", "text", second)  # its own handler is replaced without force
     logging.getLogger("controller").info("once")
     assert first.getvalue() == "" and second.getvalue().count("once") == 1
+
+
+def test_logging_configured_by_someone_else_is_left_alone_unless_forced() -> None:
+    root = logging.getLogger()
+    theirs = logging.StreamHandler(io.StringIO())
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    root.addHandler(theirs)
+    root.setLevel(logging.WARNING)
+    assert configure_logging("debug", "json", io.StringIO()) is None
+    assert root.handlers == [theirs] and root.level == logging.WARNING
+    assert configure_logging("debug", "json", io.StringIO(), force=True) is not None
+    assert theirs not in root.handlers and root.level == logging.DEBUG
 
 
 @pytest.mark.parametrize(("level", "fmt"), [("verbose", "text"), ("info", "yaml")])
 def test_unknown_levels_and_formats_are_refused_by_name(level: str, fmt: str) -> None:
     with pytest.raises(ValueError, match="want one of"):
-        configure_logging(level, fmt, io.StringIO())
+        configure_logging(level, fmt, io.StringIO(), force=True)
