@@ -4,7 +4,9 @@ Pure: `webhook_configurations(client)` builds both objects for a local URL with 
 (`local_client`, `tasq dev` / `tasq run --local-webhooks`) or for the in-cluster Service
 (`service_client`, the static config/webhook/ YAML a unit test keeps equal to this). Every webhook
 fails closed but is scoped tightly: never kube-system or tasq's own namespace, pods only with
-tasq's label, Jobs only with the queue label. Called by controller.kube.webhooking and tests.
+tasq's label, Jobs only with the queue label. `crd_conversion(client)` is the CRDs'
+`spec.conversion` pointing at the same server's /convert (config/crd's patch is kept equal to
+`in_cluster_conversion`). Called by controller.kube.webhooking and tests.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ TIMEOUT_SECONDS: Final = 10
 EXCLUDED_NAMESPACES: Final = ("kube-system", c.TASQ_NAMESPACE)
 CERT_MANAGER_INJECT_CA: Final = "cert-manager.io/inject-ca-from"
 CERTIFICATE_NAME: Final = "tasq-serving-cert"
+CONVERSION_PATH: Final = "convert"
+"""The path of the CRD conversion webhook on the same server (ConversionReview v1)."""
+CONVERSION_REVIEW_VERSIONS: Final = ("v1",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +80,9 @@ _QUEUED: Final = {"matchExpressions": [{"key": c.LABEL_QUEUE_NAME, "operator": "
 _TASQ_PODS: Final = {"matchLabels": {c.LABEL_TAS: c.LABEL_TAS_VALUE}}
 _CREATE: Final = ("CREATE",)
 _CREATE_UPDATE: Final = ("CREATE", "UPDATE")
-_V1BETA1: Final = (c.VERSION_V1BETA1,)
+# Every served version, v1beta2 first: the validators convert what they are sent to v1beta2, so a
+# v1beta1 request is checked whether or not the API server converted it (matchPolicy Equivalent).
+_KUEUE_VERSIONS: Final = (c.VERSION_V1BETA2, c.VERSION_V1BETA1)
 
 MUTATING_ROUTES: Final = (
     Route(c.WEBHOOK_MUTATE_JOB, "batch", ("v1",), "jobs", _CREATE, _QUEUED),
@@ -83,12 +90,12 @@ MUTATING_ROUTES: Final = (
 )
 VALIDATING_ROUTES: Final = (
     Route(c.WEBHOOK_VALIDATE_JOB, "batch", ("v1",), "jobs", _CREATE_UPDATE, _QUEUED),
-    Route(c.WEBHOOK_VALIDATE_TOPOLOGY, c.GROUP, (c.VERSION_V1ALPHA1, c.VERSION_V1BETA1), c.PLURAL_TOPOLOGIES,
+    Route(c.WEBHOOK_VALIDATE_TOPOLOGY, c.GROUP, (*_KUEUE_VERSIONS, c.VERSION_V1ALPHA1), c.PLURAL_TOPOLOGIES,
           _CREATE_UPDATE),
-    Route(c.WEBHOOK_VALIDATE_RESOURCE_FLAVOR, c.GROUP, _V1BETA1, c.PLURAL_RESOURCE_FLAVORS, _CREATE_UPDATE),
-    Route(c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, c.GROUP, _V1BETA1, c.PLURAL_CLUSTER_QUEUES, _CREATE_UPDATE),
-    Route(c.WEBHOOK_VALIDATE_LOCAL_QUEUE, c.GROUP, _V1BETA1, c.PLURAL_LOCAL_QUEUES, _CREATE_UPDATE),
-    Route(c.WEBHOOK_VALIDATE_WORKLOAD, c.GROUP, _V1BETA1, c.PLURAL_WORKLOADS, _CREATE_UPDATE, with_status=True),
+    Route(c.WEBHOOK_VALIDATE_RESOURCE_FLAVOR, c.GROUP, _KUEUE_VERSIONS, c.PLURAL_RESOURCE_FLAVORS, _CREATE_UPDATE),
+    Route(c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, c.GROUP, _KUEUE_VERSIONS, c.PLURAL_CLUSTER_QUEUES, _CREATE_UPDATE),
+    Route(c.WEBHOOK_VALIDATE_LOCAL_QUEUE, c.GROUP, _KUEUE_VERSIONS, c.PLURAL_LOCAL_QUEUES, _CREATE_UPDATE),
+    Route(c.WEBHOOK_VALIDATE_WORKLOAD, c.GROUP, _KUEUE_VERSIONS, c.PLURAL_WORKLOADS, _CREATE_UPDATE, with_status=True),
 )
 
 
@@ -133,3 +140,15 @@ def webhook_configurations(client: ClientConfig, excluded: tuple[str, ...] = EXC
 def in_cluster_configurations() -> tuple[dict[str, Any], dict[str, Any]]:
     """What config/webhook/manifests.yaml holds: the Service client, caBundle from cert-manager."""
     return webhook_configurations(service_client(), inject_ca_from=f"{c.TASQ_NAMESPACE}/{CERTIFICATE_NAME}")
+
+
+def crd_conversion(client: ClientConfig) -> dict[str, Any]:
+    """A CRD's `spec.conversion` sending every conversion of tasq's kinds to the server's /convert
+    (the one place it is built: local registration and config/crd's patch both use it)."""
+    return {"strategy": "Webhook", "webhook": {"clientConfig": client.for_path(CONVERSION_PATH),
+                                               "conversionReviewVersions": list(CONVERSION_REVIEW_VERSIONS)}}
+
+
+def in_cluster_conversion() -> dict[str, Any]:
+    """What config/crd's patch sets on every CRD: the Service client, caBundle from cert-manager."""
+    return crd_conversion(service_client())

@@ -3,8 +3,9 @@
 Core kinds tasq reads (Node, Pod, Namespace, PriorityClass, Job) are checked against Kubernetes'
 schema (`kube_schema`, strict as kubectl) and then the API server's value rules for what tasq reads
 (names, label keys and values, non-negative quantities and counts); tasq's kinds go to the webhook
-validators; other kinds are ignored (`Checked.ignored`). Nodes and Pods keep only the fields tasq
-reads, so a 50,000-node dump fits in memory. Called by `tasq simulate` for every document.
+validators and are kept as v1beta2 (converted from v1beta1 or v1alpha1); other kinds are ignored
+(`Checked.ignored`). Nodes and Pods keep only the fields tasq reads, so a 50,000-node dump fits in
+memory. Called by `tasq simulate` for every document.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from controller.api import constants as c
+from controller.api.conversion import convert
 from controller.api.flavor import ResourceFlavor
 from controller.api.meta import KubeObject
 from controller.api.queues import ClusterQueue, LocalQueue
@@ -58,9 +60,13 @@ def check_object(obj: dict[str, Any]) -> Checked:
     if obj["apiVersion"].startswith(f"{c.GROUP}/"):
         depth = _too_deep(obj)
         errs = [depth] if depth is not None else validate(obj)
-        if not errs:
-            errs = _model_errors(obj)
-        return Checked(errs, None if errs else obj)
+        if errs:
+            return Checked(errs, None)
+        hub = convert(obj, c.API_VERSION)  # tasq keeps every object of its kinds as v1beta2
+        if not isinstance(hub, dict):
+            return Checked([FieldError(hub.field, f"Invalid value: {hub.detail}")], None)
+        errs = _model_errors(hub)
+        return Checked(errs, None if errs else hub)
     definition = CORE_DEFINITIONS.get(key)
     if definition is None:
         return Checked([], None)
