@@ -54,7 +54,7 @@ def test_the_api_server_accepts_every_object_the_chart_renders(values: dict[str,
     kubectl = Kubectl(realcluster_kubeconfig)
     if NAMESPACE not in kubectl("get", "namespaces", "-o", "name"):
         kubectl("create", "namespace", NAMESPACE)
-    objects = [d for d in render(values, crds=True) if (d["apiVersion"], d["kind"]) not in CERT_MANAGER | MONITORING]
+    objects = [d for d in render(values) if (d["apiVersion"], d["kind"]) not in CERT_MANAGER | MONITORING]
     manifest = tmp_path / "chart.yaml"
     manifest.write_text(yaml.safe_dump_all(objects))
     out = kubectl("apply", "--server-side", "--dry-run=server", "--force-conflicts", "-f", str(manifest))

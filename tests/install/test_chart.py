@@ -1,6 +1,6 @@
 """charts/tasq: `helm lint --strict`, and what `helm template` renders for a matrix of values: every
-object valid against Kubernetes 1.37's schemas (strict: unknown fields refused), the same RBAC rules,
-webhooks and manager flags as config/default, the flags `tasq run` accepts, a PDB and anti-affinity
+object valid against Kubernetes 1.37's schemas (strict: unknown fields refused), the same CRDs (each
+converting through the webhook Service), RBAC rules, webhooks and manager flags as config/default, the flags `tasq run` accepts, a PDB and anti-affinity
 only with more than one replica, a rollout that never leaves the webhooks without a ready replica.
 
 The tests that run helm need the real helm (hack/helm builds it from its Go module), so they are in
@@ -57,11 +57,10 @@ def values_flags(values: dict[str, Any]) -> list[str]:
     return ["--set-json", json.dumps(values)] if values else []
 
 
-def render(values: dict[str, Any] | None = None, *, crds: bool = False,
-           namespace: str = NAMESPACE) -> list[dict[str, Any]]:
-    """The chart's objects for `values` (a JSON merge over values.yaml), as `helm template` renders them."""
-    proc = helm("template", "tasq", str(CHART), "-n", namespace, *(["--include-crds"] if crds else []),
-                *values_flags(values or {}))
+def render(values: dict[str, Any] | None = None, *, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    """The chart's objects for `values` (a JSON merge over values.yaml), as `helm template` renders
+    them (the CRDs included: they are templates)."""
+    proc = helm("template", "tasq", str(CHART), "-n", namespace, *values_flags(values or {}))
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
 
 
@@ -114,8 +113,9 @@ def test_the_values_schema_offers_the_log_flags_tasq_run_has() -> None:
 
 
 def test_the_chart_reads_the_crds_the_rbac_rules_and_the_webhooks_from_the_repository() -> None:
-    assert (CHART / "crds").resolve() == (REPO / "crds").resolve()
     files = CHART / "files"
+    assert (files / "crds").resolve() == (REPO / "crds").resolve()
+    assert not (CHART / "crds").exists()  # helm would install those raw, without their conversion
     assert (files / "manager-role.yaml").resolve() == (REPO / "config" / "rbac" / "role.yaml").resolve()
     assert (files / "webhook-configurations.yaml").resolve() == (REPO / "config" / "webhook" / "manifests.yaml").resolve()
 
@@ -133,7 +133,7 @@ def test_helm_lint_passes_strictly() -> None:
 @real
 @pytest.mark.parametrize("values", list(MATRIX.values()), ids=list(MATRIX))
 def test_every_rendered_object_validates_against_kubernetes_1_37(values: dict[str, Any]) -> None:
-    objects = render(values, crds=True)
+    objects = render(values)
     assert objects
     for obj in objects:
         if (obj["apiVersion"], obj["kind"]) in CERT_MANAGER | MONITORING:
@@ -151,12 +151,14 @@ def test_the_manager_args_are_tasq_runs_flags_and_match_the_mounts_and_ports(val
     args = parser.parse_args(["run", *container["args"]])
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
-    if values.get("webhooks", {}).get("enabled", True):
-        assert ports["webhook"] == args.webhook_port and str(args.webhook_cert_dir) in mounts
-        one(objects, "Service", "tasq-webhook-service")
-    else:
-        assert args.webhook_cert_dir is None and "webhook" not in ports
-        assert not [d for d in objects if "WebhookConfiguration" in d["kind"]]
+    # the webhook server always runs: the CRDs convert their versions through it
+    assert ports["webhook"] == args.webhook_port and str(args.webhook_cert_dir) in mounts
+    one(objects, "Service", "tasq-webhook-service")
+    crds = [d for d in objects if d["kind"] == "CustomResourceDefinition"]
+    assert len(crds) == len(list((REPO / "crds").glob("*.yaml")))
+    assert all(crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["path"] == "/convert" for crd in crds)
+    configs = [d for d in objects if "WebhookConfiguration" in d["kind"]]
+    assert len(configs) == (2 if values.get("webhooks", {}).get("enabled", True) else 0)
     if values.get("metrics", {}).get("enabled", True):
         assert ports["metrics"] == args.metrics_port and str(args.metrics_cert_dir) in mounts
     else:
@@ -169,7 +171,7 @@ def test_the_manager_args_are_tasq_runs_flags_and_match_the_mounts_and_ports(val
 
 @real
 def test_the_defaults_install_what_config_default_installs() -> None:
-    chart, bundle = render(crds=True), rendered("default")
+    chart, bundle = render(), rendered("default")
 
     def ids(objects: list[dict[str, Any]]) -> set[tuple[str, str]]:
         return {(d["kind"], d["metadata"]["name"]) for d in objects if d["kind"] != "Namespace"}
@@ -177,6 +179,11 @@ def test_the_defaults_install_what_config_default_installs() -> None:
     for kind in ("ClusterRole", "Role"):
         for obj in (d for d in bundle if d["kind"] == kind):
             assert one(chart, kind, obj["metadata"]["name"])["rules"] == obj["rules"]
+    for crd in (d for d in bundle if d["kind"] == "CustomResourceDefinition"):
+        ours_crd = one(chart, "CustomResourceDefinition", crd["metadata"]["name"])
+        assert ours_crd["spec"] == crd["spec"]  # conversion through the webhook Service included
+        assert crd["metadata"]["annotations"].items() <= ours_crd["metadata"]["annotations"].items()
+        assert ours_crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         theirs = one(bundle, kind)
         ours = one(chart, kind, theirs["metadata"]["name"])
@@ -215,18 +222,24 @@ def test_a_release_in_another_namespace_names_it_everywhere() -> None:
             (expression,) = hook["namespaceSelector"]["matchExpressions"]
             assert expression["values"] == ["kube-system", "batch-admission"]
     assert "tasq-webhook-service.batch-admission.svc" in one(objects, "Certificate")["spec"]["dnsNames"]
+    for crd in (d for d in objects if d["kind"] == "CustomResourceDefinition"):
+        assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["namespace"] == "batch-admission"
+        assert crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "batch-admission/tasq-serving-cert"
     for binding in (d for d in objects if d["kind"] in ("ClusterRoleBinding", "RoleBinding")):
         assert binding["subjects"][0]["namespace"] == "batch-admission"
 
 
 @real
-def test_a_self_provided_certificate_puts_its_ca_in_every_webhook_and_asks_for_no_cert_manager() -> None:
+def test_a_self_provided_certificate_puts_its_ca_in_every_webhook_and_crd_and_asks_for_no_cert_manager() -> None:
     objects = render(SELF_PROVIDED)
     assert not [d for d in objects if (d["apiVersion"], d["kind"]) in CERT_MANAGER]
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         config = one(objects, kind)
         assert "annotations" not in config["metadata"]
         assert {hook["clientConfig"]["caBundle"] for hook in config["webhooks"]} == {CA_BUNDLE}
+    for crd in (d for d in objects if d["kind"] == "CustomResourceDefinition"):
+        assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] == CA_BUNDLE
+        assert "cert-manager.io/inject-ca-from" not in crd["metadata"]["annotations"]
 
 
 @real

@@ -34,7 +34,7 @@ control-plane: controller-manager
 {{- define "tasq.certDir" -}}/tmp/k8s-webhook-server/serving-certs{{- end }}
 
 {{- define "tasq.checkCertificates" -}}
-{{- if and (not .Values.certificates.certManager.enabled) (not .Values.certificates.caBundle) (or .Values.webhooks.enabled .Values.metrics.serviceMonitor.enabled) -}}
-{{- fail "certificates: without cert-manager (certificates.certManager.enabled=false), set certificates.caBundle to the base64 ca.crt of the Secret you create (certificates.secretName)" -}}
+{{- if and (not .Values.certificates.certManager.enabled) (not .Values.certificates.caBundle) -}}
+{{- fail "certificates: without cert-manager (certificates.certManager.enabled=false), set certificates.caBundle to the base64 ca.crt of the Secret you create (certificates.secretName): the CRDs' conversion and the webhooks trust it" -}}
 {{- end -}}
 {{- end }}
