@@ -6,7 +6,8 @@ and reports it under Kueue's metric names to a scraper bound to the chart's tasq
 
 This cluster has no cert-manager and no Prometheus Operator: their kinds are left out of the dry-run
 and the install uses a self-provided certificate; the webhook configurations are pointed at this
-machine (no real pod runs the chart's image here), as tests/e2e/test_install.py does for config/.
+machine (no real pod runs the chart's image here), as tests/e2e/test_install.py does for config/, and
+so is each CRD's conversion webhook.
 """
 
 from __future__ import annotations
@@ -61,17 +62,33 @@ def test_the_api_server_accepts_every_object_the_chart_renders(values: dict[str,
     assert len(out.strip().splitlines()) == len(objects), out
 
 
+def convert_through(kubectl: Kubectl, crds: list[str], port: int, ca_pem: bytes) -> None:
+    """Point each CRD's conversion webhook at this machine's tasq (the chart's Service has no pod here)."""
+    client = {"url": f"https://127.0.0.1:{port}/convert", "caBundle": base64.b64encode(ca_pem).decode(),
+              "service": None}  # a merge patch: the Service reference is removed, not kept beside the URL
+    for name in crds:
+        patch = {"spec": {"conversion": {"strategy": "Webhook", "webhook": {
+            "clientConfig": client, "conversionReviewVersions": ["v1"]}}}}
+        kubectl("patch", "crd", name, "--type=merge", "-p", json.dumps(patch))
+
+
 @pytest.fixture
 def installed(realcluster_kubeconfig: Path, tmp_path: Path) -> Iterator[tuple[Kubectl, Path, int]]:
     kubectl = Kubectl(realcluster_kubeconfig)
     certs = tmp_path / "certs"
     ca = write_serving_files(certs, datetime.now(UTC))
     values = {"certificates": {"certManager": {"enabled": False}, "caBundle": base64.b64encode(ca.cert_pem).decode()}}
+    # hack/realcluster/up applied crds/ itself; the chart's CRDs are its own (Helm adopts nothing it
+    # did not install), so they go first and come back from the chart
+    crds = [d["metadata"]["name"] for d in render(values) if d["kind"] == "CustomResourceDefinition"]
+    kubectl("delete", "crd", *crds, "--ignore-not-found")
     helm("--kubeconfig", str(realcluster_kubeconfig), "install", "tasq", str(CHART), "-n", NAMESPACE,
          "--create-namespace", "--set-json", json.dumps(values))
     assert "deployed" in helm("--kubeconfig", str(realcluster_kubeconfig), "status", "tasq", "-n", NAMESPACE).stdout
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{name}" for name in crds])
     port, metrics_port = free_port(), free_port()
     point_webhooks_at(kubectl, port, ca.cert_pem)
+    convert_through(kubectl, crds, port, ca.cert_pem)
     sa_config = service_account_kubeconfig(kubectl, realcluster_kubeconfig, tmp_path / "sa.kubeconfig")
     log = tmp_path / "tasq.log"
     proc = subprocess.Popen([str(BIN / "tasq"), "run", "--kubeconfig", str(sa_config), "--webhook-cert-dir",
