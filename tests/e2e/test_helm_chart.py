@@ -35,6 +35,7 @@ from tests.e2e.test_install import (
     JOB,
     SETUP,
     Kubectl,
+    convert_through,
     free_port,
     listening,
     point_webhooks_at,
@@ -60,16 +61,6 @@ def test_the_api_server_accepts_every_object_the_chart_renders(values: dict[str,
     manifest.write_text(yaml.safe_dump_all(objects))
     out = kubectl("apply", "--server-side", "--dry-run=server", "--force-conflicts", "-f", str(manifest))
     assert len(out.strip().splitlines()) == len(objects), out
-
-
-def convert_through(kubectl: Kubectl, crds: list[str], port: int, ca_pem: bytes) -> None:
-    """Point each CRD's conversion webhook at this machine's tasq (the chart's Service has no pod here)."""
-    client = {"url": f"https://127.0.0.1:{port}/convert", "caBundle": base64.b64encode(ca_pem).decode(),
-              "service": None}  # a merge patch: the Service reference is removed, not kept beside the URL
-    for name in crds:
-        patch = {"spec": {"conversion": {"strategy": "Webhook", "webhook": {
-            "clientConfig": client, "conversionReviewVersions": ["v1"]}}}}
-        kubectl("patch", "crd", name, "--type=merge", "-p", json.dumps(patch))
 
 
 @pytest.fixture

@@ -15,7 +15,9 @@ import base64
 import functools
 import json
 import subprocess
+import tempfile
 import tomllib
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +29,22 @@ from controller.api import constants as c
 from controller.api.features import DEFAULTS, parse_feature_gates
 from controller.commands import run
 from tests.install.test_config import CERT_MANAGER, KUBERNETES_VERSION, rendered
+from webhooks.certificates import write_serving_files
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tasq"
 HELM_SCRIPT = REPO / "hack" / "helm"
 MONITORING = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
 NAMESPACE = "tasq-system"
-CA_BUNDLE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n...\n").decode()
+
+
+def _ca_bundle() -> str:
+    """A real CA certificate, base64 PEM: kube-apiserver parses a CRD conversion's caBundle."""
+    with tempfile.TemporaryDirectory() as directory:
+        return base64.b64encode(write_serving_files(Path(directory), datetime.now(UTC)).cert_pem).decode()
+
+
+CA_BUNDLE = _ca_bundle()
 
 real = pytest.mark.real
 
