@@ -2,7 +2,7 @@
 
 Each `Metrics` owns its own registry (not prometheus-client's global one) so tests and two operators
 in one process stay apart. The admission loop (its queue status writer drops a deleted ClusterQueue's
-series) and the TopologyUngater record into it. `serve_metrics` serves /metrics over TLS, each
+series), the TopologyUngater and the eviction (controller.kube.evicting) record into it. `serve_metrics` serves /metrics over TLS, each
 request authenticated and authorized by an `AccessReviewer` (TokenReview + SubjectAccessReview);
 `serve_probes` serves /healthz and /readyz on their own plain-HTTP port, which the kubelet calls
 without a token. `serving_endpoints` runs both for `serve_operator` as `Endpoints` (the flags of
@@ -162,6 +162,16 @@ class Metrics:
         self.gate_removal_latency = Histogram(
             c.METRIC_GATE_REMOVAL_LATENCY, "Time from a gated pod's creation to its topology gate's removal.",
             buckets=_GATE_BUCKETS, registry=r)
+        self.preempted_workloads = Counter(
+            c.METRIC_PREEMPTED_WORKLOADS.removesuffix("_total"),
+            "Workloads preempted, per ClusterQueue of the preemptor and Preempted reason (InClusterQueue, "
+            "InCohortReclamation, InCohortReclaimWhileBorrowing).", ["preempting_cluster_queue", "reason", "replica_role"],
+            registry=r)
+        self.evicted_workloads = Counter(
+            c.METRIC_EVICTED_WORKLOADS.removesuffix("_total"),
+            "Workloads evicted, per ClusterQueue of the evicted workload and Evicted reason (Preempted, "
+            "Deactivated).", ["cluster_queue", "reason", "underlying_cause", "priority_class", "replica_role"],
+            registry=r)
         self.fragmented_gpus = Gauge(
             c.METRIC_TOPOLOGY_FRAGMENTED_GPUS, "Free GPUs of a topology flavor in domains of one level too "
             "small for the largest waiting gang.", ["flavor", "level"], registry=r)
@@ -252,6 +262,15 @@ class Metrics:
         """One admission request answered (controller-runtime's series; `path` is the webhook's)."""
         self.webhook_requests.labels(path, str(code)).inc()
         self.webhook_latency.labels(path).observe(max(seconds, 0.0))
+
+    def preempted(self, preempting_cluster_queue: str, reason: str) -> None:
+        """A workload was preempted (its eviction written) for a workload of `preempting_cluster_queue`."""
+        self._track(preempting_cluster_queue, self.preempted_workloads, preempting_cluster_queue, reason,
+                    self.role()).inc()
+
+    def evicted(self, cluster_queue: str, reason: str) -> None:
+        """A workload admitted in `cluster_queue` was evicted (Evicted=True written) for `reason`."""
+        self._track(cluster_queue, self.evicted_workloads, cluster_queue, reason, "", "", self.role()).inc()
 
     def gate_removed(self, seconds: float) -> None:
         self.gate_removal_latency.observe(max(seconds, 0.0))

@@ -312,13 +312,17 @@ def test_a_deleted_cluster_queue_stops_being_reported() -> None:
                            nominal={("f", "cpu"): 4}, usage={("f", "cpu"): 2})
     metrics.cluster_queue_reported("gone", figures)
     metrics.workload_admitted("gone", "", 1.0)
+    metrics.evicted("gone", "Preempted")
     metrics.cluster_queue_reported("kept", figures)
+    metrics.evicted("kept", "Preempted")
     metrics.cluster_queue_deleted("gone")
     metrics.cluster_queue_deleted("never-seen")
     text = metrics.exposition().decode()
     assert 'cluster_queue="gone"' not in text
     assert 'kueue_pending_workloads{cluster_queue="kept",replica_role="standalone",status="active"} 1.0' in text
     assert metrics.cluster_queues_reported() == {"kept"}
+    assert 'kueue_evicted_workloads_total{cluster_queue="kept",priority_class="",reason="Preempted",' \
+           'replica_role="standalone",underlying_cause=""} 1.0' in text
 
 
 def test_a_flavor_resource_the_queue_no_longer_has_stops_being_reported() -> None:
@@ -341,3 +345,17 @@ def test_fragmentation_series_follow_the_flavors_reported() -> None:
     assert got[("tasq_largest_pending_gang_gpus", ())] == 16
     assert got[("tasq_topology_fragmented_free_gpus", (("flavor", "h100"), ("level", "rack")))] == 4
     assert ("tasq_topology_fragmented_free_gpus", (("flavor", "a100"), ("level", "rack"))) not in got
+
+
+def test_preemptions_and_evictions_are_counted_with_kueues_labels() -> None:
+    metrics = Metrics()
+    metrics.preempted("high-cq", "InCohortReclamation")
+    metrics.preempted("high-cq", "InCohortReclamation")
+    metrics.evicted("low-cq", "Preempted")
+    got = samples(metrics.exposition().decode())
+    assert got[("kueue_preempted_workloads_total", (("preempting_cluster_queue", "high-cq"),
+                                                    ("reason", "InCohortReclamation"),
+                                                    ("replica_role", "standalone")))] == 2
+    assert got[("kueue_evicted_workloads_total", (("cluster_queue", "low-cq"), ("priority_class", ""),
+                                                  ("reason", "Preempted"), ("replica_role", "standalone"),
+                                                  ("underlying_cause", "")))] == 1
