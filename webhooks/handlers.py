@@ -14,6 +14,7 @@ from typing import Any, Final
 import kopf
 
 from controller.api import constants as c
+from controller.api.conversion import convert
 from controller.api.queues import ClusterQueue
 from controller.core.admission.preemption import preemption_warning
 from webhooks import defaulting, running_jobs
@@ -91,15 +92,17 @@ def _validator(kind: str) -> Callable[..., Coroutine[Any, Any, None]]:
         check(kind, c.GROUP, kwargs.get("operation"), body, kwargs.get("old"))
         if kind == c.KIND_CLUSTER_QUEUE:
             # Accepted, but not enforced yet: kubectl shows the user a warning rather than pretending.
-            warning = preemption_warning(ClusterQueue.from_dict(dict(body)))
+            hub = convert(dict(body), c.API_VERSION)  # a v1beta1 body passed `check`: it converts
+            warning = preemption_warning(ClusterQueue.from_dict(hub)) if isinstance(hub, dict) else None
             if warning is not None:
                 kwargs["warnings"].append(warning)
     handler.__name__ = f"validate_{kind.lower()}"
     return handler
 
 
-SERVED_VERSIONS: dict[str, tuple[str, ...]] = {c.PLURAL_TOPOLOGIES: (c.VERSION_V1ALPHA1, c.VERSION_V1BETA1)}
-"""Kinds served in more than v1beta1 (as the CRDs declare them)."""
+SERVED_VERSIONS: dict[str, tuple[str, ...]] = {
+    c.PLURAL_TOPOLOGIES: (c.VERSION_V1BETA2, c.VERSION_V1BETA1, c.VERSION_V1ALPHA1)}
+"""Versions each kind is served in (as the CRDs declare them); the others: v1beta2 and v1beta1."""
 
 
 def register_handlers(registry: kopf.OperatorRegistry) -> None:
@@ -114,7 +117,7 @@ def register_handlers(registry: kopf.OperatorRegistry) -> None:
     for plural, handler_id, kind in TASQ_KINDS:
         # One registration per served version: kopf otherwise knows only the preferred one and
         # refuses reviews of the others (a Kueue manifest's Topology is v1alpha1).
-        for version in SERVED_VERSIONS.get(plural, (c.VERSION_V1BETA1,)):
+        for version in SERVED_VERSIONS.get(plural, (c.VERSION_V1BETA2, c.VERSION_V1BETA1)):
             # "*": a Workload's status writes come to the same path (the configuration routes them here)
             kopf.on.validate(c.GROUP, version, plural, id=handler_id, operations=_CREATE_UPDATE,
                              subresource="*" if plural == c.PLURAL_WORKLOADS else None,

@@ -1,7 +1,7 @@
 """Kueue's CEL validation rules (`x-kubernetes-validations`) for tasq's CRDs, with Kueue's messages.
 
-The rules are those Kueue v0.19's v1beta1 types declare for these kinds, read from its API and
-written here for tasq's schema: guarded with `has()` where tasq's schema has no default, toleration
+The rules are those Kueue's v1beta2 types (and, for the v1beta1 schemas, its v0.19 v1beta1 types)
+declare for these kinds, read from its API and written here for tasq's schema: guarded with `has()` where tasq's schema has no default, toleration
 operator and effect "" accepted as core/v1 accepts them, and the ResourceFlavor rules covering
 the KEP's inline `spec.topology` too. A rule naming `oldSelf` is a transition rule: the API server
 checks it on updates only. `controller.api.crds` attaches them; the webhook keeps every rule
@@ -81,11 +81,14 @@ TOLERATIONS: Final = (
 
 # -- ClusterQueue and LocalQueue --------------------------------------------------------------
 
-CLUSTER_QUEUE_SPEC: Final = (
-    CelRule("!has(self.cohort) && has(self.resourceGroups) ? self.resourceGroups.all(rg, "
-            "rg.flavors.all(f, f.resources.all(r, !has(r.borrowingLimit)))) : true",
-            "borrowingLimit must be nil when cohort is empty"),
-)
+def _no_borrowing_without(cohort_field: str) -> CelRule:
+    return CelRule(f"!has(self.{cohort_field}) && has(self.resourceGroups) ? self.resourceGroups.all(rg, "
+                   "rg.flavors.all(f, f.resources.all(r, !has(r.borrowingLimit)))) : true",
+                   "borrowingLimit must be nil when cohort is empty")
+
+
+CLUSTER_QUEUE_SPEC: Final = (_no_borrowing_without("cohortName"),)
+CLUSTER_QUEUE_SPEC_V1BETA1: Final = (_no_borrowing_without("cohort"),)
 RESOURCE_GROUP: Final = (
     CelRule("self.flavors.all(x, size(x.resources) == size(self.coveredResources))",
             "flavors must have the same number of resources as the coveredResources"),
@@ -102,8 +105,18 @@ LOCAL_QUEUE_CLUSTER_QUEUE: Final = (CelRule("self == oldSelf", MSG_IMMUTABLE),)
 # -- Workload ---------------------------------------------------------------------------------
 
 WORKLOAD_SPEC: Final = (
+    CelRule("!has(self.priorityClassRef) || has(self.priority)",
+            "priority should not be nil when priorityClassRef is set"),
+)
+WORKLOAD_SPEC_V1BETA1: Final = (
     CelRule("has(self.priorityClassName) ? has(self.priority) : true",
             "priority should not be nil when priorityClassName is set"),
+)
+PRIORITY_CLASS_REF: Final = (
+    CelRule(f"(self.group == '{c.PRIORITY_CLASS_GROUP}') ? self.kind == '{c.KIND_PRIORITY_CLASS}' : true",
+            f"only the {c.KIND_PRIORITY_CLASS} kind is allowed for the {c.PRIORITY_CLASS_GROUP} group"),
+    CelRule(f"(self.group == '{c.GROUP}') ? self.kind == '{c.KIND_WORKLOAD_PRIORITY_CLASS}' : true",
+            f"only the {c.KIND_WORKLOAD_PRIORITY_CLASS} kind is allowed for the {c.GROUP} group"),
 )
 POD_SET: Final = (
     CelRule("has(self.minCount) ? self.minCount <= (has(self.count) ? self.count : 1) : true",
@@ -117,10 +130,37 @@ def _reserved(obj: str) -> str:
             f"c.type == '{c.CONDITION_QUOTA_RESERVED}' && c.status == 'True')")
 
 
+_PODSETS_MATCH_ASSIGNMENTS: Final = CelRule(
+    f"{_reserved('self')} && has(self.status.admission) ? "
+    "size(self.spec.podSets) == size(self.status.admission.podSetAssignments) : true",
+    "podSetAssignments must have the same number of podSets as the spec")
+_QUEUE_NAME_FROZEN: Final = CelRule(
+    f"(({_reserved('oldSelf')}) && ({_reserved('self')})) ? "
+    "((has(oldSelf.spec.queueName) == has(self.spec.queueName)) && "
+    "(!has(oldSelf.spec.queueName) || oldSelf.spec.queueName == self.spec.queueName)) : true",
+    "queueName is immutable while workload quota reserved")
+_BOTH_REFS: Final = "has(oldSelf.spec.priorityClassRef) && has(self.spec.priorityClassRef)"
+
 WORKLOAD: Final = (
-    CelRule(f"{_reserved('self')} && has(self.status.admission) ? "
-            "size(self.spec.podSets) == size(self.status.admission.podSetAssignments) : true",
-            "podSetAssignments must have the same number of podSets as the spec"),
+    _PODSETS_MATCH_ASSIGNMENTS,
+    CelRule(f"({_reserved('oldSelf')}) ? (!has(oldSelf.spec.priorityClassRef) && !has(self.spec.priorityClassRef)) "
+            f"|| ({_BOTH_REFS}) : true",
+            "priorityClassRef is immutable while workload quota reserved"),
+    CelRule(f"({_reserved('oldSelf')} && {_BOTH_REFS}) ? "
+            "oldSelf.spec.priorityClassRef.group == self.spec.priorityClassRef.group : true",
+            "priorityClassRef.group is immutable while workload quota reserved"),
+    CelRule(f"({_reserved('oldSelf')} && {_BOTH_REFS}) ? "
+            "oldSelf.spec.priorityClassRef.kind == self.spec.priorityClassRef.kind : true",
+            "priorityClassRef.kind is immutable while workload quota reserved"),
+    CelRule(f"({_reserved('oldSelf')} && {_BOTH_REFS} && "
+            f"self.spec.priorityClassRef.group == '{c.PRIORITY_CLASS_GROUP}' && "
+            f"self.spec.priorityClassRef.kind == '{c.KIND_PRIORITY_CLASS}') ? "
+            "oldSelf.spec.priorityClassRef.name == self.spec.priorityClassRef.name : true",
+            "priorityClassRef.name is immutable for scheduling.k8s.io/priorityclass while workload quota reserved"),
+    _QUEUE_NAME_FROZEN,
+)
+WORKLOAD_V1BETA1: Final = (
+    _PODSETS_MATCH_ASSIGNMENTS,
     CelRule(f"({_reserved('oldSelf')} && has(oldSelf.spec.priorityClassSource) && "
             "has(self.spec.priorityClassSource)) ? "
             "(oldSelf.spec.priorityClassSource == self.spec.priorityClassSource) : true",
@@ -132,10 +172,7 @@ WORKLOAD: Final = (
             "(oldSelf.spec.priorityClassName == self.spec.priorityClassName) : true",
             "priorityClassName is immutable while workload quota reserved and priorityClassSource is "
             f"not equal to {c.PRIORITY_SOURCE_WORKLOAD}"),
-    CelRule(f"(({_reserved('oldSelf')}) && ({_reserved('self')})) ? "
-            "((has(oldSelf.spec.queueName) == has(self.spec.queueName)) && "
-            "(!has(oldSelf.spec.queueName) || oldSelf.spec.queueName == self.spec.queueName)) : true",
-            "queueName is immutable while workload quota reserved"),
+    _QUEUE_NAME_FROZEN,
 )
 
 RulePlacement = tuple[tuple[str, ...], tuple[CelRule, ...]]
@@ -157,6 +194,25 @@ RULES: Final[dict[str, tuple[RulePlacement, ...]]] = {
     c.KIND_WORKLOAD: (
         ((), WORKLOAD),
         (("spec",), WORKLOAD_SPEC),
+        (("spec", "priorityClassRef"), PRIORITY_CLASS_REF),
         (("spec", "podSets", ITEMS), POD_SET),
     ),
 }
+"""The rules of each kind's v1beta2 schema (Topology and ResourceFlavor: of every version)."""
+
+RULES_V1BETA1: Final[dict[str, tuple[RulePlacement, ...]]] = {
+    **RULES,
+    c.KIND_CLUSTER_QUEUE: ((("spec",), CLUSTER_QUEUE_SPEC_V1BETA1), *RULES[c.KIND_CLUSTER_QUEUE][1:]),
+    c.KIND_WORKLOAD: (
+        ((), WORKLOAD_V1BETA1),
+        (("spec",), WORKLOAD_SPEC_V1BETA1),
+        (("spec", "podSets", ITEMS), POD_SET),
+    ),
+}
+"""The rules of each kind's v1beta1 (and Topology's v1alpha1) schema."""
+
+
+def rules_for(kind: str, version: str) -> tuple[RulePlacement, ...]:
+    """The rule placements of one served version of a kind."""
+    table = RULES if version == c.VERSION_V1BETA2 else RULES_V1BETA1
+    return table.get(kind, ())

@@ -1,15 +1,20 @@
 """Every label, annotation, gate, finalizer, condition type and reason string tasq uses.
 
 The one place these strings live; every other module imports them from here.
-Values follow Kueue v1beta1 and the original TAS KEP so Kueue manifests work unchanged.
+Values follow Kueue (v1beta2, and v1beta1 where served) and the original TAS KEP so Kueue manifests
+work unchanged.
 """
 
 from typing import Final
 
 GROUP: Final = "kueue.x-k8s.io"
+VERSION_V1BETA2: Final = "v1beta2"
 VERSION_V1BETA1: Final = "v1beta1"
 VERSION_V1ALPHA1: Final = "v1alpha1"
-API_VERSION: Final = f"{GROUP}/{VERSION_V1BETA1}"
+API_VERSION: Final = f"{GROUP}/{VERSION_V1BETA2}"
+"""The hub: the version tasq's code reads and writes, and the CRDs' storage version."""
+API_VERSION_V1BETA1: Final = f"{GROUP}/{VERSION_V1BETA1}"
+API_VERSION_V1ALPHA1: Final = f"{GROUP}/{VERSION_V1ALPHA1}"
 
 # Kinds and their REST resources.
 KIND_TOPOLOGY: Final = "Topology"
@@ -32,9 +37,12 @@ KIND_NAMESPACE: Final = "Namespace"
 KIND_PRIORITY_CLASS: Final = "PriorityClass"
 CORE_API_VERSION: Final = "v1"
 PRIORITY_CLASS_API_VERSION: Final = "scheduling.k8s.io/v1"
-# A Workload's spec.priorityClassSource: which kind its priorityClassName names.
+# A v1beta1 Workload's spec.priorityClassSource: which kind its priorityClassName names.
 PRIORITY_SOURCE_WORKLOAD: Final = "kueue.x-k8s.io/workloadpriorityclass"
 PRIORITY_SOURCE_POD: Final = "scheduling.k8s.io/priorityclass"
+# A v1beta2 Workload's spec.priorityClassRef: group and kind of the class it names.
+KIND_WORKLOAD_PRIORITY_CLASS: Final = "WorkloadPriorityClass"
+PRIORITY_CLASS_GROUP: Final = "scheduling.k8s.io"
 POD_PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 CONDITION_STATUSES: Final = ("True", "False", "Unknown")
 JOB_COMPLETION_MODES: Final = ("NonIndexed", "Indexed")
@@ -76,10 +84,10 @@ WEBHOOK_MUTATE_JOB: Final = "mutate-batch-v1-job"
 WEBHOOK_MUTATE_POD: Final = "mutate-core-v1-pod"
 WEBHOOK_VALIDATE_JOB: Final = "validate-batch-v1-job"
 WEBHOOK_VALIDATE_TOPOLOGY: Final = "validate-kueue-x-k8s-io-topology"
-WEBHOOK_VALIDATE_RESOURCE_FLAVOR: Final = "validate-kueue-x-k8s-io-v1beta1-resourceflavor"
-WEBHOOK_VALIDATE_CLUSTER_QUEUE: Final = "validate-kueue-x-k8s-io-v1beta1-clusterqueue"
-WEBHOOK_VALIDATE_LOCAL_QUEUE: Final = "validate-kueue-x-k8s-io-v1beta1-localqueue"
-WEBHOOK_VALIDATE_WORKLOAD: Final = "validate-kueue-x-k8s-io-v1beta1-workload"
+WEBHOOK_VALIDATE_RESOURCE_FLAVOR: Final = "validate-kueue-x-k8s-io-v1beta2-resourceflavor"
+WEBHOOK_VALIDATE_CLUSTER_QUEUE: Final = "validate-kueue-x-k8s-io-v1beta2-clusterqueue"
+WEBHOOK_VALIDATE_LOCAL_QUEUE: Final = "validate-kueue-x-k8s-io-v1beta2-localqueue"
+WEBHOOK_VALIDATE_WORKLOAD: Final = "validate-kueue-x-k8s-io-v1beta2-workload"
 WEBHOOK_NAME_DOMAIN: Final = "tasq.io"
 MUTATING_WEBHOOK_CONFIGURATION: Final = "tasq-mutating-webhook-configuration"
 ANNOTATION_LOCAL_WEBHOOK_SERVERS: Final = "tasq.io/local-webhook-servers"
@@ -94,6 +102,14 @@ WEBHOOK_CERT_SECRET: Final = "tasq-webhook-server-cert"
 WEBHOOK_CERT_FILE: Final = "tls.crt"
 WEBHOOK_KEY_FILE: Final = "tls.key"
 WEBHOOK_CA_FILE: Final = "ca.crt"
+
+# Conversion between API versions: what one version cannot hold of an object written in another,
+# kept on the object (JSON) so a round trip through the other version loses nothing.
+ANNOTATION_CONVERSION_V1BETA1: Final = "conversion.tasq.io/v1beta1-fields"
+"""On a v1beta2 object: the v1beta1 values v1beta2 cannot express (e.g. `whenCanBorrow: Borrow`)."""
+ANNOTATION_CONVERSION_V1BETA2: Final = "conversion.tasq.io/v1beta2-fields"
+"""On a v1beta1 object: the v1beta2 values v1beta1 cannot express (e.g. a priorityClassRef of
+another group and kind)."""
 
 # Finalizers.
 FINALIZER_RESOURCE_IN_USE: Final = "kueue.x-k8s.io/resource-in-use"

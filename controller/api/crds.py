@@ -1,8 +1,10 @@
 """CustomResourceDefinitions (apiextensions.k8s.io/v1) generated from the pydantic models.
 
-Each kind's JSON schema becomes a structural OpenAPI v3 schema (refs inlined, optional not nullable, int-or-string
-quantities, preserved pod templates) with names, scope, versions, status subresource and Kueue's
-printer columns; `crd_json_schema` turns one back into JSON Schema. Used by `tasq crds`, devcluster, tests.
+Each served version of a kind (v1beta2, the storage version, from `controller.api`; v1beta1 and
+Topology's v1alpha1 from `controller.api.v1beta1`) gets its own structural OpenAPI v3 schema (refs
+inlined, optional not nullable, int-or-string quantities, preserved pod templates, field descriptions
+from the models' docstrings), Kueue's printer columns for that version, names, scope and status
+subresource; `crd_json_schema` turns one back into JSON Schema. Used by `tasq crds`, devcluster, tests.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ from typing import Any, Final
 import yaml
 
 from controller.api import constants as c
-from controller.api.cel_rules import ITEMS, RULES
+from controller.api.cel_rules import ITEMS, rules_for
 from controller.api.flavor import ResourceFlavor
 from controller.api.meta import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, KubeObject
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
+from controller.api.v1beta1 import flavor as v1beta1_flavor
+from controller.api.v1beta1 import queues as v1beta1_queues
+from controller.api.v1beta1 import topology as v1beta1_topology
+from controller.api.v1beta1 import workload as v1beta1_workload
 from controller.api.workload import Workload
 
 CATEGORY: Final = "kueue"
@@ -47,17 +53,26 @@ class PrinterColumn:
 
 
 @dataclass(frozen=True, slots=True)
+class ServedVersion:
+    """One version of a kind: its name, the model its schema comes from, its printer columns."""
+
+    name: str
+    model: type[KubeObject]
+    columns: tuple[PrinterColumn, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class KindSpec:
-    """Everything about one kind that is not in its model: names, scope, versions, columns."""
+    """Everything about one kind that is not in its models: names, scope, versions, columns.
+
+    `versions` lists every served version, the storage version (v1beta2, the hub) first.
+    """
 
     kind: str
     plural: str
-    short_name: str
+    short_names: tuple[str, ...]
     namespaced: bool
-    model: type[KubeObject]
-    served_versions: tuple[str, ...]
-    storage_version: str
-    columns: tuple[PrinterColumn, ...]
+    versions: tuple[ServedVersion, ...]
     has_status: bool
     description: str
 
@@ -69,6 +84,25 @@ class KindSpec:
     def file_name(self) -> str:
         """controller-gen's naming, so the files sit where Kueue users look for them."""
         return f"{c.GROUP}_{self.plural}.yaml"
+
+    @property
+    def served_versions(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self.versions)
+
+    @property
+    def storage_version(self) -> str:
+        return self.versions[0].name
+
+    @property
+    def model(self) -> type[KubeObject]:
+        """The storage (hub) version's model."""
+        return self.versions[0].model
+
+    def version(self, name: str) -> ServedVersion:
+        for v in self.versions:
+            if v.name == name:
+                return v
+        raise KeyError(f"{self.kind} is not served as {name!r}")
 
 
 AGE: Final = PrinterColumn("Age", "date", ".metadata.creationTimestamp", "When the object was created")
@@ -82,40 +116,49 @@ def _condition_column(name: str, condition: str, description: str) -> PrinterCol
     return PrinterColumn(name, "string", f'.status.conditions[?(@.type=="{condition}")].status', description)
 
 
-V1BETA1_ONLY: Final = (c.VERSION_V1BETA1,)
+def _cluster_queue_columns(cohort_field: str) -> tuple[PrinterColumn, ...]:
+    """Kueue's ClusterQueue columns; only the cohort's field differs between versions."""
+    return (PrinterColumn("Cohort", "string", f".spec.{cohort_field}", "Cohort the queue borrows and lends in"),
+            PrinterColumn("Strategy", "string", ".spec.queueingStrategy",
+                          "Order in which pending Workloads are tried", priority=1),
+            _PENDING, PrinterColumn(_ADMITTED.name, _ADMITTED.type, _ADMITTED.json_path, _ADMITTED.description,
+                                    priority=1))
+
+
+_LOCAL_QUEUE_COLUMNS: Final = (
+    PrinterColumn("ClusterQueue", "string", ".spec.clusterQueue", "ClusterQueue this queue feeds"),
+    _PENDING, _ADMITTED)
+_WORKLOAD_COLUMNS: Final = (
+    PrinterColumn("Queue", "string", ".spec.queueName", "LocalQueue the Workload was submitted to"),
+    PrinterColumn("Reserved in", "string", ".status.admission.clusterQueue",
+                  "ClusterQueue holding quota for the Workload"),
+    _condition_column("Admitted", c.CONDITION_ADMITTED, "Whether the Workload is admitted"),
+    _condition_column("Finished", c.CONDITION_FINISHED, "Whether the Workload has finished"),
+    AGE)
 
 KINDS: Final[tuple[KindSpec, ...]] = (
-    KindSpec(c.KIND_TOPOLOGY, c.PLURAL_TOPOLOGIES, "topo", namespaced=False, model=Topology,
-             served_versions=(c.VERSION_V1ALPHA1, c.VERSION_V1BETA1), storage_version=c.VERSION_V1BETA1,
-             columns=(AGE,), has_status=False,
-             description="Topology lists the node labels of a topology's levels, widest first."),
-    KindSpec(c.KIND_RESOURCE_FLAVOR, c.PLURAL_RESOURCE_FLAVORS, "rf", namespaced=False, model=ResourceFlavor,
-             served_versions=V1BETA1_ONLY, storage_version=c.VERSION_V1BETA1, columns=(AGE,),
-             has_status=False,
+    KindSpec(c.KIND_TOPOLOGY, c.PLURAL_TOPOLOGIES, ("topo",), namespaced=False, versions=(
+        ServedVersion(c.VERSION_V1BETA2, Topology, (AGE,)),
+        ServedVersion(c.VERSION_V1BETA1, v1beta1_topology.Topology, (AGE,)),
+        ServedVersion(c.VERSION_V1ALPHA1, v1beta1_topology.Topology, (AGE,))), has_status=False,
+        description="Topology lists the node labels of a topology's levels, widest first."),
+    KindSpec(c.KIND_RESOURCE_FLAVOR, c.PLURAL_RESOURCE_FLAVORS, ("flavor", "flavors", "rf"), namespaced=False,
+             versions=(ServedVersion(c.VERSION_V1BETA2, ResourceFlavor, (AGE,)),
+                       ServedVersion(c.VERSION_V1BETA1, v1beta1_flavor.ResourceFlavor, (AGE,))), has_status=False,
              description="ResourceFlavor describes a kind of node: its labels, taints and topology."),
-    KindSpec(c.KIND_CLUSTER_QUEUE, c.PLURAL_CLUSTER_QUEUES, "cq", namespaced=False, model=ClusterQueue,
-             served_versions=V1BETA1_ONLY, storage_version=c.VERSION_V1BETA1, columns=(
-                 PrinterColumn("Cohort", "string", ".spec.cohort", "Cohort the queue borrows and lends in"),
-                 PrinterColumn("Strategy", "string", ".spec.queueingStrategy",
-                               "Order in which pending Workloads are tried", priority=1),
-                 _PENDING, _ADMITTED), has_status=True,
-             description="ClusterQueue holds quota per flavor and admits Workloads against it."),
-    KindSpec(c.KIND_LOCAL_QUEUE, c.PLURAL_LOCAL_QUEUES, "lq", namespaced=True, model=LocalQueue,
-             served_versions=V1BETA1_ONLY, storage_version=c.VERSION_V1BETA1, columns=(
-                 PrinterColumn("ClusterQueue", "string", ".spec.clusterQueue",
-                               "ClusterQueue this queue feeds"),
-                 _PENDING, _ADMITTED), has_status=True,
-             description="LocalQueue lets a namespace submit Workloads to a ClusterQueue."),
-    KindSpec(c.KIND_WORKLOAD, c.PLURAL_WORKLOADS, "wl", namespaced=True, model=Workload,
-             served_versions=V1BETA1_ONLY, storage_version=c.VERSION_V1BETA1, columns=(
-                 PrinterColumn("Queue", "string", ".spec.queueName",
-                               "LocalQueue the Workload was submitted to"),
-                 PrinterColumn("Reserved in", "string", ".status.admission.clusterQueue",
-                               "ClusterQueue holding quota for the Workload"),
-                 _condition_column("Admitted", c.CONDITION_ADMITTED, "Whether the Workload is admitted"),
-                 _condition_column("Finished", c.CONDITION_FINISHED, "Whether the Workload has finished"),
-                 AGE), has_status=True,
-             description="Workload is one Job's request for quota and where it was admitted."),
+    KindSpec(c.KIND_CLUSTER_QUEUE, c.PLURAL_CLUSTER_QUEUES, ("cq",), namespaced=False, versions=(
+        ServedVersion(c.VERSION_V1BETA2, ClusterQueue, _cluster_queue_columns("cohortName")),
+        ServedVersion(c.VERSION_V1BETA1, v1beta1_queues.ClusterQueue, _cluster_queue_columns("cohort"))),
+        has_status=True, description="ClusterQueue holds quota per flavor and admits Workloads against it."),
+    KindSpec(c.KIND_LOCAL_QUEUE, c.PLURAL_LOCAL_QUEUES, ("queue", "queues", "lq"), namespaced=True, versions=(
+        ServedVersion(c.VERSION_V1BETA2, LocalQueue, _LOCAL_QUEUE_COLUMNS),
+        ServedVersion(c.VERSION_V1BETA1, v1beta1_queues.LocalQueue, _LOCAL_QUEUE_COLUMNS)), has_status=True,
+        description="LocalQueue lets a namespace submit Workloads to a ClusterQueue."),
+    # Kueue's short names for Workload (kwl, ...), and tasq's earlier `wl`.
+    KindSpec(c.KIND_WORKLOAD, c.PLURAL_WORKLOADS, ("kwl", "kueueworkload", "kueueworkloads", "wl"), namespaced=True,
+             versions=(ServedVersion(c.VERSION_V1BETA2, Workload, _WORKLOAD_COLUMNS),
+                       ServedVersion(c.VERSION_V1BETA1, v1beta1_workload.Workload, _WORKLOAD_COLUMNS)),
+             has_status=True, description="Workload is one Job's request for quota and where it was admitted."),
 )
 
 # Lists that server-side apply should merge by key rather than replace whole (metav1 conventions).
@@ -183,7 +226,7 @@ def _unwrap_optional(node: Schema) -> Schema:
 def _structural(node: Any, field: str = "") -> Any:
     """One node rewritten for the API server; `field` is the property name that holds it.
 
-    Drops titles, descriptions from docstrings and `default: null`; a free-form object
+    Drops titles and `default: null` (descriptions stay: `kubectl explain` shows them); a free-form object
     (`additionalProperties: true`, e.g. a pod template) keeps unknown fields instead.
     """
     if not isinstance(node, dict):
@@ -191,7 +234,7 @@ def _structural(node: Any, field: str = "") -> Any:
     node = _unwrap_optional(node)
     out: Schema = {}
     for key, value in node.items():
-        if key in ("title", "description") or (key == "default" and value is None):
+        if key == "title" or (key == "default" and value is None):
             continue
         if key == "properties":
             out[key] = {name: _structural(sub, name) for name, sub in value.items()}
@@ -241,13 +284,14 @@ def openapi_schema(model: type[KubeObject], description: str = "") -> Schema:
     return _sorted(tree)
 
 
-def attach_rules(schema: Schema, kind: str) -> Schema:
-    """The kind's CEL rules (`controller.api.cel_rules`) put on the schema nodes they guard, in place.
+def attach_rules(schema: Schema, kind: str, version: str = c.VERSION_V1BETA2) -> Schema:
+    """The CEL rules of one version of a kind (`controller.api.cel_rules`) put on the schema nodes
+    they guard, in place.
 
     Raises KeyError naming the path when the schema lacks a node a rule is written for, so a model
     change that moves a field cannot silently drop its rules.
     """
-    for path, rules in RULES.get(kind, ()):
+    for path, rules in rules_for(kind, version):
         node = schema
         for step in path:
             node = node["items"] if step == ITEMS else node["properties"][step]
@@ -257,38 +301,43 @@ def attach_rules(schema: Schema, kind: str) -> Schema:
     return schema
 
 
-def _version(spec: KindSpec, name: str, schema: Schema) -> dict[str, Any]:
+def _version(spec: KindSpec, served: ServedVersion) -> dict[str, Any]:
+    schema = attach_rules(openapi_schema(served.model, spec.description), spec.kind, served.name)
     version: dict[str, Any] = {}
-    if spec.columns:
-        version["additionalPrinterColumns"] = [col.to_dict() for col in spec.columns]
-    version["name"] = name
+    if served.columns:
+        version["additionalPrinterColumns"] = [col.to_dict() for col in served.columns]
+    version["name"] = served.name
     version["schema"] = {"openAPIV3Schema": schema}
     version["served"] = True
-    version["storage"] = name == spec.storage_version
+    version["storage"] = served.name == spec.storage_version
     if spec.has_status:
         version["subresources"] = {"status": {}}
     return version
 
 
-def crd(spec: KindSpec) -> dict[str, Any]:
-    """The full CustomResourceDefinition of one kind."""
-    schema = attach_rules(openapi_schema(spec.model, spec.description), spec.kind)
+def crd(spec: KindSpec, conversion: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The full CustomResourceDefinition of one kind.
+
+    `conversion` is its `spec.conversion` (default: strategy None, the API server only rewrites
+    apiVersion); the install sets the Webhook strategy here, the one place a CRD is built.
+    """
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": spec.crd_name},
         "spec": {
+            "conversion": dict(conversion) if conversion is not None else {"strategy": "None"},
             "group": c.GROUP,
             "names": {
                 "categories": [CATEGORY],
                 "kind": spec.kind,
                 "listKind": f"{spec.kind}List",
                 "plural": spec.plural,
-                "shortNames": [spec.short_name],
+                "shortNames": list(spec.short_names),
                 "singular": spec.kind.lower(),
             },
             "scope": "Namespaced" if spec.namespaced else "Cluster",
-            "versions": [_version(spec, name, schema) for name in spec.served_versions],
+            "versions": [_version(spec, served) for served in spec.versions],
         },
     }
 

@@ -99,6 +99,7 @@ class ApiModel(BaseModel):
         validate_by_alias=True,
         serialize_by_alias=True,
         extra="ignore",
+        use_attribute_docstrings=True,  # a field's docstring is its description in the CRD schema
     )
 
     @model_validator(mode="before")

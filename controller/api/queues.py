@@ -29,9 +29,10 @@ QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
 PreemptionPolicy = Literal["Never", "LowerPriority", "Any", "LowerOrNewerEqualPriority"]
 BorrowWithinCohortPolicy = Literal["Never", "LowerPriority"]
-# flavorFungibility: MayStopSearch is Kueue's current name; Borrow and Preempt its deprecated aliases.
-WhenCanBorrow = Literal["MayStopSearch", "TryNextFlavor", "Borrow"]
-WhenCanPreempt = Literal["MayStopSearch", "TryNextFlavor", "Preempt"]
+# flavorFungibility: v1beta2 has only these two (v1beta1's Borrow and Preempt convert to MayStopSearch).
+FlavorFungibilityPolicy = Literal["MayStopSearch", "TryNextFlavor"]
+WhenCanBorrow = FlavorFungibilityPolicy
+WhenCanPreempt = FlavorFungibilityPolicy
 
 
 class ResourceQuota(ApiModel):
@@ -68,7 +69,7 @@ class ClusterQueuePreemption(ApiModel):
 
 
 class FlavorFungibility(ApiModel):
-    """MayStopSearch is Kueue's current name; Borrow and Preempt its deprecated aliases."""
+    """How admission moves on to the next flavor when the current one would need borrowing or preemption."""
 
     when_can_borrow: WhenCanBorrow | None = None
     when_can_preempt: WhenCanPreempt | None = None
@@ -76,7 +77,7 @@ class FlavorFungibility(ApiModel):
 
 class ClusterQueueSpec(ApiModel):
     resource_groups: list[ResourceGroup] = omitempty_list(maxItems=MAX_RESOURCE_GROUPS)
-    cohort: DnsSubdomainStr | None = None
+    cohort_name: DnsSubdomainStr | None = None
     queueing_strategy: QueueingStrategy = c.QUEUEING_BEST_EFFORT_FIFO
     namespace_selector: LabelSelector | None = None
     preemption: ClusterQueuePreemption | None = None
@@ -142,7 +143,7 @@ class LocalQueueStatus(ApiModel):
     admitted_workloads: Int32 | None = None
     conditions: list[Condition] = omitempty_list()
     flavors_reservation: list[LocalQueueFlavorUsage] = omitempty_list()
-    flavor_usage: list[LocalQueueFlavorUsage] = omitempty_list()
+    flavors_usage: list[LocalQueueFlavorUsage] = omitempty_list()
 
 
 class LocalQueue(KubeObject):

@@ -34,11 +34,12 @@ from controller.api.meta import (
     set_condition,
 )
 
+# Literal needs the strings themselves: c.GROUP / c.PRIORITY_CLASS_GROUP and the two kinds.
+PriorityClassGroup = Literal["kueue.x-k8s.io", "scheduling.k8s.io"]
+PriorityClassKind = Literal["WorkloadPriorityClass", "PriorityClass"]
 DEFAULT_POD_SET_NAME = "main"
 MAX_POD_SETS: Final = 8
 """Kueue's limit on a Workload's podSets."""
-# Literal needs the strings themselves: c.PRIORITY_SOURCE_WORKLOAD, c.PRIORITY_SOURCE_POD or none.
-PriorityClassSource = Literal["kueue.x-k8s.io/workloadpriorityclass", "scheduling.k8s.io/priorityclass", ""]
 
 
 class PodSetSliceRequiredTopologyConstraint(ApiModel):
@@ -75,11 +76,23 @@ class PodSet(ApiModel):
     topology_request: PodSetTopologyRequest | None = None
 
 
+class PriorityClassRef(ApiModel):
+    """The priority class a Workload's priority came from: a WorkloadPriorityClass
+    (kueue.x-k8s.io) or a pod PriorityClass (scheduling.k8s.io)."""
+
+    group: PriorityClassGroup
+    kind: PriorityClassKind
+    name: DnsSubdomainStr
+
+    @property
+    def is_workload_priority_class(self) -> bool:
+        return self.group == c.GROUP and self.kind == c.KIND_WORKLOAD_PRIORITY_CLASS
+
+
 class WorkloadSpec(ApiModel):
     pod_sets: list[PodSet] = Field(min_length=1, max_length=MAX_POD_SETS)
     queue_name: DnsSubdomainStr | None = None
-    priority_class_name: DnsSubdomainStr | None = None
-    priority_class_source: PriorityClassSource | None = None
+    priority_class_ref: PriorityClassRef | None = None
     priority: Int32 | None = None
     active: bool | None = None
 

@@ -2,7 +2,8 @@
 
 `validate(obj)` serves the validating webhook on create and `tasq simulate` on every manifest;
 `validate_update(old, new)` adds Kueue's immutability rules. Kinds tasq does not own (Nodes,
-Pods...) yield no errors; an unknown kind or version in tasq's group is an error.
+Pods...) yield no errors; an unknown kind or version in tasq's group is an error. Objects in
+v1beta1 (Topology also v1alpha1) are converted to v1beta2 and checked as such.
 """
 
 from __future__ import annotations
@@ -11,24 +12,35 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from controller.api import constants as c
+from controller.api.conversion import ConversionFailure, convert, served_versions
 from webhooks.validation import flavor, jobs, queues, topology, workload
-from webhooks.validation.errors import ROOT, FieldError, unsupported, wrong_type
+from webhooks.validation.errors import ROOT, FieldError, invalid_omitted, unsupported, wrong_type
 
 Validator = Callable[[Mapping[str, Any]], list[FieldError]]
 UpdateValidator = Callable[[Mapping[str, Any], Mapping[str, Any]], list[FieldError]]
 
-_V1BETA1: Final = c.API_VERSION
-_V1ALPHA1: Final = f"{c.GROUP}/{c.VERSION_V1ALPHA1}"
-
-# kind -> (served apiVersions, create rules, update rules); Topology is served in both versions.
+# kind -> (served apiVersions, create rules, update rules). The rules read v1beta2 (the hub); an
+# object in another served version is converted first, so its errors name v1beta2 fields (as Kueue's
+# webhooks, which the API server calls with v1beta2 objects).
 KINDS: Final[dict[str, tuple[tuple[str, ...], Validator, UpdateValidator | None]]] = {
-    c.KIND_TOPOLOGY: ((_V1ALPHA1, _V1BETA1), topology.validate_topology, topology.validate_topology_update),
-    c.KIND_RESOURCE_FLAVOR: ((_V1BETA1,), flavor.validate_resource_flavor,
+    c.KIND_TOPOLOGY: (served_versions(c.KIND_TOPOLOGY), topology.validate_topology,
+                      topology.validate_topology_update),
+    c.KIND_RESOURCE_FLAVOR: (served_versions(c.KIND_RESOURCE_FLAVOR), flavor.validate_resource_flavor,
                              flavor.validate_resource_flavor_update),
-    c.KIND_CLUSTER_QUEUE: ((_V1BETA1,), queues.validate_cluster_queue, queues.validate_cluster_queue_update),
-    c.KIND_LOCAL_QUEUE: ((_V1BETA1,), queues.validate_local_queue, queues.validate_local_queue_update),
-    c.KIND_WORKLOAD: ((_V1BETA1,), workload.validate_workload, workload.validate_workload_update),
+    c.KIND_CLUSTER_QUEUE: (served_versions(c.KIND_CLUSTER_QUEUE), queues.validate_cluster_queue,
+                           queues.validate_cluster_queue_update),
+    c.KIND_LOCAL_QUEUE: (served_versions(c.KIND_LOCAL_QUEUE), queues.validate_local_queue,
+                         queues.validate_local_queue_update),
+    c.KIND_WORKLOAD: (served_versions(c.KIND_WORKLOAD), workload.validate_workload,
+                      workload.validate_workload_update),
 }
+
+
+def _hub(obj: Any) -> Any:
+    """A tasq object as v1beta2 (an object in another served version converted; else unchanged)."""
+    if not isinstance(obj, Mapping) or obj.get("apiVersion") in (c.API_VERSION, c.JOB_API_VERSION):
+        return obj
+    return convert(obj, c.API_VERSION)
 
 
 def _rules(obj: Any) -> tuple[list[FieldError], tuple[Validator, UpdateValidator | None] | None]:
@@ -58,7 +70,10 @@ def validate(obj: Any) -> list[FieldError]:
     errs, rules = _rules(obj)
     if rules is None:
         return errs
-    return rules[0](obj)
+    hub = _hub(obj)
+    if isinstance(hub, ConversionFailure):
+        return [invalid_omitted(ROOT.child(hub.field) if hub.field else ROOT, hub.message)]
+    return rules[0](hub)
 
 
 def validate_update(old: Any, new: Any) -> list[FieldError]:
@@ -67,6 +82,9 @@ def validate_update(old: Any, new: Any) -> list[FieldError]:
     if rules is None:
         return errs
     create, update = rules
-    if update is None or not isinstance(old, Mapping):
-        return create(new)
-    return update(old, new)
+    hub, old_hub = _hub(new), _hub(old)
+    if isinstance(hub, ConversionFailure):
+        return [invalid_omitted(ROOT.child(hub.field) if hub.field else ROOT, hub.message)]
+    if update is None or not isinstance(old_hub, Mapping):
+        return create(hub)
+    return update(old_hub, hub)

@@ -182,9 +182,9 @@ def _enums(spec: Mapping[str, Any], errs: list[FieldError]) -> None:
 
 def _queue_settings(spec: Mapping[str, Any], errs: list[FieldError]) -> str | None:
     """Phase 3: cohort, enums, namespaceSelector, preemption; returns the cohort."""
-    cohort = shapes.string(spec, "cohort", SPEC.child("cohort"), errs)
+    cohort = shapes.string(spec, "cohortName", SPEC.child("cohortName"), errs)
     if cohort:
-        errs.extend(formats.dns_subdomain(SPEC.child("cohort"), cohort))
+        errs.extend(formats.dns_subdomain(SPEC.child("cohortName"), cohort))
     _enums(spec, errs)
     selector = shapes.mapping(spec, "namespaceSelector", SPEC.child("namespaceSelector"), errs)
     if selector is not None:
@@ -229,7 +229,7 @@ def validate_local_queue(obj: Mapping[str, Any]) -> list[FieldError]:
     elif cq is not None:
         errs.extend(formats.dns_subdomain(SPEC.child("clusterQueue"), cq))
     shapes.enum(spec, "stopPolicy", SPEC.child("stopPolicy"), STOP_POLICIES, errs)
-    _queue_status(obj, ("flavorsReservation", "flavorUsage"), ("total",), errs)
+    _queue_status(obj, ("flavorsReservation", "flavorsUsage"), ("total",), errs)
     return errs
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final, get_args
 
 from controller.api import constants as c
-from controller.api.workload import DEFAULT_POD_SET_NAME, MAX_POD_SETS, PriorityClassSource
+from controller.api.workload import DEFAULT_POD_SET_NAME, MAX_POD_SETS, PriorityClassGroup, PriorityClassKind
 from webhooks.validation import formats, meta, pod_templates, shapes, workload_status
 from webhooks.validation.errors import (
     SPEC,
@@ -29,7 +29,9 @@ from webhooks.validation.errors import (
 
 DEFAULT_COUNT: Final = 1
 TOPOLOGY_MODES: Final = ("preferred", "required", "unconstrained")
-PRIORITY_CLASS_SOURCES: Final[tuple[str, ...]] = get_args(PriorityClassSource)
+PRIORITY_CLASS_GROUPS: Final[tuple[str, ...]] = get_args(PriorityClassGroup)
+PRIORITY_CLASS_KINDS: Final[tuple[str, ...]] = get_args(PriorityClassKind)
+PRIORITY_CLASS_KIND_OF_GROUP: Final = {c.GROUP: c.KIND_WORKLOAD_PRIORITY_CLASS, c.PRIORITY_CLASS_GROUP: c.KIND_PRIORITY_CLASS}
 GROUP_NAME_MAX: Final = 256  # Kueue's limit on podSetGroupName, as the model declares it
 
 
@@ -152,16 +154,27 @@ def _assignments_cover_pod_sets(obj: Mapping[str, Any]) -> list[FieldError]:
 
 
 def _priority(spec: Mapping[str, Any], errs: list[FieldError]) -> None:
-    """priority is an int32, present whenever priorityClassName is (Kueue's CEL rule); the class
-    name is a DNS subdomain and its source one of Kueue's two (or empty)."""
+    """priority is an int32, present whenever priorityClassRef is (Kueue's CEL rule); the reference
+    names a WorkloadPriorityClass (kueue.x-k8s.io) or a PriorityClass (scheduling.k8s.io) by a DNS
+    subdomain name."""
     priority = shapes.integer(spec, "priority", SPEC.child("priority"), errs, bits=32)
-    name = shapes.string(spec, "priorityClassName", SPEC.child("priorityClassName"), errs)
-    if name is not None:  # "" too: the CRD's pattern refuses it
-        errs.extend(formats.dns_subdomain(SPEC.child("priorityClassName"), name))
-        if priority is None and spec.get("priority") is None:
-            errs.append(required(SPEC.child("priority"), "priority should not be nil when "
-                                                        "priorityClassName is set"))
-    shapes.enum(spec, "priorityClassSource", SPEC.child("priorityClassSource"), PRIORITY_CLASS_SOURCES, errs)
+    ref_path = SPEC.child("priorityClassRef")
+    ref = shapes.mapping(spec, "priorityClassRef", ref_path, errs)
+    if ref is None:
+        return
+    if priority is None and spec.get("priority") is None:
+        errs.append(required(SPEC.child("priority"), "priority should not be nil when priorityClassRef is set"))
+    for key in ("group", "kind", "name"):
+        if ref.get(key) is None:
+            errs.append(required(ref_path.child(key), f"{key} is required"))
+    group = shapes.enum(ref, "group", ref_path.child("group"), PRIORITY_CLASS_GROUPS, errs)
+    kind = shapes.enum(ref, "kind", ref_path.child("kind"), PRIORITY_CLASS_KINDS, errs)
+    if group is not None and kind is not None and PRIORITY_CLASS_KIND_OF_GROUP[group] != kind:
+        errs.append(invalid(ref_path, dict(ref), f"only the {PRIORITY_CLASS_KIND_OF_GROUP[group]} kind is "
+                                                 f"allowed for the {group} group"))
+    name = shapes.string(ref, "name", ref_path.child("name"), errs)
+    if name is not None:
+        errs.extend(formats.dns_subdomain(ref_path.child("name"), name))
 
 
 def has_quota_reserved(obj: Mapping[str, Any]) -> bool:
@@ -192,21 +205,22 @@ def validate_workload_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> 
 
 
 def _priority_class_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
-    """Kueue's CEL rules while quota is reserved: priorityClassSource keeps its value when both set
-    it, and so does priorityClassName unless the source is a WorkloadPriorityClass (whose name may change)."""
-    before = {f: shapes.lookup(old, "spec", f) for f in ("priorityClassSource", "priorityClassName")}
-    after = {f: shapes.lookup(new, "spec", f) for f in ("priorityClassSource", "priorityClassName")}
-    errs: list[FieldError] = []
-    sources_set = before["priorityClassSource"] is not None and after["priorityClassSource"] is not None
-    if sources_set and before["priorityClassSource"] != after["priorityClassSource"]:
-        errs.append(invalid(SPEC.child("priorityClassSource"), after["priorityClassSource"],
-                            "priorityClassSource is immutable while workload quota reserved"))
-    names_set = before["priorityClassName"] is not None and after["priorityClassName"] is not None
-    if sources_set and names_set and after["priorityClassSource"] != c.PRIORITY_SOURCE_WORKLOAD \
-            and before["priorityClassName"] != after["priorityClassName"]:
-        errs.append(invalid(SPEC.child("priorityClassName"), after["priorityClassName"],
-                            "priorityClassName is immutable while workload quota reserved and "
-                            f"priorityClassSource is not equal to {c.PRIORITY_SOURCE_WORKLOAD}"))
+    """Kueue's CEL rules while quota is reserved: priorityClassRef stays set or unset, keeps its group
+    and kind, and its name unless it names a WorkloadPriorityClass (whose name may change)."""
+    before, after = shapes.lookup(old, "spec", "priorityClassRef"), shapes.lookup(new, "spec", "priorityClassRef")
+    path = SPEC.child("priorityClassRef")
+    if (before is None) != (after is None):
+        return [invalid(path, after, "priorityClassRef is immutable while workload quota reserved")]
+    if not isinstance(before, Mapping) or not isinstance(after, Mapping):
+        return []
+    errs = [invalid(path.child(key), after.get(key), f"priorityClassRef.{key} is immutable while workload quota "
+                                                     "reserved")
+            for key in ("group", "kind") if before.get(key) != after.get(key)]
+    pod_class = after.get("group") == c.PRIORITY_CLASS_GROUP and after.get("kind") == c.KIND_PRIORITY_CLASS
+    if pod_class and before.get("name") != after.get("name"):
+        errs.append(invalid(path.child("name"), after.get("name"), "priorityClassRef.name is immutable for "
+                                                                  "scheduling.k8s.io/priorityclass while workload "
+                                                                  "quota reserved"))
     return errs
 
 

@@ -163,7 +163,7 @@ def queue_statuses(inputs: QueueInputs, waiting: Mapping[str, str]) -> tuple[
     for key, (pending, admitted) in counts.local_queues.items():
         usage = _flavor_usage(counts.local_used[key], sorted(counts.local_used[key]), None)
         lqs[key] = {"pendingWorkloads": pending, "reservingWorkloads": admitted, "admittedWorkloads": admitted,
-                    "flavorsReservation": usage, "flavorUsage": usage,
+                    "flavorsReservation": usage, "flavorsUsage": usage,
                     "conditions": [local_queue_active(inputs.local_queues[key], actives)]}
     return cqs, lqs
 

@@ -90,7 +90,7 @@ class ClusterQueueQuota:
         fungibility = spec.flavor_fungibility
         return cls(
             name=cq.name,
-            cohort=spec.cohort or None,
+            cohort=spec.cohort_name or None,
             groups=groups,
             queueing_strategy=spec.queueing_strategy,
             namespace_selector=spec.namespace_selector,

@@ -20,7 +20,13 @@ from controller.api.booleans import parse_boolean
 from controller.api.quantity import Resources
 from controller.api.selectors import NodeSelectorTerm, Toleration
 from controller.api.views import JobView, PodTemplateView
-from controller.api.workload import DEFAULT_POD_SET_NAME, PodSet, PodSetTopologyRequest, Workload
+from controller.api.workload import (
+    DEFAULT_POD_SET_NAME,
+    PodSet,
+    PodSetTopologyRequest,
+    PriorityClassRef,
+    Workload,
+)
 from controller.core.topology import SliceLayer, TopologyRequest
 
 _MAX_NAME_PREFIX = 63 - 6  # the name must stay a DNS label: prefix + "-" + 5 hex characters
@@ -178,6 +184,11 @@ def _priority(priority: int | None, class_name: str | None, priority_classes: Ma
     return default
 
 
+def _pod_priority_class(ref: PriorityClassRef | None) -> str | None:
+    """The pod PriorityClass a Workload's priorityClassRef names (None for a WorkloadPriorityClass)."""
+    return ref.name if ref is not None and not ref.is_workload_priority_class else None
+
+
 def workload_from_job(job: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None,
                       default_priority: int = 0) -> dict[str, Any]:
     """The Workload manifest the job reconciler creates for a batch/v1 Job."""
@@ -207,8 +218,8 @@ def workload_from_job(job: Mapping[str, Any], priority_classes: Mapping[str, int
         "podSets": [pod_set],
     }
     if template.priority_class_name:
-        wl_spec["priorityClassName"] = template.priority_class_name
-        wl_spec["priorityClassSource"] = "scheduling.k8s.io/priorityclass"
+        wl_spec["priorityClassRef"] = {"group": c.PRIORITY_CLASS_GROUP, "kind": c.KIND_PRIORITY_CLASS,
+                                       "name": template.priority_class_name}
     return {"apiVersion": c.API_VERSION, "kind": c.KIND_WORKLOAD, "metadata": wl_meta, "spec": wl_spec}
 
 
@@ -258,7 +269,7 @@ def workload_info(workload: Workload, seq: int = 0, priority_classes: Mapping[st
         namespace=meta.namespace or "default",
         name=workload.name,
         queue_name=spec.queue_name or meta.labels.get(c.LABEL_QUEUE_NAME, ""),
-        priority=_priority(spec.priority, spec.priority_class_name, priority_classes or {}, 0),
+        priority=_priority(spec.priority, _pod_priority_class(spec.priority_class_ref), priority_classes or {}, 0),
         created=parse_timestamp(meta.creation_timestamp, default_created),
         seq=seq,
         pod_sets=tuple(pod_set_info(ps) for ps in spec.pod_sets),
