@@ -46,7 +46,7 @@ class ClusterQueueBuilder(Manifest):
         return spec
 
     def cohort(self, name: str) -> Self:
-        self._spec["cohort"] = name
+        self._spec["cohortName"] = name
         return self
 
     def strategy(self, strategy: str) -> Self:

@@ -146,7 +146,7 @@ def test_a_job_created_with_generate_name_labels_its_pods_with_the_generated_nam
     body["metadata"] = {"generateName": "gen-"}
     body["spec"]["suspend"] = False
     job = batch.create_namespaced_job(namespace, as_body(body))
-    name = present(job.metadata).name
+    name = str(present(job.metadata).name)
     assert name.startswith("gen-") and len(name) > len("gen-")
     labels = present(present(present(job.spec).template.metadata).labels)
     assert labels["batch.kubernetes.io/job-name"] == name and labels["job-name"] == name
