@@ -403,7 +403,7 @@ class HttpFrontend:
             # Everything already queued goes out in one write: far fewer syscalls under load.
             batch = [event]
             while watch.pending():
-                more = watch.next_nowait()
+                more = await watch.next(timeout=0)
                 if more is None:
                     break
                 batch.append(more)
