@@ -356,14 +356,16 @@ def convert(obj: Mapping[str, Any], desired_api_version: str) -> dict[str, Any] 
     problem = _check(obj, desired_api_version)
     if problem is not None:
         return ConversionFailure(kind, namespace, name, _dotted(problem[0]), problem[1])
-    out: Obj = copy.deepcopy(dict(obj))
-    if out["apiVersion"] == desired_api_version:
-        return out
     try:
+        out: Obj = copy.deepcopy(dict(obj))
+        if out["apiVersion"] == desired_api_version:
+            return out
         if out["apiVersion"] != HUB:
             out = _up(out, kind)
         if desired_api_version != HUB:
             out = _down(out, kind, desired_api_version)
     except _Refused as refused:
         return ConversionFailure(kind, namespace, name, _dotted(refused.path), refused.detail)
+    except RecursionError:  # copying a value nested deeper than Python's recursion limit
+        return ConversionFailure(kind, namespace, name, "", "a value is nested too deeply to convert")
     return out

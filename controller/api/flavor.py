@@ -34,21 +34,34 @@ TolerationEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute", ""]
 
 
 class NodeTaint(ApiModel):
+    """A taint of the flavor's nodes."""
+
     key: LabelKeyStr
+    """The taint's key."""
     value: str | None = None
+    """The taint's value."""
     effect: TaintEffect
+    """What the taint does to pods that do not tolerate it: NoSchedule, PreferNoSchedule or NoExecute."""
     time_added: DateTimeStr | None = None
+    """When the taint was added (NoExecute taints only)."""
 
     def to_selector(self) -> Taint:
         return Taint(self.key, self.value or "", self.effect)
 
 
 class FlavorToleration(ApiModel):
+    """A toleration added to admitted pods."""
+
     key: str | None = None
+    """The taint key the toleration matches; empty with operator Exists matches every taint."""
     operator: TolerationOperator | None = None
+    """Equal (default: key and value match) or Exists (any value)."""
     value: str | None = None
+    """The taint value to match with operator Equal."""
     effect: TolerationEffect | None = None
+    """The taint effect to match; empty matches every effect."""
     toleration_seconds: Int64 | None = None
+    """How long a pod stays bound after a NoExecute taint appears; unset: forever."""
 
     def to_selector(self) -> Toleration:
         return Toleration(self.key or "", self.operator or "Equal", self.value or "", self.effect or "")
@@ -58,6 +71,7 @@ class InlineTopology(ApiModel):
     """The KEP's inline form: level node labels, widest first."""
 
     levels: list[LabelKeyStr] = Field(min_length=1, max_length=MAX_TOPOLOGY_LEVELS)
+    """The node labels of the levels, widest first (the TAS KEP's inline form)."""
 
 
 # Kueue's limits on a flavor's node labels, taints and tolerations.
@@ -65,11 +79,18 @@ MAX_FLAVOR_ITEMS: Final = 8
 
 
 class ResourceFlavorSpec(ApiModel):
+    """The nodes a flavor stands for."""
+
     node_labels: dict[str, str] = omitempty_dict(maxProperties=MAX_FLAVOR_ITEMS)
+    """Labels of the nodes this flavor stands for; admitted pods get them as a node selector."""
     node_taints: list[NodeTaint] = omitempty_list(maxItems=MAX_FLAVOR_ITEMS)
+    """Taints of the nodes this flavor stands for; a Workload must tolerate them to use it."""
     tolerations: list[FlavorToleration] = omitempty_list(maxItems=MAX_FLAVOR_ITEMS)
+    """Tolerations added to the pods of Workloads admitted on this flavor."""
     topology_name: DnsSubdomainStr | None = None
+    """The Topology whose levels the flavor's nodes are organised in (Kueue's form)."""
     topology: InlineTopology | None = None
+    """The levels written inline (the original TAS KEP's form); exclusive with topologyName."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +110,10 @@ class ResolvedTopology:
 
 
 class ResourceFlavor(KubeObject):
+    """ResourceFlavor describes a kind of node: its labels, taints and topology."""
+
     spec: ResourceFlavorSpec = Field(default_factory=ResourceFlavorSpec)
+    """The nodes this flavor stands for and how pods are steered to them."""
 
     @property
     def has_topology(self) -> bool:

@@ -146,15 +146,20 @@ class ObjectMeta(ApiModel):
 
 class LabelSelectorRequirement(ApiModel):
     key: str
+    """The label key the requirement applies to."""
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    """How the key relates to the values: In, NotIn, Exists or DoesNotExist."""
     values: list[str] = omitempty_list()
+    """The values for In and NotIn (at least one); empty for Exists and DoesNotExist."""
 
 
 class LabelSelector(ApiModel):
     """metav1.LabelSelector; an empty selector matches everything (Kueue's namespaceSelector)."""
 
     match_labels: dict[str, str] = omitempty_dict()
+    """Labels an object must have with exactly these values."""
     match_expressions: list[LabelSelectorRequirement] = omitempty_list()
+    """Further requirements on labels; all must hold (together with matchLabels)."""
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """matchLabels AND every matchExpression (an empty selector matches everything)."""
@@ -166,11 +171,17 @@ class Condition(ApiModel):
     """metav1.Condition, with all the fields the API server requires of it."""
 
     type: Annotated[str, schema_only(maxLength=316, pattern=LABEL_KEY_PATTERN)]
+    """The condition's type in CamelCase, e.g. QuotaReserved, Admitted, Finished or Active."""
     status: ConditionStatus
+    """True, False or Unknown."""
     reason: Annotated[str, schema_only(minLength=1, maxLength=1024, pattern=CONDITION_REASON_PATTERN)]
+    """A CamelCase word saying why the condition last changed."""
     message: Annotated[str, schema_only(maxLength=32768)]
+    """What happened, for people."""
     last_transition_time: DateTimeStr
+    """When the status last changed."""
     observed_generation: Int64 | None = Field(default=None, ge=0)
+    """The object's metadata.generation the condition was computed from."""
 
 
 def format_time(now: datetime) -> str:

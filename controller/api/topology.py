@@ -17,15 +17,24 @@ MAX_TOPOLOGY_LEVELS: Final = 16
 
 
 class TopologyLevel(ApiModel):
+    """One level of a topology."""
+
     node_label: LabelKeyStr
+    """The node label whose values name this level's domains (e.g. a rack label)."""
 
 
 class TopologySpec(ApiModel):
+    """A topology's levels."""
+
     levels: list[TopologyLevel] = Field(min_length=1, max_length=MAX_TOPOLOGY_LEVELS)
+    """The levels, widest first (e.g. block, rack, host); at most 16, each label once."""
 
 
 class Topology(KubeObject):
+    """Topology lists the node labels of a topology's levels, widest first."""
+
     spec: TopologySpec
+    """The topology's levels."""
 
     @property
     def level_labels(self) -> tuple[str, ...]:

@@ -46,7 +46,9 @@ class PodSetSliceRequiredTopologyConstraint(ApiModel):
     """One layer of Kueue's multi-layer slices: every `size` pods lie in one domain of `topology`."""
 
     topology: Annotated[str, Field(min_length=1, max_length=63)]
+    """The level (node label) each slice must fit in one domain of."""
     size: Int32 = Field(ge=1)
+    """Pods per slice."""
 
 
 class PodSetTopologyRequest(ApiModel):
@@ -58,22 +60,37 @@ class PodSetTopologyRequest(ApiModel):
     """
 
     required: LabelKeyStr | None = None
+    """The level (node label) all the pod set's pods must run in one domain of."""
     preferred: LabelKeyStr | None = None
+    """The level the pods should run in one domain of; wider levels are tried when they do not fit."""
     unconstrained: bool | None = None
+    """True: the pods may run anywhere in the topology, packed as closely as possible."""
     pod_index_label: LabelKeyStr | None = None
+    """The pod label that holds a pod's index (e.g. a Job's completion index)."""
     pod_set_group_name: Annotated[str, Field(max_length=256)] | None = None
+    """Pod sets with the same group name are placed together under one request."""
     pod_set_slice_required_topology: Annotated[str, Field(max_length=63)] | None = None
+    """The level each slice of podSetSliceSize pods must fit in one domain of."""
     pod_set_slice_size: Int32 | None = Field(default=None, ge=1)
+    """Pods per slice for podSetSliceRequiredTopology."""
     podset_slice_required_topology_constraints: list[PodSetSliceRequiredTopologyConstraint] | None = Field(
         default=None, max_length=3)
+    """Nested slice layers, outermost first (1-3); exclusive with podSetSliceRequiredTopology."""
 
 
 class PodSet(ApiModel):
+    """A group of identical pods."""
+
     name: DnsLabelStr = DEFAULT_POD_SET_NAME
+    """The pod set's name, unique in the Workload (default main)."""
     count: Int32 = Field(default=1, ge=0)
+    """How many pods of this template the Workload runs."""
     min_count: Int32 | None = Field(default=None, ge=1)
+    """The fewest pods the Workload can run with (partial admission); at most count."""
     template: dict[str, Any] = Field(default_factory=dict)
+    """The pod template: its requests, node selector, affinity and tolerations decide the fit."""
     topology_request: PodSetTopologyRequest | None = None
+    """Where in the topology the pods must or should run together."""
 
 
 class PriorityClassRef(ApiModel):
@@ -81,8 +98,11 @@ class PriorityClassRef(ApiModel):
     (kueue.x-k8s.io) or a pod PriorityClass (scheduling.k8s.io)."""
 
     group: PriorityClassGroup
+    """kueue.x-k8s.io for a WorkloadPriorityClass, scheduling.k8s.io for a pod PriorityClass."""
     kind: PriorityClassKind
+    """WorkloadPriorityClass or PriorityClass, matching the group."""
     name: DnsSubdomainStr
+    """The priority class's name."""
 
     @property
     def is_workload_priority_class(self) -> bool:
@@ -90,22 +110,32 @@ class PriorityClassRef(ApiModel):
 
 
 class WorkloadSpec(ApiModel):
+    """What the Workload asks for: its pods, its queue and its priority."""
+
     pod_sets: list[PodSet] = Field(min_length=1, max_length=MAX_POD_SETS)
+    """Groups of identical pods (at most 8), each with a count and a pod template."""
     queue_name: DnsSubdomainStr | None = None
+    """The LocalQueue, in the Workload's namespace, the Workload is submitted to."""
     priority_class_ref: PriorityClassRef | None = None
+    """The priority class the Workload's priority comes from."""
     priority: Int32 | None = None
+    """The Workload's priority: higher is admitted first; set from the priority class when it has one."""
     active: bool | None = None
+    """False takes the Workload out of admission (and evicts it if admitted); default true."""
 
 
 class TopologySlice(ApiModel):
     """`count` pods go to the domain whose level labels have these values."""
 
     node_labels: dict[str, str] = omitempty_dict()
+    """The level labels and values of the domain the pods go to."""
     count: Int32 = Field(ge=1)
+    """How many of the pod set's pods go to this domain."""
 
 
 class TopologyAssignment(ApiModel):
     slices: list[TopologySlice] = omitempty_list()
+    """The domains the pod set's pods go to, with how many pods each."""
 
     @property
     def total_count(self) -> int:
@@ -113,35 +143,59 @@ class TopologyAssignment(ApiModel):
 
 
 class PodSetAssignment(ApiModel):
+    """What one pod set was given."""
+
     name: DnsLabelStr
+    """The pod set this assignment is for."""
     flavors: dict[str, str] = omitempty_dict()
+    """The flavor chosen for each resource."""
     resource_usage: dict[str, QuantityStr] = omitempty_dict()
+    """The resources the pod set uses in all, per resource."""
     count: Int32 | None = Field(default=None, ge=0)
+    """How many pods were admitted (less than the pod set's count under partial admission)."""
     topology_assignment: TopologyAssignment | None = None
+    """Where in the topology the pods go."""
 
 
 class Admission(ApiModel):
+    """Where a Workload was admitted."""
+
     cluster_queue: DnsSubdomainStr
+    """The ClusterQueue that reserved quota for the Workload."""
     pod_set_assignments: list[PodSetAssignment] = omitempty_list()
+    """What each pod set was given: flavors, usage, count and topology placement."""
 
     def assignment(self, pod_set: str) -> PodSetAssignment | None:
         return next((a for a in self.pod_set_assignments if a.name == pod_set), None)
 
 
 class RequeueState(ApiModel):
+    """The requeueing of an evicted Workload."""
+
     count: Int32 | None = Field(default=None, ge=0)
+    """How many times the Workload was requeued after an eviction."""
     requeue_at: DateTimeStr | None = None
+    """When the Workload may be tried again."""
 
 
 class WorkloadStatus(ApiModel):
+    """Where a Workload was admitted and its state."""
+
     admission: Admission | None = None
+    """Where the Workload was admitted; set while it holds quota."""
     conditions: list[Condition] = omitempty_list()
+    """The Workload's state: QuotaReserved, Admitted, Evicted, Finished."""
     requeue_state: RequeueState | None = None
+    """When an evicted Workload may be tried again."""
 
 
 class Workload(KubeObject):
+    """Workload is one Job's request for quota, and where it was admitted."""
+
     spec: WorkloadSpec
+    """What the Workload asks for."""
     status: WorkloadStatus | None = None
+    """Where it was admitted and its conditions, as the controller last wrote them."""
 
     # -- spec helpers ---------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from controller.api import constants as c
+from controller.api.crds import KINDS
 from controller.bundled import crd_dir, sample_nodes_file, samples_dir
 from controller.commands.dev import DevSetupError, DevStack, dev_stack, load_nodes
 from devcluster.server.errors import ApiError
@@ -41,12 +42,7 @@ POLL_S = 0.25
 
 # apiVersion/kind -> REST plural, for the kinds the samples hold.
 PLURALS: dict[tuple[str, str], str] = {
-    (f"{c.GROUP}/{c.VERSION_V1ALPHA1}", c.KIND_TOPOLOGY): c.PLURAL_TOPOLOGIES,
-    (c.API_VERSION, c.KIND_TOPOLOGY): c.PLURAL_TOPOLOGIES,
-    (c.API_VERSION, c.KIND_RESOURCE_FLAVOR): c.PLURAL_RESOURCE_FLAVORS,
-    (c.API_VERSION, c.KIND_CLUSTER_QUEUE): c.PLURAL_CLUSTER_QUEUES,
-    (c.API_VERSION, c.KIND_LOCAL_QUEUE): c.PLURAL_LOCAL_QUEUES,
-    (c.API_VERSION, c.KIND_WORKLOAD): c.PLURAL_WORKLOADS,
+    **{(f"{c.GROUP}/{version}", spec.kind): spec.plural for spec in KINDS for version in spec.served_versions},
     (c.JOB_API_VERSION, c.KIND_JOB): "jobs",
 }
 

@@ -61,7 +61,7 @@ class ClusterQueueSpec(ApiModel):
     namespace_selector: LabelSelector | None = None
     """Namespaces whose LocalQueues may submit to this queue; none selects no namespace, {} every one."""
     preemption: ClusterQueuePreemption | None = None
-    """Preemption policies (accepted, not enforced by tasq)."""
+    """When the queue may preempt admitted Workloads to admit others."""
     flavor_fungibility: FlavorFungibility | None = None
     """When admission tries the next flavor instead of borrowing or preempting in the current one."""
     stop_policy: StopPolicy | None = None

@@ -74,13 +74,13 @@ def cluster_queue() -> dict[str, Any]:
                     {"name": "cpu", "nominalQuota": "10", "borrowingLimit": "5", "lendingLimit": "2"},
                     {"name": "nvidia.com/gpu", "nominalQuota": "64"}]}],
             }],
-            "cohort": "research",
+            "cohortName": "research",
             "queueingStrategy": c.QUEUEING_STRICT_FIFO,
             "namespaceSelector": {"matchLabels": {"team": "a"},
                                   "matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold"]}]},
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority",
                            "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100}},
-            "flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "TryNextFlavor"},
+            "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
             "stopPolicy": "None",
         },
         "status": {
@@ -99,7 +99,7 @@ def local_queue() -> dict[str, Any]:
         "spec": {"clusterQueue": "team-a", "stopPolicy": "Hold"},
         "status": {"pendingWorkloads": 2, "reservingWorkloads": 1, "admittedWorkloads": 1,
                    "conditions": [_condition(c.CONDITION_ACTIVE, "True", "Ready", "Can submit new workloads")],
-                   "flavorsReservation": usage, "flavorUsage": usage},
+                   "flavorsReservation": usage, "flavorsUsage": usage},
     }
 
 
@@ -131,8 +131,7 @@ def workload() -> dict[str, Any]:
                  "topologyRequest": {"unconstrained": True}},
             ],
             "queueName": "team-a-queue",
-            "priorityClassName": "high",
-            "priorityClassSource": "scheduling.k8s.io/priorityclass",
+            "priorityClassRef": {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "high"},
             "priority": 1000,
             "active": True,
         },

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
-from controller.api.cel_rules import RULES
+from controller.api.cel_rules import RULES, RULES_V1BETA1, rules_for
+from controller.api.conversion import convert
 from controller.api.crds import VALIDATIONS, all_crds, attach_rules, kind_spec
 from tests.unit.api import examples
 from tests.unit.api.cel_evaluation import cel_failures
@@ -31,6 +32,15 @@ def _workload() -> Doc:
 def _failures(obj: Doc, old: Doc | None = None) -> list[str]:
     crd = CRDS[kind_spec(obj["kind"]).file_name]
     return [f.message for f in cel_failures(crd, obj["apiVersion"].split("/")[1], obj, old)]
+
+
+def _v1beta1(base: Callable[[], Doc]) -> Callable[[], Doc]:
+    """The same object as a v1beta1 client writes it."""
+    def converted() -> Doc:
+        out = convert(base(), c.API_VERSION_V1BETA1)
+        assert isinstance(out, dict)
+        return out
+    return converted
 
 
 @dataclass(frozen=True)
@@ -104,7 +114,7 @@ CASES = [
     CelCase("operator and effect may be empty, as in core/v1", examples.flavor_kueue_form,
             _set(TOL, {"key": "k", "operator": "", "value": "v", "effect": ""}), ()),
     # ClusterQueue
-    CelCase("borrowingLimit needs a cohort", examples.cluster_queue, _drop("spec.cohort"),
+    CelCase("borrowingLimit needs a cohort", examples.cluster_queue, _drop("spec.cohortName"),
             ("borrowingLimit must be nil when cohort is empty",)),
     CelCase("a flavor lists as many resources as are covered", examples.cluster_queue,
             _drop(f"{RG}.flavors.0.resources.1"),
@@ -116,16 +126,34 @@ CASES = [
     CelCase("a LocalQueue's clusterQueue is immutable", examples.local_queue, _set("spec.clusterQueue", "other"),
             ("field is immutable",), update=True),
     # Workload
-    CelCase("priorityClassName needs a priority", _workload, _drop("spec.priority"),
-            ("priority should not be nil when priorityClassName is set",)),
+    CelCase("priorityClassRef needs a priority", _workload, _drop("spec.priority"),
+            ("priority should not be nil when priorityClassRef is set",)),
+    CelCase("a pod PriorityClass group names the PriorityClass kind", _workload,
+            _set("spec.priorityClassRef.kind", "WorkloadPriorityClass"),
+            ("only the PriorityClass kind is allowed for the scheduling.k8s.io group",)),
     CelCase("minCount at most count", _workload, _set("spec.podSets.0.minCount", 9),
             ("minCount should be positive and less or equal to count",)),
     CelCase("a reserved Workload assigns every pod set", _workload, _drop("status.admission.podSetAssignments"),
             ("podSetAssignments must have the same number of podSets as the spec",)),
-    CelCase("priorityClassSource frozen while reserved", _workload,
+    CelCase("priorityClassRef stays set while reserved", _workload, _drop("spec.priorityClassRef"),
+            ("priorityClassRef is immutable while workload quota reserved",), update=True),
+    CelCase("priorityClassRef's group frozen while reserved", _workload,
+            _set("spec.priorityClassRef", {"group": c.GROUP, "kind": "WorkloadPriorityClass", "name": "high"}),
+            ("priorityClassRef.group is immutable while workload quota reserved",
+             "priorityClassRef.kind is immutable while workload quota reserved"), update=True),
+    CelCase("priorityClassRef's name frozen while reserved (pod PriorityClass)", _workload,
+            _set("spec.priorityClassRef.name", "low"),
+            ("priorityClassRef.name is immutable for scheduling.k8s.io/priorityclass while workload quota "
+             "reserved",), update=True),
+    # The v1beta1 schemas keep Kueue's v1beta1 rules.
+    CelCase("v1beta1: borrowingLimit needs a cohort", _v1beta1(examples.cluster_queue), _drop("spec.cohort"),
+            ("borrowingLimit must be nil when cohort is empty",)),
+    CelCase("v1beta1: priorityClassName needs a priority", _v1beta1(_workload), _drop("spec.priority"),
+            ("priority should not be nil when priorityClassName is set",)),
+    CelCase("v1beta1: priorityClassSource frozen while reserved", _v1beta1(_workload),
             _set("spec.priorityClassSource", c.PRIORITY_SOURCE_WORKLOAD),
             ("priorityClassSource is immutable while workload quota reserved",), update=True),
-    CelCase("priorityClassName frozen while reserved (pod PriorityClass)", _workload,
+    CelCase("v1beta1: priorityClassName frozen while reserved (pod PriorityClass)", _v1beta1(_workload),
             _set("spec.priorityClassName", "low"),
             ("priorityClassName is immutable while workload quota reserved and priorityClassSource is not "
              f"equal to {c.PRIORITY_SOURCE_WORKLOAD}",), update=True),
@@ -153,13 +181,15 @@ def test_the_examples_pass_every_rule_on_create_and_unchanged_update(doc: Doc) -
 
 
 def test_every_rule_is_in_its_crd_with_its_message() -> None:
-    for kind, placements in RULES.items():
+    for kind, placements in [*RULES.items(), *RULES_V1BETA1.items()]:
         crd = CRDS[kind_spec(kind).file_name]
         text = repr(crd)
         for _, rules in placements:
             for rule in rules:
                 assert {"message": rule.message, "rule": rule.rule} in _all_validations(crd), (kind, rule.message)
-                assert text.count(rule.rule) == len(crd["spec"]["versions"])
+                versions = [v["name"] for v in crd["spec"]["versions"]
+                            if any(rule in rs for _, rs in rules_for(kind, v["name"]))]
+                assert text.count(rule.rule) == len(versions)
 
 
 def _all_validations(node: Any) -> list[dict[str, str]]:

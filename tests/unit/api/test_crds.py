@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from controller.api import constants as c
+from controller.api.conversion import convert
 from controller.api.crds import KINDS, all_crds, crd_json_schema, kind_spec
 from controller.cli import main
 from controller.commands.crds import DEFAULT_DIR
@@ -89,21 +90,23 @@ def test_checked_in_yaml_parses_back_to_the_generated_crds() -> None:
 class KindCase:
     kind: str
     want_scope: str
-    want_short: str
+    want_short: tuple[str, ...]
     want_versions: tuple[tuple[str, bool], ...]  # (name, storage)
     want_columns: tuple[str, ...]
     want_status: bool
 
 
+V2, V1, V1A1 = c.VERSION_V1BETA2, c.VERSION_V1BETA1, c.VERSION_V1ALPHA1
 KIND_CASES = [
-    KindCase(c.KIND_TOPOLOGY, "Cluster", "topo", ((c.VERSION_V1ALPHA1, False), (c.VERSION_V1BETA1, True)),
+    KindCase(c.KIND_TOPOLOGY, "Cluster", ("topo",), ((V2, True), (V1, False), (V1A1, False)),
              ("Age",), want_status=False),
-    KindCase(c.KIND_RESOURCE_FLAVOR, "Cluster", "rf", ((c.VERSION_V1BETA1, True),), ("Age",), want_status=False),
-    KindCase(c.KIND_CLUSTER_QUEUE, "Cluster", "cq", ((c.VERSION_V1BETA1, True),),
+    KindCase(c.KIND_RESOURCE_FLAVOR, "Cluster", ("flavor", "flavors", "rf"), ((V2, True), (V1, False)), ("Age",),
+             want_status=False),
+    KindCase(c.KIND_CLUSTER_QUEUE, "Cluster", ("cq",), ((V2, True), (V1, False)),
              ("Cohort", "Strategy", "Pending Workloads", "Admitted Workloads"), want_status=True),
-    KindCase(c.KIND_LOCAL_QUEUE, "Namespaced", "lq", ((c.VERSION_V1BETA1, True),),
+    KindCase(c.KIND_LOCAL_QUEUE, "Namespaced", ("queue", "queues", "lq"), ((V2, True), (V1, False)),
              ("ClusterQueue", "Pending Workloads", "Admitted Workloads"), want_status=True),
-    KindCase(c.KIND_WORKLOAD, "Namespaced", "wl", ((c.VERSION_V1BETA1, True),),
+    KindCase(c.KIND_WORKLOAD, "Namespaced", ("kwl", "kueueworkload", "kueueworkloads", "wl"), ((V2, True), (V1, False)),
              ("Queue", "Reserved in", "Admitted", "Finished", "Age"), want_status=True),
 ]
 
@@ -113,13 +116,43 @@ def test_crd_names_scope_versions_and_columns(case: KindCase) -> None:
     crd = CRDS[kind_spec(case.kind).file_name]
     spec = crd["spec"]
     assert (spec["group"], spec["scope"], spec["names"]["kind"]) == (c.GROUP, case.want_scope, case.kind)
-    assert spec["names"]["shortNames"] == [case.want_short]
+    assert tuple(spec["names"]["shortNames"]) == case.want_short
     assert spec["names"]["categories"] == ["kueue"]
+    assert spec["conversion"] == {"strategy": "None"}
     assert tuple((v["name"], v["storage"]) for v in spec["versions"]) == case.want_versions
     for version in spec["versions"]:
         assert version["served"] is True
         assert tuple(col["name"] for col in version["additionalPrinterColumns"]) == case.want_columns
         assert ("subresources" in version) == case.want_status
+
+
+def test_the_cohort_column_reads_each_versions_field() -> None:
+    versions = CRDS[kind_spec(c.KIND_CLUSTER_QUEUE).file_name]["spec"]["versions"]
+    paths = {v["name"]: v["additionalPrinterColumns"][0]["jsonPath"] for v in versions}
+    assert paths == {V2: ".spec.cohortName", V1: ".spec.cohort"}
+
+
+def _missing_descriptions(node: Any, path: str) -> list[str]:
+    """Paths of schema properties without a description (kubectl explain would show nothing)."""
+    if not isinstance(node, dict):
+        return []
+    out = []
+    for name, sub in (node.get("properties") or {}).items():
+        if name != "metadata" and not sub.get("description"):
+            out.append(f"{path}.{name}")
+        out.extend(_missing_descriptions(sub, f"{path}.{name}"))
+    for key in ("items", "additionalProperties"):
+        if isinstance(node.get(key), dict):
+            out.extend(_missing_descriptions(node[key], f"{path}[]"))
+    return out
+
+
+@pytest.mark.parametrize("file_name", sorted(CRDS))
+def test_every_field_of_every_version_has_a_description(file_name: str) -> None:
+    for version in CRDS[file_name]["spec"]["versions"]:
+        schema = version["schema"]["openAPIV3Schema"]
+        assert schema.get("description")
+        assert _missing_descriptions(schema, version["name"]) == []
 
 
 def test_workload_columns_read_kueue_paths() -> None:
@@ -132,7 +165,7 @@ def test_workload_columns_read_kueue_paths() -> None:
 
 def test_strategy_column_is_wide_only() -> None:
     columns = CRDS[kind_spec(c.KIND_CLUSTER_QUEUE).file_name]["spec"]["versions"][0]["additionalPrinterColumns"]
-    assert [col.get("priority", 0) for col in columns] == [0, 1, 0, 0]
+    assert [col.get("priority", 0) for col in columns] == [0, 1, 0, 1]  # Kueue's: Admitted only in -o wide
 
 
 # -- the schemas accept what the models write and refuse what the API server refuses -----------
@@ -159,14 +192,16 @@ EXAMPLE_CASES = [
 def test_every_example_validates_against_every_served_version(case: ExampleCase) -> None:
     spec = kind_spec(case.kind)
     for version in spec.served_versions:
-        errors = [e.message for e in _validator(case.kind, version).iter_errors(case.example())]
+        obj = convert(case.example(), f"{c.GROUP}/{version}")
+        assert isinstance(obj, dict)
+        errors = [e.message for e in _validator(case.kind, version).iter_errors(obj)]
         assert errors == []
 
 
 def test_integer_quantities_pass_the_schema_like_strings() -> None:
     obj = examples.cluster_queue()
     obj["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 10
-    assert list(_validator(c.KIND_CLUSTER_QUEUE, c.VERSION_V1BETA1).iter_errors(obj)) == []
+    assert list(_validator(c.KIND_CLUSTER_QUEUE, c.VERSION_V1BETA2).iter_errors(obj)) == []
 
 
 @dataclass(frozen=True)

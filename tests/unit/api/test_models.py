@@ -66,10 +66,10 @@ def test_unknown_fields_are_dropped_but_unmodelled_metadata_is_kept() -> None:
 def test_empty_optional_lists_are_omitted_as_go_omitempty_does() -> None:
     obj = examples.local_queue()
     obj["status"]["conditions"] = []
-    obj["status"]["flavorUsage"] = []
+    obj["status"]["flavorsUsage"] = []
     status = LocalQueue.from_dict(obj).to_dict()["status"]
     assert "conditions" not in status
-    assert "flavorUsage" not in status
+    assert "flavorsUsage" not in status
     assert status["pendingWorkloads"] == 2
 
 

@@ -141,7 +141,7 @@ async def scripted() -> AsyncIterator[tuple[ScriptedServer, KubeApi]]:
     await listening.wait_closed()
 
 
-STATUS_PATH = "/apis/kueue.x-k8s.io/v1beta1/namespaces/ns/workloads/wl/status"
+STATUS_PATH = "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/wl/status"
 
 
 async def test_a_restart_that_drops_the_keep_alive_connection_mid_write_is_transient_and_retried(
@@ -212,7 +212,7 @@ async def test_a_server_that_is_not_listening_is_a_transient_error() -> None:
         with pytest.raises(ApiError) as refused_:
             await KubeApi(client).get(WORKLOADS, "ns", "wl")
     assert (refused_.value.status, refused_.value.transient) == (0, True)
-    assert refused_.value.message.startswith("GET /apis/kueue.x-k8s.io/v1beta1/namespaces/ns/workloads/wl: ")
+    assert refused_.value.message.startswith("GET /apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/wl: ")
 
 
 async def test_a_2xx_answer_that_is_not_json_is_an_error_naming_the_request(
@@ -222,5 +222,5 @@ async def test_a_2xx_answer_that_is_not_json_is_an_error_naming_the_request(
     with pytest.raises(ApiError) as bad:
         await api.get(WORKLOADS, "ns", "wl")
     assert (bad.value.status, bad.value.transient, bad.value.conflict, bad.value.not_found) == (200, False, False, False)
-    assert bad.value.message == ("GET /apis/kueue.x-k8s.io/v1beta1/namespaces/ns/workloads/wl: the answer is not JSON: "
+    assert bad.value.message == ("GET /apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/wl: the answer is not JSON: "
                                  "\"<html>a proxy's page</html>\"")

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from controller.api import constants as c
+from controller.api.crds import KINDS
 from controller.api.selectors import label_selector_matches
 from webhooks.configurations import (
     EXCLUDED_NAMESPACES,
@@ -112,7 +113,8 @@ def test_job_webhooks_see_only_queued_jobs(handler_id: str, labels: dict[str, st
 
 def test_tasq_kinds_are_validated_on_create_and_update_in_every_served_version() -> None:
     rules = {r["resources"][0]: r for h in in_cluster_configurations()[1]["webhooks"] for r in h["rules"]}
-    assert rules[c.PLURAL_TOPOLOGIES]["apiVersions"] == [c.VERSION_V1ALPHA1, c.VERSION_V1BETA1]
+    for spec in KINDS:  # every version the CRD serves reaches the validator (v1beta2 first)
+        assert rules[spec.plural]["apiVersions"] == list(spec.served_versions)
     for plural in (c.PLURAL_TOPOLOGIES, c.PLURAL_RESOURCE_FLAVORS, c.PLURAL_CLUSTER_QUEUES,
                    c.PLURAL_LOCAL_QUEUES, c.PLURAL_WORKLOADS, "jobs"):
         assert rules[plural]["operations"] == ["CREATE", "UPDATE"]

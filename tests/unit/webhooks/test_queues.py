@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from controller.api import constants as c
 from tests.builders.kueue import ClusterQueueBuilder
 from tests.unit.webhooks.manifests import (
     Case,
@@ -91,7 +92,7 @@ def gpu_group() -> ClusterQueueBuilder:
     Case("a flavor name with uppercase", valid_cluster_queue().set(f"{SET_F0}.name", "H100"),
          want_errors=(f"{F0}.name",)),
     Case("a cohort name with underscores", valid_cluster_queue().cohort("my_cohort"),
-         want_errors=("spec.cohort",)),
+         want_errors=("spec.cohortName",)),
     Case("an unknown queueing strategy", valid_cluster_queue().set("spec.queueingStrategy", "Foo"),
          want_errors=("spec.queueingStrategy",)),
     Case("a selector with an unknown operator", valid_cluster_queue().set(
@@ -111,11 +112,17 @@ def gpu_group() -> ClusterQueueBuilder:
     Case("lending more than the nominal quota, across units", valid_cluster_queue().cohort("c")
          .set(f"{SET_F0}.resources.1.lendingLimit", "65537Mi"),
          want_errors=(f"{F0}.resources[1].lendingLimit",)),
-    Case("Kueue's current and deprecated flavorFungibility names", valid_cluster_queue().set(
-        "spec.flavorFungibility", {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "Preempt"})),
-    Case("an unknown flavorFungibility policy", valid_cluster_queue().set(
-        "spec.flavorFungibility", {"whenCanBorrow": "Preempt", "whenCanPreempt": "Borrow"}),
+    Case("v1beta2's flavorFungibility names", valid_cluster_queue().set(
+        "spec.flavorFungibility", {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"})),
+    Case("v1beta1's deprecated names are no v1beta2 values", valid_cluster_queue().set(
+        "spec.flavorFungibility", {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"}),
          want_errors=("spec.flavorFungibility.whenCanBorrow", "spec.flavorFungibility.whenCanPreempt")),
+    Case("a v1beta1 ClusterQueue with the deprecated names is converted, then valid", valid_cluster_queue()
+         .set("apiVersion", c.API_VERSION_V1BETA1)
+         .set("spec.flavorFungibility", {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"})),
+    Case("a v1beta1 ClusterQueue's cohort is checked as cohortName", valid_cluster_queue()
+         .set("apiVersion", c.API_VERSION_V1BETA1).set("spec.cohort", "Not_A_Name"),
+         want_errors=("spec.cohortName",)),
     Case("every stop policy is known", valid_cluster_queue().set("spec.stopPolicy", "HoldAndDrain")),
     Case("an unknown stop policy", valid_cluster_queue().set("spec.stopPolicy", "Pause"),
          want_errors=("spec.stopPolicy",)),

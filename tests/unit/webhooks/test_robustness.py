@@ -31,6 +31,7 @@ from webhooks.validation.errors import RENDER_MAX, render
 SAMPLES = Path(__file__).resolve().parents[3] / "config" / "samples"
 DOCS = [d for p in sorted(SAMPLES.glob("[0-9]*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d]
 TASQ_KINDS = (c.KIND_TOPOLOGY, c.KIND_RESOURCE_FLAVOR, c.KIND_CLUSTER_QUEUE, c.KIND_LOCAL_QUEUE, c.KIND_WORKLOAD)
+POD_CLASS = {"group": c.PRIORITY_CLASS_GROUP, "kind": c.KIND_PRIORITY_CLASS}
 
 
 def _example_workload() -> dict[str, Any]:
@@ -176,16 +177,19 @@ ROOT_CAUSES = [
               "spec.tolerations[0].tolerationSeconds"),
     RootCause("a flavor nodeLabels map mixing key types", valid_flavor().set("spec.nodeLabels", {1: "x", "gpu": "y"})
               .build(), "spec.nodeLabels[1]"),
-    RootCause("Workload priorityClassName a list", valid_workload().set("spec.priorityClassName", ["a"]).build(),
-              "spec.priorityClassName"),
-    RootCause("Workload priorityClassName not a DNS name", valid_workload().set("spec.priority", 1)
-              .set("spec.priorityClassName", "High_Prio").build(), "spec.priorityClassName"),
-    RootCause("Workload priorityClassName of 254 characters", valid_workload().set("spec.priority", 1)
-              .set("spec.priorityClassName", "a" * 254).build(), "spec.priorityClassName"),
-    RootCause("Workload priorityClassName without a priority (Kueue's CEL rule)",
-              valid_workload().set("spec.priorityClassName", "high").build(), "spec.priority"),
-    RootCause("Workload priorityClassSource outside the enum",
-              valid_workload().set("spec.priorityClassSource", "mine").build(), "spec.priorityClassSource"),
+    RootCause("Workload priorityClassRef a list", valid_workload().set("spec.priority", 1)
+              .set("spec.priorityClassRef", ["a"]).build(), "spec.priorityClassRef"),
+    RootCause("Workload priorityClassRef name not a DNS name", valid_workload().set("spec.priority", 1)
+              .set("spec.priorityClassRef", {**POD_CLASS, "name": "High_Prio"}).build(), "spec.priorityClassRef.name"),
+    RootCause("Workload priorityClassRef name of 254 characters", valid_workload().set("spec.priority", 1)
+              .set("spec.priorityClassRef", {**POD_CLASS, "name": "a" * 254}).build(), "spec.priorityClassRef.name"),
+    RootCause("Workload priorityClassRef without a priority (Kueue's CEL rule)",
+              valid_workload().set("spec.priorityClassRef", {**POD_CLASS, "name": "high"}).build(), "spec.priority"),
+    RootCause("Workload priorityClassRef group outside the enum", valid_workload().set("spec.priority", 1)
+              .set("spec.priorityClassRef", {**POD_CLASS, "group": "mine"}).build(), "spec.priorityClassRef.group"),
+    RootCause("Workload priorityClassRef kind of another group", valid_workload().set("spec.priority", 1)
+              .set("spec.priorityClassRef", {**POD_CLASS, "kind": "WorkloadPriorityClass"}).build(),
+              "spec.priorityClassRef"),
     RootCause("Workload priority past int32", valid_workload().set("spec.priority", 2**31).build(), "spec.priority"),
     RootCause("Workload pod set count of 2^63", valid_workload().set("spec.podSets.0.count", 2**63).build(),
               "spec.podSets[0].count"),

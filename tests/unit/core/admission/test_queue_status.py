@@ -54,13 +54,13 @@ def test_counts_and_usage_follow_admissions_and_waiting_workloads() -> None:
     usage = {r["name"]: r["total"] for f in cqs["cq"]["flavorsUsage"] for r in f["resources"]}
     assert usage == {"cpu": "0", GPU: "12"}  # every quota resource is listed, used or not
     assert (lqs["default/lq"]["pendingWorkloads"], lqs["default/lq"]["admittedWorkloads"]) == (1, 1)
-    assert {r["name"]: r["total"] for f in lqs["default/lq"]["flavorUsage"] for r in f["resources"]} == {GPU: "12"}
+    assert {r["name"]: r["total"] for f in lqs["default/lq"]["flavorsUsage"] for r in f["resources"]} == {GPU: "12"}
     assert {k: v for k, v in lqs["other/idle"].items() if k != "conditions"} == {
         "pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0,
-        "flavorsReservation": [], "flavorUsage": []}
+        "flavorsReservation": [], "flavorsUsage": []}
     assert {r["name"]: r["borrowed"] for f in cqs["cq"]["flavorsUsage"] for r in f["resources"]} == {
         "cpu": "0", GPU: "0"}  # 12 of a nominal 16: nothing borrowed
-    assert all("borrowed" not in r for f in lqs["default/lq"]["flavorUsage"] for r in f["resources"])
+    assert all("borrowed" not in r for f in lqs["default/lq"]["flavorsUsage"] for r in f["resources"])
 
 
 @pytest.mark.parametrize(("workload", "waiting", "cq_counts", "lq_counts"), [

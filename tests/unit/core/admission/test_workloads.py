@@ -107,11 +107,14 @@ def test_a_workload_manifest_takes_its_class_priority_and_template_topology() ->
     manifest = workload_from_job(make_job("a").queue("q").template_annotate(
         c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY, "rack").obj())
     manifest["spec"].pop("priority")
-    manifest["spec"]["priorityClassName"] = "high"
+    manifest["spec"]["priorityClassRef"] = POD_CLASS | {"name": "high"}
     manifest["spec"]["podSets"][0].pop("topologyRequest")
     info = workload_info(Workload.from_dict(manifest), priority_classes=PRIORITY_CLASSES)
     assert info.priority == 1000
     assert info.pod_sets[0].topology == TopologyRequest("required", "rack")
+
+
+POD_CLASS = {"group": c.PRIORITY_CLASS_GROUP, "kind": c.KIND_PRIORITY_CLASS}
 
 
 @dataclass(frozen=True)
@@ -122,10 +125,11 @@ class PriorityCase:
 
 
 PRIORITY_CASES = [
-    PriorityCase("an explicit priority wins over its class", {"priority": 7, "priorityClassName": "high"}, 7),
-    PriorityCase("a zero priority is explicit too", {"priority": 0, "priorityClassName": "high"}, 0),
-    PriorityCase("a known class gives its value", {"priorityClassName": "low"}, -5),
-    PriorityCase("an unknown class falls back to 0", {"priorityClassName": "missing"}, 0),
+    PriorityCase("an explicit priority wins over its class",
+                 {"priority": 7, "priorityClassRef": POD_CLASS | {"name": "high"}}, 7),
+    PriorityCase("a zero priority is explicit too", {"priority": 0, "priorityClassRef": POD_CLASS | {"name": "high"}}, 0),
+    PriorityCase("a known class gives its value", {"priorityClassRef": POD_CLASS | {"name": "low"}}, -5),
+    PriorityCase("an unknown class falls back to 0", {"priorityClassRef": POD_CLASS | {"name": "missing"}}, 0),
     PriorityCase("neither field gives 0", {}, 0),
 ]
 
