@@ -11,7 +11,7 @@ nothing. Called by controller/commands/migrate_storage.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -32,6 +32,7 @@ REASON_OTHER_STORAGE: Final = "StorageVersionDiffers"
 REASON_CANNOT_CONVERT: Final = "NoConversion"
 REASON_FORBIDDEN: Final = "Forbidden"
 REASON_FAILED: Final = "RequestFailed"
+REASON_REFUSED: Final = "ObjectsRefused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,8 @@ class KindMigration:
     rewritten: int = 0
     gone: int = 0
     conflicts: int = 0
+    refused: list[str] = field(default_factory=list)
+    """`namespace/name: why` of each object the API server refused to rewrite (the others go on)."""
     names: list[str] = field(default_factory=list)
     stored_after: list[str] = field(default_factory=list)
     problem: Problem | None = None
@@ -123,17 +126,28 @@ def _object_name(obj: Mapping[str, Any]) -> str:
     return f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
 
 
-async def _pages(api: KubeApi, resource: tuple[str, str]) -> Any:
-    """Each page of the collection (PAGE_SIZE objects), its items with apiVersion and kind set."""
+async def _page(api: KubeApi, resource: tuple[str, str], token: str) -> dict[str, Any]:
+    """One list request of PAGE_SIZE objects, from `token` (the previous page's continue token)."""
+    query = {"limit": str(PAGE_SIZE), **({"continue": token} if token else {})}
+    return await retrying(lambda: api.request("GET", path(*resource), query=query))
+
+
+async def _pages(api: KubeApi, resource: tuple[str, str]) -> AsyncIterator[list[dict[str, Any]]]:
+    """Each page of the collection, its items with apiVersion and kind set."""
     token = ""
     while True:
-        query = {"limit": str(PAGE_SIZE), **({"continue": token} if token else {})}
-        answer = await retrying(lambda q=query: api.request("GET", path(*resource), query=q))  # type: ignore[misc]
+        answer = await _page(api, resource, token)
         kind = str(answer.get("kind", "")).removesuffix("List")
         yield [{**item, "apiVersion": resource[0], "kind": kind} for item in answer.get("items") or []]
         token = str((answer.get("metadata") or {}).get("continue") or "")
         if not token:
             return
+
+
+async def _replace(api: KubeApi, resource: tuple[str, str], obj: dict[str, Any]) -> None:
+    """PUT `obj` as it is (its resourceVersion included), transient failures retried."""
+    meta = obj["metadata"]
+    await retrying(lambda: api.replace(resource, meta.get("namespace"), meta["name"], obj))
 
 
 async def _rewrite(api: KubeApi, resource: tuple[str, str], obj: dict[str, Any], result: KindMigration) -> None:
@@ -143,12 +157,15 @@ async def _rewrite(api: KubeApi, resource: tuple[str, str], obj: dict[str, Any],
     namespace, name = meta.get("namespace"), meta["name"]
     for _ in range(CONFLICT_ATTEMPTS):
         try:
-            await retrying(lambda body=obj: api.replace(resource, namespace, name, body))  # type: ignore[misc]
+            await _replace(api, resource, obj)
             result.rewritten += 1
             return
         except ApiError as e:
             if e.not_found:
                 result.gone += 1
+                return
+            if e.status in (400, 422):  # this object is refused (a webhook, a rule): the others go on
+                result.refused.append(f"{_object_name(obj)}: {e.message}")
                 return
             if not e.conflict:
                 raise
@@ -190,14 +207,18 @@ async def _gather(tasks: Any) -> None:
             raise outcome
 
 
+async def _patch_stored_versions(api: KubeApi, spec: KindSpec, crd: Mapping[str, Any]) -> dict[str, Any]:
+    """One merge patch of the CRD's status: storedVersions = [storage version], at `crd`'s resourceVersion."""
+    patch = {"metadata": {"resourceVersion": crd["metadata"]["resourceVersion"]},
+             "status": {"storedVersions": [spec.storage_version]}}
+    return await retrying(lambda: api.merge_patch(CRDS, None, spec.crd_name, patch, subresource="status"))
+
+
 async def _set_stored_versions(api: KubeApi, spec: KindSpec, crd: dict[str, Any]) -> list[str]:
     """`status.storedVersions` = [storage version], with the CRD's resourceVersion (re-read on a conflict)."""
     for _ in range(CONFLICT_ATTEMPTS):
-        patch = {"metadata": {"resourceVersion": crd["metadata"]["resourceVersion"]},
-                 "status": {"storedVersions": [spec.storage_version]}}
         try:
-            answer = await retrying(lambda body=patch: api.merge_patch(  # type: ignore[misc]
-                CRDS, None, spec.crd_name, body, subresource="status"))
+            answer = await _patch_stored_versions(api, spec, crd)
             return list((answer.get("status") or {}).get("storedVersions") or [])
         except ApiError as e:
             if not e.conflict:
@@ -222,7 +243,10 @@ async def migrate_kind(api: KubeApi, spec: KindSpec, dry_run: bool, progress: Pr
         return result
     try:
         await _rewrite_all(api, spec, result, dry_run, progress)
-        if not dry_run:
+        if result.refused:
+            result.problem = Problem(REASON_REFUSED, f"{len(result.refused)} object(s) could not be rewritten, so "
+                                     f"storedVersions is left as it is; the first: {result.refused[0]}")
+        elif not dry_run:
             result.stored_after = await _set_stored_versions(api, spec, crd)
     except ApiError as e:
         result.problem = _api_problem(e, f"rewrite {spec.plural}.{c.GROUP} and update CRD {spec.crd_name}")

@@ -16,13 +16,14 @@ from kubernetes.aio.client import ApiClient
 
 from controller.api import constants as c
 from controller.api.crds import crd, kind_spec
-from controller.kube.api import KubeApi
+from controller.kube.api import ApiError, KubeApi
 from controller.kube.storage_migrating import (
     CRDS,
     REASON_CANNOT_CONVERT,
     REASON_FORBIDDEN,
     REASON_NOT_INSTALLED,
     REASON_OTHER_STORAGE,
+    REASON_REFUSED,
     check_crd,
     migrate_kind,
     migrate_storage,
@@ -152,3 +153,29 @@ async def test_refusals_are_named_per_kind_and_do_not_stop_the_others(api: tuple
     forbidden = results[c.KIND_LOCAL_QUEUE].problem
     assert forbidden is not None and forbidden.message.startswith("not allowed to rewrite localqueues.kueue.x-k8s.io")
     assert await stored_versions(door, c.KIND_LOCAL_QUEUE) == ["v1beta1", "v1beta2"]  # left as it was
+
+
+class RefusingApi(KubeApi):
+    """The door, with the update of one object refused as an admission webhook would refuse it."""
+
+    def __init__(self, door: KubeApi, refused: str) -> None:
+        super().__init__(door.api_client)
+        self.refused = refused
+
+    async def replace(self, resource: tuple[str, str], namespace: str | None, name: str,
+                      obj: Any) -> dict[str, Any]:
+        if name == self.refused:
+            raise ApiError(422, f'ResourceFlavor.kueue.x-k8s.io "{name}" is invalid: spec: refused by a webhook')
+        return await super().replace(resource, namespace, name, obj)
+
+
+async def test_an_object_refused_is_named_the_others_are_rewritten_and_storage_is_left_as_it_was(
+        api: tuple[DevCluster, KubeApi]) -> None:
+    _, door = api
+    await upgraded_flavors(door, ("a", "b", "c"))
+    result = await migrate_kind(RefusingApi(door, "b"), kind_spec(c.KIND_RESOURCE_FLAVOR), False, lambda _: None)
+    assert result.rewritten == 2 and result.refused == [
+        'b: ResourceFlavor.kueue.x-k8s.io "b" is invalid: spec: refused by a webhook']
+    assert result.problem is not None and result.problem.reason == REASON_REFUSED
+    assert result.problem.message.startswith("1 object(s) could not be rewritten, so storedVersions is left as it is")
+    assert await stored_versions(door, c.KIND_RESOURCE_FLAVOR) == ["v1beta1", "v1beta2"]
