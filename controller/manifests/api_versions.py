@@ -111,20 +111,31 @@ def _loc_path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
+def _served(kind: str) -> tuple[str, ...]:
+    """The apiVersions the CRD of `kind` serves, the storage version first; () for a kind it has not."""
+    try:
+        spec = kind_spec(kind)
+    except KeyError:
+        return ()
+    return tuple(f"{c.GROUP}/{v}" for v in spec.served_versions)
+
+
 def to_hub(obj: dict[str, Any], check_hub: Callable[[dict[str, Any]], list[FieldError]]) -> InHub:
     """`obj` (of tasq's group) as the hub, checked by `check_hub` (the validators and the hub's model);
-    a served older version is first checked against its own model, and any error is reported in it."""
+    a served older version is first checked against its own model, and any error is reported in it.
+    A kind `conversion` does not map has the same fields in every version it is served in."""
     kind = obj["kind"]
-    if obj["apiVersion"] not in served_versions(kind):
+    if obj["apiVersion"] not in _served(kind):
         return InHub(None, check_hub(obj))  # the validators name what is served
-    errors = unknown_fields(_schema(kind, obj["apiVersion"].split("/", 1)[1]), obj)
+    version = obj["apiVersion"].split("/", 1)[1]
+    errors = unknown_fields(_schema(kind, version), obj)
     if obj["apiVersion"] == HUB or errors:
         errors = errors or check_hub(obj)
         return InHub(None if errors else obj, errors)
-    errors = model_errors(kind_spec(kind).version(obj["apiVersion"].split("/", 1)[1]).model, obj)
+    errors = model_errors(kind_spec(kind).version(version).model, obj)
     if errors:
         return InHub(None, errors)
-    hub = convert(obj, HUB)
+    hub = convert(obj, HUB) if obj["apiVersion"] in served_versions(kind) else {**obj, "apiVersion": HUB}
     if isinstance(hub, ConversionFailure):
         return InHub(None, [invalid_omitted(ROOT.child(hub.field) if hub.field else ROOT, hub.message)])
     errors = [FieldError(spoke_path(kind, e.path), spoke_message(kind, e.message)) for e in check_hub(hub)]
