@@ -13,7 +13,9 @@ import pytest
 import yaml
 
 from controller.api import constants as c
+from controller.api.conversion import ConversionFailure
 from controller.cli import main
+from controller.commands import simulate as simulate_command
 from tests.builders.cluster import make_node, make_pod
 from tests.builders.kueue import (
     make_cluster_queue,
@@ -709,3 +711,15 @@ def test_a_field_of_the_other_version_is_an_unknown_field(capsys: pytest.Capture
     code, _, err = simulate(capsys, "-f", str(path))
     assert code == 2
     assert err.splitlines()[0] == f'error: {path}:2: spec.cohort: unknown field "cohort"'
+
+
+def test_a_workload_that_cannot_be_printed_in_the_version_asked_for_exits_1_printing_nothing(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "mixed.yaml"
+    path.write_text(MIXED_VERSIONS)
+    failure = ConversionFailure(c.KIND_WORKLOAD, "default", "w1", "status.admission", "cannot be held in v1beta1")
+    monkeypatch.setattr(simulate_command, "convert", lambda obj, version: failure)
+    code, out, err = simulate(capsys, "-f", str(path), "-o", "json", "--api-version", c.API_VERSION_V1BETA1)
+    assert (code, out) == (1, "")
+    assert err == (f"error: cannot print as {c.API_VERSION_V1BETA1}: Workload default/w1: status.admission: "
+                   "cannot be held in v1beta1\n")
