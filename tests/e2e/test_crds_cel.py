@@ -92,8 +92,8 @@ def _workload_without_priority(name: str) -> Doc:
                  id="hostname above the lowest level"),
     pytest.param(_flavor_without_labels("no-labels"), "at least one nodeLabel is required when topology is set",
                  id="a topology flavor without nodeLabels"),
-    pytest.param(_workload_without_priority("no-priority"), "priority should not be nil when priorityClassName is set",
-                 id="a priorityClassName without priority"),
+    pytest.param(_workload_without_priority("no-priority"), "priority should not be nil when priorityClassRef is set",
+                 id="a priorityClassRef without priority"),
 ])
 def test_cel_rules_refuse_with_kueues_messages(crds_applied: Kubectl, tmp_path: Path, doc: Doc,
                                               message: str) -> None:
