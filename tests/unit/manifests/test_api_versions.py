@@ -111,6 +111,8 @@ ERROR_CASES = [
               cluster_queue(V1BETA1, cohortName="pool"), ['spec.cohortName: unknown field "cohortName"']),
     ErrorCase("v1beta1's field name in v1beta2 is unknown there, not silently dropped",
               cluster_queue(HUB, cohort="pool"), ['spec.cohort: unknown field "cohort"']),
+    ErrorCase("an unknown field deep in a list, named by its index",
+              workload(HUB, podSets=[{**POD_SETS[0], "replicas": 2}]), ['spec.podSets[0].replicas: unknown field']),
     ErrorCase("a version tasq does not serve",
               cluster_queue(f"{c.GROUP}/v1alpha1"), ["apiVersion: Unsupported value"]),
 ]
