@@ -4,10 +4,10 @@ Rows: `in-process` answers one ConversionReview of 1,000 admitted v1beta2 Worklo
 (`webhooks.converting.answer_conversion` with `controller.api.conversion.convert`: the CPU cost);
 `https` posts that review over TLS to the real `AdmissionServer` /convert, running in another process,
 as kube-apiserver would (client-measured, JSON encoding and decoding included); with `--kubeconfig` of a
-real control plane (`hack/realcluster/up`), `apiserver list` creates 1,000 Workloads (stored as v1beta2),
-points the Workload CRD's conversion at that server and times `GET .../v1beta1/.../workloads` (a
-consistent list, read from etcd, every object converted through the webhook) against the same list in
-v1beta2 (no conversion), counting the ConversionReviews the server answered per list.
+real control plane (`hack/realcluster/up`), `apiserver` rows create 1,000 Workloads (stored as v1beta2),
+point the Workload CRD's conversion at that server, time `GET .../v1beta1/.../workloads` against the
+same list in v1beta2 and count the objects the server converted per list (kube-apiserver 1.37 serves
+both lists from its watch cache of each version, filled as objects arrive).
 Run: `.venv/bin/python bench/conversion.py [--repeat N] [--kubeconfig PATH]`.
 """
 
@@ -38,6 +38,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 from controller.api import constants as c  # noqa: E402
 from controller.api.conversion import convert  # noqa: E402
+from controller.api.topology_assignment import AssignedDomain, encode  # noqa: E402
 from webhooks.certificates import write_serving_files  # noqa: E402
 from webhooks.configurations import CONVERSION_PATH  # noqa: E402
 from webhooks.converting import answer_conversion  # noqa: E402
@@ -76,10 +77,10 @@ def workload(i: int, namespace: str = NAMESPACE) -> dict[str, Any]:
 
 
 def topology_assignment(hosts: list[str]) -> dict[str, Any]:
-    """One pod per host, in the form tasq's Workload model writes (the v1beta2 wire form)."""
-    return {"slices": [{"nodeLabels": {"cloud.provider.com/topology-block": h.split("-")[1],
-                                       "cloud.provider.com/topology-rack": h.split("-")[2],
-                                       c.LABEL_HOSTNAME: h}, "count": 1} for h in hosts]}
+    """One pod per host, encoded as tasq's admission writes it (Kueue's compact v1beta2 form)."""
+    levels = ["cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", c.LABEL_HOSTNAME]
+    domains = [AssignedDomain((h.split("-")[1], h.split("-")[2], h), 1) for h in hosts]
+    return encode(levels, domains).to_dict()
 
 
 def review(objects: list[dict[str, Any]], desired: str) -> dict[str, Any]:
@@ -151,19 +152,20 @@ async def over_https(url: str, ca_pem: str, objects: list[dict[str, Any]], repea
     return samples
 
 
-def through_apiserver(kubeconfig: Path, url: str, ca_bundle: str, objects_counter: Any,
-                      repeat: int) -> list[str]:
-    """Rows of a real kube-apiserver's lists in v1beta1 (converted) and v1beta2 (stored form)."""
-    from kubernetes import client, config
+def _point_conversion(extensions: Any, url: str, ca_bundle: str) -> None:
+    from kubernetes import client
 
-    api = config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
-    extensions, custom, core = client.ApiextensionsV1Api(api), client.CustomObjectsApi(api), client.CoreV1Api(api)
     name = f"{c.PLURAL_WORKLOADS}.{c.GROUP}"
     crd = extensions.read_custom_resource_definition(name)
     crd.spec.conversion = client.V1CustomResourceConversion(strategy="Webhook", webhook=client.V1WebhookConversion(
         conversion_review_versions=["v1"],
         client_config=client.ApiextensionsV1WebhookClientConfig(url=url, ca_bundle=ca_bundle)))
     extensions.replace_custom_resource_definition(name, crd)
+
+
+def _create_workloads(custom: Any, core: Any) -> None:
+    from kubernetes import client
+
     try:
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
     except client.ApiException as e:
@@ -180,17 +182,37 @@ def through_apiserver(kubeconfig: Path, url: str, ca_bundle: str, objects_counte
             c.GROUP, c.VERSION_V1BETA2, NAMESPACE, c.PLURAL_WORKLOADS, body))
         custom.patch_namespaced_custom_object_status(c.GROUP, c.VERSION_V1BETA2, NAMESPACE, c.PLURAL_WORKLOADS,
                                                      created["metadata"]["name"], {"status": status})
+
+
+def _listed_in(custom: Any, version: str) -> bool:
+    from kubernetes import client
+
+    try:
+        listed = cast(dict[str, Any], custom.list_namespaced_custom_object(
+            c.GROUP, version, NAMESPACE, c.PLURAL_WORKLOADS))
+    except client.ApiException:
+        return False
+    return len(listed["items"]) == WORKLOADS and listed["items"][0]["apiVersion"] == f"{c.GROUP}/{version}"
+
+
+def through_apiserver(kubeconfig: Path, port: int, ca_bundle: str, objects_counter: Any,
+                      repeat: int) -> list[str]:
+    """Rows of a real kube-apiserver: lists in v1beta2 (stored form) and v1beta1 (converted)."""
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
+    extensions, custom, core = client.ApiextensionsV1Api(api), client.CustomObjectsApi(api), client.CoreV1Api(api)
+    _point_conversion(extensions, f"https://127.0.0.1:{port}/{CONVERSION_PATH}", ca_bundle)
+    _create_workloads(custom, core)
     rows = []
     for version in (c.VERSION_V1BETA2, c.VERSION_V1BETA1):
         samples, converted = [], []
         for _ in range(repeat):
             before = objects_counter.value
             started = time.perf_counter()
-            listed = cast(dict[str, Any], custom.list_namespaced_custom_object(
-                c.GROUP, version, NAMESPACE, c.PLURAL_WORKLOADS))
+            assert _listed_in(custom, version)
             samples.append((time.perf_counter() - started) * 1000)
             converted.append(objects_counter.value - before)
-            assert len(listed["items"]) == WORKLOADS and listed["items"][0]["apiVersion"] == f"{c.GROUP}/{version}"
         rows.append(row(f"apiserver list {version}", samples,
                         f"objects converted per list: {statistics.median(converted):.0f}"))
     return rows
@@ -222,7 +244,7 @@ def main() -> None:
             if args.kubeconfig is not None:
                 tls = TlsFiles(Path(certs) / c.WEBHOOK_CERT_FILE, Path(certs) / c.WEBHOOK_KEY_FILE,
                                Path(certs) / c.WEBHOOK_CA_FILE)
-                for line in through_apiserver(args.kubeconfig, url, tls.ca_bundle(), converted, args.repeat):
+                for line in through_apiserver(args.kubeconfig, port.value, tls.ca_bundle(), converted, args.repeat):
                     print(line)
         finally:
             child.terminate()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from controller.api import constants as c
+from controller.api.topology_assignment import v1beta1_to_v1beta2, v1beta2_to_v1beta1
 
 Path = tuple[str, ...]
 Obj = dict[str, Any]
@@ -172,6 +173,7 @@ def _workload_up(obj: Obj) -> None:
         if ref is not None:
             spec["priorityClassRef"] = {"group": ref[0], "kind": ref[1], "name": name if isinstance(name, str) else ""}
     _workload_status_rename(obj, "accumulatedPastExexcutionTimeSeconds", "accumulatedPastExecutionTimeSeconds")
+    _topology_assignments(obj, v1beta1_to_v1beta2)
 
 
 def _workload_down(obj: Obj) -> None:
@@ -186,6 +188,27 @@ def _workload_down(obj: Obj) -> None:
                 spec["priorityClassSource"] = source
                 spec["priorityClassName"] = ref.get("name", "")
     _workload_status_rename(obj, "accumulatedPastExecutionTimeSeconds", "accumulatedPastExexcutionTimeSeconds")
+    _topology_assignments(obj, v1beta2_to_v1beta1)
+
+
+def _topology_assignments(obj: Obj, convert_one: Callable[[Mapping[str, Any]], dict[str, Any] | str]) -> None:
+    """Every pod set's topologyAssignment in the other version's form (v1beta1 `domains`, or the KEP's
+    nodeLabels slices read as input; v1beta2 compact, encoded as Kueue does)."""
+    assignments = _get(obj, ("status", "admission", "podSetAssignments"))
+    if not isinstance(assignments, list):  # what is not an admission is carried as it is
+        return
+    for i, psa in enumerate(assignments):
+        ta = psa.get("topologyAssignment") if isinstance(psa, dict) else None
+        if ta is None:
+            continue
+        path = ("status", "admission", "podSetAssignments", str(i), "topologyAssignment")
+        if not isinstance(ta, Mapping):
+            raise _Refused(path, f"must be an object, not {type(ta).__name__}")
+        converted = convert_one(ta)
+        if isinstance(converted, str):
+            where, _, detail = converted.partition(": ")
+            raise _Refused((*path, where) if detail else path, detail or converted)
+        psa["topologyAssignment"] = converted
 
 
 def _workload_status_rename(obj: Obj, old: str, new: str) -> None:
@@ -248,34 +271,52 @@ def _save(obj: Obj, key: str, groups: list[dict[str, Any]]) -> None:
 
 
 def _values(obj: Mapping[str, Any], paths: tuple[Path, ...]) -> dict[str, Any]:
-    return {_dotted(p): _get(obj, p) for p in paths}
+    """The values at `paths` by dotted path (copies, _ABSENT where unset)."""
+    return {_dotted(p): copy.deepcopy(_get(obj, p)) for p in paths}
+
+
+def _only(obj: Mapping[str, Any], paths: tuple[Path, ...]) -> Obj:
+    """A new object holding only the values at `paths` (copied): enough for a mapper to convert
+    those fields without copying a whole Workload (pod templates, assignments)."""
+    out: Obj = {}
+    for path in paths:
+        value = _get(obj, path)
+        if value is not _ABSENT:
+            _set(out, path, copy.deepcopy(value))
+    return out
 
 
 def _restore(obj: Obj, before: Mapping[str, Any], saved: list[Any],
              kept: Callable[[LossyGroup], tuple[Path, ...]], lost: Callable[[LossyGroup], tuple[Path, ...]],
              groups: tuple[LossyGroup, ...]) -> None:
-    """Put saved `lost` values back into `obj` where its unconverted form `before` still has the
-    `kept` values saved with them (otherwise a writer of the other version changed them: theirs win)."""
+    """Put saved `lost` values back into `obj` where the unconverted fields (`before`, by dotted path)
+    still have the `kept` values saved with them (otherwise a writer of the other version changed
+    them: theirs win)."""
     for group in groups:
         lost_keys = {_dotted(p) for p in lost(group)}
         for entry in saved:
             if not isinstance(entry, Mapping) or not isinstance(entry.get("kept"), Mapping) \
                     or not isinstance(entry.get("lost"), Mapping) or set(entry["lost"]) != lost_keys:
                 continue
-            if entry["kept"] == _values(before, kept(group)):
+            if entry["kept"] == {_dotted(p): before[_dotted(p)] for p in kept(group)}:
                 for path in lost(group):
                     _set(obj, path, entry["lost"][_dotted(path)])
 
 
 def _differences(before: Mapping[str, Any], after: Obj, back: Obj, here: Callable[[LossyGroup], tuple[Path, ...]],
                  there: Callable[[LossyGroup], tuple[Path, ...]], groups: tuple[LossyGroup, ...]) -> list[dict[str, Any]]:
-    """Groups whose values `before` differ from the same object converted there and `back`."""
+    """Groups whose values `before` (by dotted path) differ from the same fields converted there
+    and `back`."""
     out = []
     for group in groups:
-        original = _values(before, here(group))
+        original = {_dotted(p): before[_dotted(p)] for p in here(group)}
         if original != _values(back, here(group)):
             out.append({"kept": _values(after, there(group)), "lost": original})
     return out
+
+
+def _lossy_paths(groups: tuple[LossyGroup, ...]) -> tuple[Path, ...]:
+    return tuple(p for g in groups for p in (*g.spoke, *g.hub))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,17 +324,21 @@ def _differences(before: Mapping[str, Any], after: Obj, back: Obj, here: Callabl
 
 
 def _up(obj: Obj, kind: str) -> Obj:
-    """A spoke object as the hub, keeping what the hub cannot hold in ANNOTATION_CONVERSION_V1BETA1."""
+    """A spoke object as the hub, keeping what the hub cannot hold in ANNOTATION_CONVERSION_V1BETA1.
+
+    `before` holds only the lossy fields' values; `back` only those fields, converted up and down.
+    """
     up, down = _MAPPERS[kind]
     groups = LOSSY.get(kind, ())
+    paths = _lossy_paths(groups)
     saved_hub = _take_saved(obj, c.ANNOTATION_CONVERSION_V1BETA2)
     _take_saved(obj, c.ANNOTATION_CONVERSION_V1BETA1)  # stale: recomputed below
-    before = copy.deepcopy(obj)
+    before = _values(obj, paths)
     up(obj)
     obj["apiVersion"] = HUB
     _restore(obj, before, saved_hub, kept=lambda g: g.spoke, lost=lambda g: g.hub, groups=groups)
     if groups:
-        back = copy.deepcopy(obj)
+        back = _only(obj, paths)
         down(back)
         _save(obj, c.ANNOTATION_CONVERSION_V1BETA1,
               _differences(before, obj, back, here=lambda g: g.spoke, there=lambda g: g.hub, groups=groups))
@@ -304,14 +349,15 @@ def _down(obj: Obj, kind: str, api_version: str) -> Obj:
     """A hub object as `api_version`, keeping what it cannot hold in ANNOTATION_CONVERSION_V1BETA2."""
     up, down = _MAPPERS[kind]
     groups = LOSSY.get(kind, ())
+    paths = _lossy_paths(groups)
     saved_spoke = _take_saved(obj, c.ANNOTATION_CONVERSION_V1BETA1)
     _take_saved(obj, c.ANNOTATION_CONVERSION_V1BETA2)  # stale: recomputed below
-    before = copy.deepcopy(obj)
+    before = _values(obj, paths)
     down(obj)
     obj["apiVersion"] = api_version
     _restore(obj, before, saved_spoke, kept=lambda g: g.hub, lost=lambda g: g.spoke, groups=groups)
     if groups:
-        back = copy.deepcopy(obj)
+        back = _only(obj, paths)
         up(back)
         _save(obj, c.ANNOTATION_CONVERSION_V1BETA2,
               _differences(before, obj, back, here=lambda g: g.hub, there=lambda g: g.spoke, groups=groups))

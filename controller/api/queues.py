@@ -2,8 +2,9 @@
 
 A ClusterQueue lists resource groups; each group covers some resources and gives, flavor by
 flavor in order of preference, a nominal quota (and optional borrowing/lending limits) for each.
-A LocalQueue points a namespace at a ClusterQueue. Used by the admission cycle, the queue status
-writers, the validators and `tasq simulate`.
+A LocalQueue points a namespace at a ClusterQueue. The v1beta2 models (the hub; v1beta1's are in
+`controller.api.v1beta1`). Used by the admission cycle, the queue status writers, the validators
+and `tasq simulate`.
 """
 
 from __future__ import annotations

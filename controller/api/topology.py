@@ -1,6 +1,6 @@
 """The Topology kind: the ordered node labels (widest first) that define a topology's levels.
 
-Served as v1alpha1 (Kueue's version) and v1beta1 with the same schema. ResourceFlavors name a
+The v1beta2 model (the hub), whose schema v1beta1 and v1alpha1 share. ResourceFlavors name a
 Topology by `topologyName`; the cache and the topology engine read its `level_labels`.
 """
 

@@ -2,8 +2,9 @@
 plane: `tasq run --local-webhooks` points every tasq CRD's conversion at its /convert; objects are
 stored as v1beta2; kubectl with v1beta1 manifests and the official client's CustomObjectsApi at
 v1beta1 read and write them as v1beta1 (Kueue's v1beta1 field names), kubectl and the client at
-v1beta2 as v1beta2, including a Workload the operator admitted with a multi-slice TopologyAssignment
-(compared decoded: the same pods on the same hosts in both versions, where its pods ran).
+v1beta2 as v1beta2, including a Workload the operator admitted with a multi-domain TopologyAssignment (v1beta2's
+compact slices, v1beta1's levels + domains; compared decoded: the same pods on the same hosts in both
+versions, where its pods ran).
 
 Same nodes and queues as test_operator (its `installed` fixture): 8 hosts x 8 GPUs, two per rack.
 """
@@ -19,6 +20,7 @@ import pytest
 from kubernetes import client, config
 
 from controller.api import constants as c
+from controller.api.topology_assignment import TopologyAssignment, read_v1beta1
 from tests.e2e.conftest import Kubectl
 from tests.e2e.test_operator import BLOCK, condition, get, installed, job, wait_for, workload_of
 from tests.e2e.test_operator_run import Process, lease_holder
@@ -107,12 +109,22 @@ def test_a_v1beta1_manifest_is_stored_once_and_each_version_reads_and_writes_it_
     assert listed[V1BETA1] == listed[V1BETA2] and "converted" in listed[V1BETA1]
 
 
-def assigned_hosts(assignment: Mapping[str, Any]) -> dict[str, int]:
-    """Pods per host of one pod set's topologyAssignment, whichever form the version serves."""
+def assigned_hosts(assignment: Mapping[str, Any], version: str) -> dict[str, int]:
+    """Pods per host of one pod set's topologyAssignment, decoded from the form `version` serves:
+    v1beta2's compact slices, v1beta1's `levels` + `domains`."""
+    if version == V1BETA2:
+        compact = TopologyAssignment.model_validate(assignment)
+        assert "slices" in assignment and "domains" not in assignment
+        levels, domains = compact.levels, compact.assigned_domains()
+    else:
+        assert "domains" in assignment and "slices" not in assignment
+        read = read_v1beta1(assignment)
+        assert not isinstance(read, str), read
+        levels, domains = read
+    host = levels.index(c.LABEL_HOSTNAME)
     hosts: dict[str, int] = {}
-    for piece in assignment.get("slices") or []:
-        host = piece["nodeLabels"][c.LABEL_HOSTNAME]
-        hosts[host] = hosts.get(host, 0) + int(piece["count"])
+    for domain in domains:
+        hosts[domain.values[host]] = hosts.get(domain.values[host], 0) + domain.count
     return hosts
 
 
@@ -141,8 +153,8 @@ def test_an_admitted_workload_reads_the_same_in_both_versions_with_kubectl_and_t
     for view, wl in views.items():
         assert wl["apiVersion"] == f"{c.GROUP}/{view.split()[1]}", view
         assert wl["metadata"]["uid"] == admitted["metadata"]["uid"], view
-    hosts = {view: [assigned_hosts(psa["topologyAssignment"]) for psa in wl["status"]["admission"]["podSetAssignments"]]
-             for view, wl in views.items()}
+    hosts = {view: [assigned_hosts(psa["topologyAssignment"], view.split()[1])
+                    for psa in wl["status"]["admission"]["podSetAssignments"]] for view, wl in views.items()}
     (expected,) = hosts["kubectl v1beta2"]
     assert len(expected) == 4 and set(expected.values()) == {1}, expected
     assert all(h == [expected] for h in hosts.values()), hosts

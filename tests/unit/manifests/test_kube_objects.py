@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from controller.api import constants as c
 from controller.manifests.kube_objects import check_object
 from tests.builders.cluster import make_node, make_pod
-from tests.builders.kueue import make_flavor, make_job, make_local_queue
+from tests.builders.kueue import make_cluster_queue, make_flavor, make_job, make_local_queue
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 TERMS = f"spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms"
@@ -160,3 +161,17 @@ def test_pods_keep_requests_placement_and_tasqs_annotations_only() -> None:
     assert "env" not in kept["spec"]["containers"][0]
     assert kept["spec"]["containers"][0]["resources"] == pod["spec"]["containers"][0]["resources"]
     assert "affinity" not in kept["spec"], "an empty nodeAffinity constrains nothing"
+
+
+def test_a_v1beta1_cluster_queue_is_kept_as_v1beta2() -> None:
+    """A Kueue v1beta1 manifest keeps its meaning: cohort becomes cohortName, Borrow MayStopSearch."""
+    queue = make_cluster_queue("cq").cohort("research").set("apiVersion", c.API_VERSION_V1BETA1).obj()
+    queue["spec"]["cohort"] = queue["spec"].pop("cohortName")
+    queue["spec"]["flavorFungibility"] = {"whenCanBorrow": "Borrow"}
+    checked = check_object(queue)
+    assert checked.errors == []
+    assert checked.obj is not None
+    assert checked.obj["apiVersion"] == c.API_VERSION
+    assert checked.obj["spec"]["cohortName"] == "research"
+    assert "cohort" not in checked.obj["spec"]
+    assert checked.obj["spec"]["flavorFungibility"] == {"whenCanBorrow": "MayStopSearch"}
