@@ -30,10 +30,13 @@ SPOKE_FIELDS: Final[Mapping[str, tuple[tuple[str, str, bool], ...]]] = {
                       ("spec.priorityClassRef.kind", "spec.priorityClassSource", True),
                       ("spec.priorityClassRef", "spec.priorityClassName", False),
                       ("status.accumulatedPastExecutionTimeSeconds", "status.accumulatedPastExexcutionTimeSeconds",
-                       True)),
+                       True),
+                      # a slice is any number of v1beta1's domains: the error is on the domains as a whole
+                      ("status.admission.podSetAssignments[*].topologyAssignment.slices",
+                       "status.admission.podSetAssignments[*].topologyAssignment.domains", False)),
 }
 """kind -> (hub field path, the v1beta1 field it comes from, whether a path below it keeps its tail
-there), most specific first: Kueue's renames as `conversion` carries them out
+there; `[*]` is any list index, the same in both), most specific first: Kueue's renames as `conversion` carries them out
 (tests/unit/manifests/test_api_versions.py checks the two agree)."""
 
 
@@ -46,20 +49,35 @@ class InHub:
     errors: list[FieldError]
 
 
+def _prefix(hub: str) -> re.Pattern[str]:
+    """A hub path as a pattern matching it and any path below it, each `[*]` capturing its index."""
+    return re.compile(re.escape(hub).replace(re.escape("[*]"), r"\[(\d+)\]") + r"(?=$|[.\[])")
+
+
 def spoke_path(kind: str, hub_path: str) -> str:
     """The v1beta1 path of a field error found in the hub form of a `kind` object."""
     for hub, spoke, keeps_tail in SPOKE_FIELDS.get(kind, ()):
-        if hub_path == hub or hub_path.startswith((f"{hub}.", f"{hub}[")):
-            return spoke + (hub_path[len(hub):] if keeps_tail else "")
+        found = _prefix(hub).match(hub_path)
+        if found is not None:
+            head = spoke
+            for index in found.groups():
+                head = head.replace("[*]", f"[{index}]", 1)
+            return head + (hub_path[found.end():] if keeps_tail else "")
     return hub_path
 
 
+def _bracketed(dotted: str) -> str:
+    """`conversion`'s dotted field path with list indexes written as kubectl writes them: a.0.b -> a[0].b."""
+    return re.sub(r"\.(\d+)(?=\.|\[|$)", r"[\1]", dotted)
+
+
 def spoke_message(kind: str, message: str) -> str:
-    """A hub rule's message with the renamed fields called by their v1beta1 names."""
+    """A hub rule's message with the renamed fields called by their v1beta1 names (a renamed field's
+    own name only: `name` in a message is not priorityClassRef's)."""
     for hub, spoke, _ in SPOKE_FIELDS.get(kind, ()):
-        hub_field, spoke_field = hub.split(".", 1)[1], spoke.split(".", 1)[1]
-        if "." not in hub_field:  # sub-fields (priorityClassRef.name): messages name the whole field
-            message = re.sub(rf"\b{re.escape(hub_field)}\b", spoke_field, message)
+        hub_steps, spoke_steps = hub.split("."), spoke.split(".")
+        if len(hub_steps) == len(spoke_steps) and hub_steps[:-1] == spoke_steps[:-1]:
+            message = re.sub(rf"\b{re.escape(hub_steps[-1])}\b", spoke_steps[-1], message)
     return message
 
 
@@ -137,6 +155,7 @@ def to_hub(obj: dict[str, Any], check_hub: Callable[[dict[str, Any]], list[Field
         return InHub(None, errors)
     hub = convert(obj, HUB) if obj["apiVersion"] in served_versions(kind) else {**obj, "apiVersion": HUB}
     if isinstance(hub, ConversionFailure):
-        return InHub(None, [invalid_omitted(ROOT.child(hub.field) if hub.field else ROOT, hub.message)])
+        return InHub(None, [FieldError(_bracketed(hub.field), f"Invalid value: {hub.detail}") if hub.field
+                            else invalid_omitted(ROOT, hub.message)])
     errors = [FieldError(spoke_path(kind, e.path), spoke_message(kind, e.message)) for e in check_hub(hub)]
     return InHub(None if errors else hub, errors)

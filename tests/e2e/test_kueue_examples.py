@@ -133,6 +133,8 @@ def test_tas_guide_required_preferred_required_again_unconstrained(
                          logs=lambda: pod_states(kubectl))
         racks = {(labels[p["spec"]["nodeName"]][BLOCK], labels[p["spec"]["nodeName"]][RACK]) for p in pods}
         assert len(racks) == 1, racks
+        # the guide's figures: 7 pods on kind-worker and 3 on kind-worker2
+        assert Counter(p["spec"]["nodeName"] for p in pods) == {"kind-worker": 7, "kind-worker2": 3}
         for pod in pods:  # the ungater's node selector names the assigned node, inside the rack
             assert not pod["spec"].get("schedulingGates"), pod["metadata"]["name"]
             assert pod["spec"]["nodeSelector"][c.LABEL_HOSTNAME] == pod["spec"]["nodeName"]

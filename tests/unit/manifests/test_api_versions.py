@@ -36,10 +36,19 @@ def _set(obj: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def _get(obj: dict[str, Any], dotted: str) -> Any:
+    """The value at a dotted path; `name[*]` steps into the first item of the list `name`."""
     node: Any = obj
     for step in dotted.split("."):
-        node = node.get(step) if isinstance(node, dict) else None
+        key, _, index = step.partition("[")
+        node = node.get(key) if isinstance(node, dict) else None
+        if index and isinstance(node, list):
+            node = node[0] if node else None
     return node
+
+
+ADMITTED_BY_DOMAINS = {"admission": {"clusterQueue": "cq", "podSetAssignments": [{
+    "name": "main", "count": 2, "flavors": {"cpu": "f"},
+    "topologyAssignment": {"levels": [c.LABEL_HOSTNAME], "domains": [{"values": ["n1"], "count": 2}]}}]}}
 
 
 PRIORITY = {"spec.priorityClassName": "high", "spec.priorityClassSource": c.PRIORITY_SOURCE_POD}
@@ -49,6 +58,7 @@ SPOKE_FIELDS_SET: dict[str, dict[str, Any]] = {
     "spec.priorityClassName": PRIORITY,  # a name converts only with its source, and the other way round
     "spec.priorityClassSource": PRIORITY,
     "status.accumulatedPastExexcutionTimeSeconds": {"status.accumulatedPastExexcutionTimeSeconds": 7},
+    "status.admission.podSetAssignments[*].topologyAssignment.domains": {"status": ADMITTED_BY_DOMAINS},
 }
 """v1beta1 field -> the fields a v1beta1 object needs for it to convert."""
 
@@ -85,6 +95,9 @@ PATH_CASES = [
              "spec.priorityClassName"),
     PathCase("a field with the same name in both stays", c.KIND_WORKLOAD, "spec.podSets[0].count",
              "spec.podSets[0].count"),
+    PathCase("inside a topology assignment's slices: its domains, at the same pod set",
+             c.KIND_WORKLOAD, "status.admission.podSetAssignments[3].topologyAssignment.slices[1].podCounts",
+             "status.admission.podSetAssignments[3].topologyAssignment.domains"),
     PathCase("a prefix that is not the field stays", c.KIND_CLUSTER_QUEUE, "spec.cohortNameX", "spec.cohortNameX"),
 ]
 
@@ -107,6 +120,18 @@ ERROR_CASES = [
     ErrorCase("v1beta1 priority class without priority: Kueue's v1beta1 message",
               workload(V1BETA1, priorityClassName="high", priorityClassSource=c.PRIORITY_SOURCE_POD),
               ["spec.priority: Required value: priority should not be nil when priorityClassName is set"]),
+    ErrorCase("v1beta1 domains holding more pods than assigned: named as domains",
+              {**workload(V1BETA1), "status": {"admission": {**ADMITTED_BY_DOMAINS["admission"], "podSetAssignments": [
+                  {**ADMITTED_BY_DOMAINS["admission"]["podSetAssignments"][0], "topologyAssignment": {
+                      "levels": [c.LABEL_HOSTNAME], "domains": [{"values": ["n1"], "count": 5}]}}]}}},
+              ["status.admission.podSetAssignments[0].topologyAssignment.domains: Invalid value: \"5 pod(s)\": "
+               "the domains must hold exactly"]),
+    ErrorCase("v1beta1 domain that conversion refuses: its path written as kubectl writes it",
+              {**workload(V1BETA1), "status": {"admission": {**ADMITTED_BY_DOMAINS["admission"], "podSetAssignments": [
+                  {**ADMITTED_BY_DOMAINS["admission"]["podSetAssignments"][0], "topologyAssignment": {
+                      "levels": [c.LABEL_HOSTNAME], "domains": [{"values": ["n1", "n2"], "count": 2}]}}]}}},
+              ["status.admission.podSetAssignments[0].topologyAssignment.domains[0].values: Invalid value: must hold "
+               "one value per level"]),
     ErrorCase("the hub's field name in v1beta1 is unknown there",
               cluster_queue(V1BETA1, cohortName="pool"), ['spec.cohortName: unknown field "cohortName"']),
     ErrorCase("v1beta1's field name in v1beta2 is unknown there, not silently dropped",
