@@ -46,9 +46,14 @@ def _get(obj: dict[str, Any], dotted: str) -> Any:
     return node
 
 
-ADMITTED_BY_DOMAINS = {"admission": {"clusterQueue": "cq", "podSetAssignments": [{
-    "name": "main", "count": 2, "flavors": {"cpu": "f"},
-    "topologyAssignment": {"levels": [c.LABEL_HOSTNAME], "domains": [{"values": ["n1"], "count": 2}]}}]}}
+def admitted_by_domains(*domains: dict[str, Any]) -> dict[str, Any]:
+    """A v1beta1 Workload status admitted with these `domains` (one hostname level) for its 2 pods."""
+    return {"admission": {"clusterQueue": "cq", "podSetAssignments": [{
+        "name": "main", "count": 2, "flavors": {"cpu": "f"},
+        "topologyAssignment": {"levels": [c.LABEL_HOSTNAME], "domains": list(domains)}}]}}
+
+
+ADMITTED_BY_DOMAINS = admitted_by_domains({"values": ["n1"], "count": 2})
 
 
 PRIORITY = {"spec.priorityClassName": "high", "spec.priorityClassSource": c.PRIORITY_SOURCE_POD}
@@ -121,15 +126,11 @@ ERROR_CASES = [
               workload(V1BETA1, priorityClassName="high", priorityClassSource=c.PRIORITY_SOURCE_POD),
               ["spec.priority: Required value: priority should not be nil when priorityClassName is set"]),
     ErrorCase("v1beta1 domains holding more pods than assigned: named as domains",
-              {**workload(V1BETA1), "status": {"admission": {**ADMITTED_BY_DOMAINS["admission"], "podSetAssignments": [
-                  {**ADMITTED_BY_DOMAINS["admission"]["podSetAssignments"][0], "topologyAssignment": {
-                      "levels": [c.LABEL_HOSTNAME], "domains": [{"values": ["n1"], "count": 5}]}}]}}},
+              {**workload(V1BETA1), "status": admitted_by_domains({"values": ["n1"], "count": 5})},
               ["status.admission.podSetAssignments[0].topologyAssignment.domains: Invalid value: \"5 pod(s)\": "
                "the domains must hold exactly"]),
     ErrorCase("v1beta1 domain that conversion refuses: its path written as kubectl writes it",
-              {**workload(V1BETA1), "status": {"admission": {**ADMITTED_BY_DOMAINS["admission"], "podSetAssignments": [
-                  {**ADMITTED_BY_DOMAINS["admission"]["podSetAssignments"][0], "topologyAssignment": {
-                      "levels": [c.LABEL_HOSTNAME], "domains": [{"values": ["n1", "n2"], "count": 2}]}}]}}},
+              {**workload(V1BETA1), "status": admitted_by_domains({"values": ["n1", "n2"], "count": 2})},
               ["status.admission.podSetAssignments[0].topologyAssignment.domains[0].values: Invalid value: must hold "
                "one value per level"]),
     ErrorCase("the hub's field name in v1beta1 is unknown there",
