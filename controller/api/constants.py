@@ -213,8 +213,8 @@ ANNOTATION_DEVCLUSTER_RUN_SECONDS: Final = "devcluster.tasq.io/run-seconds"
 # ... and fails a pod (phase Failed, exit code 1) when this annotation is "true".
 ANNOTATION_DEVCLUSTER_FAIL: Final = "devcluster.tasq.io/fail"
 
-# The Kueue release whose API (v1beta1) and behaviour tasq follows; `tasq version` prints it.
-KUEUE_VERSION_FOLLOWED: Final = "0.19"
+# The Kueue release whose API (v1beta2, v1beta1 still served) tasq follows; `tasq version` prints it.
+KUEUE_VERSION_FOLLOWED: Final = "0.20"
 
 # Leader election: the Lease only the leader renews (in the operator's namespace).
 LEADER_LEASE_NAME: Final = "tasq-controller-leader"

@@ -1,13 +1,14 @@
-"""`tasq version` (and `tasq --version`): the package version, the commit it was built from, the API
-versions served, the Kueue followed.
+"""`tasq version` (and `tasq --version`): the package version, the commit it was built from, the Kueue
+release whose API tasq follows, and per kind the API versions served and the one stored (`-o json`).
 
 Reads the installed distribution's metadata, the commit baked in at build time (an image) or else the
-checkout's git HEAD, and the CRD kinds' served versions.
+checkout's git HEAD, and the CRD kinds' versions.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -22,6 +23,8 @@ DISTRIBUTION = "tasq"
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("version", help="print the tasq version and the API versions it serves")
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                        help="text (default) or one JSON object")
     parser.set_defaults(handler=run)
 
 
@@ -58,18 +61,30 @@ def commit() -> str:
     return found or "unknown"
 
 
+def versions() -> dict[str, Any]:
+    """What `tasq version -o json` prints: deterministic for one installation."""
+    return {"tasq": package_version(), "commit": commit(), "kueueAPI": c.KUEUE_VERSION_FOLLOWED, "group": c.GROUP,
+            "kinds": [{"kind": spec.kind, "served": list(spec.served_versions), "storage": spec.storage_version}
+                      for spec in KINDS]}
+
+
 def describe() -> str:
     """The lines `tasq version` prints: deterministic for one installation."""
     lines = [f"tasq {package_version()}",
              f"commit {commit()}",
-             f"follows the API of Kueue {c.KUEUE_VERSION_FOLLOWED} ({c.API_VERSION})",
-             "serves:"]
+             f"follows the API of Kueue {c.KUEUE_VERSION_FOLLOWED} ({c.API_VERSION}; the older versions are still "
+             "served)",
+             "serves (after an upgrade from an earlier tasq, `tasq migrate-storage` moves stored objects to the "
+             "stored version):"]
     for spec in KINDS:
-        versions = ", ".join(f"{c.GROUP}/{v}" for v in spec.served_versions)
-        lines.append(f"  {spec.kind}: {versions} (stored as {spec.storage_version})")
+        served = ", ".join(f"{c.GROUP}/{v}" for v in spec.served_versions)
+        lines.append(f"  {spec.kind}: {served} (stored as {spec.storage_version})")
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
-    print(describe())
+    if getattr(args, "output", "text") == "json":
+        print(json.dumps(versions(), indent=2))
+    else:
+        print(describe())
     return 0
