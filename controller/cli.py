@@ -53,6 +53,11 @@ def _workloads() -> ModuleType:
     return workloads
 
 
+def _migrate_storage() -> ModuleType:
+    from controller.commands import migrate_storage
+    return migrate_storage
+
+
 def _version() -> ModuleType:
     from controller.commands import version
     return version
@@ -70,6 +75,7 @@ COMMANDS: dict[str, tuple[str, Callable[[], ModuleType]]] = {
     "stop": ("stop a Workload (spec.active=false): it gives back its quota and waits", _workloads),
     "resume": ("resume a stopped Workload (spec.active=true)", _workloads),
     "crds": ("regenerate crds/ from the API models (or --check it)", _crds),
+    "migrate-storage": ("after an upgrade, rewrite every stored tasq object in the storage version", _migrate_storage),
     "version": ("print the tasq version, the API versions it serves and the Kueue it follows", _version),
 }
 

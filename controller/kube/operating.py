@@ -33,7 +33,7 @@ from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor
 from controller.kube.job_reconciling import JobReconciler
 from controller.kube.leading import LeaderElector
-from controller.kube.metrics import Endpoints, Metrics, serving_endpoints
+from controller.kube.metrics import BuildInfo, Endpoints, Metrics, serving_endpoints
 from controller.kube.routing import EventRouter, Loop
 from controller.kube.ungating import TopologyUngater
 from controller.kube.visibility import cache_routes
@@ -55,11 +55,14 @@ SettingsHook = Callable[[kopf.OperatorSettings], None]
 class OperatorOptions:
     """How `serve_operator` (and `serve_tasq` above it) runs the operator. `elector`: a
     LeaderElector (always leading without one); `endpoints`: where /metrics and the probes are
-    served (nothing by default); `features`: Kueue's placement feature gates; `started` is called
+    served (nothing by default); `build`: the version and commit the metrics report; `features`:
+    Kueue's placement feature gates; `started` is called
     with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
 
     elector: LeaderElector | None = None
     endpoints: Endpoints = field(default_factory=Endpoints)
+    build: BuildInfo | None = None
+    """kueue_build_info's labels (`tasq run` passes the version and commit)."""
     features: FeatureGates = field(default_factory=FeatureGates)
     started: Callable[[Operator], None] | None = None
 
@@ -75,7 +78,7 @@ class Operator:
         self.api = KubeApi(api_client)
         self.cache = ClusterCache(features=options.features)
         self.recorder = EventRecorder(self.api)
-        self.metrics = Metrics()
+        self.metrics = Metrics(options.build)
         self.router = EventRouter(self.cache, {Loop.ADMISSION: self._wake_admission, Loop.JOBS: self._wake_jobs,
                                                Loop.UNGATER: self._wake_ungater})
         self.evictor = Evictor(self.cache, self.api, self.recorder, self.router.applied, self.metrics)
@@ -88,6 +91,11 @@ class Operator:
         else:
             self.leading = asyncio.Event()
             self.leading.set()
+        if options.elector is not None:
+            self.metrics.leading(self.leading.is_set)
+        if admission is not None:
+            admission.observe = self.metrics.webhook_answered
+            self.metrics.certificate_watched("webhook", admission.tls.cert)
         self.ungater = TopologyUngater(self.api, self.cache.ungating_input, self.metrics,
                                        leader=self.leading)
         self.registry = kopf.OperatorRegistry()
@@ -193,6 +201,8 @@ class Operator:
         await asyncio.wait({kopf_task, ready_wait}, return_when=asyncio.FIRST_COMPLETED)
         if kopf_ready.is_set():
             self.ready.set()
+            log.info("ready: cache primed (%d nodes, %d Workloads), watching%s", len(self.cache.nodes),
+                     len(self.cache.workloads), "" if self.leading.is_set() else "; standing by until it leads")
         stopping = asyncio.create_task(stop.wait())
         try:
             await asyncio.wait({kopf_task, stopping}, return_when=asyncio.FIRST_COMPLETED)
