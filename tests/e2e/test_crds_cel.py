@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
+from controller.api.conversion import convert
 from controller.commands.crds import DEFAULT_DIR
 from tests.e2e.conftest import Kubectl
 from tests.unit.api import examples
@@ -78,11 +79,13 @@ def _flavor_without_labels(name: str) -> Doc:
             "spec": {"topologyName": "racks"}}
 
 
-def _workload_without_priority(name: str) -> Doc:
+def _workload_without_priority(name: str, api_version: str = c.API_VERSION) -> Doc:
     wl = _stored(_workload(), "default")
     wl["metadata"]["name"] = name
     del wl["spec"]["priority"]
-    return wl
+    converted = convert(wl, api_version)
+    assert isinstance(converted, dict)
+    return converted
 
 
 @pytest.mark.parametrize(("doc", "message"), [
@@ -92,8 +95,11 @@ def _workload_without_priority(name: str) -> Doc:
                  id="hostname above the lowest level"),
     pytest.param(_flavor_without_labels("no-labels"), "at least one nodeLabel is required when topology is set",
                  id="a topology flavor without nodeLabels"),
-    pytest.param(_workload_without_priority("no-priority"), "priority should not be nil when priorityClassName is set",
-                 id="a priorityClassName without priority"),
+    pytest.param(_workload_without_priority("no-priority"), "priority should not be nil when priorityClassRef is set",
+                 id="a priorityClassRef without priority"),
+    pytest.param(_workload_without_priority("no-priority-v1", c.API_VERSION_V1BETA1),
+                 "priority should not be nil when priorityClassName is set",
+                 id="v1beta1: a priorityClassName without priority"),
 ])
 def test_cel_rules_refuse_with_kueues_messages(crds_applied: Kubectl, tmp_path: Path, doc: Doc,
                                               message: str) -> None:

@@ -97,12 +97,16 @@ def test_get_resource_flavors_by_short_name(kubectl: Kubectl, samples_applied: A
 def test_explain_reads_the_crd_schema_from_openapi_v3(kubectl: Kubectl, crds_installed: Any) -> None:
     out = kubectl("explain", "workload.spec.podSets").stdout
     assert "KIND:       Workload" in out and "FIELD: podSets <[]Object>" in out
+    assert "VERSION:    v1beta2" in out  # the preferred version: the first one the CRD lists
     fields = sorted(line.split()[0] for line in out.split("FIELDS:")[1].splitlines() if line.startswith("  ")
                     and not line.startswith("    "))
     crd = yaml.safe_load((REPO / "crds" / "kueue.x-k8s.io_workloads.yaml").read_text())
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     want = schema["properties"]["spec"]["properties"]["podSets"]["items"]["properties"]
     assert fields == sorted(want)
+    # the models' descriptions, as users read them (kubectl wraps long lines and adds the items' own)
+    description = " ".join(out.split("DESCRIPTION:")[1].split("FIELDS:")[0].split())
+    assert description.startswith(schema["properties"]["spec"]["properties"]["podSets"]["description"])
 
 
 @pytest.mark.parametrize("path, want_type", [

@@ -71,7 +71,7 @@ def admitted_events(kubectl: Kubectl, namespace: str, workload: str) -> int:
 
 def gpu_usage(kubectl: Kubectl, namespace: str) -> str:
     lq = get(kubectl, "localqueue", "lq", "-n", namespace)
-    for flavor in lq.get("status", {}).get("flavorUsage") or []:
+    for flavor in lq.get("status", {}).get("flavorsUsage") or []:
         for resource in flavor["resources"]:
             if resource["name"] == "nvidia.com/gpu":
                 return str(resource["total"])

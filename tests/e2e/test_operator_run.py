@@ -224,7 +224,7 @@ def test_a_restart_after_an_admission_and_before_ungating_ungates_each_pod_once_
     assert admitted_events(kubectl, namespace, x["metadata"]["name"]) == 1
     lq = wait_for(lambda: (q := get(kubectl, "localqueue", "lq", "-n", namespace)) and
                   (q.get("status") or {}).get("admittedWorkloads") == 2 and q, what="queue status")
-    gpu = [r for f in lq["status"]["flavorUsage"] for r in f["resources"] if r["name"] == "nvidia.com/gpu"]
+    gpu = [r for f in lq["status"]["flavorsUsage"] for r in f["resources"] if r["name"] == "nvidia.com/gpu"]
     assert gpu[0]["total"] == "32"  # 16 + 16, the sum of the two admissions
     for name in ("x", "y"):
         kubectl("delete", "job", name, "-n", namespace)

@@ -24,6 +24,7 @@ from kopf._core.engines.indexing import OperatorIndexers
 from kopf._core.reactor import inventory
 
 from controller.api import constants as c
+from controller.api.crds import KINDS
 from webhooks.handlers import register_handlers
 from webhooks.serving import answer
 
@@ -33,12 +34,8 @@ _uids = itertools.count(1)
 RESOURCES: dict[tuple[str, str], tuple[str, str, str, bool]] = {
     ("batch/v1", "Job"): ("batch", "v1", "jobs", True),
     ("v1", "Pod"): ("", "v1", "pods", True),
-    (f"{c.GROUP}/{c.VERSION_V1ALPHA1}", c.KIND_TOPOLOGY): (c.GROUP, c.VERSION_V1ALPHA1, c.PLURAL_TOPOLOGIES, False),
-    (c.API_VERSION, c.KIND_TOPOLOGY): (c.GROUP, c.VERSION_V1BETA1, c.PLURAL_TOPOLOGIES, False),
-    (c.API_VERSION, c.KIND_RESOURCE_FLAVOR): (c.GROUP, c.VERSION_V1BETA1, c.PLURAL_RESOURCE_FLAVORS, False),
-    (c.API_VERSION, c.KIND_CLUSTER_QUEUE): (c.GROUP, c.VERSION_V1BETA1, c.PLURAL_CLUSTER_QUEUES, False),
-    (c.API_VERSION, c.KIND_LOCAL_QUEUE): (c.GROUP, c.VERSION_V1BETA1, c.PLURAL_LOCAL_QUEUES, True),
-    (c.API_VERSION, c.KIND_WORKLOAD): (c.GROUP, c.VERSION_V1BETA1, c.PLURAL_WORKLOADS, True),
+    **{(f"{c.GROUP}/{version}", spec.kind): (c.GROUP, version, spec.plural, spec.namespaced)
+       for spec in KINDS for version in spec.served_versions},
 }
 
 

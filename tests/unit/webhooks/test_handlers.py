@@ -274,3 +274,15 @@ def test_a_cluster_queue_asking_for_preemption_is_allowed_without_a_warning(hook
     asking = valid_cluster_queue().set("spec.preemption", {"withinClusterQueue": "LowerPriority"}).obj()
     response = admit(hooks, c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, asking)
     assert response["allowed"] is True and not response.get("warnings")
+
+
+def test_a_v1beta1_cluster_queue_is_validated_as_v1beta2(hooks: Admission) -> None:
+    """The API server may send a v1beta1 object (an exact rule match): its deprecated fungibility
+    values are accepted (they convert) and its errors name v1beta2 fields."""
+    v1 = (valid_cluster_queue().set("apiVersion", c.API_VERSION_V1BETA1)
+          .set("spec.flavorFungibility", {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"})
+          .set("spec.preemption", {"withinClusterQueue": "LowerPriority"}))
+    response = admit(hooks, c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, v1.obj())
+    assert response["allowed"] is True and not response.get("warnings"), response
+    denied_paths(admit(hooks, c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, v1.set("spec.cohort", "Bad_Name").obj()),
+                 "spec.cohortName")
