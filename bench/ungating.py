@@ -30,7 +30,7 @@ from kubernetes.aio import config as aconfig
 from kubernetes.aio.client import ApiClient, CoreV1Api
 
 from controller.api import constants as c
-from controller.api.workload import TopologySlice
+from controller.api.topology_assignment import DomainPods
 from controller.core.ungating import PodState, UngatingInput, plan_ungating
 from controller.kube.api import KubeApi
 from controller.kube.ungating import TopologyUngater
@@ -62,9 +62,9 @@ asyncio.run(main())
 """
 
 
-def slices_for(pods: int) -> dict[str, list[TopologySlice]]:
+def slices_for(pods: int) -> dict[str, list[DomainPods]]:
     n = -(-pods // PODS_PER_SLICE)
-    return {"main": [TopologySlice(node_labels={BLOCK: f"b{i // 8}", RACK: f"r{i:03d}"},
+    return {"main": [DomainPods(node_labels={BLOCK: f"b{i // 8}", RACK: f"r{i:03d}"},
                                    count=min(PODS_PER_SLICE, pods - i * PODS_PER_SLICE)) for i in range(n)]}
 
 

@@ -22,6 +22,7 @@ from devcluster.server.clock import Clock, utc_now
 from devcluster.server.faults import Faults
 from devcluster.server.store import HISTORY_LIMIT
 from devcluster.webhooking.admission import WebhookChain
+from devcluster.webhooking.conversion import ConversionWebhooks
 
 T = TypeVar("T")
 
@@ -41,6 +42,7 @@ class DevCluster:
         self.api = ApiServer(now=now, history_limit=history_limit)
         self.faults = Faults(self.api).install()
         self.webhooks = WebhookChain(self.api, faults=self.faults).install()
+        self.conversions = ConversionWebhooks(self.api, self.webhooks.services).install()
         self.http = HttpFrontend(self.api, bookmark_interval)
         self.http.debug_handlers["faults"] = self.faults.serve_http
         self._port = port
@@ -100,6 +102,7 @@ class DevCluster:
             self._compactor = None
         self.http.close_watches()
         await self.webhooks.aclose()
+        await self.conversions.aclose()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -4,7 +4,9 @@ Pure: `webhook_configurations(client)` builds both objects for a local URL with 
 (`local_client`, `tasq dev` / `tasq run --local-webhooks`) or for the in-cluster Service
 (`service_client`, the static config/webhook/ YAML a unit test keeps equal to this). Every webhook
 fails closed but is scoped tightly: never kube-system or tasq's own namespace, pods only with
-tasq's label, Jobs only with the queue label. Called by controller.kube.webhooking and tests.
+tasq's label, Jobs only with the queue label. `crd_conversion(client)` is the CRDs'
+`spec.conversion` pointing at the same server's /convert (config/crd's patch is kept equal to
+`in_cluster_conversion`). Called by controller.kube.webhooking and tests.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ TIMEOUT_SECONDS: Final = 10
 EXCLUDED_NAMESPACES: Final = ("kube-system", c.TASQ_NAMESPACE)
 CERT_MANAGER_INJECT_CA: Final = "cert-manager.io/inject-ca-from"
 CERTIFICATE_NAME: Final = "tasq-serving-cert"
+CONVERSION_PATH: Final = "convert"
+"""The path of the CRD conversion webhook on the same server (ConversionReview v1)."""
+CONVERSION_REVIEW_VERSIONS: Final = ("v1",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,3 +140,15 @@ def webhook_configurations(client: ClientConfig, excluded: tuple[str, ...] = EXC
 def in_cluster_configurations() -> tuple[dict[str, Any], dict[str, Any]]:
     """What config/webhook/manifests.yaml holds: the Service client, caBundle from cert-manager."""
     return webhook_configurations(service_client(), inject_ca_from=f"{c.TASQ_NAMESPACE}/{CERTIFICATE_NAME}")
+
+
+def crd_conversion(client: ClientConfig) -> dict[str, Any]:
+    """A CRD's `spec.conversion` sending every conversion of tasq's kinds to the server's /convert
+    (the one place it is built: local registration and config/crd's patch both use it)."""
+    return {"strategy": "Webhook", "webhook": {"clientConfig": client.for_path(CONVERSION_PATH),
+                                               "conversionReviewVersions": list(CONVERSION_REVIEW_VERSIONS)}}
+
+
+def in_cluster_conversion() -> dict[str, Any]:
+    """What config/crd's patch sets on every CRD: the Service client, caBundle from cert-manager."""
+    return crd_conversion(service_client())

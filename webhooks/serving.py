@@ -4,7 +4,9 @@
 id> over TLS with a certificate and key read from files, and swaps in a new TLS context when the
 files change (`ReloadingTls`, also used by the metrics server), so the next handshake uses the new
 certificate without a restart. A path that names no webhook gets a 404, a malformed AdmissionReview
-a 400, and the server keeps serving; every request is logged with the object it reviews. While
+a 400, and the server keeps serving; every request is logged with the object it reviews. POST
+/convert answers CRD ConversionReviews with a converter (`controller.api.conversion.convert` unless
+another is given; `webhooks.converting`). While
 `draining` (a stopping replica) every answer closes its connection. Started by
 controller.kube.webhooking; tests run it directly.
 """
@@ -28,7 +30,9 @@ from aiohttp import web
 # kopf raises these for a review it cannot serve; it does not export the class at its top level.
 from kopf._core.engines.admission import WebhookError
 
-from webhooks.configurations import MUTATING_ROUTES, VALIDATING_ROUTES
+from controller.api.conversion import convert
+from webhooks.configurations import CONVERSION_PATH, MUTATING_ROUTES, VALIDATING_ROUTES
+from webhooks.converting import Converter, answer_conversion
 from webhooks.handlers import DENIAL_CODE, denial_message
 from webhooks.validation.errors import ROOT, FieldError, FieldPath
 
@@ -39,6 +43,10 @@ OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 MAX_OBJECT_DEPTH: Final = 64  # a Workload's pod template nests about 15 levels; kopf copies recursively
 IDENTITY_FIELDS: Final = ("name", "generateName", "namespace", "uid")
 MAX_REVIEW_BYTES: Final = 8 * 1024 * 1024  # kube-apiserver's own request limit is 3 MiB
+MAX_CONVERSION_BYTES: Final = 256 * 1024 * 1024
+"""A ConversionReview may carry a whole list (kube-apiserver sends what one list read needs)."""
+INLINE_CONVERSIONS: Final = 16
+"""Reviews with more objects are converted in a worker thread, so the loop keeps serving meanwhile."""
 HANDLER_IDS: Final = frozenset(route.handler_id for route in (*MUTATING_ROUTES, *VALIDATING_ROUTES))
 """The paths the webhook configurations call; kopf would answer `allowed: true` on any other."""
 
@@ -251,8 +259,10 @@ class AdmissionServer:
     `handler_ids` are the paths it answers (every configured webhook by default); others get 404."""
 
     def __init__(self, tls: TlsFiles, *, addr: str = "127.0.0.1", port: int = 0, host: str | None = None,
-                 reload_interval: float = 10.0, handler_ids: frozenset[str] = HANDLER_IDS) -> None:
+                 reload_interval: float = 10.0, handler_ids: frozenset[str] = HANDLER_IDS,
+                 converter: Converter | None = convert) -> None:
         self.tls = tls
+        self.converter = converter
         self.addr = addr
         self.port = port
         self.host = host or addr
@@ -280,13 +290,19 @@ class AdmissionServer:
         await self._listening.wait()
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
-        app = web.Application(client_max_size=MAX_REVIEW_BYTES)
+        app = web.Application(client_max_size=MAX_CONVERSION_BYTES)
 
         async def serve(request: web.Request) -> web.Response:
             response = await self._serve(fn, request)
             if self.draining:
                 response.force_close()
             return response
+        async def convert(request: web.Request) -> web.Response:
+            response = await self._convert(request)
+            if self.draining:
+                response.force_close()
+            return response
+        app.router.add_post(f"/{CONVERSION_PATH}", convert)
         app.router.add_post("/{id:.*}", serve)
         runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
@@ -313,8 +329,11 @@ class AdmissionServer:
         if webhook not in self.handler_ids:
             logger.warning("Admission request refused: no webhook at %s", request.path)
             return web.json_response({"message": f"no webhook at {request.path}"}, status=404)
+        raw = await request.read()
+        if len(raw) > MAX_REVIEW_BYTES:
+            return _bad_request(f"an AdmissionReview must not exceed {MAX_REVIEW_BYTES} bytes")
         try:
-            review = json.loads(await request.read())
+            review = json.loads(raw)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             return _bad_request(f"the body is not JSON this server can read: {e}")
         status, body = await answer(fn, review, webhook, request.headers)
@@ -323,6 +342,33 @@ class AdmissionServer:
         return web.json_response(body, status=status)
 
 
-def _bad_request(message: str) -> web.Response:
-    logger.warning("Admission request refused: %s", message)
+    async def _convert(self, request: web.Request) -> web.Response:
+        """One ConversionReview: 400 when the body is not JSON or names no request to answer, else a
+        review whose result says Success or Failure (why, naming object and field); logged either way."""
+        started = time.perf_counter()
+        try:
+            review = json.loads(await request.read())
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            return _bad_request(f"the body is not JSON this server can read: {e}", "Conversion")
+        request_body = review.get("request") if isinstance(review, dict) else None
+        objects = request_body.get("objects") if isinstance(request_body, dict) else None
+        count = len(objects) if isinstance(objects, list) else 0
+        if count > INLINE_CONVERSIONS:
+            status, body = await asyncio.to_thread(answer_conversion, review, self.converter)
+        else:
+            status, body = answer_conversion(review, self.converter)
+        if status != 200:
+            return _bad_request(body["message"], "Conversion")
+        result = body["response"]["result"]
+        elapsed = (time.perf_counter() - started) * 1000
+        what = f"{count} object(s) to {request_body.get('desiredAPIVersion') if request_body else '?'}"
+        if result["status"] == "Success":
+            logger.info("Conversion of %s: done (%.1f ms)", what, elapsed)
+        else:
+            logger.warning("Conversion of %s: failed: %s (%.1f ms)", what, result["message"], elapsed)
+        return web.json_response(body)
+
+
+def _bad_request(message: str, what: str = "Admission") -> web.Response:
+    logger.warning("%s request refused: %s", what, message)
     return web.json_response({"message": message}, status=400)

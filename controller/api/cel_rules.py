@@ -123,6 +123,27 @@ POD_SET: Final = (
             "minCount should be positive and less or equal to count"),
 )
 
+MSG_EXACTLY_ONE_VALUE: Final = "exactly one of the fields in [universal individual] must be set"
+TOPOLOGY_ASSIGNMENT: Final = (
+    CelRule("!has(self.slices) || self.slices.all(x, (has(x.valuesPerLevel) ? size(x.valuesPerLevel) : 0) == "
+            "(has(self.levels) ? size(self.levels) : 0))",
+            "valuesPerLevel must have the same length as the number of levels in this TopologyAssignment"),
+)
+TOPOLOGY_ASSIGNMENT_SLICE: Final = (
+    CelRule("!has(self.podCounts) || !has(self.podCounts.individual) || "
+            "size(self.podCounts.individual) == self.domainCount",
+            "podCounts.individual must have length equal to domainCount"),
+    CelRule("!has(self.valuesPerLevel) || self.valuesPerLevel.all(x, !has(x.individual) || "
+            "(has(x.individual.roots) ? size(x.individual.roots) : 0) == self.domainCount)",
+            "valuesPerLevel.individual, if set, must have roots of length equal to domainCount of this "
+            "TopologyAssignmentSlice"),
+)
+EXACTLY_ONE_VALUE: Final = (CelRule("has(self.universal) != has(self.individual)", MSG_EXACTLY_ONE_VALUE),)
+EXACTLY_ONE_COUNT: Final = (  # the rule kubebuilder's ExactlyOneOf marker generates, as on Kueue's podCounts
+    CelRule("[has(self.universal),has(self.individual)].filter(x,x==true).size() == 1", MSG_EXACTLY_ONE_VALUE),)
+"""Kueue's rules on v1beta2's compact TopologyAssignment (guarded where tasq's schema has no default)."""
+_ASSIGNMENT: Final = ("status", "admission", "podSetAssignments", ITEMS, "topologyAssignment")
+
 
 def _reserved(obj: str) -> str:
     """`obj` (self or oldSelf) has a QuotaReserved condition that is True."""
@@ -196,6 +217,10 @@ RULES: Final[dict[str, tuple[RulePlacement, ...]]] = {
         (("spec",), WORKLOAD_SPEC),
         (("spec", "priorityClassRef"), PRIORITY_CLASS_REF),
         (("spec", "podSets", ITEMS), POD_SET),
+        (_ASSIGNMENT, TOPOLOGY_ASSIGNMENT),
+        ((*_ASSIGNMENT, "slices", ITEMS), TOPOLOGY_ASSIGNMENT_SLICE),
+        ((*_ASSIGNMENT, "slices", ITEMS, "valuesPerLevel", ITEMS), EXACTLY_ONE_VALUE),
+        ((*_ASSIGNMENT, "slices", ITEMS, "podCounts"), EXACTLY_ONE_COUNT),
     ),
 }
 """The rules of each kind's v1beta2 schema (Topology and ResourceFlavor: of every version)."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from controller.api import constants as c
+from controller.api.topology_assignment import v1beta1_to_v1beta2, v1beta2_to_v1beta1
 
 Path = tuple[str, ...]
 Obj = dict[str, Any]
@@ -172,6 +173,7 @@ def _workload_up(obj: Obj) -> None:
         if ref is not None:
             spec["priorityClassRef"] = {"group": ref[0], "kind": ref[1], "name": name if isinstance(name, str) else ""}
     _workload_status_rename(obj, "accumulatedPastExexcutionTimeSeconds", "accumulatedPastExecutionTimeSeconds")
+    _topology_assignments(obj, v1beta1_to_v1beta2)
 
 
 def _workload_down(obj: Obj) -> None:
@@ -186,6 +188,27 @@ def _workload_down(obj: Obj) -> None:
                 spec["priorityClassSource"] = source
                 spec["priorityClassName"] = ref.get("name", "")
     _workload_status_rename(obj, "accumulatedPastExecutionTimeSeconds", "accumulatedPastExexcutionTimeSeconds")
+    _topology_assignments(obj, v1beta2_to_v1beta1)
+
+
+def _topology_assignments(obj: Obj, convert_one: Callable[[Mapping[str, Any]], dict[str, Any] | str]) -> None:
+    """Every pod set's topologyAssignment in the other version's form (v1beta1 `domains`, or the KEP's
+    nodeLabels slices read as input; v1beta2 compact, encoded as Kueue does)."""
+    assignments = _get(obj, ("status", "admission", "podSetAssignments"))
+    if not isinstance(assignments, list):  # what is not an admission is carried as it is
+        return
+    for i, psa in enumerate(assignments):
+        ta = psa.get("topologyAssignment") if isinstance(psa, dict) else None
+        if ta is None:
+            continue
+        path = ("status", "admission", "podSetAssignments", str(i), "topologyAssignment")
+        if not isinstance(ta, Mapping):
+            raise _Refused(path, f"must be an object, not {type(ta).__name__}")
+        converted = convert_one(ta)
+        if isinstance(converted, str):
+            where, _, detail = converted.partition(": ")
+            raise _Refused((*path, where) if detail else path, detail or converted)
+        psa["topologyAssignment"] = converted
 
 
 def _workload_status_rename(obj: Obj, old: str, new: str) -> None:

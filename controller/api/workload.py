@@ -1,7 +1,7 @@
 """The Workload kind (v1beta2, the hub): what a Job asks for (PodSets) and what admission granted.
 
-`status.admission` holds, per PodSet, the chosen flavors, the resource usage and the
-TopologyAssignment as the KEP's slices (`nodeLabels` + `count`). Condition helpers take `now`
+`status.admission` holds, per PodSet, the chosen flavors, the resource usage and the compact
+TopologyAssignment (`controller.api.topology_assignment`). Condition helpers take `now`
 as a parameter so pure code can use them. Parsed once per Workload event (the operator's cache
 keeps the model), so kept light: pod templates stay plain dicts. `admission_of` and
 `owner_job_key` read the wire form of bodies not yet parsed (watch events, API answers). Used by
@@ -33,6 +33,7 @@ from controller.api.meta import (
     omitempty_list,
     set_condition,
 )
+from controller.api.topology_assignment import TopologyAssignment
 
 # Literal needs the strings themselves: c.GROUP / c.PRIORITY_CLASS_GROUP and the two kinds.
 PriorityClassGroup = Literal["kueue.x-k8s.io", "scheduling.k8s.io"]
@@ -122,24 +123,6 @@ class WorkloadSpec(ApiModel):
     """The Workload's priority: higher is admitted first; set from the priority class when it has one."""
     active: bool | None = None
     """False takes the Workload out of admission (and evicts it if admitted); default true."""
-
-
-class TopologySlice(ApiModel):
-    """`count` pods go to the domain whose level labels have these values."""
-
-    node_labels: dict[str, str] = omitempty_dict()
-    """The level labels and values of the domain the pods go to."""
-    count: Int32 = Field(ge=1)
-    """How many of the pod set's pods go to this domain."""
-
-
-class TopologyAssignment(ApiModel):
-    slices: list[TopologySlice] = omitempty_list()
-    """The domains the pod set's pods go to, with how many pods each."""
-
-    @property
-    def total_count(self) -> int:
-        return sum(s.count for s in self.slices)
 
 
 class PodSetAssignment(ApiModel):

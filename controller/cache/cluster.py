@@ -25,8 +25,9 @@ from controller.api.meta import object_key
 from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
+from controller.api.topology_assignment import DomainPods
 from controller.api.views import NodeView, OwnerRef, PodView, owner_refs
-from controller.api.workload import Admission, TopologySlice, Workload
+from controller.api.workload import Admission, Workload
 from controller.core.admission.conditions import is_evicted, is_terminating
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
@@ -466,8 +467,8 @@ class ClusterCache:
         admission = entry.admission if entry is not None else None
         if entry is None or admission is None or entry.finished or is_evicted(entry.obj):
             return None  # an evicted one's pods are being deleted: none is ungated any more
-        slices: dict[str, list[TopologySlice]] = {
-            psa.name: list(psa.topology_assignment.slices) if psa.topology_assignment is not None else []
+        slices: dict[str, list[DomainPods]] = {
+            psa.name: psa.topology_assignment.domains() if psa.topology_assignment is not None else []
             for psa in admission.pod_set_assignments}
         pods = [_pod_state(self.pods[p]) for p in sorted(self.pods_of.get(key, ())) if p in self.pods]
         return UngatingInput(namespace=namespace, workload=workload, slices=slices, pods=pods)

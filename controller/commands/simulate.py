@@ -226,7 +226,7 @@ def placement_summary(w: Workload) -> str:
     parts = []
     for psa in admission.pod_set_assignments:
         counts: dict[str, int] = {}
-        for sl in psa.topology_assignment.slices if psa.topology_assignment else []:
+        for sl in psa.topology_assignment.domains() if psa.topology_assignment else []:
             values = [v for k, v in sl.node_labels.items() if k != c.LABEL_HOSTNAME] or \
                 list(sl.node_labels.values())
             path = "/".join(values)

@@ -145,6 +145,7 @@ LOCAL_QUEUES = (c.API_VERSION, c.PLURAL_LOCAL_QUEUES)
 LEASES = (c.LEASE_API_VERSION, "leases")
 MUTATING_WEBHOOK_CONFIGURATIONS = ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations")
 VALIDATING_WEBHOOK_CONFIGURATIONS = ("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations")
+CUSTOM_RESOURCE_DEFINITIONS = ("apiextensions.k8s.io/v1", "customresourcedefinitions")  # local conversion only
 TOKEN_REVIEWS = ("authentication.k8s.io/v1", "tokenreviews")  # metrics scrapes (controller.kube.authorizing)
 SUBJECT_ACCESS_REVIEWS = ("authorization.k8s.io/v1", "subjectaccessreviews")
 

@@ -7,8 +7,10 @@ reloaded on change); `serve_admission(client, server, stop)` runs them alone. Fo
 applies the configurations (URL + caBundle) once the server listens, through the door
 (`controller.kube.api.KubeApi`). Replicas share them: each configuration lists the servers
 registered with it (an annotation) and points at the newest; a replica leaving hands them to the
-newest other one still listening, and only the last deletes them. Called by
-controller.kube.operating/process; the one module here that writes webhook configurations.
+newest other one still listening, and only the last deletes them. The CRDs of tasq's kinds get their
+`spec.conversion` pointed at the same server's /convert the same way, except that the last replica
+leaves it in place (see `release_conversion`). Called by controller.kube.operating/process; the one
+module here that writes webhook configurations.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from kopf._core.reactor.inventory import ResourceMemories
 from kubernetes.aio.client import ApiClient
 
 from controller.api import constants as c
+from controller.api.crds import KINDS as TASQ_KINDS
 from controller.kube.api import (
+    CUSTOM_RESOURCE_DEFINITIONS,
     MUTATING_WEBHOOK_CONFIGURATIONS,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
     ApiError,
@@ -38,7 +42,7 @@ from controller.kube.api import (
 )
 from controller.kube.embedding import connection_info, run_kopf
 from webhooks.certificates import write_serving_files
-from webhooks.configurations import EXCLUDED_NAMESPACES, local_client, webhook_configurations
+from webhooks.configurations import EXCLUDED_NAMESPACES, crd_conversion, local_client, webhook_configurations
 from webhooks.handlers import register_handlers
 from webhooks.serving import AdmissionServer, TlsFiles
 
@@ -183,6 +187,79 @@ async def release_configurations(api: KubeApi, url: str, excluded: tuple[str, ..
             raise RuntimeError(f"{name}: changed by others {SHARING_ATTEMPTS} times while releasing")
 
 
+CONVERTED_CRDS = tuple(spec.crd_name for spec in TASQ_KINDS)
+"""The CRDs whose objects are converted between versions by tasq's /convert: all of tasq's (one
+served in a single version never needs it, as config/crd's patch sets it on every one)."""
+
+
+def _converting_through(crd: dict[str, Any], server: Server, servers: list[Server]) -> dict[str, Any]:
+    """`crd` (as read, resourceVersion included) with its conversion pointing at `server`, listing `servers`."""
+    metadata = dict(crd.get("metadata") or {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}),
+                               c.ANNOTATION_LOCAL_WEBHOOK_SERVERS: json.dumps(servers)}
+    spec = {**(crd.get("spec") or {}), "conversion": crd_conversion(local_client(server["url"], server["caBundle"]))}
+    return {**crd, "metadata": metadata, "spec": spec}
+
+
+async def _point_conversion(api: KubeApi, name: str, choose: Callable[[dict[str, Any]], Any]) -> None:
+    """Read-modify-write of one CRD: `choose(crd)` (awaitable) gives (server, servers) to point it at,
+    or None to leave it; resourceVersion-checked and redone on a conflict; an absent CRD is left alone."""
+    for _ in range(SHARING_ATTEMPTS):
+        try:
+            current = await retrying(lambda: api.get(CUSTOM_RESOURCE_DEFINITIONS, None, name))
+        except ApiError as e:
+            if e.not_found:
+                log.warning("CRD %s is not installed: its objects cannot be converted until it is and tasq "
+                            "registers again", name)
+                return
+            raise
+        chosen = await choose(current)
+        if chosen is None:
+            return
+        server, servers = chosen
+        try:
+            await retrying(functools.partial(api.replace, CUSTOM_RESOURCE_DEFINITIONS, None, name,
+                                             _converting_through(current, server, servers)))
+            return
+        except ApiError as e:
+            if not e.conflict:
+                raise
+    raise RuntimeError(f"{name}: changed by others {SHARING_ATTEMPTS} times while pointing its conversion")
+
+
+async def register_conversion(api: KubeApi, url: str, ca_bundle: str, crds: tuple[str, ...] = CONVERTED_CRDS) -> None:
+    """Each CRD in `crds` converts through the server at `url` (trusting `ca_bundle`), which joins
+    the servers the CRD lists."""
+    me = {"url": url, "caBundle": ca_bundle}
+
+    async def join(crd: dict[str, Any]) -> tuple[Server, list[Server]]:
+        return me, joined(sharing_servers(crd), me)
+    for name in crds:
+        await _point_conversion(api, name, join)
+
+
+async def release_conversion(api: KubeApi, url: str, crds: tuple[str, ...] = CONVERTED_CRDS,
+                             alive: Callable[[str], Any] = listening) -> None:
+    """The server at `url` leaves each CRD's list: a CRD pointing at it is handed to the newest other
+    listed server `alive` finds listening. The last one leaves the conversion pointing at itself, and
+    says so: unlike an admission webhook, a conversion cannot be dropped without serving objects in a
+    version they were not converted to (reads in the storage version keep working; others fail with
+    the webhook's address until a tasq registers again)."""
+    async def leave(crd: dict[str, Any]) -> tuple[Server, list[Server]] | None:
+        listed = sharing_servers(crd)
+        if all(s["url"] != url for s in listed):
+            return None
+        remaining = [s for s in left(listed, url) if await alive(s["url"])]
+        if not remaining:
+            log.info("%s: conversion left pointing at %s, the last server registered; versions other than "
+                     "an object's stored one are unreadable until a tasq registers again",
+                     (crd.get("metadata") or {}).get("name"), url)
+            return None
+        return remaining[-1], remaining
+    for name in crds:
+        await _point_conversion(api, name, leave)
+
+
 async def remove_configurations(api: KubeApi) -> None:
     """Delete both configurations whoever they point at (absent ones are fine): for a teardown that
     owns them (bench/failover.py); a replica leaving uses `release_configurations`."""
@@ -198,17 +275,21 @@ async def remove_configurations(api: KubeApi) -> None:
 @asynccontextmanager
 async def registered_webhooks(api: KubeApi, server: AdmissionServer,
                               excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> AsyncIterator[None]:
-    """While inside: the configurations point at `server` (registered once it listens, so the API
-    server never calls a port nobody serves); on exit this server leaves them
+    """While inside: the configurations and the CRDs' conversion point at `server` (registered once it
+    listens, so the API server never calls a port nobody serves); on exit this server leaves them
     (`release_configurations`): another replica still listening keeps them, the last one deletes
     them, so a stopped local operator leaves no failurePolicy Fail webhook behind and never takes
     them away from a replica that still serves."""
     await server.wait_listening()
     try:
         await register_configurations(api, server.url, server.tls.ca_bundle(), excluded)
+        await register_conversion(api, server.url, server.tls.ca_bundle())
         yield
     finally:
-        await release_configurations(api, server.url, excluded)
+        try:
+            await release_configurations(api, server.url, excluded)
+        finally:
+            await release_conversion(api, server.url)
 
 
 class DenialsLoggedOnce(logging.Filter):

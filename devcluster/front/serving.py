@@ -26,11 +26,13 @@ from devcluster.server.apiserver import PATCH_APPLY, ApiServer, ListOptions
 from devcluster.server.collecting import POLICY_BACKGROUND, POLICY_ORPHAN
 from devcluster.server.errors import (
     INTERNAL_ERROR,
+    MAX_REQUEST_BODY_BYTES,
     METHOD_NOT_ALLOWED,
     NOT_FOUND,
     UNSUPPORTED_MEDIA_TYPE,
     ApiError,
     bad_request,
+    request_entity_too_large,
 )
 from devcluster.server.faults import CONNECTION, Connection, Disconnect
 from devcluster.server.resources import REVIEW_KINDS, ResourceType
@@ -282,6 +284,8 @@ class HttpFrontend:
 
     async def _body(self, request: web.Request) -> Any:
         raw = await request.read()
+        if len(raw) > MAX_REQUEST_BODY_BYTES:
+            raise request_entity_too_large()
         if not raw:
             return {}
         if raw.startswith(protobuf.MAGIC):
@@ -403,7 +407,7 @@ class HttpFrontend:
             # Everything already queued goes out in one write: far fewer syscalls under load.
             batch = [event]
             while watch.pending():
-                more = watch.next_nowait()
+                more = await watch.next(timeout=0)
                 if more is None:
                     break
                 batch.append(more)

@@ -166,6 +166,8 @@ class ApiServer:
         self.validating_hooks: list[ValidatingHook] = []
         self.fault_hooks: list[FaultHook] = []
         self.watch_hooks: list[WatchHook] = []
+        self.crd_converter: converting.CrdConverter | None = None
+        """Calls a CRD's conversion webhook (installed by devcluster.webhooking.conversion)."""
         self._name_counter = 0
         self.collector = GarbageCollector(self.store, self.registry, lambda: self.now())  # follows api.now
         for name in (*IMMORTAL_NAMESPACES, "kube-node-lease"):
@@ -182,16 +184,70 @@ class ApiServer:
         return r
 
     def _present(self, r: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
-        """The stored object as served at r's group/version (CRD versions need no conversion)."""
+        """The stored object as served at r's group/version, where no webhook is needed (built-in
+        kinds, custom objects in r's version or of a CRD without conversion webhook)."""
         if r.storage_group is not None:
             return converting.from_storage(r.group, obj)
         if obj.get("apiVersion") == r.group_version and obj.get("kind") == r.kind:
             return obj
         return {**obj, "apiVersion": r.group_version, "kind": r.kind}
 
-    def _out(self, r: ResourceType, obj: dict[str, Any], copy: bool) -> dict[str, Any]:
-        presented = self._present(r, obj)
+    async def _convert(self, r: ResourceType, objects: list[dict[str, Any]], api_version: str) -> list[dict[str, Any]]:
+        """Custom objects in `api_version`, converted as their CRD says (see converting.py); raises
+        ConversionFailed. Objects already in that version are left alone; the others go to the
+        webhook in one review per version they are in."""
+        if not r.custom or all(o.get("apiVersion") == api_version for o in objects):
+            return objects
+        crd = self.store.get(crds.CRD_KEY, ("", f"{r.plural}.{r.group}"))
+        target = self.registry.get(r.group, api_version.rpartition("/")[2], r.plural)
+        if crd is None or converting.crd_conversion(crd).get("strategy") != converting.STRATEGY_WEBHOOK:
+            return [o if o.get("apiVersion") == api_version else self._decoded(target, {**o, "apiVersion": api_version})
+                    for o in objects]
+        out = list(objects)
+        by_version: dict[str, list[int]] = {}
+        for i, o in enumerate(objects):
+            if o.get("apiVersion") != api_version:
+                by_version.setdefault(str(o.get("apiVersion")), []).append(i)
+        for version, indexes in by_version.items():
+            if self.crd_converter is None:
+                raise converting.webhook_failed(version, r.kind, "no conversion webhook caller is installed")
+            converted = await self.crd_converter(crd, [objects[i] for i in indexes], api_version)
+            for i, obj in zip(indexes, converted, strict=True):
+                out[i] = self._decoded(target, obj)
+        return out
+
+    @staticmethod
+    def _decoded(target: ResourceType | None, obj: dict[str, Any]) -> dict[str, Any]:
+        """A converted object as decoding in its new version leaves it: pruned and defaulted by that
+        version's schema (what the other version has and this one does not is not served)."""
+        return schema.prune_and_default(obj, target.schema) if target is not None and target.schema else obj
+
+    async def _served(self, r: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """One stored object as served at r (a get, delete or update's old object); ConversionFailed."""
+        if not r.custom:
+            return self._present(r, obj)
+        (converted,) = await self._convert(r, [obj], r.group_version)
+        return converted
+
+    async def _out(self, r: ResourceType, obj: dict[str, Any], copy: bool) -> dict[str, Any]:
+        """A stored object as a get or delete answers it (500 as kube-apiserver when it cannot be converted)."""
+        try:
+            presented = await self._served(r, obj)
+        except converting.ConversionFailed as e:
+            raise converting.read_failure(obj, r.group, r.plural, e) from None
         return clone(presented) if copy else presented
+
+    async def _to_storage(self, r: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """A written custom object in its CRD's storage version (500 when it cannot be converted)."""
+        if not r.custom:
+            return obj
+        crd = self.store.get(crds.CRD_KEY, ("", f"{r.plural}.{r.group}"))
+        storage = converting.storage_api_version(crd) if crd is not None else r.group_version
+        try:
+            (converted,) = await self._convert(r, [obj], storage or r.group_version)
+        except converting.ConversionFailed as e:
+            raise converting.write_failure(e) from None
+        return converted
 
     def _current(self, r: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         obj = self.store.get(r.storage_key, (namespace if r.namespaced else "", name))
@@ -209,7 +265,7 @@ class ApiServer:
 
     async def get(self, r: ResourceType, namespace: str, name: str, *, copy: bool = True) -> dict[str, Any]:
         await self._faults(RequestInfo("get", r, namespace, name))
-        return self._out(r, self._current(r, namespace, name), copy)
+        return await self._out(r, self._current(r, namespace, name), copy)
 
     def _filter(self, r: ResourceType, namespace: str | None, opts: ListOptions) -> _Filter:
         allowed = ("metadata.name", "metadata.namespace", *r.selectable_fields)
@@ -242,8 +298,20 @@ class ApiServer:
             matching = matching[:opts.limit]
             meta["continue"] = self._encode_continue(list_revision, object_key(matching[-1]))
             meta["remainingItemCount"] = rest
-        items = [self._out(r, o, copy) for o in matching]
+        items = await self._list_items(r, matching, copy)
         return {"kind": r.list_kind, "apiVersion": r.group_version, "metadata": meta, "items": items}
+
+    async def _list_items(self, r: ResourceType, matching: list[dict[str, Any]], copy: bool) -> list[dict[str, Any]]:
+        """The listed objects as served at r: custom objects in other versions converted in one review
+        per version (500 naming the first object when that fails, as kube-apiserver's list)."""
+        if r.custom:
+            try:
+                matching = await self._convert(r, matching, r.group_version)
+            except converting.ConversionFailed as e:
+                first = next(o for o in matching if o.get("apiVersion") != r.group_version)
+                raise converting.list_failure(first, r.group, r.plural, e) from None
+            return [clone(o) if copy else o for o in matching]
+        return [clone(p) if copy else p for p in (self._present(r, o) for o in matching)]
 
     async def _wait_for_revision(self, resource_version: str) -> None:
         """A read "not older than" a revision the store has not reached waits for it, as the watch cache
@@ -280,7 +348,8 @@ class ApiServer:
         `send_initial_events` (the streaming-list "WatchList" form client-go uses, e.g. in `kubectl wait`)
         sends the current objects, then a BOOKMARK annotated `k8s.io/initial-events-end`, then changes."""
         flt = self._filter(r, namespace, ListOptions(label_selector, field_selector))
-        watch = Watch(lambda obj: self._present(r, obj), flt.matches)
+        convert = (lambda obj: self._served(r, obj)) if r.custom else None
+        watch = Watch(lambda obj: self._present(r, obj) if convert is None else obj, flt.matches, convert)
         if resource_version in ("", "0") or send_initial_events:
             current = sorted((o for o in self.store.items(r.storage_key, flt.namespace) if flt.matches(o)),
                              key=object_key)
@@ -334,10 +403,10 @@ class ApiServer:
         if self.store.get(r.storage_key, object_key(obj)) is not None:
             raise already_exists(r.plural, r.group, obj["metadata"]["name"])
         if dry_run:
-            return self._out(r, obj, copy)
-        stored = self.store.put(r.storage_key, obj)
+            return clone(obj) if copy else obj
+        stored = self.store.put(r.storage_key, await self._to_storage(r, obj))
         self._after_create(r, stored)
-        return self._out(r, stored, copy)
+        return await self._out(r, stored, copy)
 
     def _decode(self, r: ResourceType, namespace: str, body: Mapping[str, Any], copy: bool = True) -> dict[str, Any]:
         """Check kind/apiVersion/namespace of a request body. `copy=False` (patch results, which share
@@ -494,8 +563,9 @@ class ApiServer:
                 raise invalid(r.kind, r.group, name, [Cause("metadata.resourceVersion", CAUSE_INVALID,
                                                              "Invalid value: 0x0: must be specified for an update")])
             try:
-                return await self._write_update(r, old, {**new, "metadata": dict(new["metadata"])}, subresource,
-                                                dry_run, copy, strict)
+                presented = await self._old_for_update(r, old)
+                return await self._write_update(r, old, presented, {**new, "metadata": dict(new["metadata"])},
+                                                subresource, dry_run, copy, strict)
             except _Raced:
                 continue
         raise conflict(r.plural, r.group, name)
@@ -509,16 +579,24 @@ class ApiServer:
         await self._faults(RequestInfo("patch", r, namespace, name, subresource, dry_run))
         for _ in range(_MAX_ATTEMPTS):
             old = self._current(r, namespace, name)
-            new = self._apply_patch(r, namespace, name, old, patch_type, patch)
+            presented = await self._old_for_update(r, old)
+            new = self._apply_patch(r, namespace, name, presented, patch_type, patch)
             try:
-                return await self._write_update(r, old, new, subresource, dry_run, copy, strict)
+                return await self._write_update(r, old, presented, new, subresource, dry_run, copy, strict)
             except _Raced:
                 continue
         raise conflict(r.plural, r.group, name)
 
-    def _apply_patch(self, r: ResourceType, namespace: str, name: str, old: dict[str, Any], patch_type: str,
+    async def _old_for_update(self, r: ResourceType, stored: dict[str, Any]) -> dict[str, Any]:
+        """The stored object in the request's version, which an update or patch is computed on."""
+        try:
+            return await self._served(r, stored)
+        except converting.ConversionFailed as e:
+            raise converting.update_failure(stored, e) from None
+
+    def _apply_patch(self, r: ResourceType, namespace: str, name: str, presented: dict[str, Any], patch_type: str,
                      patch: Any) -> dict[str, Any]:
-        presented = self._present(r, old)
+        """The patch applied to the stored object as served at r (`presented`)."""
         try:
             if patch_type == PATCH_JSON:
                 patched = json_patch(presented, patch)
@@ -564,9 +642,11 @@ class ApiServer:
                 meta.pop(key, None)
         return new
 
-    async def _write_update(self, r: ResourceType, old: dict[str, Any], new: dict[str, Any], subresource: str,
-                            dry_run: bool, copy: bool, strict: bool = False) -> dict[str, Any]:
-        """The common tail of PUT and PATCH: precondition, merge, prune, admission, validation, storage."""
+    async def _write_update(self, r: ResourceType, stored: dict[str, Any], old: dict[str, Any], new: dict[str, Any],
+                            subresource: str, dry_run: bool, copy: bool, strict: bool = False) -> dict[str, Any]:
+        """The common tail of PUT and PATCH: precondition, merge, prune, admission, validation, storage.
+        `old` is the `stored` object in r's version: the update is computed and checked in r's version,
+        then stored in the storage version."""
         if subresource not in ("", "status") or (subresource == "status" and not r.has_status):
             raise ApiError(404, NOT_FOUND, f"the server could not find the requested resource ({subresource})")
         wanted_rv = new["metadata"].get("resourceVersion")
@@ -579,15 +659,19 @@ class ApiServer:
         if causes:
             raise invalid(r.kind, r.group, old["metadata"]["name"], causes)
         await self._validate_admission("UPDATE", r, subresource, new, old, dry_run)
-        if self.store.get(r.storage_key, object_key(old)) is not old:
+        if self.store.get(r.storage_key, object_key(old)) is not stored:
             raise _Raced  # written meanwhile (hooks await): recompute on the newer object
         if _spec_changed(old, new, counts_status=r.custom and not r.has_status):
             new["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
+        if r.storage_key == crds.CRD_KEY:
+            crds.record_storage_version(new)
         if same_content(old, new):
-            return self._out(r, old, copy)  # no-op writes do not bump resourceVersion (as etcd3 storage)
+            return clone(old) if copy else old  # no-op writes do not bump resourceVersion (as etcd3 storage)
         if dry_run:
-            return self._out(r, {**new, "metadata": {**new["metadata"]}}, copy)
-        return self._out(r, await self.collector.write(r, new), copy)
+            out = {**new, "metadata": {**new["metadata"]}}
+            return clone(out) if copy else out
+        written = await self.collector.write(r, await self._to_storage(r, new))
+        return await self._out(r, written, copy)
 
     # ---------------------------------------------------------------- binding
 
@@ -646,15 +730,16 @@ class ApiServer:
         policy = propagation or default_policy(r, obj)
         if policy not in (POLICY_BACKGROUND, POLICY_FOREGROUND, POLICY_ORPHAN):
             raise bad_request(f"propagationPolicy: Unsupported value: {policy!r}")
-        await self._admit_delete(r, obj, dry_run)
-        await self._validate_admission("DELETE", r, "", None, obj, dry_run)
+        presented = await self._out(r, obj, copy=False)  # admission sees it in the request's version
+        await self._admit_delete(r, presented, dry_run)
+        await self._validate_admission("DELETE", r, "", None, presented, dry_run)
         current = self._current(r, namespace, name)  # hooks await: act on what is stored now
         if current["metadata"].get("uid") != obj["metadata"].get("uid"):
             raise not_found(r.plural, r.group, name)
         obj = current
         if dry_run:
-            return self._out(r, obj, copy)
-        return self._out(r, await self.collector.delete_object(r, obj, policy), copy)
+            return await self._out(r, obj, copy)
+        return await self._out(r, await self.collector.delete_object(r, obj, policy), copy)
 
     # ---------------------------------------------------------------- helpers for components
 

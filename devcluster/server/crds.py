@@ -70,6 +70,18 @@ def initial_status(crd: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def record_storage_version(crd: dict[str, Any]) -> None:
+    """Add the storage version to `status.storedVersions` when it is new there (as the CRD strategy
+    does on every write): objects may now be stored in it. In place, on a CRD being written."""
+    status = crd.get("status")
+    if not isinstance(status, dict):
+        return
+    stored = [v.get("name") for v in (crd.get("spec") or {}).get("versions") or [] if v.get("storage")]
+    listed = list(status.get("storedVersions") or [])
+    if stored and stored[0] not in listed:
+        crd["status"] = {**status, "storedVersions": [*listed, stored[0]]}
+
+
 def resource_types(crd: Mapping[str, Any]) -> list[ResourceType]:
     """One ResourceType per served version."""
     spec = crd.get("spec") or {}

@@ -118,6 +118,8 @@ class ApiError(Exception):
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": self.message, "reason": self.reason, "code": self.code,
         }
+        if not self.reason:  # an error passed through from etcd carries none
+            del body["reason"]
         if details:
             body["details"] = details
         return body
@@ -151,6 +153,29 @@ def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> ApiError:
     joined = str(causes[0]) if len(causes) == 1 else "[" + ", ".join(str(c) for c in causes) + "]"
     return ApiError(422, INVALID, f'{qualified(kind, group)} "{name}" is invalid: {joined}',
                     kind=kind, name=name, group=group, causes=list(causes))
+
+
+MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
+"""kube-apiserver's limit on a request body (genericapiserver's MaxRequestBodyBytes default)."""
+REQUEST_ENTITY_TOO_LARGE = "RequestEntityTooLarge"
+ETCD_MAX_REQUEST_BYTES = 1536 * 1024
+"""etcd's default --max-request-bytes: a larger write is refused by etcd itself."""
+ETCD_MAX_SEND_BYTES = 2 * 1024 * 1024
+"""kube-apiserver's etcd client refuses to send a gRPC message larger than this."""
+
+
+def request_entity_too_large() -> ApiError:
+    """413 for a request body over MAX_REQUEST_BODY_BYTES, before it is decoded."""
+    return ApiError(413, REQUEST_ENTITY_TOO_LARGE, f"Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}")
+
+
+def etcd_request_too_large(request_bytes: int) -> ApiError:
+    """The 500 kube-apiserver passes on when a write is too large for etcd: over 2 MiB its gRPC client
+    refuses to send it, over 1.5 MiB etcd refuses it; neither answer carries a reason."""
+    if request_bytes > ETCD_MAX_SEND_BYTES:
+        return ApiError(500, "", "rpc error: code = ResourceExhausted desc = trying to send message larger than "
+                                 f"max ({request_bytes} vs. {ETCD_MAX_SEND_BYTES})")
+    return ApiError(500, "", "etcdserver: request is too large")
 
 
 def bad_request(message: str) -> ApiError:

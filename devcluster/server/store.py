@@ -8,10 +8,13 @@ Stored objects are never mutated in place: a write stores a new dict, so events 
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from devcluster.server.errors import ETCD_MAX_REQUEST_BYTES, etcd_request_too_large
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -53,6 +56,22 @@ class _Bucket:
     floor: int = 0  # events with revision > floor are retained
     subscribers: list[Subscriber] = field(default_factory=list)
     per_namespace: dict[str, int] = field(default_factory=dict)  # object counts, for namespace cleanup
+
+
+_TXN_OVERHEAD = 64
+"""Bytes of an etcd write besides its value and its key's three mentions (compare, put, get on
+failure): the raft and gRPC framing kube-apiserver's guarded update adds, about."""
+
+
+def etcd_request_bytes(key: StorageKey, obj: dict[str, Any]) -> int:
+    """About what kube-apiserver sends etcd for this write: the object as compact JSON (tasq's kinds
+    are stored as JSON; built-in kinds as protobuf, smaller, so this errs high for them) and the key
+    `/registry/<group>/<plural>/<namespace>/<name>` three times."""
+    namespace, name = object_key(obj)
+    group, plural = key
+    etcd_key = "/".join(part for part in ("/registry", group, plural, namespace, name) if part)
+    value = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return len(value) + 3 * len(etcd_key.encode()) + _TXN_OVERHEAD
 
 
 def object_key(obj: dict[str, Any]) -> ObjectKey:
@@ -131,7 +150,11 @@ class Store:
     # ---------------------------------------------------------------- writes
 
     def put(self, key: StorageKey, obj: dict[str, Any]) -> dict[str, Any]:
-        """Store `obj` under the next revision (written into metadata.resourceVersion)."""
+        """Store `obj` under the next revision (written into metadata.resourceVersion); refused as etcd
+        refuses it (nothing stored) when the write would exceed etcd's request limit."""
+        size = etcd_request_bytes(key, obj)
+        if size > ETCD_MAX_REQUEST_BYTES:
+            raise etcd_request_too_large(size)
         self.revision += 1
         obj["metadata"]["resourceVersion"] = str(self.revision)
         bucket = self._bucket(key)

@@ -8,10 +8,11 @@ matching as DELETED. A watch from a compacted revision yields one ERROR event (4
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from devcluster.server.errors import gone
+from devcluster.server.converting import ConversionFailed
+from devcluster.server.errors import INTERNAL_ERROR, ApiError, gone
 from devcluster.server.store import ADDED, DELETED, MODIFIED, Compacted, StorageKey, Store, StoredEvent
 
 ERROR = "ERROR"
@@ -24,9 +25,13 @@ class Watch:
     """An async iterator of watch events; `close()` detaches it from the store."""
 
     def __init__(self, present: Callable[[dict[str, Any]], dict[str, Any]],
-                 matches: Callable[[dict[str, Any]], bool]) -> None:
+                 matches: Callable[[dict[str, Any]], bool],
+                 convert: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None) -> None:
         self._present = present
         self._matches = matches
+        self._convert = convert
+        """Custom objects: each event's object served in the watched version as it is taken
+        (a conversion webhook may be called); a failure ends the watch with an ERROR event."""
         self._queue: asyncio.Queue[WatchEvent | None] = asyncio.Queue()
         self._unsubscribe: Callable[[], None] | None = None
         self.closed = False
@@ -108,10 +113,23 @@ class Watch:
                 return None
         if event is None:
             self.closed = True
+        elif self._convert is not None and event["type"] in (ADDED, MODIFIED, DELETED):
+            event = await self._converted(event)
         return event
 
+    async def _converted(self, event: WatchEvent) -> WatchEvent:
+        assert self._convert is not None
+        try:
+            return {"type": event["type"], "object": await self._convert(event["object"])}
+        except ConversionFailed as e:
+            self.close()
+            error = ApiError(500, INTERNAL_ERROR, f"Internal error occurred: {e.detail}")
+            return {"type": ERROR, "object": error.status()}
+
     def next_nowait(self) -> WatchEvent | None:
-        """The next queued event without waiting; None if none is queued or the watch ended."""
+        """The next queued event without waiting; None if none is queued or the watch ended. Not for
+        watches of custom objects (their events are converted as `next` takes them)."""
+        assert self._convert is None, "a converting watch is drained with next()"
         try:
             event = self._queue.get_nowait()
         except asyncio.QueueEmpty:

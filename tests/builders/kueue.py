@@ -13,6 +13,7 @@ from controller.api import constants as c
 from controller.api.flavor import ResourceFlavor
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
+from controller.api.topology_assignment import AssignedDomain, TopologyAssignment, encode
 from controller.api.views import NodeView
 from controller.api.workload import Workload
 from controller.core.admission.cycle import AdmissionState
@@ -21,6 +22,13 @@ from tests.builders.manifest import Manifest, taint
 from webhooks.validation.pod_specs import overcommit_allowed
 
 Quantity = str | int
+
+
+def label_slices(topology_assignment: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A written TopologyAssignment's domains in order, as `{"nodeLabels", "count"}` (what tests
+    compare; the wire form is compact)."""
+    return [{"nodeLabels": dict(d.node_labels), "count": d.count}
+            for d in TopologyAssignment.model_validate(topology_assignment).domains()]
 
 
 def _quotas(quotas: Mapping[str, Quantity], borrowing: Mapping[str, Quantity]) -> list[dict[str, Any]]:
@@ -242,16 +250,21 @@ class WorkloadBuilder(Manifest):
         return self
 
     def assignment(self, name: str, count: int | None, *slices: tuple[dict[str, str], int],
-                   cluster_queue: str = "team-a", **fields: Any) -> Self:
+                   cluster_queue: str = "team-a", legacy: bool = False, **fields: Any) -> Self:
         """Add a PodSetAssignment to status.admission; `slices` are (nodeLabels, count) pairs of its
-        topologyAssignment, left out when none are given; `fields` as written (`flavors={...}`)."""
+        topologyAssignment (levels: the first pair's keys), encoded as tasq writes it, or with
+        `legacy` in the KEP's nodeLabels form; left out when none are given; `fields` as written
+        (`flavors={...}`)."""
         admission = self._obj.setdefault("status", {}).setdefault(
             "admission", {"clusterQueue": cluster_queue, "podSetAssignments": []})
         item: dict[str, Any] = {"name": name, **fields}
         if count is not None:
             item["count"] = count
         if slices:
-            item["topologyAssignment"] = {"slices": [{"nodeLabels": labels, "count": n} for labels, n in slices]}
+            item["topologyAssignment"] = (
+                {"slices": [{"nodeLabels": labels, "count": n} for labels, n in slices]} if legacy
+                else encode(list(slices[0][0]), [AssignedDomain(tuple(labels[k] for k in slices[0][0]), n)
+                                                 for labels, n in slices]).to_dict())
         admission["podSetAssignments"].append(item)
         return self
 

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
-from tests.builders.kueue import make_job
+from tests.builders.kueue import label_slices, make_job
 from tests.builders.operator import GPU, gpu_nodes, local_queue, make_queue_setup
 from tests.e2e.conftest import REPO, Kubectl, install_operator_cluster, wait_for
 
@@ -172,7 +172,7 @@ def test_killing_the_leader_hands_over_within_the_lease_duration_with_no_double_
     now_first = admitted(kubectl, namespace)["first"]
     assert now_first["status"]["admission"] == first["status"]["admission"]  # not re-admitted by beta
     slices = [s for w in (now_first, second) for a in w["status"]["admission"]["podSetAssignments"]
-              for s in a["topologyAssignment"]["slices"]]
+              for s in label_slices(a["topologyAssignment"])]
     assert {s["nodeLabels"][RACK] for s in slices} == {"b1-r1", "b1-r2"}  # one rack each, never the same
     cq = wait_for(lambda: (q := get(kubectl, "clusterqueue", "team")) and
                   (q.get("status") or {}).get("admittedWorkloads") == 2 and q, what="queue status")

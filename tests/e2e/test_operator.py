@@ -27,7 +27,7 @@ from controller.api import constants as c
 from controller.kube.api import connect
 from controller.kube.operating import Operator
 from devcluster.cluster import DevCluster
-from tests.builders.kueue import make_job
+from tests.builders.kueue import label_slices, make_job
 from tests.builders.operator import GPU, gpu_nodes, make_queue_setup
 from tests.builders.operator import local_queue as local_queue_of
 from tests.e2e.conftest import Kubectl, install_operator_cluster
@@ -148,7 +148,7 @@ def test_a_require_rack_job_is_admitted_into_one_rack_and_runs_to_completion(
     assert wl["metadata"]["name"].startswith("job-rack-")
     (psa,) = wl["status"]["admission"]["podSetAssignments"]
     assert psa["flavors"] == {"cpu": "h100", "nvidia.com/gpu": "h100"}
-    slices = psa["topologyAssignment"]["slices"]
+    slices = label_slices(psa["topologyAssignment"])
     assert {s["nodeLabels"][RACK] for s in slices} == {"b1-r1"}  # tightest rack, first by name
     assert sum(s["count"] for s in slices) == 2
     started = wait_for(lambda: (j := get(kubectl, "job", "rack", "-n", namespace)) and

@@ -27,6 +27,7 @@ import pytest
 
 from controller.api import constants as c
 from devcluster.simulated.nodes import parse_shape, topology_nodes
+from tests.builders.kueue import label_slices
 from tests.e2e.conftest import KUBECTL, Kubectl, install_operator_cluster, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -231,7 +232,7 @@ def check_placement(kubectl: Kubectl, pods: list[dict[str, Any]], wl: dict[str, 
     """Every pod ungated with its slice's nodeSelector and bound onto a node of that slice, each slice
     holding exactly its count; the racks used."""
     (psa,) = wl["status"]["admission"]["podSetAssignments"]
-    slices = psa["topologyAssignment"]["slices"]
+    slices = label_slices(psa["topologyAssignment"])
     nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in get(kubectl, "nodes")["items"]}
     placed = [0] * len(slices)
     for pod in pods:
@@ -365,7 +366,7 @@ def placement_violations(kubectl: Kubectl, namespace: str, nodes: dict[str, dict
             continue
         (psa,) = wl["status"]["admission"]["podSetAssignments"]
         used += int(psa["resourceUsage"][GPU])
-        slices = psa["topologyAssignment"]["slices"]
+        slices = label_slices(psa["topologyAssignment"])
         job_name = wl["metadata"]["ownerReferences"][0]["name"]
         placed = [0] * len(slices)
         for pod in pods:

@@ -20,6 +20,7 @@ from controller.api import constants as c
 from devcluster.cluster import DevCluster
 from devcluster.server.apiserver import RequestInfo
 from devcluster.server.errors import INTERNAL_ERROR, ApiError
+from tests.builders.kueue import label_slices
 from tests.e2e.conftest import Kubectl
 from tests.e2e.test_operator import (
     BLOCK,
@@ -61,7 +62,7 @@ def admitted(kubectl: Kubectl, namespace: str, name: str) -> dict[str, Any]:
 
 def hosts(wl: dict[str, Any]) -> dict[str, int]:
     (psa,) = wl["status"]["admission"]["podSetAssignments"]
-    return {sl["nodeLabels"]["kubernetes.io/hostname"]: sl["count"] for sl in psa["topologyAssignment"]["slices"]}
+    return {sl["nodeLabels"]["kubernetes.io/hostname"]: sl["count"] for sl in label_slices(psa["topologyAssignment"])}
 
 
 def admitted_events(kubectl: Kubectl, namespace: str, workload: str) -> int:
@@ -181,7 +182,7 @@ def index_of(pod: dict[str, Any]) -> int:
 def host_of_slot(wl: dict[str, Any]) -> list[str]:
     """Slot i of the admission (slices in its order, `count` slots each) -> that slice's host."""
     (psa,) = wl["status"]["admission"]["podSetAssignments"]
-    return [sl["nodeLabels"]["kubernetes.io/hostname"] for sl in psa["topologyAssignment"]["slices"]
+    return [sl["nodeLabels"]["kubernetes.io/hostname"] for sl in label_slices(psa["topologyAssignment"])
             for _ in range(sl["count"])]
 
 

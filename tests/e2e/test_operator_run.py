@@ -23,7 +23,7 @@ import pytest
 
 from controller.api import constants as c
 from devcluster.webhooking.certificates import CertificateAuthority
-from tests.builders.kueue import make_job
+from tests.builders.kueue import label_slices, make_job
 from tests.builders.webhooks import WebhookServer, deny, make_webhook_config
 from tests.e2e.conftest import Kubectl
 from tests.e2e.test_operator import RACK, condition, get, installed, job, local_queue, wait_for, workload_of
@@ -86,7 +86,7 @@ def test_tasq_run_with_local_webhooks_suspends_admits_ungates_into_the_slices_an
     wl = wait_for(lambda: (w := workload_of(kubectl, namespace, "hooked")) and condition(w, "Admitted") and w,
                   what="admitted")
     (psa,) = wl["status"]["admission"]["podSetAssignments"]
-    wanted = {sl["nodeLabels"]["kubernetes.io/hostname"]: sl["count"] for sl in psa["topologyAssignment"]["slices"]}
+    wanted = {sl["nodeLabels"]["kubernetes.io/hostname"]: sl["count"] for sl in label_slices(psa["topologyAssignment"])}
     # The Pod webhook gated each pod; the ungater released each into one slice (its nodeSelector) and
     # the scheduler bound it there: per host, as many pods as the slice says.
     pods = wait_for(lambda: (items := get(kubectl, "pods", "-n", namespace)["items"]) and len(items) == 4 and
@@ -161,7 +161,7 @@ def placement(wl: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, int]:
     """Host -> pods of the Workload there, after checking each pod was ungated into its slice: the
     gate removed, the slice's host as its nodeSelector and its node."""
     (psa,) = wl["status"]["admission"]["podSetAssignments"]
-    slices = {sl["nodeLabels"][c.LABEL_HOSTNAME] for sl in psa["topologyAssignment"]["slices"]}
+    slices = {sl["nodeLabels"][c.LABEL_HOSTNAME] for sl in label_slices(psa["topologyAssignment"])}
     placed: dict[str, int] = {}
     for pod in pods:
         assert not pod["spec"].get("schedulingGates"), pod["metadata"]["name"]

@@ -20,6 +20,7 @@ import yaml
 
 from controller.api import constants as c
 from controller.api.crds import crd_json_schema
+from webhooks.configurations import CERT_MANAGER_INJECT_CA, CERTIFICATE_NAME, in_cluster_conversion
 
 REPO = Path(__file__).resolve().parents[2]
 KUBECTL = Path(sys.executable).parent / "kubectl"
@@ -148,3 +149,15 @@ def test_the_metrics_certificate_names_the_metrics_service_the_monitor_verifies(
     assert endpoint["tlsConfig"]["serverName"] in certificate["spec"]["dnsNames"]
     assert endpoint["tlsConfig"]["serverName"] == f"{service['metadata']['name']}.{c.TASQ_NAMESPACE}.svc"
     assert endpoint["tlsConfig"]["ca"]["secret"]["name"] == certificate["spec"]["secretName"]
+
+
+def test_every_crd_converts_through_the_webhook_service_with_the_injected_ca() -> None:
+    """config/crd's patch is what webhooks.configurations says (one place builds the conversion), and
+    the CA comes from the same cert-manager Certificate as the admission webhooks'."""
+    crds = [d for d in rendered("default") if d["kind"] == "CustomResourceDefinition"]
+    assert len(crds) == len(list((REPO / "crds").glob("*.yaml")))
+    for crd in crds:
+        assert crd["spec"]["conversion"] == in_cluster_conversion(), crd["metadata"]["name"]
+        assert crd["metadata"]["annotations"][CERT_MANAGER_INJECT_CA] == f"{c.TASQ_NAMESPACE}/{CERTIFICATE_NAME}"
+    service = next(d for d in rendered("default") if d["kind"] == "Service" and d["metadata"]["name"] == c.WEBHOOK_SERVICE)
+    assert service["metadata"]["namespace"] == crds[0]["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["namespace"]

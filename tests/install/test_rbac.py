@@ -8,9 +8,10 @@ Every request tasq sends goes through one of two doors, each read here from the 
   CRD observer kopf runs in every operator (list + watch customresourcedefinitions).
 The typed `kubernetes.aio` clients (`read_namespaced_lease`, `patch_namespaced_pod`...) would be a
 third; a test checks that no module uses them.
-The admissionregistration calls are `tasq run --local-webhooks` only (a developer's admin
-credentials, a control plane on the same machine); in a cluster the configurations come from
-config/webhook, so the ServiceAccount must not hold them.
+The admissionregistration calls and the CRD get/update are `tasq run --local-webhooks` only (a
+developer's admin credentials, a control plane on the same machine); in a cluster the configurations
+come from config/webhook and the CRDs' conversion from config/crd, so the ServiceAccount must not
+hold them.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ TYPED = re.compile(r"^(read|list|create|replace|patch|delete)_(namespaced_)?([a-
 TYPED_VERBS = {"read": "get", "list": "list", "create": "create", "replace": "update", "patch": "patch",
                "delete": "delete"}
 LOCAL_ONLY_GROUPS = {"admissionregistration.k8s.io"}
+LOCAL_ONLY = {("apiextensions.k8s.io", "customresourcedefinitions", "get"),
+              ("apiextensions.k8s.io", "customresourcedefinitions", "update")}
+"""`--local-webhooks` points the CRDs' conversion at the local server; in a cluster config/crd does."""
 KOPF_OBSERVER = {("apiextensions.k8s.io", "customresourcedefinitions", "list"),
                  ("apiextensions.k8s.io", "customresourcedefinitions", "watch")}
 
@@ -115,7 +119,7 @@ def derived_permissions() -> set[Permission]:
             if isinstance(node, ast.Call):
                 found |= set(_kubeapi_call(node))
     found |= {permission for _, permission in typed_client_calls()}
-    return {p for p in found if p[0] not in LOCAL_ONLY_GROUPS}
+    return {p for p in found if p[0] not in LOCAL_ONLY_GROUPS and p not in LOCAL_ONLY}
 
 
 def rbac_documents() -> list[dict[str, Any]]:

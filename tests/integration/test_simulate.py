@@ -16,6 +16,7 @@ from controller.api import constants as c
 from controller.cli import main
 from tests.builders.cluster import make_node, make_pod
 from tests.builders.kueue import (
+    label_slices,
     make_cluster_queue,
     make_flavor,
     make_job,
@@ -54,7 +55,7 @@ def test_gang_deadlock_one_gang_gets_all_the_other_holds_nothing(capsys: pytest.
     first, second = wls["job-job-a-b5c0b"], wls["job-job-b-423dd"]
     [assignment] = first["status"]["admission"]["podSetAssignments"]
     assert assignment["count"] == 100
-    assert sum(s["count"] for s in assignment["topologyAssignment"]["slices"]) == 100
+    assert sum(s["count"] for s in label_slices(assignment["topologyAssignment"])) == 100
     assert "admission" not in second["status"]
     waiting = condition(second, "QuotaReserved")
     assert waiting is not None and waiting["status"] == "False"
@@ -73,7 +74,7 @@ def test_gang_deadlock_second_gang_is_admitted_when_the_first_finishes(
     admitted = condition(wls["job-job-b-423dd"], "Admitted")
     assert admitted is not None and admitted["status"] == "True"
     [assignment] = wls["job-job-b-423dd"]["status"]["admission"]["podSetAssignments"]
-    assert sum(s["count"] for s in assignment["topologyAssignment"]["slices"]) == 100
+    assert sum(s["count"] for s in label_slices(assignment["topologyAssignment"])) == 100
 
 
 def test_table_and_explain(capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,7 +122,7 @@ def test_thousand_realistic_nodes_with_the_samples(capsys: pytest.CaptureFixture
     assert admitted, "the samples' small Jobs fit on 1,000 nodes"
     for wl in admitted:
         for psa in wl["status"]["admission"]["podSetAssignments"]:
-            for sl in psa.get("topologyAssignment", {}).get("slices", []):
+            for sl in (label_slices(psa["topologyAssignment"]) if "topologyAssignment" in psa else []):
                 host = sl["nodeLabels"].get("kubernetes.io/hostname")
                 if host is not None:  # hostname-level slices name Ready, schedulable nodes only
                     node = by_node[host]
@@ -444,7 +445,7 @@ def test_nodes_added_in_a_later_step_admit_the_waiting_gang(capsys: pytest.Captu
     assert admitted is not None and admitted["status"] == "True"
     [assignment] = second["status"]["admission"]["podSetAssignments"]
     racks: dict[str, int] = {}
-    for sl in assignment["topologyAssignment"]["slices"]:
+    for sl in label_slices(assignment["topologyAssignment"]):
         rack = sl["nodeLabels"]["cloud.com/rack"]
         racks[rack] = racks.get(rack, 0) + sl["count"]
     # r1 is full with job-a; the 100 pods share the 50 free in r2 and the 56 of the new rack r3.
@@ -592,7 +593,7 @@ def test_a_workload_admitted_to_a_rack_before_the_simulation_holds_that_racks_no
     admitted = condition(new, "Admitted")
     assert admitted is not None and admitted["status"] == "True", condition(new, "QuotaReserved")
     [psa] = new["status"]["admission"]["podSetAssignments"]
-    assert {sl["nodeLabels"][RACK] for sl in psa["topologyAssignment"]["slices"]} == {case.want_rack}
+    assert {sl["nodeLabels"][RACK] for sl in label_slices(psa["topologyAssignment"])} == {case.want_rack}
 
 
 @dataclass

@@ -11,7 +11,14 @@ import yaml
 from controller.api import constants as c
 from controller.cli import main
 from tests.builders.cluster import make_node
-from tests.builders.kueue import make_cluster_queue, make_flavor, make_job, make_local_queue, make_topology
+from tests.builders.kueue import (
+    label_slices,
+    make_cluster_queue,
+    make_flavor,
+    make_job,
+    make_local_queue,
+    make_topology,
+)
 
 GPU = "nvidia.com/gpu"
 BLOCK, RACK, HOST = "cloud.com/block", "cloud.com/rack", "kubernetes.io/hostname"
@@ -45,7 +52,7 @@ def placement(capsys: pytest.CaptureFixture[str], path: Path, *flags: str) -> li
     assert code == 0, err
     (item,) = json.loads(out)["items"]
     (psa,) = item["status"]["admission"]["podSetAssignments"]
-    return [f"{s['nodeLabels'][HOST]}={s['count']}" for s in psa["topologyAssignment"]["slices"]]
+    return [f"{s['nodeLabels'][HOST]}={s['count']}" for s in label_slices(psa["topologyAssignment"])]
 
 
 def test_balanced_placement_is_off_by_default_and_on_by_the_flag(capsys: pytest.CaptureFixture[str],

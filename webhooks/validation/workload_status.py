@@ -12,14 +12,18 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final, get_args
 
+from pydantic import ValidationError
+
 from controller.api.meta import CONDITION_REASON_PATTERN, ConditionStatus
 from controller.api.quantity import QuantityError, to_milli
+from controller.api.topology_assignment import TopologyAssignment, TopologyAssignmentSlice
 from webhooks.validation import formats, placement, shapes
 from webhooks.validation.errors import (
     ROOT,
     FieldError,
     FieldPath,
     duplicate,
+    duplicate_detail,
     invalid,
     not_found,
     required,
@@ -126,6 +130,66 @@ def _slices(path: FieldPath, items: list[Any] | None, want_pods: int, errs: list
                             f"the slices must hold exactly the {want_pods} assigned pod(s)"))
 
 
+def _compact(path: FieldPath, topology: Mapping[str, Any], want_pods: int, errs: list[FieldError]) -> None:
+    """Kueue's compact TopologyAssignment: a shape that expands (lists as long as `domainCount` and
+    `levels` say), level keys qualified names, every value a label value, counts of at least 1, no
+    domain twice, exactly the assigned pods."""
+    try:
+        ta = TopologyAssignment.model_validate(topology)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(step) for step in first["loc"])
+        errs.append(invalid(path.child(where) if where else path, "topologyAssignment",
+                            str(first["msg"]).removeprefix("Value error, ")))
+        return
+    if not ta.levels:
+        errs.append(required(path.child("levels"), "an assignment names at least one topology level"))
+    for i, level in enumerate(ta.levels):
+        errs.extend(formats.qualified_name(path.child("levels").index(i), level))
+        if level in ta.levels[:i]:
+            errs.append(duplicate(path.child("levels").index(i), level))
+    for i, sl in enumerate(ta.slices):
+        _compact_slice(path.child("slices").index(i), sl, errs)
+    seen: set[tuple[str, ...]] = set()
+    for i, domain in enumerate(ta.assigned_domains()):
+        if domain.values in seen:
+            errs.append(duplicate_detail(path.child("slices"), dict(zip(ta.levels, domain.values, strict=True)),
+                                         f"domain {i} (in slice order) is assigned twice"))
+            break
+        seen.add(domain.values)
+    if ta.total_count != want_pods:
+        errs.append(invalid(path.child("slices"), f"{ta.total_count} pod(s)",
+                            f"the slices must hold exactly the {want_pods} assigned pod(s)"))
+
+
+def _compact_slice(path: FieldPath, sl: TopologyAssignmentSlice, errs: list[FieldError]) -> None:
+    """One compact slice: a positive domainCount and pod counts, each level's values label values."""
+    if sl.domain_count < 1:
+        errs.append(invalid(path.child("domainCount"), sl.domain_count, "must be greater than 0"))
+    counts = sl.pod_counts
+    if counts.universal is not None and counts.universal < 1:
+        errs.append(invalid(path.child("podCounts").child("universal"), counts.universal, "must be greater than 0"))
+    for k, n in enumerate(counts.individual or ()):
+        if n < 1:
+            errs.append(invalid(path.child("podCounts").child("individual").index(k), n, "must be greater than 0"))
+    for j, level in enumerate(sl.values_per_level):
+        at = path.child("valuesPerLevel").index(j)
+        if level.universal is not None:
+            errs.extend(formats.label_value(at.child("universal"), level.universal))
+            continue
+        ind = level.individual
+        assert ind is not None, "the model refuses a level with neither"
+        for name, part in (("prefix", ind.prefix), ("suffix", ind.suffix)):
+            if part == "":
+                errs.append(invalid(at.child("individual").child(name), part, "must be absent or non-empty"))
+        for k, root in enumerate(ind.roots):
+            value_errs = formats.label_value(at.child("individual").child("roots").index(k),
+                                             (ind.prefix or "") + root + (ind.suffix or ""))
+            if value_errs:
+                errs.extend(value_errs)
+                break  # one bad value per level is enough: the rest share its prefix and suffix
+
+
 def _assignment(path: FieldPath, item: Mapping[str, Any], pod_set_count: int | None,
                 errs: list[FieldError]) -> None:
     """One PodSetAssignment against its pod set's count (None: the pod set is unknown)."""
@@ -145,9 +209,12 @@ def _assignment(path: FieldPath, item: Mapping[str, Any], pod_set_count: int | N
     topology = shapes.mapping(item, "topologyAssignment", path.child("topologyAssignment"), errs)
     want_pods = count if count is not None else pod_set_count
     if topology is not None and want_pods is not None:
-        _slices(path.child("topologyAssignment"),
-                shapes.sequence(topology, "slices", path.child("topologyAssignment").child("slices"), errs),
-                want_pods, errs)
+        if "levels" not in topology:  # the KEP's nodeLabels slices, still read as input
+            _slices(path.child("topologyAssignment"),
+                    shapes.sequence(topology, "slices", path.child("topologyAssignment").child("slices"), errs),
+                    want_pods, errs)
+        else:
+            _compact(path.child("topologyAssignment"), topology, want_pods, errs)
 
 
 def admission(status: Mapping[str, Any], pod_sets: Mapping[str, int | None], errs: list[FieldError]) -> None:

@@ -1,7 +1,8 @@
 """The Workload kind as served in v1beta1 (for its CRD schema only).
 
 Where it differs from v1beta2: `spec.priorityClassName` + `spec.priorityClassSource` (v1beta2 one
-`spec.priorityClassRef`). Pod sets and the admission status are the hub's models. Used by
+`spec.priorityClassRef`), and each pod set's topologyAssignment lists its `domains` (v1beta2's is
+compact). Pod sets and the rest of the admission status are the hub's models. Used by
 `controller.api.crds`.
 """
 
@@ -11,8 +12,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from controller.api.meta import ApiModel, DnsSubdomainStr, Int32, KubeObject
-from controller.api.workload import MAX_POD_SETS, PodSet, WorkloadStatus
+from controller.api import workload as hub
+from controller.api.meta import ApiModel, DnsSubdomainStr, Int32, KubeObject, omitempty_list
+from controller.api.topology_assignment import V1Beta1TopologyAssignment
+from controller.api.workload import MAX_POD_SETS, PodSet
 
 # Literal needs the strings themselves: c.PRIORITY_SOURCE_WORKLOAD, c.PRIORITY_SOURCE_POD or none.
 PriorityClassSource = Literal["kueue.x-k8s.io/workloadpriorityclass", "scheduling.k8s.io/priorityclass", ""]
@@ -35,6 +38,27 @@ class WorkloadSpec(ApiModel):
     """The Workload's priority: higher is admitted first; set from the priority class when it has one."""
     active: bool | None = None
     """False takes the Workload out of admission (and evicts it if admitted); default true."""
+
+
+class PodSetAssignment(hub.PodSetAssignment):
+    """What one pod set was granted: flavors, resource usage, pod count and topology assignment."""
+
+    topology_assignment: V1Beta1TopologyAssignment | None = None  # type: ignore[assignment]  # v1beta1's form
+    """Where the pod set's pods go (v1beta1: every domain listed with its values)."""
+
+
+class Admission(hub.Admission):
+    """The ClusterQueue a Workload was admitted in and what each pod set was granted."""
+
+    pod_set_assignments: list[PodSetAssignment] = omitempty_list()  # type: ignore[assignment]  # v1beta1's form
+    """What each pod set was given: flavors, usage, count and topology placement."""
+
+
+class WorkloadStatus(hub.WorkloadStatus):
+    """Where the Workload was admitted and its conditions."""
+
+    admission: Admission | None = None  # v1beta1's form
+    """Where the Workload was admitted; set while it holds quota."""
 
 
 class Workload(KubeObject):

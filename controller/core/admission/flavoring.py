@@ -94,7 +94,7 @@ def fit_from_admission(wl: WorkloadInfo, admission: Admission) -> WorkloadFit:
             quota[(flavor, resource)] = quota.get((flavor, resource), 0) + usage.get(resource, 0)
         ps = by_name.get(psa.name)
         if ps is not None and psa.topology_assignment is not None:
-            for sl in psa.topology_assignment.slices:
+            for sl in psa.topology_assignment.domains():
                 host = sl.node_labels.get(c.LABEL_HOSTNAME)
                 if host is not None:
                     add_into(nodes.setdefault(host, {}), ps.placement_requests, sl.count)

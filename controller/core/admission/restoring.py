@@ -45,7 +45,7 @@ def domain_slices(snap: AdmissionSnapshot, wl: WorkloadInfo, admission: Admissio
                  if (info := snap.flavors.get(name)) is not None and info.topology is not None]
         if ps is None or not trees or psa.topology_assignment is None:
             continue
-        for sl in psa.topology_assignment.slices:
+        for sl in psa.topology_assignment.domains():
             labels = sl.node_labels
             named = [level for level in trees[0].levels if level in labels]
             if c.LABEL_HOSTNAME in labels or not named or len(named) != len(labels):

@@ -2,7 +2,8 @@
 shared read-only DomainLabels) and its per-node Placement on success, or a failure value carrying a
 PascalCase reason, a deterministic message and the data behind it (per-domain fit counts, exclusion
 tally). Produced by `assigning.assign`; read by admission, which writes `TopologyAssignment.to_dict()`
-into the Workload status and passes `placement` to `Usage.reserve`.
+(Kueue's compact v1beta2 form, `controller.api.topology_assignment`) into the Workload status and
+passes `placement` to `Usage.reserve`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.api.quantity import Resources
+from controller.api.topology_assignment import AssignedDomain, encode
 
 
 class DomainLabels(Mapping[str, str]):
@@ -39,6 +41,11 @@ class DomainLabels(Mapping[str, str]):
     def __repr__(self) -> str:
         return repr(dict(self))
 
+    @property
+    def level_values(self) -> tuple[str, ...]:
+        """The domain's value at each level, widest first."""
+        return self._values
+
 
 @dataclass(frozen=True, slots=True)
 class Slice:
@@ -47,13 +54,12 @@ class Slice:
     node_labels: Mapping[str, str]
     count: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"nodeLabels": dict(self.node_labels), "count": self.count}
 
 
 @dataclass(frozen=True, slots=True)
 class TopologyAssignment:
-    """The KEP's slice form; slices sorted by their label values (level order)."""
+    """One slice per chosen domain, sorted by their label values (level order): the order slots are
+    numbered in, which the compact encoding keeps."""
 
     levels: tuple[str, ...]
     slices: tuple[Slice, ...]
@@ -63,7 +69,13 @@ class TopologyAssignment:
         return sum(s.count for s in self.slices)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"slices": [s.to_dict() for s in self.slices]}
+        """Kueue's compact v1beta2 TopologyAssignment of these slices (O(slices x levels))."""
+        return encode(self.levels, [AssignedDomain(_values_of(self.levels, s.node_labels), s.count)
+                                    for s in self.slices]).to_dict()
+
+
+def _values_of(levels: tuple[str, ...], labels: Mapping[str, str]) -> tuple[str, ...]:
+    return labels.level_values if isinstance(labels, DomainLabels) else tuple(labels[level] for level in levels)
 
 
 @dataclass(frozen=True, slots=True)

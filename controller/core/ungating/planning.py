@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from controller.api.workload import TopologySlice
+from controller.api.topology_assignment import DomainPods
 
 _NO_INDEX = 1 << 62  # sorts pods without a completion index after every indexed pod
 _EMPTY: Mapping[str, Mapping[str, str]] = MappingProxyType({})
@@ -45,7 +45,7 @@ class UngatingInput:
 
     namespace: str
     workload: str
-    slices: Mapping[str, Sequence[TopologySlice]]
+    slices: Mapping[str, Sequence[DomainPods]]
     pods: Sequence[PodState]
 
 
@@ -105,7 +105,7 @@ class _SlotBoard:
     by_labels: dict[tuple[tuple[str, str], ...], int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, slices: Sequence[TopologySlice]) -> _SlotBoard:
+    def of(cls, slices: Sequence[DomainPods]) -> _SlotBoard:
         # The admission's order, as Kueue numbers slots: the admission sorts slices by their values
         # level by level, which the planner cannot redo (an API round trip may reorder label keys).
         ordered = list(slices)

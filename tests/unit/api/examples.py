@@ -139,9 +139,10 @@ def workload() -> dict[str, Any]:
             "admission": {"clusterQueue": "team-a", "podSetAssignments": [
                 {"name": "main", "flavors": {"cpu": "h100", "nvidia.com/gpu": "h100"},
                  "resourceUsage": {"cpu": "12", "nvidia.com/gpu": "64"}, "count": 8,
-                 "topologyAssignment": {"slices": [
-                     {"nodeLabels": {"cloud.com/block": "b1", "cloud.com/rack": "r3"}, "count": 6},
-                     {"nodeLabels": {"cloud.com/block": "b1", "cloud.com/rack": "r4"}, "count": 2}]}},
+                 "topologyAssignment": {"levels": ["cloud.com/block", "cloud.com/rack"], "slices": [
+                     {"domainCount": 2,
+                      "valuesPerLevel": [{"universal": "b1"}, {"individual": {"prefix": "r", "roots": ["3", "4"]}}],
+                      "podCounts": {"individual": [6, 2]}}]}},
                 {"name": "launcher", "flavors": {"cpu": "h100"}, "resourceUsage": {"cpu": "500m"}, "count": 1},
             ]},
             "conditions": [

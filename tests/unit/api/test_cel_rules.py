@@ -21,6 +21,7 @@ from webhooks.validation import validate, validate_update
 CRDS = all_crds()
 HOST = c.LABEL_HOSTNAME
 Doc = dict[str, Any]
+_TA = "status.admission.podSetAssignments.0.topologyAssignment"
 
 
 def _workload() -> Doc:
@@ -159,6 +160,20 @@ CASES = [
              f"equal to {c.PRIORITY_SOURCE_WORKLOAD}",), update=True),
     CelCase("queueName frozen while reserved", _workload, _set("spec.queueName", "other"),
             ("queueName is immutable while workload quota reserved",), update=True),
+    CelCase("a topology slice with values for fewer levels than the assignment names", _workload,
+            _set(f"{_TA}.levels", ["cloud.com/block", "cloud.com/rack", HOST]),
+            ("valuesPerLevel must have the same length as the number of levels in this TopologyAssignment",)),
+    CelCase("fewer pod counts than the slice's domains", _workload, _set(f"{_TA}.slices.0.podCounts.individual", [8]),
+            ("podCounts.individual must have length equal to domainCount",)),
+    CelCase("fewer roots than the slice's domains", _workload,
+            _set(f"{_TA}.slices.0.valuesPerLevel.1.individual.roots", ["3"]),
+            ("valuesPerLevel.individual, if set, must have roots of length equal to domainCount of this "
+             "TopologyAssignmentSlice",)),
+    CelCase("a level with both a universal and individual values", _workload,
+            _set(f"{_TA}.slices.0.valuesPerLevel.0.individual", {"roots": ["1", "1"]}),
+            ("exactly one of the fields in [universal individual] must be set",)),
+    CelCase("pod counts neither universal nor individual", _workload, _set(f"{_TA}.slices.0.podCounts", {}),
+            ("exactly one of the fields in [universal individual] must be set",)),
 ]
 
 

@@ -17,6 +17,7 @@ from controller.api.flavor import ResourceFlavor
 from controller.api.meta import ConditionStatus, KubeObject, format_time, object_key
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
+from controller.api.topology_assignment import AssignedDomain, encode
 from controller.api.workload import Workload, admission_of, owner_job_key
 from tests.builders.kueue import make_cluster_queue, make_flavor, make_topology, make_workload
 from tests.unit.api import examples
@@ -263,8 +264,8 @@ def test_workload_is_active_unless_explicitly_false() -> None:
 
 _names = st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True)
 _quantities = st.one_of(st.integers(0, 10**6).map(str), st.sampled_from(["500m", "2Gi", "1e3", "0.5"]))
-_slices = st.lists(st.builds(lambda labels, n: {"nodeLabels": labels, "count": n},
-                             st.dictionaries(_names, _names, max_size=3), st.integers(1, 64)), max_size=4)
+_slices = st.lists(st.tuples(_names, _names, st.integers(1, 64)), max_size=4).map(
+    lambda domains: encode(["block", "rack"], [AssignedDomain((b, r), n) for b, r, n in domains]).to_dict())
 
 
 @st.composite
@@ -272,7 +273,7 @@ def _workloads(draw: st.DrawFn) -> dict[str, Any]:
     names = draw(st.lists(_names, min_size=1, max_size=4, unique=True))
     pod_sets = [{"name": n, "count": draw(st.integers(0, 1000)), "template": {"spec": {}}} for n in names]
     assignments = [{"name": n, "resourceUsage": draw(st.dictionaries(_names, _quantities, max_size=3)),
-                    "count": ps["count"], "topologyAssignment": {"slices": draw(_slices)}}
+                    "count": ps["count"], "topologyAssignment": draw(_slices)}
                    for n, ps in zip(names, pod_sets, strict=True)]
     obj: dict[str, Any] = {"metadata": {"name": draw(_names), "namespace": "ns"},
                            "spec": {"podSets": pod_sets, "queueName": draw(_names)}}

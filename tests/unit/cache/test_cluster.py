@@ -27,6 +27,7 @@ from controller.cache.cluster import (
 from controller.core.admission.cycle import Admit, run_until_quiet
 from tests.builders.cluster import make_node, make_pod
 from tests.builders.kueue import (
+    label_slices,
     make_cluster_queue,
     make_flavor,
     make_job,
@@ -132,7 +133,7 @@ def test_after_a_restart_an_admission_is_restored_once_even_with_its_pods_alread
     decisions = {d.key: d for d in run_until_quiet(cache.admission_state())}
     assert not isinstance(decisions["default/b"], Admit)
     assert isinstance(decisions["default/c"], Admit)
-    slices = decisions["default/c"].admission["podSetAssignments"][0]["topologyAssignment"]["slices"]
+    slices = label_slices(decisions["default/c"].admission["podSetAssignments"][0]["topologyAssignment"])
     assert {sl["nodeLabels"][RACK] for sl in slices} == {"r2"}
 
 

@@ -21,7 +21,7 @@ from kubernetes.aio import config as aconfig
 from kubernetes.aio.client import ApiClient, Configuration, CoreV1Api
 
 from controller.api import constants as c
-from controller.api.workload import TopologySlice
+from controller.api.topology_assignment import DomainPods
 from controller.core.ungating import PodState, Ungate, UngatingInput
 from controller.kube.api import PODS, ApiError, KubeApi, api_error
 from controller.kube.metrics import Metrics
@@ -35,7 +35,7 @@ from tests.unit.kube.recording import RecordingApi
 
 RACK = "cloud.com/rack"
 OTHER_GATE = "example.com/other"
-SLICES = {"main": [TopologySlice(node_labels={RACK: "r1"}, count=2), TopologySlice(node_labels={RACK: "r2"}, count=2)]}
+SLICES = {"main": [DomainPods(node_labels={RACK: "r1"}, count=2), DomainPods(node_labels={RACK: "r2"}, count=2)]}
 
 
 @dataclass
@@ -195,7 +195,7 @@ async def test_a_workload_the_source_no_longer_knows_drops_its_expectations() ->
 async def test_patches_in_flight_never_exceed_the_parallelism() -> None:
     core = FakeCore(pods(40))
     core.delay = 0.01
-    slices = {"main": [TopologySlice(node_labels={RACK: "r1"}, count=40)]}
+    slices = {"main": [DomainPods(node_labels={RACK: "r1"}, count=40)]}
     ungater = TopologyUngater(core, lambda ns, wl: UngatingInput(ns, wl, slices,
                                                                  [p.state() for p in core.pods.values()]),
                               parallelism=3)
@@ -432,8 +432,8 @@ async def test_on_the_devcluster_indexed_pods_are_ungated_into_their_racks_and_b
     core = CoreV1Api(client)
     for i in range(6):
         await core.create_namespaced_pod("default", as_body(gated_pod(f"w-{i}", i)))
-    slices = {"main": [TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r1"}, count=4),
-                       TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r2"}, count=1)]}
+    slices = {"main": [DomainPods(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r1"}, count=4),
+                       DomainPods(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r2"}, count=1)]}
     listed: list[PodState] = []
     door = RecordingApi(client)
     ungater = TopologyUngater(door, lambda ns, wl: UngatingInput(ns, wl, slices, listed))
@@ -462,8 +462,8 @@ async def test_on_the_devcluster_injected_409s_and_500s_on_pod_patches_converge_
         await core.create_namespaced_pod("default", as_body(gated_pod(f"f-{i}", i)))
     cluster.faults.inject(CONFLICT, "patch", "pods", count=3)
     cluster.faults.inject(ERROR, "patch", "pods", count=2)
-    slices = {"main": [TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r1"}, count=3),
-                       TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r2"}, count=3)]}
+    slices = {"main": [DomainPods(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r1"}, count=3),
+                       DomainPods(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r2"}, count=3)]}
     listed: list[PodState] = []
 
     async def follow() -> None:  # a cache that lags the API by up to 20 ms
@@ -520,8 +520,8 @@ async def test_on_the_devcluster_a_restart_between_patches_ungates_the_rest_exac
     core = CoreV1Api(client)
     for i in range(6):
         await core.create_namespaced_pod("default", as_body(gated_pod(f"r-{i}", i)))
-    slices = {"main": [TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r1"}, count=3),
-                       TopologySlice(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r2"}, count=3)]}
+    slices = {"main": [DomainPods(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r1"}, count=3),
+                       DomainPods(node_labels={LABEL_BLOCK: "b1", LABEL_RACK: "b1-r2"}, count=3)]}
 
     async def listing() -> list[PodState]:
         return [pod_state(p) for p in (await core.list_namespaced_pod("default")).items]

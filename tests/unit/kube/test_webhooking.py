@@ -1,6 +1,6 @@
 """The webhook side of the operator: review memos that are not kept, local TLS files, denials
-logged once, and the local webhook configurations written through the door and shared by replicas
-(against the devcluster)."""
+logged once, and the local webhook configurations and CRD conversion written through the door and
+shared by replicas (against the devcluster)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from kubernetes.aio import config as aconfig
 from kubernetes.aio.client import ApiClient
 
 from controller.api import constants as c
+from controller.api.crds import all_crds
 from controller.kube.api import (
+    CUSTOM_RESOURCE_DEFINITIONS,
     MUTATING_WEBHOOK_CONFIGURATIONS,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
     ApiError,
@@ -25,6 +27,7 @@ from controller.kube.api import (
     path,
 )
 from controller.kube.webhooking import (
+    CONVERTED_CRDS,
     DenialsLoggedOnce,
     ReviewMemories,
     joined,
@@ -32,7 +35,9 @@ from controller.kube.webhooking import (
     listening,
     local_tls,
     register_configurations,
+    register_conversion,
     release_configurations,
+    release_conversion,
     remove_configurations,
     sharing_servers,
 )
@@ -171,3 +176,55 @@ async def test_a_listening_server_is_told_from_a_closed_port() -> None:
     server.close()
     await server.wait_closed()
     assert not await listening(f"https://127.0.0.1:{port}")
+
+
+# -- the CRDs' conversion ----------------------------------------------------------------------------
+
+async def converting_to(api: KubeApi, name: str) -> tuple[str, str, list[str]]:
+    """(strategy, the webhook's URL, the URLs the CRD lists) of one CRD."""
+    crd = await api.get(CUSTOM_RESOURCE_DEFINITIONS, None, name)
+    conversion = crd["spec"].get("conversion") or {}
+    url = ((conversion.get("webhook") or {}).get("clientConfig") or {}).get("url", "")
+    return conversion.get("strategy", ""), url, [s["url"] for s in sharing_servers(crd)]
+
+
+async def test_local_replicas_share_the_crds_conversion_and_the_last_leaves_it_in_place(
+        cluster_client: tuple[DevCluster, ApiClient], caplog: pytest.LogCaptureFixture) -> None:
+    """Every tasq CRD converts through the newest registered server's /convert
+    (ConversionReview v1, its CA); a leaving replica hands it to one still listening; the last one
+    leaves it (objects cannot be served unconverted) and logs that."""
+    _, client = cluster_client
+    api = KubeApi(client)
+    for crd in all_crds().values():
+        await api.create(CUSTOM_RESOURCE_DEFINITIONS, None, crd)
+    assert set(CONVERTED_CRDS) == {crd["metadata"]["name"] for crd in all_crds().values()}
+    up = {"https://127.0.0.1:1", "https://127.0.0.1:2"}
+
+    async def alive(url: str) -> bool:
+        return url in up
+
+    for port in (1, 2, 3):
+        await register_conversion(api, f"https://127.0.0.1:{port}", "Y2E=")
+    listed = ["https://127.0.0.1:1", "https://127.0.0.1:2", "https://127.0.0.1:3"]
+    for name in CONVERTED_CRDS:
+        assert await converting_to(api, name) == ("Webhook", "https://127.0.0.1:3/convert", listed)
+        crd = await api.get(CUSTOM_RESOURCE_DEFINITIONS, None, name)
+        assert crd["spec"]["conversion"]["webhook"]["conversionReviewVersions"] == ["v1"]
+        assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] == "Y2E="
+    await release_conversion(api, "https://127.0.0.1:3", alive=alive)
+    await release_conversion(api, "https://127.0.0.1:9", alive=alive)  # never listed: nothing changes
+    for name in CONVERTED_CRDS:
+        assert await converting_to(api, name) == ("Webhook", "https://127.0.0.1:2/convert", listed[:2])
+    up.clear()
+    caplog.set_level(logging.INFO, logger="controller.kube.webhooking")
+    await release_conversion(api, "https://127.0.0.1:2", alive=alive)
+    for name in CONVERTED_CRDS:
+        assert await converting_to(api, name) == ("Webhook", "https://127.0.0.1:2/convert", listed[:2])
+        assert f"{name}: conversion left pointing at https://127.0.0.1:2" in caplog.text
+
+
+async def test_registering_the_conversion_of_a_crd_not_installed_says_so(
+        cluster_client: tuple[DevCluster, ApiClient], caplog: pytest.LogCaptureFixture) -> None:
+    _, client = cluster_client
+    await register_conversion(KubeApi(client), "https://127.0.0.1:1", "Y2E=", crds=("widgets.example.io",))
+    assert "CRD widgets.example.io is not installed" in caplog.text

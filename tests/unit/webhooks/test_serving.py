@@ -1,6 +1,7 @@
 """The TLS admission server: real HTTPS on 127.0.0.1, 404 for a path that names no webhook, 400 for
 malformed reviews without going down, a log line naming each object, certificate files reloaded
-without a restart, and connections closed after each answer while draining."""
+without a restart, connections closed after each answer while draining, and /convert answering
+ConversionReviews on the same server."""
 
 from __future__ import annotations
 
@@ -18,11 +19,26 @@ import pytest
 from cryptography import x509
 
 from controller.api import constants as c
+from tests.builders.conversion import rename_cohort
 from tests.unit.webhooks.manifests import valid_job
 from tests.unit.webhooks.reviews import Admission, review
+from tests.unit.webhooks.test_converting import conversion_review, queue
 from webhooks.certificates import CertificateAuthority, write_serving_files
-from webhooks.configurations import MUTATING_ROUTES, VALIDATING_ROUTES, service_client, webhook_configurations
-from webhooks.serving import MAX_OBJECT_DEPTH, AdmissionServer, TlsFiles, review_problems, too_deep
+from webhooks.configurations import (
+    CONVERSION_PATH,
+    MUTATING_ROUTES,
+    VALIDATING_ROUTES,
+    service_client,
+    webhook_configurations,
+)
+from webhooks.serving import (
+    MAX_OBJECT_DEPTH,
+    MAX_REVIEW_BYTES,
+    AdmissionServer,
+    TlsFiles,
+    review_problems,
+    too_deep,
+)
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
@@ -253,3 +269,68 @@ async def test_a_draining_server_still_answers_and_closes_each_connection_it_ans
                                     headers={"Content-Type": "application/json"}) as resp:
                 assert resp.status == 200 and (await resp.json())["response"]["allowed"] is True
                 assert (resp.headers.get("Connection", "").lower() == "close") is closes
+
+
+@pytest.fixture
+async def converting(tmp_path: Path) -> AsyncIterator[tuple[AdmissionServer, CertificateAuthority]]:
+    ca = write_serving_files(tmp_path, datetime.now(UTC))
+    server = AdmissionServer(tls_files(tmp_path), reload_interval=0.05, converter=rename_cohort)
+    serving = server(Admission().fn)
+    assert isinstance(serving, AsyncGenerator)
+    await anext(serving)
+    try:
+        yield server, ca
+    finally:
+        await serving.aclose()
+
+
+async def test_convert_answers_a_conversion_review_over_https(
+        converting: tuple[AdmissionServer, CertificateAuthority], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="webhooks.serving")
+    server, ca = converting
+    # more objects than are converted inline: the worker-thread path answers the same
+    objects = [queue(f"q{i}") for i in range(40)]
+    status, answer = await post(server, ca.cert_pem, CONVERSION_PATH, json.dumps(conversion_review(objects)).encode())
+    assert status == 200 and answer["response"]["result"] == {"status": "Success"}
+    assert [o["metadata"]["name"] for o in answer["response"]["convertedObjects"]] == [f"q{i}" for i in range(40)]
+    assert "Conversion of 40 object(s) to kueue.x-k8s.io/v1beta2: done" in caplog.text
+
+
+async def test_convert_answers_a_bad_object_with_a_failure_and_bad_bodies_with_400(
+        converting: tuple[AdmissionServer, CertificateAuthority], caplog: pytest.LogCaptureFixture) -> None:
+    server, ca = converting
+    status, answer = await post(server, ca.cert_pem, CONVERSION_PATH,
+                                json.dumps(conversion_review([queue("bad", 3)])).encode())
+    assert status == 200 and answer["response"]["result"] == {
+        "status": "Failure", "message": "ClusterQueue bad: spec.cohort: must be a string"}
+    assert "Conversion of 1 object(s) to kueue.x-k8s.io/v1beta2: failed: ClusterQueue bad" in caplog.text
+    for body, problem in ((b"{not json", "not JSON"), (b"[]", "JSON object")):
+        status, answer = await post(server, ca.cert_pem, CONVERSION_PATH, body)
+        assert status == 400 and problem in answer["message"]
+    status, answer = await post(server, ca.cert_pem, CONVERSION_PATH, json.dumps(conversion_review([queue("a")])).encode())
+    assert status == 200 and answer["response"]["result"]["status"] == "Success"  # still serving
+
+
+async def test_admission_paths_still_refuse_a_review_over_their_limit(
+        converting: tuple[AdmissionServer, CertificateAuthority]) -> None:
+    server, ca = converting
+    status, answer = await post(server, ca.cert_pem, c.WEBHOOK_MUTATE_JOB, b" " * (MAX_REVIEW_BYTES + 1))
+    assert status == 400 and "must not exceed" in answer["message"]
+
+
+async def test_by_default_convert_uses_tasqs_conversion(running: tuple[AdmissionServer, CertificateAuthority]) -> None:
+    """The operator's server converts with controller.api.conversion: Kueue's rename, and a Failure
+    naming object and field for a kind tasq does not serve."""
+    server, ca = running
+    queue_v1 = {"apiVersion": f"{c.GROUP}/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+                "spec": {"cohort": "pool"}}
+    status, answer = await post(server, ca.cert_pem, CONVERSION_PATH,
+                                json.dumps(conversion_review([queue_v1], f"{c.GROUP}/v1beta2")).encode())
+    assert status == 200 and answer["response"]["result"] == {"status": "Success"}
+    (converted,) = answer["response"]["convertedObjects"]
+    assert converted["apiVersion"] == f"{c.GROUP}/v1beta2" and converted["spec"] == {"cohortName": "pool"}
+    gizmo = {**queue_v1, "kind": "Gizmo"}
+    status, answer = await post(server, ca.cert_pem, CONVERSION_PATH,
+                                json.dumps(conversion_review([gizmo], f"{c.GROUP}/v1beta2")).encode())
+    assert status == 200 and answer["response"]["result"]["status"] == "Failure"
+    assert answer["response"]["result"]["message"].startswith("Gizmo cq: kind: must be one of ")

@@ -141,6 +141,7 @@ ADM = "status.admission"
 PSA0 = f"{ADM}.podSetAssignments[0]"
 PSA1 = f"{ADM}.podSetAssignments[1]"
 SLICES0 = f"{PSA0}.topologyAssignment.slices"
+PSA0_DOTTED = f"{ADM}.podSetAssignments.0"
 
 
 @cases(
@@ -161,16 +162,30 @@ SLICES0 = f"{PSA0}.topologyAssignment.slices"
          want_errors=(SLICES0,)),
     Case("slices holding more pods than assigned", valid_workload().assignment("main", 2, (R1, 2), (R2, 1)),
          want_errors=(SLICES0,)),
-    Case("slices naming different levels", valid_workload().assignment(
-        "main", 2, (R1, 1), ({**R2, HOST_KEY: "n3"}, 1)), want_errors=(f"{SLICES0}[1].nodeLabels",)),
-    Case("one domain in two slices", valid_workload().assignment("main", 2, (R1, 1), (R1, 1)),
-         want_errors=(f"{SLICES0}[1].nodeLabels",)),
-    Case("a slice without labels", valid_workload().assignment("main", 2, ({}, 2)),
+    Case("the KEP's form: slices naming different levels", valid_workload().assignment(
+        "main", 2, (R1, 1), ({**R2, HOST_KEY: "n3"}, 1), legacy=True), want_errors=(f"{SLICES0}[1].nodeLabels",)),
+    Case("the KEP's form: one domain in two slices", valid_workload().assignment(
+        "main", 2, (R1, 1), (R1, 1), legacy=True), want_errors=(f"{SLICES0}[1].nodeLabels",)),
+    Case("the KEP's form: a slice without labels", valid_workload().assignment("main", 2, ({}, 2), legacy=True),
          want_errors=(f"{SLICES0}[0].nodeLabels",)),
-    Case("an empty slice", valid_workload().assignment("main", 2, (R1, 2), (R2, 0)),
+    Case("the KEP's form: an empty slice", valid_workload().assignment("main", 2, (R1, 2), (R2, 0), legacy=True),
          want_errors=(f"{SLICES0}[1].count",)),
+    Case("the KEP's form is still read", valid_workload().assignment("main", 2, (R1, 1), (R2, 1), legacy=True)),
+    Case("one domain twice", valid_workload().assignment("main", 2, (R1, 1), (R1, 1)),
+         want_errors=(SLICES0,)),
+    Case("a domain of no pod", valid_workload().assignment("main", 2, (R1, 2), (R2, 0)),
+         want_errors=(f"{SLICES0}[0].podCounts.individual[1]",)),
     Case("a level value that is not a label value", valid_workload().assignment(
-        "main", 2, ({BLOCK_KEY: "b 1"}, 2)), want_errors=(f"{SLICES0}[0].nodeLabels[{BLOCK_KEY}]",)),
+        "main", 2, ({BLOCK_KEY: "b 1"}, 2)), want_errors=(f"{SLICES0}[0].valuesPerLevel[0].universal",)),
+    Case("a root that makes no label value", valid_workload().assignment(
+        "main", 2, ({BLOCK_KEY: "b1"}, 1), ({BLOCK_KEY: "b-"}, 1)),
+         want_errors=(f"{SLICES0}[0].valuesPerLevel[0].individual.roots[1]",)),
+    Case("roots fewer than the slice's domains", valid_workload().assignment(
+        "main", 2, (R1, 1), (R2, 1)).set(f"{PSA0_DOTTED}.topologyAssignment.slices.0.domainCount", 3),
+         want_errors=(f"{PSA0}.topologyAssignment",)),
+    Case("a level named twice", valid_workload().assignment("main", 2, (R1, 2)).set(
+        f"{PSA0_DOTTED}.topologyAssignment.levels", [BLOCK_KEY, BLOCK_KEY]),
+         want_errors=(f"{PSA0}.topologyAssignment.levels[1]",)),
     Case("a flavor name that is not a DNS name", valid_workload().assignment("main", 2, flavors={"cpu": "H100"}),
          want_errors=(f"{PSA0}.flavors[cpu]",)),
     Case("a usage that is not a multiple of the count", valid_workload().assignment(

@@ -24,6 +24,7 @@ from tests.builders.kueue import (
     ResourceFlavorBuilder,
     TopologyBuilder,
     WorkloadBuilder,
+    label_slices,
     make_admission_state,
     make_cluster_queue,
     make_flavor,
@@ -244,7 +245,7 @@ def test_release_on_finish_admits_the_waiting_workload() -> None:
     assert state.release(first.key)
     [decision] = run_until_quiet(state)
     assert isinstance(decision, Admit) and decision.key == second.key
-    slices = decision.admission["podSetAssignments"][0]["topologyAssignment"]["slices"]
+    slices = label_slices(decision.admission["podSetAssignments"][0]["topologyAssignment"])
     assert slices == [{"nodeLabels": {BLOCK: "b1", RACK: "r1"}, "count": 2}]
 
 
@@ -370,7 +371,7 @@ def test_a_node_added_outside_admission_lets_the_parked_workload_in_once_capacit
     state.capacity_changed()
     [decision] = run_until_quiet(state)
     assert isinstance(decision, Admit)
-    assert decision.admission["podSetAssignments"][0]["topologyAssignment"]["slices"] == [
+    assert label_slices(decision.admission["podSetAssignments"][0]["topologyAssignment"]) == [
         {"nodeLabels": {BLOCK: "b1", RACK: "r1"}, "count": 3}]
 
 

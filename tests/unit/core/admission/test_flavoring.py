@@ -13,6 +13,7 @@ from controller.core.admission.cycle import Admit, Decision, Pending, run_until_
 from controller.core.admission.workloads import workload_info
 from tests.builders.cluster import make_node
 from tests.builders.kueue import (
+    label_slices,
     make_admission_state,
     make_cluster_queue,
     make_flavor,
@@ -59,7 +60,7 @@ def admit(*podsets: tuple[str, int, dict[str, Any]], gates: str = "") -> Decisio
 def slices_of(decision: Decision) -> list[list[str]]:
     """Per pod set, `host=count` of its topology assignment."""
     assert isinstance(decision, Admit), decision.message
-    return [[f"{s['nodeLabels'][HOST]}={s['count']}" for s in psa["topologyAssignment"]["slices"]]
+    return [[f"{s['nodeLabels'][HOST]}={s['count']}" for s in label_slices(psa["topologyAssignment"])]
             for psa in decision.admission["podSetAssignments"]]
 
 

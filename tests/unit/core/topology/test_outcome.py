@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from controller.api.topology_assignment import TopologyAssignment as WireAssignment
 from controller.core.topology import Usage, assign
-from controller.core.topology.outcome import DomainLabels, Slice
+from controller.core.topology.outcome import DomainLabels, Slice, TopologyAssignment
 from tests.unit.core.topology.scenario import (
     BLOCK,
     HOST,
@@ -37,10 +38,15 @@ def test_a_level_the_domain_does_not_have_is_a_key_error() -> None:
         LABELS["zone"]
 
 
-def test_a_slice_serialises_its_labels_as_a_plain_dict() -> None:
-    out = Slice(LABELS, 2).to_dict()
-    assert type(out["nodeLabels"]) is dict
-    assert json.loads(json.dumps(out)) == {"nodeLabels": {BLOCK: "b1", RACK: "r1", HOST: "x1"}, "count": 2}
+def test_an_assignment_is_written_in_kueues_compact_form_and_reads_back_as_its_slices() -> None:
+    slices = (Slice(LABELS, 2), Slice(DomainLabels(LEVELS, ("b1", "r1", "x2")), 2))
+    out = json.loads(json.dumps(TopologyAssignment(LEVELS, slices).to_dict()))
+    assert out == {"levels": list(LEVELS), "slices": [{
+        "domainCount": 2, "podCounts": {"universal": 2},
+        "valuesPerLevel": [{"universal": "b1"}, {"universal": "r1"},
+                           {"individual": {"prefix": "x", "roots": ["1", "2"]}}]}]}
+    assert [(d.node_labels, d.count) for d in WireAssignment.model_validate(out).domains()] == [
+        (dict(s.node_labels), s.count) for s in slices]
 
 
 # Two hosts in one rack:

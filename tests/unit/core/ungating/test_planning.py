@@ -15,14 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.api.workload import TopologySlice
+from controller.api.topology_assignment import DomainPods
 from controller.core.ungating.planning import PodState, UngatingInput, UngatingPlan, plan_ungating
 
 BLOCK, RACK = "cloud.com/block", "cloud.com/rack"
 
 
-def rack(block: str, name: str, count: int) -> TopologySlice:
-    return TopologySlice(node_labels={BLOCK: block, RACK: name}, count=count)
+def rack(block: str, name: str, count: int) -> DomainPods:
+    return DomainPods(node_labels={BLOCK: block, RACK: name}, count=count)
 
 
 @dataclass
@@ -66,9 +66,9 @@ def pod(name: str) -> PodBuilder:
     return PodBuilder(name)
 
 
-def plan(slices: Sequence[TopologySlice], pods: Sequence[PodBuilder],
+def plan(slices: Sequence[DomainPods], pods: Sequence[PodBuilder],
          in_flight: Mapping[str, Mapping[str, str]] | None = None,
-         by_pod_set: Mapping[str, Sequence[TopologySlice]] | None = None) -> UngatingPlan:
+         by_pod_set: Mapping[str, Sequence[DomainPods]] | None = None) -> UngatingPlan:
     inp = UngatingInput("ns", "wl", by_pod_set or {"main": slices}, [p.state() for p in pods])
     return plan_ungating(inp, in_flight or {})
 
@@ -89,7 +89,7 @@ R3_R4 = (rack("b1", "r3", 6), rack("b1", "r4", 2))
 @dataclass(frozen=True)
 class Case:
     name: str
-    slices: Sequence[TopologySlice]
+    slices: Sequence[DomainPods]
     pods: Sequence[PodBuilder]
     want: Mapping[str, str]
     held: int = 0
@@ -133,7 +133,7 @@ CASES = [
          (rack("b1", "r3", 1), rack("b1", "r4", 1)),
          [pod("x").at(1).born(1), pod("y").at(1).born(2)], {"x": "b1/r3", "y": "b1/r4"}),
     Case("slots are numbered in the admission's slice order, even when label keys come back reordered",
-         (TopologySlice(node_labels={RACK: "r1", BLOCK: "b1"}, count=1), rack("b1", "r2", 1)),
+         (DomainPods(node_labels={RACK: "r1", BLOCK: "b1"}, count=1), rack("b1", "r2", 1)),
          [pod("p1").at(1), pod("p0").at(0)], {"p0": "b1/r1", "p1": "b1/r2"}),
     Case("a released pod outside every slice takes no slot",
          (rack("b1", "r3", 1),), [pod("stray").released_to("b7", "r7"), pod("a")], {"a": "b1/r3"}),
@@ -174,7 +174,7 @@ def test_4096_pods_in_64_slices_are_planned_in_index_order() -> None:
 # ------------------------------------------------------------------------ properties vs an oracle
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[list[TopologySlice], list[PodBuilder]]:
+def scenarios(draw: st.DrawFn) -> tuple[list[DomainPods], list[PodBuilder]]:
     counts = draw(st.lists(st.integers(1, 4), min_size=1, max_size=5))
     slices = [rack("b1", f"r{i}", n) for i, n in enumerate(counts)]
     n_pods = draw(st.integers(0, sum(counts) + 3))
@@ -193,7 +193,7 @@ def scenarios(draw: st.DrawFn) -> tuple[list[TopologySlice], list[PodBuilder]]:
     return slices, pods
 
 
-def oracle_free_slots(slices: Sequence[TopologySlice], pods: Sequence[PodBuilder]) -> dict[str, int]:
+def oracle_free_slots(slices: Sequence[DomainPods], pods: Sequence[PodBuilder]) -> dict[str, int]:
     """Brute force: each slice's slots, one list entry per slot, minus one per live released pod there."""
     slots = [s.node_labels[RACK] for s in slices for _ in range(s.count)]
     for p in pods:
@@ -204,7 +204,7 @@ def oracle_free_slots(slices: Sequence[TopologySlice], pods: Sequence[PodBuilder
 
 @settings(max_examples=300, deadline=None)
 @given(scenarios())
-def test_slot_counts_are_never_exceeded_and_no_free_slot_is_wasted(scenario: tuple[list[TopologySlice], list[PodBuilder]]) -> None:
+def test_slot_counts_are_never_exceeded_and_no_free_slot_is_wasted(scenario: tuple[list[DomainPods], list[PodBuilder]]) -> None:
     slices, pods = scenario
     result = plan(slices, pods)
     free = oracle_free_slots(slices, pods)
@@ -217,7 +217,7 @@ def test_slot_counts_are_never_exceeded_and_no_free_slot_is_wasted(scenario: tup
 
 @settings(max_examples=300, deadline=None)
 @given(scenarios())
-def test_running_and_terminated_pods_are_never_moved(scenario: tuple[list[TopologySlice], list[PodBuilder]]) -> None:
+def test_running_and_terminated_pods_are_never_moved(scenario: tuple[list[DomainPods], list[PodBuilder]]) -> None:
     slices, pods = scenario
     names = {u.pod for u in plan(slices, pods).ungate}
     assert names <= {p.name for p in pods if p.gated and not p.terminated}
@@ -237,7 +237,7 @@ def test_fresh_indexed_pods_land_in_the_slice_of_their_slot(counts: list[int], d
 @settings(max_examples=100, deadline=None)
 @given(scenarios(), st.randoms())
 def test_the_plan_does_not_depend_on_the_order_pods_are_listed(
-        scenario: tuple[list[TopologySlice], list[PodBuilder]], rnd: random.Random) -> None:
+        scenario: tuple[list[DomainPods], list[PodBuilder]], rnd: random.Random) -> None:
     slices, pods = scenario
     shuffled = list(pods)
     rnd.shuffle(shuffled)
@@ -247,7 +247,7 @@ def test_the_plan_does_not_depend_on_the_order_pods_are_listed(
 @settings(max_examples=200, deadline=None)
 @given(scenarios(), st.data())
 def test_pods_in_flight_hold_their_slots_and_are_never_ungated_twice(
-        scenario: tuple[list[TopologySlice], list[PodBuilder]], data: st.DataObject) -> None:
+        scenario: tuple[list[DomainPods], list[PodBuilder]], data: st.DataObject) -> None:
     slices, pods = scenario
     waiting = [i for i, p in enumerate(pods) if p.gated and not p.terminated]
     chosen = data.draw(st.sets(st.sampled_from(waiting))) if waiting else set()

@@ -6,7 +6,16 @@ from typing import Any
 
 import pytest
 
-from devcluster.server.store import ADDED, DELETED, MODIFIED, Compacted, Store, StoredEvent
+from devcluster.server.errors import ETCD_MAX_REQUEST_BYTES, ETCD_MAX_SEND_BYTES, ApiError
+from devcluster.server.store import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    Compacted,
+    Store,
+    StoredEvent,
+    etcd_request_bytes,
+)
 
 PODS = ("", "pods")
 CMS = ("", "configmaps")
@@ -103,3 +112,25 @@ def test_per_namespace_counts_follow_creates_and_removals() -> None:
     assert (store.count(PODS, "ns"), store.count(PODS, "other"), store.count(PODS)) == (1, 1, 2)
     store.remove(PODS, ("ns", "a"))
     assert (store.count(PODS, "ns"), store.count(PODS)) == (0, 1)
+
+
+@pytest.mark.parametrize(("padding", "want"), [
+    (ETCD_MAX_REQUEST_BYTES - 2048, None),
+    (ETCD_MAX_REQUEST_BYTES + 1, "etcdserver: request is too large"),
+    (ETCD_MAX_SEND_BYTES + 1, "rpc error: code = ResourceExhausted desc = trying to send message larger than max ("),
+], ids=["just under etcd's limit", "over etcd's limit", "over the etcd client's send limit"])
+def test_a_write_too_large_for_etcd_is_refused_and_stores_nothing(padding: int, want: str | None) -> None:
+    store = Store()
+    big = {**obj("big"), "data": {"blob": "x" * padding}}
+    seen: list[StoredEvent] = []
+    store.subscribe(CMS, seen.append)
+    before = store.revision
+    if want is None:
+        store.put(CMS, big)
+        assert etcd_request_bytes(CMS, big) <= ETCD_MAX_REQUEST_BYTES and len(seen) == 1
+        return
+    with pytest.raises(ApiError) as refused:
+        store.put(CMS, big)
+    assert (refused.value.code, refused.value.status()["message"].startswith(want)) == (500, True)
+    assert "reason" not in refused.value.status()
+    assert (store.revision, seen, store.get(CMS, ("ns", "big"))) == (before, [], None)
