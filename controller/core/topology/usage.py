@@ -271,11 +271,12 @@ class Usage:
 
     def footprint(self, workload_key: str) -> dict[int, dict[int, int]]:
         """Row -> column -> milli a workload takes now: what is left of its reservation plus its bound
-        pods (what `remove_workload` would free); columns as in `registry.cols`."""
-        out: dict[int, dict[int, int]] = {row: dict(cols) for row, cols in self._reservations.get(workload_key, {}).items()}
+        pods (what `remove_workload` would free); columns as in `registry.cols`. Read-only: the inner
+        maps may be this Usage's own."""
+        out: dict[int, dict[int, int]] = dict(self._reservations.get(workload_key, {}))
         for key in self._workload_pods.get(workload_key, ()):
             pod = self._pods[key]
-            vec = out.setdefault(pod.row, {})
+            vec = out[pod.row] = dict(out.get(pod.row, {}))
             for col, milli in pod.amounts:
                 vec[col] = vec.get(col, 0) + milli
         return out

@@ -24,6 +24,7 @@ from tests.builders.cluster import make_node
 from tests.builders.kueue import (
     ClusterQueueBuilder,
     WorkloadBuilder,
+    label_slices,
     make_admission_state,
     make_cluster_queue,
     make_flavor,
@@ -351,7 +352,7 @@ def test_topology_victims_free_one_rack(case: RackCase) -> None:
         state.release(victim.key, requeue=True)
     (admitted,) = [d for d in run_until_quiet(state) if isinstance(d, Admit) and d.key == "default/hi"]
     rack = case.domain.split("/")[-1].rstrip('"')
-    slices = admitted.admission["podSetAssignments"][0]["topologyAssignment"]["slices"]
+    slices = label_slices(admitted.admission["podSetAssignments"][0]["topologyAssignment"])
     assert {s["nodeLabels"][RACK] for s in slices} == {rack}
 
 
