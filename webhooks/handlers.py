@@ -27,6 +27,7 @@ TASQ_KINDS: Final = (
     (c.PLURAL_CLUSTER_QUEUES, c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, c.KIND_CLUSTER_QUEUE),
     (c.PLURAL_LOCAL_QUEUES, c.WEBHOOK_VALIDATE_LOCAL_QUEUE, c.KIND_LOCAL_QUEUE),
     (c.PLURAL_WORKLOADS, c.WEBHOOK_VALIDATE_WORKLOAD, c.KIND_WORKLOAD),
+    (c.PLURAL_COHORTS, c.WEBHOOK_VALIDATE_COHORT, c.KIND_COHORT),
 )
 
 
@@ -92,7 +93,8 @@ def _validator(kind: str) -> Callable[..., Coroutine[Any, Any, None]]:
 
 
 SERVED_VERSIONS: dict[str, tuple[str, ...]] = {
-    c.PLURAL_TOPOLOGIES: (c.VERSION_V1BETA2, c.VERSION_V1BETA1, c.VERSION_V1ALPHA1)}
+    c.PLURAL_TOPOLOGIES: (c.VERSION_V1BETA2, c.VERSION_V1BETA1, c.VERSION_V1ALPHA1),
+    c.PLURAL_COHORTS: (c.VERSION_V1BETA2,)}
 """Versions each kind is served in (as the CRDs declare them); the others: v1beta2 and v1beta1."""
 
 

@@ -22,11 +22,14 @@ KIND_RESOURCE_FLAVOR: Final = "ResourceFlavor"
 KIND_CLUSTER_QUEUE: Final = "ClusterQueue"
 KIND_LOCAL_QUEUE: Final = "LocalQueue"
 KIND_WORKLOAD: Final = "Workload"
+KIND_COHORT: Final = "Cohort"
 PLURAL_TOPOLOGIES: Final = "topologies"
 PLURAL_RESOURCE_FLAVORS: Final = "resourceflavors"
 PLURAL_CLUSTER_QUEUES: Final = "clusterqueues"
 PLURAL_LOCAL_QUEUES: Final = "localqueues"
 PLURAL_WORKLOADS: Final = "workloads"
+PLURAL_COHORTS: Final = "cohorts"
+PLURAL_WORKLOAD_PRIORITY_CLASSES: Final = "workloadpriorityclasses"
 # The batch/v1 Job, the one workload kind tasq integrates (owner of the Workloads it builds).
 JOB_API_VERSION: Final = "batch/v1"
 KIND_JOB: Final = "Job"
@@ -50,6 +53,8 @@ JOB_COMPLETION_MODES: Final = ("NonIndexed", "Indexed")
 
 # Labels on Jobs and pods.
 LABEL_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"
+LABEL_PRIORITY_CLASS: Final = "kueue.x-k8s.io/priority-class"
+"""Names the WorkloadPriorityClass of a Job's Workload; wins over the pod template's PriorityClass."""
 LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
 LABEL_JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 LABEL_JOB_NAME: Final = "batch.kubernetes.io/job-name"
@@ -88,6 +93,7 @@ WEBHOOK_VALIDATE_RESOURCE_FLAVOR: Final = "validate-kueue-x-k8s-io-v1beta2-resou
 WEBHOOK_VALIDATE_CLUSTER_QUEUE: Final = "validate-kueue-x-k8s-io-v1beta2-clusterqueue"
 WEBHOOK_VALIDATE_LOCAL_QUEUE: Final = "validate-kueue-x-k8s-io-v1beta2-localqueue"
 WEBHOOK_VALIDATE_WORKLOAD: Final = "validate-kueue-x-k8s-io-v1beta2-workload"
+WEBHOOK_VALIDATE_COHORT: Final = "validate-kueue-x-k8s-io-v1beta2-cohort"
 WEBHOOK_NAME_DOMAIN: Final = "tasq.io"
 MUTATING_WEBHOOK_CONFIGURATION: Final = "tasq-mutating-webhook-configuration"
 ANNOTATION_LOCAL_WEBHOOK_SERVERS: Final = "tasq.io/local-webhook-servers"
@@ -162,6 +168,10 @@ REASON_PREEMPTING: Final = "Preempting"
 REASON_STOPPED: Final = "Stopped"
 REASON_CLUSTER_QUEUE_DOES_NOT_EXIST: Final = "ClusterQueueDoesNotExist"
 REASON_CLUSTER_QUEUE_IS_INACTIVE: Final = "ClusterQueueIsInactive"
+# A ClusterQueue or Cohort in (or under) a cycle of cohorts (Kueue's ErrCohortHasCycle), and a Cohort
+# whose parentName names no Cohort object (it then hangs under an empty implicit root, as in Kueue).
+REASON_COHORT_HAS_CYCLE: Final = "CohortHasCycle"
+REASON_PARENT_NOT_FOUND: Final = "ParentNotFound"
 
 # Queueing strategies.
 QUEUEING_BEST_EFFORT_FIFO: Final = "BestEffortFIFO"
@@ -195,6 +205,7 @@ EVENT_REASON_PREEMPTED: Final = "Preempted"
 EVENT_REASON_EVICTED_PREEMPTED: Final = "EvictedDueToPreempted"
 EVENT_REASON_PREEMPTED_WORKLOAD: Final = "PreemptedWorkload"
 EVENT_REASON_ERR_WORKLOAD_COMPOSE: Final = "ErrWorkloadCompose"
+EVENT_REASON_WORKLOAD_PRIORITY_CLASS_NOT_FOUND: Final = "WorkloadPriorityClassNotFound"
 EVENT_COMPONENT: Final = "tasq-controller"
 
 # The devcluster's kubelet reads how long a pod runs from this annotation.

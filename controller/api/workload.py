@@ -145,7 +145,7 @@ class Admission(ApiModel):
 
     cluster_queue: DnsSubdomainStr
     """The ClusterQueue that reserved quota for the Workload."""
-    pod_set_assignments: list[PodSetAssignment] = omitempty_list()
+    pod_set_assignments: list[PodSetAssignment] = omitempty_list(maxItems=MAX_POD_SETS)
     """What each pod set was given: flavors, usage, count and topology placement."""
 
     def assignment(self, pod_set: str) -> PodSetAssignment | None:

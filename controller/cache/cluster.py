@@ -5,7 +5,7 @@ as it enters, into its model (tasq's kinds) or view (Node, Pod); a Workload entr
 beside the WorkloadInfo admission reads, as Kueue's `workload.Info{Obj}`. An object that does not
 parse is refused whole (recorded in `malformed`, the previous version kept). Patches what the event
 touches (a node patches the flavor trees and the Usage, a pod its node's row, a Workload its
-reservation) and rebuilds only on configuration changes (flavors, topologies, ClusterQueues).
+reservation) and rebuilds only on configuration changes (flavors, topologies, ClusterQueues, Cohorts).
 `admission_state()` hands the admission loop an AdmissionState sharing that Usage and ledger, so
 what a cycle admits is reserved here at once. Pure data: no API calls, no clock, no kopf.
 """
@@ -19,9 +19,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.api import constants as c
+from controller.api.cohort import Cohort
 from controller.api.features import FeatureGates
 from controller.api.flavor import ResourceFlavor
 from controller.api.meta import object_key
+from controller.api.priority_class import WorkloadPriorityClass
 from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
@@ -31,7 +33,7 @@ from controller.api.workload import Admission, Workload
 from controller.core.admission.conditions import is_evicted, is_terminating
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
-from controller.core.admission.quota import ClusterQueueQuota, QuotaLedger
+from controller.core.admission.quota import ClusterQueueQuota, CohortQuota, QuotaLedger
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo, flavor_infos
 from controller.core.admission.workloads import WorkloadInfo, parse_timestamp, workload_info
@@ -43,7 +45,8 @@ KIND_POD = "Pod"
 KIND_NAMESPACE = "Namespace"
 KIND_PRIORITY_CLASS = "PriorityClass"
 WATCHED_KINDS = (KIND_NODE, KIND_POD, c.KIND_JOB, c.KIND_WORKLOAD, c.KIND_RESOURCE_FLAVOR,
-                 c.KIND_CLUSTER_QUEUE, c.KIND_LOCAL_QUEUE, c.KIND_TOPOLOGY, KIND_PRIORITY_CLASS, KIND_NAMESPACE)
+                 c.KIND_CLUSTER_QUEUE, c.KIND_LOCAL_QUEUE, c.KIND_TOPOLOGY, KIND_PRIORITY_CLASS, KIND_NAMESPACE,
+                 c.KIND_COHORT, c.KIND_WORKLOAD_PRIORITY_CLASS)
 """The kinds the cache keeps, by Kind name (what `upsert` / `delete` accept)."""
 
 _DOMAIN_SLICES = "/domain-slices"
@@ -131,6 +134,8 @@ class ClusterCache:
     local_queues: dict[str, LocalQueue] = field(default_factory=dict)
     topologies: dict[str, Topology] = field(default_factory=dict)
     priority_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
+    cohorts: dict[str, Cohort] = field(default_factory=dict)
     namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     features: FeatureGates = field(default_factory=FeatureGates)
@@ -166,6 +171,10 @@ class ClusterCache:
                                              self._delete_local_queue),
             KIND_PRIORITY_CLASS: KindHandlers(dict, self._upsert_priority_class, self._delete_priority_class),
             KIND_NAMESPACE: KindHandlers(_namespace_labels, self._upsert_namespace, self._delete_namespace),
+            c.KIND_COHORT: KindHandlers(Cohort.model_validate, self._upsert_cohort, self._delete_cohort),
+            c.KIND_WORKLOAD_PRIORITY_CLASS: KindHandlers(WorkloadPriorityClass.model_validate,
+                                                         self._upsert_workload_priority_class,
+                                                         self._delete_workload_priority_class),
         }
 
     # -- events ---------------------------------------------------------------------------------
@@ -325,6 +334,27 @@ class ClusterCache:
         self.cluster_queues.pop(key, None)
         self._quotas = self._ledger = None
 
+    def _upsert_cohort(self, key: str, cohort: Cohort) -> bool:
+        """False when only the status changed (tasq writes it; the tree reads only the spec)."""
+        before, self.cohorts[key] = self.cohorts.get(key), cohort
+        if before is not None and before.spec == cohort.spec:
+            return False
+        self._quotas = self._ledger = None
+        return True
+
+    def _delete_cohort(self, key: str) -> None:
+        self.cohorts.pop(key, None)
+        self._quotas = self._ledger = None
+
+    def _upsert_workload_priority_class(self, key: str, wpc: WorkloadPriorityClass) -> bool:
+        """Read when a Job's Workload is created; changing a class does not change Workloads that
+        already have its value (Kueue's rule), so admission has nothing to react to."""
+        self.workload_priority_classes[key] = wpc
+        return False
+
+    def _delete_workload_priority_class(self, key: str) -> None:
+        self.workload_priority_classes.pop(key, None)
+
     def _upsert_local_queue(self, key: str, lq: LocalQueue) -> bool:
         """False when only the status changed (as for a ClusterQueue)."""
         before, self.local_queues[key] = self.local_queues.get(key), lq
@@ -421,7 +451,8 @@ class ClusterCache:
             self._flavor_infos = flavor_infos(self.flavors.values(), self.topologies.values(), list(self.nodes.values()))
         if self._quotas is None or self._ledger is None:
             self._quotas = {name: ClusterQueueQuota.from_model(cq) for name, cq in self.cluster_queues.items()}
-            self._ledger = QuotaLedger.build(self._quotas)
+            self._ledger = QuotaLedger.build(self._quotas, {name: CohortQuota.from_model(co)
+                                                            for name, co in self.cohorts.items()})
             for key, entry in self.workloads.items():
                 if entry.fit is not None and entry.fit.cluster_queue in self._quotas:
                     self._ledger.reserve(key, entry.fit.cluster_queue, entry.fit.quota_usage)

@@ -173,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
         sim.apply(step.objects)
         step.objects = []
         sim.run()
+    for (namespace, name), why in sorted(sim.refused_jobs.items()):
+        print(f"warning: Job {namespace}/{name}: {why}", file=sys.stderr)
     _print(sim, args.output, args.explain, skipped)
     return 0
 

@@ -18,9 +18,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from controller.api import constants as c
+from controller.api.cohort import Cohort
 from controller.api.features import FeatureGates
 from controller.api.flavor import ResourceFlavor
 from controller.api.meta import KubeObject, format_time
+from controller.api.priority_class import WorkloadPriorityClass
 from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
@@ -43,6 +45,7 @@ from controller.core.admission.workloads import (
     WorkloadInfo,
     workload_from_job,
     workload_info,
+    workload_priority_class_of,
 )
 
 SIMULATION_START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -115,6 +118,9 @@ class Simulation:
     step: int = 0
     state: AdmissionState | None = None
     _explained: list[Pending] = field(default_factory=list)
+    refused_jobs: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(namespace, name) of a queued Job that gets no Workload -> why (its label names a
+    WorkloadPriorityClass that does not exist: Kueue creates none then)."""
     """Why each workload waits after the last `run`, by key (computed once there)."""
     preemptions: list[PreemptionRecord] = field(default_factory=list)
     """Every victim so far, in the order of the preemptions."""
@@ -250,10 +256,16 @@ class Simulation:
             if owner is not None:
                 owned.add(owner)
             workloads.append((wl, _workload_finished(wl) or job_done.get(owner or ("", ""))))
+        workload_classes = {wpc.name: wpc.value for wpc in self.models_of(WorkloadPriorityClass)}
         for view, job in zip(jobs, job_objs, strict=True):
             key = (view.namespace or "default", view.name)
-            if view.queue_name and key not in owned:
-                workloads.append((Workload.from_dict(workload_from_job(job, classes, default)), job_done[key]))
+            wanted = workload_priority_class_of(job)
+            self.refused_jobs.pop(key, None)
+            if view.queue_name and key not in owned and wanted is not None and wanted not in workload_classes:
+                self.refused_jobs[key] = f'WorkloadPriorityClass "{wanted}" not found: no Workload is created'
+            elif view.queue_name and key not in owned:
+                workloads.append((Workload.from_dict(workload_from_job(job, classes, default, workload_classes)),
+                                  job_done[key]))
         for wl, finished in workloads:
             self._track(wl, finished, classes)
             self._follow_spec(wl, classes)
@@ -306,7 +318,8 @@ class Simulation:
         snapshot = build_snapshot(
             self.models_of(ClusterQueue), self.models_of(LocalQueue), self.models_of(ResourceFlavor),
             self.models_of(Topology),
-            nodes, pods, namespaces, {key: fit.node_usage for key, fit in running.items() if fit.node_usage})
+            nodes, pods, namespaces, {key: fit.node_usage for key, fit in running.items() if fit.node_usage},
+            self.models_of(Cohort))
         snapshot.features = self.features
         running.update(self._restore_domains(snapshot, pods, nodes))
         state = AdmissionState(snapshot)
@@ -381,5 +394,6 @@ def _workload_finished(wl: Workload) -> str | None:
 
 _MODELS: dict[str, type[KubeObject]] = {
     c.KIND_WORKLOAD: Workload, c.KIND_CLUSTER_QUEUE: ClusterQueue, c.KIND_LOCAL_QUEUE: LocalQueue,
-    c.KIND_RESOURCE_FLAVOR: ResourceFlavor, c.KIND_TOPOLOGY: Topology}
+    c.KIND_RESOURCE_FLAVOR: ResourceFlavor, c.KIND_TOPOLOGY: Topology, c.KIND_COHORT: Cohort,
+    c.KIND_WORKLOAD_PRIORITY_CLASS: WorkloadPriorityClass}
 """tasq's kinds, parsed into their models when applied."""

@@ -5,9 +5,9 @@ Only while leading. A cycle runs the pure core's rounds (`rounds`) on `ClusterCa
 rounds), then writes every decision as a Workload status
 patch (resourceVersion-checked, retried), posts Events (Admitted; a pending cause once per new
 cause), starts the eviction of every victim of a `Preempt` decision (controller.kube.evicting; the
-Job reconciler carries it on) and refreshes the ClusterQueue and LocalQueue statuses. One cycle at
-a time; its writes run beside the next cycles (at most one in flight per Workload), each written
-Workload handed to the operator's EventRouter. A failed cycle or write is tried again with backoff
+Job reconciler carries it on) and refreshes the ClusterQueue, LocalQueue and Cohort statuses. One
+cycle at a time; its writes run beside the next cycles (at most one in flight per Workload), each
+written Workload handed to the operator's EventRouter. A failed cycle or write is tried again with backoff
 (controller.kube.requeuing); an admission whose write failed is given back in the cache before the
 next cycle, and one whose answer was lost is read back first. Started by controller.kube.operating.
 """
@@ -36,6 +36,7 @@ from controller.core.admission.cycle import AdmissionState, Admit, Decision, Pen
 from controller.core.admission.queue_status import (
     QueuedWorkload,
     QueueInputs,
+    cohort_statuses,
     queue_statuses,
     stamp_conditions,
 )
@@ -46,7 +47,7 @@ from controller.kube.evicting import Evictor, Preemption
 from controller.kube.metrics import Metrics
 from controller.kube.requeuing import Backoff, log_failure
 from controller.kube.routing import Applied
-from controller.kube.statuses import write_queue_status, write_workload_status
+from controller.kube.statuses import write_cohort_status, write_queue_status, write_workload_status
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class AdmissionLoop:
         self._wake = asyncio.Event()
         self._last_cause: dict[str, str] = {}
         self._queue_status: dict[tuple[bool, str], dict[str, Any]] = {}
+        self._cohort_status: dict[str, dict[str, Any]] = {}
         self._seen_generation = -1
         self._slots = asyncio.Semaphore(PARALLEL_WRITES)
         self._in_flight: set[asyncio.Task[str]] = set()
@@ -407,6 +409,25 @@ class AdmissionLoop:
                 except Exception as e:  # refused, no answer, or a bug: the loop must go on
                     ok = False
                     log_failure(log, f"status of queue {key}", e, self.queue_status_interval_s)
+        return await self._write_cohorts() and ok
+
+    async def _write_cohorts(self) -> bool:
+        """Each Cohort's Active condition (a cycle, a missing parent), written only when it changed."""
+        ok = True
+        statuses = cohort_statuses(self.cache.cohorts, self.cache.snapshot().quota.tree)
+        for gone in self._cohort_status.keys() - statuses.keys():
+            del self._cohort_status[gone]
+        for name, status in statuses.items():
+            if self._cohort_status.get(name) == status:
+                continue
+            cohort = self.cache.cohorts[name]
+            before = cohort.status.conditions if cohort.status is not None else []
+            try:
+                await write_cohort_status(self.api, name, stamp_conditions(status, before, datetime.now(UTC)))
+                self._cohort_status[name] = status
+            except Exception as e:  # refused, no answer, or a bug: the loop must go on
+                ok = False
+                log_failure(log, f"status of cohort {name}", e, self.queue_status_interval_s)
         return ok
 
     def _record_queue_metrics(self, cqs: dict[str, dict[str, Any]]) -> None:
@@ -430,9 +451,11 @@ def queue_inputs(cache: ClusterCache) -> QueueInputs:
                                 entry.fit.cluster_queue if entry.fit is not None else None,
                                 entry.fit.quota_usage if entry.fit is not None else None)
                  for key, entry in cache.workloads.items()]
+    cycles = {name: cycle for name in snapshot.cluster_queues
+              if (cycle := snapshot.quota.cohort_cycle(name)) is not None}
     return QueueInputs(cluster_queues=cache.cluster_queues, local_queues=cache.local_queues, flavors=cache.flavors,
                        topologies=cache.topologies, quotas=snapshot.cluster_queues, used=snapshot.quota.used,
-                       workloads=workloads)
+                       workloads=workloads, cohort_cycles=cycles)
 
 
 async def _read_back_until_answered(api: KubeApi, namespace: str, name: str) -> dict[str, Any] | None:

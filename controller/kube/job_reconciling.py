@@ -4,7 +4,7 @@ For each changed Job (or its Workload): a Job found running without an admission
 webhook configurations were absent, or unsuspended by someone else) is stopped first (suspended,
 its pods gone, startTime cleared) and only then gets its Workload (Kueue's name and owner reference),
 so the admission loop never sees a Workload whose Job runs pods tasq did not place; refuse one whose
-PriorityClass is missing (an Event, the Job stays suspended); on admission write the flavors'
+PriorityClass, or the WorkloadPriorityClass its label names, is missing (an Event, the Job stays suspended); on admission write the flavors'
 nodeSelector/tolerations, the topology-workload/-podset annotations, tasq's label and the topology
 scheduling gate into the pod template and unsuspend; suspend a Job whose Workload lost its admission
 and put back the pod template the Workload recorded at creation; stop the Job of an evicted Workload
@@ -31,7 +31,7 @@ from controller.api.views import JobView
 from controller.api.workload import Admission, Workload
 from controller.cache.cluster import ClusterCache, WorkloadEntry
 from controller.core.admission.conditions import is_terminating, mark_deactivated, mark_finished
-from controller.core.admission.workloads import workload_from_job
+from controller.core.admission.workloads import workload_from_job, workload_priority_class_of
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor
@@ -153,10 +153,21 @@ def job_stopped(job: Mapping[str, Any]) -> bool:
             and not (job.get("status") or {}).get("startTime"))
 
 
-def missing_priority_class(job: Mapping[str, Any], known: Mapping[str, Any]) -> str | None:
-    """The pod template's priorityClassName when no such PriorityClass exists."""
+def missing_priority_class(job: Mapping[str, Any], known: Mapping[str, Any],
+                           known_workload_classes: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) when the class that gives the Job's priority does not exist: the
+    WorkloadPriorityClass its `kueue.x-k8s.io/priority-class` label names (which wins, so the pod
+    template's PriorityClass is then not looked at, as in Kueue), else the pod template's
+    PriorityClass. None when nothing is missing."""
+    workload_class = workload_priority_class_of(job)
+    if workload_class is not None:
+        if workload_class in known_workload_classes:
+            return None
+        return c.EVENT_REASON_WORKLOAD_PRIORITY_CLASS_NOT_FOUND, f'WorkloadPriorityClass "{workload_class}" not found'
     name = ((((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("priorityClassName"))
-    return str(name) if name and name not in known else None
+    if name and name not in known:
+        return c.EVENT_REASON_ERR_WORKLOAD_COMPOSE, f'priorityclasses.scheduling.k8s.io "{name}" not found'
+    return None
 
 
 class JobReconciler:
@@ -182,7 +193,7 @@ class JobReconciler:
         """Jobs this reconciler suspended because they ran with no Workload: their Workload waits
         for the Job controller to acknowledge the suspension (`_stopped_for_good`)."""
         self._refused: set[tuple[str, str]] = set()
-        """(Job uid, PriorityClass) already reported missing: one Event, not one per change."""
+        """(Job uid, what is missing) already reported: one Event, not one per change."""
         self._backoff = Backoff()
         """Consecutive failures per Job: a failed reconcile is re-queued after its backoff."""
 
@@ -324,19 +335,19 @@ class JobReconciler:
                 raise
 
     async def _create_workload(self, job: dict[str, Any], view: JobView) -> None:
-        missing = missing_priority_class(job, self.cache.priority_classes)
+        missing = missing_priority_class(job, self.cache.priority_classes, self.cache.workload_priority_classes)
         if missing is not None:
             if not view.suspend:
                 await self._suspend(job)
-            if (view.uid, missing) not in self._refused:
-                self._refused.add((view.uid, missing))
-                self.recorder.emit(job, c.EVENT_REASON_ERR_WORKLOAD_COMPOSE,
-                                         f'priorityclasses.scheduling.k8s.io "{missing}" not found: '
-                                         "no Workload is created and the Job stays suspended",
-                                         c.EVENT_TYPE_WARNING)
+            reason, message = missing
+            if (view.uid, message) not in self._refused:
+                self._refused.add((view.uid, message))
+                self.recorder.emit(job, reason, f"{message}: no Workload is created and the Job stays suspended",
+                                   c.EVENT_TYPE_WARNING)
             return
         classes, default = self.cache.priority_values()
-        manifest = workload_from_job(job, classes, default)
+        workload_classes = {name: wpc.value for name, wpc in self.cache.workload_priority_classes.items()}
+        manifest = workload_from_job(job, classes, default, workload_classes)
         manifest["metadata"].pop("creationTimestamp", None)
         try:
             created = await retrying(lambda: self.api.create(WORKLOADS, view.namespace, manifest))

@@ -4,8 +4,8 @@
 object's resourceVersion (an admission the change removed is written as null); on 409 it reads the
 object afresh and applies the change again, so a concurrent writer is never overwritten.
 `write_queue_status` writes a ClusterQueue or LocalQueue status computed by
-controller.core.admission.queue_status. Used by the admission loop, the Job reconciler and the
-eviction (controller.kube.evicting).
+controller.core.admission.queue_status, `write_cohort_status` a Cohort's. Used by the admission
+loop, the Job reconciler and the eviction (controller.kube.evicting).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.api.workload import Workload
-from controller.kube.api import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, ApiError, KubeApi, retrying
+from controller.kube.api import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES, WORKLOADS, ApiError, KubeApi, retrying
 
 CONFLICT_ATTEMPTS = 8
 """Fresh reads after a 409 before a status write gives up (the next event retries it)."""
@@ -63,3 +63,8 @@ async def write_queue_status(api: KubeApi, kind_local: bool, key: str, status: M
         await retrying(lambda: api.merge_patch(LOCAL_QUEUES, namespace, name, {"status": status}, "status"))
     else:
         await retrying(lambda: api.merge_patch(CLUSTER_QUEUES, None, key, {"status": status}, "status"))
+
+
+async def write_cohort_status(api: KubeApi, name: str, status: Mapping[str, Any]) -> None:
+    """Merge-patch one Cohort's status (its conditions; tasq is their only writer)."""
+    await retrying(lambda: api.merge_patch(COHORTS, None, name, {"status": status}, "status"))

@@ -130,3 +130,30 @@ def test_a_null_reads_as_absent_and_gets_the_default(crds_applied: Kubectl, tmp_
     assert stored == {"queueingStrategy": c.QUEUEING_BEST_EFFORT_FIFO, "preemption": {}}
     stored = json.loads(crds_applied("get", c.PLURAL_RESOURCE_FLAVORS, "nulls", "-o", "json").stdout)["spec"]
     assert stored == {"tolerations": [{"key": "gpu"}]}
+
+
+@pytest.mark.parametrize(("break_it", "message"), [
+    pytest.param(lambda ta: None, None, id="the example as it is is stored"),
+    pytest.param(lambda ta: ta["slices"][0]["valuesPerLevel"][1]["individual"].__setitem__("roots", ["3"]),
+                 "valuesPerLevel.individual, if set, must have roots of length equal to domainCount",
+                 id="fewer roots than domains"),
+    pytest.param(lambda ta: ta["slices"][0].__setitem__("podCounts", {"universal": 4, "individual": [6, 2]}),
+                 "exactly one of the fields in [universal individual] must be set", id="both pod count forms"),
+    pytest.param(lambda ta: ta.__setitem__("levels", ta["levels"][:1]),
+                 "valuesPerLevel must have the same length as the number of levels", id="values for a level not named"),
+])
+def test_a_compact_topology_assignment_that_cannot_be_expanded_is_refused(
+        crds_applied: Kubectl, namespace: str, tmp_path: Path, break_it: Callable[[Doc], object],
+        message: str | None) -> None:
+    """Kueue's rules on v1beta2's compact form hold without the webhook (the status subresource)."""
+    wl = _stored(_workload(), namespace)
+    wl["metadata"]["name"] = "compact"
+    assert _apply(crds_applied, tmp_path, wl).returncode == 0
+    status = _workload()["status"]
+    break_it(status["admission"]["podSetAssignments"][0]["topologyAssignment"])
+    out = crds_applied("patch", c.PLURAL_WORKLOADS, "compact", "-n", namespace, "--subresource=status",
+                       "--type=merge", "-p", json.dumps({"status": status}), check=False)
+    if message is None:
+        assert out.returncode == 0, out.stderr
+    else:
+        assert out.returncode != 0 and message in out.stderr, out.stderr

@@ -50,7 +50,7 @@ class PodSetAssignment(hub.PodSetAssignment):
 class Admission(hub.Admission):
     """The ClusterQueue a Workload was admitted in and what each pod set was granted."""
 
-    pod_set_assignments: list[PodSetAssignment] = omitempty_list()  # type: ignore[assignment]  # v1beta1's form
+    pod_set_assignments: list[PodSetAssignment] = omitempty_list(maxItems=MAX_POD_SETS)  # type: ignore[assignment]  # v1beta1's form
     """What each pod set was given: flavors, usage, count and topology placement."""
 
 

@@ -37,6 +37,7 @@ from controller.api import constants as c
 from controller.core.admission.flavoring import NoFit, WorkloadFit, assign_flavors
 from controller.core.admission.preempting import NoPreemption, Victim, VictimPool, VictimSet, find_victims
 from controller.core.admission.queueing import QueueSet
+from controller.core.admission.quota import cycle_text
 from controller.core.admission.snapshot import AdmissionSnapshot
 from controller.core.admission.workloads import WorkloadInfo
 
@@ -162,7 +163,7 @@ class AdmissionState:
 
 
 def resolve_cluster_queue(snap: AdmissionSnapshot, wl: WorkloadInfo) -> tuple[str | None, Pending | None]:
-    """LocalQueue -> ClusterQueue, then the ClusterQueue's namespaceSelector and stop policy."""
+    """LocalQueue -> ClusterQueue, then the ClusterQueue's stop policy, cohort tree and namespaceSelector."""
     def inadmissible(detail: str, message: str, cq: str | None = None) -> tuple[None, Pending]:
         return None, Pending(wl.key, cq, c.REASON_INADMISSIBLE, detail, message)
 
@@ -177,6 +178,10 @@ def resolve_cluster_queue(snap: AdmissionSnapshot, wl: WorkloadInfo) -> tuple[st
         return inadmissible(c.REASON_CLUSTER_QUEUE_NOT_FOUND, f"ClusterQueue \"{cq_name}\" doesn't exist")
     if cq.stopped:
         return inadmissible(c.REASON_INADMISSIBLE, f"ClusterQueue \"{cq_name}\" is stopped", cq_name)
+    cycle = snap.quota.cohort_cycle(cq_name)
+    if cycle is not None:  # Kueue leaves every ClusterQueue of a cyclic cohort tree out of scheduling
+        return inadmissible(c.REASON_COHORT_HAS_CYCLE, f"ClusterQueue \"{cq_name}\" is inactive: its cohort "
+                            f"\"{cq.cohort}\" is in a cycle of cohorts ({cycle_text(cycle)})", cq_name)
     # Kueue: a nil namespaceSelector selects no namespace; an empty one selects all.
     if cq.namespace_selector is None or not cq.namespace_selector.matches(snap.namespace_labels(wl.namespace)):
         return inadmissible(c.REASON_NAMESPACE_MISMATCH, f"namespace \"{wl.namespace}\" doesn't match "

@@ -1,7 +1,8 @@
 """The admission loop against a recording fake API: admissions written as status patches, the
 queue statuses (counted from the cache) written at once after a cycle, then coalesced while cycles
 keep coming; a deleted ClusterQueue's status and metric series forgotten; an admission whose write
-dropped given back, or kept when it was applied with its answer lost."""
+dropped given back, or kept when it was applied with its answer lost; a Cohort's Active condition
+written when it changes."""
 
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ from controller.cache.cluster import KIND_NODE, ClusterCache
 from controller.core.admission.cycle import run_until_quiet
 from controller.core.admission.queue_status import queue_statuses
 from controller.kube.admitting import AdmissionLoop, queue_inputs
-from controller.kube.api import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, ApiError
+from controller.kube.api import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES, WORKLOADS, ApiError
 from controller.kube.events import EventRecorder
 from controller.kube.metrics import Metrics
 from controller.kube.routing import Applied
 from tests.builders.cluster import make_node
-from tests.builders.kueue import make_cluster_queue, make_flavor, make_local_queue, make_workload
+from tests.builders.kueue import make_cluster_queue, make_cohort, make_flavor, make_local_queue, make_workload
 
 GPU = "nvidia.com/gpu"
 
@@ -375,3 +376,23 @@ def scraped_value(metrics: Metrics, name: str, labels: dict[str, str]) -> float:
             if sample.name == name and labels.items() <= sample.labels.items():
                 return float(sample.value)
     raise AssertionError(f"no sample {name}{labels}")
+
+
+async def test_a_cohorts_active_condition_is_written_when_it_changes_and_only_then() -> None:
+    cache = cluster(workloads=0)
+    api = RecordingApi(cache)
+    loop = AdmissionLoop(cache, api, EventRecorder(api), queue_status_interval_s=0)  # type: ignore[arg-type]
+    cache.upsert(c.KIND_COHORT, make_cohort("a").parent("b").obj())
+
+    def cohort_writes() -> list[str]:
+        return [name for resource, name in api.patches if resource == COHORTS]
+    await loop.cycle()
+    await settle(loop)
+    assert cohort_writes() == ["a"]  # Active, ParentNotFound: b has no Cohort object
+    await loop.cycle()
+    await settle(loop)
+    assert cohort_writes() == ["a"]  # unchanged: not written again
+    cache.upsert(c.KIND_COHORT, make_cohort("b").parent("a").obj())  # a -> b -> a
+    await loop.cycle()
+    await settle(loop)
+    assert sorted(cohort_writes()) == ["a", "a", "b"]

@@ -93,15 +93,21 @@ def test_a_toleration_the_template_already_has_is_not_repeated() -> None:
     assert patch["spec"]["template"]["spec"]["tolerations"] == H100["tolerations"]
 
 
-@pytest.mark.parametrize(("class_name", "known", "missing"), [
-    ("high", {"high": {}}, None),
-    ("high", {}, "high"),
-    (None, {}, None),
-])
+@pytest.mark.parametrize(("label", "class_name", "known", "missing"), [
+    (None, "high", {"high": {}}, None),
+    (None, "high", {}, (c.EVENT_REASON_ERR_WORKLOAD_COMPOSE, 'priorityclasses.scheduling.k8s.io "high" not found')),
+    (None, None, {}, None),
+    ("urgent", None, {}, (c.EVENT_REASON_WORKLOAD_PRIORITY_CLASS_NOT_FOUND,
+                          'WorkloadPriorityClass "urgent" not found')),
+    ("batch", "gone", {}, None),
+], ids=["a PriorityClass that exists", "a PriorityClass that does not", "no class at all",
+        "a WorkloadPriorityClass that does not exist", "the label wins: the template's class is not looked at"])
 def test_a_priority_class_is_missing_only_when_named_and_absent(
-        class_name: str | None, known: dict[str, Any], missing: str | None) -> None:
-    job = make_job("p").priority(class_name=class_name).obj() if class_name else make_job("p").obj()
-    assert missing_priority_class(job, known) == missing
+        label: str | None, class_name: str | None, known: dict[str, Any], missing: tuple[str, str] | None) -> None:
+    job = make_job("p").priority(class_name=class_name) if class_name else make_job("p")
+    if label is not None:
+        job.label(c.LABEL_PRIORITY_CLASS, label)
+    assert missing_priority_class(job.obj(), known, {"batch": object()}) == missing
 
 
 # -- restoring the template ------------------------------------------------------------------------
