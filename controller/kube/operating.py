@@ -65,6 +65,10 @@ class OperatorOptions:
     """kueue_build_info's labels (`tasq run` passes the version and commit)."""
     features: FeatureGates = field(default_factory=FeatureGates)
     started: Callable[[Operator], None] | None = None
+    campaign_after: asyncio.Event | None = None
+    """Lead (or campaign for the Lease) only once this is set: with local webhooks, once the CRDs'
+    conversion points at this replica, so no write of an object still stored in an older version goes
+    through a CRD that cannot convert it yet."""
 
 
 class Operator:
@@ -90,7 +94,8 @@ class Operator:
             self.leading = options.elector.leading
         else:
             self.leading = asyncio.Event()
-            self.leading.set()
+            if options.campaign_after is None:
+                self.leading.set()
         if options.elector is not None:
             self.metrics.leading(self.leading.is_set)
         if admission is not None:
@@ -232,6 +237,28 @@ async def _elect_until(elector: LeaderElector, stop: asyncio.Event) -> None:
             await electing
 
 
+async def _campaign_when_allowed(operator: Operator, elector: LeaderElector | None, allowed: asyncio.Event | None,
+                                 stop: asyncio.Event) -> None:
+    """Once `allowed` is set (at once without it), run `elector` until `stop`, or, without an
+    elector, lead from then on."""
+    if allowed is not None:
+        waiting = asyncio.create_task(allowed.wait())
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+            stopping.cancel()
+        if stop.is_set():
+            return
+        if elector is None:
+            log.info("the CRDs' conversion points at this replica: leading")
+    if elector is None:
+        operator.leading.set()
+        return
+    await _elect_until(elector, stop)
+
+
 def can_act(operator: Operator, elector: LeaderElector | None) -> bool:
     """What /readyz reports: the cache is primed and kopf runs, and the replica leads or stands by
     (reads a Lease held by another live replica); never while its Lease or a CRD is out of reach."""
@@ -249,13 +276,12 @@ async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, opti
     elector = options.elector
     async with serving_endpoints(options.endpoints, operator.api, functools.partial(can_act, operator, elector),
                                  operator.metrics, functools.partial(cache_routes, cache=operator.cache)):
-        electing = asyncio.create_task(_elect_until(elector, stop), name="tasq-leader-election") \
-            if elector is not None else None
+        electing = asyncio.create_task(_campaign_when_allowed(operator, elector, options.campaign_after, stop),
+                                       name="tasq-leader-election")
         try:
             await operator.run(stop)
         finally:
-            if electing is not None:
-                if not stop.is_set():  # once set, it resigns by itself: a cancel would cut its release short
-                    electing.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await electing
+            if not stop.is_set():  # once set, it resigns by itself: a cancel would cut its release short
+                electing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await electing

@@ -415,7 +415,8 @@ def make_job(name: str, namespace: str = "default") -> JobBuilder:
 def make_admission_state(cluster_queues: list[ClusterQueueBuilder], flavors: list[ResourceFlavorBuilder],
                          nodes: list[NodeView] | None = None, topologies: list[TopologyBuilder] | None = None,
                          local_queues: list[LocalQueueBuilder] | None = None,
-                         namespaces: dict[str, dict[str, str]] | None = None) -> AdmissionState:
+                         namespaces: dict[str, dict[str, str]] | None = None,
+                         cohorts: list[CohortBuilder] | None = None) -> AdmissionState:
     """An AdmissionState over these objects; by default one LocalQueue `lq-<cq>` per ClusterQueue
     in namespace `default`."""
     queues = [cq.model() for cq in cluster_queues]
@@ -423,5 +424,5 @@ def make_admission_state(cluster_queues: list[ClusterQueueBuilder], flavors: lis
         local_queues = [make_local_queue(f"lq-{cq.name}", cq.name) for cq in queues]
     snapshot = build_snapshot(queues, [lq.model() for lq in local_queues],
                               [f.model() for f in flavors], [t.model() for t in topologies or []],
-                              nodes or [], [], namespaces)
+                              nodes or [], [], namespaces, cohorts=[co.model() for co in cohorts or []])
     return AdmissionState(snapshot)

@@ -299,14 +299,14 @@ def _candidates(pool: VictimPool, needs: _Needs, cq: ClusterQueueQuota, wl: Work
 def _variant(needs: _Needs, cq: ClusterQueueQuota, wl: WorkloadInfo, info: WorkloadInfo, queue: str,
              advantage: bool) -> int | None:
     """Kueue's classification of one admitted workload (None: not a candidate): its own queue's under
-    withinClusterQueue; another queue of the cohort only while that queue borrows what is short,
+    withinClusterQueue; another queue of the cohort tree (same root cohort) only while that queue borrows what is short,
     under reclaimWithinCohort; then whether the preemptor may borrow while reclaiming it
     (borrowWithinCohort LowerPriority, at most maxPriorityThreshold)."""
     policy, ledger = cq.preemption, needs.snap.quota
     if queue == cq.name:
         return _WITHIN_CQ if _satisfies(policy.within_cluster_queue, wl, info) else None
-    other = ledger.queues.get(queue)
-    if cq.cohort is None or other is None or other.cohort != cq.cohort:
+    root = ledger.tree.root_of_queue(cq.name)
+    if root is None or queue not in ledger.queues or ledger.tree.root_of_queue(queue) != root:
         return None
     if not _satisfies(policy.reclaim_within_cohort, wl, info) or _within_nominal(ledger, queue, needs.short):
         return None

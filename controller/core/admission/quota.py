@@ -175,6 +175,16 @@ class CohortTree:
         cohort = self.queues[queue].cohort
         return None if cohort is None else self.cycles.get(cohort)
 
+    def root_of_queue(self, queue: str) -> str | None:
+        """The root cohort of the queue's tree (Kueue's reclaim reaches every ClusterQueue under it);
+        None without a cohort or when its chain of parents runs into a cycle."""
+        cohort = self.queues[queue].cohort if queue in self.queues else None
+        if cohort is None or cohort in self.cycles:
+            return None
+        while (parent := self.parent.get((True, cohort))) is not None:
+            cohort = parent
+        return cohort
+
     @classmethod
     def build(cls, queues: Mapping[str, ClusterQueueQuota],
               cohorts: Mapping[str, CohortQuota] | None = None) -> CohortTree:

@@ -27,6 +27,7 @@ from tests.builders.kueue import (
     label_slices,
     make_admission_state,
     make_cluster_queue,
+    make_cohort,
     make_flavor,
     make_topology,
     make_workload,
@@ -174,6 +175,24 @@ POLICY_CASES = [
                [job("a-low", 2, 0, cq="a"), job("b-borrowed", 2, 3, cq="b")], job("hi", 4, 10),
                ["b-borrowed", "a-low"], [c.REASON_IN_COHORT_RECLAMATION, c.REASON_IN_CLUSTER_QUEUE]),
 ]
+
+
+def test_reclaim_reaches_a_borrowing_queue_anywhere_under_the_same_root_cohort() -> None:
+    """      root
+           /      \
+       team-a    team-b         (Cohorts, no quota of their own)
+         |          |
+         a (4)      b (4)       a's 4 GPUs are lent to b, which runs 8; a reclaims 4 across the tree
+    """
+    queues = [make_cluster_queue("a").cohort("team-a").preemption(reclaim=c.PREEMPTION_LOWER_PRIORITY)
+              .flavor("a100", {GPU: 4}),
+              make_cluster_queue("b").cohort("team-b").flavor("a100", {GPU: 4})]
+    tree = [make_cohort("team-a").parent("root"), make_cohort("team-b").parent("root")]
+    state = make_admission_state(queues, [make_flavor("a100")], cohorts=tree)
+    admit_in_order(state, [job("b-own", 4, 0, cq="b"), job("b-borrowed", 4, 0, cq="b")])
+    (decision,) = [d for d in try_preemptor(state, job("hi", 4, 10)) if isinstance(d, Preempt)]
+    assert names([v.key for v in decision.victims]) == ["b-borrowed"]
+    assert [v.reason for v in decision.victims] == [c.REASON_IN_COHORT_RECLAMATION]
 
 
 @pytest.mark.parametrize("case", POLICY_CASES, ids=lambda case: case.name)
