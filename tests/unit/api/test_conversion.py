@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -236,3 +237,36 @@ def test_any_input_gives_an_object_or_a_failure(anything: Any, desired: str) -> 
     assert isinstance(result, dict | ConversionFailure)
     if isinstance(result, ConversionFailure):
         assert result.message
+
+
+def _containers(value: Any) -> list[Any]:
+    """Every dict and list inside a JSON value, the value itself included."""
+    if isinstance(value, dict):
+        return [value, *(x for v in value.values() for x in _containers(v))]
+    if isinstance(value, list):
+        return [value, *(x for v in value for x in _containers(v))]
+    return []
+
+
+@settings(max_examples=200, deadline=None)
+@given(v1beta1_objects(), st.sampled_from([V1, V2]))
+def test_the_converted_object_shares_no_object_or_array_with_its_input(original: dict[str, Any], desired: str) -> None:
+    """The caller may change what convert returns (the webhook answers it, devcluster stores it)
+    without changing the object it passed in, in either direction and within one version."""
+    for source in (original, convert(original, V2)):
+        assert isinstance(source, dict)
+        converted = convert(source, desired)
+        assert isinstance(converted, dict)
+        inputs = {id(x) for x in _containers(source)}
+        assert not [x for x in _containers(converted) if id(x) in inputs]
+
+
+def test_a_mapping_that_is_not_a_dict_converts_to_plain_dicts_and_lists() -> None:
+    """A Python caller's read-only mapping and tuples come back as the JSON types the API writes."""
+    spec = MappingProxyType({"cohort": "a", "resourceGroups": ({"coveredResources": ("cpu",)},)})
+    cq = MappingProxyType({"apiVersion": V1, "kind": "ClusterQueue", "metadata": MappingProxyType({"name": "x"}),
+                           "spec": spec})
+    hub = convert(cq, V2)
+    assert hub == {"apiVersion": V2, "kind": "ClusterQueue", "metadata": {"name": "x"},
+                   "spec": {"cohortName": "a", "resourceGroups": [{"coveredResources": ["cpu"]}]}}
+    assert isinstance(hub, dict) and type(hub["metadata"]) is dict
