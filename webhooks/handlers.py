@@ -14,9 +14,6 @@ from typing import Any, Final
 import kopf
 
 from controller.api import constants as c
-from controller.api.conversion import convert
-from controller.api.queues import ClusterQueue
-from controller.core.admission.preemption import preemption_warning
 from webhooks import defaulting, running_jobs
 from webhooks.validation import FieldError, validate, validate_update
 
@@ -30,6 +27,7 @@ TASQ_KINDS: Final = (
     (c.PLURAL_CLUSTER_QUEUES, c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, c.KIND_CLUSTER_QUEUE),
     (c.PLURAL_LOCAL_QUEUES, c.WEBHOOK_VALIDATE_LOCAL_QUEUE, c.KIND_LOCAL_QUEUE),
     (c.PLURAL_WORKLOADS, c.WEBHOOK_VALIDATE_WORKLOAD, c.KIND_WORKLOAD),
+    (c.PLURAL_COHORTS, c.WEBHOOK_VALIDATE_COHORT, c.KIND_COHORT),
 )
 
 
@@ -90,18 +88,13 @@ async def _validate_job(body: kopf.Body, **kwargs: Any) -> None:
 def _validator(kind: str) -> Callable[..., Coroutine[Any, Any, None]]:
     async def handler(body: kopf.Body, **kwargs: Any) -> None:
         check(kind, c.GROUP, kwargs.get("operation"), body, kwargs.get("old"))
-        if kind == c.KIND_CLUSTER_QUEUE:
-            # Accepted, but not enforced yet: kubectl shows the user a warning rather than pretending.
-            hub = convert(dict(body), c.API_VERSION)  # a v1beta1 body passed `check`: it converts
-            warning = preemption_warning(ClusterQueue.from_dict(hub)) if isinstance(hub, dict) else None
-            if warning is not None:
-                kwargs["warnings"].append(warning)
     handler.__name__ = f"validate_{kind.lower()}"
     return handler
 
 
 SERVED_VERSIONS: dict[str, tuple[str, ...]] = {
-    c.PLURAL_TOPOLOGIES: (c.VERSION_V1BETA2, c.VERSION_V1BETA1, c.VERSION_V1ALPHA1)}
+    c.PLURAL_TOPOLOGIES: (c.VERSION_V1BETA2, c.VERSION_V1BETA1, c.VERSION_V1ALPHA1),
+    c.PLURAL_COHORTS: (c.VERSION_V1BETA2,)}
 """Versions each kind is served in (as the CRDs declare them); the others: v1beta2 and v1beta1."""
 
 

@@ -212,6 +212,8 @@ RULES: Final[dict[str, tuple[RulePlacement, ...]]] = {
         (("spec", "preemption"), PREEMPTION),
     ),
     c.KIND_LOCAL_QUEUE: ((("spec", "clusterQueue"), LOCAL_QUEUE_CLUSTER_QUEUE),),
+    # Kueue's Cohort declares the ClusterQueue's resource-group rule and nothing else.
+    c.KIND_COHORT: ((("spec", "resourceGroups", ITEMS), RESOURCE_GROUP),),
     c.KIND_WORKLOAD: (
         ((), WORKLOAD),
         (("spec",), WORKLOAD_SPEC),

@@ -22,11 +22,14 @@ KIND_RESOURCE_FLAVOR: Final = "ResourceFlavor"
 KIND_CLUSTER_QUEUE: Final = "ClusterQueue"
 KIND_LOCAL_QUEUE: Final = "LocalQueue"
 KIND_WORKLOAD: Final = "Workload"
+KIND_COHORT: Final = "Cohort"
 PLURAL_TOPOLOGIES: Final = "topologies"
 PLURAL_RESOURCE_FLAVORS: Final = "resourceflavors"
 PLURAL_CLUSTER_QUEUES: Final = "clusterqueues"
 PLURAL_LOCAL_QUEUES: Final = "localqueues"
 PLURAL_WORKLOADS: Final = "workloads"
+PLURAL_COHORTS: Final = "cohorts"
+PLURAL_WORKLOAD_PRIORITY_CLASSES: Final = "workloadpriorityclasses"
 # The batch/v1 Job, the one workload kind tasq integrates (owner of the Workloads it builds).
 JOB_API_VERSION: Final = "batch/v1"
 KIND_JOB: Final = "Job"
@@ -50,6 +53,8 @@ JOB_COMPLETION_MODES: Final = ("NonIndexed", "Indexed")
 
 # Labels on Jobs and pods.
 LABEL_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"
+LABEL_PRIORITY_CLASS: Final = "kueue.x-k8s.io/priority-class"
+"""Names the WorkloadPriorityClass of a Job's Workload; wins over the pod template's PriorityClass."""
 LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
 LABEL_JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 LABEL_JOB_NAME: Final = "batch.kubernetes.io/job-name"
@@ -88,6 +93,7 @@ WEBHOOK_VALIDATE_RESOURCE_FLAVOR: Final = "validate-kueue-x-k8s-io-v1beta2-resou
 WEBHOOK_VALIDATE_CLUSTER_QUEUE: Final = "validate-kueue-x-k8s-io-v1beta2-clusterqueue"
 WEBHOOK_VALIDATE_LOCAL_QUEUE: Final = "validate-kueue-x-k8s-io-v1beta2-localqueue"
 WEBHOOK_VALIDATE_WORKLOAD: Final = "validate-kueue-x-k8s-io-v1beta2-workload"
+WEBHOOK_VALIDATE_COHORT: Final = "validate-kueue-x-k8s-io-v1beta2-cohort"
 WEBHOOK_NAME_DOMAIN: Final = "tasq.io"
 MUTATING_WEBHOOK_CONFIGURATION: Final = "tasq-mutating-webhook-configuration"
 ANNOTATION_LOCAL_WEBHOOK_SERVERS: Final = "tasq.io/local-webhook-servers"
@@ -119,6 +125,8 @@ CONDITION_QUOTA_RESERVED: Final = "QuotaReserved"
 CONDITION_ADMITTED: Final = "Admitted"
 CONDITION_EVICTED: Final = "Evicted"
 CONDITION_FINISHED: Final = "Finished"
+CONDITION_PREEMPTED: Final = "Preempted"
+CONDITION_REQUEUED: Final = "Requeued"
 
 # batch/v1 Job condition types that mean the Job is over.
 CONDITION_JOB_COMPLETE: Final = "Complete"
@@ -149,10 +157,21 @@ REASON_FAILED: Final = "Failed"
 REASON_DEACTIVATED: Final = "Deactivated"
 REASON_NO_RESERVATION: Final = "NoReservation"
 REASON_READY: Final = "Ready"
+# Evicted because another workload preempted it (Evicted reason), and why (Preempted reasons; Kueue's).
+REASON_PREEMPTED: Final = "Preempted"
+REASON_IN_CLUSTER_QUEUE: Final = "InClusterQueue"
+REASON_IN_COHORT_RECLAMATION: Final = "InCohortReclamation"
+REASON_IN_COHORT_RECLAIM_WHILE_BORROWING: Final = "InCohortReclaimWhileBorrowing"
+# The preemptor's QuotaReserved=False detail while its victims are being evicted (tasq's).
+REASON_PREEMPTING: Final = "Preempting"
 # ClusterQueue / LocalQueue Active condition reasons (Kueue's).
 REASON_STOPPED: Final = "Stopped"
 REASON_CLUSTER_QUEUE_DOES_NOT_EXIST: Final = "ClusterQueueDoesNotExist"
 REASON_CLUSTER_QUEUE_IS_INACTIVE: Final = "ClusterQueueIsInactive"
+# A ClusterQueue or Cohort in (or under) a cycle of cohorts (Kueue's ErrCohortHasCycle), and a Cohort
+# whose parentName names no Cohort object (it then hangs under an empty implicit root, as in Kueue).
+REASON_COHORT_HAS_CYCLE: Final = "CohortHasCycle"
+REASON_PARENT_NOT_FOUND: Final = "ParentNotFound"
 
 # Queueing strategies.
 QUEUEING_BEST_EFFORT_FIFO: Final = "BestEffortFIFO"
@@ -161,6 +180,11 @@ QUEUEING_STRICT_FIFO: Final = "StrictFIFO"
 # looks for a flavor that fits without borrowing first.
 STOP_POLICY_NONE: Final = "None"
 FUNGIBILITY_TRY_NEXT_FLAVOR: Final = "TryNextFlavor"
+# ClusterQueue spec.preemption policies (Kueue's; Never is the default of each).
+PREEMPTION_NEVER: Final = "Never"
+PREEMPTION_LOWER_PRIORITY: Final = "LowerPriority"
+PREEMPTION_LOWER_OR_NEWER_EQUAL_PRIORITY: Final = "LowerOrNewerEqualPriority"
+PREEMPTION_ANY: Final = "Any"
 
 # Resources with special meaning.
 RESOURCE_PODS: Final = "pods"
@@ -176,7 +200,12 @@ EVENT_REASON_STARTED: Final = "Started"
 EVENT_REASON_STOPPED: Final = "Stopped"
 EVENT_REASON_FINISHED_WORKLOAD: Final = "FinishedWorkload"
 EVENT_REASON_EVICTED_DEACTIVATED: Final = "EvictedDueToDeactivated"
+# A preemption (Kueue's): on the victim ("Preempted", "EvictedDueToPreempted") and the preemptor.
+EVENT_REASON_PREEMPTED: Final = "Preempted"
+EVENT_REASON_EVICTED_PREEMPTED: Final = "EvictedDueToPreempted"
+EVENT_REASON_PREEMPTED_WORKLOAD: Final = "PreemptedWorkload"
 EVENT_REASON_ERR_WORKLOAD_COMPOSE: Final = "ErrWorkloadCompose"
+EVENT_REASON_WORKLOAD_PRIORITY_CLASS_NOT_FOUND: Final = "WorkloadPriorityClassNotFound"
 EVENT_COMPONENT: Final = "tasq-controller"
 
 # The devcluster's kubelet reads how long a pod runs from this annotation.
@@ -201,6 +230,10 @@ METRIC_PENDING_WORKLOADS: Final = "tasq_pending_workloads"
 METRIC_ADMITTED_WORKLOADS: Final = "tasq_admitted_workloads"
 METRIC_CLUSTER_QUEUE_RESOURCE_USAGE: Final = "tasq_cluster_queue_resource_usage"
 METRIC_GATE_REMOVAL_LATENCY: Final = "tasq_gate_removal_latency_seconds"
+METRIC_PREEMPTED_WORKLOADS: Final = "tasq_preempted_workloads_total"
+"""Kueue's kueue_preempted_workloads_total{preempting_cluster_queue,reason}."""
+METRIC_EVICTED_WORKLOADS: Final = "tasq_evicted_workloads_total"
+"""Kueue's kueue_evicted_workloads_total{cluster_queue,reason}."""
 ADMISSION_RESULT_SUCCESS: Final = "success"
 ADMISSION_RESULT_INADMISSIBLE: Final = "inadmissible"
 PROBE_PATH_METRICS: Final = "/metrics"

@@ -27,6 +27,8 @@ SPOKES: Final[Mapping[str, tuple[str, ...]]] = {
     c.KIND_CLUSTER_QUEUE: (c.API_VERSION_V1BETA1,),
     c.KIND_LOCAL_QUEUE: (c.API_VERSION_V1BETA1,),
     c.KIND_WORKLOAD: (c.API_VERSION_V1BETA1,),
+    c.KIND_COHORT: (),
+    c.KIND_WORKLOAD_PRIORITY_CLASS: (c.API_VERSION_V1BETA1,),
 }
 """The versions each kind is served in besides the hub."""
 
@@ -234,6 +236,9 @@ _MAPPERS: Final[Mapping[str, tuple[Mapper, Mapper]]] = {
     c.KIND_CLUSTER_QUEUE: (_cluster_queue_up, _cluster_queue_down),
     c.KIND_LOCAL_QUEUE: (_local_queue_up, _local_queue_down),
     c.KIND_WORKLOAD: (_workload_up, _workload_down),
+    c.KIND_COHORT: (_unchanged, _unchanged),
+    # The same fields in v1beta1 and v1beta2: only the apiVersion changes.
+    c.KIND_WORKLOAD_PRIORITY_CLASS: (_unchanged, _unchanged),
 }
 """kind -> (spoke to hub, hub to spoke), each rewriting a private copy in place."""
 

@@ -17,8 +17,10 @@ import yaml
 
 from controller.api import constants as c
 from controller.api.cel_rules import ITEMS, rules_for
+from controller.api.cohort import Cohort
 from controller.api.flavor import ResourceFlavor
 from controller.api.meta import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, KubeObject
+from controller.api.priority_class import WorkloadPriorityClass
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.v1beta1 import flavor as v1beta1_flavor
@@ -159,6 +161,20 @@ KINDS: Final[tuple[KindSpec, ...]] = (
              versions=(ServedVersion(c.VERSION_V1BETA2, Workload, _WORKLOAD_COLUMNS),
                        ServedVersion(c.VERSION_V1BETA1, v1beta1_workload.Workload, _WORKLOAD_COLUMNS)),
              has_status=True, description="Workload is one Job's request for quota and where it was admitted."),
+    # Kueue's Cohort has no columns; tasq shows its parent and its Active condition.
+    KindSpec(c.KIND_COHORT, c.PLURAL_COHORTS, ("co",), namespaced=False, versions=(
+        ServedVersion(c.VERSION_V1BETA2, Cohort, (
+            PrinterColumn("Parent", "string", ".spec.parentName", "Parent cohort, none for a root"),
+            _condition_column("Active", c.CONDITION_ACTIVE, "Whether the cohort's tree can admit"), AGE)),),
+        has_status=True,
+        description="Cohort is a node of a tree of cohorts: quota its subtree shares, and its limits."),
+    # Both versions have the same fields, so the API server converts between them itself.
+    KindSpec(c.KIND_WORKLOAD_PRIORITY_CLASS, c.PLURAL_WORKLOAD_PRIORITY_CLASSES, ("wpc",), namespaced=False,
+             versions=tuple(ServedVersion(version, WorkloadPriorityClass, (
+                 PrinterColumn("Value", "integer", ".value", "Value of workloadPriorityClass's Priority"),))
+                 for version in (c.VERSION_V1BETA2, c.VERSION_V1BETA1)),
+             has_status=False,
+             description="WorkloadPriorityClass is a priority value Workloads take from their Job's label."),
 )
 
 # Lists that server-side apply should merge by key rather than replace whole (metav1 conventions).

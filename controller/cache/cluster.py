@@ -5,7 +5,7 @@ as it enters, into its model (tasq's kinds) or view (Node, Pod); a Workload entr
 beside the WorkloadInfo admission reads, as Kueue's `workload.Info{Obj}`. An object that does not
 parse is refused whole (recorded in `malformed`, the previous version kept). Patches what the event
 touches (a node patches the flavor trees and the Usage, a pod its node's row, a Workload its
-reservation) and rebuilds only on configuration changes (flavors, topologies, ClusterQueues).
+reservation) and rebuilds only on configuration changes (flavors, topologies, ClusterQueues, Cohorts).
 `admission_state()` hands the admission loop an AdmissionState sharing that Usage and ledger, so
 what a cycle admits is reserved here at once. Pure data: no API calls, no clock, no kopf.
 """
@@ -19,21 +19,24 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.api import constants as c
+from controller.api.cohort import Cohort
 from controller.api.features import FeatureGates
 from controller.api.flavor import ResourceFlavor
 from controller.api.meta import object_key
+from controller.api.priority_class import WorkloadPriorityClass
 from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.topology_assignment import DomainPods
 from controller.api.views import NodeView, OwnerRef, PodView, owner_refs
 from controller.api.workload import Admission, Workload
+from controller.core.admission.conditions import is_evicted, is_terminating
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
-from controller.core.admission.quota import ClusterQueueQuota, QuotaLedger
+from controller.core.admission.quota import ClusterQueueQuota, CohortQuota, QuotaLedger
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo, flavor_infos
-from controller.core.admission.workloads import WorkloadInfo, workload_info
+from controller.core.admission.workloads import WorkloadInfo, parse_timestamp, workload_info
 from controller.core.topology import Usage, workload_key_of
 from controller.core.ungating.planning import PodState, UngatingInput
 
@@ -42,7 +45,8 @@ KIND_POD = "Pod"
 KIND_NAMESPACE = "Namespace"
 KIND_PRIORITY_CLASS = "PriorityClass"
 WATCHED_KINDS = (KIND_NODE, KIND_POD, c.KIND_JOB, c.KIND_WORKLOAD, c.KIND_RESOURCE_FLAVOR,
-                 c.KIND_CLUSTER_QUEUE, c.KIND_LOCAL_QUEUE, c.KIND_TOPOLOGY, KIND_PRIORITY_CLASS, KIND_NAMESPACE)
+                 c.KIND_CLUSTER_QUEUE, c.KIND_LOCAL_QUEUE, c.KIND_TOPOLOGY, KIND_PRIORITY_CLASS, KIND_NAMESPACE,
+                 c.KIND_COHORT, c.KIND_WORKLOAD_PRIORITY_CLASS)
 """The kinds the cache keeps, by Kind name (what `upsert` / `delete` accept)."""
 
 _DOMAIN_SLICES = "/domain-slices"
@@ -57,7 +61,9 @@ class WorkloadEntry:
     `fit` is set while the workload holds quota and nodes here (admitted by us, or restored from
     its `status.admission`); `restoring` holds an admission seen but not yet re-reserved (done at the
     next `admission_state`, once nodes and pods are known); `expecting` is True from our own
-    admission decision until the watch shows it written, so a stale event cannot release it.
+    admission decision until the watch shows it written, so a stale event cannot release it;
+    `evicting_for` names the preemptor the admission loop decided to evict it for, from that decision
+    until its reservation is released (its Evicted condition may not be written yet).
     """
 
     obj: Workload
@@ -65,6 +71,7 @@ class WorkloadEntry:
     fit: WorkloadFit | None = None
     restoring: Admission | None = None
     expecting: bool = False
+    evicting_for: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -127,6 +134,8 @@ class ClusterCache:
     local_queues: dict[str, LocalQueue] = field(default_factory=dict)
     topologies: dict[str, Topology] = field(default_factory=dict)
     priority_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
+    cohorts: dict[str, Cohort] = field(default_factory=dict)
     namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     features: FeatureGates = field(default_factory=FeatureGates)
@@ -162,6 +171,10 @@ class ClusterCache:
                                              self._delete_local_queue),
             KIND_PRIORITY_CLASS: KindHandlers(dict, self._upsert_priority_class, self._delete_priority_class),
             KIND_NAMESPACE: KindHandlers(_namespace_labels, self._upsert_namespace, self._delete_namespace),
+            c.KIND_COHORT: KindHandlers(Cohort.model_validate, self._upsert_cohort, self._delete_cohort),
+            c.KIND_WORKLOAD_PRIORITY_CLASS: KindHandlers(WorkloadPriorityClass.model_validate,
+                                                         self._upsert_workload_priority_class,
+                                                         self._delete_workload_priority_class),
         }
 
     # -- events ---------------------------------------------------------------------------------
@@ -321,6 +334,27 @@ class ClusterCache:
         self.cluster_queues.pop(key, None)
         self._quotas = self._ledger = None
 
+    def _upsert_cohort(self, key: str, cohort: Cohort) -> bool:
+        """False when only the status changed (tasq writes it; the tree reads only the spec)."""
+        before, self.cohorts[key] = self.cohorts.get(key), cohort
+        if before is not None and before.spec == cohort.spec:
+            return False
+        self._quotas = self._ledger = None
+        return True
+
+    def _delete_cohort(self, key: str) -> None:
+        self.cohorts.pop(key, None)
+        self._quotas = self._ledger = None
+
+    def _upsert_workload_priority_class(self, key: str, wpc: WorkloadPriorityClass) -> bool:
+        """Read when a Job's Workload is created; changing a class does not change Workloads that
+        already have its value (Kueue's rule), so admission has nothing to react to."""
+        self.workload_priority_classes[key] = wpc
+        return False
+
+    def _delete_workload_priority_class(self, key: str) -> None:
+        self.workload_priority_classes.pop(key, None)
+
     def _upsert_local_queue(self, key: str, lq: LocalQueue) -> bool:
         """False when only the status changed (as for a ClusterQueue)."""
         before, self.local_queues[key] = self.local_queues.get(key), lq
@@ -349,7 +383,7 @@ class ClusterCache:
         """Give back what a workload holds (quota, nodes); its bound pods keep counting as pods."""
         entry = self.workloads.get(key)
         if entry is not None:
-            entry.fit, entry.restoring, entry.expecting = None, None, False
+            entry.fit, entry.restoring, entry.expecting, entry.evicting_for = None, None, False, None
         self.usage.release(key)
         self.usage.release(key + _DOMAIN_SLICES)
         if self._ledger is not None:
@@ -360,6 +394,19 @@ class ClusterCache:
         entry = self.workloads[key]
         entry.fit, entry.expecting = fit, True
         self.generation += 1
+
+    def record_eviction(self, key: str, preemptor: str) -> None:
+        """The loop decided to evict `key` for `preemptor`: it stays admitted (its quota and nodes
+        held) but is claimed, until its reservation is released or `forget_eviction`."""
+        entry = self.workloads.get(key)
+        if entry is not None and entry.fit is not None:
+            entry.evicting_for = preemptor
+
+    def forget_eviction(self, key: str) -> None:
+        """Writing the eviction of `key` did not happen (it finished, or lost its admission meanwhile)."""
+        entry = self.workloads.get(key)
+        if entry is not None:
+            entry.evicting_for = None
 
     def forget_admission(self, key: str) -> None:
         """Writing our admission failed for good (the Workload is gone or changed): release it."""
@@ -404,7 +451,8 @@ class ClusterCache:
             self._flavor_infos = flavor_infos(self.flavors.values(), self.topologies.values(), list(self.nodes.values()))
         if self._quotas is None or self._ledger is None:
             self._quotas = {name: ClusterQueueQuota.from_model(cq) for name, cq in self.cluster_queues.items()}
-            self._ledger = QuotaLedger.build(self._quotas)
+            self._ledger = QuotaLedger.build(self._quotas, {name: CohortQuota.from_model(co)
+                                                            for name, co in self.cohorts.items()})
             for key, entry in self.workloads.items():
                 if entry.fit is not None and entry.fit.cluster_queue in self._quotas:
                     self._ledger.reserve(key, entry.fit.cluster_queue, entry.fit.quota_usage)
@@ -415,8 +463,10 @@ class ClusterCache:
             features=self.features)
 
     def admission_state(self) -> AdmissionState:
-        """One cycle's state: every held admission, and every waiting active workload queued (in
-        arrival order). Admissions the cycle makes are reserved in this cache's Usage and ledger."""
+        """One cycle's state: every held admission (with its reservation time, and marked evicting
+        while an eviction decided or written has not released it yet, so no preemptor counts on it
+        twice), and every waiting active workload queued (in arrival order). Admissions the cycle
+        makes are reserved in this cache's Usage and ledger."""
         snapshot = self.snapshot()
         self._restore(snapshot)
         state = AdmissionState(snapshot)
@@ -425,6 +475,11 @@ class ClusterCache:
                 state.admitted[key] = entry.fit
                 state.workloads[key] = entry.info
                 state.queue_of[key] = entry.fit.cluster_queue
+                reserved = entry.obj.condition(c.CONDITION_QUOTA_RESERVED)
+                if reserved is not None and reserved.status == "True":
+                    state.admitted_at[key] = parse_timestamp(reserved.last_transition_time, entry.info.created)
+                if entry.evicting_for is not None or is_terminating(entry.obj):
+                    state.mark_evicting(key, entry.evicting_for)
             elif not entry.finished and entry.active:
                 state.submit(entry.info)
         return state
@@ -437,12 +492,12 @@ class ClusterCache:
 
     def ungating_input(self, namespace: str, workload: str) -> UngatingInput | None:
         """What the TopologyUngater plans from: the admitted, unfinished Workload's slices per pod
-        set and the states of its pods; None when it is not (or no longer) admitted."""
+        set and the states of its pods; None when it is not (or no longer) admitted, or is being evicted."""
         key = f"{namespace}/{workload}"
         entry = self.workloads.get(key)
         admission = entry.admission if entry is not None else None
-        if entry is None or admission is None or entry.finished:
-            return None
+        if entry is None or admission is None or entry.finished or is_evicted(entry.obj):
+            return None  # an evicted one's pods are being deleted: none is ungated any more
         slices: dict[str, list[DomainPods]] = {
             psa.name: psa.topology_assignment.domains() if psa.topology_assignment is not None else []
             for psa in admission.pod_set_assignments}

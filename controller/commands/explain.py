@@ -2,7 +2,9 @@
 
 Reads the cluster once (nodes, pods, queues, flavors, topologies, Jobs, Workloads), runs the same
 pure admission as `tasq simulate` over it, and prints the same explanation `tasq simulate --explain`
-gives for that Workload: the reason and the quantitative message per pod set and domain. Exit 0
+gives for that Workload: the reason and the quantitative message per pod set and domain, and, in a
+ClusterQueue that may preempt, which Workloads it would preempt or why preemption would not help
+(nothing is evicted: the simulation leaves every Workload as it is). Exit 0
 when explained, 1 when the Workload does not exist, 2 for unusable arguments or an unreachable API.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 from controller.api import constants as c
 from controller.api.workload import Workload
 from controller.commands.simulate import placement_summary
+from controller.core.admission.cycle import explain_preemption
 from controller.core.simulating import Simulation
 
 
@@ -39,7 +42,7 @@ def explain_workload(objects: list[dict[str, Any]], namespace: str, name: str) -
     if live is None:
         return 1, [f'workload "{name}" not found in namespace "{namespace}"']
     admission = (live.get("status") or {}).get("admission")
-    sim = Simulation()
+    sim = Simulation(preempting=False)
     sim.apply(objects)
     sim.run()
     if admission:
@@ -48,7 +51,11 @@ def explain_workload(objects: list[dict[str, Any]], namespace: str, name: str) -
     why = next((p for p in sim.explanations() if p.key == key), None)
     if why is None:
         return 0, [f"{key}: fits now; the controller admits it on its next cycle"]
-    return 0, [f"{why.key}: {why.detail}: {why.message}"]
+    lines = [f"{why.key}: {why.detail}: {why.message}"]
+    preemption = explain_preemption(sim.state, key) if sim.state is not None else None
+    if preemption is not None:
+        lines.append(f"{key}: {preemption}")
+    return 0, lines
 
 
 def kubeconfig_path(given: Path | None) -> Path | None:

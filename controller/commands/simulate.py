@@ -3,7 +3,8 @@
 Reads each `-f FILE|DIR|-` as one step (multi-document YAML or JSON, `kind: List` expanded), passes
 every object through the boundary (`manifests.documents`, `manifests.kube_objects`), applies the steps
 to a `Simulation` only when no step has an error, and prints the Workloads as a table (`kubectl get
-workloads` plus FLAVOR and PLACEMENT) or a `kind: List`. A document of a kind tasq does not read is
+workloads` plus FLAVOR and PLACEMENT, then the preemptions: victim, preemptor, reason) or a `kind:
+List` (victims carry Kueue's Evicted/Preempted conditions; `preemptions` lists them). A document of a kind tasq does not read is
 skipped with a warning on stderr (and in the List's `warnings`). Exit codes: 0 done, 2 invalid input
 (every error as `file:document: path: message`).
 """
@@ -25,10 +26,8 @@ import yaml
 
 from controller.api import constants as c
 from controller.api.features import FLAG_HELP, FeatureGateError, parse_feature_gates
-from controller.api.queues import ClusterQueue
 from controller.api.workload import Workload
-from controller.core.admission.preemption import preemption_warning
-from controller.core.simulating import Simulation
+from controller.core.simulating import PreemptionRecord, Simulation
 from controller.manifests.documents import MAX_INPUT_BYTES, decode, parse_documents
 from controller.manifests.kube_objects import check_object
 
@@ -169,17 +168,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {_printable(line)}", file=sys.stderr)
         print(f"{len(errors)} error(s); nothing simulated", file=sys.stderr)
         return 2
-    for step in steps:
-        for obj in step.objects:
-            if obj["kind"] == c.KIND_CLUSTER_QUEUE:
-                warning = preemption_warning(ClusterQueue.from_dict(obj))
-                if warning is not None:
-                    print(f"warning: {warning}", file=sys.stderr)
     sim = Simulation(features=features)
     for step in steps:
         sim.apply(step.objects)
         step.objects = []
         sim.run()
+    for (namespace, name), why in sorted(sim.refused_jobs.items()):
+        print(f"warning: Job {namespace}/{name}: {why}", file=sys.stderr)
     _print(sim, args.output, args.explain, skipped)
     return 0
 
@@ -199,12 +194,16 @@ def _print(sim: Simulation, output: str, with_explain: bool, skipped: Sequence[S
     explain_to = sys.stdout
     if output == "table":
         sys.stdout.write(render_table(workloads))
+        if sim.preemptions:
+            sys.stdout.write("\n" + render_preemptions(sim.preemptions))
     else:
         items = [w.to_dict() for w in workloads]
         listing: dict[str, Any] = {"apiVersion": "v1", "kind": "List", "items": items,
                                    "metadata": {"resourceVersion": ""}}
         if skipped:
             listing["warnings"] = [doc.to_dict() for doc in skipped]
+        if sim.preemptions:
+            listing["preemptions"] = [record.to_dict() for record in sim.preemptions]
         if output == "json":
             sys.stdout.write(json.dumps(listing, indent=4) + "\n")
         else:
@@ -250,3 +249,16 @@ def render_table(workloads: Sequence[Workload]) -> str:
                      ",".join(flavors), placement_summary(w) if admission else ""))
     widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
     return "".join("   ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() + "\n" for r in rows)
+
+
+_PREEMPTION_COLUMNS = ("STEP", "PREEMPTED", "IN", "BY", "IN", "REASON", "MESSAGE")
+
+
+def render_preemptions(records: Sequence[PreemptionRecord]) -> str:
+    """One row per victim: at which step (1 = the first -f), who, by whom, why."""
+    rows = [_PREEMPTION_COLUMNS]
+    for r in records:
+        rows.append((str(r.step), r.victim, r.victim_cluster_queue, r.preemptor, r.preemptor_cluster_queue,
+                     r.reason, r.message))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_PREEMPTION_COLUMNS))]
+    return "".join("   ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n" for row in rows)

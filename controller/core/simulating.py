@@ -3,7 +3,10 @@
 `Simulation.apply` takes one step's objects (later ones replace earlier ones of the same kind,
 namespace and name, as `kubectl apply` does); `run` rebuilds the snapshot, keeps unfinished
 admissions and cycles until quiet. Step i happens at `start + i` simulated seconds, so the same
-input always gives the same output. Pure; `tasq simulate` reads the files and prints.
+input always gives the same output. A `Preempt` decision evicts its victims at once (a simulation
+has no pods to wait for): Kueue's conditions on each victim, its quota released, the victim back in
+its queue, and `preemptions` records who preempted whom and why. Pure; `tasq simulate` reads the
+files and prints.
 """
 
 from __future__ import annotations
@@ -15,16 +18,26 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from controller.api import constants as c
+from controller.api.cohort import Cohort
 from controller.api.features import FeatureGates
 from controller.api.flavor import ResourceFlavor
 from controller.api.meta import KubeObject, format_time
+from controller.api.priority_class import WorkloadPriorityClass
 from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.views import JobView, NodeView, PodView
 from controller.api.workload import Admission, Workload
-from controller.core.admission.conditions import mark_admitted, mark_finished, mark_pending
-from controller.core.admission.cycle import AdmissionState, Pending, explain, run_until_quiet
+from controller.core.admission.conditions import (
+    is_terminating,
+    mark_admitted,
+    mark_eviction_done,
+    mark_finished,
+    mark_pending,
+    mark_preempted,
+    preemption_message,
+)
+from controller.core.admission.cycle import AdmissionState, Admit, Pending, Preempt, explain, rounds
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, build_snapshot
@@ -32,6 +45,7 @@ from controller.core.admission.workloads import (
     WorkloadInfo,
     workload_from_job,
     workload_info,
+    workload_priority_class_of,
 )
 
 SIMULATION_START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -69,6 +83,31 @@ class _Tracked:
     """The `status.admission` it came with, until its domain slices hold nodes (`_restore_domains`)."""
 
 
+@dataclass(frozen=True, slots=True)
+class PreemptionRecord:
+    """One victim of one preemption: at which step, who was preempted by whom, and why."""
+
+    step: int
+    victim: str
+    victim_cluster_queue: str
+    preemptor: str
+    preemptor_cluster_queue: str
+    reason: str
+    """InClusterQueue, InCohortReclamation or InCohortReclaimWhileBorrowing."""
+    message: str
+    """The preemption's own message (`preempting 1 workload(s) in rack ...`)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "victim": self.victim, "victimClusterQueue": self.victim_cluster_queue,
+                "preemptor": self.preemptor, "preemptorClusterQueue": self.preemptor_cluster_queue,
+                "reason": self.reason, "message": self.message}
+
+
+MAX_PREEMPTIONS_PER_WORKLOAD = 4
+"""A run stops preempting after this many evictions per tracked workload: policies such as
+reclaimWithinCohort Any could otherwise let two queues take the same quota back and forth."""
+
+
 @dataclass(slots=True)
 class Simulation:
     """Everything applied so far and the workloads' outcomes; see the module docstring."""
@@ -79,7 +118,15 @@ class Simulation:
     step: int = 0
     state: AdmissionState | None = None
     _explained: list[Pending] = field(default_factory=list)
+    refused_jobs: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(namespace, name) of a queued Job that gets no Workload -> why (its label names a
+    WorkloadPriorityClass that does not exist: Kueue creates none then)."""
     """Why each workload waits after the last `run`, by key (computed once there)."""
+    preemptions: list[PreemptionRecord] = field(default_factory=list)
+    """Every victim so far, in the order of the preemptions."""
+    preempting: bool = True
+    """Carry out Preempt decisions (`tasq simulate`); False leaves every Workload as it is and keeps
+    only the evictions the input itself shows in flight (`tasq explain` on a live cluster)."""
     _nodes: dict[ObjectKey, NodeView] = field(default_factory=dict)
     _pods: dict[ObjectKey, PodView] = field(default_factory=dict)
     _models: dict[ObjectKey, KubeObject] = field(default_factory=dict)
@@ -143,11 +190,20 @@ class Simulation:
         for tracked in sorted(self.tracked.values(), key=lambda t: t.info.seq):
             if tracked.finished is None and tracked.fit is None:
                 state.submit(tracked.info)
-        for decision in run_until_quiet(state):
-            if not isinstance(decision, Pending):
-                tracked = self.tracked[decision.key]
-                tracked.fit = state.admitted[decision.key]
-                mark_admitted(tracked.model, decision.admission, self.now)
+        state.now = self.now.timestamp()
+        in_flight = dict(state.evicting)
+        budget = MAX_PREEMPTIONS_PER_WORKLOAD * len(self.tracked) if self.preempting else 0
+        for step in rounds(state):
+            for decision in step:
+                if isinstance(decision, Admit):
+                    tracked = self.tracked[decision.key]
+                    tracked.fit = state.admitted[decision.key]
+                    mark_admitted(tracked.model, decision.admission, self.now)
+                elif isinstance(decision, Preempt) and budget >= len(decision.victims):
+                    budget -= len(decision.victims)
+                    self._evict(state, decision)
+        if not self.preempting:
+            state.evicting = in_flight  # claims of evictions not carried out are no one's
         self._explained = []
         for key in state.waiting():
             why = explain(state, key)
@@ -155,6 +211,24 @@ class Simulation:
                 mark_pending(self.tracked[key].model, why.reason, why.message, self.now)
                 self._explained.append(why)
         self.state = state
+
+    def _evict(self, state: AdmissionState, decision: Preempt) -> None:
+        """Carry out a preemption at once: each victim gets Evicted=True (Preempted), Preempted=True
+        with its reason, then (its pods being gone at once here) QuotaReserved=False, Admitted=False
+        and no admission; its quota and nodes are released and it waits in its queue again."""
+        preemptor = self.tracked[decision.key].model
+        job = _owner_job(preemptor)
+        for victim in decision.victims:
+            tracked = self.tracked[victim.key]
+            message = preemption_message(
+                decision.key, preemptor.metadata.uid or "", f"{job[0]}/{job[1]}" if job else None, None,
+                victim.reason, _queue_path(state, decision.cluster_queue), _queue_path(state, victim.cluster_queue))
+            mark_preempted(tracked.model, victim.reason, message, self.now)
+            mark_eviction_done(tracked.model, self.now)
+            tracked.fit = None
+            state.release(victim.key, requeue=True)
+            self.preemptions.append(PreemptionRecord(self.step, victim.key, victim.cluster_queue, decision.key,
+                                                     decision.cluster_queue, victim.reason, decision.message))
 
     def _priority_classes(self) -> tuple[dict[str, int], int]:
         classes: dict[str, int] = {}
@@ -182,10 +256,16 @@ class Simulation:
             if owner is not None:
                 owned.add(owner)
             workloads.append((wl, _workload_finished(wl) or job_done.get(owner or ("", ""))))
+        workload_classes = {wpc.name: wpc.value for wpc in self.models_of(WorkloadPriorityClass)}
         for view, job in zip(jobs, job_objs, strict=True):
             key = (view.namespace or "default", view.name)
-            if view.queue_name and key not in owned:
-                workloads.append((Workload.from_dict(workload_from_job(job, classes, default)), job_done[key]))
+            wanted = workload_priority_class_of(job)
+            self.refused_jobs.pop(key, None)
+            if view.queue_name and key not in owned and wanted is not None and wanted not in workload_classes:
+                self.refused_jobs[key] = f'WorkloadPriorityClass "{wanted}" not found: no Workload is created'
+            elif view.queue_name and key not in owned:
+                workloads.append((Workload.from_dict(workload_from_job(job, classes, default, workload_classes)),
+                                  job_done[key]))
         for wl, finished in workloads:
             self._track(wl, finished, classes)
             self._follow_spec(wl, classes)
@@ -238,7 +318,8 @@ class Simulation:
         snapshot = build_snapshot(
             self.models_of(ClusterQueue), self.models_of(LocalQueue), self.models_of(ResourceFlavor),
             self.models_of(Topology),
-            nodes, pods, namespaces, {key: fit.node_usage for key, fit in running.items() if fit.node_usage})
+            nodes, pods, namespaces, {key: fit.node_usage for key, fit in running.items() if fit.node_usage},
+            self.models_of(Cohort))
         snapshot.features = self.features
         running.update(self._restore_domains(snapshot, pods, nodes))
         state = AdmissionState(snapshot)
@@ -248,6 +329,8 @@ class Simulation:
             state.admitted[key] = fit
             state.workloads[key] = self.tracked[key].info
             state.queue_of[key] = fit.cluster_queue
+            if is_terminating(self.tracked[key].model):
+                state.mark_evicting(key)  # evicted, its quota held until its pods are gone
         return state
 
     def _restore_domains(self, snapshot: AdmissionSnapshot, pods: Sequence[PodView],
@@ -278,6 +361,13 @@ class Simulation:
         return list(self._explained)
 
 
+def _queue_path(state: AdmissionState, cluster_queue: str) -> str:
+    """Kueue's path of a ClusterQueue in its cohort tree: `/cohort/cq`, `/cq` without a cohort."""
+    quota = state.snapshot.cluster_queues.get(cluster_queue)
+    cohort = quota.cohort if quota is not None else None
+    return f"/{cohort}/{cluster_queue}" if cohort else f"/{cluster_queue}"
+
+
 _JOB_FINISHED = {c.CONDITION_JOB_COMPLETE: c.REASON_SUCCEEDED, c.CONDITION_JOB_FAILED: c.REASON_FAILED}
 """A Job's finished condition type -> the Workload's Finished reason."""
 
@@ -304,5 +394,6 @@ def _workload_finished(wl: Workload) -> str | None:
 
 _MODELS: dict[str, type[KubeObject]] = {
     c.KIND_WORKLOAD: Workload, c.KIND_CLUSTER_QUEUE: ClusterQueue, c.KIND_LOCAL_QUEUE: LocalQueue,
-    c.KIND_RESOURCE_FLAVOR: ResourceFlavor, c.KIND_TOPOLOGY: Topology}
+    c.KIND_RESOURCE_FLAVOR: ResourceFlavor, c.KIND_TOPOLOGY: Topology, c.KIND_COHORT: Cohort,
+    c.KIND_WORKLOAD_PRIORITY_CLASS: WorkloadPriorityClass}
 """tasq's kinds, parsed into their models when applied."""

@@ -4,9 +4,10 @@ Only while leading. A cycle runs the pure core's rounds (`rounds`) on `ClusterCa
 (so admissions are reserved in the cache at once; a long cycle lets the event loop run between
 rounds), then writes every decision as a Workload status
 patch (resourceVersion-checked, retried), posts Events (Admitted; a pending cause once per new
-cause) and refreshes the ClusterQueue and LocalQueue statuses. One cycle at a time; its writes
-run beside the next cycles (at most one in flight per Workload), each written Workload handed to
-the operator's EventRouter. A failed cycle or write is tried again with backoff
+cause), starts the eviction of every victim of a `Preempt` decision (controller.kube.evicting; the
+Job reconciler carries it on) and refreshes the ClusterQueue, LocalQueue and Cohort statuses. One
+cycle at a time; its writes run beside the next cycles (at most one in flight per Workload), each
+written Workload handed to the operator's EventRouter. A failed cycle or write is tried again with backoff
 (controller.kube.requeuing); an admission whose write failed is given back in the cache before the
 next cycle, and one whose answer was lost is read back first. Started by controller.kube.operating.
 """
@@ -25,21 +26,28 @@ from typing import Any
 from controller.api import constants as c
 from controller.api.workload import Admission, Workload, admission_of
 from controller.cache.cluster import ClusterCache
-from controller.core.admission.conditions import mark_admitted, mark_pending, quota_reserved_message
-from controller.core.admission.cycle import AdmissionState, Admit, Decision, Pending, explain, rounds
+from controller.core.admission.conditions import (
+    is_evicted,
+    mark_admitted,
+    mark_pending,
+    quota_reserved_message,
+)
+from controller.core.admission.cycle import AdmissionState, Admit, Decision, Pending, Preempt, explain, rounds
 from controller.core.admission.queue_status import (
     QueuedWorkload,
     QueueInputs,
+    cohort_statuses,
     queue_statuses,
     stamp_conditions,
 )
 from controller.core.admission.workloads import workload_info
 from controller.kube.api import TRANSPORT_ERRORS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
+from controller.kube.evicting import Evictor, Preemption
 from controller.kube.metrics import Metrics
 from controller.kube.requeuing import Backoff, log_failure
 from controller.kube.routing import Applied
-from controller.kube.statuses import write_queue_status, write_workload_status
+from controller.kube.statuses import write_cohort_status, write_queue_status, write_workload_status
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +70,8 @@ class AdmissionLoop:
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
                  applied: Applied | None = None, debounce_s: float = DEBOUNCE_S,
-                 metrics: Metrics | None = None, queue_status_interval_s: float = QUEUE_STATUS_INTERVAL_S) -> None:
+                 metrics: Metrics | None = None, queue_status_interval_s: float = QUEUE_STATUS_INTERVAL_S,
+                 evictor: Evictor | None = None) -> None:
         self.cache = cache
         self.queue_status_interval_s = queue_status_interval_s
         self.metrics = metrics
@@ -71,6 +80,8 @@ class AdmissionLoop:
         self.applied: Applied = applied if applied is not None else cache.upsert
         """Where every Workload status this loop wrote goes (the operator's `EventRouter.applied`:
         into the cache, waking the loops it concerns); alone, just into the cache."""
+        self.evictor = evictor if evictor is not None else Evictor(cache, api, recorder, self.applied, metrics)
+        """Writes the eviction of each victim of a Preempt decision."""
         self.debounce_s = debounce_s
         self.cycles = 0
         self.admitted_at: dict[str, float] = {}
@@ -78,6 +89,7 @@ class AdmissionLoop:
         self._wake = asyncio.Event()
         self._last_cause: dict[str, str] = {}
         self._queue_status: dict[tuple[bool, str], dict[str, Any]] = {}
+        self._cohort_status: dict[str, dict[str, Any]] = {}
         self._seen_generation = -1
         self._slots = asyncio.Semaphore(PARALLEL_WRITES)
         self._in_flight: set[asyncio.Task[str]] = set()
@@ -130,6 +142,7 @@ class AdmissionLoop:
         self.cycles += 1
         started = self._stretch = time.perf_counter()
         state = self.cache.admission_state()
+        state.now = datetime.now(UTC).timestamp()
         built = time.perf_counter() - started
         decisions, busy = await self._decide(state)
         admits = [d for d in decisions if isinstance(d, Admit)]
@@ -153,6 +166,11 @@ class AdmissionLoop:
         for admit in admits:
             self._start_write(admit.key, self._admission_written(admit))
             await self._give_turn()
+        for preempt in (d for d in decisions if isinstance(d, Preempt)):
+            for victim in preempt.victims:
+                if victim.key not in self._writing:  # else a cycle after that write decides again
+                    self._start_write(victim.key, self._eviction_written(Preemption(
+                        victim.key, preempt.key, preempt.cluster_queue, victim.reason)))
         for why in pendings:
             self._start_write(why.key, self._pending_written(why))
             await self._give_turn()
@@ -178,6 +196,9 @@ class AdmissionLoop:
                         self.cache.forget_admission(decision.key)
                         continue
                     self.cache.record_admission(decision.key, state.admitted[decision.key])
+                elif isinstance(decision, Preempt):
+                    for victim in decision.victims:  # claimed until released, even before the write lands
+                        self.cache.record_eviction(victim.key, decision.key)
                 decisions.append(decision)
             before = time.perf_counter()
             if await self._give_turn() and not self._current(state):
@@ -314,6 +335,28 @@ class AdmissionLoop:
         self.applied(c.KIND_WORKLOAD, written)
         return admit.key
 
+    async def _eviction_written(self, preemption: Preemption) -> str:
+        """Write one victim's eviction (`Evictor.preempt`). A victim that needs none any more (gone,
+        finished, no longer admitted) is unclaimed and the cycle decides again; a write that failed
+        is unclaimed too and decided again after a backoff (the next search may choose differently).
+        Returns the victim's key."""
+        key = preemption.victim
+        async with self._slots:
+            try:
+                await self.evictor.preempt(preemption)
+            except Exception as e:  # refused, no answer, or a bug: decided again later
+                self.cache.forget_eviction(key)
+                delay = self._backoff.failed(key)
+                log_failure(log, f"evicting {key} for {preemption.preemptor}", e, delay)
+                self._again_later(delay)
+                return key
+        self._backoff.succeeded(key)
+        entry = self.cache.workloads.get(key)
+        if entry is None or entry.fit is None or not is_evicted(entry.obj):
+            self.cache.forget_eviction(key)
+            self.notify()
+        return key
+
     async def _pending_written(self, why: Pending) -> str:
         """QuotaReserved=False with the reason and message; an Event when the cause is new."""
         entry = self.cache.workloads.get(why.key)
@@ -366,6 +409,25 @@ class AdmissionLoop:
                 except Exception as e:  # refused, no answer, or a bug: the loop must go on
                     ok = False
                     log_failure(log, f"status of queue {key}", e, self.queue_status_interval_s)
+        return await self._write_cohorts() and ok
+
+    async def _write_cohorts(self) -> bool:
+        """Each Cohort's Active condition (a cycle, a missing parent), written only when it changed."""
+        ok = True
+        statuses = cohort_statuses(self.cache.cohorts, self.cache.snapshot().quota.tree)
+        for gone in self._cohort_status.keys() - statuses.keys():
+            del self._cohort_status[gone]
+        for name, status in statuses.items():
+            if self._cohort_status.get(name) == status:
+                continue
+            cohort = self.cache.cohorts[name]
+            before = cohort.status.conditions if cohort.status is not None else []
+            try:
+                await write_cohort_status(self.api, name, stamp_conditions(status, before, datetime.now(UTC)))
+                self._cohort_status[name] = status
+            except Exception as e:  # refused, no answer, or a bug: the loop must go on
+                ok = False
+                log_failure(log, f"status of cohort {name}", e, self.queue_status_interval_s)
         return ok
 
     def _record_queue_metrics(self, cqs: dict[str, dict[str, Any]]) -> None:
@@ -389,9 +451,11 @@ def queue_inputs(cache: ClusterCache) -> QueueInputs:
                                 entry.fit.cluster_queue if entry.fit is not None else None,
                                 entry.fit.quota_usage if entry.fit is not None else None)
                  for key, entry in cache.workloads.items()]
+    cycles = {name: cycle for name in snapshot.cluster_queues
+              if (cycle := snapshot.quota.cohort_cycle(name)) is not None}
     return QueueInputs(cluster_queues=cache.cluster_queues, local_queues=cache.local_queues, flavors=cache.flavors,
                        topologies=cache.topologies, quotas=snapshot.cluster_queues, used=snapshot.quota.used,
-                       workloads=workloads)
+                       workloads=workloads, cohort_cycles=cycles)
 
 
 async def _read_back_until_answered(api: KubeApi, namespace: str, name: str) -> dict[str, Any] | None:

@@ -4,10 +4,12 @@ For each changed Job (or its Workload): a Job found running without an admission
 webhook configurations were absent, or unsuspended by someone else) is stopped first (suspended,
 its pods gone, startTime cleared) and only then gets its Workload (Kueue's name and owner reference),
 so the admission loop never sees a Workload whose Job runs pods tasq did not place; refuse one whose
-PriorityClass is missing (an Event, the Job stays suspended); on admission write the flavors'
+PriorityClass, or the WorkloadPriorityClass its label names, is missing (an Event, the Job stays suspended); on admission write the flavors'
 nodeSelector/tolerations, the topology-workload/-podset annotations, tasq's label and the topology
-scheduling gate into the pod template and unsuspend; suspend a Job whose Workload lost its admission and put back
-the pod template the Workload recorded at creation; evict a deactivated Workload (`spec.active:
+scheduling gate into the pod template and unsuspend; suspend a Job whose Workload lost its admission
+and put back the pod template the Workload recorded at creation; stop the Job of an evicted Workload
+(Evicted=True, admission still held: a preemption victim) the same way and, once its pods are gone,
+release its reservation (controller.kube.evicting); evict a deactivated Workload (`spec.active:
 false`) the same way, then release its reservation; mark the Workload Finished when the Job
 completes or fails; delete it when the Job is gone. Leader only. A reconcile that fails in any way
 (refused, a dropped connection, a bug) is re-queued with backoff (controller.kube.requeuing).
@@ -28,10 +30,11 @@ from controller.api import constants as c
 from controller.api.views import JobView
 from controller.api.workload import Admission, Workload
 from controller.cache.cluster import ClusterCache, WorkloadEntry
-from controller.core.admission.conditions import mark_deactivated, mark_finished
-from controller.core.admission.workloads import workload_from_job
+from controller.core.admission.conditions import is_terminating, mark_deactivated, mark_finished
+from controller.core.admission.workloads import workload_from_job, workload_priority_class_of
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
+from controller.kube.evicting import Evictor
 from controller.kube.requeuing import Backoff, log_failure
 from controller.kube.routing import Applied
 from controller.kube.statuses import write_workload_status
@@ -150,23 +153,36 @@ def job_stopped(job: Mapping[str, Any]) -> bool:
             and not (job.get("status") or {}).get("startTime"))
 
 
-def missing_priority_class(job: Mapping[str, Any], known: Mapping[str, Any]) -> str | None:
-    """The pod template's priorityClassName when no such PriorityClass exists."""
+def missing_priority_class(job: Mapping[str, Any], known: Mapping[str, Any],
+                           known_workload_classes: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) when the class that gives the Job's priority does not exist: the
+    WorkloadPriorityClass its `kueue.x-k8s.io/priority-class` label names (which wins, so the pod
+    template's PriorityClass is then not looked at, as in Kueue), else the pod template's
+    PriorityClass. None when nothing is missing."""
+    workload_class = workload_priority_class_of(job)
+    if workload_class is not None:
+        if workload_class in known_workload_classes:
+            return None
+        return c.EVENT_REASON_WORKLOAD_PRIORITY_CLASS_NOT_FOUND, f'WorkloadPriorityClass "{workload_class}" not found'
     name = ((((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("priorityClassName"))
-    return str(name) if name and name not in known else None
+    if name and name not in known:
+        return c.EVENT_REASON_ERR_WORKLOAD_COMPOSE, f'priorityclasses.scheduling.k8s.io "{name}" not found'
+    return None
 
 
 class JobReconciler:
     """See the module docstring. `notify(job_key)` on any Job or Workload change; `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
-                 applied: Applied | None = None) -> None:
+                 applied: Applied | None = None, evictor: Evictor | None = None) -> None:
         self.cache = cache
         self.applied: Applied = applied if applied is not None else cache.upsert
         """Where every Job and Workload this reconciler wrote goes (the operator's
         `EventRouter.applied`): into the cache at once, so the next reconcile sees it and the
         admission loop sees a release at once (the watch echo then carries a known version and is
         skipped), waking the loops the change concerns."""
+        self.evictor = evictor if evictor is not None else Evictor(cache, api, recorder, self.applied)
+        """Releases an evicted Workload's reservation once its Job is stopped and its pods are gone."""
         self.api = api
         self.recorder = recorder
         self._dirty: dict[str, None] = {}
@@ -177,7 +193,7 @@ class JobReconciler:
         """Jobs this reconciler suspended because they ran with no Workload: their Workload waits
         for the Job controller to acknowledge the suspension (`_stopped_for_good`)."""
         self._refused: set[tuple[str, str]] = set()
-        """(Job uid, PriorityClass) already reported missing: one Event, not one per change."""
+        """(Job uid, what is missing) already reported: one Event, not one per change."""
         self._backoff = Backoff()
         """Consecutive failures per Job: a failed reconcile is re-queued after its backoff."""
 
@@ -252,7 +268,9 @@ class JobReconciler:
         elif entry.finished:
             return
         elif (admission := entry.admission) is not None:
-            if not entry.active:
+            if is_terminating(entry.obj):
+                await self._evict(job, entry, key)
+            elif not entry.active:
                 await self._deactivate(job, entry)
             elif view.suspend and pods_left(job) == 0 and not self.cache.live_pods_of_job.get(key):
                 # else a Job or pod event brings it back
@@ -317,19 +335,19 @@ class JobReconciler:
                 raise
 
     async def _create_workload(self, job: dict[str, Any], view: JobView) -> None:
-        missing = missing_priority_class(job, self.cache.priority_classes)
+        missing = missing_priority_class(job, self.cache.priority_classes, self.cache.workload_priority_classes)
         if missing is not None:
             if not view.suspend:
                 await self._suspend(job)
-            if (view.uid, missing) not in self._refused:
-                self._refused.add((view.uid, missing))
-                self.recorder.emit(job, c.EVENT_REASON_ERR_WORKLOAD_COMPOSE,
-                                         f'priorityclasses.scheduling.k8s.io "{missing}" not found: '
-                                         "no Workload is created and the Job stays suspended",
-                                         c.EVENT_TYPE_WARNING)
+            reason, message = missing
+            if (view.uid, message) not in self._refused:
+                self._refused.add((view.uid, message))
+                self.recorder.emit(job, reason, f"{message}: no Workload is created and the Job stays suspended",
+                                   c.EVENT_TYPE_WARNING)
             return
         classes, default = self.cache.priority_values()
-        manifest = workload_from_job(job, classes, default)
+        workload_classes = {name: wpc.value for name, wpc in self.cache.workload_priority_classes.items()}
+        manifest = workload_from_job(job, classes, default, workload_classes)
         manifest["metadata"].pop("creationTimestamp", None)
         try:
             created = await retrying(lambda: self.api.create(WORKLOADS, view.namespace, manifest))
@@ -370,7 +388,7 @@ class JobReconciler:
         self.recorder.emit(job, c.EVENT_REASON_STOPPED, message)
         return patched
 
-    async def _stop(self, job: dict[str, Any], entry: WorkloadEntry) -> bool:
+    async def _stop(self, job: dict[str, Any], entry: WorkloadEntry, message: str | None = None) -> bool:
         """Phases of stopping a Job whose Workload has no admission (or is being evicted), each
         decided from the Job as it is, so a restart between them resumes where it stopped:
         1. running -> suspended;
@@ -381,10 +399,11 @@ class JobReconciler:
            changes only without one, and the Job controller does not clear it on suspension);
         4. -> the pod template the Workload recorded (the admission's nodeSelector, tolerations,
            topology annotations and tasq's label gone).
-        True once the Job is suspended with its template restored (or is gone)."""
+        True once the Job is suspended with its template restored (or is gone). `message`: the
+        Stopped Event's (an eviction's message; Kueue's)."""
         current: dict[str, Any] | None = job
         if not JobView.from_dict(job).suspend:
-            current = await self._suspend(job)
+            current = await (self._suspend(job, message) if message is not None else self._suspend(job))
         if current is None or not was_admitted(entry.obj):
             return True
         restore = pod_template_restore_patch(current, entry.obj)
@@ -408,13 +427,33 @@ class JobReconciler:
         self.applied(c.KIND_JOB, restored)
         return True
 
+    async def _evict(self, job: dict[str, Any], entry: WorkloadEntry, key: str) -> None:
+        """Carry out a decided eviction (Evicted=True, admission held): stop the Job (`_stop`), wait
+        until no pod of it is left, in the Job's counters (active and terminating) and in the cache
+        (a deleted pod runs until its grace period ends; its deletion brings this back here), then
+        release the reservation (`Evictor.release`). Until then the Workload keeps its quota and
+        nodes, so no preemptor lands on capacity its pods still use. A restart in between redoes
+        what is left."""
+        evicted = entry.obj.condition(c.CONDITION_EVICTED)
+        if not await self._stop(job, entry, evicted.message if evicted is not None else None):
+            return
+        current = self.cache.jobs.get(key, job)
+        if pods_left(current) > 0 or self.cache.live_pods_of_job.get(key):
+            return  # a Job or pod event brings it back
+        await self.evictor.release(entry)
+
     async def _deactivate(self, job: dict[str, Any], entry: WorkloadEntry) -> None:
-        """Evict a Workload whose `spec.active` is false: stop its Job (`_stop`), then release the
-        reservation in one status write (Kueue's Deactivated eviction). A restart in between redoes
-        what is left: the Workload keeps its admission (and its quota) until the Job is stopped."""
+        """Evict a Workload whose `spec.active` is false: stop its Job (`_stop`), wait until no pod
+        of it is left (as `_evict`), then release the reservation in one status write (Kueue's
+        Deactivated eviction). A restart in between redoes what is left: the Workload keeps its
+        admission (and its quota) until the Job is stopped and its pods are gone."""
         if not await self._stop(job, entry):
             return
+        key = entry.obj.owner_job_key or ""
+        if pods_left(self.cache.jobs.get(key, job)) > 0 or self.cache.live_pods_of_job.get(key):
+            return  # a pod in its grace period still runs: a Job or pod event brings it back
         now = datetime.now(UTC)
+        cluster_queue = entry.admission.cluster_queue if entry.admission is not None else None
         model = entry.obj.model_copy(deep=True)
         if not mark_deactivated(model, now) or model.status is None:
             return
@@ -429,6 +468,8 @@ class JobReconciler:
             raise  # 409: retried from the cache once the watch brings the newer Workload
         self.applied(c.KIND_WORKLOAD, written)
         self.recorder.emit(written, c.EVENT_REASON_EVICTED_DEACTIVATED, "The workload is deactivated")
+        if self.evictor.metrics is not None and cluster_queue is not None:
+            self.evictor.metrics.evicted(cluster_queue, c.REASON_DEACTIVATED)
 
     async def _finish(self, entry: WorkloadEntry, view: JobView) -> None:
         succeeded = view.finished == c.CONDITION_JOB_COMPLETE

@@ -2,7 +2,7 @@
 
 Each `Metrics` owns its own registry (not prometheus-client's global one) so tests and two operators
 in one process stay apart. The admission loop (its queue status writer drops a deleted ClusterQueue's
-series) and the TopologyUngater record into it. `serve_metrics` serves /metrics over TLS, each
+series), the TopologyUngater and the eviction (controller.kube.evicting) record into it. `serve_metrics` serves /metrics over TLS, each
 request authenticated and authorized by an `AccessReviewer` (TokenReview + SubjectAccessReview);
 `serve_probes` serves /healthz and /readyz on their own plain-HTTP port, which the kubelet calls
 without a token. `serving_endpoints` runs both for `serve_operator` as `Endpoints` (the flags of
@@ -74,8 +74,17 @@ class Metrics:
         self.gate_removal_latency = Histogram(
             c.METRIC_GATE_REMOVAL_LATENCY, "Time from a gated pod's creation to its topology gate's removal.",
             buckets=_GATE_BUCKETS, registry=r)
+        self.preempted_workloads = Counter(
+            c.METRIC_PREEMPTED_WORKLOADS.removesuffix("_total"),
+            "Workloads preempted, per ClusterQueue of the preemptor and Preempted reason (InClusterQueue, "
+            "InCohortReclamation, InCohortReclaimWhileBorrowing).", ["preempting_cluster_queue", "reason"], registry=r)
+        self.evicted_workloads = Counter(
+            c.METRIC_EVICTED_WORKLOADS.removesuffix("_total"),
+            "Workloads evicted, per ClusterQueue of the evicted workload and Evicted reason (Preempted, "
+            "Deactivated).", ["cluster_queue", "reason"], registry=r)
         self._queues: set[str] = set()  # the label sets reported, so a deleted queue's can be removed
         self._usage: set[tuple[str, str, str]] = set()
+        self._evicted: set[tuple[str, str]] = set()
 
     def admission_attempted(self, result: str, seconds: float) -> None:
         """One Workload's admission attempt ended with `result` (ADMISSION_RESULT_*) after `seconds`."""
@@ -93,7 +102,7 @@ class Metrics:
 
     def cluster_queues_reported(self) -> set[str]:
         """The ClusterQueues with series in this registry (counts or usage)."""
-        return self._queues | {queue for queue, _, _ in self._usage}
+        return self._queues | {queue for queue, _, _ in self._usage} | {queue for queue, _ in self._evicted}
 
     def cluster_queue_deleted(self, cluster_queue: str) -> None:
         """Drop every series of a deleted ClusterQueue so it stops being reported."""
@@ -104,6 +113,18 @@ class Metrics:
         for labels in [u for u in self._usage if u[0] == cluster_queue]:
             self._usage.discard(labels)
             self.resource_usage.remove(*labels)
+        for pair in [e for e in self._evicted if e[0] == cluster_queue]:
+            self._evicted.discard(pair)
+            self.evicted_workloads.remove(*pair)
+
+    def preempted(self, preempting_cluster_queue: str, reason: str) -> None:
+        """A workload was preempted (its eviction written) for a workload of `preempting_cluster_queue`."""
+        self.preempted_workloads.labels(preempting_cluster_queue=preempting_cluster_queue, reason=reason).inc()
+
+    def evicted(self, cluster_queue: str, reason: str) -> None:
+        """A workload admitted in `cluster_queue` was evicted (Evicted=True written) for `reason`."""
+        self._evicted.add((cluster_queue, reason))
+        self.evicted_workloads.labels(cluster_queue=cluster_queue, reason=reason).inc()
 
     def gate_removed(self, seconds: float) -> None:
         self.gate_removal_latency.observe(max(seconds, 0.0))

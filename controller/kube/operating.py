@@ -30,6 +30,7 @@ from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
 from controller.kube.embedding import connection_info, run_kopf
 from controller.kube.events import EventRecorder
+from controller.kube.evicting import Evictor
 from controller.kube.job_reconciling import JobReconciler
 from controller.kube.leading import LeaderElector
 from controller.kube.metrics import Endpoints, Metrics, serving_endpoints
@@ -76,9 +77,11 @@ class Operator:
         self.metrics = Metrics()
         self.router = EventRouter(self.cache, {Loop.ADMISSION: self._wake_admission, Loop.JOBS: self._wake_jobs,
                                                Loop.UNGATER: self._wake_ungater})
+        self.evictor = Evictor(self.cache, self.api, self.recorder, self.router.applied, self.metrics)
         self.admission = AdmissionLoop(self.cache, self.api, self.recorder, metrics=self.metrics,
-                                       applied=self.router.applied)
-        self.jobs = JobReconciler(self.cache, self.api, self.recorder, applied=self.router.applied)
+                                       applied=self.router.applied, evictor=self.evictor)
+        self.jobs = JobReconciler(self.cache, self.api, self.recorder, applied=self.router.applied,
+                                  evictor=self.evictor)
         if options.elector is not None:
             self.leading = options.elector.leading
         else:

@@ -35,8 +35,10 @@ class Loop(enum.Enum):
 
 
 WAKES: Mapping[str, frozenset[Loop]] = MappingProxyType({
-    # Admission reads quotas, flavors, topologies, namespaces' labels and node capacity.
+    # Admission reads quotas (and the tree of cohorts), flavors, topologies, namespaces' labels and
+    # node capacity.
     c.KIND_CLUSTER_QUEUE: frozenset({Loop.ADMISSION}),
+    c.KIND_COHORT: frozenset({Loop.ADMISSION}),
     c.KIND_LOCAL_QUEUE: frozenset({Loop.ADMISSION}),
     c.KIND_RESOURCE_FLAVOR: frozenset({Loop.ADMISSION}),
     c.KIND_TOPOLOGY: frozenset({Loop.ADMISSION}),
@@ -49,8 +51,10 @@ WAKES: Mapping[str, frozenset[Loop]] = MappingProxyType({
     c.KIND_WORKLOAD: frozenset({Loop.ADMISSION, Loop.JOBS, Loop.UNGATER}),
     # A Job is the reconciler's alone: admission reads its Workload, never the Job.
     c.KIND_JOB: frozenset({Loop.JOBS}),
-    # Read only when the reconciler creates a Workload from a Job (its priority): nothing to wake.
+    # Read only when the reconciler creates a Workload from a Job (its priority): nothing to wake. A
+    # Job waiting for a missing class is reconciled again by its next change (Kueue's behaviour).
     KIND_PRIORITY_CLASS: frozenset(),
+    c.KIND_WORKLOAD_PRIORITY_CLASS: frozenset(),
 })
 """Kind -> the loops a change of it wakes. A kind missing here is not watched."""
 

@@ -1,10 +1,11 @@
 """Status writes: a Workload's conditions and admission, with optimistic concurrency; queue statuses.
 
 `write_workload_status` applies a change to a Workload model and merge-patches its status with the
-object's resourceVersion; on 409 it reads the object afresh and applies the change again, so a
-concurrent writer is never overwritten. `write_queue_status` writes a ClusterQueue or LocalQueue
-status computed by controller.core.admission.queue_status. Used by the admission loop and the Job
-reconciler.
+object's resourceVersion (an admission the change removed is written as null); on 409 it reads the
+object afresh and applies the change again, so a concurrent writer is never overwritten.
+`write_queue_status` writes a ClusterQueue or LocalQueue status computed by
+controller.core.admission.queue_status, `write_cohort_status` a Cohort's. Used by the admission
+loop, the Job reconciler and the eviction (controller.kube.evicting).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.api.workload import Workload
-from controller.kube.api import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, ApiError, KubeApi, retrying
+from controller.kube.api import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES, WORKLOADS, ApiError, KubeApi, retrying
 
 CONFLICT_ATTEMPTS = 8
 """Fresh reads after a 409 before a status write gives up (the next event retries it)."""
@@ -30,9 +31,12 @@ async def write_workload_status(api: KubeApi, workload: Workload,
     model = workload.model_copy(deep=True)
     namespace, name = model.namespace, model.name
     for _ in range(CONFLICT_ATTEMPTS):
+        had_admission = model.admission is not None
         if not change(model):
             return model.to_dict()
         status = model.status.to_dict() if model.status is not None else {}
+        if had_admission and model.admission is None:
+            status["admission"] = None  # a merge patch drops a field only when told so
         patch = {"metadata": {"resourceVersion": model.metadata.resource_version}, "status": status}
         try:
             return await retrying(functools.partial(api.merge_patch, WORKLOADS, namespace, name, patch, "status"))
@@ -59,3 +63,8 @@ async def write_queue_status(api: KubeApi, kind_local: bool, key: str, status: M
         await retrying(lambda: api.merge_patch(LOCAL_QUEUES, namespace, name, {"status": status}, "status"))
     else:
         await retrying(lambda: api.merge_patch(CLUSTER_QUEUES, None, key, {"status": status}, "status"))
+
+
+async def write_cohort_status(api: KubeApi, name: str, status: Mapping[str, Any]) -> None:
+    """Merge-patch one Cohort's status (its conditions; tasq is their only writer)."""
+    await retrying(lambda: api.merge_patch(COHORTS, None, name, {"status": status}, "status"))

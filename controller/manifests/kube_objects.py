@@ -17,9 +17,11 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from controller.api import constants as c
+from controller.api.cohort import Cohort
 from controller.api.conversion import convert
 from controller.api.flavor import ResourceFlavor
 from controller.api.meta import KubeObject
+from controller.api.priority_class import WorkloadPriorityClass
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.workload import Workload
@@ -81,7 +83,8 @@ def check_object(obj: dict[str, Any]) -> Checked:
 
 _MODELS: Final[dict[str, type[KubeObject]]] = {
     c.KIND_TOPOLOGY: Topology, c.KIND_RESOURCE_FLAVOR: ResourceFlavor, c.KIND_CLUSTER_QUEUE: ClusterQueue,
-    c.KIND_LOCAL_QUEUE: LocalQueue, c.KIND_WORKLOAD: Workload,
+    c.KIND_LOCAL_QUEUE: LocalQueue, c.KIND_WORKLOAD: Workload, c.KIND_COHORT: Cohort,
+    c.KIND_WORKLOAD_PRIORITY_CLASS: WorkloadPriorityClass,
 }
 
 

@@ -1,5 +1,5 @@
-"""Fluent builders for Kueue objects and Jobs in tests: ClusterQueue, LocalQueue, ResourceFlavor,
-Topology, Workload and batch/v1 Job. Each builder's `obj()` is the manifest dict (as a YAML file or
+"""Fluent builders for Kueue objects and Jobs in tests: ClusterQueue, Cohort, LocalQueue, ResourceFlavor,
+Topology, Workload, WorkloadPriorityClass and batch/v1 Job. Each builder's `obj()` is the manifest dict (as a YAML file or
 the API gives it) and, for tasq's kinds, `model()` the parsed pydantic object.
 Used by the admission, API-model and validator unit tests and the simulate integration tests.
 """
@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 from controller.api import constants as c
+from controller.api.cohort import Cohort
 from controller.api.flavor import ResourceFlavor
+from controller.api.priority_class import WorkloadPriorityClass
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.topology_assignment import AssignedDomain, TopologyAssignment, encode
@@ -41,17 +43,48 @@ def _quotas(quotas: Mapping[str, Quantity], borrowing: Mapping[str, Quantity]) -
     return out
 
 
-class ClusterQueueBuilder(Manifest):
-    def __init__(self, name: str) -> None:
-        super().__init__({
-            "apiVersion": c.API_VERSION, "kind": c.KIND_CLUSTER_QUEUE, "metadata": {"name": name},
-            "spec": {"namespaceSelector": {}, "resourceGroups": []},
-        })
+class _QuotaBuilder(Manifest):
+    """Resource groups, flavors and limits: what a ClusterQueue and a Cohort share."""
 
     @property
     def _spec(self) -> dict[str, Any]:
         spec: dict[str, Any] = self._obj["spec"]
         return spec
+
+    def group(self, *covered: str) -> Self:
+        """Start a resource group covering these resources; `flavor` adds to the latest group."""
+        self._spec.setdefault("resourceGroups", []).append({"coveredResources": list(covered), "flavors": []})
+        return self
+
+    def flavor(self, name: str, quotas: Mapping[str, Quantity],
+               borrowing: Mapping[str, Quantity] | None = None) -> Self:
+        """A flavor with nominal quotas (and borrowing limits) in the given order, in the latest
+        group; opens a group covering its resources when none is open."""
+        if not self._spec.get("resourceGroups"):
+            self.group(*quotas)
+        self._spec["resourceGroups"][-1]["flavors"].append({"name": name,
+                                                            "resources": _quotas(quotas, borrowing or {})})
+        return self
+
+    def limits(self, flavor: str, resource: str, borrowing: Quantity | None = None,
+               lending: Quantity | None = None) -> Self:
+        for group in self._spec.get("resourceGroups", []):
+            for fl in group["flavors"]:
+                for r in fl["resources"]:
+                    if fl["name"] == flavor and r["name"] == resource:
+                        if borrowing is not None:
+                            r["borrowingLimit"] = str(borrowing)
+                        if lending is not None:
+                            r["lendingLimit"] = str(lending)
+        return self
+
+
+class ClusterQueueBuilder(_QuotaBuilder):
+    def __init__(self, name: str) -> None:
+        super().__init__({
+            "apiVersion": c.API_VERSION, "kind": c.KIND_CLUSTER_QUEUE, "metadata": {"name": name},
+            "spec": {"namespaceSelector": {}, "resourceGroups": []},
+        })
 
     def cohort(self, name: str) -> Self:
         self._spec["cohortName"] = name
@@ -65,6 +98,26 @@ class ClusterQueueBuilder(Manifest):
         self._spec["flavorFungibility"] = {"whenCanBorrow": policy}
         return self
 
+    def preemption(self, within: str | None = None, reclaim: str | None = None, borrow: str | None = None,
+                   threshold: int | None = None) -> Self:
+        """spec.preemption: withinClusterQueue, reclaimWithinCohort, borrowWithinCohort (policy and
+        maxPriorityThreshold); only the fields given are written."""
+        preemption: dict[str, Any] = {}
+        if within is not None:
+            preemption["withinClusterQueue"] = within
+        if reclaim is not None:
+            preemption["reclaimWithinCohort"] = reclaim
+        if borrow is not None:
+            preemption["borrowWithinCohort"] = {"policy": borrow}
+            if threshold is not None:
+                preemption["borrowWithinCohort"]["maxPriorityThreshold"] = threshold
+        self._spec["preemption"] = preemption
+        return self
+
+    def when_can_preempt(self, policy: str) -> Self:
+        self._spec.setdefault("flavorFungibility", {})["whenCanPreempt"] = policy
+        return self
+
     def namespace_selector(self, selector: dict[str, Any] | None) -> Self:
         if selector is None:
             self._spec.pop("namespaceSelector", None)
@@ -72,35 +125,34 @@ class ClusterQueueBuilder(Manifest):
             self._spec["namespaceSelector"] = selector
         return self
 
-    def group(self, *covered: str) -> Self:
-        """Start a resource group covering these resources; `flavor` adds to the latest group."""
-        self._spec["resourceGroups"].append({"coveredResources": list(covered), "flavors": []})
-        return self
-
-    def flavor(self, name: str, quotas: Mapping[str, Quantity],
-               borrowing: Mapping[str, Quantity] | None = None) -> Self:
-        """A flavor with nominal quotas (and borrowing limits) in the given order, in the latest
-        group; opens a group covering its resources when none is open."""
-        if not self._spec["resourceGroups"]:
-            self.group(*quotas)
-        self._spec["resourceGroups"][-1]["flavors"].append({"name": name,
-                                                            "resources": _quotas(quotas, borrowing or {})})
-        return self
-
-    def limits(self, flavor: str, resource: str, borrowing: Quantity | None = None,
-               lending: Quantity | None = None) -> Self:
-        for group in self._spec["resourceGroups"]:
-            for fl in group["flavors"]:
-                for r in fl["resources"]:
-                    if fl["name"] == flavor and r["name"] == resource:
-                        if borrowing is not None:
-                            r["borrowingLimit"] = str(borrowing)
-                        if lending is not None:
-                            r["lendingLimit"] = str(lending)
-        return self
-
     def model(self) -> ClusterQueue:
         return ClusterQueue.from_dict(self.obj())
+
+
+class CohortBuilder(_QuotaBuilder):
+    def __init__(self, name: str) -> None:
+        super().__init__({"apiVersion": f"{c.GROUP}/{c.VERSION_V1BETA2}", "kind": c.KIND_COHORT,
+                          "metadata": {"name": name}, "spec": {}})
+
+    def parent(self, name: str) -> Self:
+        self._spec["parentName"] = name
+        return self
+
+    def model(self) -> Cohort:
+        return Cohort.from_dict(self.obj())
+
+
+class WorkloadPriorityClassBuilder(Manifest):
+    def __init__(self, name: str, value: int, version: str = "v1beta2") -> None:
+        super().__init__({"apiVersion": f"{c.GROUP}/{version}", "kind": c.KIND_WORKLOAD_PRIORITY_CLASS,
+                          "metadata": {"name": name}, "value": value})
+
+    def description(self, text: str) -> Self:
+        self._obj["description"] = text
+        return self
+
+    def model(self) -> WorkloadPriorityClass:
+        return WorkloadPriorityClass.from_dict(self.obj())
 
 
 class LocalQueueBuilder(Manifest):
@@ -329,6 +381,15 @@ class JobBuilder(Manifest):
 
 def make_cluster_queue(name: str) -> ClusterQueueBuilder:
     return ClusterQueueBuilder(name)
+
+
+def make_cohort(name: str) -> CohortBuilder:
+    return CohortBuilder(name)
+
+
+def make_priority_class(name: str, value: int, version: str = "v1beta2") -> WorkloadPriorityClassBuilder:
+    """A WorkloadPriorityClass (kueue.x-k8s.io)."""
+    return WorkloadPriorityClassBuilder(name, value, version)
 
 
 def make_local_queue(name: str, cluster_queue: str, namespace: str = "default") -> LocalQueueBuilder:

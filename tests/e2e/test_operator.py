@@ -262,3 +262,102 @@ def test_deactivating_a_workload_suspends_its_job_restores_its_template_and_rele
     again = condition(workload_of(kubectl, namespace, "evictee"), "Evicted")
     assert again is not None and (again["status"], again["reason"]) == ("False", "QuotaReserved")
     kubectl("delete", "job", "evictee", "-n", namespace)
+
+
+def tree_setup(prefix: str) -> str:
+    """The objects of the cohort tests, as `kubectl apply` YAML (cluster-scoped, so named per test):
+
+                 {prefix}-org (8 GPUs of its own)
+                /                  \\
+        {prefix}-left         {prefix}-right
+              |                     |
+        {prefix}-cq-left (8)   {prefix}-cq-right (8)        (GPUs of flavor h100)
+
+    and the WorkloadPriorityClass {prefix}-urgent (value 100000), all in v1beta2 as Kueue documents them.
+    """
+    def quota(gpus: int) -> list[dict[str, Any]]:
+        return [{"coveredResources": ["cpu", GPU], "flavors": [{"name": "h100", "resources": [
+            {"name": "cpu", "nominalQuota": "100"}, {"name": GPU, "nominalQuota": str(gpus)}]}]}]
+    v1beta2 = f"{c.GROUP}/{c.VERSION_V1BETA2}"
+    docs: list[dict[str, Any]] = [
+        {"apiVersion": v1beta2, "kind": "WorkloadPriorityClass", "metadata": {"name": f"{prefix}-urgent"},
+         "value": 100000, "description": "jumps the queue"},
+        {"apiVersion": v1beta2, "kind": "Cohort", "metadata": {"name": f"{prefix}-org"},
+         "spec": {"resourceGroups": quota(8)}},
+    ]
+    for side in ("left", "right"):
+        docs.append({"apiVersion": v1beta2, "kind": "Cohort", "metadata": {"name": f"{prefix}-{side}"},
+                     "spec": {"parentName": f"{prefix}-org"}})
+        docs.append({"apiVersion": c.API_VERSION, "kind": "ClusterQueue", "metadata": {"name": f"{prefix}-cq-{side}"},
+                     "spec": {"cohortName": f"{prefix}-{side}", "namespaceSelector": {}, "resourceGroups": quota(8)}})
+    return "---\n".join(json.dumps(doc) + "\n" for doc in docs)
+
+
+def test_a_job_borrows_across_a_two_level_cohort_tree_with_its_labelled_priority(
+        operator: RunningOperator, kubectl: Kubectl, namespace: str) -> None:
+    """16 GPUs in a queue of 8: 8 come from the root cohort's own quota or the cousin queue. The Job's
+    kueue.x-k8s.io/priority-class label gives its Workload the class's value and reference."""
+    kubectl("apply", "-f", "-", stdin=tree_setup("tree"))
+    kubectl("apply", "-f", "-", stdin=local_queue_of(namespace, "tree-cq-left", name="lq-left"))
+    built = (make_job("borrower", namespace).queue("lq-left").parallelism(2).requests({"cpu": "1", GPU: "8"})
+             .limits({GPU: "8"}).run_seconds(600).suspended().label(c.LABEL_PRIORITY_CLASS, "tree-urgent"))
+    kubectl("apply", "-f", "-", stdin=json.dumps(built.obj()))
+    wl = wait_for(lambda: (w := workload_of(kubectl, namespace, "borrower")) and condition(w, "Admitted") and w,
+                  60, "borrower admitted")
+    assert wl["status"]["admission"]["clusterQueue"] == "tree-cq-left"
+    assert (wl["spec"]["priority"], wl["spec"]["priorityClassRef"]) == (
+        100000, {"group": c.GROUP, "kind": c.KIND_WORKLOAD_PRIORITY_CLASS, "name": "tree-urgent"})
+
+    def borrowed() -> str | None:
+        status = get(kubectl, "clusterqueue", "tree-cq-left").get("status") or {}
+        for flavor in status.get("flavorsUsage") or []:
+            for res in flavor["resources"]:
+                if res["name"] == GPU and res.get("total") == "16":
+                    return str(res.get("borrowed"))
+        return None
+    assert wait_for(borrowed, what="tree-cq-left's usage written") == "8"
+    org = wait_for(lambda: condition(get(kubectl, "cohort", "tree-org"), "Active"), what="tree-org's status")
+    assert (org["status"], org["reason"]) == ("True", "Ready")
+    kubectl("delete", "job", "borrower", "-n", namespace)
+    wait_for(lambda: workload_of(kubectl, namespace, "borrower") is None, what="Workload deleted")
+
+
+def test_a_cycle_of_cohorts_makes_its_queue_inactive_and_is_reported_on_both(
+        operator: RunningOperator, kubectl: Kubectl, namespace: str) -> None:
+    v1beta2 = f"{c.GROUP}/{c.VERSION_V1BETA2}"
+    loop = [{"apiVersion": v1beta2, "kind": "Cohort", "metadata": {"name": name}, "spec": {"parentName": parent}}
+            for name, parent in (("loop-a", "loop-b"), ("loop-b", "loop-a"))]
+    queue = {"apiVersion": c.API_VERSION, "kind": "ClusterQueue", "metadata": {"name": "loop-cq"},
+             "spec": {"cohortName": "loop-a", "namespaceSelector": {}, "resourceGroups": [{
+                 "coveredResources": ["cpu", GPU], "flavors": [{"name": "h100", "resources": [
+                     {"name": "cpu", "nominalQuota": "10"}, {"name": GPU, "nominalQuota": "8"}]}]}]}}
+    kubectl("apply", "-f", "-", stdin="---\n".join(json.dumps(doc) + "\n" for doc in [*loop, queue]))
+    kubectl("apply", "-f", "-", stdin=local_queue_of(namespace, "loop-cq", name="lq-loop"))
+    built = (make_job("looped", namespace).queue("lq-loop").requests({"cpu": "1", GPU: "1"}).limits({GPU: "1"})
+             .suspended())
+    kubectl("apply", "-f", "-", stdin=json.dumps(built.obj()))
+    active = wait_for(lambda: condition(get(kubectl, "clusterqueue", "loop-cq"), "Active"), what="loop-cq's status")
+    assert (active["status"], active["reason"]) == ("False", c.REASON_COHORT_HAS_CYCLE)
+    assert "loop-a -> loop-b -> loop-a" in active["message"]
+    cohort = wait_for(lambda: condition(get(kubectl, "cohort", "loop-b"), "Active"), what="loop-b's status")
+    assert (cohort["status"], cohort["reason"]) == ("False", c.REASON_COHORT_HAS_CYCLE)
+    reserved = wait_for(lambda: condition(workload_of(kubectl, namespace, "looped"), "QuotaReserved"),
+                        what="looped's pending reason")
+    assert reserved["status"] == "False" and "cycle of cohorts" in reserved["message"]
+    # Breaking the cycle lets the queue admit.
+    kubectl("apply", "-f", "-", stdin=json.dumps({**loop[1], "spec": {}}))
+    wait_for(lambda: condition(workload_of(kubectl, namespace, "looped"), "Admitted"), 60, "looped admitted")
+
+
+def test_a_job_labelled_with_a_missing_workload_priority_class_gets_no_workload_and_an_event(
+        operator: RunningOperator, kubectl: Kubectl, namespace: str) -> None:
+    kubectl("apply", "-f", "-", stdin=local_queue(namespace))
+    built = (make_job("nowpc", namespace).queue("lq").requests({"cpu": "1"}).suspended()
+             .label(c.LABEL_PRIORITY_CLASS, "no-such-class"))
+    kubectl("apply", "-f", "-", stdin=json.dumps(built.obj()))
+    event = wait_for(lambda: next((e for e in get(kubectl, "events", "-n", namespace)["items"]
+                                   if e["reason"] == c.EVENT_REASON_WORKLOAD_PRIORITY_CLASS_NOT_FOUND), None),
+                     what="event")
+    assert event["message"].startswith('WorkloadPriorityClass "no-such-class" not found')
+    assert event["involvedObject"]["name"] == "nowpc"
+    assert workload_of(kubectl, namespace, "nowpc") is None

@@ -216,6 +216,12 @@ def test_pods_created_by_the_job_controller_carry_the_gate(webhooks: RunningWebh
     pytest.param({"apiVersion": c.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": "bad-taint"},
                   "spec": {"nodeTaints": [{"key": "gpu", "value": "bad value!", "effect": "NoSchedule"}]}},
                  "spec.nodeTaints[0].value", id="a ResourceFlavor with a bad taint value"),
+    # The CRD has no rule for limits on a root Cohort: only the webhook refuses it (Kueue's rule).
+    pytest.param({"apiVersion": f"{c.GROUP}/{c.VERSION_V1BETA2}", "kind": "Cohort", "metadata": {"name": "rooted"},
+                  "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [
+                      {"name": "cpu", "nominalQuota": "4", "borrowingLimit": "2"}]}]}]}},
+                 "spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: Forbidden: must be empty when "
+                 "the Cohort has no parentName", id="a root Cohort with a borrowingLimit"),
 ])
 def test_bad_tasq_objects_are_refused(webhooks: RunningWebhooks, apply_yaml: Any, manifest: dict[str, Any],
                                       message: str) -> None:

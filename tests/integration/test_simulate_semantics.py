@@ -1,7 +1,7 @@
 """`tasq simulate` follows Kueue on five points where it once did not.
 
 Pod sets that request nothing but ask for a topology are placed (one `pods` slot each); heads that
-fit without borrowing go first; `preemption` is warned about, not pretended; a waiting Workload
+fit without borrowing go first; a preemption evicts its victim with Kueue's conditions; a waiting Workload
 re-applied with a new spec is updated; `generateName` objects get distinct generated names.
 """
 
@@ -97,13 +97,47 @@ def test_heads_that_fit_without_borrowing_are_admitted_before_an_older_higher_pr
     assert condition(wls["borrower"], "QuotaReserved")["status"] == "False"
 
 
-def test_preemption_settings_are_warned_about_not_pretended(capsys: pytest.CaptureFixture[str],
-                                                            tmp_path: Path) -> None:
-    cq = make_cluster_queue("cq").flavor("tas", {"cpu": 64}).set(
-        "spec.preemption", {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"})
-    _, err = simulate(capsys, write(tmp_path, "cq.yaml", cq, make_flavor("tas")))
-    assert err == ('warning: ClusterQueue "cq": spec.preemption (withinClusterQueue: LowerPriority) is accepted '
-                   "but tasq does not preempt yet; workloads that would preempt wait instead\n")
+def test_a_preemption_evicts_the_victim_with_kueues_conditions_and_it_runs_again_later(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # rack r1 ── n1 (8 pod slots): the low-priority gang holds it; the urgent one preempts it, then
+    # finishes (step 3) and the victim is admitted again.
+    cluster = write(tmp_path, "cluster.yaml",
+                    make_node("n1").labels({RACK: "r1"}).allocatable(cpu="64", pods="8"),
+                    make_topology("racks", RACK, "kubernetes.io/hostname"),
+                    make_flavor("tas").node_label(RACK, "r1").topology_name("racks"),
+                    make_cluster_queue("cq").preemption(within="LowerPriority").flavor("tas", {"cpu": 64}),
+                    make_local_queue("lq", "cq"))
+    low = make_workload("low").queue("lq").priority(0).pod_set("main", 8, {"cpu": 1}, required=RACK)
+    urgent = make_workload("urgent").queue("lq").priority(100).pod_set("main", 8, {"cpu": 1}, required=RACK)
+    first = write(tmp_path, "low.yaml", low)
+    second = write(tmp_path, "urgent.yaml", urgent)
+    code = main(["simulate", "-f", cluster, "-f", first, "-f", second, "-o", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and err == ""
+    listing = json.loads(out)
+    wls = {item["metadata"]["name"]: item for item in listing["items"]}
+    assert condition(wls["urgent"], "QuotaReserved")["status"] == "True"
+    evicted, preempted = condition(wls["low"], "Evicted"), condition(wls["low"], "Preempted")
+    assert (evicted["status"], evicted["reason"]) == ("True", "Preempted")
+    assert (preempted["status"], preempted["reason"]) == ("True", "InClusterQueue")
+    assert "Preempted to accommodate a workload" in preempted["message"] and "default/urgent" in preempted["message"]
+    assert condition(wls["low"], "QuotaReserved")["status"] == "False"
+    assert "admission" not in wls["low"]["status"]
+    (record,) = listing["preemptions"]
+    assert (record["victim"], record["preemptor"], record["reason"], record["step"]) == \
+        ("default/low", "default/urgent", "InClusterQueue", 3)
+    assert record["message"] == 'preempting 1 workload(s) in rack "r1" to fit 8 pod(s) of pod set "main" in flavor "tas"'
+
+    done = write(tmp_path, "done.yaml", urgent.set("status", {"conditions": [{
+        "type": "Finished", "status": "True", "reason": "Succeeded", "message": "done",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}))
+    code = main(["simulate", "-f", cluster, "-f", first, "-f", second, "-f", done])
+    out, _ = capsys.readouterr()
+    table, preemptions = out.split("\n\n")
+    low_row = next(line for line in table.splitlines() if " low " in line)
+    assert "True" in low_row.split()  # admitted again once the urgent one finished
+    assert preemptions.splitlines()[1].split()[:6] == ["3", "default/low", "cq", "default/urgent", "cq",
+                                                       "InClusterQueue"]
 
 
 def test_a_pending_workload_reapplied_with_a_new_spec_is_updated(capsys: pytest.CaptureFixture[str],

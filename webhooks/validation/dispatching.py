@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from controller.api import constants as c
 from controller.api.conversion import ConversionFailure, convert, served_versions
-from webhooks.validation import flavor, jobs, queues, topology, workload
+from webhooks.validation import cohort, flavor, jobs, queues, topology, workload
 from webhooks.validation.errors import ROOT, FieldError, invalid_omitted, unsupported, wrong_type
 
 Validator = Callable[[Mapping[str, Any]], list[FieldError]]
@@ -33,6 +33,9 @@ KINDS: Final[dict[str, tuple[tuple[str, ...], Validator, UpdateValidator | None]
                          queues.validate_local_queue_update),
     c.KIND_WORKLOAD: (served_versions(c.KIND_WORKLOAD), workload.validate_workload,
                       workload.validate_workload_update),
+    c.KIND_COHORT: (served_versions(c.KIND_COHORT), cohort.validate_cohort, None),
+    c.KIND_WORKLOAD_PRIORITY_CLASS: (served_versions(c.KIND_WORKLOAD_PRIORITY_CLASS),
+                                     cohort.validate_workload_priority_class, None),
 }
 
 

@@ -3,11 +3,13 @@
 ClusterQueue rules are Kueue's: each resource covered by exactly one group, a group's flavors list its
 resources in order, a flavor once per queue, at most 16 groups / 64 flavors / 64 resources, quotas
 non-negative, borrowing/lending limits need a cohort, lendingLimit <= nominalQuota, fixed strategy.
+`resource_groups` checks the groups for a Cohort too (webhooks.validation.cohort), as Kueue shares them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final, get_args
 
 from controller.api import constants as c
@@ -76,9 +78,20 @@ def _covered_resources(groups: list[tuple[FieldPath, Mapping[str, Any]]],
     return covered
 
 
-def _quota(path: FieldPath, item: Mapping[str, Any], cohort: str | None) -> list[FieldError]:
-    """One resource quota: nominalQuota required; all quantities valid; limits only with a cohort;
-    a lendingLimit no larger than the nominalQuota (nothing can lend more than it has)."""
+@dataclass(frozen=True, slots=True)
+class LimitRules:
+    """Where borrowing and lending limits may be set: a ClusterQueue needs a cohort, a Cohort a
+    parent (`upstream`, its name or None); only a ClusterQueue's lendingLimit is bounded by its
+    nominalQuota (a Cohort lends what its subtree holds too, Kueue's rule)."""
+
+    upstream: str | None
+    missing: str = "must be empty when the ClusterQueue has no cohort"
+    lending_within_nominal: bool = True
+
+
+def _quota(path: FieldPath, item: Mapping[str, Any], rules: LimitRules) -> list[FieldError]:
+    """One resource quota: nominalQuota required; all quantities valid; limits only with a cohort
+    (a parent); a lendingLimit no larger than the nominalQuota (nothing can lend more than it has)."""
     errs: list[FieldError] = []
     if item.get("nominalQuota") is None:
         errs.append(required(path.child("nominalQuota")))
@@ -90,9 +103,9 @@ def _quota(path: FieldPath, item: Mapping[str, Any], cohort: str | None) -> list
         errs.extend(field_errs)
         if not field_errs:
             valid[field] = item[field]
-        if field != "nominalQuota" and not cohort:
-            errs.append(forbidden(path.child(field), "must be empty when the ClusterQueue has no cohort"))
-    if "lendingLimit" in valid and "nominalQuota" in valid and \
+        if field != "nominalQuota" and not rules.upstream:
+            errs.append(forbidden(path.child(field), rules.missing))
+    if rules.lending_within_nominal and "lendingLimit" in valid and "nominalQuota" in valid and \
             parse_quantity(valid["lendingLimit"]) > parse_quantity(valid["nominalQuota"]):
         errs.append(invalid(path.child("lendingLimit"), valid["lendingLimit"],
                             f"must be less than or equal to the nominalQuota ({render(valid['nominalQuota'])})"))
@@ -100,7 +113,7 @@ def _quota(path: FieldPath, item: Mapping[str, Any], cohort: str | None) -> list
 
 
 def _flavor_quotas(path: FieldPath, flavor: Mapping[str, Any], covered: list[str],
-                   cohort: str | None, errs: list[FieldError]) -> None:
+                   rules: LimitRules, errs: list[FieldError]) -> None:
     """Phase 2b: one flavor lists exactly `covered`, in order, each with a valid quota."""
     resources_path = path.child("resources")
     resources = shapes.sequence(flavor, "resources", resources_path, errs) or []
@@ -116,11 +129,11 @@ def _flavor_quotas(path: FieldPath, flavor: Mapping[str, Any], covered: list[str
             errs.append(invalid(item_path.child("name"), name,
                                 f"must be {covered[i]!r}: a flavor lists the group's coveredResources "
                                 "in the same order"))
-        errs.extend(_quota(item_path, item, cohort))
+        errs.extend(_quota(item_path, item, rules))
 
 
 def _flavors(groups: list[tuple[FieldPath, Mapping[str, Any]]], covered: list[list[str]],
-             cohort: str | None, errs: list[FieldError]) -> None:
+             rules: LimitRules, errs: list[FieldError]) -> None:
     """Phase 2: flavors of every group; names unique across the whole ClusterQueue."""
     seen: set[str] = set()
     for (group_path, group), group_covered in zip(groups, covered, strict=True):
@@ -137,7 +150,7 @@ def _flavors(groups: list[tuple[FieldPath, Mapping[str, Any]]], covered: list[li
                 if name in seen:
                     errs.append(duplicate(flavor_path.child("name"), name))
                 seen.add(name)
-            _flavor_quotas(flavor_path, flavor, group_covered, cohort, errs)
+            _flavor_quotas(flavor_path, flavor, group_covered, rules, errs)
 
 
 def _preemption(spec: Mapping[str, Any], errs: list[FieldError]) -> None:
@@ -193,19 +206,25 @@ def _queue_settings(spec: Mapping[str, Any], errs: list[FieldError]) -> str | No
     return cohort
 
 
-def validate_cluster_queue(obj: Mapping[str, Any]) -> list[FieldError]:
-    """Every error in a ClusterQueue object."""
-    errs: list[FieldError] = []
-    meta.modelled_meta(meta.object_meta(obj, errs), errs)
-    spec = shapes.mapping(obj, "spec", SPEC, errs) or {}
-    cohort = _queue_settings(spec, errs)
+def resource_groups(spec: Mapping[str, Any], rules: LimitRules, errs: list[FieldError]) -> None:
+    """`spec.resourceGroups` of a ClusterQueue or a Cohort: at most 16 groups, each resource
+    covered once, flavors unique and listing the covered resources in order, valid quotas."""
     groups_path = SPEC.child("resourceGroups")
     raw_groups = shapes.sequence(spec, "resourceGroups", groups_path, errs)
     if raw_groups is not None and len(raw_groups) > MAX_RESOURCE_GROUPS:
         errs.append(too_many(groups_path, len(raw_groups), MAX_RESOURCE_GROUPS))
     groups = shapes.objects(raw_groups, groups_path, errs)
     covered = _covered_resources(groups, errs)
-    _flavors(groups, covered, cohort, errs)
+    _flavors(groups, covered, rules, errs)
+
+
+def validate_cluster_queue(obj: Mapping[str, Any]) -> list[FieldError]:
+    """Every error in a ClusterQueue object."""
+    errs: list[FieldError] = []
+    meta.modelled_meta(meta.object_meta(obj, errs), errs)
+    spec = shapes.mapping(obj, "spec", SPEC, errs) or {}
+    cohort = _queue_settings(spec, errs)
+    resource_groups(spec, LimitRules(cohort), errs)
     _queue_status(obj, ("flavorsReservation", "flavorsUsage"), ("total", "borrowed"), errs)
     return errs
 

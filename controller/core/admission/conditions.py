@@ -1,8 +1,8 @@
-"""Workload conditions as Kueue writes them: QuotaReserved, Admitted, Finished and Evicted.
+"""Workload conditions as Kueue writes them: QuotaReserved, Admitted, Finished, Evicted, Preempted.
 
-Applies admission decisions to a Workload model (`status.admission` plus conditions) with `now`
-passed in, so the same decision always yields the same status. Called by `tasq simulate`, the
-admission loop and the Job reconciler.
+Applies admission and eviction decisions to a Workload model (`status.admission` plus conditions)
+with `now` passed in, so the same decision always yields the same status. Called by `tasq simulate`,
+the admission loop, the Job reconciler and the operator's eviction (controller.kube.evicting).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ def mark_admitted(wl: Workload, admission: dict[str, Any], now: datetime) -> boo
     changed |= wl.set_condition(c.CONDITION_QUOTA_RESERVED, "True", c.REASON_QUOTA_RESERVED,
                                 quota_reserved_message(new.cluster_queue), now)
     changed |= wl.set_condition(c.CONDITION_ADMITTED, "True", c.REASON_ADMITTED, ADMITTED_MESSAGE, now)
-    evicted = wl.condition(c.CONDITION_EVICTED)
-    if evicted is not None and evicted.status == "True":  # an earlier eviction is over (Kueue's wording)
-        changed |= wl.set_condition(c.CONDITION_EVICTED, "False", c.REASON_QUOTA_RESERVED,
-                                    f"Previously: {evicted.message}", now)
+    for type_ in (c.CONDITION_EVICTED, c.CONDITION_PREEMPTED):
+        earlier = wl.condition(type_)
+        if earlier is not None and earlier.status == "True":  # an earlier eviction is over (Kueue's wording)
+            changed |= wl.set_condition(type_, "False", c.REASON_QUOTA_RESERVED, f"Previously: {earlier.message}", now)
     return changed
 
 
@@ -61,5 +61,79 @@ def mark_deactivated(workload: Workload, now: datetime) -> bool:
                                           "The workload has no reservation", now)
     if workload.status is not None and workload.status.admission is not None:
         workload.status.admission = None
+        changed = True
+    return changed
+
+
+PREEMPTION_CAUSES: dict[str, str] = {
+    c.REASON_IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
+    c.REASON_IN_COHORT_RECLAMATION: "reclamation within the cohort",
+    c.REASON_IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
+}
+"""Preempted reason -> the words Kueue's preemption message uses for it."""
+
+
+def preemption_message(preemptor: str, preemptor_uid: str, job: str | None, job_uid: str | None, reason: str,
+                       preemptor_path: str, preemptee_path: str) -> str:
+    """The Evicted/Preempted message of a victim, as Kueue composes it (the preemptor's Workload and
+    Job UIDs, why, both ClusterQueue paths), with the preemptor's Workload and Job named too:
+    `Preempted to accommodate a workload (UID: u, JobUID: j) due to prioritization in the
+    ClusterQueue; preemptor path: /cq; preemptee path: /cq; preemptor: workload ns/w, job ns/j`."""
+    cause = PREEMPTION_CAUSES.get(reason, "UNKNOWN")
+    named = f"workload {preemptor}" + (f", job {job}" if job else "")
+    return (f"Preempted to accommodate a workload (UID: {preemptor_uid or 'UNKNOWN'}, JobUID: {job_uid or 'UNKNOWN'}) "
+            f"due to {cause}; preemptor path: {preemptor_path or 'UNKNOWN'}; preemptee path: "
+            f"{preemptee_path or 'UNKNOWN'}; preemptor: {named}")
+
+
+def is_evicted(wl: Workload) -> bool:
+    """Evicted=True: an eviction was decided (and is carried out while the admission is still set)."""
+    return wl.condition_true(c.CONDITION_EVICTED)
+
+
+def is_terminating(wl: Workload) -> bool:
+    """Evicted=True while it still holds its reservation: its Job is being stopped and its quota and
+    nodes stay taken until its pods are gone (then `mark_eviction_done`). Read from the object alone,
+    so a restarted or newly elected operator carries on where the previous one stopped."""
+    return is_evicted(wl) and wl.reserved_admission is not None and not wl.is_finished
+
+
+def mark_evicted(wl: Workload, reason: str, message: str, now: datetime) -> bool:
+    """The eviction is decided: Evicted=True with `reason` (Kueue's: Preempted, Deactivated...) and
+    `message`; the admission and QuotaReserved stay until the Job is stopped. True when it changed
+    (an eviction already decided keeps its first reason and message)."""
+    if is_evicted(wl):
+        return False
+    return wl.set_condition(c.CONDITION_EVICTED, "True", reason, message, now)
+
+
+def mark_preempted(wl: Workload, reason: str, message: str, now: datetime) -> bool:
+    """A preemption evicts the workload: Evicted=True reason Preempted and Preempted=True with the
+    preemption's reason (InClusterQueue, InCohortReclamation, InCohortReclaimWhileBorrowing), both
+    with `message`. True when it changed; a workload already evicted is left as it is."""
+    if is_evicted(wl):
+        return False
+    changed = mark_evicted(wl, c.REASON_PREEMPTED, message, now)
+    changed |= wl.set_condition(c.CONDITION_PREEMPTED, "True", reason, message, now)
+    return changed
+
+
+def mark_eviction_done(wl: Workload, now: datetime) -> bool:
+    """The evicted workload's Job is stopped and its pods are gone: the reservation is released
+    (no `status.admission`; QuotaReserved=False reason Pending and Admitted=False reason
+    NoReservation, with the eviction's message) and, for a preemption, Requeued=True (the workload
+    waits in its queue again). Evicted stays True until it is admitted again. True when it changed;
+    the caller writes `status.admission` as null so a merge patch drops it."""
+    evicted = wl.condition(c.CONDITION_EVICTED)
+    if evicted is None or evicted.status != "True":
+        return False
+    changed = wl.set_condition(c.CONDITION_QUOTA_RESERVED, "False", c.REASON_PENDING, evicted.message, now)
+    if wl.condition(c.CONDITION_ADMITTED) is not None:
+        changed |= wl.set_condition(c.CONDITION_ADMITTED, "False", c.REASON_NO_RESERVATION,
+                                    "The workload has no reservation", now)
+    changed |= wl.set_condition(c.CONDITION_REQUEUED, "True" if evicted.reason == c.REASON_PREEMPTED else "False",
+                                evicted.reason, evicted.message, now)
+    if wl.status is not None and wl.status.admission is not None:
+        wl.status.admission = None
         changed = True
     return changed

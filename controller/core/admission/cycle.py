@@ -2,10 +2,29 @@
 
 `AdmissionState` carries what lives between cycles; `run_cycle` is one Kueue scheduling round and
 `run_until_quiet` repeats it until no queue has a head (`rounds` hands them out one at a time).
-Decisions are values: `Admit` (the full `status.admission`) or `Pending` (reason + quantitative
-message). Pure. Called by `tasq simulate`
-(controller.core.simulating), the benchmarks and the operator's admission loop
-(controller.kube.admitting, on the state `ClusterCache.admission_state` hands it).
+Decisions are values: `Admit` (the full `status.admission`), `Pending` (reason + quantitative
+message) or `Preempt`. Pure. Called by `tasq simulate` (controller.core.simulating), the benchmarks
+and the operator's admission loop (controller.kube.admitting, on the state
+`ClusterCache.admission_state` hands it).
+
+Preemption, the contract with whoever carries it out:
+- A head that does not fit, in a ClusterQueue whose `spec.preemption` allows it, gets a victim search
+  (controller.core.admission.preempting). When evicting some admitted Workloads makes room, the
+  cycle decides `Preempt(key, cluster_queue, victims, in_flight, message)`: evict each of `victims`
+  (conditions Evicted=True reason Preempted, Preempted=True with `Victim.reason`, then its Job
+  stopped). The preemptor itself waits: `state.pending[key]` holds its Pending (detail Preempting,
+  the message saying whom it preempts where), and it is parked until capacity is released.
+- The state records every victim as evicting (`state.evicting[victim] = preemptor`) and keeps it
+  admitted: its quota and nodes still count until its pods are gone, so nothing lands on them early.
+  A later search of the same preemptor takes its in-flight victims first and decides no new
+  eviction while they suffice (a Pending, not a Preempt); another preemptor never counts on them.
+- The operator rebuilds the state per cycle, so it must tell it what it knows: `mark_evicting(victim,
+  preemptor)` for every Workload evicted but still holding its admission (preemptor None when not
+  known, e.g. after a restart: Evicted=True with `status.admission` set), and `release(victim,
+  requeue=True)` once the victim's pods are gone: quota and nodes are given back, the parked retry,
+  and the victim waits in its queue again (re-admitted when room exists).
+- `admitted_at[key]` (quota reservation time, seconds) orders victims of equal priority newest first;
+  an admission made by this state is stamped with `now` when the caller gives one.
 """
 
 from __future__ import annotations
@@ -16,7 +35,9 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.core.admission.flavoring import NoFit, WorkloadFit, assign_flavors
+from controller.core.admission.preempting import NoPreemption, Victim, VictimPool, VictimSet, find_victims
 from controller.core.admission.queueing import QueueSet
+from controller.core.admission.quota import cycle_text
 from controller.core.admission.snapshot import AdmissionSnapshot
 from controller.core.admission.workloads import WorkloadInfo
 
@@ -41,7 +62,21 @@ class Pending:
     message: str
 
 
-Decision = Admit | Pending
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Evict `victims` so that the workload `key` of `cluster_queue` fits (see the module docstring).
+    `in_flight`: victims it also needs that are already being evicted (not to be evicted again);
+    `message`: `preempting 2 workload(s) in rack "b1/r1" to fit 16 pod(s) of pod set "main" in flavor
+    "h100"`, deterministic and quantitative."""
+
+    key: str
+    cluster_queue: str
+    victims: tuple[Victim, ...]
+    in_flight: tuple[str, ...]
+    message: str
+
+
+Decision = Admit | Pending | Preempt
 
 
 @dataclass(slots=True)
@@ -61,6 +96,13 @@ class AdmissionState:
     """The last Pending decision of every workload that was tried (or could not be queued) and
     waits; workloads parked with a same-shape head without being tried are in `waiting()` only."""
     _no_fit: dict[tuple[str, tuple[Any, ...]], NoFit] = field(default_factory=dict)
+    evicting: dict[str, str | None] = field(default_factory=dict)
+    """Admitted workloads being evicted, whose quota is not released yet -> their preemptor (None:
+    not known). They stay in `admitted` until `release`."""
+    admitted_at: dict[str, float] = field(default_factory=dict)
+    """Quota reservation time (seconds) of admitted workloads, where known."""
+    now: float | None = None
+    """When this state decides (seconds), given by the caller: stamps `admitted_at` of its admissions."""
 
     def submit(self, wl: WorkloadInfo) -> Pending | None:
         """Queue a new workload in its ClusterQueue; a Pending when it cannot be queued at all."""
@@ -72,24 +114,42 @@ class AdmissionState:
         assert cq_name is not None
         cq = self.snapshot.cluster_queues[cq_name]
         self.queue_of[wl.key] = cq_name
-        self.queues.ensure(cq_name, cq.queueing_strategy).push(wl.key, wl.order_key(), wl.shape)
+        # Workloads of one shape fail alike, so a parked head parks its shape; where preemption may
+        # make room, how much depends on the priority too, so that is part of the shape there.
+        shape = (wl.shape, wl.priority) if cq.preemption.enabled else wl.shape
+        self.queues.ensure(cq_name, cq.queueing_strategy).push(wl.key, wl.order_key(), shape)
         return None
 
-    def release(self, key: str) -> bool:
-        """The workload finished or was deleted: give back quota and nodes, let the parked retry."""
+    def release(self, key: str, requeue: bool = False) -> bool:
+        """The workload finished or was deleted, or (`requeue`) an evicted one's pods are gone: give
+        back quota and nodes, let the parked retry; with `requeue` it waits in its queue again.
+        False when it held nothing."""
         fit = self.admitted.pop(key, None)
         cq_name = self.queue_of.pop(key, None)
-        self.workloads.pop(key, None)
+        info = self.workloads.pop(key, None)
         self.pending.pop(key, None)
+        self.evicting.pop(key, None)
+        self.admitted_at.pop(key, None)
         if fit is None:
             if cq_name is not None:
                 self.queues.queues[cq_name].remove(key)
-            return False
-        self.snapshot.quota.release(key)
-        self.snapshot.usage.release(key)
-        self._no_fit.clear()
-        self.queues.requeue_all()
-        return True
+        else:
+            self.snapshot.quota.release(key)
+            self.snapshot.usage.release(key)
+            self._no_fit.clear()
+            self.queues.requeue_all()
+        if requeue and info is not None:
+            self.submit(info)
+        return fit is not None
+
+    def mark_evicting(self, key: str, preemptor: str | None = None) -> None:
+        """An admitted workload is being evicted (for `preemptor`, if known); it keeps its quota."""
+        if key in self.admitted:
+            self.evicting[key] = preemptor
+
+    def victim_pool(self) -> VictimPool:
+        """The admitted workloads as the victim search reads them (views, not copies)."""
+        return VictimPool(self.admitted, self.workloads, self.admitted_at, self.evicting)
 
     def waiting(self) -> list[str]:
         """Every workload that is neither admitted nor finished, sorted by key."""
@@ -103,7 +163,7 @@ class AdmissionState:
 
 
 def resolve_cluster_queue(snap: AdmissionSnapshot, wl: WorkloadInfo) -> tuple[str | None, Pending | None]:
-    """LocalQueue -> ClusterQueue, then the ClusterQueue's namespaceSelector and stop policy."""
+    """LocalQueue -> ClusterQueue, then the ClusterQueue's stop policy, cohort tree and namespaceSelector."""
     def inadmissible(detail: str, message: str, cq: str | None = None) -> tuple[None, Pending]:
         return None, Pending(wl.key, cq, c.REASON_INADMISSIBLE, detail, message)
 
@@ -118,6 +178,10 @@ def resolve_cluster_queue(snap: AdmissionSnapshot, wl: WorkloadInfo) -> tuple[st
         return inadmissible(c.REASON_CLUSTER_QUEUE_NOT_FOUND, f"ClusterQueue \"{cq_name}\" doesn't exist")
     if cq.stopped:
         return inadmissible(c.REASON_INADMISSIBLE, f"ClusterQueue \"{cq_name}\" is stopped", cq_name)
+    cycle = snap.quota.cohort_cycle(cq_name)
+    if cycle is not None:  # Kueue leaves every ClusterQueue of a cyclic cohort tree out of scheduling
+        return inadmissible(c.REASON_COHORT_HAS_CYCLE, f"ClusterQueue \"{cq_name}\" is inactive: its cohort "
+                            f"\"{cq.cohort}\" is in a cycle of cohorts ({cycle_text(cycle)})", cq_name)
     # Kueue: a nil namespaceSelector selects no namespace; an empty one selects all.
     if cq.namespace_selector is None or not cq.namespace_selector.matches(snap.namespace_labels(wl.namespace)):
         return inadmissible(c.REASON_NAMESPACE_MISMATCH, f"namespace \"{wl.namespace}\" doesn't match "
@@ -192,19 +256,51 @@ def _try(state: AdmissionState, cq_name: str, key: str) -> WorkloadFit | NoFit:
 
 
 def _settle(state: AdmissionState, cq_name: str, key: str, result: WorkloadFit | NoFit) -> Decision:
-    """Commit a fit's quota (the nodes are already held), or park the head with why it waits."""
+    """Commit a fit's quota (the nodes are already held), or park the head with why it waits,
+    preempting when that makes room (`_preempting`). whenCanPreempt MayStopSearch: a fit in a later
+    flavor gives way to preemption in an earlier one."""
     queue = state.queues.queues[cq_name]
+    cq = state.snapshot.cluster_queues[cq_name]
+    if isinstance(result, WorkloadFit) and cq.preemption.enabled and cq.preemption.stop_at_preemption:
+        state.snapshot.usage.release(key)  # the search must not see the fit's own trial nodes as taken
+        earlier = find_victims(state.victim_pool(), state.snapshot, cq_name, state.workloads[key], before=result)
+        if not isinstance(earlier, VictimSet) and result.node_usage:
+            state.snapshot.usage.reserve(key, result.node_usage)
+        if isinstance(earlier, VictimSet):
+            queue.park(key)
+            return _preempting(state, cq_name, key, earlier, "a flavor earlier in ClusterQueue order needs preemption")
     if isinstance(result, WorkloadFit):
         state.snapshot.quota.reserve(key, cq_name, result.quota_usage)
         state.admitted[key] = result
+        if state.now is not None:
+            state.admitted_at[key] = state.now
         state.pending.pop(key, None)
         queue.remove(key)
         return Admit(key, cq_name, result.admission())
     state._no_fit[(cq_name, state.workloads[key].shape)] = result
     queue.park(key)
+    if cq.preemption.enabled:
+        found = find_victims(state.victim_pool(), state.snapshot, cq_name, state.workloads[key])
+        if isinstance(found, VictimSet):
+            return _preempting(state, cq_name, key, found, result.message)
     decision = Pending(key, cq_name, c.REASON_PENDING, result.reason, result.message)
     state.pending[key] = decision
     return decision
+
+
+def _preempting(state: AdmissionState, cq_name: str, key: str, found: VictimSet, why: str) -> Decision:
+    """Claim the victims for the preemptor and record why it waits; a Preempt for those not yet
+    being evicted, or the Pending alone when its in-flight victims already suffice."""
+    in_flight = tuple(v.key for v in found.victims if v.key in state.evicting)
+    new = tuple(v for v in found.victims if v.key not in state.evicting)
+    for victim in found.victims:
+        state.evicting[victim.key] = key
+    message = found.message(len(in_flight))
+    pending = Pending(key, cq_name, c.REASON_PENDING, c.REASON_PREEMPTING, f"{why}; {message}")
+    state.pending[key] = pending
+    if not new:
+        return pending
+    return Preempt(key, cq_name, new, in_flight, message)
 
 
 def explain(state: AdmissionState, key: str,
@@ -235,3 +331,23 @@ def explain(state: AdmissionState, key: str,
     if memo is not None:
         memo[shape] = why
     return why
+
+
+def explain_preemption(state: AdmissionState, key: str) -> str | None:
+    """What preemption would do for a waiting workload right now: `would preempt "ns/a"
+    (InClusterQueue, priority 0), ...: preempting 1 workload(s) ...`, or `preemption would not help:
+    ...` with the reason; None when the workload is not queued or fits without it. Changes nothing."""
+    cq_name = state.queue_of.get(key)
+    if cq_name is None or key in state.admitted:
+        return None
+    wl = state.workloads[key]
+    result = assign_flavors(state.snapshot, cq_name, wl)
+    if isinstance(result, WorkloadFit):
+        state.snapshot.usage.release(key)
+        return None
+    found = find_victims(state.victim_pool(), state.snapshot, cq_name, wl)
+    if isinstance(found, NoPreemption):
+        return f"preemption would not help ({found.reason}): {found.message}"
+    victims = ", ".join(f"\"{v.key}\" ({v.reason}, priority {v.priority})" for v in found.victims)
+    in_flight = sum(v.key in state.evicting for v in found.victims)
+    return f"would preempt {victims}: {found.message(in_flight)}"

@@ -1,7 +1,8 @@
-"""ClusterQueue and LocalQueue statuses: pending and admitted counts, flavor usage, the Active condition.
+"""ClusterQueue, LocalQueue and Cohort statuses: pending and admitted counts, flavor usage, Active.
 
-`queue_statuses` computes both kinds of status from plain inputs (the queues, flavors and
-topologies, each queue's quota and usage, and how each Workload stands); `stamp_conditions` gives
+`queue_statuses` computes both kinds of queue status from plain inputs (the queues, flavors and
+topologies, each queue's quota and usage, and how each Workload stands); `cohort_statuses` the
+Cohorts' Active condition from the cohort tree; `stamp_conditions` gives
 their conditions a transition time at write. Pure: `now` is passed in. Called by the admission
 loop (controller.kube.admitting), which writes the statuses.
 """
@@ -14,11 +15,12 @@ from datetime import datetime
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.cohort import Cohort
 from controller.api.flavor import ResourceFlavor
 from controller.api.meta import Condition, find_condition, format_time
 from controller.api.quantity import format_milli
 from controller.api.queues import ClusterQueue, LocalQueue
-from controller.core.admission.quota import ClusterQueueQuota
+from controller.core.admission.quota import ClusterQueueQuota, CohortTree, cycle_text
 
 FlavorResource = tuple[str, str]
 
@@ -50,6 +52,8 @@ class QueueInputs:
     quotas: Mapping[str, ClusterQueueQuota]
     used: Mapping[str, Mapping[FlavorResource, int]]
     workloads: Sequence[QueuedWorkload]
+    cohort_cycles: Mapping[str, tuple[str, ...]] | None = None
+    """ClusterQueue name -> the cycle of cohorts that disables it (CohortTree.cycle_of_queue)."""
 
 
 def _flavor_usage(used: Mapping[FlavorResource, int], spec_pairs: list[FlavorResource],
@@ -68,12 +72,15 @@ def _flavor_usage(used: Mapping[FlavorResource, int], spec_pairs: list[FlavorRes
 
 
 def cluster_queue_active(cq: ClusterQueue, flavors: Mapping[str, ResourceFlavor],
-                         topologies: Mapping[str, Any]) -> dict[str, str]:
+                         topologies: Mapping[str, Any], cycle: tuple[str, ...] | None = None) -> dict[str, str]:
     """The ClusterQueue's Active condition (type, status, reason, message; no time): False when it
-    is stopped, names a ResourceFlavor that does not exist, or a flavor of it names a missing
-    Topology; True (Ready) otherwise."""
+    is stopped, its cohort is in or under a cycle of cohorts (`cycle`), it names a ResourceFlavor
+    that does not exist, or a flavor of it names a missing Topology; True (Ready) otherwise."""
     if cq.stopped:
         return _active(False, c.REASON_STOPPED, f"Cannot admit new Workloads: stopPolicy is {cq.spec.stop_policy}")
+    if cycle is not None:
+        return _active(False, c.REASON_COHORT_HAS_CYCLE, f"Cannot admit new Workloads: cohort {cq.spec.cohort_name} "
+                       f"is in or under a cycle of cohorts ({cycle_text(cycle)})")
     missing = sorted({name for name in cq.flavor_names if name not in flavors})
     if missing:
         return _active(False, c.REASON_FLAVOR_NOT_FOUND,
@@ -144,7 +151,8 @@ def _cluster_queue_status(inputs: QueueInputs, name: str, pending: int, admitted
     nominal = {(fq.name, res): q.nominal for g in quota.groups for fq in g.flavors
                for res, q in fq.resources.items()} if quota else {}
     usage = _flavor_usage(inputs.used.get(name, {}), pairs, nominal)
-    active = cluster_queue_active(inputs.cluster_queues[name], inputs.flavors, inputs.topologies)
+    active = cluster_queue_active(inputs.cluster_queues[name], inputs.flavors, inputs.topologies,
+                                  (inputs.cohort_cycles or {}).get(name))
     return {"pendingWorkloads": pending, "reservingWorkloads": admitted, "admittedWorkloads": admitted,
             "flavorsReservation": usage, "flavorsUsage": usage, "conditions": [active]}
 
@@ -166,6 +174,26 @@ def queue_statuses(inputs: QueueInputs, waiting: Mapping[str, str]) -> tuple[
                     "flavorsReservation": usage, "flavorsUsage": usage,
                     "conditions": [local_queue_active(inputs.local_queues[key], actives)]}
     return cqs, lqs
+
+
+def cohort_active(cohort: Cohort, tree: CohortTree) -> dict[str, str]:
+    """A Cohort's Active condition: False when it is in or under a cycle of cohorts (Kueue admits
+    nothing in such a tree); True otherwise, with reason ParentNotFound when its parent has no
+    Cohort object (it then hangs under an empty root of that name, as in Kueue)."""
+    cycle = tree.cycles.get(cohort.name)
+    if cycle is not None:
+        return _active(False, c.REASON_COHORT_HAS_CYCLE, "Cannot admit new Workloads in this cohort tree: cohort "
+                       f"{cohort.name} is in or under a cycle of cohorts ({cycle_text(cycle)})")
+    parent = cohort.parent
+    if parent is not None and not tree.cohorts[parent].explicit:
+        return _active(True, c.REASON_PARENT_NOT_FOUND, f"Parent cohort {parent} has no Cohort object: it acts as "
+                       "a root with no quota of its own and no limits")
+    return _active(True, c.REASON_READY, "Can admit new Workloads")
+
+
+def cohort_statuses(cohorts: Mapping[str, Cohort], tree: CohortTree) -> dict[str, dict[str, Any]]:
+    """Cohort name -> its status (the Active condition; no time, see `stamp_conditions`)."""
+    return {name: {"conditions": [cohort_active(cohort, tree)]} for name, cohort in cohorts.items()}
 
 
 def stamp_conditions(status: Mapping[str, Any], previous: Sequence[Condition], now: datetime) -> dict[str, Any]:

@@ -12,13 +12,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from controller.api import constants as c
+from controller.api.cohort import Cohort
 from controller.api.features import FeatureGates
 from controller.api.flavor import ResourceFlavor
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.selectors import Taint, Toleration
 from controller.api.topology import Topology
 from controller.api.views import NodeView, PodView
-from controller.core.admission.quota import ClusterQueueQuota, QuotaLedger
+from controller.core.admission.quota import ClusterQueueQuota, CohortQuota, QuotaLedger
 from controller.core.topology import FlavorTopology, Usage
 
 
@@ -81,9 +82,11 @@ def build_snapshot(cluster_queues: Iterable[ClusterQueue], local_queues: Iterabl
                    flavors: Iterable[ResourceFlavor], topologies: Iterable[Topology],
                    nodes: Sequence[NodeView], pods: Iterable[PodView],
                    namespaces: Mapping[str, Mapping[str, str]] | None = None,
-                   reservations: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None) -> AdmissionSnapshot:
+                   reservations: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None,
+                   cohorts: Iterable[Cohort] = ()) -> AdmissionSnapshot:
     """`reservations` (workload key -> node -> milli) are what admitted workloads hold; they are
-    taken before the pods are counted, so a bound pod of such a workload replaces its share."""
+    taken before the pods are counted, so a bound pod of such a workload replaces its share.
+    `cohorts`: the Cohort objects the ClusterQueues' cohorts form a tree with."""
     queues = {cq.name: ClusterQueueQuota.from_model(cq) for cq in cluster_queues}
     usage = Usage()
     for key, held in (reservations or {}).items():
@@ -95,6 +98,6 @@ def build_snapshot(cluster_queues: Iterable[ClusterQueue], local_queues: Iterabl
         local_queues={f"{lq.namespace or 'default'}/{lq.name}": lq.spec.cluster_queue for lq in local_queues},
         flavors=flavor_infos(flavors, topologies, nodes),
         namespaces=dict(namespaces or {}),
-        quota=QuotaLedger.build(queues),
+        quota=QuotaLedger.build(queues, {co.name: CohortQuota.from_model(co) for co in cohorts}),
         usage=usage,
     )

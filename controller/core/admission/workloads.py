@@ -184,14 +184,42 @@ def _priority(priority: int | None, class_name: str | None, priority_classes: Ma
     return default
 
 
+def workload_priority_class_of(job: Mapping[str, Any]) -> str | None:
+    """The WorkloadPriorityClass a Job's `kueue.x-k8s.io/priority-class` label names, if any."""
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    name = labels.get(c.LABEL_PRIORITY_CLASS)
+    return str(name) if name else None
+
+
+def _job_priority(job: Mapping[str, Any], template: PodTemplateView, priority_classes: Mapping[str, int],
+                  default_priority: int, workload_priority_classes: Mapping[str, int]) -> dict[str, Any]:
+    """Kueue's order: the WorkloadPriorityClass the Job's label names wins (its value, whatever
+    the pod template says); else the pod template's priority or PriorityClass; else the default.
+    The Workload spec fields that say so (priority, and the priorityClassRef). A label naming
+    a class not in `workload_priority_classes` is the caller's to refuse before (Kueue creates no
+    Workload then): here it counts as no label."""
+    wpc = workload_priority_class_of(job)
+    if wpc is not None and wpc in workload_priority_classes:
+        return {"priority": workload_priority_classes[wpc], "priorityClassRef": {
+            "group": c.GROUP, "kind": c.KIND_WORKLOAD_PRIORITY_CLASS, "name": wpc}}
+    out: dict[str, Any] = {"priority": _priority(template.priority, template.priority_class_name, priority_classes,
+                                                 default_priority)}
+    if template.priority_class_name:
+        out["priorityClassRef"] = {"group": c.PRIORITY_CLASS_GROUP, "kind": c.KIND_PRIORITY_CLASS,
+                                   "name": template.priority_class_name}
+    return out
+
+
 def _pod_priority_class(ref: PriorityClassRef | None) -> str | None:
     """The pod PriorityClass a Workload's priorityClassRef names (None for a WorkloadPriorityClass)."""
     return ref.name if ref is not None and not ref.is_workload_priority_class else None
 
 
 def workload_from_job(job: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None,
-                      default_priority: int = 0) -> dict[str, Any]:
-    """The Workload manifest the job reconciler creates for a batch/v1 Job."""
+                      default_priority: int = 0,
+                      workload_priority_classes: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """The Workload manifest the job reconciler creates for a batch/v1 Job; `priority_classes` and
+    `workload_priority_classes` map class names to values (see `_job_priority`)."""
     view = JobView.from_dict(job)
     template = PodTemplateView.from_dict(view.template)
     # Kueue gives a Job's single PodSet the API's default name (`main`).
@@ -213,13 +241,9 @@ def workload_from_job(job: Mapping[str, Any], priority_classes: Mapping[str, int
         wl_meta["creationTimestamp"] = view.creation_timestamp
     wl_spec: dict[str, Any] = {
         "queueName": queue or "",
-        "priority": _priority(template.priority, template.priority_class_name, priority_classes or {},
-                              default_priority),
+        **_job_priority(job, template, priority_classes or {}, default_priority, workload_priority_classes or {}),
         "podSets": [pod_set],
     }
-    if template.priority_class_name:
-        wl_spec["priorityClassRef"] = {"group": c.PRIORITY_CLASS_GROUP, "kind": c.KIND_PRIORITY_CLASS,
-                                       "name": template.priority_class_name}
     return {"apiVersion": c.API_VERSION, "kind": c.KIND_WORKLOAD, "metadata": wl_meta, "spec": wl_spec}
 
 

@@ -79,6 +79,8 @@ class _BoundPod:
     row: int
     amounts: tuple[tuple[int, int], ...]
     """(column, milli) the pod adds to its node."""
+    workload: str | None = None
+    """The workload the pod belongs to (its topology-workload annotation), if any."""
 
 
 class Usage:
@@ -95,6 +97,8 @@ class Usage:
         self._reservations: dict[str, dict[int, dict[int, int]]] = {}
         self._converted: dict[str, set[str]] = {}
         """Workload key -> uids of the pods whose share of its reservation already became usage."""
+        self._workload_pods: dict[str, set[str]] = {}
+        """Workload key -> keys of its bound pods, so a victim search can take a workload away whole."""
         self._gone: set[str] = set()
         """Nodes removed (their rows are zero) and not seen since; renumbered away past the slack."""
         self._shared = False
@@ -119,6 +123,7 @@ class Usage:
         twin._owned_rows = set()
         twin._reservations = self._reservations
         twin._converted = self._converted
+        twin._workload_pods = self._workload_pods
         twin._gone = self._gone
         twin._shared = self._shared = True
         twin.log = ChangeLog(self.log, len(self.log.rows))
@@ -159,8 +164,10 @@ class Usage:
         for col, milli in amounts:
             self._used[row, col] = min(int(self._used[row, col]) + milli, MILLI_CAP)
         self._touched(row)
-        self._pods[pod.key] = _BoundPod(row, amounts)
+        self._pods[pod.key] = _BoundPod(row, amounts, key)
         self._pods_on(row).add(pod.key)
+        if key is not None:
+            self._workload_pods.setdefault(key, set()).add(pod.key)
 
     def _consume(self, held: dict[int, dict[int, int]], row: int, amounts: tuple[tuple[int, int], ...]) -> None:
         """A pod of a reserved workload bound: its reservation turns into real usage. Take from the
@@ -200,6 +207,7 @@ class Usage:
         keys.discard(key)
         if not keys:
             del self._on_row[entry.row]
+        self._forget_of_workload(entry, key)
         for col, milli in entry.amounts:
             self._used[entry.row, col] = max(int(self._used[entry.row, col]) - milli, 0)
         self._touched(entry.row)
@@ -233,6 +241,14 @@ class Usage:
                 self._used[row, col] = max(int(self._used[row, col]) - milli, 0)
             self._touched(row)
 
+    def remove_workload(self, workload_key: str) -> None:
+        """Take a workload away whole: what is left of its reservation and every bound pod of it. The
+        victim search does this on a clone to see what a preemption would free; a live Usage loses a
+        workload's pods one pod event at a time instead."""
+        self.release(workload_key)
+        for key in sorted(self._workload_pods.get(workload_key, ())):
+            self.remove_bound_pod(key)
+
     def remove_node(self, name: str) -> None:
         """A node left the cluster: its pods and reservations on it no longer count, and its row is
         dropped once enough rows are (`_renumber`)."""
@@ -242,7 +258,7 @@ class Usage:
             return
         if row < self._used.shape[0]:
             for key in self._on_row.pop(row, ()):
-                del self._pods[key]
+                self._forget_of_workload(self._pods.pop(key), key)
             for held in self._reservations.values():
                 held.pop(row, None)
             self._used[row, :] = 0
@@ -252,6 +268,18 @@ class Usage:
             self._renumber()
 
     # -- reads ----------------------------------------------------------------------------------
+
+    def footprint(self, workload_key: str) -> dict[int, dict[int, int]]:
+        """Row -> column -> milli a workload takes now: what is left of its reservation plus its bound
+        pods (what `remove_workload` would free); columns as in `registry.cols`. Read-only: the inner
+        maps may be this Usage's own."""
+        out: dict[int, dict[int, int]] = dict(self._reservations.get(workload_key, {}))
+        for key in self._workload_pods.get(workload_key, ()):
+            pod = self._pods[key]
+            vec = out[pod.row] = dict(out.get(pod.row, {}))
+            for col, milli in pod.amounts:
+                vec[col] = vec.get(col, 0) + milli
+        return out
 
     def reserved(self, workload_key: str) -> dict[str, dict[str, int]]:
         """What is still held for a workload, per node and resource (non-zero amounts only)."""
@@ -326,7 +354,7 @@ class Usage:
         old_rows = np.asarray([row for row, _ in live if row < self._used.shape[0]], dtype=np.int64)
         used[np.asarray([new_of[int(r)] for r in old_rows], dtype=np.int64)] = self._used[old_rows]
         self._used = used
-        self._pods = {key: _BoundPod(new_of[p.row], p.amounts) for key, p in self._pods.items()}
+        self._pods = {key: _BoundPod(new_of[p.row], p.amounts, p.workload) for key, p in self._pods.items()}
         self._on_row = {new_of[row]: set(keys) for row, keys in self._on_row.items()}
         self._owned_rows = set(self._on_row)
         self._reservations = {k: {new_of[r]: cols for r, cols in held.items()}
@@ -345,7 +373,18 @@ class Usage:
             self._reservations = {k: {r: dict(cols) for r, cols in held.items()}
                                   for k, held in self._reservations.items()}
             self._converted = {k: set(uids) for k, uids in self._converted.items()}
+            self._workload_pods = {k: set(pods) for k, pods in self._workload_pods.items()}
             self._shared = False
+
+    def _forget_of_workload(self, entry: _BoundPod, key: str) -> None:
+        """Drop a removed pod from its workload's set (call after `_own`)."""
+        if entry.workload is None:
+            return
+        pods = self._workload_pods.get(entry.workload)
+        if pods is not None:
+            pods.discard(key)
+            if not pods:
+                del self._workload_pods[entry.workload]
 
     def _pods_on(self, row: int) -> set[str]:
         """The (private, writable) set of pod keys bound on a row; call after `_own`."""

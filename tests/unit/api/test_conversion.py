@@ -270,3 +270,19 @@ def test_a_mapping_that_is_not_a_dict_converts_to_plain_dicts_and_lists() -> Non
     assert hub == {"apiVersion": V2, "kind": "ClusterQueue", "metadata": {"name": "x"},
                    "spec": {"cohortName": "a", "resourceGroups": [{"coveredResources": ["cpu"]}]}}
     assert isinstance(hub, dict) and type(hub["metadata"]) is dict
+
+
+def test_a_workload_priority_class_converts_by_its_api_version_alone() -> None:
+    """Its fields are the same in v1beta1 and v1beta2 (top-level value and description)."""
+    v1 = {"apiVersion": V1, "kind": c.KIND_WORKLOAD_PRIORITY_CLASS, "metadata": {"name": "urgent"},
+          "value": 10, "description": "on call"}
+    up = convert(v1, V2)
+    assert up == {**v1, "apiVersion": V2}
+    assert convert(up, V1) == v1
+
+
+def test_a_cohort_is_served_as_v1beta2_only() -> None:
+    cohort = {"apiVersion": V2, "kind": c.KIND_COHORT, "metadata": {"name": "org"}, "spec": {"parentName": "root"}}
+    assert convert(cohort, V2) == cohort
+    failure = convert(cohort, V1)
+    assert isinstance(failure, ConversionFailure) and "Cohort is served as" in failure.message

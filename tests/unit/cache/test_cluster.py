@@ -29,9 +29,11 @@ from tests.builders.cluster import make_node, make_pod
 from tests.builders.kueue import (
     label_slices,
     make_cluster_queue,
+    make_cohort,
     make_flavor,
     make_job,
     make_local_queue,
+    make_priority_class,
     make_topology,
     make_workload,
 )
@@ -204,6 +206,16 @@ def test_ungating_input_lists_the_slices_and_pod_states_of_an_admitted_workload(
     assert cache.ungating_input("default", "b") is None  # not admitted
 
 
+def test_an_evicted_workloads_pods_are_not_ungated_while_its_reservation_stays(cache: ClusterCache) -> None:
+    wl = admitted_on_hosts("a", {"h1": 1, "h3": 1})
+    wl["status"]["conditions"].append({"type": c.CONDITION_EVICTED, "status": "True", "reason": c.REASON_PREEMPTED,
+                                       "message": "for b", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    cache.upsert(c.KIND_WORKLOAD, wl)
+    state = cache.admission_state()
+    assert "default/a" in state.admitted and state.evicting == {"default/a": None}  # held until its pods are gone
+    assert cache.ungating_input("default", "a") is None  # its pods are being deleted: none is released
+
+
 # -- parsed once ------------------------------------------------------------------------------------
 
 def test_a_malformed_workload_update_is_refused_whole_and_the_previous_version_stays(cache: ClusterCache) -> None:
@@ -277,8 +289,9 @@ def test_every_watched_kind_is_taken_and_deleted(kind: str) -> None:
         c.KIND_LOCAL_QUEUE: make_local_queue("lq1", "cq1").obj(), c.KIND_TOPOLOGY: make_topology("t1", RACK).obj(),
         KIND_PRIORITY_CLASS: {"metadata": {"name": "high"}, "value": 10},
         KIND_NAMESPACE: {"metadata": {"name": "ns1", "labels": {"team": "a"}}},
+        c.KIND_COHORT: make_cohort("org").obj(), c.KIND_WORKLOAD_PRIORITY_CLASS: make_priority_class("hi", 9).obj(),
     }
-    stores = {KIND_NODE: "nodes", KIND_POD: "pods", c.KIND_JOB: "jobs", c.KIND_WORKLOAD: "workloads",
+    stores = {c.KIND_COHORT: "cohorts", c.KIND_WORKLOAD_PRIORITY_CLASS: "workload_priority_classes",KIND_NODE: "nodes", KIND_POD: "pods", c.KIND_JOB: "jobs", c.KIND_WORKLOAD: "workloads",
               c.KIND_RESOURCE_FLAVOR: "flavors", c.KIND_CLUSTER_QUEUE: "cluster_queues",
               c.KIND_LOCAL_QUEUE: "local_queues", c.KIND_TOPOLOGY: "topologies",
               KIND_PRIORITY_CLASS: "priority_classes", KIND_NAMESPACE: "namespaces"}
@@ -288,3 +301,24 @@ def test_every_watched_kind_is_taken_and_deleted(kind: str) -> None:
     assert len(store) == 1
     cache.delete(kind, objects[kind])
     assert len(store) == 0
+
+
+def test_a_cohort_tree_lets_a_queue_borrow_from_a_cousin_and_a_cycle_stops_it() -> None:
+    """
+            org
+           /   \
+        left   right
+         |       |
+        cq-a(1) cq-b(3)      (GPUs)
+    """
+    cache = ClusterCache()
+    for cohort in (make_cohort("org"), make_cohort("left").parent("org"), make_cohort("right").parent("org")):
+        cache.upsert(c.KIND_COHORT, cohort.obj())
+    cache.upsert(c.KIND_CLUSTER_QUEUE, make_cluster_queue("cq-a").flavor("f1", {GPU: 1}).cohort("left").obj())
+    cache.upsert(c.KIND_CLUSTER_QUEUE, make_cluster_queue("cq-b").flavor("f1", {GPU: 3}).cohort("right").obj())
+    assert cache.snapshot().quota.availability("cq-a", "f1", GPU).available == 4000
+    generation = cache.generation
+    cache.upsert(c.KIND_COHORT, make_cohort("org").parent("left").obj())  # org -> left -> org
+    assert cache.generation > generation
+    assert cache.snapshot().quota.availability("cq-a", "f1", GPU).available == 0
+    assert cache.snapshot().quota.cohort_cycle("cq-b") == ("left", "org")

@@ -11,6 +11,9 @@ from controller.api import constants as c
 from controller.bundled import sample_nodes_file, samples_dir
 from controller.commands.explain import explain_workload, kubeconfig_path
 from controller.core.simulating import Simulation
+from tests.builders.kueue import make_cluster_queue, make_flavor, make_local_queue, make_workload
+
+GPU = "nvidia.com/gpu"
 
 
 def _samples() -> list[dict[str, Any]]:
@@ -38,7 +41,30 @@ def test_a_waiting_workload_is_explained_with_simulates_words() -> None:
     assert code == 0
     assert lines == [f'default/{names["gang-b"]}: QuotaExceeded: couldn\'t assign flavors to pod set "main": '
                      'insufficient quota for nvidia.com/gpu in flavor "a100": requests 32, available 0 '
-                     '(nominal 32, used 32)']
+                     '(nominal 32, used 32)',
+                     f'default/{names["gang-b"]}: preemption would not help (PreemptionNever): ClusterQueue '
+                     '"team-b" preempts nothing (withinClusterQueue and reclaimWithinCohort are Never)']
+
+
+def test_a_workload_that_would_preempt_names_its_victims_and_nothing_is_evicted() -> None:
+    queue = [make_cluster_queue("cq").preemption(within=c.PREEMPTION_LOWER_PRIORITY).flavor("a100", {GPU: 8}).obj(),
+             make_flavor("a100").obj(), make_local_queue("lq", "cq").obj()]
+    sim = Simulation()
+    sim.apply([*queue, make_workload("low").queue("lq").priority(1).pod_set("main", 2, {GPU: 4}).obj()])
+    sim.run()
+    live = [{**w.to_dict(), "kind": c.KIND_WORKLOAD} for w in sim.workloads()]
+    urgent = make_workload("urgent").queue("lq").priority(9).pod_set("main", 1, {GPU: 8}).obj()
+    code, lines = explain_workload([*queue, *live, urgent], "default", "urgent")
+    assert code == 0
+    assert lines[1] == ('default/urgent: would preempt "default/low" (InClusterQueue, priority 1): preempting '
+                        '1 workload(s) to fit 1 pod(s) of pod set "main" in flavor "a100"')
+    # What explain runs evicts nothing and leaves no claim behind.
+    dry = Simulation(preempting=False)
+    dry.apply([*queue, *live, urgent])
+    dry.run()
+    assert dry.preemptions == [] and dry.state is not None and dry.state.evicting == {}
+    low = next(w for w in dry.workloads() if w.name == "low")
+    assert low.condition(c.CONDITION_EVICTED) is None and low.has_quota_reservation
 
 
 def test_an_admitted_workload_lists_its_domains() -> None:

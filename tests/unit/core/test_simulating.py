@@ -4,12 +4,16 @@ generateName draws seeded names; a waiting Workload follows a re-applied spec.""
 from __future__ import annotations
 
 from controller.api import constants as c
+from controller.core.admission.workloads import workload_name_for_job
 from controller.core.simulating import Simulation
 from tests.builders.kueue import (
     ClusterQueueBuilder,
     LocalQueueBuilder,
     ResourceFlavorBuilder,
     WorkloadBuilder,
+    make_cohort,
+    make_job,
+    make_priority_class,
 )
 
 
@@ -80,3 +84,58 @@ def test_a_waiting_workload_takes_a_reapplied_spec_an_admitted_one_does_not() ->
     by_name = {wl.name: wl for wl in sim.workloads()}
     assert by_name["w"].has_quota_reservation
     assert by_name["ok"].spec.pod_sets[0].template["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}
+
+
+def test_a_job_borrows_through_a_tree_of_cohorts_and_the_labelled_priority_goes_first() -> None:
+    """
+                 org (4 cpu of its own)
+                /                \\
+          research              prod (lends at most 2)
+             |                    |
+        team-a (2 cpu)       team-b (4 cpu)
+
+    team-a can take 2 + 4 + 2 = 8 cpu. Two 6-cpu Jobs wait in team-a: the one labelled with the
+    WorkloadPriorityClass `urgent` is admitted first although its pod template names a lower
+    PriorityClass; a Job labelled with a class that does not exist gets no Workload.
+    """
+    sim = Simulation()
+    sim.apply([
+        ResourceFlavorBuilder("cpu").obj(),
+        make_cohort("org").flavor("cpu", {"cpu": 4}).obj(),
+        make_cohort("research").parent("org").obj(),
+        make_cohort("prod").parent("org").flavor("cpu", {"cpu": 0}).limits("cpu", "cpu", lending=2).obj(),
+        ClusterQueueBuilder("team-a").flavor("cpu", {"cpu": 2}).cohort("research").obj(),
+        ClusterQueueBuilder("team-b").flavor("cpu", {"cpu": 4}).cohort("prod").obj(),
+        LocalQueueBuilder("main", "team-a").obj(),
+        make_priority_class("urgent", 10_000).obj(),
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "low"}, "value": 1},
+    ])
+    sim.apply([
+        make_job("plain").queue("main").requests({"cpu": 6}).obj(),
+        make_job("labelled").queue("main").requests({"cpu": 6}).priority(class_name="low")
+        .label(c.LABEL_PRIORITY_CLASS, "urgent").obj(),
+        make_job("ghost").queue("main").requests({"cpu": 1}).label(c.LABEL_PRIORITY_CLASS, "nope").obj(),
+    ])
+    sim.run()
+    admitted = {wl.name: wl.condition(c.CONDITION_ADMITTED) is not None for wl in sim.workloads()}
+    assert admitted == {workload_name_for_job("labelled"): True, workload_name_for_job("plain"): False}
+    by_name = {wl.name: wl for wl in sim.workloads()}
+    assert by_name[workload_name_for_job("labelled")].spec.priority == 10_000
+    assert sim.refused_jobs == {("default", "ghost"): 'WorkloadPriorityClass "nope" not found: no Workload is created'}
+    [why] = sim.explanations()
+    assert why.message.endswith('requests 6, available 2 (nominal 2, used 6, unused in cohort "research" 2)')
+
+
+def test_a_cycle_of_cohorts_keeps_its_queues_from_admitting_and_says_so() -> None:
+    sim = Simulation()
+    sim.apply([
+        ResourceFlavorBuilder("cpu").obj(),
+        make_cohort("x").parent("y").obj(), make_cohort("y").parent("x").obj(),
+        ClusterQueueBuilder("team-a").flavor("cpu", {"cpu": 8}).cohort("x").obj(),
+        LocalQueueBuilder("main", "team-a").obj(),
+        WorkloadBuilder("w").queue("main").pod_set("main", 1, {"cpu": 1}).obj(),
+    ])
+    sim.run()
+    [why] = sim.explanations()
+    assert why.detail == c.REASON_COHORT_HAS_CYCLE
+    assert why.message == 'ClusterQueue "team-a" is inactive: its cohort "x" is in a cycle of cohorts (x -> y -> x)'

@@ -1,7 +1,8 @@
 """The admission loop against a recording fake API: admissions written as status patches, the
 queue statuses (counted from the cache) written at once after a cycle, then coalesced while cycles
 keep coming; a deleted ClusterQueue's status and metric series forgotten; an admission whose write
-dropped given back, or kept when it was applied with its answer lost."""
+dropped given back, or kept when it was applied with its answer lost; a Cohort's Active condition
+written when it changes."""
 
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ from controller.cache.cluster import KIND_NODE, ClusterCache
 from controller.core.admission.cycle import run_until_quiet
 from controller.core.admission.queue_status import queue_statuses
 from controller.kube.admitting import AdmissionLoop, queue_inputs
-from controller.kube.api import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, ApiError
+from controller.kube.api import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES, WORKLOADS, ApiError
 from controller.kube.events import EventRecorder
 from controller.kube.metrics import Metrics
 from controller.kube.routing import Applied
 from tests.builders.cluster import make_node
-from tests.builders.kueue import make_cluster_queue, make_flavor, make_local_queue, make_workload
+from tests.builders.kueue import make_cluster_queue, make_cohort, make_flavor, make_local_queue, make_workload
 
 GPU = "nvidia.com/gpu"
 
@@ -327,3 +328,71 @@ async def test_a_workload_parked_behind_a_same_shape_head_gets_the_fresh_reason_
     after = reasons()
     assert after["w1"] != before["w1"]  # the head's reason counts the grown quota
     assert after["w2"] == after["w1"]  # and so does the parked one's: not the stale count
+
+
+def preempting_cluster() -> ClusterCache:
+    """One 8-GPU node; ClusterQueue cq (8 GPUs, withinClusterQueue LowerPriority); "low" (priority 0,
+    8 GPUs), admitted by a first cycle."""
+    cache = ClusterCache()
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, make_flavor("gpu").node_label("gpu", "yes").obj())
+    cache.upsert(c.KIND_CLUSTER_QUEUE, make_cluster_queue("cq").flavor("gpu", {GPU: 8})
+                 .preemption(within=c.PREEMPTION_LOWER_PRIORITY).obj())
+    cache.upsert(c.KIND_LOCAL_QUEUE, make_local_queue("lq", "cq").obj())
+    cache.upsert(KIND_NODE, make_node("h1").labels({"gpu": "yes"}).allocatable({GPU: 8}).obj())
+    cache.upsert(c.KIND_WORKLOAD, make_workload("low").queue("lq").pod_set("main", 1, {GPU: 8}).obj())
+    return cache
+
+
+async def test_a_preempt_decision_writes_the_victims_eviction_once_and_the_preemptor_waits() -> None:
+    cache = preempting_cluster()
+    api = RecordingApi(cache)
+    metrics = Metrics()
+    loop = AdmissionLoop(cache, api, EventRecorder(api), applied=cache.upsert, metrics=metrics)  # type: ignore[arg-type]
+    await loop.cycle()
+    await settle(loop)
+    assert admission_of(cache.workloads["default/low"].obj.to_dict()) is not None
+    cache.upsert(c.KIND_WORKLOAD, make_workload("high").queue("lq").priority(100).pod_set("main", 1, {GPU: 8}).obj())
+    await loop.cycle()
+    await settle(loop)
+    low, high = cache.workloads["default/low"].obj, cache.workloads["default/high"].obj
+    evicted, preempted = low.condition(c.CONDITION_EVICTED), low.condition(c.CONDITION_PREEMPTED)
+    assert evicted is not None and (evicted.status, evicted.reason) == ("True", c.REASON_PREEMPTED)
+    assert preempted is not None and preempted.reason == c.REASON_IN_CLUSTER_QUEUE
+    assert low.reserved_admission is not None  # kept until the Job reconciler releases it
+    waiting = high.condition(c.CONDITION_QUOTA_RESERVED)
+    assert waiting is not None and waiting.status == "False" and "preempting 1 workload(s)" in waiting.message
+    writes = [name for resource, name in api.patches if resource == WORKLOADS]
+    await loop.cycle()  # the victim terminates: no second eviction, the preemptor still waits
+    await settle(loop)
+    assert [name for resource, name in api.patches if resource == WORKLOADS].count("low") == writes.count("low") == 2
+    assert high.reserved_admission is None
+    assert scraped_value(metrics, "tasq_preempted_workloads_total", {"preempting_cluster_queue": "cq"}) == 1.0
+
+
+def scraped_value(metrics: Metrics, name: str, labels: dict[str, str]) -> float:
+    """The sample of `name` (a counter's `_total`) whose labels include `labels`."""
+    for family in text_string_to_metric_families(metrics.exposition().decode()):
+        for sample in family.samples:
+            if sample.name == name and labels.items() <= sample.labels.items():
+                return float(sample.value)
+    raise AssertionError(f"no sample {name}{labels}")
+
+
+async def test_a_cohorts_active_condition_is_written_when_it_changes_and_only_then() -> None:
+    cache = cluster(workloads=0)
+    api = RecordingApi(cache)
+    loop = AdmissionLoop(cache, api, EventRecorder(api), queue_status_interval_s=0)  # type: ignore[arg-type]
+    cache.upsert(c.KIND_COHORT, make_cohort("a").parent("b").obj())
+
+    def cohort_writes() -> list[str]:
+        return [name for resource, name in api.patches if resource == COHORTS]
+    await loop.cycle()
+    await settle(loop)
+    assert cohort_writes() == ["a"]  # Active, ParentNotFound: b has no Cohort object
+    await loop.cycle()
+    await settle(loop)
+    assert cohort_writes() == ["a"]  # unchanged: not written again
+    cache.upsert(c.KIND_COHORT, make_cohort("b").parent("a").obj())  # a -> b -> a
+    await loop.cycle()
+    await settle(loop)
+    assert sorted(cohort_writes()) == ["a", "a", "b"]

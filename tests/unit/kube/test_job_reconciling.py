@@ -19,6 +19,7 @@ from controller.cache.cluster import ClusterCache
 from controller.core.admission.workloads import workload_from_job
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
+from controller.kube.evicting import Evictor
 from controller.kube.job_reconciling import (
     JobReconciler,
     missing_priority_class,
@@ -26,6 +27,7 @@ from controller.kube.job_reconciling import (
     pod_template_restore_patch,
     was_admitted,
 )
+from controller.kube.metrics import Metrics
 from devcluster.server.patching import merge_patch as merge  # RFC 7386, as the API server applies it
 from tests.builders.kueue import make_job
 
@@ -91,15 +93,21 @@ def test_a_toleration_the_template_already_has_is_not_repeated() -> None:
     assert patch["spec"]["template"]["spec"]["tolerations"] == H100["tolerations"]
 
 
-@pytest.mark.parametrize(("class_name", "known", "missing"), [
-    ("high", {"high": {}}, None),
-    ("high", {}, "high"),
-    (None, {}, None),
-])
+@pytest.mark.parametrize(("label", "class_name", "known", "missing"), [
+    (None, "high", {"high": {}}, None),
+    (None, "high", {}, (c.EVENT_REASON_ERR_WORKLOAD_COMPOSE, 'priorityclasses.scheduling.k8s.io "high" not found')),
+    (None, None, {}, None),
+    ("urgent", None, {}, (c.EVENT_REASON_WORKLOAD_PRIORITY_CLASS_NOT_FOUND,
+                          'WorkloadPriorityClass "urgent" not found')),
+    ("batch", "gone", {}, None),
+], ids=["a PriorityClass that exists", "a PriorityClass that does not", "no class at all",
+        "a WorkloadPriorityClass that does not exist", "the label wins: the template's class is not looked at"])
 def test_a_priority_class_is_missing_only_when_named_and_absent(
-        class_name: str | None, known: dict[str, Any], missing: str | None) -> None:
-    job = make_job("p").priority(class_name=class_name).obj() if class_name else make_job("p").obj()
-    assert missing_priority_class(job, known) == missing
+        label: str | None, class_name: str | None, known: dict[str, Any], missing: tuple[str, str] | None) -> None:
+    job = make_job("p").priority(class_name=class_name) if class_name else make_job("p")
+    if label is not None:
+        job.label(c.LABEL_PRIORITY_CLASS, label)
+    assert missing_priority_class(job.obj(), known, {"batch": object()}) == missing
 
 
 # -- restoring the template ------------------------------------------------------------------------
@@ -263,12 +271,13 @@ def running(job: dict[str, Any]) -> dict[str, Any]:
     return dict(started)
 
 
-def reconcile(api: JobRulesApi, recorder: Quiet | None = None) -> ClusterCache:
+def reconcile(api: JobRulesApi, recorder: Quiet | None = None, metrics: Metrics | None = None) -> ClusterCache:
     """One reconcile of Job ns/train from a cache filled with the API's objects (as after a restart)."""
     cache = ClusterCache()
     for obj in api.objects.values():
         cache.upsert(obj["kind"], obj)
-    reconciler = JobReconciler(cache, api, recorder or Quiet())
+    recorder = recorder or Quiet()
+    reconciler = JobReconciler(cache, api, recorder, evictor=Evictor(cache, api, recorder, metrics=metrics))
     asyncio.run(reconciler.reconcile("ns/train"))
     return cache
 
@@ -324,12 +333,12 @@ def test_a_deactivated_workload_keeps_its_quota_until_its_job_is_stopped_and_res
     wl = admitted_workload(job)
     wl["spec"]["active"] = False
     api = JobRulesApi(running(job), wl)
-    recorder = Quiet()
+    recorder, metrics = Quiet(), Metrics()
     reconcile(api, recorder)
     assert [w for w, _ in api.writes] == ["jobs"]  # suspended; its pods still run
     assert "admission" in api.objects[(WORKLOADS, wl["metadata"]["name"])]["status"]
     api.job_controller_suspends("train")
-    cache = reconcile(api, recorder)
+    cache = reconcile(api, recorder, metrics)
     assert [w for w, _ in api.writes] == ["jobs", "jobs", "workloads/status"]
     assert api.objects[(JOBS, "train")]["spec"]["template"] == job["spec"]["template"]
     written = api.objects[(WORKLOADS, wl["metadata"]["name"])]
@@ -339,6 +348,25 @@ def test_a_deactivated_workload_keeps_its_quota_until_its_job_is_stopped_and_res
     entry = cache.workloads[f"ns/{wl['metadata']['name']}"]
     assert entry.fit is None and entry.restoring is None  # the cache released the reservation
     assert recorder.reasons == [c.EVENT_REASON_STOPPED, c.EVENT_REASON_EVICTED_DEACTIVATED]
+    assert b'tasq_evicted_workloads_total{cluster_queue="cq",reason="Deactivated"} 1.0' in metrics.exposition()
+
+
+def test_a_deactivated_workload_keeps_its_quota_while_a_pod_of_its_job_is_still_terminating() -> None:
+    job = authored("own selector and toleration")
+    wl = admitted_workload(job)
+    wl["spec"]["active"] = False
+    api = JobRulesApi(running(job), wl)
+    reconcile(api)
+    api.job_controller_suspends("train")
+    cache = ClusterCache()
+    for obj in api.objects.values():
+        cache.upsert(obj["kind"], obj)
+    cache.upsert("Pod", job_pod("Running", deleting=True))  # in its grace period, on its node
+    asyncio.run(JobReconciler(cache, api, Quiet()).reconcile("ns/train"))
+    assert [w for w, _ in api.writes] == ["jobs", "jobs"]  # suspended, restored; nothing released
+    assert "admission" in api.objects[(WORKLOADS, wl["metadata"]["name"])]["status"]
+    reconcile(api)  # the pod is gone
+    assert [w for w, _ in api.writes] == ["jobs", "jobs", "workloads/status"]
 
 
 # -- a Job found running without an admission ----------------------------------------------------

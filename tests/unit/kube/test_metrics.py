@@ -214,9 +214,22 @@ def test_a_deleted_cluster_queue_stops_being_reported() -> None:
     metrics = Metrics()
     metrics.cluster_queue_counted("gone", 1, 1)
     metrics.resource_used("gone", "f", "cpu", 2)
+    metrics.evicted("gone", "Preempted")
     metrics.cluster_queue_counted("kept", 1, 1)
+    metrics.evicted("kept", "Preempted")
     metrics.cluster_queue_deleted("gone")
     metrics.cluster_queue_deleted("never-seen")
     text = metrics.exposition().decode()
     assert 'cluster_queue="gone"' not in text
     assert 'tasq_pending_workloads{cluster_queue="kept"} 1.0' in text
+    assert 'tasq_evicted_workloads_total{cluster_queue="kept",reason="Preempted"} 1.0' in text
+
+
+def test_preemptions_and_evictions_are_counted_with_kueues_labels() -> None:
+    metrics = Metrics()
+    metrics.preempted("high-cq", "InCohortReclamation")
+    metrics.preempted("high-cq", "InCohortReclamation")
+    metrics.evicted("low-cq", "Preempted")
+    text = metrics.exposition().decode()
+    assert 'tasq_preempted_workloads_total{preempting_cluster_queue="high-cq",reason="InCohortReclamation"} 2.0' in text
+    assert 'tasq_evicted_workloads_total{cluster_queue="low-cq",reason="Preempted"} 1.0' in text

@@ -20,9 +20,11 @@ from controller.kube.routing import WAKES, EventRouter, Loop
 from tests.builders.cluster import make_node, make_pod
 from tests.builders.kueue import (
     make_cluster_queue,
+    make_cohort,
     make_flavor,
     make_job,
     make_local_queue,
+    make_priority_class,
     make_topology,
     make_workload,
 )
@@ -46,6 +48,8 @@ OBJECTS: dict[str, Callable[[], dict[str, Any]]] = {
     KIND_POD: lambda: make_pod("p").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "w").obj(),
     c.KIND_WORKLOAD: lambda: make_workload("w").queue("lq").pod_set("main", 1, {"cpu": 1}).obj(),
     c.KIND_JOB: lambda: make_job("train").queue("lq").obj(),
+    c.KIND_COHORT: lambda: make_cohort("org").flavor("gpu", {"cpu": 8}).obj(),
+    c.KIND_WORKLOAD_PRIORITY_CLASS: lambda: make_priority_class("urgent", 1000).obj(),
 }
 
 # Written out, not read from WAKES: the table in docs/architecture.md, row by row.
@@ -60,6 +64,8 @@ EXPECTED: list[tuple[str, set[Loop]]] = [
     (KIND_POD, {ADMISSION, JOBS, UNGATER}),
     (c.KIND_WORKLOAD, {ADMISSION, JOBS, UNGATER}),
     (c.KIND_JOB, {JOBS}),
+    (c.KIND_COHORT, {ADMISSION}),
+    (c.KIND_WORKLOAD_PRIORITY_CLASS, set()),
 ]
 
 

@@ -10,7 +10,14 @@ import pytest
 from controller.api import constants as c
 from controller.manifests.kube_objects import check_object
 from tests.builders.cluster import make_node, make_pod
-from tests.builders.kueue import make_cluster_queue, make_flavor, make_job, make_local_queue
+from tests.builders.kueue import (
+    make_cluster_queue,
+    make_cohort,
+    make_flavor,
+    make_job,
+    make_local_queue,
+    make_priority_class,
+)
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 TERMS = f"spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms"
@@ -41,7 +48,7 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
      make_local_queue("lq", "cq").set("spec.clusterQueue", None).build(), "spec.clusterQueue: "),
     ("a LocalQueue stopPolicy that is a number", make_local_queue("lq", "cq").set("spec.stopPolicy", 3).build(),
      "spec.stopPolicy: "),
-    ("an unknown kind in tasq's group", {**make_flavor("f").build(), "kind": "Cohort"}, 'kind: Unsupported value: "Cohort"'),
+    ("an unknown kind in tasq's group", {**make_flavor("f").build(), "kind": "AdmissionCheck"}, 'kind: Unsupported value: "AdmissionCheck"'),
     # A null list item is what Go decodes it into (an empty object, ""), then refused as kube-apiserver does.
     ("a null scheduling gate (an unnamed one)", make_pod("p").set("spec.schedulingGates", [None]).build(),
      'spec.schedulingGates[0]: Invalid value: "": name part must be non-empty'),
@@ -175,3 +182,20 @@ def test_a_v1beta1_cluster_queue_is_kept_as_v1beta2() -> None:
     assert checked.obj["spec"]["cohortName"] == "research"
     assert "cohort" not in checked.obj["spec"]
     assert checked.obj["spec"]["flavorFungibility"] == {"whenCanBorrow": "MayStopSearch"}
+
+
+@pytest.mark.parametrize("obj", [
+    make_priority_class("urgent", 5, version=c.VERSION_V1BETA1).description("d").build(),
+    make_priority_class("urgent", 5).description("d").build(),
+], ids=["v1beta1", "v1beta2"])
+def test_a_workload_priority_class_of_either_version_is_kept_as_v1beta2(obj: dict[str, Any]) -> None:
+    checked = check_object(obj)
+    assert checked.errors == []
+    assert checked.obj == {**obj, "apiVersion": c.API_VERSION}
+
+
+def test_a_cohort_is_kept_and_a_bad_one_refused_at_its_field() -> None:
+    cohort = make_cohort("team").parent("org").flavor("h100", {"cpu": 4}).build()
+    assert check_object(cohort).obj == cohort
+    rooted = make_cohort("org").flavor("h100", {"cpu": 4}).limits("h100", "cpu", lending=1).build()
+    assert [e.path for e in check_object(rooted).errors] == ["spec.resourceGroups[0].flavors[0].resources[0].lendingLimit"]

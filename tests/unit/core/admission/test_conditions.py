@@ -1,13 +1,24 @@
-"""Workload conditions as Kueue writes them (admitted, pending, finished, evicted as deactivated), with
-`now` passed in."""
+"""Workload conditions as Kueue writes them (admitted, pending, finished, evicted as deactivated or
+preempted, the eviction's release), with `now` passed in."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from controller.api import constants as c
 from controller.api.workload import Workload
-from controller.core.admission.conditions import mark_admitted, mark_deactivated, mark_finished, mark_pending
+from controller.core.admission.conditions import (
+    is_terminating,
+    mark_admitted,
+    mark_deactivated,
+    mark_eviction_done,
+    mark_finished,
+    mark_pending,
+    mark_preempted,
+    preemption_message,
+)
 from tests.builders.kueue import make_workload
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -71,3 +82,84 @@ def test_deactivating_a_workload_never_admitted_adds_no_admitted_condition() -> 
     assert mark_deactivated(wl, T0)
     assert wl.status is not None
     assert {x.type for x in wl.status.conditions} == {c.CONDITION_EVICTED, c.CONDITION_QUOTA_RESERVED}
+
+
+def conditions(wl: Workload) -> dict[str, tuple[str, str, str]]:
+    assert wl.status is not None
+    return {x.type: (x.status, x.reason, x.message) for x in wl.status.conditions}
+
+
+def test_a_preemption_evicts_but_keeps_the_reservation_until_the_pods_are_gone() -> None:
+    wl = workload()
+    mark_admitted(wl, ADMISSION, T0)
+    assert not is_terminating(wl)
+    assert mark_preempted(wl, c.REASON_IN_CLUSTER_QUEUE, "for ns/high", T0 + timedelta(seconds=1))
+    conds = conditions(wl)
+    assert conds[c.CONDITION_EVICTED] == ("True", c.REASON_PREEMPTED, "for ns/high")
+    assert conds[c.CONDITION_PREEMPTED] == ("True", c.REASON_IN_CLUSTER_QUEUE, "for ns/high")
+    assert conds[c.CONDITION_QUOTA_RESERVED][0] == "True" and wl.admission is not None
+    assert is_terminating(wl)  # what a restarted operator reads: its Job must be stopped, then released
+
+
+def test_a_second_preemption_of_a_terminating_workload_keeps_the_first_reason() -> None:
+    wl = workload()
+    mark_admitted(wl, ADMISSION, T0)
+    mark_preempted(wl, c.REASON_IN_COHORT_RECLAMATION, "first", T0)
+    assert not mark_preempted(wl, c.REASON_IN_CLUSTER_QUEUE, "second", T0 + timedelta(seconds=1))
+    assert conditions(wl)[c.CONDITION_PREEMPTED] == ("True", c.REASON_IN_COHORT_RECLAMATION, "first")
+
+
+@pytest.mark.parametrize(("evicted_reason", "requeued"), [
+    (c.REASON_PREEMPTED, "True"),      # a preempted workload goes back to its queue (Kueue's Requeued)
+    (c.REASON_DEACTIVATED, "False"),   # a deactivated one does not
+])
+def test_the_release_of_an_eviction_clears_the_admission_and_says_whether_it_requeues(
+        evicted_reason: str, requeued: str) -> None:
+    wl = workload()
+    mark_admitted(wl, ADMISSION, T0)
+    wl.set_condition(c.CONDITION_EVICTED, "True", evicted_reason, "why", T0 + timedelta(seconds=1))
+    assert mark_eviction_done(wl, T0 + timedelta(seconds=30))
+    assert wl.status is not None and wl.status.admission is None
+    conds = conditions(wl)
+    assert conds[c.CONDITION_QUOTA_RESERVED] == ("False", c.REASON_PENDING, "why")
+    assert conds[c.CONDITION_ADMITTED] == ("False", c.REASON_NO_RESERVATION, "The workload has no reservation")
+    assert conds[c.CONDITION_REQUEUED] == (requeued, evicted_reason, "why")
+    assert conds[c.CONDITION_EVICTED][0] == "True"  # until it is admitted again
+    assert not is_terminating(wl)
+    assert not mark_eviction_done(wl, T0 + timedelta(seconds=31))
+
+
+def test_no_release_without_an_eviction() -> None:
+    wl = workload()
+    mark_admitted(wl, ADMISSION, T0)
+    assert not mark_eviction_done(wl, T0)
+    assert wl.admission is not None
+
+
+def test_readmission_after_a_preemption_ends_both_evicted_and_preempted() -> None:
+    wl = workload()
+    mark_admitted(wl, ADMISSION, T0)
+    mark_preempted(wl, c.REASON_IN_CLUSTER_QUEUE, "for ns/high", T0)
+    mark_eviction_done(wl, T0 + timedelta(seconds=5))
+    assert mark_admitted(wl, ADMISSION, T0 + timedelta(seconds=60))
+    conds = conditions(wl)
+    for type_ in (c.CONDITION_EVICTED, c.CONDITION_PREEMPTED):
+        assert conds[type_] == ("False", c.REASON_QUOTA_RESERVED, "Previously: for ns/high")
+
+
+@pytest.mark.parametrize(("reason", "cause"), [
+    (c.REASON_IN_CLUSTER_QUEUE, "prioritization in the ClusterQueue"),
+    (c.REASON_IN_COHORT_RECLAMATION, "reclamation within the cohort"),
+    (c.REASON_IN_COHORT_RECLAIM_WHILE_BORROWING, "reclamation within the cohort while borrowing"),
+    ("SomethingElse", "UNKNOWN"),
+])
+def test_the_preemption_message_names_the_preemptor_and_says_why_in_kueues_words(reason: str, cause: str) -> None:
+    text = preemption_message("ns/high", "u1", "ns/train-high", "j1", reason, "/lab/cq-a", "/lab/cq-b")
+    assert text == (f"Preempted to accommodate a workload (UID: u1, JobUID: j1) due to {cause}; preemptor path: "
+                    "/lab/cq-a; preemptee path: /lab/cq-b; preemptor: workload ns/high, job ns/train-high")
+
+
+def test_a_preemption_message_with_what_is_not_known() -> None:
+    assert preemption_message("ns/high", "", None, None, c.REASON_IN_CLUSTER_QUEUE, "/cq", "") == (
+        "Preempted to accommodate a workload (UID: UNKNOWN, JobUID: UNKNOWN) due to prioritization in the "
+        "ClusterQueue; preemptor path: /cq; preemptee path: UNKNOWN; preemptor: workload ns/high")

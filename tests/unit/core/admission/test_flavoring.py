@@ -9,7 +9,7 @@ from typing import Any
 
 from controller.api.features import parse_feature_gates
 from controller.api.views import NodeView
-from controller.core.admission.cycle import Admit, Pending, run_until_quiet
+from controller.core.admission.cycle import Admit, Decision, Pending, run_until_quiet
 from controller.core.admission.workloads import workload_info
 from tests.builders.cluster import make_node
 from tests.builders.kueue import (
@@ -40,7 +40,7 @@ def nodes() -> list[NodeView]:
             for name, b, r, g in LAYOUT]
 
 
-def admit(*podsets: tuple[str, int, dict[str, Any]], gates: str = "") -> Admit | Pending:
+def admit(*podsets: tuple[str, int, dict[str, Any]], gates: str = "") -> Decision:
     """One Workload of 1-GPU pod sets (name, count, topologyRequest) on the h100 ClusterQueue."""
     state = make_admission_state([make_cluster_queue("a").flavor("h100", {GPU: 100})],
                                  [make_flavor("h100").node_labels({"gpu": "h100"}).topology_name("t")],
@@ -57,7 +57,7 @@ def admit(*podsets: tuple[str, int, dict[str, Any]], gates: str = "") -> Admit |
     return decision
 
 
-def slices_of(decision: Admit | Pending) -> list[list[str]]:
+def slices_of(decision: Decision) -> list[list[str]]:
     """Per pod set, `host=count` of its topology assignment."""
     assert isinstance(decision, Admit), decision.message
     return [[f"{s['nodeLabels'][HOST]}={s['count']}" for s in label_slices(psa["topologyAssignment"])]

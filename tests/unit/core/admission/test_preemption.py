@@ -1,4 +1,5 @@
-"""preemption_warning: which ClusterQueue preemption settings tasq warns it does not act on."""
+"""PreemptionPolicy.from_model: a ClusterQueue's spec.preemption and whenCanPreempt as admission reads
+them, with Kueue's defaults."""
 
 from __future__ import annotations
 
@@ -6,27 +7,33 @@ from typing import Any
 
 import pytest
 
-from controller.core.admission.preemption import preemption_warning
+from controller.api import constants as c
+from controller.core.admission.preemption import PreemptionPolicy
 from tests.builders.kueue import make_cluster_queue
 
-CASES: list[tuple[str, Any, str | None]] = [
-    ("no preemption field: nothing to warn about", None, None),
-    ("every policy Never (Kueue's default): nothing asked", {"withinClusterQueue": "Never",
-                                                             "reclaimWithinCohort": "Never"}, None),
-    ("within the queue by priority", {"withinClusterQueue": "LowerPriority"}, "withinClusterQueue: LowerPriority"),
-    ("reclaim and borrow within the cohort", {"reclaimWithinCohort": "Any", "borrowWithinCohort": {
-        "policy": "LowerPriority"}}, "reclaimWithinCohort: Any, borrowWithinCohort.policy: LowerPriority"),
+CASES: list[tuple[str, Any, Any, PreemptionPolicy]] = [
+    ("no preemption field: Kueue's defaults, nothing preempts", None, None, PreemptionPolicy()),
+    ("within the queue by priority", {"withinClusterQueue": "LowerPriority"}, None,
+     PreemptionPolicy(within_cluster_queue=c.PREEMPTION_LOWER_PRIORITY)),
+    ("reclaim and borrow within the cohort, with a threshold",
+     {"reclaimWithinCohort": "Any", "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 7}},
+     None, PreemptionPolicy(reclaim_within_cohort=c.PREEMPTION_ANY, borrow_within_cohort=c.PREEMPTION_LOWER_PRIORITY,
+                            max_priority_threshold=7)),
+    ("whenCanPreempt MayStopSearch stops at the first flavor where preemption helps", None,
+     {"whenCanPreempt": "MayStopSearch"}, PreemptionPolicy(stop_at_preemption=True)),
+    ("whenCanPreempt TryNextFlavor (the default) moves on", None, {"whenCanPreempt": "TryNextFlavor"},
+     PreemptionPolicy()),
 ]
 
 
-@pytest.mark.parametrize(("preemption", "named"), [(p, n) for _, p, n in CASES], ids=[c[0] for c in CASES])
-def test_preemption_warning_names_each_policy_that_is_not_never(preemption: Any, named: str | None) -> None:
+@pytest.mark.parametrize(("preemption", "fungibility", "want"), [case[1:] for case in CASES],
+                         ids=[case[0] for case in CASES])
+def test_policy_from_model(preemption: Any, fungibility: Any, want: PreemptionPolicy) -> None:
     cq = make_cluster_queue("cq").flavor("f", {"cpu": 1})
     if preemption is not None:
         cq.set("spec.preemption", preemption)
-    warning = preemption_warning(cq.model())
-    if named is None:
-        assert warning is None
-    else:
-        assert warning == (f'ClusterQueue "cq": spec.preemption ({named}) is accepted but tasq does not '
-                           "preempt yet; workloads that would preempt wait instead")
+    if fungibility is not None:
+        cq.set("spec.flavorFungibility", fungibility)
+    got = PreemptionPolicy.from_model(cq.model())
+    assert got == want
+    assert got.enabled == ((want.within_cluster_queue, want.reclaim_within_cohort) != ("Never", "Never"))

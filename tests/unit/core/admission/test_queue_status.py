@@ -4,6 +4,7 @@ LocalQueue, their Active conditions, and the transition times stamped on write."
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,11 +18,12 @@ from controller.api.topology import Topology
 from controller.core.admission.queue_status import (
     QueuedWorkload,
     QueueInputs,
+    cohort_statuses,
     queue_statuses,
     stamp_conditions,
 )
-from controller.core.admission.quota import ClusterQueueQuota
-from tests.builders.kueue import make_cluster_queue, make_flavor, make_local_queue, make_topology
+from controller.core.admission.quota import ClusterQueueQuota, CohortQuota, CohortTree
+from tests.builders.kueue import make_cluster_queue, make_cohort, make_flavor, make_local_queue, make_topology
 
 GPU = "nvidia.com/gpu"
 FlavorUse = Mapping[tuple[str, str], int]
@@ -111,14 +113,17 @@ def active_of(status: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def configured(*, flavor: bool = True, topology: bool = True, stop_policy: str | None = None,
-               lq_target: str = "cq") -> QueueInputs:
+               lq_target: str = "cq", cycle: tuple[str, ...] | None = None) -> QueueInputs:
     """ClusterQueue cq over flavor "gpu" (which names Topology "dc"), LocalQueue default/lq -> `lq_target`."""
     cq = make_cluster_queue("cq").flavor("gpu", {GPU: 8}).obj()
     if stop_policy is not None:
         cq["spec"]["stopPolicy"] = stop_policy
-    return inputs(cqs=[cq], lqs=[make_local_queue("lq", lq_target).obj()],
-                  flavors=[make_flavor("gpu").topology_name("dc").obj()] if flavor else [],
-                  topologies=[make_topology("dc", "example.com/rack").obj()] if topology else [])
+    if cycle is not None:
+        cq["spec"]["cohortName"] = cycle[0]
+    state = inputs(cqs=[cq], lqs=[make_local_queue("lq", lq_target).obj()],
+                   flavors=[make_flavor("gpu").topology_name("dc").obj()] if flavor else [],
+                   topologies=[make_topology("dc", "example.com/rack").obj()] if topology else [])
+    return state if cycle is None else replace(state, cohort_cycles={"cq": cycle})
 
 
 @pytest.mark.parametrize(("state", "cq_active", "lq_active"), [
@@ -144,6 +149,12 @@ def configured(*, flavor: bool = True, topology: bool = True, stop_policy: str |
                  ("False", c.REASON_CLUSTER_QUEUE_DOES_NOT_EXIST,
                   "Cannot submit new Workloads: ClusterQueue nowhere does not exist"),
                  id="local-queue-points-at-no-cluster-queue"),
+    pytest.param(configured(cycle=("x", "y")),
+                 ("False", c.REASON_COHORT_HAS_CYCLE,
+                  "Cannot admit new Workloads: cohort x is in or under a cycle of cohorts (x -> y -> x)"),
+                 ("False", c.REASON_CLUSTER_QUEUE_IS_INACTIVE,
+                  "Cannot submit new Workloads: ClusterQueue cq is inactive (CohortHasCycle)"),
+                 id="cohort-cycle"),
 ])
 def test_active_condition_names_what_is_missing(state: QueueInputs, cq_active: tuple[str, str, str],
                                                 lq_active: tuple[str, str, str]) -> None:
@@ -172,3 +183,24 @@ def test_stamping_keeps_the_time_of_the_last_transition(previous: list[Condition
     assert stamped["conditions"][0]["lastTransitionTime"] == expected
     assert stamped["pendingWorkloads"] == 0
     assert "lastTransitionTime" not in status["conditions"][0]  # the compared form is left as it was
+
+
+def test_each_cohort_says_whether_its_tree_can_admit() -> None:
+    """
+        ghost (no Cohort object)     loop-a <-> loop-b
+          |                             |
+        team                          under
+    """
+    cohorts = {b.model().name: b.model() for b in (
+        make_cohort("team").parent("ghost"), make_cohort("root"), make_cohort("loop-a").parent("loop-b"),
+        make_cohort("loop-b").parent("loop-a"), make_cohort("under").parent("loop-a"))}
+    tree = CohortTree.build({}, {name: CohortQuota.from_model(co) for name, co in cohorts.items()})
+    active = {name: active_of(status) for name, status in cohort_statuses(cohorts, tree).items()}
+    assert active == {
+        "team": ("True", c.REASON_PARENT_NOT_FOUND,
+                 "Parent cohort ghost has no Cohort object: it acts as a root with no quota of its own and no limits"),
+        "root": ("True", c.REASON_READY, "Can admit new Workloads"),
+        **{name: ("False", c.REASON_COHORT_HAS_CYCLE, "Cannot admit new Workloads in this cohort tree: cohort "
+                  f"{name} is in or under a cycle of cohorts (loop-a -> loop-b -> loop-a)")
+           for name in ("loop-a", "loop-b", "under")},
+    }

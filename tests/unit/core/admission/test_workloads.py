@@ -25,6 +25,7 @@ class JobCase:
 
 
 PRIORITY_CLASSES = {"high": 1000, "low": -5}
+WORKLOAD_PRIORITY_CLASSES = {"urgent": 50_000, "batch": -100}
 
 JOB_CASES = [
     JobCase("parallelism absent means one pod", make_job("a").parallelism(None).requests({"cpu": "1"}),
@@ -66,12 +67,16 @@ JOB_CASES = [
     JobCase("the PriorityClass value", make_job("a").priority(class_name="high"), want_priority=1000),
     JobCase("an unknown PriorityClass falls back to the default", make_job("a").priority(class_name="nope"),
             want_priority=0),
+    JobCase("the WorkloadPriorityClass label gives its value",
+            make_job("a").label(c.LABEL_PRIORITY_CLASS, "urgent"), want_priority=50_000),
+    JobCase("the WorkloadPriorityClass label wins over the pod's PriorityClass and priority",
+            make_job("a").label(c.LABEL_PRIORITY_CLASS, "batch").priority(7, "high"), want_priority=-100),
 ]
 
 
 @pytest.mark.parametrize("case", JOB_CASES, ids=lambda case: case.name)
 def test_workload_from_job(case: JobCase) -> None:
-    manifest = workload_from_job(case.job.queue("q").obj(), PRIORITY_CLASSES)
+    manifest = workload_from_job(case.job.queue("q").obj(), PRIORITY_CLASSES, 0, WORKLOAD_PRIORITY_CLASSES)
     info = workload_info(Workload.from_dict(manifest))
     assert len(info.pod_sets) == 1
     ps = info.pod_sets[0]
@@ -172,3 +177,16 @@ def test_slice_and_group_annotations_reach_the_workload_and_back(notes: dict[str
     (info,) = workload_info(Workload.from_dict(workload)).pod_sets
     (from_notes,) = workload_info(Workload.from_dict({"spec": {"podSets": [{**pod_set, "topologyRequest": None}]}})).pod_sets
     assert info.topology == from_notes.topology
+
+
+@pytest.mark.parametrize(("job", "want_ref"), [
+    (make_job("a").label(c.LABEL_PRIORITY_CLASS, "urgent").priority(class_name="high"),
+     {"group": c.GROUP, "kind": c.KIND_WORKLOAD_PRIORITY_CLASS, "name": "urgent"}),
+    (make_job("a").priority(class_name="high"),
+     {"group": c.PRIORITY_CLASS_GROUP, "kind": c.KIND_PRIORITY_CLASS, "name": "high"}),
+    (make_job("a"), None),
+], ids=["the label names a WorkloadPriorityClass", "the pod template names a PriorityClass", "no class"])
+def test_the_workload_records_which_class_gave_its_priority(job: JobBuilder, want_ref: dict[str, str] | None) -> None:
+    spec = workload_from_job(job.queue("q").obj(), PRIORITY_CLASSES, 0, WORKLOAD_PRIORITY_CLASSES)["spec"]
+    assert spec.get("priorityClassRef") == want_ref
+    Workload.from_dict(workload_from_job(job.queue("q").obj(), PRIORITY_CLASSES, 0, WORKLOAD_PRIORITY_CLASSES))

@@ -105,6 +105,29 @@ def test_a_pod_of_another_workload_does_not_consume_the_reservation() -> None:
     assert usage.used("h1") == {GPU: 3000, c.RESOURCE_PODS: 1000}
 
 
+def test_a_workload_taken_away_whole_frees_its_reservation_and_bound_pods_on_a_clone_only() -> None:
+    topo, usage = rack(), Usage()
+    usage.reserve("ns/w1", {"h1": {GPU: 3000, c.RESOURCE_PODS: 3000}})
+    usage.add_bound_pod(make_pod("a", "ns").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "w1")
+                        .requests({GPU: "1"}).on("h1").view())
+    usage.add_bound_pod(make_pod("b", "ns").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "w1")
+                        .requests({GPU: "1"}).on("h2").view())  # bound outside its reservation's node
+    usage.add_bound_pod(make_pod("x", "ns").requests({GPU: "1"}).on("h2").view())  # no workload
+    gpu = usage.registry.cols[GPU]
+    footprint = usage.footprint("ns/w1")
+    by_node = {name: footprint.get(row, {}).get(gpu, 0) for name, row in usage.registry.rows.items()}
+    # b took its share of the reservation from h1 (its own node held none): 1 reserved + a on h1, b on h2
+    assert by_node == {"h1": 2000, "h2": 1000}
+    twin = usage.clone()
+    twin.remove_workload("ns/w1")
+    assert twin.used("h1") == {} and twin.used("h2") == {GPU: 1000, c.RESOURCE_PODS: 1000}
+    assert twin.footprint("ns/w1") == {}
+    assert usage.used("h1")[GPU] == 2000 and usage.used("h2")[GPU] == 2000  # the original keeps it
+    usage.remove_bound_pod("ns/b")  # a pod gone one event at a time leaves the workload's footprint
+    assert usage.footprint("ns/w1").get(usage.registry.rows["h2"]) is None
+    assert fit_in_rack(topo, twin) == 7
+
+
 def test_clones_are_independent_both_ways() -> None:
     topo, base = rack(), Usage()
     base.add_bound_pod(make_pod("p").requests({GPU: "1"}).on("h1").view())

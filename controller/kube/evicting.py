@@ -1,0 +1,150 @@
+"""Evicting admitted Workloads gracefully: the decision written, the Job stopped, then the release.
+
+`Evictor.preempt` writes a victim's eviction for the admission loop; `Evictor.release` gives its
+reservation back for the Job reconciler once no pod of its Job is left (`Evictor` says how). Each
+step reads the API objects only, so a restarted or newly elected operator carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.api import constants as c
+from controller.api.workload import Workload, owner_job_key
+from controller.cache.cluster import ClusterCache, WorkloadEntry
+from controller.core.admission.conditions import (
+    is_evicted,
+    is_terminating,
+    mark_eviction_done,
+    mark_preempted,
+    preemption_message,
+)
+from controller.kube.api import KubeApi
+from controller.kube.events import EventRecorder
+from controller.kube.metrics import Metrics
+from controller.kube.routing import Applied
+from controller.kube.statuses import write_workload_status
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """One victim of a `Preempt` decision: evict `victim` (a Workload key) so that `preemptor`, of
+    ClusterQueue `preempting_cluster_queue`, fits; `reason` is its Preempted reason."""
+
+    victim: str
+    preemptor: str
+    preempting_cluster_queue: str
+    reason: str
+
+
+class Evictor:
+    """Eviction in three steps; a Workload with Evicted=True and its admission still set is
+    "terminating" (`conditions.is_terminating`) between the first and the last:
+    1. `preempt` (the admission loop, for each victim of a `Preempt` decision): one
+       resourceVersion-checked status write, Evicted=True reason Preempted and Preempted=True with
+       its reason; the admission and QuotaReserved stay, so the victim's quota and nodes stay taken.
+       Events (Kueue's): `Preempted` and `EvictedDueToPreempted` on the victim, `Preempted` on its
+       Job, all naming the preemptor's Workload and Job; `PreemptedWorkload` on the preemptor.
+       Metrics.
+    2. The Job reconciler (controller.kube.job_reconciling) stops the victim's Job: suspended (the
+       Job controller deletes its pods, each ending with its grace period), its template restored.
+    3. `release`, called by the Job reconciler once no pod of the Job is left (its counters and the
+       cache): QuotaReserved=False, Admitted=False, Requeued=True, no admission. The cache gives the
+       quota and nodes back on that write and the admission loop wakes: the victim waits in its
+       queue again and is admitted when room exists."""
+
+    def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
+                 applied: Applied | None = None, metrics: Metrics | None = None) -> None:
+        self.cache = cache
+        self.api = api
+        self.recorder = recorder
+        self.applied: Applied = applied if applied is not None else cache.upsert
+        self.metrics = metrics
+
+    def cluster_queue_path(self, name: str) -> str:
+        """Kueue's path of a ClusterQueue in its preemption messages: `/cohort/queue`, `/queue` alone."""
+        quota = self.cache.snapshot().cluster_queues.get(name)
+        cohort = quota.cohort if quota is not None else None
+        return f"/{cohort}/{name}" if cohort else f"/{name}"
+
+    def preemption_message(self, preemption: Preemption, victim: WorkloadEntry) -> str:
+        """The victim's Evicted/Preempted message, naming the preemptor's Workload and Job."""
+        preemptor = self.cache.workloads.get(preemption.preemptor)
+        job_key = preemptor.obj.owner_job_key if preemptor is not None else None
+        owners = preemptor.obj.metadata.owner_references if preemptor is not None else []
+        job_uid = next((ref.uid for ref in owners if ref.kind == c.KIND_JOB), None)
+        uid = preemptor.obj.metadata.uid if preemptor is not None else None
+        admission = victim.admission
+        preemptee_queue = admission.cluster_queue if admission is not None else ""
+        return preemption_message(preemption.preemptor, uid or "", job_key, job_uid, preemption.reason,
+                                  self.cluster_queue_path(preemption.preempting_cluster_queue),
+                                  self.cluster_queue_path(preemptee_queue) if preemptee_queue else "")
+
+    async def preempt(self, preemption: Preemption) -> bool:
+        """Step 1 for one victim: write its eviction (nothing when it is gone, finished, no longer
+        admitted or already being evicted); True when this call wrote it."""
+        victim = self.cache.workloads.get(preemption.victim)
+        if victim is None or victim.admission is None or victim.finished or is_evicted(victim.obj):
+            return False
+        message = self.preemption_message(preemption, victim)
+        cluster_queue = victim.admission.cluster_queue
+        now = datetime.now(UTC)
+        wrote = [False]
+
+        def change(model: Workload) -> bool:
+            wrote[0] = (model.reserved_admission is not None and not model.is_finished
+                        and mark_preempted(model, preemption.reason, message, now))
+            return wrote[0]
+
+        written = await write_workload_status(self.api, victim.obj, change)
+        if written is None or not wrote[0]:
+            return False
+        self.applied(c.KIND_WORKLOAD, written)
+        log.info("workload %s preempted by %s (%s): %s", preemption.victim, preemption.preemptor,
+                 preemption.reason, message)
+        self._report_preemption(preemption, written, message, cluster_queue)
+        return True
+
+    def _report_preemption(self, preemption: Preemption, written: Mapping[str, Any], message: str,
+                           cluster_queue: str) -> None:
+        """Events and metrics of a preemption just written (Kueue's)."""
+        self.recorder.emit(written, c.EVENT_REASON_PREEMPTED, message)
+        self.recorder.emit(written, c.EVENT_REASON_EVICTED_PREEMPTED, message)
+        job_key = owner_job_key(written)
+        job = self.cache.jobs.get(job_key) if job_key is not None else None
+        if job is not None:
+            self.recorder.emit(job, c.EVENT_REASON_PREEMPTED, message)
+        preemptor = self.cache.workloads.get(preemption.preemptor)
+        if preemptor is not None:
+            self.recorder.emit(preemptor.obj.to_dict(), c.EVENT_REASON_PREEMPTED_WORKLOAD,
+                               f"Preempted workload {preemption.victim} (UID: "
+                               f"{(written.get('metadata') or {}).get('uid', '')}) in ClusterQueue {cluster_queue}")
+        if self.metrics is not None:
+            self.metrics.preempted(preemption.preempting_cluster_queue, preemption.reason)
+            self.metrics.evicted(cluster_queue, c.REASON_PREEMPTED)
+
+    async def release(self, entry: WorkloadEntry) -> bool:
+        """Step 3: the terminating Workload's Job is stopped and its pods are gone; give its
+        reservation back (`mark_eviction_done`). True when this call wrote it."""
+        if not is_terminating(entry.obj):
+            return False
+        now = datetime.now(UTC)
+        wrote = [False]
+
+        def change(model: Workload) -> bool:
+            wrote[0] = is_terminating(model) and mark_eviction_done(model, now)
+            return wrote[0]
+
+        written = await write_workload_status(self.api, entry.obj, change)
+        if written is None or not wrote[0]:
+            return False
+        self.applied(c.KIND_WORKLOAD, written)
+        log.info("workload %s: evicted, its pods are gone; its quota is released and it waits in its queue again",
+                 entry.info.key)
+        return True
