@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from controller.api import constants as c
 from controller.api.conversion import ConversionFailure, convert
+from controller.api.topology_assignment import AssignedDomain, encode
 
 V1 = c.API_VERSION_V1BETA1
 V2 = c.API_VERSION
@@ -286,3 +287,20 @@ def test_a_cohort_is_served_as_v1beta2_only() -> None:
     assert convert(cohort, V2) == cohort
     failure = convert(cohort, V1)
     assert isinstance(failure, ConversionFailure) and "Cohort is served as" in failure.message
+
+
+def test_an_admitted_workload_with_a_multi_slice_assignment_reads_the_same_in_both_versions() -> None:
+    """Two node pools, 8 hosts each, one pod per host: Kueue's encoding writes a slice per hostname
+    prefix. v1beta1 lists the same 16 hosts as `domains`, in order, and converting back gives the
+    same Workload (nothing kept in an annotation)."""
+    hosts = [f"{pool}-{i:02d}" for pool in ("gpu-pool-alpha-7f3a9c", "cpu-pool-omega-c91d0e") for i in range(8)]
+    compact = encode([c.LABEL_HOSTNAME], [AssignedDomain((h,), 1) for h in hosts]).to_dict()
+    assert len(compact["slices"]) == 2
+    hub = obj(V2, "Workload", {"queueName": "lq", "podSets": []}, namespace="ns", status={"admission": {
+        "clusterQueue": "team", "podSetAssignments": [{"name": "main", "count": 16, "topologyAssignment": compact}]}})
+    spoke = convert(hub, V1)
+    assert isinstance(spoke, dict)
+    assert spoke["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"] == {
+        "levels": [c.LABEL_HOSTNAME], "domains": [{"values": [h], "count": 1} for h in hosts]}
+    assert "annotations" not in spoke["metadata"]
+    assert convert(spoke, V2) == hub
