@@ -4,6 +4,7 @@ that name the object and field, and no exception on any input."""
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -304,3 +305,13 @@ def test_an_admitted_workload_with_a_multi_slice_assignment_reads_the_same_in_bo
         "levels": [c.LABEL_HOSTNAME], "domains": [{"values": [h], "count": 1} for h in hosts]}
     assert "annotations" not in spoke["metadata"]
     assert convert(spoke, V2) == hub
+
+
+def test_a_value_nested_deeper_than_python_can_copy_is_a_failure_not_an_exception() -> None:
+    deep: list[Any] = []
+    for _ in range(sys.getrecursionlimit() + 10):
+        deep = [deep]
+    workload = obj(V1, "Workload", {"podSets": deep}, namespace="ns")
+    failure = convert(workload, V2)
+    assert isinstance(failure, ConversionFailure)
+    assert failure.message == "Workload ns/x: a value is nested too deeply to convert"
