@@ -1,4 +1,5 @@
-"""The data files tasq ships inside its package: the generated CRDs, the samples and the demo's nodes.
+"""The data files tasq ships inside its package: the generated CRDs, the samples, the demo's nodes and,
+in a built image, the commit it was built from.
 
 In a checkout `controller/data/` links to `crds/`, `config/samples/` and `config/simulate/`; a wheel
 carries copies as package data. Commands read them through `importlib.resources`, so `tasq dev`,
@@ -31,6 +32,17 @@ def samples_dir() -> Path:
 def sample_nodes_file() -> Path:
     """The sample GPU Nodes `tasq simulate` admits the samples on."""
     return _data("simulate") / "gpu-nodes.yaml"
+
+
+BUILD_COMMIT_FILE = "build-commit"
+"""Written into controller/data/ by the Dockerfile (build arg TASQ_COMMIT) before the wheel is built."""
+
+
+def build_commit() -> str | None:
+    """The commit baked into this installation at build time, or None (a checkout, a plain wheel)."""
+    path = _data(BUILD_COMMIT_FILE)
+    text = path.read_text().strip() if path.is_file() else ""
+    return text or None
 
 
 def checkout_root() -> Path | None:

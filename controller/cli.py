@@ -46,6 +46,11 @@ def _crds() -> ModuleType:
     return crds
 
 
+def _migrate_storage() -> ModuleType:
+    from controller.commands import migrate_storage
+    return migrate_storage
+
+
 def _version() -> ModuleType:
     from controller.commands import version
     return version
@@ -60,6 +65,7 @@ COMMANDS: dict[str, tuple[str, Callable[[], ModuleType]]] = {
     "simulate": ("what-if admission on manifests, no cluster needed", _simulate),
     "explain": ("explain why a Workload waits, on a live cluster", _explain),
     "crds": ("regenerate crds/ from the API models (or --check it)", _crds),
+    "migrate-storage": ("after an upgrade, rewrite every stored tasq object in the storage version", _migrate_storage),
     "version": ("print the tasq version, the API versions it serves and the Kueue it follows", _version),
 }
 

@@ -19,7 +19,7 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -165,8 +165,8 @@ async def answer(fn: kopf.WebhookFn, review: Any, webhook: str | None,
         return 500, {"message": "internal error"}
     verdict = response.get("response", {})
     elapsed = (time.perf_counter() - started) * 1000
-    if verdict.get("allowed"):
-        logger.info("Admission %s: allowed%s (%.1f ms)", what, " patched" if verdict.get("patch") else "", elapsed)
+    if verdict.get("allowed"):  # the common case: only at debug, a line per request would flood the log
+        logger.debug("Admission %s: allowed%s (%.1f ms)", what, " patched" if verdict.get("patch") else "", elapsed)
     else:
         status = verdict.get("status") or {}
         logger.info("Admission %s: denied %s: %s (%.1f ms)", what, status.get("code"), status.get("message"),
@@ -273,6 +273,8 @@ class AdmissionServer:
         self.draining = False
         """Set while stopping: every answer closes its connection, so a client keeping one alive
         opens its next elsewhere (another replica) instead of meeting a closed socket."""
+        self.observe: Callable[[str, int, float], None] | None = None
+        """Called with (path, HTTP status, seconds) after each answer (the operator's metrics)."""
 
     @property
     def url(self) -> str:
@@ -293,7 +295,10 @@ class AdmissionServer:
         app = web.Application(client_max_size=MAX_CONVERSION_BYTES)
 
         async def serve(request: web.Request) -> web.Response:
+            started = time.perf_counter()
             response = await self._serve(fn, request)
+            if self.observe is not None:
+                self.observe(request.path, response.status, time.perf_counter() - started)
             if self.draining:
                 response.force_close()
             return response

@@ -213,8 +213,8 @@ ANNOTATION_DEVCLUSTER_RUN_SECONDS: Final = "devcluster.tasq.io/run-seconds"
 # ... and fails a pod (phase Failed, exit code 1) when this annotation is "true".
 ANNOTATION_DEVCLUSTER_FAIL: Final = "devcluster.tasq.io/fail"
 
-# The Kueue release whose API (v1beta1) and behaviour tasq follows; `tasq version` prints it.
-KUEUE_VERSION_FOLLOWED: Final = "0.19"
+# The Kueue release whose API (v1beta2, v1beta1 still served) tasq follows; `tasq version` prints it.
+KUEUE_VERSION_FOLLOWED: Final = "0.20"
 
 # Leader election: the Lease only the leader renews (in the operator's namespace).
 LEADER_LEASE_NAME: Final = "tasq-controller-leader"
@@ -223,17 +223,38 @@ KIND_LEASE: Final = "Lease"
 # The content type of a strategic merge patch (the pod ungate patch).
 CONTENT_TYPE_STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
 
-# Metrics (Prometheus names; the admission result values are Kueue's) and the probe paths.
-METRIC_ADMISSION_ATTEMPTS: Final = "tasq_admission_attempts_total"
-METRIC_ADMISSION_ATTEMPT_DURATION: Final = "tasq_admission_attempt_duration_seconds"
-METRIC_PENDING_WORKLOADS: Final = "tasq_pending_workloads"
-METRIC_ADMITTED_WORKLOADS: Final = "tasq_admitted_workloads"
-METRIC_CLUSTER_QUEUE_RESOURCE_USAGE: Final = "tasq_cluster_queue_resource_usage"
+# Metrics: Kueue 0.19's names and labels (its pkg/metrics), controller-runtime's for the webhooks,
+# tasq's own under tasq_ (docs/operations.md lists them); then the probe paths.
+METRIC_BUILD_INFO: Final = "kueue_build_info"
+METRIC_ADMISSION_ATTEMPTS: Final = "kueue_admission_attempts_total"
+METRIC_ADMISSION_ATTEMPT_DURATION: Final = "kueue_admission_attempt_duration_seconds"
+METRIC_PENDING_WORKLOADS: Final = "kueue_pending_workloads"
+METRIC_RESERVING_ACTIVE_WORKLOADS: Final = "kueue_reserving_active_workloads"
+METRIC_ADMITTED_ACTIVE_WORKLOADS: Final = "kueue_admitted_active_workloads"
+METRIC_QUOTA_RESERVED_WORKLOADS: Final = "kueue_quota_reserved_workloads_total"
+METRIC_QUOTA_RESERVED_WAIT_TIME: Final = "kueue_quota_reserved_wait_time_seconds"
+METRIC_ADMITTED_WORKLOADS: Final = "kueue_admitted_workloads_total"
+METRIC_ADMISSION_WAIT_TIME: Final = "kueue_admission_wait_time_seconds"
+METRIC_CLUSTER_QUEUE_STATUS: Final = "kueue_cluster_queue_status"
+METRIC_CLUSTER_QUEUE_RESOURCE_USAGE: Final = "kueue_cluster_queue_resource_usage"
+METRIC_CLUSTER_QUEUE_RESOURCE_RESERVATION: Final = "kueue_cluster_queue_resource_reservation"
+METRIC_CLUSTER_QUEUE_NOMINAL_QUOTA: Final = "kueue_cluster_queue_nominal_quota"
+METRIC_WEBHOOK_REQUESTS: Final = "controller_runtime_webhook_requests_total"
+METRIC_WEBHOOK_LATENCY: Final = "controller_runtime_webhook_latency_seconds"
 METRIC_GATE_REMOVAL_LATENCY: Final = "tasq_gate_removal_latency_seconds"
-METRIC_PREEMPTED_WORKLOADS: Final = "tasq_preempted_workloads_total"
-"""Kueue's kueue_preempted_workloads_total{preempting_cluster_queue,reason}."""
-METRIC_EVICTED_WORKLOADS: Final = "tasq_evicted_workloads_total"
-"""Kueue's kueue_evicted_workloads_total{cluster_queue,reason}."""
+METRIC_TOPOLOGY_FRAGMENTED_GPUS: Final = "tasq_topology_fragmented_free_gpus"
+METRIC_LARGEST_PENDING_GANG_GPUS: Final = "tasq_largest_pending_gang_gpus"
+METRIC_LEADER: Final = "tasq_leader"
+METRIC_CERTIFICATE_EXPIRY: Final = "tasq_certificate_expiry_timestamp_seconds"
+PENDING_STATUS_ACTIVE: Final = "active"
+PENDING_STATUS_INADMISSIBLE: Final = "inadmissible"
+CLUSTER_QUEUE_STATUSES: Final = ("pending", "active", "terminating")
+REPLICA_ROLE_LEADER: Final = "leader"
+REPLICA_ROLE_FOLLOWER: Final = "follower"
+REPLICA_ROLE_STANDALONE: Final = "standalone"
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+METRIC_PREEMPTED_WORKLOADS: Final = "kueue_preempted_workloads_total"
+METRIC_EVICTED_WORKLOADS: Final = "kueue_evicted_workloads_total"
 ADMISSION_RESULT_SUCCESS: Final = "success"
 ADMISSION_RESULT_INADMISSIBLE: Final = "inadmissible"
 PROBE_PATH_METRICS: Final = "/metrics"

@@ -26,8 +26,12 @@ from controller.api.features import FLAG_HELP, FeatureGateError, parse_feature_g
 # Kueue's leader-election defaults (controller-runtime's): leaseDuration, renewDeadline, retryPeriod.
 LEASE_DURATION_S, RENEW_DEADLINE_S, RETRY_PERIOD_S = 15.0, 10.0, 2.0
 
+# Kept here (not imported from controller.kube.logs): `tasq run --help` must not load the operator.
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+
 if TYPE_CHECKING:
-    from controller.kube.metrics import Endpoints
+    from controller.kube.metrics import BuildInfo, Endpoints
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,7 +65,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--webhook-port", type=int, default=None,
                         help=f"webhook port (default {c.WEBHOOK_CONTAINER_PORT}, or a free one with --local-webhooks)")
     parser.add_argument("--feature-gates", default="", metavar="NAME=true|false,...", help=FLAG_HELP)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO (default WARNING)")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info",
+                        help="info (default): one line per decision that matters (leader, ready, admitted, "
+                             "webhook errors); debug adds kopf's and the clients' per-handler lines")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default="text", help="text (default) or json lines")
+    parser.add_argument("-v", "--verbose", action="store_true", help="the same as --log-level debug")
     parser.set_defaults(handler=run)
 
 
@@ -88,8 +96,9 @@ def run(args: argparse.Namespace) -> int:
     if args.webhook_cert_dir is not None and not args.webhook_cert_dir.is_dir():
         print(f"tasq run: --webhook-cert-dir {str(args.webhook_cert_dir)!r} is not a directory", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from controller.kube.logs import configure_logging
+
+    configure_logging("debug" if args.verbose else args.log_level, args.log_format)
     identity = args.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
     from controller.kube.api import ApiError
 
@@ -151,12 +160,21 @@ async def _serve(args: argparse.Namespace, identity: str) -> None:
         elector = LeaderElector(KubeApi(api_client), args.lease_namespace, args.lease_name, identity,
                                 lease_duration_s=args.lease_duration, renew_deadline_s=args.renew_deadline,
                                 retry_period_s=args.retry_period, namespace_fix=namespace_fix(args))
-        options = OperatorOptions(elector=elector, features=args.features, endpoints=endpoints_from_flags(args))
+        options = OperatorOptions(elector=elector, features=args.features, endpoints=endpoints_from_flags(args),
+                                  build=build_info())
         await serve_tasq(api_client, stop, options, webhooks=webhooks)
     finally:
         await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+def build_info() -> BuildInfo:
+    """kueue_build_info's labels: this installation's version and the commit it was built from."""
+    from controller.commands.version import commit, package_version
+    from controller.kube.metrics import BuildInfo
+
+    return BuildInfo(git_version=package_version(), git_commit=commit())
 
 
 def metrics_flags(parser: argparse.ArgumentParser) -> None:

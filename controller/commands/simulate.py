@@ -4,9 +4,12 @@ Reads each `-f FILE|DIR|-` as one step (multi-document YAML or JSON, `kind: List
 every object through the boundary (`manifests.documents`, `manifests.kube_objects`), applies the steps
 to a `Simulation` only when no step has an error, and prints the Workloads as a table (`kubectl get
 workloads` plus FLAVOR and PLACEMENT, then the preemptions: victim, preemptor, reason) or a `kind:
-List` (victims carry Kueue's Evicted/Preempted conditions; `preemptions` lists them). A document of a kind tasq does not read is
-skipped with a warning on stderr (and in the List's `warnings`). Exit codes: 0 done, 2 invalid input
-(every error as `file:document: path: message`).
+List` in v1beta2 (`--api-version` for v1beta1; victims carry Kueue's Evicted/Preempted conditions;
+`preemptions` lists them). tasq's kinds may be written in any served version, mixed (converted to
+v1beta2 at the boundary, errors named in the version written). A document of a kind tasq does not
+read is skipped with a warning on stderr (and in the List's `warnings`). Exit codes: 0 done, 2 invalid
+input (every error as `file:document: path: message`), 1 a Workload that cannot be printed in the
+version asked for.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, TextIO
 import yaml
 
 from controller.api import constants as c
+from controller.api.conversion import ConversionFailure, convert, served_versions
 from controller.api.features import FLAG_HELP, FeatureGateError, parse_feature_gates
 from controller.api.workload import Workload
 from controller.core.simulating import PreemptionRecord, Simulation
@@ -36,6 +40,8 @@ _COLUMNS = ("NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED",
 
 
 SKIPPED_MESSAGE = "skipped: tasq does not read this kind"
+OUTPUT_API_VERSIONS = served_versions(c.KIND_WORKLOAD)
+"""What -o yaml|json can print Workloads as: v1beta2 (the hub, default) or v1beta1."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +91,9 @@ def register(subparsers: Any) -> None:
                         metavar="FILE|DIR|-", help="manifests to apply (repeatable; - reads stdin)")
     parser.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
                         help="table (default) or the Workloads as a kind: List")
+    parser.add_argument("--api-version", choices=OUTPUT_API_VERSIONS, default=c.API_VERSION,
+                        help=f"the version the Workloads of -o yaml|json are printed in (default {c.API_VERSION}; "
+                             "the table is the same in both); input may mix every served version")
     parser.add_argument("--explain", action="store_true",
                         help="print why each pending Workload waits")
     parser.add_argument("--feature-gates", default="", metavar="NAME=true|false,...",
@@ -175,8 +184,7 @@ def run(args: argparse.Namespace) -> int:
         sim.run()
     for (namespace, name), why in sorted(sim.refused_jobs.items()):
         print(f"warning: Job {namespace}/{name}: {why}", file=sys.stderr)
-    _print(sim, args.output, args.explain, skipped)
-    return 0
+    return _print(sim, args.output, args.api_version, args.explain, skipped)
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -187,9 +195,10 @@ def _printable(line: str) -> str:
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), line)
 
 
-def _print(sim: Simulation, output: str, with_explain: bool, skipped: Sequence[Skipped]) -> None:
-    """The table or the kind: List (with `warnings`, one per skipped document, when there are any);
-    explanations follow the table, or go to stderr for -o yaml|json."""
+def _print(sim: Simulation, output: str, api_version: str, with_explain: bool, skipped: Sequence[Skipped]) -> int:
+    """The table or the kind: List of Workloads in `api_version` (with `warnings`, one per skipped
+    document, when there are any); explanations follow the table, or go to stderr for -o yaml|json.
+    The exit code: 0, or 1 when a Workload cannot be printed in `api_version` (nothing printed)."""
     workloads = sim.workloads()
     explain_to = sys.stdout
     if output == "table":
@@ -197,7 +206,13 @@ def _print(sim: Simulation, output: str, with_explain: bool, skipped: Sequence[S
         if sim.preemptions:
             sys.stdout.write("\n" + render_preemptions(sim.preemptions))
     else:
-        items = [w.to_dict() for w in workloads]
+        items = []
+        for w in workloads:
+            item = convert(w.to_dict(), api_version)
+            if isinstance(item, ConversionFailure):
+                print(f"error: cannot print as {api_version}: {_printable(item.message)}", file=sys.stderr)
+                return 1
+            items.append(item)
         listing: dict[str, Any] = {"apiVersion": "v1", "kind": "List", "items": items,
                                    "metadata": {"resourceVersion": ""}}
         if skipped:
@@ -212,6 +227,7 @@ def _print(sim: Simulation, output: str, with_explain: bool, skipped: Sequence[S
     if with_explain:
         for why in sim.explanations():
             print(f"{why.key}: {why.detail}: {why.message}", file=explain_to)
+    return 0
 
 
 def _condition(w: Workload, type_: str) -> str:

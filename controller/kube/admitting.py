@@ -44,7 +44,7 @@ from controller.core.admission.workloads import workload_info
 from controller.kube.api import TRANSPORT_ERRORS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor, Preemption
-from controller.kube.metrics import Metrics
+from controller.kube.metrics import Metrics, fragmentation, priority_class_of, queue_figures, queued_seconds
 from controller.kube.requeuing import Backoff, log_failure
 from controller.kube.routing import Applied
 from controller.kube.statuses import write_cohort_status, write_queue_status, write_workload_status
@@ -332,6 +332,10 @@ class AdmissionLoop:
         self.admitted_at[admit.key] = time.monotonic()
         self._last_cause.pop(admit.key, None)
         self.recorder.emit(written, c.REASON_ADMITTED, quota_reserved_message(admit.cluster_queue))
+        waited = queued_seconds(written, now)
+        log.info("admitted %s into ClusterQueue %s after %.1fs waiting", admit.key, admit.cluster_queue, waited)
+        if self.metrics is not None:
+            self.metrics.workload_admitted(admit.cluster_queue, priority_class_of(written), waited)
         self.applied(c.KIND_WORKLOAD, written)
         return admit.key
 
@@ -394,7 +398,7 @@ class AdmissionLoop:
         ok = True
         cqs, lqs = queue_statuses(queue_inputs(self.cache), waiting)
         if self.metrics is not None:
-            self._record_queue_metrics(cqs)
+            self._record_queue_metrics(cqs, waiting)
         for local, statuses in ((False, cqs), (True, lqs)):
             for gone in [k for (is_local, k) in self._queue_status if is_local == local and k not in statuses]:
                 del self._queue_status[(local, gone)]
@@ -430,15 +434,14 @@ class AdmissionLoop:
                 log_failure(log, f"status of cohort {name}", e, self.queue_status_interval_s)
         return ok
 
-    def _record_queue_metrics(self, cqs: dict[str, dict[str, Any]]) -> None:
+    def _record_queue_metrics(self, cqs: dict[str, dict[str, Any]], waiting: dict[str, str]) -> None:
+        """The ClusterQueues' series (a deleted one's dropped) and the topology fragmentation."""
         assert self.metrics is not None
         for gone in self.metrics.cluster_queues_reported() - cqs.keys():
             self.metrics.cluster_queue_deleted(gone)
-        used = self.cache.snapshot().quota.used
-        for name, status in cqs.items():
-            self.metrics.cluster_queue_counted(name, status["pendingWorkloads"], status["admittedWorkloads"])
-            for (flavor, resource), milli in used.get(name, {}).items():
-                self.metrics.resource_used(name, flavor, resource, milli / 1000)
+        for name, figures in queue_figures(self.cache, cqs, waiting).items():
+            self.metrics.cluster_queue_reported(name, figures)
+        self.metrics.fragmentation_reported(*fragmentation(self.cache, waiting))
 
 
 def queue_inputs(cache: ClusterCache) -> QueueInputs:

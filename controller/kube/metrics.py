@@ -15,13 +15,17 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import platform
+import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
+from cryptography import x509
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -32,6 +36,8 @@ from prometheus_client import (
 )
 
 from controller.api import constants as c
+from controller.cache.cluster import ClusterCache
+from controller.core.admission.fragmentation import fragmented_free, largest_gang
 from controller.kube.api import KubeApi
 from controller.kube.authorizing import AccessReviewer
 from webhooks.certificates import write_serving_files
@@ -47,84 +53,224 @@ CERT_RELOAD_INTERVAL_S = 10.0
 # Admission cycles take milliseconds to about a second at 10,000 nodes; gate removal up to minutes.
 _ATTEMPT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _GATE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+# controller-runtime's webhook latency buckets (prometheus' defaults).
+_WEBHOOK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+def kueue_wait_buckets(count: int) -> tuple[float, ...]:
+    """Kueue's wait-time buckets: 1 s, then `count - 1` doubling from 2.5 s."""
+    return (1.0, *(2.5 * 2 ** i for i in range(count - 1)))
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """The labels of kueue_build_info, Kueue's names: go_version carries the Python version and
+    compiler the Python implementation (tasq is no Go program)."""
+
+    git_version: str
+    git_commit: str
+    build_date: str = ""
+    go_version: str = field(default_factory=lambda: f"python{platform.python_version()}")
+    compiler: str = field(default_factory=platform.python_implementation)
+    platform: str = field(default_factory=lambda: f"{sys.platform}/{platform.machine()}")
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    """What one ClusterQueue reports after a cycle: its waiting Workloads split as Kueue's status
+    label (`active`: not yet tried; `inadmissible`: told why they wait), its reserving and admitted
+    counts (the same in tasq: it has no admission checks), its status, and per (flavor, resource)
+    the nominal quota and the usage, in Kueue's units (cores, bytes, units)."""
+
+    cohort: str
+    pending_active: int
+    pending_inadmissible: int
+    admitted: int
+    status: str = "active"
+    nominal: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    usage: Mapping[tuple[str, str], float] = field(default_factory=dict)
+
+
+def certificate_expiry(path: Path) -> float | None:
+    """The notAfter of the PEM certificate at `path` in seconds since the epoch; None when unreadable."""
+    try:
+        cert = x509.load_pem_x509_certificate(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return cert.not_valid_after_utc.timestamp()
 
 
 class Metrics:
-    """The operator's metrics in one private registry; methods name what happened."""
+    """The operator's metrics in one private registry; methods name what happened. Series under
+    Kueue's names carry Kueue's labels, `replica_role` included (`role()` at the time of
+    recording); a ClusterQueue's series go when it is deleted."""
 
-    def __init__(self) -> None:
+    def __init__(self, build: BuildInfo | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self.role: Callable[[], str] = lambda: c.REPLICA_ROLE_STANDALONE
         r = self.registry
+        role, cq, pc = "replica_role", "cluster_queue", "priority_class"
+        resource_labels = ["cohort", cq, "flavor", "resource", role]
+        build = build if build is not None else BuildInfo("unknown", "unknown")
+        Gauge(c.METRIC_BUILD_INFO, "tasq build information: 1, labelled as Kueue's kueue_build_info.",
+              list(BuildInfo.__dataclass_fields__), registry=r).labels(**asdict(build)).set(1)
         self.admission_attempts = Counter(
             c.METRIC_ADMISSION_ATTEMPTS.removesuffix("_total"),
-            "Workload admission attempts by result (success or inadmissible).", ["result"], registry=r)
+            "Workload admission attempts by result (success or inadmissible).", ["result", role], registry=r)
         self.admission_attempt_duration = Histogram(
             c.METRIC_ADMISSION_ATTEMPT_DURATION, "Time one admission attempt of one Workload took.",
-            ["result"], buckets=_ATTEMPT_BUCKETS, registry=r)
+            ["result", role], buckets=_ATTEMPT_BUCKETS, registry=r)
         self.pending_workloads = Gauge(
-            c.METRIC_PENDING_WORKLOADS, "Workloads waiting for admission per ClusterQueue.",
-            ["cluster_queue"], registry=r)
-        self.admitted_workloads = Gauge(
-            c.METRIC_ADMITTED_WORKLOADS, "Admitted, unfinished Workloads per ClusterQueue.",
-            ["cluster_queue"], registry=r)
+            c.METRIC_PENDING_WORKLOADS, "Waiting Workloads per ClusterQueue: active (not yet tried) or "
+            "inadmissible (told why they wait).", [cq, "status", role], registry=r)
+        self.reserving_workloads = Gauge(
+            c.METRIC_RESERVING_ACTIVE_WORKLOADS, "Workloads reserving quota per ClusterQueue.", [cq, role], registry=r)
+        self.admitted_active_workloads = Gauge(
+            c.METRIC_ADMITTED_ACTIVE_WORKLOADS, "Admitted, unfinished Workloads per ClusterQueue.", [cq, role],
+            registry=r)
+        self.cluster_queue_status = Gauge(
+            c.METRIC_CLUSTER_QUEUE_STATUS, "1 for the ClusterQueue's status (pending, active or terminating).",
+            [cq, "status", role], registry=r)
+        self.quota_reserved = Counter(
+            c.METRIC_QUOTA_RESERVED_WORKLOADS.removesuffix("_total"),
+            "Workloads that got a quota reservation, per ClusterQueue.", [cq, pc, role], registry=r)
+        self.quota_reserved_wait = Histogram(
+            c.METRIC_QUOTA_RESERVED_WAIT_TIME, "Time from a Workload's creation (or requeue) to its quota "
+            "reservation.", [cq, pc, role], buckets=kueue_wait_buckets(14), registry=r)
+        self.admitted = Counter(
+            c.METRIC_ADMITTED_WORKLOADS.removesuffix("_total"), "Admitted Workloads per ClusterQueue.",
+            [cq, pc, role], registry=r)
+        self.admission_wait = Histogram(
+            c.METRIC_ADMISSION_WAIT_TIME, "Time from a Workload's creation (or requeue) to its admission.",
+            [cq, pc, role], buckets=kueue_wait_buckets(16), registry=r)
         self.resource_usage = Gauge(
             c.METRIC_CLUSTER_QUEUE_RESOURCE_USAGE,
-            "Quota in use per ClusterQueue, flavor and resource (cores, bytes or units).",
-            ["cluster_queue", "flavor", "resource"], registry=r)
+            "Quota in use per ClusterQueue, flavor and resource (cores, bytes or units).", resource_labels, registry=r)
+        self.resource_reservation = Gauge(
+            c.METRIC_CLUSTER_QUEUE_RESOURCE_RESERVATION,
+            "Quota reserved per ClusterQueue, flavor and resource (as usage: tasq has no admission checks).",
+            resource_labels, registry=r)
+        self.nominal_quota = Gauge(
+            c.METRIC_CLUSTER_QUEUE_NOMINAL_QUOTA, "Nominal quota per ClusterQueue, flavor and resource.",
+            resource_labels, registry=r)
+        self.webhook_requests = Counter(
+            c.METRIC_WEBHOOK_REQUESTS.removesuffix("_total"), "Admission requests by webhook path and HTTP code.",
+            ["webhook", "code"], registry=r)
+        self.webhook_latency = Histogram(
+            c.METRIC_WEBHOOK_LATENCY, "Time to answer one admission request.", ["webhook"],
+            buckets=_WEBHOOK_BUCKETS, registry=r)
         self.gate_removal_latency = Histogram(
             c.METRIC_GATE_REMOVAL_LATENCY, "Time from a gated pod's creation to its topology gate's removal.",
             buckets=_GATE_BUCKETS, registry=r)
         self.preempted_workloads = Counter(
             c.METRIC_PREEMPTED_WORKLOADS.removesuffix("_total"),
             "Workloads preempted, per ClusterQueue of the preemptor and Preempted reason (InClusterQueue, "
-            "InCohortReclamation, InCohortReclaimWhileBorrowing).", ["preempting_cluster_queue", "reason"], registry=r)
+            "InCohortReclamation, InCohortReclaimWhileBorrowing).", ["preempting_cluster_queue", "reason", "replica_role"],
+            registry=r)
         self.evicted_workloads = Counter(
             c.METRIC_EVICTED_WORKLOADS.removesuffix("_total"),
             "Workloads evicted, per ClusterQueue of the evicted workload and Evicted reason (Preempted, "
-            "Deactivated).", ["cluster_queue", "reason"], registry=r)
-        self._queues: set[str] = set()  # the label sets reported, so a deleted queue's can be removed
-        self._usage: set[tuple[str, str, str]] = set()
-        self._evicted: set[tuple[str, str]] = set()
+            "Deactivated).", ["cluster_queue", "reason", "underlying_cause", "priority_class", "replica_role"],
+            registry=r)
+        self.fragmented_gpus = Gauge(
+            c.METRIC_TOPOLOGY_FRAGMENTED_GPUS, "Free GPUs of a topology flavor in domains of one level too "
+            "small for the largest waiting gang.", ["flavor", "level"], registry=r)
+        self.largest_pending_gang = Gauge(
+            c.METRIC_LARGEST_PENDING_GANG_GPUS, "GPUs the largest waiting Workload needs (0: none waits).",
+            registry=r)
+        self.leader = Gauge(c.METRIC_LEADER, "1 while this replica holds the leader Lease.", registry=r)
+        self.certificate_expiry = Gauge(
+            c.METRIC_CERTIFICATE_EXPIRY, "notAfter of a serving certificate (webhook, metrics), seconds since "
+            "the epoch.", ["certificate"], registry=r)
+        self._series: dict[str, set[tuple[Gauge | Counter | Histogram, tuple[str, ...]]]] = {}
+        """ClusterQueue -> the (metric, label values) reported for it, so its deletion removes them."""
+        self._fragments: set[tuple[str, str]] = set()
+
+    def _track(self, cluster_queue: str, metric: Gauge | Counter | Histogram, *labels: str) -> Any:
+        self._series.setdefault(cluster_queue, set()).add((metric, labels))
+        return metric.labels(*labels)
+
+    def leading(self, is_leader: Callable[[], bool]) -> None:
+        """tasq_leader and replica_role follow `is_leader` (read at each scrape and record)."""
+        self.leader.set_function(lambda: 1.0 if is_leader() else 0.0)
+        self.role = lambda: c.REPLICA_ROLE_LEADER if is_leader() else c.REPLICA_ROLE_FOLLOWER
+
+    def certificate_watched(self, name: str, cert: Path) -> None:
+        """tasq_certificate_expiry_timestamp_seconds{certificate=name} reads `cert` at each scrape
+        (a renewed file counts at once); an unreadable file reports 0."""
+        self.certificate_expiry.labels(certificate=name).set_function(lambda: certificate_expiry(cert) or 0.0)
 
     def admission_attempted(self, result: str, seconds: float) -> None:
         """One Workload's admission attempt ended with `result` (ADMISSION_RESULT_*) after `seconds`."""
-        self.admission_attempts.labels(result=result).inc()
-        self.admission_attempt_duration.labels(result=result).observe(seconds)
+        role = self.role()
+        self.admission_attempts.labels(result, role).inc()
+        self.admission_attempt_duration.labels(result, role).observe(seconds)
 
-    def cluster_queue_counted(self, cluster_queue: str, pending: int, admitted: int) -> None:
-        self._queues.add(cluster_queue)
-        self.pending_workloads.labels(cluster_queue=cluster_queue).set(pending)
-        self.admitted_workloads.labels(cluster_queue=cluster_queue).set(admitted)
+    def workload_admitted(self, cluster_queue: str, priority_class: str, waited_s: float) -> None:
+        """A Workload got its quota reservation, which in tasq is its admission, after `waited_s`."""
+        role, waited = self.role(), max(waited_s, 0.0)
+        self._track(cluster_queue, self.quota_reserved, cluster_queue, priority_class, role).inc()
+        self._track(cluster_queue, self.quota_reserved_wait, cluster_queue, priority_class, role).observe(waited)
+        self._track(cluster_queue, self.admitted, cluster_queue, priority_class, role).inc()
+        self._track(cluster_queue, self.admission_wait, cluster_queue, priority_class, role).observe(waited)
 
-    def resource_used(self, cluster_queue: str, flavor: str, resource: str, amount: float) -> None:
-        self._usage.add((cluster_queue, flavor, resource))
-        self.resource_usage.labels(cluster_queue=cluster_queue, flavor=flavor, resource=resource).set(amount)
+    def cluster_queue_reported(self, name: str, figures: QueueFigures) -> None:
+        """Set a ClusterQueue's gauges; a (flavor, resource) it no longer has stops being reported."""
+        role = self.role()
+        before = {s for s in self._series.get(name, set()) if isinstance(s[0], Gauge)}
+        now: set[tuple[Gauge | Counter | Histogram, tuple[str, ...]]] = set()
+
+        def put(metric: Gauge, value: float, *labels: str) -> None:
+            metric.labels(*labels).set(value)
+            now.add((metric, labels))
+        put(self.pending_workloads, figures.pending_active, name, c.PENDING_STATUS_ACTIVE, role)
+        put(self.pending_workloads, figures.pending_inadmissible, name, c.PENDING_STATUS_INADMISSIBLE, role)
+        put(self.reserving_workloads, figures.admitted, name, role)
+        put(self.admitted_active_workloads, figures.admitted, name, role)
+        for status in c.CLUSTER_QUEUE_STATUSES:
+            put(self.cluster_queue_status, 1.0 if status == figures.status else 0.0, name, status, role)
+        for (flavor, resource) in sorted({*figures.nominal, *figures.usage}):
+            labels: tuple[str, ...] = (figures.cohort, name, flavor, resource, role)
+            put(self.nominal_quota, figures.nominal.get((flavor, resource), 0.0), *labels)
+            put(self.resource_usage, figures.usage.get((flavor, resource), 0.0), *labels)
+            put(self.resource_reservation, figures.usage.get((flavor, resource), 0.0), *labels)
+        for metric, labels in before - now:
+            metric.remove(*labels)
+        kept = {s for s in self._series.get(name, set()) if not isinstance(s[0], Gauge)}
+        self._series[name] = kept | now
 
     def cluster_queues_reported(self) -> set[str]:
-        """The ClusterQueues with series in this registry (counts or usage)."""
-        return self._queues | {queue for queue, _, _ in self._usage} | {queue for queue, _ in self._evicted}
+        """The ClusterQueues with series in this registry."""
+        return set(self._series)
 
     def cluster_queue_deleted(self, cluster_queue: str) -> None:
         """Drop every series of a deleted ClusterQueue so it stops being reported."""
-        if cluster_queue in self._queues:
-            self._queues.discard(cluster_queue)
-            self.pending_workloads.remove(cluster_queue)
-            self.admitted_workloads.remove(cluster_queue)
-        for labels in [u for u in self._usage if u[0] == cluster_queue]:
-            self._usage.discard(labels)
-            self.resource_usage.remove(*labels)
-        for pair in [e for e in self._evicted if e[0] == cluster_queue]:
-            self._evicted.discard(pair)
-            self.evicted_workloads.remove(*pair)
+        for metric, labels in self._series.pop(cluster_queue, set()):
+            metric.remove(*labels)
+
+    def fragmentation_reported(self, largest_gang_gpus: float, free: Mapping[tuple[str, str], float]) -> None:
+        """tasq's fragmentation figures: the largest waiting gang's GPUs and, per (flavor, level),
+        the free GPUs in domains too small for it; a (flavor, level) no longer reported is dropped."""
+        self.largest_pending_gang.set(largest_gang_gpus)
+        for key, value in free.items():
+            self.fragmented_gpus.labels(*key).set(value)
+        for gone in self._fragments - free.keys():
+            self.fragmented_gpus.remove(*gone)
+        self._fragments = set(free)
+
+    def webhook_answered(self, path: str, code: int, seconds: float) -> None:
+        """One admission request answered (controller-runtime's series; `path` is the webhook's)."""
+        self.webhook_requests.labels(path, str(code)).inc()
+        self.webhook_latency.labels(path).observe(max(seconds, 0.0))
 
     def preempted(self, preempting_cluster_queue: str, reason: str) -> None:
         """A workload was preempted (its eviction written) for a workload of `preempting_cluster_queue`."""
-        self.preempted_workloads.labels(preempting_cluster_queue=preempting_cluster_queue, reason=reason).inc()
+        self._track(preempting_cluster_queue, self.preempted_workloads, preempting_cluster_queue, reason,
+                    self.role()).inc()
 
     def evicted(self, cluster_queue: str, reason: str) -> None:
         """A workload admitted in `cluster_queue` was evicted (Evicted=True written) for `reason`."""
-        self._evicted.add((cluster_queue, reason))
-        self.evicted_workloads.labels(cluster_queue=cluster_queue, reason=reason).inc()
+        self._track(cluster_queue, self.evicted_workloads, cluster_queue, reason, "", "", self.role()).inc()
 
     def gate_removed(self, seconds: float) -> None:
         self.gate_removal_latency.observe(max(seconds, 0.0))
@@ -132,6 +278,80 @@ class Metrics:
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""
         return generate_latest(self.registry)
+
+
+def _parsed(stamp: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(stamp)) if stamp else None
+    except ValueError:
+        return None
+
+
+def queued_seconds(workload: Mapping[str, Any], now: datetime) -> float:
+    """Seconds a Workload has been queued at `now`: since its last requeue (a Requeued=True
+    condition: evicted and queued again) or else since its creation, as Kueue measures wait times."""
+    since = _parsed((workload.get("metadata") or {}).get("creationTimestamp"))
+    for cond in (workload.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Requeued" and cond.get("status") == "True":
+            since = _parsed(cond.get("lastTransitionTime")) or since
+    return max((now - since).total_seconds(), 0.0) if since is not None else 0.0
+
+
+def priority_class_of(workload: Mapping[str, Any]) -> str:
+    """The Workload's priority class name (v1beta1 priorityClassName, v1beta2 priorityClassRef), or ""."""
+    spec = workload.get("spec") or {}
+    ref = spec.get("priorityClassRef") or {}
+    return str(spec.get("priorityClassName") or ref.get("name") or "")
+
+
+def queue_figures(cache: ClusterCache, statuses: Mapping[str, Mapping[str, Any]],
+                  waiting: Mapping[str, str]) -> dict[str, QueueFigures]:
+    """Each ClusterQueue's figures from the cache after a cycle: `statuses` are the queue statuses
+    just computed (name -> status), `waiting` the waiting Workloads (key -> its ClusterQueue). A
+    waiting Workload with QuotaReserved=False was told why it waits (inadmissible); one without
+    was not tried yet (active)."""
+    snapshot = cache.snapshot()
+    active: dict[str, int] = {}
+    inadmissible: dict[str, int] = {}
+    for key, cq in waiting.items():
+        entry = cache.workloads.get(key)
+        if entry is None:
+            continue
+        told = entry.obj.condition(c.CONDITION_QUOTA_RESERVED)
+        counts = inadmissible if told is not None and told.status == "False" else active
+        counts[cq] = counts.get(cq, 0) + 1
+    out: dict[str, QueueFigures] = {}
+    for name, status in statuses.items():
+        quota = snapshot.cluster_queues.get(name)
+        model = cache.cluster_queues.get(name)
+        nominal = {(flavor.name, resource): amount.nominal / 1000
+                   for group in (quota.groups if quota is not None else ())
+                   for flavor in group.flavors for resource, amount in flavor.resources.items()}
+        usage = {key: milli / 1000 for key, milli in snapshot.quota.used.get(name, {}).items()}
+        conditions = status.get("conditions") or []
+        is_active = any(cond.get("type") == c.CONDITION_ACTIVE and cond.get("status") == "True"
+                        for cond in conditions)
+        state = ("terminating" if model is not None and model.metadata.deletion_timestamp
+                 else "active" if is_active else "pending")
+        out[name] = QueueFigures(cohort=(quota.cohort if quota is not None else None) or "",
+                                 pending_active=active.get(name, 0), pending_inadmissible=inadmissible.get(name, 0),
+                                 admitted=int(status.get("admittedWorkloads", 0)), status=state,
+                                 nominal=nominal, usage=usage)
+    return out
+
+
+def fragmentation(cache: ClusterCache, waiting: Iterable[str]) -> tuple[int, dict[tuple[str, str], float]]:
+    """(GPUs the largest waiting Workload needs, (flavor, level) -> GPUs free in domains too small
+    for it) over every topology flavor; one numpy pass over each flavor's nodes."""
+    snapshot = cache.snapshot()
+    infos = [entry.info for key in waiting if (entry := cache.workloads.get(key)) is not None]
+    need = largest_gang(infos, c.GPU_RESOURCE)
+    free: dict[tuple[str, str], float] = {}
+    for name, flavor in snapshot.flavors.items():
+        if flavor.topology is not None:
+            for level, milli in fragmented_free(flavor.topology, snapshot.usage, c.GPU_RESOURCE, need).items():
+                free[(name, level)] = milli / 1000
+    return need // 1000, free
 
 
 @dataclass
@@ -262,6 +482,7 @@ async def serving_endpoints(endpoints: Endpoints, api: KubeApi, ready: Callable[
                     served = await serve_metrics(endpoints.metrics_host, endpoints.metrics_port, metrics, None, None)
                 else:
                     files = metrics_tls(endpoints.metrics_cert_dir, scratch)
+                    metrics.certificate_watched("metrics", files.cert)
                     served = await serve_metrics(endpoints.metrics_host, endpoints.metrics_port, metrics,
                                                  AccessReviewer(api), ReloadingTls(files, "metrics"))
                 stack.push_async_callback(served.close)

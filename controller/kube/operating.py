@@ -33,7 +33,7 @@ from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor
 from controller.kube.job_reconciling import JobReconciler
 from controller.kube.leading import LeaderElector
-from controller.kube.metrics import Endpoints, Metrics, serving_endpoints
+from controller.kube.metrics import BuildInfo, Endpoints, Metrics, serving_endpoints
 from controller.kube.routing import EventRouter, Loop
 from controller.kube.ungating import TopologyUngater
 from controller.kube.watching import prime, register_watches
@@ -54,13 +54,20 @@ SettingsHook = Callable[[kopf.OperatorSettings], None]
 class OperatorOptions:
     """How `serve_operator` (and `serve_tasq` above it) runs the operator. `elector`: a
     LeaderElector (always leading without one); `endpoints`: where /metrics and the probes are
-    served (nothing by default); `features`: Kueue's placement feature gates; `started` is called
+    served (nothing by default); `build`: the version and commit the metrics report; `features`:
+    Kueue's placement feature gates; `started` is called
     with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
 
     elector: LeaderElector | None = None
     endpoints: Endpoints = field(default_factory=Endpoints)
+    build: BuildInfo | None = None
+    """kueue_build_info's labels (`tasq run` passes the version and commit)."""
     features: FeatureGates = field(default_factory=FeatureGates)
     started: Callable[[Operator], None] | None = None
+    campaign_after: asyncio.Event | None = None
+    """Lead (or campaign for the Lease) only once this is set: with local webhooks, once the CRDs'
+    conversion points at this replica, so no write of an object still stored in an older version goes
+    through a CRD that cannot convert it yet."""
 
 
 class Operator:
@@ -74,7 +81,7 @@ class Operator:
         self.api = KubeApi(api_client)
         self.cache = ClusterCache(features=options.features)
         self.recorder = EventRecorder(self.api)
-        self.metrics = Metrics()
+        self.metrics = Metrics(options.build)
         self.router = EventRouter(self.cache, {Loop.ADMISSION: self._wake_admission, Loop.JOBS: self._wake_jobs,
                                                Loop.UNGATER: self._wake_ungater})
         self.evictor = Evictor(self.cache, self.api, self.recorder, self.router.applied, self.metrics)
@@ -86,7 +93,13 @@ class Operator:
             self.leading = options.elector.leading
         else:
             self.leading = asyncio.Event()
-            self.leading.set()
+            if options.campaign_after is None:
+                self.leading.set()
+        if options.elector is not None:
+            self.metrics.leading(self.leading.is_set)
+        if admission is not None:
+            admission.observe = self.metrics.webhook_answered
+            self.metrics.certificate_watched("webhook", admission.tls.cert)
         self.ungater = TopologyUngater(self.api, self.cache.ungating_input, self.metrics,
                                        leader=self.leading)
         self.registry = kopf.OperatorRegistry()
@@ -192,6 +205,8 @@ class Operator:
         await asyncio.wait({kopf_task, ready_wait}, return_when=asyncio.FIRST_COMPLETED)
         if kopf_ready.is_set():
             self.ready.set()
+            log.info("ready: cache primed (%d nodes, %d Workloads), watching%s", len(self.cache.nodes),
+                     len(self.cache.workloads), "" if self.leading.is_set() else "; standing by until it leads")
         stopping = asyncio.create_task(stop.wait())
         try:
             await asyncio.wait({kopf_task, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -221,6 +236,28 @@ async def _elect_until(elector: LeaderElector, stop: asyncio.Event) -> None:
             await electing
 
 
+async def _campaign_when_allowed(operator: Operator, elector: LeaderElector | None, allowed: asyncio.Event | None,
+                                 stop: asyncio.Event) -> None:
+    """Once `allowed` is set (at once without it), run `elector` until `stop`, or, without an
+    elector, lead from then on."""
+    if allowed is not None:
+        waiting = asyncio.create_task(allowed.wait())
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+            stopping.cancel()
+        if stop.is_set():
+            return
+        if elector is None:
+            log.info("the CRDs' conversion points at this replica: leading")
+    if elector is None:
+        operator.leading.set()
+        return
+    await _elect_until(elector, stop)
+
+
 def can_act(operator: Operator, elector: LeaderElector | None) -> bool:
     """What /readyz reports: the cache is primed and kopf runs, and the replica leads or stands by
     (reads a Lease held by another live replica); never while its Lease or a CRD is out of reach."""
@@ -238,13 +275,12 @@ async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, opti
     elector = options.elector
     async with serving_endpoints(options.endpoints, operator.api, functools.partial(can_act, operator, elector),
                                  operator.metrics):
-        electing = asyncio.create_task(_elect_until(elector, stop), name="tasq-leader-election") \
-            if elector is not None else None
+        electing = asyncio.create_task(_campaign_when_allowed(operator, elector, options.campaign_after, stop),
+                                       name="tasq-leader-election")
         try:
             await operator.run(stop)
         finally:
-            if electing is not None:
-                if not stop.is_set():  # once set, it resigns by itself: a cancel would cut its release short
-                    electing.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await electing
+            if not stop.is_set():  # once set, it resigns by itself: a cancel would cut its release short
+                electing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await electing

@@ -57,7 +57,11 @@ async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, options:
                 assert webhooks.cert_dir is not None
                 tls = serving_files(webhooks.cert_dir)
             server = AdmissionServer(tls, addr=webhooks.addr, port=webhooks.port)
-        parts = [asyncio.create_task(serve_operator(api_client, stop, replace(options, started=on_started),
+        # With local webhooks the CRDs' conversion is registered only once the server listens; until
+        # then this replica must not write (an object stored as v1beta1 would lose renamed fields).
+        hold = hooks_ready if webhooks is not None and webhooks.local else options.campaign_after
+        parts = [asyncio.create_task(serve_operator(api_client, stop,
+                                                    replace(options, started=on_started, campaign_after=hold),
                                                     admission=server))]
         if webhooks is not None and server is not None:
             parts.append(asyncio.create_task(publish_webhooks(api_client, server, stop, register_local=webhooks.local,

@@ -3,9 +3,9 @@
 Core kinds tasq reads (Node, Pod, Namespace, PriorityClass, Job) are checked against Kubernetes'
 schema (`kube_schema`, strict as kubectl) and then the API server's value rules for what tasq reads
 (names, label keys and values, non-negative quantities and counts); tasq's kinds go to the webhook
-validators and are kept as v1beta2 (converted from v1beta1 or v1alpha1); other kinds are ignored
-(`Checked.ignored`). Nodes and Pods keep only the fields tasq reads, so a 50,000-node dump fits in
-memory. Called by `tasq simulate` for every document.
+validators (a v1beta1 document converted to v1beta2 first, its errors named as written,
+`api_versions`); other kinds are ignored (`Checked.ignored`). Nodes and Pods keep only the fields tasq
+reads, so a 50,000-node dump fits in memory. Called by `tasq simulate` for every document.
 """
 
 from __future__ import annotations
@@ -14,17 +14,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from pydantic import ValidationError
-
 from controller.api import constants as c
 from controller.api.cohort import Cohort
-from controller.api.conversion import convert
 from controller.api.flavor import ResourceFlavor
 from controller.api.meta import KubeObject
 from controller.api.priority_class import WorkloadPriorityClass
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.workload import Workload
+from controller.manifests.api_versions import model_errors, to_hub
 from controller.manifests.kube_schema import MAX_WALK_DEPTH, schema_errors
 from webhooks.validation import FieldError, formats, placement, pod_specs, validate
 from webhooks.validation.errors import ROOT, SPEC, invalid, required, unsupported
@@ -61,14 +59,10 @@ def check_object(obj: dict[str, Any]) -> Checked:
     key = (obj["apiVersion"], obj["kind"])
     if obj["apiVersion"].startswith(f"{c.GROUP}/"):
         depth = _too_deep(obj)
-        errs = [depth] if depth is not None else validate(obj)
-        if errs:
-            return Checked(errs, None)
-        hub = convert(obj, c.API_VERSION)  # tasq keeps every object of its kinds as v1beta2
-        if not isinstance(hub, dict):
-            return Checked([FieldError(hub.field, f"Invalid value: {hub.detail}")], None)
-        errs = _model_errors(hub)
-        return Checked(errs, None if errs else hub)
+        if depth is not None:
+            return Checked([depth], None)
+        in_hub = to_hub(obj, _hub_errors)
+        return Checked(in_hub.errors, in_hub.obj)
     definition = CORE_DEFINITIONS.get(key)
     if definition is None:
         return Checked([], None)
@@ -88,24 +82,16 @@ _MODELS: Final[dict[str, type[KubeObject]]] = {
 }
 
 
+def _hub_errors(obj: dict[str, Any]) -> list[FieldError]:
+    """The validators' errors, then (when there are none) the hub model's."""
+    return validate(obj) or _model_errors(obj)
+
+
 def _model_errors(obj: dict[str, Any]) -> list[FieldError]:
     """What the model of a validated tasq kind still refuses, at its field path: the validators
     check what Kueue's webhooks check; anything else they let through must not escape as a crash."""
     model = _MODELS.get(obj["kind"])
-    if model is None:
-        return []
-    try:
-        model.from_dict(obj)
-    except ValidationError as err:
-        return [FieldError(_loc_path(e["loc"]), f"Invalid value: {e['msg']}") for e in err.errors()]
-    return []
-
-
-def _loc_path(loc: tuple[int | str, ...]) -> str:
-    path = ""
-    for part in loc:
-        path = f"{path}[{part}]" if isinstance(part, int) else (f"{path}.{part}" if path else str(part))
-    return path
+    return [] if model is None else model_errors(model, obj)
 
 
 def _too_deep(obj: Any) -> FieldError | None:

@@ -391,11 +391,12 @@ class ApiServer:
         # client's status; their output is decoded (defaulted, pruned) again, then the server's fields set
         obj = await self._admit("CREATE", r, "", obj, None, dry_run)
         obj = self._default_and_prune(r, obj, False)
-        self._prepare_create(r, obj)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
-            # after mutating admission, as kube-apiserver's BeforeCreate: mutating webhooks see no name yet
+            # after mutating admission (webhooks see no name yet) and before the strategy's
+            # PrepareForCreate, as kube-apiserver: a Job's generated labels carry the generated name
             obj = {**obj, "metadata": {**meta, "name": self._generate_name(r, namespace, str(meta["generateName"]))}}
+        self._prepare_create(r, obj)
         causes = builtins.name_causes(r, obj["metadata"].get("name", "")) + self._validate(r, obj, None)
         if causes:
             raise invalid(r.kind, r.group, obj["metadata"].get("name", ""), causes)

@@ -138,3 +138,16 @@ def test_a_suspended_job_takes_new_scheduling_directives_once_its_pods_are_gone(
     assert present(job.status).active in (None, 0)
     assert any(c.type == "Suspended" and c.status == "True" for c in present(present(job.status).conditions))
     assert job_pods(core, namespace, "again") == []
+
+
+def test_a_job_created_with_generate_name_labels_its_pods_with_the_generated_name(
+        core: client.CoreV1Api, batch: client.BatchV1Api, namespace: str) -> None:
+    body = suspended_job("unused", parallelism=1)
+    body["metadata"] = {"generateName": "gen-"}
+    body["spec"]["suspend"] = False
+    job = batch.create_namespaced_job(namespace, as_body(body))
+    name = str(present(job.metadata).name)
+    assert name.startswith("gen-") and len(name) > len("gen-")
+    labels = present(present(present(job.spec).template.metadata).labels)
+    assert labels["batch.kubernetes.io/job-name"] == name and labels["job-name"] == name
+    eventually(lambda: len(job_pods(core, namespace, name)) == 1, "the Job's pod, found by its job-name label")

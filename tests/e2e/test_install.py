@@ -3,8 +3,8 @@
 `kubectl kustomize config/default` is applied with the real kubectl (cert-manager's kinds left out:
 this cluster has no cert-manager; the test writes the serving certificate itself). `tasq run` then
 runs on this machine with a token of the bundle's ServiceAccount, so every call it makes is checked
-by the real RBAC authorizer against config/rbac. The webhook configurations are pointed at it (the
-Service in the bundle has no real pod behind it here). A require-rack Job must be suspended by the
+by the real RBAC authorizer against config/rbac. The webhook configurations and the CRDs' conversion
+are pointed at it (the Service in the bundle has no real pod behind it here). A require-rack Job must be suspended by the
 webhook, admitted, ungated into one rack and completed, with no request refused for permissions;
 then a scrape of /metrics with a token bound to the bundle's tasq-metrics-reader succeeds (tasq's
 own TokenReview and SubjectAccessReview allowed by the bundle's RBAC).
@@ -138,6 +138,16 @@ def point_webhooks_at(kubectl: Kubectl, port: int, ca_pem: bytes) -> None:
             kubectl("replace", "-f", "-", stdin=json.dumps(item))
 
 
+def convert_through(kubectl: Kubectl, crds: list[str], port: int, ca_pem: bytes) -> None:
+    """Point each CRD's conversion webhook at this machine's tasq (the Service has no pod here)."""
+    client = {"url": f"https://127.0.0.1:{port}/convert", "caBundle": base64.b64encode(ca_pem).decode(),
+              "service": None}  # a merge patch: the Service reference is removed, not kept beside the URL
+    for name in crds:
+        patch = {"spec": {"conversion": {"strategy": "Webhook", "webhook": {
+            "clientConfig": client, "conversionReviewVersions": ["v1"]}}}}
+        kubectl("patch", "crd", name, "--type=merge", "-p", json.dumps(patch))
+
+
 def listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
@@ -154,12 +164,15 @@ def installed(realcluster_kubeconfig: Path,
               tmp_path: Path) -> Iterator[tuple[Kubectl, subprocess.Popen[str], Path, int, int]]:
     kubectl = Kubectl(realcluster_kubeconfig)
     bundle = tmp_path / "bundle.yaml"
-    bundle.write_text(yaml.safe_dump_all(rendered_bundle()))
+    objects = rendered_bundle()
+    bundle.write_text(yaml.safe_dump_all(objects))
     kubectl("apply", "--server-side", "-f", str(bundle))
     certs = tmp_path / "certs"
     ca = write_serving_files(certs, datetime.now(UTC))
     port, metrics_port = free_port(), free_port()
     point_webhooks_at(kubectl, port, ca.cert_pem)
+    convert_through(kubectl, [d["metadata"]["name"] for d in objects if d["kind"] == "CustomResourceDefinition"],
+                    port, ca.cert_pem)
     sa_config = service_account_kubeconfig(kubectl, realcluster_kubeconfig, tmp_path / "sa.kubeconfig")
     log = tmp_path / "tasq.log"
     proc = subprocess.Popen([str(BIN / "tasq"), "run", "--kubeconfig", str(sa_config), "--webhook-cert-dir",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import signal
 import socket
 import ssl
@@ -24,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from cryptography import x509
 
 from controller.api import constants as c
 from controller.commands.crds import DEFAULT_DIR
@@ -125,10 +127,17 @@ def test_a_metrics_reader_scrapes_and_others_are_refused(tasq: Tasq, kubectl: Ku
     # a new binding may take a moment to reach the real API server's RBAC cache (tasq keeps a denial 10 s)
     text = wait_for(scraped, 30, "a scrape with the bound account's token", logs=tasq.output)
     assert f"# TYPE {c.METRIC_ADMISSION_ATTEMPTS} counter" in text
+    # the leader's own series: it leads (the only replica), its build, its certificate's end
+    assert "\ntasq_leader 1.0\n" in text
+    commit = subprocess.run([str(TASQ), "version"], capture_output=True, text=True, check=True).stdout.split()[3]
+    assert f'git_commit="{commit}"' in text and 'kueue_build_info{' in text
+    served = x509.load_pem_x509_certificate((tasq.log.parent / "certs" / c.WEBHOOK_CERT_FILE).read_bytes())
+    expiry = re.search(r'^tasq_certificate_expiry_timestamp_seconds\{certificate="metrics"\} (\S+)$', text, re.M)
+    assert expiry is not None and float(expiry[1]) == served.not_valid_after_utc.timestamp()
     status, text = tasq.scrape(stranger)
     assert status == 403, text
     assert f"system:serviceaccount:{namespace}:stranger" in text and "may not get /metrics" in text
-    assert "tasq_" not in text
+    assert "tasq_" not in text and "kueue_" not in text
     status, text = tasq.scrape(None)
     assert status == 401 and "no bearer token" in text
     status, text = tasq.scrape(reader[:-4] + "AAAA")  # the signature (or payload) no longer matches

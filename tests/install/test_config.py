@@ -144,7 +144,8 @@ def test_the_manager_args_are_tasq_runs_flags() -> None:
 def test_the_metrics_certificate_names_the_metrics_service_the_monitor_verifies() -> None:
     certificate = next(d for d in rendered("default") if d["kind"] == "Certificate")
     service = next(d for d in rendered("default") if d["kind"] == "Service" and "metrics" in d["metadata"]["name"])
-    (endpoint,) = rendered("prometheus")[0]["spec"]["endpoints"]
+    monitor = next(d for d in rendered("prometheus") if d["kind"] == "ServiceMonitor")
+    (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["scheme"] == "https" and endpoint["port"] == service["spec"]["ports"][0]["name"]
     assert endpoint["tlsConfig"]["serverName"] in certificate["spec"]["dnsNames"]
     assert endpoint["tlsConfig"]["serverName"] == f"{service['metadata']['name']}.{c.TASQ_NAMESPACE}.svc"

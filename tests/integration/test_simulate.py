@@ -13,7 +13,9 @@ import pytest
 import yaml
 
 from controller.api import constants as c
+from controller.api.conversion import ConversionFailure
 from controller.cli import main
+from controller.commands import simulate as simulate_command
 from tests.builders.cluster import make_node, make_pod
 from tests.builders.kueue import (
     label_slices,
@@ -529,7 +531,7 @@ def test_priority_classes_order_jobs_and_the_global_default_applies(
     wls = {name.rsplit("-", 1)[0]: w for name, w in workloads_of(capsys, cluster, jobs).items()}
     assert (wls["job-older"]["spec"]["priority"], wls["job-younger"]["spec"]["priority"]) == (10, 1000)
     assert wls["job-younger"]["spec"]["priorityClassRef"] == {"group": "scheduling.k8s.io", "kind": "PriorityClass",
-                                                           "name": "urgent"}
+                                                              "name": "urgent"}
     assert condition(wls["job-younger"], "Admitted") is not None
     waiting = condition(wls["job-older"], "QuotaReserved")
     assert waiting is not None and waiting["status"] == "False"
@@ -637,3 +639,88 @@ def test_a_job_changed_in_a_later_step_rebuilds_its_workload_only_while_it_waits
     else:
         waiting = condition(wl, "QuotaReserved")
         assert waiting is not None and f"out of {case.want_count} pod(s)" in waiting["message"]
+
+
+MIXED_VERSIONS = f"""
+apiVersion: {c.API_VERSION_V1BETA1}
+kind: ResourceFlavor
+metadata: {{name: default-flavor}}
+---
+apiVersion: {c.API_VERSION_V1BETA1}
+kind: ClusterQueue
+metadata: {{name: cq}}
+spec:
+  cohort: pool
+  namespaceSelector: {{}}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{{name: default-flavor, resources: [{{name: cpu, nominalQuota: 9}}]}}]
+---
+apiVersion: {c.API_VERSION}
+kind: LocalQueue
+metadata: {{name: lq, namespace: default}}
+spec: {{clusterQueue: cq}}
+---
+apiVersion: {c.API_VERSION_V1BETA1}
+kind: Workload
+metadata: {{name: w1, namespace: default}}
+spec:
+  queueName: lq
+  priorityClassName: high
+  priorityClassSource: scheduling.k8s.io/priorityclass
+  priority: 10
+  podSets: [{{name: main, count: 2, template: {{spec: {{containers: [{{name: c, image: i,
+    resources: {{requests: {{cpu: "1"}}}}}}]}}}}}}]
+"""
+
+
+@pytest.mark.parametrize("flags, api_version, priority", [
+    ((), c.API_VERSION, {"priorityClassRef": {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "high"}}),
+    (("--api-version", c.API_VERSION_V1BETA1), c.API_VERSION_V1BETA1,
+     {"priorityClassName": "high", "priorityClassSource": "scheduling.k8s.io/priorityclass"}),
+])
+def test_v1beta1_and_v1beta2_mixed_in_one_input_print_as_v1beta2_or_as_asked(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, flags: tuple[str, ...], api_version: str,
+        priority: dict[str, Any]) -> None:
+    path = tmp_path / "mixed.yaml"
+    path.write_text(MIXED_VERSIONS)
+    code, out, err = simulate(capsys, "-f", str(path), "-o", "json", *flags)
+    assert code == 0, err
+    (wl,) = json.loads(out)["items"]
+    assert wl["apiVersion"] == api_version
+    assert {k: v for k, v in wl["spec"].items() if k.startswith("priorityClass")} == priority
+    assert condition(wl, "Admitted") is not None and wl["status"]["admission"]["clusterQueue"] == "cq"
+    code, table, _ = simulate(capsys, "-f", str(path), *flags)
+    assert code == 0 and table.splitlines()[1].split()[:4] == ["default", "w1", "lq", "cq"]
+
+
+def test_errors_in_a_v1beta1_document_name_its_v1beta1_fields(capsys: pytest.CaptureFixture[str],
+                                                              tmp_path: Path) -> None:
+    path = tmp_path / "mixed.yaml"
+    path.write_text(MIXED_VERSIONS.replace("cohort: pool", "cohort: Pool").replace("  priority: 10\n", ""))
+    code, out, err = simulate(capsys, "-f", str(path))
+    assert code == 2 and out == ""
+    assert err.splitlines()[0].startswith(f"error: {path}:2: spec.cohort: Invalid value: \"Pool\"")
+    assert err.splitlines()[1] == (f"error: {path}:4: spec.priority: Required value: priority should not be nil "
+                                   "when priorityClassName is set")
+
+
+def test_a_field_of_the_other_version_is_an_unknown_field(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "mixed.yaml"
+    path.write_text(MIXED_VERSIONS.replace(f"apiVersion: {c.API_VERSION_V1BETA1}\nkind: ClusterQueue",
+                                           f"apiVersion: {c.API_VERSION}\nkind: ClusterQueue"))
+    code, _, err = simulate(capsys, "-f", str(path))
+    assert code == 2
+    assert err.splitlines()[0] == f'error: {path}:2: spec.cohort: unknown field "cohort"'
+
+
+def test_a_workload_that_cannot_be_printed_in_the_version_asked_for_exits_1_printing_nothing(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "mixed.yaml"
+    path.write_text(MIXED_VERSIONS)
+    failure = ConversionFailure(c.KIND_WORKLOAD, "default", "w1", "status.admission", "cannot be held in v1beta1")
+    monkeypatch.setattr(simulate_command, "convert", lambda obj, version: failure)
+    code, out, err = simulate(capsys, "-f", str(path), "-o", "json", "--api-version", c.API_VERSION_V1BETA1)
+    assert (code, out) == (1, "")
+    assert err == (f"error: cannot print as {c.API_VERSION_V1BETA1}: Workload default/w1: status.admission: "
+                   "cannot be held in v1beta1\n")

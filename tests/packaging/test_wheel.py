@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+BAKED_COMMIT = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed"
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +26,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("source") / "tasq"
     shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(
         ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache", ".hypothesis", "tests"))
+    (source / "controller" / "data" / "build-commit").write_text(f"{BAKED_COMMIT}\n")  # as the Dockerfile does
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
                    check=True, capture_output=True, timeout=600)
     return next(out.glob("tasq-*.whl"))
@@ -79,6 +81,7 @@ def test_crds_check_passes_and_writing_needs_output(installed: Path, tmp_path: P
 def test_version_names_the_release(installed: Path, tmp_path: Path) -> None:
     proc = _run(installed, tmp_path, "--version")
     assert proc.returncode == 0 and proc.stdout.startswith("tasq ")
+    assert proc.stdout.splitlines()[1] == f"commit {BAKED_COMMIT}"  # baked in at build time, as in the image
 
 
 def test_demo_runs_from_the_installed_package(installed: Path, tmp_path: Path) -> None:
@@ -97,7 +100,7 @@ def test_the_dockerfile_runs_tasq_run_from_a_wheel_holding_every_module_it_impor
     dockerfile = (REPO / "Dockerfile").read_text()
     entrypoint = next(line for line in dockerfile.splitlines() if line.startswith("ENTRYPOINT"))
     assert json.loads(entrypoint.removeprefix("ENTRYPOINT").strip()) == ["tasq", "run"]
-    assert "pip install --no-cache-dir /tmp/dist/*.whl" in dockerfile and "USER 65532" in dockerfile
+    assert "pip install --no-cache-dir --no-deps /tmp/dist/*.whl" in dockerfile and "USER 65532" in dockerfile
     assert 'tasq = "controller.cli:main"' in (REPO / "pyproject.toml").read_text()
     graph = grimp.build_graph("controller", "webhooks", "devcluster")
     needed = {"controller.cli", "controller.commands.run",

@@ -61,3 +61,27 @@ def test_minus_one_serves_nothing_and_insecure_loopback_is_allowed() -> None:
     assert (endpoints.metrics_port, endpoints.probe_port) == (None, None)
     args = parsed("--metrics-insecure", "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--probe-port", "0")
     assert run.endpoints_flags_problem(args) is None
+
+
+def test_log_flags_default_to_info_text_and_offer_what_the_log_setup_accepts() -> None:
+    from controller.kube import logs
+
+    assert (run.LOG_LEVELS, run.LOG_FORMATS) == (logs.LEVELS, logs.FORMATS)
+    args = parsed()
+    assert (args.log_level, args.log_format, args.verbose) == ("info", "text", False)
+    args = parsed("--log-level", "debug", "--log-format", "json")
+    assert (args.log_level, args.log_format) == ("debug", "json")
+
+
+def test_an_unknown_log_format_exits_2_naming_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--kubeconfig", "/dev/null", "--log-format", "yaml"])
+    assert exited.value.code == 2
+    assert "'text', 'json'" in capsys.readouterr().err
+
+
+def test_the_build_info_names_the_version_and_commit_tasq_version_prints() -> None:
+    from controller.commands.version import commit, package_version
+
+    info = run.build_info()
+    assert (info.git_version, info.git_commit) == (package_version(), commit())

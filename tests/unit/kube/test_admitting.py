@@ -146,6 +146,42 @@ async def test_a_deleted_cluster_queue_loses_its_series_and_one_made_again_is_wr
     assert queue_writes(api).count("cq") == 2
 
 
+def scrape_values(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "replica_role"))): s.value
+            for family in text_string_to_metric_families(metrics.exposition().decode()) for s in family.samples}
+
+
+async def test_a_cycle_reports_kueues_series_for_admissions_waiting_and_quota() -> None:
+    # cq's quota is 64 GPUs on one 8-GPU node (a plain flavor: quota alone decides): 64 one-GPU
+    # Workloads fit the quota, the 65th waits; its QuotaReserved=False reason is written (the router
+    # puts the answer into the cache), so it counts as inadmissible, not active.
+    cache = cluster(workloads=65)
+    api = RecordingApi(cache)
+    metrics = Metrics()
+
+    def applied(kind: str, obj: Mapping[str, Any]) -> None:
+        cache.upsert(kind, dict(obj))
+    loop = AdmissionLoop(cache, api, EventRecorder(api), metrics=metrics, applied=applied,  # type: ignore[arg-type]
+                         queue_status_interval_s=0)
+    await loop.cycle()
+    await settle(loop)
+    await loop.cycle()  # the queue figures of the cache with every write applied
+    await settle(loop)
+    got = scrape_values(metrics)
+    queue = ("cluster_queue", "cq")
+    assert got[("kueue_admitted_workloads_total", (queue, ("priority_class", "")))] == 64
+    assert got[("kueue_quota_reserved_workloads_total", (queue, ("priority_class", "")))] == 64
+    assert got[("kueue_admission_wait_time_seconds_count", (queue, ("priority_class", "")))] == 64
+    assert got[("kueue_pending_workloads", (queue, ("status", "inadmissible")))] == 1
+    assert got[("kueue_pending_workloads", (queue, ("status", "active")))] == 0
+    assert got[("kueue_admitted_active_workloads", (queue,))] == 64
+    gpus = (queue, ("cohort", ""), ("flavor", "gpu"), ("resource", GPU))
+    assert got[("kueue_cluster_queue_nominal_quota", gpus)] == 64
+    assert got[("kueue_cluster_queue_resource_usage", gpus)] == 64
+    assert got[("kueue_cluster_queue_status", (queue, ("status", "active")))] == 1
+    assert got[("kueue_admission_attempts_total", (("result", "success"),))] == 64
+
+
 class DroppingApi(RecordingApi):
     """RecordingApi whose first `drops` Workload status patches lose their connection, as a restarting
     kube-apiserver drops it: before the patch is applied, or (`applied`) after, the answer lost.
@@ -366,7 +402,7 @@ async def test_a_preempt_decision_writes_the_victims_eviction_once_and_the_preem
     await settle(loop)
     assert [name for resource, name in api.patches if resource == WORKLOADS].count("low") == writes.count("low") == 2
     assert high.reserved_admission is None
-    assert scraped_value(metrics, "tasq_preempted_workloads_total", {"preempting_cluster_queue": "cq"}) == 1.0
+    assert scraped_value(metrics, "kueue_preempted_workloads_total", {"preempting_cluster_queue": "cq"}) == 1.0
 
 
 def scraped_value(metrics: Metrics, name: str, labels: dict[str, str]) -> float:

@@ -85,8 +85,8 @@ def test_a_preemption_is_written_with_kueues_conditions_events_and_metrics_and_k
                                    c.CONDITION_ADMITTED: ("True", c.CONDITION_ADMITTED),
                                    c.CONDITION_EVICTED: ("True", c.REASON_PREEMPTED),
                                    c.CONDITION_PREEMPTED: ("True", c.REASON_IN_CLUSTER_QUEUE)}
-    # quota and nodes stay taken (compared parsed: the wire form of a topology assignment is compact)
-    assert Admission.model_validate(written["status"]["admission"]) == Admission.model_validate(wl["status"]["admission"])
+    kept = Admission.model_validate(written["status"]["admission"])
+    assert kept == Admission.model_validate(wl["status"]["admission"])  # quota and nodes stay taken
     message = {x["type"]: x["message"] for x in written["status"]["conditions"]}[c.CONDITION_EVICTED]
     assert message == ("Preempted to accommodate a workload (UID: w-high, JobUID: u-high) due to prioritization in "
                        "the ClusterQueue; preemptor path: /cq; preemptee path: /cq; preemptor: workload "
@@ -98,8 +98,8 @@ def test_a_preemption_is_written_with_kueues_conditions_events_and_metrics_and_k
         (c.KIND_WORKLOAD, "job-high-x", c.EVENT_REASON_PREEMPTED_WORKLOAD)]
     assert all(text == message for _, _, _, text in recorder.events[:3])
     exposition = metrics.exposition().decode()
-    assert 'tasq_preempted_workloads_total{preempting_cluster_queue="cq",reason="InClusterQueue"} 1.0' in exposition
-    assert 'tasq_evicted_workloads_total{cluster_queue="cq",reason="Preempted"} 1.0' in exposition
+    assert 'kueue_preempted_workloads_total{preempting_cluster_queue="cq",reason="InClusterQueue",replica_role="standalone"} 1.0' in exposition
+    assert 'kueue_evicted_workloads_total{cluster_queue="cq",priority_class="",reason="Preempted",replica_role="standalone",underlying_cause=""} 1.0' in exposition
 
 
 def test_a_workload_already_being_evicted_is_not_preempted_again() -> None:

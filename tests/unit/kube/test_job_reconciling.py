@@ -348,7 +348,7 @@ def test_a_deactivated_workload_keeps_its_quota_until_its_job_is_stopped_and_res
     entry = cache.workloads[f"ns/{wl['metadata']['name']}"]
     assert entry.fit is None and entry.restoring is None  # the cache released the reservation
     assert recorder.reasons == [c.EVENT_REASON_STOPPED, c.EVENT_REASON_EVICTED_DEACTIVATED]
-    assert b'tasq_evicted_workloads_total{cluster_queue="cq",reason="Deactivated"} 1.0' in metrics.exposition()
+    assert b'kueue_evicted_workloads_total{cluster_queue="cq",priority_class="",reason="Deactivated",replica_role="standalone",underlying_cause=""} 1.0' in metrics.exposition()
 
 
 def test_a_deactivated_workload_keeps_its_quota_while_a_pod_of_its_job_is_still_terminating() -> None:

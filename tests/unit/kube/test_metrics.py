@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import platform
 import ssl
+import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -20,10 +23,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from controller.api import constants as c
 from controller.kube.authorizing import AccessReviewer
 from controller.kube.metrics import (
+    BuildInfo,
     Endpoints,
     Metrics,
+    QueueFigures,
     RunningServer,
     is_loopback,
+    kueue_wait_buckets,
+    priority_class_of,
+    queued_seconds,
     serve_metrics,
     serve_probes,
     serving_endpoints,
@@ -71,34 +79,121 @@ async def secured(tmp_path: Path, metrics: Metrics, api: ReviewingApi,
 
 
 async def test_a_metrics_reader_scrapes_what_was_recorded(tmp_path: Path) -> None:
-    metrics = Metrics()
+    metrics = Metrics(BuildInfo("0.1.0", "abc123"))
     metrics.admission_attempted(c.ADMISSION_RESULT_SUCCESS, 0.02)
     metrics.admission_attempted(c.ADMISSION_RESULT_INADMISSIBLE, 0.3)
     metrics.admission_attempted(c.ADMISSION_RESULT_INADMISSIBLE, 0.4)
-    metrics.cluster_queue_counted("team-a", pending=3, admitted=2)
-    metrics.resource_used("team-a", "h100", "nvidia.com/gpu", 64)
+    metrics.cluster_queue_reported("team-a", QueueFigures(
+        cohort="all", pending_active=1, pending_inadmissible=2, admitted=2,
+        nominal={("h100", "nvidia.com/gpu"): 128}, usage={("h100", "nvidia.com/gpu"): 64}))
+    metrics.workload_admitted("team-a", "high", 3.0)
     metrics.gate_removed(1.2)
+    metrics.webhook_answered("/mutate-batch-v1-job", 200, 0.004)
     async with secured(tmp_path, metrics, ReviewingApi()) as (server, ca, _), aiohttp.ClientSession() as http, \
             http.get(f"https://127.0.0.1:{server.port}/metrics", ssl=trusting(ca.cert_pem),
                      headers={"Authorization": "Bearer reader-token"}) as r:
         assert r.status == 200
         assert r.headers["Content-Type"].startswith("text/plain")
         got = samples(await r.text())
-    assert got[("tasq_admission_attempts_total", (("result", "success"),))] == 1
-    assert got[("tasq_admission_attempts_total", (("result", "inadmissible"),))] == 2
-    assert got[("tasq_admission_attempt_duration_seconds_count", (("result", "inadmissible"),))] == 2
-    assert got[("tasq_admission_attempt_duration_seconds_sum", (("result", "inadmissible"),))] == 0.7
-    assert got[("tasq_admission_attempt_duration_seconds_bucket", (("le", "0.25"), ("result", "inadmissible")))] == 0
-    assert got[("tasq_pending_workloads", (("cluster_queue", "team-a"),))] == 3
-    assert got[("tasq_admitted_workloads", (("cluster_queue", "team-a"),))] == 2
-    assert got[("tasq_cluster_queue_resource_usage",
-                (("cluster_queue", "team-a"), ("flavor", "h100"), ("resource", "nvidia.com/gpu")))] == 64
+    role = ("replica_role", "standalone")
+    build = next(labels for (name, labels) in got if name == "kueue_build_info")
+    assert dict(build) == {"git_version": "0.1.0", "git_commit": "abc123", "build_date": "",
+                           "go_version": f"python{platform.python_version()}",
+                           "compiler": platform.python_implementation(),
+                           "platform": f"{sys.platform}/{platform.machine()}"}
+    assert got[("kueue_build_info", build)] == 1
+    assert got[("kueue_admission_attempts_total", (role, ("result", "success")))] == 1
+    assert got[("kueue_admission_attempts_total", (role, ("result", "inadmissible")))] == 2
+    assert got[("kueue_admission_attempt_duration_seconds_count", (role, ("result", "inadmissible")))] == 2
+    assert got[("kueue_admission_attempt_duration_seconds_sum", (role, ("result", "inadmissible")))] == 0.7
+    assert got[("kueue_admission_attempt_duration_seconds_bucket",
+                (("le", "0.25"), role, ("result", "inadmissible")))] == 0
+    queue = ("cluster_queue", "team-a")
+    assert got[("kueue_pending_workloads", (queue, role, ("status", "active")))] == 1
+    assert got[("kueue_pending_workloads", (queue, role, ("status", "inadmissible")))] == 2
+    assert got[("kueue_admitted_active_workloads", (queue, role))] == 2
+    assert got[("kueue_reserving_active_workloads", (queue, role))] == 2
+    assert got[("kueue_cluster_queue_status", (queue, role, ("status", "active")))] == 1
+    assert got[("kueue_cluster_queue_status", (queue, role, ("status", "pending")))] == 0
+    gpus = (queue, ("cohort", "all"), ("flavor", "h100"), role, ("resource", "nvidia.com/gpu"))
+    assert got[("kueue_cluster_queue_resource_usage", tuple(sorted(gpus)))] == 64
+    assert got[("kueue_cluster_queue_resource_reservation", tuple(sorted(gpus)))] == 64
+    assert got[("kueue_cluster_queue_nominal_quota", tuple(sorted(gpus)))] == 128
+    admitted = tuple(sorted((queue, ("priority_class", "high"), role)))
+    assert got[("kueue_admitted_workloads_total", admitted)] == 1
+    assert got[("kueue_quota_reserved_workloads_total", admitted)] == 1
+    # Kueue's buckets: 1, 2.5, 5, 10, ...
+    assert got[("kueue_admission_wait_time_seconds_bucket", tuple(sorted((*admitted, ("le", "2.5")))))] == 0
+    assert got[("kueue_admission_wait_time_seconds_bucket", tuple(sorted((*admitted, ("le", "5.0")))))] == 1
+    assert got[("kueue_quota_reserved_wait_time_seconds_count", admitted)] == 1
+    assert got[("controller_runtime_webhook_requests_total",
+                (("code", "200"), ("webhook", "/mutate-batch-v1-job")))] == 1
     assert got[("tasq_gate_removal_latency_seconds_bucket", (("le", "1.5"),))] == 1
     assert got[("tasq_gate_removal_latency_seconds_bucket", (("le", "1.0"),))] == 0
 
 
+def test_kueue_wait_buckets_start_at_one_second_then_double_from_two_and_a_half() -> None:
+    assert kueue_wait_buckets(5) == (1.0, 2.5, 5.0, 10.0, 20.0)
+    assert len(kueue_wait_buckets(16)) == 16 and kueue_wait_buckets(16)[-1] == 2.5 * 2 ** 14
+
+
+def test_the_leader_gauge_and_the_replica_role_follow_the_lease() -> None:
+    metrics = Metrics()
+    holding = [False]
+    metrics.leading(lambda: holding[0])
+    metrics.admission_attempted(c.ADMISSION_RESULT_SUCCESS, 0.1)
+    holding[0] = True
+    metrics.admission_attempted(c.ADMISSION_RESULT_SUCCESS, 0.1)
+    got = samples(metrics.exposition().decode())
+    assert got[("tasq_leader", ())] == 1
+    assert got[("kueue_admission_attempts_total", (("replica_role", "follower"), ("result", "success")))] == 1
+    assert got[("kueue_admission_attempts_total", (("replica_role", "leader"), ("result", "success")))] == 1
+    holding[0] = False
+    assert samples(metrics.exposition().decode())[("tasq_leader", ())] == 0
+
+
+def test_the_certificate_expiry_is_read_from_the_file_at_each_scrape(tmp_path: Path) -> None:
+    metrics = Metrics()
+    write_serving_files(tmp_path, datetime(2030, 1, 1, tzinfo=UTC))
+    cert = tmp_path / c.WEBHOOK_CERT_FILE
+    metrics.certificate_watched("webhook", cert)
+    first = samples(metrics.exposition().decode())[("tasq_certificate_expiry_timestamp_seconds",
+                                                    (("certificate", "webhook"),))]
+    assert first == x509.load_pem_x509_certificate(cert.read_bytes()).not_valid_after_utc.timestamp()
+    write_serving_files(tmp_path, datetime(2031, 1, 1, tzinfo=UTC))  # renewed
+    second = samples(metrics.exposition().decode())[("tasq_certificate_expiry_timestamp_seconds",
+                                                     (("certificate", "webhook"),))]
+    assert second > first
+    cert.unlink()
+    assert samples(metrics.exposition().decode())[("tasq_certificate_expiry_timestamp_seconds",
+                                                   (("certificate", "webhook"),))] == 0
+
+
+@pytest.mark.parametrize(("workload", "waited"), [
+    pytest.param({"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}}, 90.0, id="since creation"),
+    pytest.param({"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"},
+                  "status": {"conditions": [{"type": "Requeued", "status": "True",
+                                             "lastTransitionTime": "2026-01-01T00:01:00Z"}]}},
+                 30.0, id="since its last requeue"),
+    pytest.param({"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"},
+                  "status": {"conditions": [{"type": "Requeued", "status": "False",
+                                             "lastTransitionTime": "2026-01-01T00:01:00Z"}]}},
+                 90.0, id="a requeue not in force counts from creation"),
+    pytest.param({"metadata": {}}, 0.0, id="no timestamp"),
+    pytest.param({"metadata": {"creationTimestamp": "2026-01-01T00:02:00Z"}}, 0.0, id="a clock behind never negative"),
+])
+def test_queued_seconds_count_from_creation_or_the_last_requeue(workload: dict[str, Any], waited: float) -> None:
+    assert queued_seconds(workload, datetime(2026, 1, 1, 0, 1, 30, tzinfo=UTC)) == waited
+
+
+def test_the_priority_class_is_read_from_either_api_version() -> None:
+    assert priority_class_of({"spec": {"priorityClassName": "high"}}) == "high"
+    assert priority_class_of({"spec": {"priorityClassRef": {"kind": "WorkloadPriorityClass", "name": "low"}}}) == "low"
+    assert priority_class_of({"spec": {}}) == ""
+
+
 @pytest.mark.parametrize(("token", "status", "words"), [
-    pytest.param("reader-token", 200, "tasq_admission_attempts_total", id="a metrics reader"),
+    pytest.param("reader-token", 200, "kueue_admission_attempts_total", id="a metrics reader"),
     pytest.param("stranger-token", 403, "may not get /metrics", id="a valid token without the role"),
     pytest.param("forged", 401, "not accepted", id="a token the API server refuses"),
     pytest.param(None, 401, "no bearer token", id="no token"),
@@ -110,7 +205,7 @@ async def test_each_scraper_gets_its_status(tmp_path: Path, token: str | None, s
         got_status, text = await scrape(server, ca, token)
     assert got_status == status and words in text
     if status != 200:
-        assert "tasq_" not in text
+        assert "tasq_" not in text and "kueue_" not in text
 
 
 async def test_repeated_scrapes_cost_two_reviews_and_a_refused_one_none_of_the_metrics(tmp_path: Path) -> None:
@@ -205,24 +300,51 @@ def test_is_loopback(host: str, loopback: bool) -> None:
 
 def test_two_metrics_objects_do_not_share_series() -> None:
     one, two = Metrics(), Metrics()
-    one.cluster_queue_counted("q", 5, 0)
-    assert b'tasq_pending_workloads{cluster_queue="q"} 5.0' in one.exposition()
+    one.cluster_queue_reported("q", QueueFigures(cohort="", pending_active=5, pending_inadmissible=0, admitted=0))
+    assert b'kueue_pending_workloads{cluster_queue="q",replica_role="standalone",status="active"} 5.0' \
+        in one.exposition()
     assert b"cluster_queue=" not in two.exposition()
 
 
 def test_a_deleted_cluster_queue_stops_being_reported() -> None:
     metrics = Metrics()
-    metrics.cluster_queue_counted("gone", 1, 1)
-    metrics.resource_used("gone", "f", "cpu", 2)
+    figures = QueueFigures(cohort="", pending_active=1, pending_inadmissible=0, admitted=1,
+                           nominal={("f", "cpu"): 4}, usage={("f", "cpu"): 2})
+    metrics.cluster_queue_reported("gone", figures)
+    metrics.workload_admitted("gone", "", 1.0)
     metrics.evicted("gone", "Preempted")
-    metrics.cluster_queue_counted("kept", 1, 1)
+    metrics.cluster_queue_reported("kept", figures)
     metrics.evicted("kept", "Preempted")
     metrics.cluster_queue_deleted("gone")
     metrics.cluster_queue_deleted("never-seen")
     text = metrics.exposition().decode()
     assert 'cluster_queue="gone"' not in text
-    assert 'tasq_pending_workloads{cluster_queue="kept"} 1.0' in text
-    assert 'tasq_evicted_workloads_total{cluster_queue="kept",reason="Preempted"} 1.0' in text
+    assert 'kueue_pending_workloads{cluster_queue="kept",replica_role="standalone",status="active"} 1.0' in text
+    assert metrics.cluster_queues_reported() == {"kept"}
+    assert 'kueue_evicted_workloads_total{cluster_queue="kept",priority_class="",reason="Preempted",' \
+           'replica_role="standalone",underlying_cause=""} 1.0' in text
+
+
+def test_a_flavor_resource_the_queue_no_longer_has_stops_being_reported() -> None:
+    metrics = Metrics()
+    metrics.cluster_queue_reported("q", QueueFigures(cohort="", pending_active=0, pending_inadmissible=0, admitted=0,
+                                                     nominal={("a100", "cpu"): 4, ("h100", "cpu"): 8}))
+    metrics.workload_admitted("q", "", 1.0)
+    metrics.cluster_queue_reported("q", QueueFigures(cohort="", pending_active=0, pending_inadmissible=0, admitted=0,
+                                                     nominal={("h100", "cpu"): 8}))
+    text = metrics.exposition().decode()
+    assert 'flavor="a100"' not in text and 'flavor="h100"' in text
+    assert 'kueue_admitted_workloads_total{cluster_queue="q"' in text  # counters stay until the queue goes
+
+
+def test_fragmentation_series_follow_the_flavors_reported() -> None:
+    metrics = Metrics()
+    metrics.fragmentation_reported(64, {("h100", "rack"): 24, ("a100", "rack"): 8})
+    metrics.fragmentation_reported(16, {("h100", "rack"): 4})
+    got = samples(metrics.exposition().decode())
+    assert got[("tasq_largest_pending_gang_gpus", ())] == 16
+    assert got[("tasq_topology_fragmented_free_gpus", (("flavor", "h100"), ("level", "rack")))] == 4
+    assert ("tasq_topology_fragmented_free_gpus", (("flavor", "a100"), ("level", "rack"))) not in got
 
 
 def test_preemptions_and_evictions_are_counted_with_kueues_labels() -> None:
@@ -230,6 +352,10 @@ def test_preemptions_and_evictions_are_counted_with_kueues_labels() -> None:
     metrics.preempted("high-cq", "InCohortReclamation")
     metrics.preempted("high-cq", "InCohortReclamation")
     metrics.evicted("low-cq", "Preempted")
-    text = metrics.exposition().decode()
-    assert 'tasq_preempted_workloads_total{preempting_cluster_queue="high-cq",reason="InCohortReclamation"} 2.0' in text
-    assert 'tasq_evicted_workloads_total{cluster_queue="low-cq",reason="Preempted"} 1.0' in text
+    got = samples(metrics.exposition().decode())
+    assert got[("kueue_preempted_workloads_total", (("preempting_cluster_queue", "high-cq"),
+                                                    ("reason", "InCohortReclamation"),
+                                                    ("replica_role", "standalone")))] == 2
+    assert got[("kueue_evicted_workloads_total", (("cluster_queue", "low-cq"), ("priority_class", ""),
+                                                  ("reason", "Preempted"), ("replica_role", "standalone"),
+                                                  ("underlying_cause", "")))] == 1

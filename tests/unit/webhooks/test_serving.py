@@ -151,6 +151,29 @@ async def test_each_request_is_logged_with_its_object(running: tuple[AdmissionSe
     assert f"CREATE Job team-a/logged uid={uid}: denied 422" in caplog.text
 
 
+async def test_an_allowed_request_is_logged_only_at_debug_and_each_answer_is_observed(
+        running: tuple[AdmissionServer, CertificateAuthority], caplog: pytest.LogCaptureFixture) -> None:
+    server, ca = running
+    seen: list[tuple[str, int]] = []
+
+    def observe(path: str, status: int, seconds: float) -> None:
+        assert 0 <= seconds < 10
+        seen.append((path, status))
+    server.observe = observe
+    caplog.set_level(logging.INFO, logger="webhooks.serving")
+    request = review(valid_job("quiet").obj())
+    status, answer = await post(server, ca.cert_pem, c.WEBHOOK_MUTATE_JOB, json.dumps(request).encode())
+    assert status == 200 and answer["response"]["allowed"] is True
+    assert "quiet" not in caplog.text  # a line per allowed request would flood the default log
+    caplog.set_level(logging.DEBUG, logger="webhooks.serving")
+    await post(server, ca.cert_pem, c.WEBHOOK_MUTATE_JOB, json.dumps(review(valid_job("loud").obj())).encode())
+    assert "loud" in caplog.text and "allowed" in caplog.text
+    await post(server, ca.cert_pem, c.WEBHOOK_MUTATE_JOB, b"{not json")
+    await post(server, ca.cert_pem, "nowhere", b"{}")
+    path = f"/{c.WEBHOOK_MUTATE_JOB}"
+    assert seen == [(path, 200), (path, 200), (path, 400), ("/nowhere", 404)]
+
+
 async def test_new_certificate_files_are_served_without_a_restart(
         running: tuple[AdmissionServer, CertificateAuthority], tmp_path: Path) -> None:
     server, ca = running
