@@ -9,7 +9,6 @@ trip through the other version gives back the original. Called by the conversion
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -275,9 +274,31 @@ def _save(obj: Obj, key: str, groups: list[dict[str, Any]]) -> None:
         annotations[key] = json.dumps(groups, sort_keys=True, separators=(",", ":"))
 
 
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of a JSON value: objects and arrays copied, scalars shared (they are immutable).
+    copy.deepcopy (its memo and per-type dispatch) was most of the time of converting a list
+    (bench/conversion.py); a non-dict mapping or a tuple, which only a Python caller passes, is copied
+    as a dict or list."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if kind is list:
+        return [_copied(v) for v in value]
+    if kind in _SCALARS:
+        return value
+    if isinstance(value, Mapping):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_copied(v) for v in value]
+    return value
+
+
 def _values(obj: Mapping[str, Any], paths: tuple[Path, ...]) -> dict[str, Any]:
     """The values at `paths` by dotted path (copies, _ABSENT where unset)."""
-    return {_dotted(p): copy.deepcopy(_get(obj, p)) for p in paths}
+    return {_dotted(p): _copied(_get(obj, p)) for p in paths}
 
 
 def _only(obj: Mapping[str, Any], paths: tuple[Path, ...]) -> Obj:
@@ -287,7 +308,7 @@ def _only(obj: Mapping[str, Any], paths: tuple[Path, ...]) -> Obj:
     for path in paths:
         value = _get(obj, path)
         if value is not _ABSENT:
-            _set(out, path, copy.deepcopy(value))
+            _set(out, path, _copied(value))
     return out
 
 
@@ -408,7 +429,7 @@ def convert(obj: Mapping[str, Any], desired_api_version: str) -> dict[str, Any] 
     if problem is not None:
         return ConversionFailure(kind, namespace, name, _dotted(problem[0]), problem[1])
     try:
-        out: Obj = copy.deepcopy(dict(obj))
+        out: Obj = _copied(obj)
         if out["apiVersion"] == desired_api_version:
             return out
         if out["apiVersion"] != HUB:

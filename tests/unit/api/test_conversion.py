@@ -4,7 +4,9 @@ that name the object and field, and no exception on any input."""
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 
 from controller.api import constants as c
 from controller.api.conversion import ConversionFailure, convert
+from controller.api.topology_assignment import AssignedDomain, encode
 
 V1 = c.API_VERSION_V1BETA1
 V2 = c.API_VERSION
@@ -238,6 +241,39 @@ def test_any_input_gives_an_object_or_a_failure(anything: Any, desired: str) -> 
         assert result.message
 
 
+def _containers(value: Any) -> list[Any]:
+    """Every dict and list inside a JSON value, the value itself included."""
+    if isinstance(value, dict):
+        return [value, *(x for v in value.values() for x in _containers(v))]
+    if isinstance(value, list):
+        return [value, *(x for v in value for x in _containers(v))]
+    return []
+
+
+@settings(max_examples=200, deadline=None)
+@given(v1beta1_objects(), st.sampled_from([V1, V2]))
+def test_the_converted_object_shares_no_object_or_array_with_its_input(original: dict[str, Any], desired: str) -> None:
+    """The caller may change what convert returns (the webhook answers it, devcluster stores it)
+    without changing the object it passed in, in either direction and within one version."""
+    for source in (original, convert(original, V2)):
+        assert isinstance(source, dict)
+        converted = convert(source, desired)
+        assert isinstance(converted, dict)
+        inputs = {id(x) for x in _containers(source)}
+        assert not [x for x in _containers(converted) if id(x) in inputs]
+
+
+def test_a_mapping_that_is_not_a_dict_converts_to_plain_dicts_and_lists() -> None:
+    """A Python caller's read-only mapping and tuples come back as the JSON types the API writes."""
+    spec = MappingProxyType({"cohort": "a", "resourceGroups": ({"coveredResources": ("cpu",)},)})
+    cq = MappingProxyType({"apiVersion": V1, "kind": "ClusterQueue", "metadata": MappingProxyType({"name": "x"}),
+                           "spec": spec})
+    hub = convert(cq, V2)
+    assert hub == {"apiVersion": V2, "kind": "ClusterQueue", "metadata": {"name": "x"},
+                   "spec": {"cohortName": "a", "resourceGroups": [{"coveredResources": ["cpu"]}]}}
+    assert isinstance(hub, dict) and type(hub["metadata"]) is dict
+
+
 def test_a_workload_priority_class_converts_by_its_api_version_alone() -> None:
     """Its fields are the same in v1beta1 and v1beta2 (top-level value and description)."""
     v1 = {"apiVersion": V1, "kind": c.KIND_WORKLOAD_PRIORITY_CLASS, "metadata": {"name": "urgent"},
@@ -252,3 +288,30 @@ def test_a_cohort_is_served_as_v1beta2_only() -> None:
     assert convert(cohort, V2) == cohort
     failure = convert(cohort, V1)
     assert isinstance(failure, ConversionFailure) and "Cohort is served as" in failure.message
+
+
+def test_an_admitted_workload_with_a_multi_slice_assignment_reads_the_same_in_both_versions() -> None:
+    """Two node pools, 8 hosts each, one pod per host: Kueue's encoding writes a slice per hostname
+    prefix. v1beta1 lists the same 16 hosts as `domains`, in order, and converting back gives the
+    same Workload (nothing kept in an annotation)."""
+    hosts = [f"{pool}-{i:02d}" for pool in ("gpu-pool-alpha-7f3a9c", "cpu-pool-omega-c91d0e") for i in range(8)]
+    compact = encode([c.LABEL_HOSTNAME], [AssignedDomain((h,), 1) for h in hosts]).to_dict()
+    assert len(compact["slices"]) == 2
+    hub = obj(V2, "Workload", {"queueName": "lq", "podSets": []}, namespace="ns", status={"admission": {
+        "clusterQueue": "team", "podSetAssignments": [{"name": "main", "count": 16, "topologyAssignment": compact}]}})
+    spoke = convert(hub, V1)
+    assert isinstance(spoke, dict)
+    assert spoke["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"] == {
+        "levels": [c.LABEL_HOSTNAME], "domains": [{"values": [h], "count": 1} for h in hosts]}
+    assert "annotations" not in spoke["metadata"]
+    assert convert(spoke, V2) == hub
+
+
+def test_a_value_nested_deeper_than_python_can_copy_is_a_failure_not_an_exception() -> None:
+    deep: list[Any] = []
+    for _ in range(sys.getrecursionlimit() + 10):
+        deep = [deep]
+    workload = obj(V1, "Workload", {"podSets": deep}, namespace="ns")
+    failure = convert(workload, V2)
+    assert isinstance(failure, ConversionFailure)
+    assert failure.message == "Workload ns/x: a value is nested too deeply to convert"
