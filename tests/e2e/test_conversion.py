@@ -6,7 +6,8 @@ v1beta2 as v1beta2, including a Workload the operator admitted with a multi-doma
 compact slices, v1beta1's levels + domains; compared decoded: the same pods on the same hosts in both
 versions, where its pods ran).
 
-Same nodes and queues as test_operator (its `installed` fixture): 8 hosts x 8 GPUs, two per rack.
+The queues of test_operator over 8 hosts x 8 GPUs, two per rack, named by pool so that a gang over
+two blocks is written as two slices (one per hostname prefix, as Kueue encodes it).
 """
 
 from __future__ import annotations
@@ -21,12 +22,34 @@ from kubernetes import client, config
 
 from controller.api import constants as c
 from controller.api.topology_assignment import TopologyAssignment, read_v1beta1
-from tests.e2e.conftest import Kubectl
-from tests.e2e.test_operator import BLOCK, condition, get, installed, job, wait_for, workload_of
+from tests.builders.operator import gpu_nodes
+from tests.e2e.conftest import Kubectl, install_operator_cluster
+from tests.e2e.test_operator import BLOCK, RACK, SETUP, condition, get, job, wait_for, workload_of
 from tests.e2e.test_operator_run import Process, lease_holder
 
 pytestmark = pytest.mark.e2e
-__all__ = ["installed"]  # the fixture, shared with test_operator
+
+POOLS = {"b1": "h100-pool-east-zone-one-host-", "b2": "a100-pool-west-zone-two-host-"}
+"""Block -> the hostname prefix of its nodes: long and unlike, so per-pool slices are the smaller form."""
+
+
+def pool_nodes() -> list[dict[str, Any]]:
+    """test_operator's nodes (2 blocks x 2 racks x 2 hosts), each renamed `<its block's pool><n>`."""
+    nodes = gpu_nodes(BLOCK, RACK, blocks=2, racks=2, hosts=2, labels={"gpu": "h100"})
+    for n, node in enumerate(nodes):
+        block = node["metadata"]["labels"][BLOCK]
+        name = f"{POOLS[block]}{n % 4 + 1}"
+        node["metadata"]["name"] = name
+        node["metadata"]["labels"][c.LABEL_HOSTNAME] = name
+    return nodes
+
+
+@pytest.fixture(scope="module")
+def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) -> Iterator[None]:
+    """The CRDs, the 8 pool nodes and test_operator's queue on this module's cluster (either one)."""
+    close = install_operator_cluster(request, cluster, kubectl, pool_nodes(), SETUP)
+    yield
+    close()
 
 V1BETA1, V1BETA2 = c.VERSION_V1BETA1, c.VERSION_V1BETA2
 CRDS = ("topologies", "resourceflavors", "clusterqueues", "localqueues", "workloads")
@@ -136,9 +159,9 @@ def local_queue_v1beta1(namespace: str) -> str:
 def test_an_admitted_workload_reads_the_same_in_both_versions_with_kubectl_and_the_client(
         tasq: Process, kubectl: Kubectl, custom: client.CustomObjectsApi, namespace: str) -> None:
     kubectl("apply", "-f", "-", stdin=local_queue_v1beta1(namespace))
-    # 4 pods of 8 GPUs in one block: 4 hosts of 8 GPUs each, so the assignment has several slices
-    kubectl("create", "-f", "-", stdin=job("spread", namespace, 4, 8, run_seconds=30,
-                                           annotations={c.ANNOTATION_REQUIRE_TOPOLOGY: BLOCK}))
+    # 6 pods of 8 GPUs preferring one block: a block holds 4, so 6 hosts over both pools, two slices
+    kubectl("create", "-f", "-", stdin=job("spread", namespace, 6, 8, run_seconds=30,
+                                           annotations={c.ANNOTATION_PREFER_TOPOLOGY: BLOCK}))
     admitted = wait_for(lambda: (w := workload_of(kubectl, namespace, "spread")) and condition(w, "Admitted") and w,
                         60, "the Workload admitted", tasq.output)
     name = admitted["metadata"]["name"]
@@ -156,9 +179,12 @@ def test_an_admitted_workload_reads_the_same_in_both_versions_with_kubectl_and_t
     hosts = {view: [assigned_hosts(psa["topologyAssignment"], view.split()[1])
                     for psa in wl["status"]["admission"]["podSetAssignments"]] for view, wl in views.items()}
     (expected,) = hosts["kubectl v1beta2"]
-    assert len(expected) == 4 and set(expected.values()) == {1}, expected
+    assert len(expected) == 6 and set(expected.values()) == {1}, expected
+    (v1beta2_assignment,) = [psa["topologyAssignment"]
+                             for psa in views["kubectl v1beta2"]["status"]["admission"]["podSetAssignments"]]
+    assert len(v1beta2_assignment["slices"]) == 2, v1beta2_assignment
     assert all(h == [expected] for h in hosts.values()), hosts
-    pods = wait_for(lambda: (items := get(kubectl, "pods", "-n", namespace)["items"]) and len(items) == 4
+    pods = wait_for(lambda: (items := get(kubectl, "pods", "-n", namespace)["items"]) and len(items) == 6
                     and all(p["spec"].get("nodeName") for p in items) and items, 60, "pods bound", tasq.output)
     assert {p["spec"]["nodeName"]: 1 for p in pods} == expected
     listed = {version: [w["metadata"]["name"] for w in custom.list_namespaced_custom_object(  # type: ignore[index]
