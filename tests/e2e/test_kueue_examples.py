@@ -27,7 +27,7 @@ from controller.api import constants as c
 from devcluster.simulated.nodes import parse_shape, topology_nodes
 from tests.builders.kueue_examples import EXAMPLES, kind_workers
 from tests.e2e.conftest import Kubectl, install_operator_cluster, wait_for
-from tests.e2e.test_operator_clusters import LEASE_NAMESPACE, PodWatch, Process, condition, get
+from tests.e2e.test_operator_clusters import PodWatch, Process, condition, get, leading_tasq
 
 pytestmark = pytest.mark.e2e
 
@@ -55,19 +55,8 @@ def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) ->
 def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     """One `tasq run --local-webhooks` for the module, leading, its webhooks registered."""
-    kubectl("create", "namespace", LEASE_NAMESPACE)
-    proc = Process(kubeconfig, tmp_path_factory.mktemp("tasq") / "tasq.log")
-    try:
-        wait_for(lambda: kubectl("get", "mutatingwebhookconfigurations", "-o", "name").stdout.strip(), 60,
-                 "webhooks registered")
-        wait_for(lambda: kubectl("get", "lease", "-n", LEASE_NAMESPACE, "-o", "name").stdout.strip(), 60,
-                 "the Lease taken")
-    except AssertionError as e:
-        proc.stop()
-        raise AssertionError(f"{e}\n{proc.tail()}") from None
-    yield proc
-    code = proc.stop()
-    assert code == 0, f"tasq run exited {code}:\n{proc.tail()}"
+    with leading_tasq(kubeconfig, kubectl, tmp_path_factory.mktemp("tasq")) as proc:
+        yield proc
 
 
 def create_example(kubectl: Kubectl, path: str) -> str:

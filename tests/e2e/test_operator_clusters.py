@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +198,25 @@ class Process:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-60:])
 
 
+@contextmanager
+def leading_tasq(kubeconfig: Path, kubectl: Kubectl, workdir: Path) -> Iterator[Process]:
+    """A `tasq run --local-webhooks` (its log in `workdir`) once it leads and its webhooks are
+    registered; on exit it must stop cleanly (its output in the failure otherwise)."""
+    kubectl("create", "namespace", LEASE_NAMESPACE)
+    proc = Process(kubeconfig, workdir / "tasq.log")
+    try:
+        wait_for(lambda: kubectl("get", "mutatingwebhookconfigurations", "-o", "name").stdout.strip(), 60,
+                 "webhooks registered")
+        wait_for(lambda: kubectl("get", "lease", "-n", LEASE_NAMESPACE, "-o", "name").stdout.strip(), 60,
+                 "the Lease taken")
+    except AssertionError as e:
+        proc.stop()
+        raise AssertionError(f"{e}\n{proc.tail()}") from None
+    yield proc
+    code = proc.stop()
+    assert code == 0, f"tasq run exited {code}:\n{proc.tail()}"
+
+
 @pytest.fixture(scope="module")
 def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) -> Iterator[None]:
     """CRDs, the 32 GPU nodes (`hack/realcluster/up` made them on the real control plane), the
@@ -212,19 +232,8 @@ def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) ->
 def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     """One `tasq run --local-webhooks` for the module, leading, its webhooks registered."""
-    kubectl("create", "namespace", LEASE_NAMESPACE)
-    proc = Process(kubeconfig, tmp_path_factory.mktemp("tasq") / "tasq.log")
-    try:
-        wait_for(lambda: kubectl("get", "mutatingwebhookconfigurations", "-o", "name").stdout.strip(), 60,
-                 "webhooks registered")
-        wait_for(lambda: kubectl("get", "lease", "-n", LEASE_NAMESPACE, "-o", "name").stdout.strip(), 60,
-                 "the Lease taken")
-    except AssertionError as e:
-        proc.stop()
-        raise AssertionError(f"{e}\n{proc.tail()}") from None
-    yield proc
-    code = proc.stop()
-    assert code == 0, f"tasq run exited {code}:\n{proc.tail()}"
+    with leading_tasq(kubeconfig, kubectl, tmp_path_factory.mktemp("tasq")) as proc:
+        yield proc
     assert kubectl("get", "mutatingwebhookconfigurations", "-o", "name").stdout.strip() == ""
 
 

@@ -29,11 +29,11 @@ from tests.e2e.test_operator_clusters import (
     BLOCK,
     GPU,
     HOST,
-    LEASE_NAMESPACE,
     RACK,
     Process,
     condition,
     get,
+    leading_tasq,
     pods_of,
     workload_of,
 )
@@ -131,19 +131,8 @@ def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) ->
 def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     """One `tasq run --local-webhooks` for the module, leading, its webhooks registered."""
-    kubectl("create", "namespace", LEASE_NAMESPACE)
-    proc = Process(kubeconfig, tmp_path_factory.mktemp("tasq") / "tasq.log")
-    try:
-        wait_for(lambda: kubectl("get", "mutatingwebhookconfigurations", "-o", "name").stdout.strip(), 60,
-                 "webhooks registered")
-        wait_for(lambda: kubectl("get", "lease", "-n", LEASE_NAMESPACE, "-o", "name").stdout.strip(), 60,
-                 "the Lease taken")
-    except AssertionError as e:
-        proc.stop()
-        raise AssertionError(f"{e}\n{proc.tail()}") from None
-    yield proc
-    code = proc.stop()
-    assert code == 0, f"tasq run exited {code}:\n{proc.tail()}"
+    with leading_tasq(kubeconfig, kubectl, tmp_path_factory.mktemp("tasq")) as proc:
+        yield proc
 
 
 @pytest.fixture(autouse=True)
