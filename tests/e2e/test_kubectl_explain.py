@@ -12,14 +12,26 @@ import yaml
 
 from controller.api import constants as c
 from controller.api.crds import KINDS, KindSpec
-from tests.e2e.conftest import REPO, Kubectl
+from tests.e2e.conftest import REPO, Kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def crds_installed(kubectl: Kubectl) -> subprocess.CompletedProcess[str]:
-    return kubectl("apply", "-f", "crds/")
+    """The CRDs applied and published: kube-apiserver serves a new CRD's OpenAPI a moment after it is
+    Established, and `kubectl explain` fails or explains an older version until then."""
+    applied = kubectl("apply", "-f", "crds/")
+    kubectl("wait", "--for", "condition=Established", "--timeout", "60s", "-f", "crds/")
+
+    def published() -> bool:
+        for spec in KINDS:
+            result = kubectl("explain", spec.plural, check=False)
+            if result.returncode != 0 or f"VERSION:    {c.VERSION_V1BETA2}" not in result.stdout:
+                return False
+        return True
+    wait_for(published, 60, "every kind explained in v1beta2")
+    return applied
 
 
 def schema(spec: KindSpec, version: str) -> dict[str, Any]:
