@@ -350,43 +350,43 @@ def _lossy_paths(groups: tuple[LossyGroup, ...]) -> tuple[Path, ...]:
 
 
 def _up(obj: Obj, kind: str) -> Obj:
-    """A spoke object as the hub, keeping what the hub cannot hold in ANNOTATION_CONVERSION_V1BETA1.
-
-    `before` holds only the lossy fields' values; `back` only those fields, converted up and down.
-    """
-    up, down = _MAPPERS[kind]
-    groups = LOSSY.get(kind, ())
-    paths = _lossy_paths(groups)
-    saved_hub = _take_saved(obj, c.ANNOTATION_CONVERSION_V1BETA2)
-    _take_saved(obj, c.ANNOTATION_CONVERSION_V1BETA1)  # stale: recomputed below
-    before = _values(obj, paths)
-    up(obj)
-    obj["apiVersion"] = HUB
-    _restore(obj, before, saved_hub, kept=lambda g: g.spoke, lost=lambda g: g.hub, groups=groups)
-    if groups:
-        back = _only(obj, paths)
-        down(back)
-        _save(obj, c.ANNOTATION_CONVERSION_V1BETA1,
-              _differences(before, obj, back, here=lambda g: g.spoke, there=lambda g: g.hub, groups=groups))
-    return obj
+    """A spoke object as the hub, keeping what the hub cannot hold in ANNOTATION_CONVERSION_V1BETA1."""
+    return _across(obj, kind, HUB, to_hub=True)
 
 
 def _down(obj: Obj, kind: str, api_version: str) -> Obj:
     """A hub object as `api_version`, keeping what it cannot hold in ANNOTATION_CONVERSION_V1BETA2."""
+    return _across(obj, kind, api_version, to_hub=False)
+
+
+def _across(obj: Obj, kind: str, api_version: str, *, to_hub: bool) -> Obj:
+    """`obj` converted to `api_version` (up to the hub or down to a spoke): what the other side saved
+    comes back, and what the target cannot hold is saved in the annotation of the side left.
+
+    `before` holds only the lossy fields' values; `back` only those fields, converted there and back.
+    """
     up, down = _MAPPERS[kind]
+    forward, backward = (up, down) if to_hub else (down, up)
+    saved_here, saved_there = ((c.ANNOTATION_CONVERSION_V1BETA1, c.ANNOTATION_CONVERSION_V1BETA2) if to_hub
+                               else (c.ANNOTATION_CONVERSION_V1BETA2, c.ANNOTATION_CONVERSION_V1BETA1))
+
+    def source(g: LossyGroup) -> Any:
+        return g.spoke if to_hub else g.hub
+
+    def target(g: LossyGroup) -> Any:
+        return g.hub if to_hub else g.spoke
     groups = LOSSY.get(kind, ())
     paths = _lossy_paths(groups)
-    saved_spoke = _take_saved(obj, c.ANNOTATION_CONVERSION_V1BETA1)
-    _take_saved(obj, c.ANNOTATION_CONVERSION_V1BETA2)  # stale: recomputed below
+    saved = _take_saved(obj, saved_there)
+    _take_saved(obj, saved_here)  # stale: recomputed below
     before = _values(obj, paths)
-    down(obj)
+    forward(obj)
     obj["apiVersion"] = api_version
-    _restore(obj, before, saved_spoke, kept=lambda g: g.hub, lost=lambda g: g.spoke, groups=groups)
+    _restore(obj, before, saved, kept=source, lost=target, groups=groups)
     if groups:
         back = _only(obj, paths)
-        up(back)
-        _save(obj, c.ANNOTATION_CONVERSION_V1BETA2,
-              _differences(before, obj, back, here=lambda g: g.hub, there=lambda g: g.spoke, groups=groups))
+        backward(back)
+        _save(obj, saved_here, _differences(before, obj, back, here=source, there=target, groups=groups))
     return obj
 
 
