@@ -728,12 +728,12 @@ def test_a_workload_that_cannot_be_printed_in_the_version_asked_for_exits_1_prin
 
 def test_pending_rows_show_their_reason_and_explain_names_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
     files = ("-f", str(DEADLOCK / "cluster.yaml"), "-f", str(DATA / "misconfigured" / "jobs.yaml"))
-    code, out, _ = simulate(capsys, *files)
+    code, out, err = simulate(capsys, *files)
     assert code == 0
-    rows = {line.split()[1]: line.split()[2:] for line in out.splitlines()[1:3]}
+    rows = {line.split()[1]: line.split()[2:] for line in out.splitlines()[1:]}
     assert rows == {"job-no-nodes-56874": ["next", "PodSetTopologyUnfit"],
                     "job-too-big-6b12c": ["ml", "PodSetTopologyUnfit"]}
-    assert out.splitlines()[3] == "2 pending: --explain says why, quantitatively"
+    assert err == "2 pending: --explain says why, quantitatively\n"
     code, out, _ = simulate(capsys, *files, "--explain")
     why = dict(line.split(": PodSetTopologyUnfit: ") for line in out.splitlines()[3:])
     assert why["team/job-no-nodes-56874"] == (
