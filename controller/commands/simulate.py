@@ -204,8 +204,6 @@ def _print(sim: Simulation, output: str, api_version: str, with_explain: bool, s
     if output == "table":
         reasons = {why.key: why.detail for why in sim.explanations()}
         sys.stdout.write(render_table(workloads, reasons))
-        if reasons and not with_explain:
-            print(f"{len(reasons)} pending: --explain says why, quantitatively", file=sys.stderr)  # stdout: the table
         if sim.preemptions:
             sys.stdout.write("\n" + render_preemptions(sim.preemptions))
     else:
