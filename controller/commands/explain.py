@@ -1,4 +1,4 @@
-"""`tasq explain workload NAME -n NS`: why a Workload waits, on a live cluster.
+"""`tasq explain workload NAME -n NS` (alias `describe`): why a Workload waits, on a live cluster.
 
 Reads the cluster once (nodes, pods, queues, flavors, topologies, Jobs, Workloads), runs the same
 pure admission as `tasq simulate` over it, and prints the same explanation `tasq simulate --explain`
@@ -25,13 +25,15 @@ from controller.core.simulating import Simulation
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("explain", help="explain why a Workload waits, on a live cluster")
-    parser.add_argument("kind", choices=("workload", "workloads", "wl"), help="what to explain: a Workload")
-    parser.add_argument("name", help="the Workload's name (`kubectl get workloads -n NS`)")
-    parser.add_argument("-n", "--namespace", default="default", help="the Workload's namespace (default: default)")
-    parser.add_argument("--kubeconfig", type=Path, default=None,
-                        help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-    parser.set_defaults(handler=run)
+    """`explain`, and `describe` as its alias (kubectl's verb: `kubectl tasq describe workload X`)."""
+    for verb in ("explain", "describe"):
+        parser = subparsers.add_parser(verb, help="explain why a Workload waits, on a live cluster")
+        parser.add_argument("kind", choices=("workload", "workloads", "wl"), help=f"what to {verb}: a Workload")
+        parser.add_argument("name", help="the Workload's name (`kubectl get workloads -n NS`)")
+        parser.add_argument("-n", "--namespace", default="default", help="the Workload's namespace (default: default)")
+        parser.add_argument("--kubeconfig", type=Path, default=None,
+                            help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+        parser.set_defaults(handler=run, verb=verb)
 
 
 def explain_workload(objects: list[dict[str, Any]], namespace: str, name: str) -> tuple[int, list[str]]:
@@ -77,14 +79,14 @@ def run(args: argparse.Namespace) -> int:
 
     path = kubeconfig_path(args.kubeconfig)
     if path is not None and not path.is_file():
-        print(f"tasq explain: kubeconfig {str(path)!r} is not a file", file=sys.stderr)
+        print(f"tasq {args.verb}: kubeconfig {str(path)!r} is not a file", file=sys.stderr)
         return 2
 
     try:
         objects = asyncio.run(read_cluster_at(path))
     except (ApiError, OSError) as e:
         detail = e.message if isinstance(e, ApiError) and e.status == 0 else f"cannot read the cluster: {e}"
-        print(f"tasq explain: {detail}", file=sys.stderr)
+        print(f"tasq {args.verb}: {detail}", file=sys.stderr)
         return 2
     code, lines = explain_workload(objects, args.namespace, args.name)
     for line in lines:
