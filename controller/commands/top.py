@@ -179,7 +179,7 @@ def flavor_table(occ: FlavorOccupancy, width: int = WIDTH) -> tuple[Text, Table,
     workloads = sorted({k for d in occ.domains for k in d.workloads})
     namespace = common_namespace(occ)
     head = Text.assemble(
-        ("flavor ", "dim"), (occ.flavor, "bold"), (f" (topology {occ.topology}): ", "dim"),
+        (occ.flavor, "bold"), (f" (flavor, topology {occ.topology}): ", "dim"),
         (f"{occ.resource} {amount(occ.used, occ.resource)}/{amount(occ.capacity, occ.resource)} used "
          f"({percent}%)", "bold"),
         f", {occ.node_count} nodes, {len(workloads)} Workloads", f" in {namespace}" if namespace else "")
@@ -244,7 +244,7 @@ def render(console: Console, flavors: Sequence[FlavorOccupancy]) -> None:
         head, table, legend = flavor_table(occ, min(console.width, WIDTH))
         if i:
             console.print()
-        console.print(head)
+        console.print(head, no_wrap=True, overflow="ellipsis")
         console.print(table)
         console.print(legend)
 
