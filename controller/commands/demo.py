@@ -24,6 +24,7 @@ import yaml
 from controller.api import constants as c
 from controller.api.crds import KINDS
 from controller.bundled import crd_dir, sample_nodes_file, samples_dir
+from controller.commands import terminal
 from controller.commands.dev import DevSetupError, DevStack, dev_stack, load_nodes
 from devcluster.server.errors import ApiError
 
@@ -59,7 +60,12 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        return asyncio.run(_demo(args.kubeconfig, args.keep, print_line))
+        out = terminal.console()
+        note = terminal.noter(out)
+        try:
+            return asyncio.run(_demo(args.kubeconfig, args.keep, terminal.sayer(out), note))
+        finally:
+            note(None)
     except DevSetupError as e:
         print(f"tasq demo: {e}", file=sys.stderr)
         return 2
@@ -68,10 +74,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-
-
-def print_line(text: str = "") -> None:
-    print(text, flush=True)
 
 
 # ---------------------------------------------------------------- the cluster's state, as the demo reads it
@@ -247,18 +249,27 @@ def second_step_done(view: ClusterView) -> bool:
     return view.is_true(FIRST_GANG, c.CONDITION_FINISHED) and view.all_running(SECOND_GANG)
 
 
-async def _demo(kubeconfig: Path | None, keep: bool, say: Callable[[str], None]) -> int:
+def _no_note(text: str | None) -> None:
+    """Where no terminal shows progress."""
+
+
+async def _demo(kubeconfig: Path | None, keep: bool, say: Callable[[str], None],
+                note: Callable[[str | None], None] = _no_note) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tasq-demo-") as tmp:
         path = kubeconfig or Path(tmp) / "kubeconfig"
         nodes = load_nodes(sample_nodes_file())
+        note("starting the local cluster, tasq's controller and webhooks...")
         async with dev_stack(path, 0, crd_dir(), extra_nodes=nodes) as stack:
+            note(None)
             say(f"tasq demo: a local cluster with {stack.nodes} GPU nodes (H100: 2 blocks x 2 racks x 8 hosts; "
                 f"A100: 1 block x 2 racks x 4 hosts; 8 GPUs each), tasq's controller and webhooks.")
             say(f"Applying the samples: a Topology, 2 flavors, ClusterQueues team-a (192 H100 GPUs) and team-b "
                 f"(32 A100 GPUs), and {sum(1 for o in sample_objects() if o['kind'] == c.KIND_JOB)} Jobs.")
             await apply_samples(stack, sample_objects())
+            note("waiting for the Jobs to be admitted and their pods to run...")
             view, ok = await wait_for(stack, first_step_done)
+            note(None)
             say("")
             say(f"== after {view.taken_at - started:.0f} s: where the pods run (blocks > racks > nodes)")
             for line in render_domains(view):
@@ -275,7 +286,9 @@ async def _demo(kubeconfig: Path | None, keep: bool, say: Callable[[str], None])
             if not ok:
                 say(f"tasq demo: the first step did not complete within {STEP_TIMEOUT_S:.0f} s (see above)")
                 return 1
+            note(f"waiting for {FIRST_GANG} to finish and {SECOND_GANG} to start...")
             view, ok = await wait_for(stack, second_step_done)
+            note(None)
             say("")
             say(f"== after {view.taken_at - started:.0f} s: {FIRST_GANG} finished, its quota was released")
             say(f"{SECOND_GANG}: admitted, {len(view.running(SECOND_GANG))} pods running in rack "

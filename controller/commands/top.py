@@ -25,14 +25,14 @@ from rich.table import Table
 from rich.text import Text
 
 from controller.api.quantity import format_milli
+from controller.commands import terminal
 from controller.commands.explain import kubeconfig_path
 from controller.commands.simulate import read_step
+from controller.commands.terminal import WIDTH
 from controller.core.simulating import Simulation
 from controller.core.topology.assigning import level_noun
 from controller.core.topology.occupancy import DomainOccupancy, FlavorOccupancy, NodeOccupancy, occupancy_of
 
-WIDTH = 100
-"""Columns the view fits in (a terminal narrower than this gets its own width)."""
 NODE_LINES_MAX = 64
 """A flavor of at most this many nodes is drawn a line per node; above, a glyph per node."""
 ROWS_MAX = 160
@@ -257,16 +257,6 @@ def svg_of(flavors: Sequence[FlavorOccupancy], title: str = "tasq top") -> str:
     return console.export_svg(title=title)
 
 
-def text_console() -> Console:
-    """stdout, at most WIDTH columns; colour only on a terminal and without NO_COLOR (rich's rules)."""
-    console = Console(highlight=False, soft_wrap=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, width=WIDTH)
-    elif console.width > WIDTH:
-        console = Console(highlight=False, width=WIDTH)
-    return console
-
-
 # -- command --------------------------------------------------------------------------------------
 
 def run(args: argparse.Namespace) -> int:
@@ -298,5 +288,5 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "svg":
         sys.stdout.write(svg_of(flavors))
         return 0
-    render(text_console(), flavors)
+    render(terminal.console(), flavors)
     return 0

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from controller.cli import main
-from controller.commands.top import WIDTH, layout_of, simulated_occupancies, strip
+from controller.commands.terminal import WIDTH
+from controller.commands.top import layout_of, simulated_occupancies, strip
 
 DEADLOCK = Path(__file__).resolve().parents[2] / "data" / "simulate" / "deadlock"
 FILES = ["-f", str(DEADLOCK / "cluster.yaml"), "-f", str(DEADLOCK / "jobs.yaml")]
