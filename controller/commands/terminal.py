@@ -31,7 +31,7 @@ def sayer(out: Console) -> Callable[[str], None]:
     (never read as markup: Job names and messages are data)."""
     def say(text: str = "") -> None:
         style = "bold cyan" if text.startswith("==") else "red" if text.startswith("tasq ") and ": " in text else ""
-        out.print(Text(text, style=style), soft_wrap=True)
+        out.print(Text(text, style=style), soft_wrap=not out.is_terminal)  # a terminal: wrapped at words
     return say
 
 
