@@ -742,3 +742,14 @@ def test_pending_rows_show_their_reason_and_explain_names_the_fix(capsys: pytest
     assert why["team/job-too-big-6b12c"].startswith(
         'couldn\'t assign flavors to pod set "main": flavor "gpu": can never fit: the largest rack has 80 '
         'nvidia.com/gpu, pod set "main" needs 90; topology "dc" allows to fit only 80 out of 90 pod(s)')
+
+
+def test_the_quota_reserved_condition_carries_the_messages_that_name_the_fix(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    wls = workloads_of(capsys, DEADLOCK / "cluster.yaml", DATA / "misconfigured" / "jobs.yaml")
+    no_nodes = condition(wls["job-no-nodes-56874"], "QuotaReserved")
+    too_big = condition(wls["job-too-big-6b12c"], "QuotaReserved")
+    assert no_nodes is not None and no_nodes["status"] == "False"
+    assert 'no node carries flavor "h200"\'s nodeLabels pool=h200' in no_nodes["message"]
+    assert too_big is not None and too_big["status"] == "False"
+    assert 'can never fit: the largest rack has 80 nvidia.com/gpu, pod set "main" needs 90' in too_big["message"]
