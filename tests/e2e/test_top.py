@@ -3,7 +3,8 @@ admits a Workload into one rack of three GPU nodes, and the plugin draws it on e
 
   block b1: rack r1 = n1, n2 (4 GPUs each); rack r2 = n3 (4 GPUs)
 
-The Workload asks for 6 GPUs (6 pods of one) required in one rack: only r1 holds it.
+The Workload asks for 6 GPUs (6 pods of one) required in one rack: only r1 holds it. A second one
+asking for 9 in one rack waits with the message that names the fix (no rack has more than 8).
 """
 
 from __future__ import annotations
@@ -65,6 +66,24 @@ spec:
           image: busybox
           resources: {{requests: {{nvidia.com/gpu: "1"}}, limits: {{nvidia.com/gpu: "1"}}}}
 """
+TOO_BIG = """\
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {{name: too-big, namespace: {ns}}}
+spec:
+  queueName: lq
+  podSets:
+  - name: main
+    count: 9
+    topologyRequest: {{required: {rack}}}
+    template:
+      spec:
+        restartPolicy: Never
+        containers:
+        - name: c
+          image: busybox
+          resources: {{requests: {{nvidia.com/gpu: "1"}}, limits: {{nvidia.com/gpu: "1"}}}}
+"""
 NODES = (("n1", "r1"), ("n2", "r1"), ("n3", "r2"))
 
 
@@ -104,5 +123,12 @@ def test_top_draws_the_admitted_workload_on_its_nodes(
         assert placed[nodes[0]][-1] == placed[nodes[1]][-1] == "trainer"
         assert placed[nodes[2]][-1] == "-"
         assert rows["r1"][1:] == ["6/8", "2", "free", "trainer"] and rows["r2"][1] == "0/4"
+
+        apply(kubectl, tmp_path, TOO_BIG.format(ns=namespace, rack=RACK))
+        message = wait_for(lambda: kubectl("get", "workload", "too-big", "-n", namespace, "-o",
+                                           "jsonpath={.status.conditions[?(@.type=='QuotaReserved')].message}").stdout,
+                           60, "the too-big Workload's pending message", logs=tasq.output)
+        assert f'flavor "top-{namespace}": can never fit: the largest rack has 8 nvidia.com/gpu, pod set "main" ' \
+               "needs 9; " in message
     finally:
         kubectl("delete", "node", *nodes, "--wait=false", check=False)
