@@ -95,11 +95,14 @@ class PodSetInfo:
     node_selector: Mapping[str, str]
     affinity_terms: tuple[NodeSelectorTerm, ...]
     tolerations: tuple[Toleration, ...]
+    min_count: int | None = None
+    """Kueue's `minCount`: the fewest pods a partial admission may give this pod set (None: all or none)."""
 
     def signature(self) -> tuple[Any, ...]:
         """Everything admission looks at, as a hashable value (used to memoise failures)."""
         return (self.name, self.count, tuple(sorted(self.requests.items())), self.topology,
-                tuple(sorted(self.node_selector.items())), self.affinity_terms, self.tolerations)
+                tuple(sorted(self.node_selector.items())), self.affinity_terms, self.tolerations,
+                self.min_count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +144,12 @@ def parse_timestamp(text: str | None, default: float) -> float:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()
+
+
+def job_min_parallelism(annotations: Mapping[str, str]) -> int | None:
+    """The Job's `kueue.x-k8s.io/job-min-parallelism` as its pod set's minCount; None when absent or
+    not an integer (the Job webhook refuses such a value, and one outside (0, parallelism), first)."""
+    return _int_or_none(annotations.get(c.ANNOTATION_JOB_MIN_PARALLELISM))
 
 
 def workload_name_for_job(job_name: str) -> str:
@@ -224,6 +233,9 @@ def workload_from_job(job: Mapping[str, Any], priority_classes: Mapping[str, int
     template = PodTemplateView.from_dict(view.template)
     # Kueue gives a Job's single PodSet the API's default name (`main`).
     pod_set: dict[str, Any] = {"name": DEFAULT_POD_SET_NAME, "count": view.parallelism, "template": view.template}
+    min_count = job_min_parallelism(view.annotations)
+    if min_count is not None:
+        pod_set["minCount"] = min_count
     topology = topology_request_from_annotations(view.annotations, template.annotations)
     if topology is not None:
         pod_set["topologyRequest"] = topology_request_to_dict(topology)
@@ -281,6 +293,7 @@ def pod_set_info(pod_set: PodSet) -> PodSetInfo:
         node_selector=template.node_selector,
         affinity_terms=template.affinity_terms,
         tolerations=template.tolerations,
+        min_count=pod_set.min_count,
     )
 
 
