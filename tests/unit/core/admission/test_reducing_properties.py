@@ -21,7 +21,13 @@ from controller.core.admission.flavoring import NoFit, WorkloadFit, assign_flavo
 from controller.core.admission.reducing import reducible, reserve_largest_count, with_count
 from controller.core.admission.workloads import workload_info
 from tests.builders.cluster import make_node
-from tests.builders.kueue import make_admission_state, make_cluster_queue, make_flavor, make_topology, make_workload
+from tests.builders.kueue import (
+    make_admission_state,
+    make_cluster_queue,
+    make_flavor,
+    make_topology,
+    make_workload,
+)
 
 GPU = "nvidia.com/gpu"
 BLOCK, RACK, HOST = "cloud.com/block", "cloud.com/rack", c.LABEL_HOSTNAME
