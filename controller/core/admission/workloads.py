@@ -146,12 +146,6 @@ def parse_timestamp(text: str | None, default: float) -> float:
     return parsed.timestamp()
 
 
-def job_min_parallelism(annotations: Mapping[str, str]) -> int | None:
-    """The Job's `kueue.x-k8s.io/job-min-parallelism` as its pod set's minCount; None when absent or
-    not an integer (the Job webhook refuses such a value, and one outside (0, parallelism), first)."""
-    return _int_or_none(annotations.get(c.ANNOTATION_JOB_MIN_PARALLELISM))
-
-
 def workload_name_for_job(job_name: str) -> str:
     """Kueue's `job-<name>-<hash5>`: a hash of the owner's kind, group and name keeps it unique."""
     prefix = f"job-{job_name}"[:_MAX_NAME_PREFIX]
@@ -233,9 +227,6 @@ def workload_from_job(job: Mapping[str, Any], priority_classes: Mapping[str, int
     template = PodTemplateView.from_dict(view.template)
     # Kueue gives a Job's single PodSet the API's default name (`main`).
     pod_set: dict[str, Any] = {"name": DEFAULT_POD_SET_NAME, "count": view.parallelism, "template": view.template}
-    min_count = job_min_parallelism(view.annotations)
-    if min_count is not None:
-        pod_set["minCount"] = min_count
     topology = topology_request_from_annotations(view.annotations, template.annotations)
     if topology is not None:
         pod_set["topologyRequest"] = topology_request_to_dict(topology)
