@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.booleans import parse_boolean
 from controller.api.views import JobView
 from controller.api.workload import Admission, Workload
 from controller.cache.cluster import ClusterCache, WorkloadEntry
@@ -78,7 +79,26 @@ def pod_template_patch(job: Mapping[str, Any], workload_name: str, admission: Ad
     if template_meta:
         patched_template["metadata"] = template_meta
     return {"metadata": {"resourceVersion": (job.get("metadata") or {}).get("resourceVersion")},
-            "spec": {"suspend": False, "template": patched_template}}
+            "spec": {"suspend": False, "template": patched_template,
+                     **parallelism_patch(job, admission.pod_set_assignments[0].count
+                                         if admission.pod_set_assignments else None)}}
+
+
+def parallelism_patch(job: Mapping[str, Any], count: int | None) -> dict[str, Any]:
+    """Kueue's partial admission of a Job: with `kueue.x-k8s.io/job-min-parallelism` set, the Job
+    runs with parallelism = `count` (the admitted count when it starts, the Workload's recorded count
+    when it is restored), and, with `job-completions-equal-parallelism: "true"` (Indexed Jobs),
+    completions the same. The spec fields that change; empty when none does."""
+    spec = job.get("spec") or {}
+    notes = (job.get("metadata") or {}).get("annotations") or {}
+    if count is None or c.ANNOTATION_JOB_MIN_PARALLELISM not in notes:
+        return {}
+    out: dict[str, Any] = {}
+    if spec.get("parallelism", 1) != count:
+        out["parallelism"] = count
+    if parse_boolean(notes.get(c.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM)) and spec.get("completions") != count:
+        out["completions"] = count
+    return out
 
 
 def recorded_template(workload: Workload) -> Mapping[str, Any]:
@@ -104,7 +124,8 @@ def _map_patch(have: Mapping[str, Any], want: Mapping[str, Any]) -> dict[str, An
 def pod_template_restore_patch(job: Mapping[str, Any], workload: Workload) -> dict[str, Any] | None:
     """The Job merge patch that puts back what starting the Job changed in its pod template: the
     nodeSelector, tolerations, scheduling gates, labels and annotations the Workload recorded at creation (Kueue
-    restores its pod sets' info the same way when it stops a Job). None when they already match.
+    restores its pod sets' info the same way when it stops a Job), and the parallelism of a partially
+    admitted Job (`parallelism_patch`). None when they already match.
     The API server accepts it only on a suspended Job whose pods are gone (see `JobReconciler._stop`)."""
     original, current = recorded_template(workload), (job.get("spec") or {}).get("template") or {}
     spec_patch: dict[str, Any] = {}
@@ -120,7 +141,8 @@ def pod_template_restore_patch(job: Mapping[str, Any], workload: Workload) -> di
         want_list = (original.get("spec") or {}).get(field) or []
         if ((current.get("spec") or {}).get(field) or []) != want_list:
             spec_patch[field] = want_list or None  # a merge patch replaces a list whole
-    if not spec_patch and not meta_patch:
+    counts = parallelism_patch(job, workload.spec.pod_sets[0].count)
+    if not spec_patch and not meta_patch and not counts:
         return None
     template: dict[str, Any] = {}
     if spec_patch:
@@ -128,7 +150,7 @@ def pod_template_restore_patch(job: Mapping[str, Any], workload: Workload) -> di
     if meta_patch:
         template["metadata"] = meta_patch
     return {"metadata": {"resourceVersion": (job.get("metadata") or {}).get("resourceVersion")},
-            "spec": {"template": template}}
+            "spec": {**({"template": template} if template else {}), **counts}}
 
 
 def pods_left(job: Mapping[str, Any]) -> int:

@@ -227,6 +227,9 @@ def workload_from_job(job: Mapping[str, Any], priority_classes: Mapping[str, int
     template = PodTemplateView.from_dict(view.template)
     # Kueue gives a Job's single PodSet the API's default name (`main`).
     pod_set: dict[str, Any] = {"name": DEFAULT_POD_SET_NAME, "count": view.parallelism, "template": view.template}
+    min_count = _int_or_none(view.annotations.get(c.ANNOTATION_JOB_MIN_PARALLELISM))
+    if min_count is not None:  # Kueue's partial admission; the Job webhook checked 0 < it < parallelism
+        pod_set["minCount"] = min_count
     topology = topology_request_from_annotations(view.annotations, template.annotations)
     if topology is not None:
         pod_set["topologyRequest"] = topology_request_to_dict(topology)
