@@ -156,6 +156,29 @@ def test_the_restore_patch_carries_the_jobs_resource_version_and_nulls_only_what
                      "annotations": {c.ANNOTATION_TOPOLOGY_WORKLOAD: None, c.ANNOTATION_TOPOLOGY_PODSET: None}}}}}
 
 
+@pytest.mark.parametrize(("notes", "mode", "completions", "want_started"), [
+    pytest.param({c.ANNOTATION_JOB_MIN_PARALLELISM: "4"}, "NonIndexed", 8, (6, 8),
+                 id="a partially admitted Job runs 6 pods at a time toward its 8 completions"),
+    pytest.param({c.ANNOTATION_JOB_MIN_PARALLELISM: "4", c.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM: "true"},
+                 "Indexed", 8, (6, 6), id="with completions-equal-parallelism an Indexed Job runs 6 indexes"),
+    pytest.param({}, "NonIndexed", 8, (8, 8), id="without a minimum the parallelism is the author's"),
+])
+def test_a_partial_admission_sets_the_parallelism_and_stopping_puts_it_back(
+        notes: dict[str, str], mode: str, completions: int, want_started: tuple[int, int]) -> None:
+    job = make_job("train").parallelism(8).obj()
+    job["metadata"]["annotations"] = notes
+    job["spec"] |= {"completions": completions, "completionMode": mode}
+    workload = Workload.from_dict(workload_from_job(job))
+    assert workload.spec.pod_sets[0].min_count == (4 if notes else None)
+    reduced = admission(topology=True)
+    reduced["podSetAssignments"][0]["count"] = 6
+    started = merge(job, pod_template_patch(job, "job-train-x", Admission.model_validate(reduced), {"h100": H100}))
+    assert (started["spec"]["parallelism"], started["spec"]["completions"]) == want_started
+    restored = merge(started, pod_template_restore_patch(started, workload))
+    assert (restored["spec"]["parallelism"], restored["spec"]["completions"]) == (8, completions)
+    assert pod_template_restore_patch(restored, workload) is None
+
+
 def test_a_workload_never_admitted_has_no_admitted_condition_one_evicted_keeps_it() -> None:
     workload = workload_from_job(authored("bare"))
     assert not was_admitted(Workload.from_dict(workload))
