@@ -9,6 +9,8 @@ with partially admitted workloads among them.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,7 +46,7 @@ def test_held_capacity_matches_admissions_and_is_all_given_back(
         builder = make_workload(f"w{n}").queue("lq-a")
         for i, (count, gpus, level) in enumerate(spec):
             # every other workload may be partially admitted down to one pod (its first pod set)
-            partial = {"minCount": 1} if n % 2 and i == 0 and count > 1 else {}
+            partial: dict[str, Any] = {"minCount": 1} if n % 2 and i == 0 and count > 1 else {}
             builder.pod_set(f"ps{i}", count, {GPU: gpus}, required=level, **partial)
         state.submit(workload_info(builder.model(), seq=n))
     run_until_quiet(state)
