@@ -121,7 +121,7 @@ def test_a_job_too_big_for_any_rack_runs_reduced_in_one_rack_and_gets_its_parall
         assert reserved["status"] == "False"
     except AssertionError as e:
         raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
-    assert watch.checks > 10 and not watch.problems
+    assert not watch.problems
 
 
 def test_a_job_whose_minimum_fits_no_rack_waits_saying_how_far_it_got(
