@@ -47,7 +47,7 @@ class Finished:
 
 @dataclass(frozen=True, slots=True)
 class PodSetRunInfo:
-    """What an admission puts into one pod set's template (Kueue's podset.PodSetRunInfo): the flavors'
+    """What an admission puts into one pod set's template (Kueue's podset.PodSetInfo): the flavors'
     nodeSelector and tolerations, the topology annotations, tasq's label and scheduling gate, and the
     admitted count (smaller than the pod set's with partial admission)."""
 

@@ -18,16 +18,8 @@ from controller.api.meta import object_key
 from controller.api.views import OwnerRef
 from controller.api.workload import Admission, PodSet, Workload
 from controller.cache.cluster import KIND_POD, ClusterCache
+from controller.core.jobs import framework as fw
 from controller.core.jobs.batch_job import BATCH_JOB, workload_from_job
-from controller.core.jobs.framework import (
-    Finished,
-    GroupVersionKind,
-    PodSetRunInfo,
-    queue_name_of,
-    template_restore_patch,
-    template_run_patch,
-    workload_name_for_owner,
-)
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor
@@ -479,7 +471,7 @@ def test_a_failed_reconcile_of_any_kind_is_requeued_with_growing_backoff_until_i
 
 # -- a second kind: the reconciler drives any adapter --------------------------------------------
 
-TRAINER_GVK = GroupVersionKind("example.com", "v1", "Trainer", "trainers")
+TRAINER_GVK = fw.GroupVersionKind("example.com", "v1", "Trainer", "trainers")
 TRAINERS = (TRAINER_GVK.api_version, TRAINER_GVK.plural)
 
 
@@ -503,10 +495,10 @@ class Trainer:
         return any(o.kind == TRAINER_GVK.kind and o.uid == obj["metadata"]["uid"] for o in owners)
 
     def workload_name(self, obj: Mapping[str, Any]) -> str:
-        return workload_name_for_owner(obj["metadata"]["name"], TRAINER_GVK.kind, TRAINER_GVK.group)
+        return fw.workload_name_for_owner(obj["metadata"]["name"], TRAINER_GVK.kind, TRAINER_GVK.group)
 
     def queue_name(self, obj: Mapping[str, Any]) -> str | None:
-        return queue_name_of(obj)
+        return fw.queue_name_of(obj)
 
     def priority_class_name(self, obj: Mapping[str, Any]) -> str | None:
         return None
@@ -523,19 +515,19 @@ class Trainer:
     def suspend_patch(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         return {"spec": {"paused": True}}
 
-    def run_patch(self, obj: Mapping[str, Any], infos: Sequence[PodSetRunInfo]) -> dict[str, Any]:
-        return {"spec": {"paused": False, "podTemplate": template_run_patch(obj["spec"]["podTemplate"], infos)}}
+    def run_patch(self, obj: Mapping[str, Any], infos: Sequence[fw.PodSetRunInfo]) -> dict[str, Any]:
+        return {"spec": {"paused": False, "podTemplate": fw.template_run_patch(obj["spec"]["podTemplate"], infos)}}
 
     def restore_patch(self, obj: Mapping[str, Any], recorded: Sequence[PodSet]) -> dict[str, Any] | None:
-        template = template_restore_patch(obj["spec"]["podTemplate"], recorded[0].template)
+        template = fw.template_restore_patch(obj["spec"]["podTemplate"], recorded[0].template)
         return None if template is None else {"spec": {"podTemplate": template}}
 
     def clear_start_patch(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
 
-    def finished(self, obj: Mapping[str, Any]) -> Finished | None:
+    def finished(self, obj: Mapping[str, Any]) -> fw.Finished | None:
         outcome = (obj.get("status") or {}).get("outcome")
-        return None if outcome is None else Finished(outcome == "done", f"Trainer {outcome}")
+        return None if outcome is None else fw.Finished(outcome == "done", f"Trainer {outcome}")
 
     def pods_left(self, obj: Mapping[str, Any]) -> int:
         return int((obj.get("status") or {}).get("running") or 0)
