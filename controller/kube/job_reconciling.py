@@ -1,20 +1,8 @@
-"""The batch/v1 Job integration: a queue-labelled Job's Workload, and the Job following it.
-
-For each changed Job (or its Workload): a Job found running without an admission (created while the
-webhook configurations were absent, or unsuspended by someone else) is stopped first (suspended,
-its pods gone, startTime cleared) and only then gets its Workload (Kueue's name and owner reference),
-so the admission loop never sees a Workload whose Job runs pods tasq did not place; refuse one whose
-PriorityClass, or the WorkloadPriorityClass its label names, is missing (an Event, the Job stays suspended); on admission write the flavors'
-nodeSelector/tolerations, the topology-workload/-podset annotations, tasq's label and the topology
-scheduling gate into the pod template and unsuspend; suspend a Job whose Workload lost its admission
-and put back the pod template the Workload recorded at creation; stop the Job of an evicted Workload
-(Evicted=True, admission still held: a preemption victim) the same way and, once its pods are gone,
-release its reservation (controller.kube.evicting); evict a deactivated Workload (`spec.active:
-false`) the same way, then release its reservation; mark the Workload Finished when the Job
-completes or fails; delete it when the Job is gone. Leader only. A reconcile that fails in any way
-(refused, a dropped connection, a bug) is re-queued with backoff (controller.kube.requeuing).
-Started by controller.kube.operating, whose EventRouter wakes it and takes every Job and Workload it
-writes.
+"""The generic job reconciler: a queue-labelled object of an integrated kind, its Workload, and the
+object following it (stopped, started, restored, finished). Each kind is a pure adapter
+(controller.core.jobs `GenericJob`, picked by kind from the cache's integrations); this module owns
+the state machine and the writes. Leader only; started by controller.kube.operating, whose
+EventRouter wakes it and takes every object and Workload it writes.
 """
 
 from __future__ import annotations
@@ -63,7 +51,22 @@ def was_admitted(workload: Workload) -> bool:
 
 
 class JobReconciler:
-    """See the module docstring. `notify(job_key)` on any Job or Workload change; `run()` until cancelled."""
+    """The state machine, read from the cache through each kind's adapter. For each changed owner
+    (kind, key), or its Workload or pods: one found running without an admission (created while the
+    webhook configurations were absent, or unsuspended by someone else) is stopped first
+    (suspended, its pods gone, what the run left cleared) and only then gets its Workload (Kueue's
+    name and owner reference), so the admission loop never sees a Workload whose object runs pods
+    tasq did not place; refuse one whose PriorityClass, or the WorkloadPriorityClass its label
+    names, is missing (an Event, it stays suspended); on admission apply the adapter's run patch
+    (the flavors' nodeSelector and tolerations, the topology annotations, tasq's label and the
+    topology scheduling gate per pod set) and unsuspend; suspend one whose Workload lost its
+    admission and put back the pod templates the Workload recorded at creation; stop the object of
+    an evicted Workload (Evicted=True, admission still held: a preemption victim) the same way and,
+    once its pods are gone, release its reservation (controller.kube.evicting); evict a deactivated
+    Workload (`spec.active: false`) the same way, then release its reservation; mark the Workload
+    Finished when the object ends; delete it when the object is gone. A reconcile that fails in any
+    way (refused, a dropped connection, a bug) is re-queued with backoff (controller.kube.requeuing).
+    `notify(key, kind)` on any change of the object, its Workload or its pods; `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
                  applied: Applied | None = None, evictor: Evictor | None = None) -> None:
