@@ -247,6 +247,36 @@ def workload_manifest(job: GenericJob, obj: Mapping[str, Any], priority_classes:
     return {"apiVersion": c.API_VERSION, "kind": c.KIND_WORKLOAD, "metadata": wl_meta, "spec": wl_spec}
 
 
+class SingleObjectJob:
+    """The identity half of `GenericJob` for a kind whose one object owns its Workload (a Job, a
+    JobSet; not a composable kind): the object's own key, the Workload's owner reference of this
+    kind, Kueue's name `<kind>-<name>-<hash5>` and the queue label. An adapter subclasses it, sets
+    `gvk` and adds the rest (its pods' owner key, pod sets, patches and reads)."""
+
+    gvk: GroupVersionKind
+
+    def owner_key(self, obj: Mapping[str, Any]) -> str | None:
+        meta = obj.get("metadata") or {}
+        return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+    def workload_owner_key(self, namespace: str, owners: Sequence[OwnerRef]) -> str | None:
+        """The object the Workload's owner reference of this kind (and apiVersion) names."""
+        for owner in owners:
+            if owner.kind == self.gvk.kind and owner.api_version == self.gvk.api_version:
+                return f"{namespace}/{owner.name}"
+        return None
+
+    def owns(self, obj: Mapping[str, Any], owners: Sequence[OwnerRef]) -> bool:
+        uid = (obj.get("metadata") or {}).get("uid")
+        return any(owner.kind == self.gvk.kind and owner.uid == uid for owner in owners)
+
+    def workload_name(self, obj: Mapping[str, Any]) -> str:
+        return workload_name_for_owner(str((obj.get("metadata") or {}).get("name", "")), self.gvk.kind, self.gvk.group)
+
+    def queue_name(self, obj: Mapping[str, Any]) -> str | None:
+        return queue_name_of(obj)
+
+
 class GenericJob(Protocol):
     """One integrated kind, as the generic reconciler drives it. Stateless: one instance per kind;
     every method reads the object passed in (the kind's object as the API serves it) and returns a
