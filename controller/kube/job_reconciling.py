@@ -16,7 +16,7 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.workload import Admission, Workload
-from controller.cache.cluster import ClusterCache, OwnerKey, WorkloadEntry, workload_owner_refs
+from controller.cache.cluster import ClusterCache, OwnerKey, WorkloadEntry
 from controller.core.admission.conditions import is_terminating, mark_deactivated, mark_finished
 from controller.core.jobs.framework import (
     Finished,
@@ -25,6 +25,7 @@ from controller.core.jobs.framework import (
     pod_set_infos,
     stopped,
     workload_manifest,
+    workload_owner_refs,
 )
 from controller.kube.api import WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder

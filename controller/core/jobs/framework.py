@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from controller.api import constants as c
 from controller.api.views import OwnerRef
-from controller.api.workload import Admission, PodSet
+from controller.api.workload import Admission, PodSet, Workload
 from controller.core.admission.workloads import priority_of
 
 _MAX_NAME_PREFIX = 63 - 6  # the name must stay a DNS label: prefix + "-" + 5 hex characters
@@ -165,6 +165,11 @@ def stopped(job: GenericJob, obj: Mapping[str, Any]) -> bool:
     clear: nothing of it runs, so a Workload created for it now is admitted like one whose object
     never ran (Kueue waits for the same before it creates a Workload for a job it found running)."""
     return job.is_suspended(obj) and job.pods_left(obj) == 0 and job.clear_start_patch(obj) is None
+
+
+def workload_owner_refs(wl: Workload) -> tuple[OwnerRef, ...]:
+    """The Workload's owner references as the adapters read them."""
+    return tuple(OwnerRef(r.api_version, r.kind, r.name, r.uid, bool(r.controller)) for r in wl.metadata.owner_references)
 
 
 def workload_priority_class_of(obj: Mapping[str, Any]) -> str | None:
