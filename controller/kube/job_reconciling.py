@@ -206,7 +206,7 @@ class JobReconciler:
         nothing is restored. Then `reconcile` creates the Workload."""
         if not adapter.is_suspended(job):
             self._found_running.add(owner)
-            await self._suspend(adapter, job, "Not admitted by a ClusterQueue: the Job is suspended until its Workload is admitted")
+            await self._suspend(adapter, job, f"Not admitted by a ClusterQueue: the {adapter.gvk.kind} is suspended until its Workload is admitted")
             return
         if adapter.pods_left(job) > 0 or self.cache.live_pods_of.get(owner):
             return  # a Job or pod event brings it back
@@ -251,7 +251,7 @@ class JobReconciler:
             uid = str(meta.get("uid", ""))
             if (uid, message) not in self._refused:
                 self._refused.add((uid, message))
-                self.recorder.emit(job, reason, f"{message}: no Workload is created and the Job stays suspended",
+                self.recorder.emit(job, reason, f"{message}: no Workload is created and the {adapter.gvk.kind} stays suspended",
                                    c.EVENT_TYPE_WARNING)
             return
         classes, default = self.cache.priority_values()
@@ -283,9 +283,10 @@ class JobReconciler:
         self.recorder.emit(job, c.EVENT_REASON_STARTED,
                                  f"Admitted by clusterQueue {admission.cluster_queue}")
 
-    async def _suspend(self, adapter: GenericJob, job: dict[str, Any], message: str = "No matching admission: the Job is suspended",
+    async def _suspend(self, adapter: GenericJob, job: dict[str, Any], message: str | None = None,
                        ) -> dict[str, Any] | None:
-        """Set `spec.suspend`; the Job as written, None when it is gone."""
+        """Suspend it (the adapter's suspend patch); the object as written, None when it is gone.
+        `message`: the Stopped Event's, by default that no admission matches."""
         meta = job["metadata"]
         patch = adapter.suspend_patch(job)
         try:
@@ -295,7 +296,8 @@ class JobReconciler:
                 return None
             raise
         self.applied(adapter.gvk.kind, patched)
-        self.recorder.emit(job, c.EVENT_REASON_STOPPED, message)
+        self.recorder.emit(job, c.EVENT_REASON_STOPPED,
+                           message or f"No matching admission: the {adapter.gvk.kind} is suspended")
         return patched
 
     async def _stop(self, adapter: GenericJob, job: dict[str, Any], entry: WorkloadEntry, message: str | None = None) -> bool:
@@ -313,7 +315,7 @@ class JobReconciler:
         Stopped Event's (an eviction's message; Kueue's)."""
         current: dict[str, Any] | None = job
         if not adapter.is_suspended(job):
-            current = await (self._suspend(adapter, job, message) if message is not None else self._suspend(adapter, job))
+            current = await self._suspend(adapter, job, message)
         if current is None or not was_admitted(entry.obj):
             return True
         restore = adapter.restore_patch(current, entry.obj.spec.pod_sets)
