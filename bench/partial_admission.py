@@ -29,14 +29,49 @@ from typing import Any
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from controller.api import constants as c  # noqa: E402
+from controller.api.flavor import ResourceFlavor  # noqa: E402
+from controller.api.queues import ClusterQueue, LocalQueue  # noqa: E402
+from controller.api.topology import Topology  # noqa: E402
+from controller.api.views import NodeView  # noqa: E402
 from controller.api.workload import Workload  # noqa: E402
-from controller.core.admission.cycle import run_until_quiet  # noqa: E402
+from controller.core.admission.cycle import AdmissionState, run_until_quiet  # noqa: E402
 from controller.core.admission.flavoring import NoFit, WorkloadFit, assign_flavors  # noqa: E402
 from controller.core.admission.reducing import reducible, reserve_largest_count, with_count  # noqa: E402
+from controller.core.admission.snapshot import build_snapshot  # noqa: E402
 from controller.core.admission.workloads import WorkloadInfo, workload_info  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from preemption import BLOCK, GPU, NAMESPACE, RACK, make_nodes, make_state  # noqa: E402
+BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
+GPU = "nvidia.com/gpu"
+NAMESPACE = "perf"
+
+
+def make_nodes(blocks: int, racks: int, per_rack: int) -> list[NodeView]:
+    """bench/preemption.py's nodes: 8 GPUs, 96 cpu, 110 pods each."""
+    views = []
+    for b in range(blocks):
+        for r in range(racks):
+            for n in range(per_rack):
+                name = f"node-b{b}-r{r}-{n:03d}"
+                views.append(NodeView.from_dict({
+                    "metadata": {"name": name, "labels": {c.LABEL_HOSTNAME: name, BLOCK: f"b{b}",
+                                                          RACK: f"b{b}-r{r}", "gpu": "h100"}},
+                    "status": {"allocatable": {"cpu": "96", GPU: "8", c.RESOURCE_PODS: "110"},
+                               "conditions": [{"type": "Ready", "status": "True"}]}}))
+    return views
+
+
+def make_state(nodes: list[NodeView]) -> AdmissionState:
+    """One topology flavor over every node, one ClusterQueue `cq` with quota for every GPU."""
+    topology = Topology.from_dict({"metadata": {"name": "gpus"}, "spec": {"levels": [
+        {"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": c.LABEL_HOSTNAME}]}})
+    flavor = ResourceFlavor.from_dict({"metadata": {"name": "h100"}, "spec": {
+        "nodeLabels": {"gpu": "h100"}, "topologyName": "gpus"}})
+    cq = ClusterQueue.from_dict({"metadata": {"name": "cq"}, "spec": {"namespaceSelector": {}, "resourceGroups": [
+        {"coveredResources": [GPU], "flavors": [{"name": "h100", "resources": [
+            {"name": GPU, "nominalQuota": str(8 * len(nodes))}]}]}]}})
+    lq = LocalQueue.from_dict({"metadata": {"name": "lq", "namespace": NAMESPACE}, "spec": {"clusterQueue": "cq"}})
+    return AdmissionState(build_snapshot([cq], [lq], [flavor], [topology], nodes, []))
 
 
 def workload(name: str, pods: int, topology: dict[str, Any], seq: int, min_count: int | None = None) -> WorkloadInfo:
@@ -48,7 +83,7 @@ def workload(name: str, pods: int, topology: dict[str, Any], seq: int, min_count
         "queueName": "lq", "podSets": [pod_set]}}), seq=seq)
 
 
-def fill(state: Any, blocks: int, racks: int, per_rack: int) -> int:
+def fill(state: AdmissionState, blocks: int, racks: int, per_rack: int) -> int:
     """Take rack r's first (r * 7) % (per_rack // 2) nodes with one-pod gangs; the gangs admitted."""
     seq = 0
     for b in range(blocks):
@@ -97,7 +132,7 @@ def main() -> None:
     taken = fill(state, blocks, racks, per_rack)
     print(f"{len(nodes):,} nodes ({blocks} x {racks} x {per_rack}), {taken:,} one-node gangs admitted first: "
           f"{time.perf_counter() - t0:.1f} s")
-    shapes = [("required rack", per_rack + 10, {"required": RACK}),
+    shapes: list[tuple[str, int, dict[str, Any]]] = [("required rack", per_rack + 10, {"required": RACK}),
               ("preferred rack", len(nodes) + 10, {"preferred": RACK}),
               ("required block", per_rack * racks + 10, {"required": BLOCK}),
               ("required block, slices of 4/rack", per_rack * racks + 10,

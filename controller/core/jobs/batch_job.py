@@ -15,14 +15,14 @@ from typing import Any, Final
 
 from controller.api import constants as c
 from controller.api.booleans import parse_boolean
-from controller.api.views import JobView, PodTemplateView
+from controller.api.views import JobView, OwnerRef, PodTemplateView
 from controller.api.workload import DEFAULT_POD_SET_NAME, PodSet
 from controller.core.admission.workloads import topology_request_from_annotations, topology_request_to_dict
 from controller.core.jobs.framework import (
     Finished,
     GroupVersionKind,
     PodSetRunInfo,
-    queue_name_of,
+    SingleObjectJob,
     template_restore_patch,
     template_run_patch,
     workload_manifest,
@@ -74,20 +74,17 @@ def parallelism_patch(job: Mapping[str, Any], count: int | None) -> dict[str, An
     return out
 
 
-class BatchJob:
+class BatchJob(SingleObjectJob):
     """The batch/v1 Job as a `GenericJob` (see the module docstring)."""
 
     gvk: GroupVersionKind = JOB_GVK
 
-    def owner_key(self, obj: Mapping[str, Any]) -> str | None:
-        meta = obj.get("metadata") or {}
-        return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-    def workload_name(self, obj: Mapping[str, Any]) -> str:
-        return workload_name_for_job(str((obj.get("metadata") or {}).get("name", "")))
-
-    def queue_name(self, obj: Mapping[str, Any]) -> str | None:
-        return queue_name_of(obj)
+    def pod_owner_key(self, namespace: str, labels: Mapping[str, str], owners: Sequence[OwnerRef]) -> str | None:
+        """The Job the pod's controller reference names."""
+        for owner in owners:
+            if owner.controller and owner.kind == JOB_GVK.kind and owner.api_version.startswith("batch/"):
+                return f"{namespace}/{owner.name}"
+        return None
 
     def priority_class_name(self, obj: Mapping[str, Any]) -> str | None:
         name = (_template(obj).get("spec") or {}).get("priorityClassName")

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controller.api import constants as c
-from controller.api.workload import Admission, PodSet
+from controller.api.views import OwnerRef
+from controller.api.workload import Admission, PodSet, Workload
 from controller.core.admission.workloads import priority_of
 
 _MAX_NAME_PREFIX = 63 - 6  # the name must stay a DNS label: prefix + "-" + 5 hex characters
@@ -46,7 +47,7 @@ class Finished:
 
 @dataclass(frozen=True, slots=True)
 class PodSetRunInfo:
-    """What an admission puts into one pod set's template (Kueue's podset.PodSetRunInfo): the flavors'
+    """What an admission puts into one pod set's template (Kueue's podset.PodSetInfo): the flavors'
     nodeSelector and tolerations, the topology annotations, tasq's label and scheduling gate, and the
     admitted count (smaller than the pod set's with partial admission)."""
 
@@ -166,6 +167,11 @@ def stopped(job: GenericJob, obj: Mapping[str, Any]) -> bool:
     return job.is_suspended(obj) and job.pods_left(obj) == 0 and job.clear_start_patch(obj) is None
 
 
+def workload_owner_refs(wl: Workload) -> tuple[OwnerRef, ...]:
+    """The Workload's owner references as the adapters read them."""
+    return tuple(OwnerRef(r.api_version, r.kind, r.name, r.uid, bool(r.controller)) for r in wl.metadata.owner_references)
+
+
 def workload_priority_class_of(obj: Mapping[str, Any]) -> str | None:
     """The WorkloadPriorityClass an object's `kueue.x-k8s.io/priority-class` label names, if any."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
@@ -246,6 +252,36 @@ def workload_manifest(job: GenericJob, obj: Mapping[str, Any], priority_classes:
     return {"apiVersion": c.API_VERSION, "kind": c.KIND_WORKLOAD, "metadata": wl_meta, "spec": wl_spec}
 
 
+class SingleObjectJob:
+    """The identity half of `GenericJob` for a kind whose one object owns its Workload (a Job, a
+    JobSet; not a composable kind): the object's own key, the Workload's owner reference of this
+    kind, Kueue's name `<kind>-<name>-<hash5>` and the queue label. An adapter subclasses it, sets
+    `gvk` and adds the rest (its pods' owner key, pod sets, patches and reads)."""
+
+    gvk: GroupVersionKind
+
+    def owner_key(self, obj: Mapping[str, Any]) -> str | None:
+        meta = obj.get("metadata") or {}
+        return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+    def workload_owner_key(self, namespace: str, owners: Sequence[OwnerRef]) -> str | None:
+        """The object the Workload's owner reference of this kind (and apiVersion) names."""
+        for owner in owners:
+            if owner.kind == self.gvk.kind and owner.api_version == self.gvk.api_version:
+                return f"{namespace}/{owner.name}"
+        return None
+
+    def owns(self, obj: Mapping[str, Any], owners: Sequence[OwnerRef]) -> bool:
+        uid = (obj.get("metadata") or {}).get("uid")
+        return any(owner.kind == self.gvk.kind and owner.uid == uid for owner in owners)
+
+    def workload_name(self, obj: Mapping[str, Any]) -> str:
+        return workload_name_for_owner(str((obj.get("metadata") or {}).get("name", "")), self.gvk.kind, self.gvk.group)
+
+    def queue_name(self, obj: Mapping[str, Any]) -> str | None:
+        return queue_name_of(obj)
+
+
 class GenericJob(Protocol):
     """One integrated kind, as the generic reconciler drives it. Stateless: one instance per kind;
     every method reads the object passed in (the kind's object as the API serves it) and returns a
@@ -257,6 +293,22 @@ class GenericJob(Protocol):
     def owner_key(self, obj: Mapping[str, Any]) -> str | None:
         """`namespace/name` of the Workload owner this object belongs to (itself for a Job; the
         group for a member of a composable kind); None when it takes no part."""
+        ...
+
+    def pod_owner_key(self, namespace: str, labels: Mapping[str, str], owners: Sequence[OwnerRef]) -> str | None:
+        """The owner key of this kind's object a pod belongs to (a Job: its controller reference),
+        None when it belongs to none: a stopped object gets its Workload, or restarts, only once
+        the cache holds no live pod of it."""
+        ...
+
+    def workload_owner_key(self, namespace: str, owners: Sequence[OwnerRef]) -> str | None:
+        """The owner key of this kind's object a Workload (in `namespace`, with these owner
+        references) belongs to, None when it belongs to none of this kind."""
+        ...
+
+    def owns(self, obj: Mapping[str, Any], owners: Sequence[OwnerRef]) -> bool:
+        """The Workload with these owner references belongs to this very object (same uid), not to
+        a deleted one of the same name."""
         ...
 
     def workload_name(self, obj: Mapping[str, Any]) -> str:
