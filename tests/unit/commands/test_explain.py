@@ -116,3 +116,12 @@ def test_a_partially_admitted_workload_shows_its_admitted_count_of_its_count() -
     code, lines = explain_workload([*queue, *live], "default", "train")
     assert code == 0
     assert lines == ['default/train: admitted in ClusterQueue "cq": - (6 of 8 pods)']
+
+
+def test_describe_is_explain_under_kubectls_verb(capsys: Any, tmp_path: Any) -> None:
+    from controller.cli import main
+
+    missing = tmp_path / "nope"
+    for verb in ("explain", "describe"):
+        assert main([verb, "workload", "w", "--kubeconfig", str(missing)]) == 2
+        assert capsys.readouterr().err == f"tasq {verb}: kubeconfig {str(missing)!r} is not a file\n"
