@@ -268,8 +268,10 @@ class ClusterCache:
 
     def _upsert_workload(self, key: str, wl: Workload) -> bool:
         """Phase: follow a Workload. A new admission (ours written, or one made before a restart) is
-        reserved; a lost one (finished, evicted) is released; a pending one's spec is re-read."""
+        reserved; a lost one (finished, evicted) is released; one rewritten in place (its failed
+        nodes replaced) is released and reserved as it now reads; a pending one's spec is re-read."""
         entry = self.workloads.get(key)
+        previous = entry.admission if entry is not None else None
         if entry is None:
             self._seq += 1
             entry = self.workloads[key] = WorkloadEntry(wl, self._info(wl, self._seq))
@@ -285,7 +287,11 @@ class ClusterCache:
             entry.expecting = False
         if entry.finished or (admission is None and not entry.expecting):
             self._release(key)
-        elif admission is not None and entry.fit is None and entry.restoring is None:
+        elif admission is not None and entry.fit is None:
+            entry.restoring = admission  # (a newer version of one not yet restored replaces it)
+        elif admission is not None and previous is not None and admission != previous:
+            # Rewritten in place (failed nodes replaced): hold what it names now, not what it named.
+            self._release(key)
             entry.restoring = admission
         return True
 
