@@ -51,6 +51,8 @@ WATCHED_KINDS = (KIND_NODE, KIND_POD, c.KIND_JOB, c.KIND_WORKLOAD, c.KIND_RESOUR
 
 _DOMAIN_SLICES = "/domain-slices"
 """Suffix of the scratch key `domain_holdings` reserves under while restoring."""
+_ELSEWHERE = "/elsewhere"
+"""Suffix of the key (never reserved) a Workload's pod on a host its assignment does not name counts under."""
 
 
 @dataclass(slots=True)
@@ -437,9 +439,13 @@ class ClusterCache:
                 add_into(node_usage.setdefault(node, {}), vector)
             entry.fit = replace(fit, node_usage=node_usage)
             self.usage.reserve(key, node_usage)
+            # With every slice naming its host, a pod bound elsewhere (on a failed host that was
+            # replaced, until its deletion shows) converts no share of the hosts named.
+            named = set(node_usage) if not held else None
             for pod in mine:
                 self.usage.remove_bound_pod(pod.key)
-                self.usage.add_bound_pod(pod)
+                elsewhere = named is not None and bool(pod.node_name) and pod.node_name not in named
+                self.usage.add_bound_pod(pod, key + _ELSEWHERE if elsewhere else None)
             if self._ledger is not None and fit.cluster_queue in self._ledger.queues:
                 self._ledger.reserve(key, fit.cluster_queue, fit.quota_usage)
 
@@ -467,6 +473,13 @@ class ClusterCache:
             local_queues={key: lq.spec.cluster_queue for key, lq in self.local_queues.items()},
             flavors=self._flavor_infos, namespaces=self.namespaces, quota=self._ledger, usage=self.usage,
             features=self.features)
+
+    def reserved_snapshot(self) -> AdmissionSnapshot:
+        """The live snapshot with every admission seen in a Workload status reserved (`_restore`):
+        what a failed-node replacement searches, so it never lands on capacity one already holds."""
+        snapshot = self.snapshot()
+        self._restore(snapshot)
+        return snapshot
 
     def admission_state(self) -> AdmissionState:
         """One cycle's state: every held admission (with its reservation time, and marked evicting

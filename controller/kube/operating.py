@@ -1,4 +1,5 @@
-"""The operator process: cache, watches, admission loop, job reconciler and ungater under one kopf operator.
+"""The operator process: cache, watches, admission loop, job reconciler, ungater and node-failure
+handler under one kopf operator.
 
 `Operator(api_client, OperatorOptions(...))` wires them, every change routed to the loops it
 concerns by one `EventRouter`; `run(stop)` primes the cache from the API, starts the loops (which
@@ -16,6 +17,7 @@ import functools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import kopf
@@ -25,7 +27,8 @@ from controller.api import constants as c
 from controller.api.features import FeatureGates
 from controller.api.meta import object_key
 from controller.api.workload import owner_job_key
-from controller.cache.cluster import KIND_POD, ClusterCache, pod_job_key
+from controller.cache.cluster import KIND_NODE, KIND_POD, ClusterCache, pod_job_key
+from controller.core.topology.node_failures import NODE_FAILURE_DELAY
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
 from controller.kube.embedding import connection_info, run_kopf
@@ -34,6 +37,7 @@ from controller.kube.evicting import Evictor
 from controller.kube.job_reconciling import JobReconciler
 from controller.kube.leading import LeaderElector
 from controller.kube.metrics import BuildInfo, Endpoints, Metrics, serving_endpoints
+from controller.kube.node_failing import NodeFailureHandler
 from controller.kube.routing import EventRouter, Loop
 from controller.kube.ungating import TopologyUngater
 from controller.kube.visibility import cache_routes
@@ -65,6 +69,8 @@ class OperatorOptions:
     """kueue_build_info's labels (`tasq run` passes the version and commit)."""
     features: FeatureGates = field(default_factory=FeatureGates)
     started: Callable[[Operator], None] | None = None
+    node_failure_delay: timedelta = NODE_FAILURE_DELAY
+    """How long a not-Ready node of an admitted Workload waits before it is replaced (Kueue's 30 s)."""
     campaign_after: asyncio.Event | None = None
     """Lead (or campaign for the Lease) only once this is set: with local webhooks, once the CRDs'
     conversion points at this replica, so no write of an object still stored in an older version goes
@@ -84,12 +90,15 @@ class Operator:
         self.recorder = EventRecorder(self.api)
         self.metrics = Metrics(options.build)
         self.router = EventRouter(self.cache, {Loop.ADMISSION: self._wake_admission, Loop.JOBS: self._wake_jobs,
-                                               Loop.UNGATER: self._wake_ungater})
+                                               Loop.UNGATER: self._wake_ungater,
+                                               Loop.NODE_FAILURES: self._wake_node_failures})
         self.evictor = Evictor(self.cache, self.api, self.recorder, self.router.applied, self.metrics)
         self.admission = AdmissionLoop(self.cache, self.api, self.recorder, metrics=self.metrics,
                                        applied=self.router.applied, evictor=self.evictor)
         self.jobs = JobReconciler(self.cache, self.api, self.recorder, applied=self.router.applied,
                                   evictor=self.evictor)
+        self.node_failures = NodeFailureHandler(self.cache, self.api, self.recorder, self.router.applied,
+                                                self.metrics, delay=options.node_failure_delay)
         if options.elector is not None:
             self.leading = options.elector.leading
         else:
@@ -139,6 +148,13 @@ class Operator:
         else:
             meta = obj.get("metadata") or {}
             self.ungater.notify(str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+    def _wake_node_failures(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """The changed Workload, or every Workload placed on the changed Node."""
+        if kind == KIND_NODE:
+            self.node_failures.node_changed(obj)
+        else:
+            self.node_failures.workload_changed(obj)
 
     def _register_login_and_settings(self) -> None:
         @kopf.on.login(registry=self.registry)
@@ -191,12 +207,14 @@ class Operator:
             return
         tasks = [asyncio.create_task(self.admission.run(self.leading), name="tasq-admission"),
                  asyncio.create_task(self.jobs.run(self.leading), name="tasq-jobs"),
-                 asyncio.create_task(self.ungater.run(), name="tasq-ungater")]
+                 asyncio.create_task(self.ungater.run(), name="tasq-ungater"),
+                 asyncio.create_task(self.node_failures.run(self.leading), name="tasq-node-failures")]
         for key in list(self.cache.jobs):
             self.jobs.notify(key)
         for key in list(self.cache.workloads):
             namespace, name = key.split("/", 1)
             self.ungater.notify(namespace, name)
+            self.node_failures.notify(key)
         kopf_ready = asyncio.Event()
         kopf_stop = asyncio.Event()
         draining = asyncio.create_task(self._drain_then_stop(stop, kopf_stop), name="tasq-drain")

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from controller.api import constants as c
 from controller.api.topology_assignment import AssignedDomain
+from controller.api.views import PodView
 from controller.core.topology import Usage
 from controller.core.topology.replacing import (
     ReplacementFailure,
@@ -33,7 +34,7 @@ def domain(host: str, count: int) -> AssignedDomain:
     return AssignedDomain((block, rack, host), count)
 
 
-def used(node: str, gpus: int) -> object:
+def used(node: str, gpus: int) -> PodView:
     return make_pod(f"other-{node}").requests({GPU: gpus}).on(node).view()
 
 
