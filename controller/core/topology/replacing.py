@@ -190,7 +190,7 @@ def _no_room(topology: FlavorTopology, levels: Sequence[str], assigned: Sequence
     if confine >= 0:
         first = next(d for d in assigned if d.values[-1] == unplaced[0])
         where = f"in {levels[confine]}={first.values[confine]}"
-    named = ", ".join(f"{host} ({counts[host]} pods)" for host in sorted(unplaced))
+    named = ", ".join(f"{host} ({counts[host]} pod{'' if counts[host] == 1 else 's'})" for host in sorted(unplaced))
     return ReplacementFailure(c.REASON_NODE_FAILURES,
                               f"Workload was evicted as there was no replacement for unhealthy node(s): "
                               f"{', '.join(sorted(unplaced))}; no healthy node {where} has room for the "
