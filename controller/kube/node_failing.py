@@ -82,6 +82,8 @@ class NodeFailureHandler:
         self._hosts_of: dict[str, set[str]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._backoff = Backoff()
+        self._deleted: dict[str, str] = {}
+        """Pod key -> uid of the pods this handler deleted that the cache still shows: not sent twice."""
 
     # -- wakes ----------------------------------------------------------------------------------
 
@@ -269,10 +271,14 @@ class NodeFailureHandler:
         if admission is not None and not is_evicted(entry.obj):
             named = set().union(*assigned_hosts(admission).values())
         now = self.clock()
+        for pod_key, uid in list(self._deleted.items()):
+            pod = self.cache.pods.get(pod_key)
+            if pod is None or pod.uid != uid:
+                del self._deleted[pod_key]
         for pod_key in sorted(self.cache.pods_of.get(key, ())):
             pod = self.cache.pods.get(pod_key)
             host = (pod.node_name or pod.node_selector.get(c.LABEL_HOSTNAME)) if pod is not None else None
-            if pod is None or pod.terminal or not host or host in named:
+            if pod is None or pod.terminal or not host or host in named or self._deleted.get(pod_key) == pod.uid:
                 continue
             why = node_health(self.cache.nodes.get(host), now, pod.tolerations, self.delay).failed
             if why is None:
@@ -284,4 +290,5 @@ class NodeFailureHandler:
                 if not (e.not_found or e.conflict):
                     raise
                 continue
+            self._deleted[pod_key] = pod.uid
             log.info("workload %s: deleted its pod %s on failed node %s (%s)", key, pod_key, host, why)

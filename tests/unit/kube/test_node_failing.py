@@ -145,6 +145,8 @@ def test_a_not_ready_host_is_replaced_in_its_rack_after_the_grace_period() -> No
         ta = written.admission.pod_set_assignments[0].topology_assignment  # type: ignore[union-attr]
         assert {d.values[-1]: d.count for d in ta.assigned_domains()} == {"h2": 1, "h3": 1}  # type: ignore[union-attr]
         assert deletions == [("delete pod", ("h1-0", 0))]  # h2's pod stays where it runs
+        await nodes.handle("ns/gang")  # the watch echoing the write: nothing more to do, no second delete
+        assert len(api.writes) == 3
         assert [e[2] for e in recorder.events] == [c.EVENT_REASON_NODE_REPLACED]
         assert recorder.events[0][3].startswith("Node h1 (not Ready since 2026-11-27T06:00:00Z) replaced by h3 (1 pod)")
         cache.admission_state()
