@@ -29,7 +29,9 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.meta import object_key
+from controller.api.selectors import NO_EXECUTE
 from controller.api.topology_assignment import TopologyAssignment, encode
+from controller.api.views import NodeView
 from controller.api.workload import Admission, Workload
 from controller.cache.cluster import ClusterCache, WorkloadEntry
 from controller.core.admission.conditions import (
@@ -64,6 +66,16 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+_UNSEEN = object()
+
+
+def _health_of(view: NodeView | None) -> object:
+    """What `node_health` reads of a node: gone, its Ready state and since when, its NoExecute taints."""
+    if view is None:
+        return None
+    return view.ready, view.not_ready_since, tuple(t for t in view.taints if t.effect == NO_EXECUTE)
+
+
 class NodeFailureHandler:
     """See the module docstring. `delay`: how long a not-Ready host waits before it counts as
     failed (Kueue's 30 s; `tasq run --node-failure-delay`); `clock` the time source (tests fake it)."""
@@ -82,6 +94,8 @@ class NodeFailureHandler:
         self._hosts_of: dict[str, set[str]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._backoff = Backoff()
+        self._health: dict[str, object] = {}
+        """Host -> what decided its health when its Workloads were last woken (`_health_of`)."""
         self._deleted: dict[str, str] = {}
         """Pod key -> uid of the pods this handler deleted that the cache still shows: not sent twice."""
 
@@ -92,9 +106,18 @@ class NodeFailureHandler:
         self._wake.set()
 
     def node_changed(self, obj: Mapping[str, Any]) -> None:
-        """A Node changed or went: every Workload placed on it is looked at again."""
+        """A Node changed or went: every Workload placed on it is looked at again, when what decides
+        its health changed (a status report that changes nothing of it wakes nobody)."""
         name = str((obj.get("metadata") or {}).get("name", ""))
-        for key in sorted(self._on_host.get(name, ())):
+        keys = self._on_host.get(name)
+        if not keys:
+            self._health.pop(name, None)
+            return
+        health = _health_of(self.cache.nodes.get(name))
+        if self._health.get(name, _UNSEEN) == health:
+            return
+        self._health[name] = health
+        for key in sorted(keys):
             self.notify(key)
 
     def workload_changed(self, obj: Mapping[str, Any]) -> None:

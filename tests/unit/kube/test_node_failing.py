@@ -218,3 +218,22 @@ def test_a_healthy_gang_and_a_ready_host_are_left_alone() -> None:
         assert api.writes == []
 
     asyncio.run(scenario())
+
+
+def test_only_a_change_of_a_placed_hosts_health_wakes_its_workload() -> None:
+    async def scenario() -> None:
+        cache, api, _ = world({"h1": 1, "h2": 1})
+        nodes = handler(cache, api, Clock(), Recording())
+        await nodes.handle("ns/gang")  # indexes the gang's hosts
+        nodes.node_changed(node("h1", 11).obj())
+        assert list(nodes._dirty) == ["ns/gang"]
+        nodes._dirty.clear()
+        cache.upsert(KIND_NODE, node("h1", 12).allocatable({"cpu": "63"}).obj())  # a status report, still Ready
+        nodes.node_changed(node("h1", 12).obj())
+        nodes.node_changed(node("h4", 12).obj())  # no Workload of it there
+        assert not nodes._dirty
+        fail(cache, "h1")
+        nodes.node_changed(node("h1", 13).obj())
+        assert list(nodes._dirty) == ["ns/gang"]
+
+    asyncio.run(scenario())
