@@ -114,8 +114,8 @@ def node(host: str, version: int) -> Any:
         "metadata.resourceVersion", str(version))
 
 
-def fail(cache: ClusterCache, host: str, since: datetime = T0) -> None:
-    cache.upsert(KIND_NODE, node(host, 9).not_ready(since.strftime("%Y-%m-%dT%H:%M:%SZ")).obj())
+def fail(cache: ClusterCache, host: str, since: datetime = T0, version: int = 9) -> None:
+    cache.upsert(KIND_NODE, node(host, version).not_ready(since.strftime("%Y-%m-%dT%H:%M:%SZ")).obj())
 
 
 def handler(cache: ClusterCache, api: FakeApi, clock: Clock, recorder: EventRecorder) -> NodeFailureHandler:
@@ -232,7 +232,7 @@ def test_only_a_change_of_a_placed_hosts_health_wakes_its_workload() -> None:
         nodes.node_changed(node("h1", 12).obj())
         nodes.node_changed(node("h4", 12).obj())  # no Workload of it there
         assert not nodes._dirty
-        fail(cache, "h1")
+        fail(cache, "h1", version=13)
         nodes.node_changed(node("h1", 13).obj())
         assert list(nodes._dirty) == ["ns/gang"]
 
