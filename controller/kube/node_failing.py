@@ -237,9 +237,12 @@ class NodeFailureHandler:
             outcome = find_replacement(flavor.topology, usage, request, ta.levels, ta.assigned_domains(), failed)
             if isinstance(outcome, ReplacementFailure):
                 return outcome
-            taken = {name: {r: m * n for r, m in info.placement_requests.items()}
-                     for r_ in outcome.replaced for name, n in r_.to}
-            usage.reserve(f"{entry.info.key}/replacing/{psa.name}", taken)
+            pods_to: dict[str, int] = {}
+            for replaced in outcome.replaced:
+                for name, n in replaced.to:
+                    pods_to[name] = pods_to.get(name, 0) + n
+            usage.reserve(f"{entry.info.key}/replacing/{psa.name}",  # the next pod set sees them taken
+                          {name: {r: m * n for r, m in info.placement_requests.items()} for name, n in pods_to.items()})
             out[psa.name] = (encode(ta.levels, outcome.domains), outcome)
         return out
 

@@ -237,3 +237,42 @@ def test_only_a_change_of_a_placed_hosts_health_wakes_its_workload() -> None:
         assert list(nodes._dirty) == ["ns/gang"]
 
     asyncio.run(scenario())
+
+
+def test_the_second_pod_set_on_a_failed_host_sees_what_the_first_one_took() -> None:
+    # Leader (4 GPUs) and worker (4 GPUs) share h1; h2 runs the other worker; h3 has 4 GPUs free (another
+    # team's pod holds the other 4). One of the two fits on h3, not both: the gang is evicted rather
+    # than the two placed on the same 4 GPUs.
+    async def scenario() -> None:
+        cache, _, _ = world({"h2": 1})
+        cache.delete(c.KIND_WORKLOAD, gang({"h2": 1}))
+        builder = make_workload("gang", "ns").queue("lq")
+        builder.pod_set("leader", 1, {GPU: 4}, required=RACK).pod_set("workers", 2, {GPU: 4}, required=RACK)
+        builder.admitted("cq")
+        for name, hosts in (("leader", {"h1": 1}), ("workers", {"h1": 1, "h2": 1})):
+            builder.assignment(name, sum(hosts.values()),
+                               *[({RACK: HOSTS[h], c.LABEL_HOSTNAME: h}, n) for h, n in sorted(hosts.items())],
+                               cluster_queue="cq", flavors={GPU: "gpu"}, resourceUsage={GPU: str(4 * sum(hosts.values()))})
+        workload = builder.set("metadata.resourceVersion", "60").obj()
+        cache.upsert(c.KIND_WORKLOAD, workload)
+        cache.upsert(KIND_POD, make_pod("other-h3", "other").requests({GPU: 4}).on("h3").obj())
+        api, clock, recorder = FakeApi(workload), Clock(), Recording()
+        cache.delete(KIND_NODE, make_node("h1").obj())
+        clock.now = T0
+        await handler(cache, api, clock, recorder).handle("ns/gang")
+        evicted = Workload.from_dict(api.workload).condition(c.CONDITION_EVICTED)
+        assert evicted is not None and evicted.reason == c.REASON_NODE_FAILURES, api.workload["status"]
+        # With h3 free whole, both go there.
+        cache2, _, _ = world({"h2": 1})
+        cache2.delete(c.KIND_WORKLOAD, gang({"h2": 1}))
+        cache2.upsert(c.KIND_WORKLOAD, workload)
+        cache2.delete(KIND_NODE, make_node("h1").obj())
+        api2 = FakeApi(workload)
+        await handler(cache2, api2, clock, Recording()).handle("ns/gang")
+        admission = Workload.from_dict(api2.workload).admission
+        assert admission is not None
+        placed = {psa.name: {d.values[-1]: d.count for d in psa.topology_assignment.assigned_domains()}  # type: ignore[union-attr]
+                  for psa in admission.pod_set_assignments}
+        assert placed == {"leader": {"h3": 1}, "workers": {"h2": 1, "h3": 1}}
+
+    asyncio.run(scenario())
