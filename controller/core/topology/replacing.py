@@ -10,7 +10,7 @@ handling (controller.kube.node_failing) once per pod set with pods on a failed n
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,21 +105,19 @@ def _slots_under(topology: FlavorTopology, level: int, domain: int) -> list[int]
     return [slot for d in ids for slot in topology.slots_in(d)]
 
 
-def _scopes(topology: FlavorTopology, values: Sequence[str], confine: int) -> list[list[int]] | None:
+def _scopes(topology: FlavorTopology, values: Sequence[str], confine: int) -> Iterator[list[int]]:
     """Phase 2: the failed host's enclosing domains, lowest (its rack) first, up to the confining
-    level's domain, each as its slots; then every slot when nothing confines. None when the domain
-    at the confining level is gone from the tree."""
-    scopes: list[list[int]] = []
+    level's domain, each as its slots; then every slot when nothing confines. Lazy: a wider scope is
+    listed only when the narrower one had no room. Nothing when the confining domain left the tree."""
     for level in range(len(topology.levels) - 2, max(confine, 0) - 1, -1):
         domain = topology.domains[level].id_of.get(tuple(values[: level + 1]))
         if domain is None:
             if level <= confine:
-                return None
+                return
             continue
-        scopes.append(_slots_under(topology, level, domain))
+        yield _slots_under(topology, level, domain)
     if confine < 0:
-        scopes.append([slot for slot in range(topology.slots) if topology.view(slot) is not None])
-    return scopes
+        yield [slot for slot in range(topology.slots) if topology.view(slot) is not None]
 
 
 def _take_fewest(topology: FlavorTopology, fit: Int64Array, slots: list[int], need: int) -> dict[int, int] | None:
@@ -162,9 +160,8 @@ def find_replacement(topology: FlavorTopology, usage: Usage, request: PodSetRequ
         host = domain.values[-1]
         if host not in failed:
             continue
-        scopes = _scopes(topology, domain.values, confine) or []
-        took = next((t for scope in scopes if (t := _take_fewest(topology, fit, scope, domain.count)) is not None),
-                    None)
+        took = next((t for scope in _scopes(topology, domain.values, confine)
+                     if (t := _take_fewest(topology, fit, scope, domain.count)) is not None), None)
         if took is None:
             unplaced.append(host)
             continue
