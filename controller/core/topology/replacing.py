@@ -97,18 +97,19 @@ def _fits(topology: FlavorTopology, usage: Usage, request: PodSetRequest,
     return fit
 
 
-def _slots_under(topology: FlavorTopology, level: int, domain: int) -> list[int]:
+def _slots_under(topology: FlavorTopology, level: int, domain: int) -> Int64Array:
     """Every slot inside one domain of `level`."""
     ids = [domain]
     for lv in range(level + 1, len(topology.levels)):
         ids = [child for d in ids for child in topology.domains[lv - 1].children[d]]
-    return [slot for d in ids for slot in topology.slots_in(d)]
+    return np.asarray([slot for d in ids for slot in topology.slots_in(d)], dtype=np.int64)
 
 
-def _scopes(topology: FlavorTopology, values: Sequence[str], confine: int) -> Iterator[list[int]]:
+def _scopes(topology: FlavorTopology, values: Sequence[str], confine: int, fit: Int64Array) -> Iterator[Int64Array]:
     """Phase 2: the failed host's enclosing domains, lowest (its rack) first, up to the confining
-    level's domain, each as its slots; then every slot when nothing confines. Lazy: a wider scope is
-    listed only when the narrower one had no room. Nothing when the confining domain left the tree."""
+    level's domain, each as its slots; then, when nothing confines, every slot with room (read from
+    `fit` in bulk). Lazy: a wider scope is listed only when the narrower one had no room. Nothing
+    when the confining domain left the tree."""
     for level in range(len(topology.levels) - 2, max(confine, 0) - 1, -1):
         domain = topology.domains[level].id_of.get(tuple(values[: level + 1]))
         if domain is None:
@@ -117,28 +118,25 @@ def _scopes(topology: FlavorTopology, values: Sequence[str], confine: int) -> It
             continue
         yield _slots_under(topology, level, domain)
     if confine < 0:
-        yield [slot for slot in range(topology.slots) if topology.view(slot) is not None]
+        yield np.nonzero(fit > 0)[0].astype(np.int64)
 
 
-def _take_fewest(topology: FlavorTopology, fit: Int64Array, slots: list[int], need: int) -> dict[int, int] | None:
-    """Phase 3: `need` pods onto the fewest of `slots` (most room first, then node name), taken from
-    `fit`; None (and `fit` untouched) when they hold fewer."""
-    if not slots:
+def _take_fewest(topology: FlavorTopology, fit: Int64Array, slots: Int64Array, need: int) -> dict[int, int] | None:
+    """Phase 3: `need` pods onto the fewest of `slots` (most room first, then label order), taken from
+    `fit`; None (and `fit` untouched) when they hold fewer. Sorted in bulk: no per-node Python."""
+    if slots.shape[0] == 0:
         return None
-    arr = np.asarray(slots, dtype=np.int64)
-    room = fit[arr]
+    room = fit[slots]
     if int(room.sum()) < need:
         return None
-    names = topology.names_of(arr[room > 0].tolist())
-    order = sorted(zip((-room[room > 0]).tolist(), names, arr[room > 0].tolist(), strict=True))
-    took: dict[int, int] = {}
-    for neg_room, _, slot in order:
-        if need <= 0:
-            break
-        n = min(-neg_room, need)
-        took[slot] = n
+    slots, room = slots[room > 0], room[room > 0]
+    rank = topology.domains[-1].rank()[topology.domain_of(len(topology.levels) - 1)[slots]]
+    order = np.lexsort((rank, -room))
+    taken = np.minimum(room[order], np.maximum(need - (np.cumsum(room[order]) - room[order]), 0))
+    picked = taken > 0
+    took = dict(zip(slots[order][picked].tolist(), taken[picked].tolist(), strict=True))
+    for slot, n in took.items():
         fit[slot] -= n
-        need -= n
     return took
 
 
@@ -160,7 +158,7 @@ def find_replacement(topology: FlavorTopology, usage: Usage, request: PodSetRequ
         host = domain.values[-1]
         if host not in failed:
             continue
-        took = next((t for scope in _scopes(topology, domain.values, confine)
+        took = next((t for scope in _scopes(topology, domain.values, confine, fit)
                      if (t := _take_fewest(topology, fit, scope, domain.count)) is not None), None)
         if took is None:
             unplaced.append(host)
