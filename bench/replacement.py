@@ -20,10 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository root
 
-from topology import BLOCK, GPU, LEVELS, RACK, make_cluster
-
+from bench.topology import BLOCK, GPU, LEVELS, RACK, make_cluster
 from controller.api import constants as c
 from controller.api.topology_assignment import AssignedDomain
 from controller.core.topology import (
