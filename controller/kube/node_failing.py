@@ -35,6 +35,7 @@ from controller.api.views import NodeView
 from controller.api.workload import Admission, Workload
 from controller.cache.cluster import ClusterCache, WorkloadEntry
 from controller.core.admission.conditions import (
+    forget_recovered_nodes,
     is_evicted,
     mark_evicted,
     mark_nodes_replaced,
@@ -192,9 +193,18 @@ class NodeFailureHandler:
         tolerations = {ps.name: ps.tolerations for ps in entry.info.pod_sets}
         found = workload_node_failures(admission, self.cache.nodes, tolerations, self.clock(), self.delay)
         self._recheck_at(key, found.recheck_at)
-        if not found.failed:
-            return
         failed = sorted(found.failed)
+        if any(name not in failed for name in entry.obj.unhealthy_node_names):
+            written = await write_workload_status(self.api, entry.obj, lambda m: forget_recovered_nodes(m, failed))
+            if written is None:
+                return
+            self.applied(c.KIND_WORKLOAD, written)
+            current = self.cache.workloads.get(key)
+            if current is None or current.admission is None:
+                return
+            entry, admission = current, current.admission
+        if not failed:
+            return
         if any(name not in entry.obj.unhealthy_node_names for name in failed):
             written = await write_workload_status(self.api, entry.obj, lambda m: record_unhealthy_nodes(m, failed))
             if written is None:

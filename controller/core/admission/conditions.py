@@ -163,6 +163,17 @@ def record_unhealthy_nodes(wl: Workload, names: Sequence[str]) -> bool:
     return bool(new)
 
 
+def forget_recovered_nodes(wl: Workload, failed: Sequence[str]) -> bool:
+    """Drop from `status.unhealthyNodes` the nodes no longer failed (recovered before a replacement
+    was written, as Kueue does); True when one was dropped."""
+    if wl.status is None:
+        return False
+    kept = [node for node in wl.status.unhealthy_nodes if node.name in failed]
+    changed = len(kept) != len(wl.status.unhealthy_nodes)
+    wl.status.unhealthy_nodes = kept
+    return changed
+
+
 def mark_nodes_replaced(wl: Workload, assignments: Mapping[str, TopologyAssignment]) -> bool:
     """The failed nodes are replaced: each pod set's new TopologyAssignment (`assignments` by pod set
     name) in the admission, and `status.unhealthyNodes` emptied, in one write. True when it changed."""

@@ -276,3 +276,24 @@ def test_the_second_pod_set_on_a_failed_host_sees_what_the_first_one_took() -> N
         assert placed == {"leader": {"h3": 1}, "workers": {"h2": 1, "h3": 1}}
 
     asyncio.run(scenario())
+
+
+def test_a_recorded_node_that_recovered_before_its_replacement_is_forgotten() -> None:
+    async def scenario() -> None:
+        recorded = gang({"h1": 1, "h2": 1})
+        recorded["status"]["unhealthyNodes"] = [{"name": "h1"}]
+        cache, _, _ = world({"h1": 1, "h2": 1})
+        cache.upsert(c.KIND_WORKLOAD, recorded | {"metadata": {**recorded["metadata"], "resourceVersion": "51"}})
+        api = FakeApi(recorded | {"metadata": {**recorded["metadata"], "resourceVersion": "51"}})
+        await handler(cache, api, Clock(), Recording()).handle("ns/gang")  # h1 is Ready again
+        assert [w[1]["unhealthyNodes"] for w in api.writes] == [None]
+        assert "unhealthyNodes" not in api.workload["status"]
+        assert hosts_of(api.workload) == {"h1": 1, "h2": 1}  # nothing moved
+
+    asyncio.run(scenario())
+
+
+def hosts_of(wl: dict[str, Any]) -> dict[str, int]:
+    admission = Workload.from_dict(wl).admission
+    assert admission is not None and admission.pod_set_assignments[0].topology_assignment is not None
+    return {d.values[-1]: d.count for d in admission.pod_set_assignments[0].topology_assignment.assigned_domains()}
