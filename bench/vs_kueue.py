@@ -385,20 +385,32 @@ async def drive(admin: Path, namespace: str, count: int, rate: float) -> tuple[f
     admitted: dict[str, float] = {}
     all_admitted = asyncio.Event()
 
+    def seen(obj: dict[str, Any]) -> None:
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        if any(cond.get("type") == "Admitted" and cond.get("status") == "True" for cond in conditions):
+            owners = (obj.get("metadata") or {}).get("ownerReferences") or [{}]
+            admitted.setdefault(owners[0].get("name", ""), time.monotonic())
+            if len(admitted) >= count:
+                all_admitted.set()
+
     async def watch() -> None:
+        """List, then watch from the list's version; when a watch ends or fails, again."""
         custom = client.CustomObjectsApi(api_client)
-        stream = watch_module.Watch().stream(  # type: ignore[no-untyped-call]
-            custom.list_namespaced_custom_object, "kueue.x-k8s.io", "v1beta2", namespace, "workloads",
-            timeout_seconds=3600)
-        async for event in stream:
-            obj = event.get("object") or {}
-            conditions = (obj.get("status") or {}).get("conditions") or []
-            if any(cond.get("type") == "Admitted" and cond.get("status") == "True" for cond in conditions):
-                owners = (obj.get("metadata") or {}).get("ownerReferences") or [{}]
-                admitted.setdefault(owners[0].get("name", ""), time.monotonic())
-                if len(admitted) >= count:
-                    all_admitted.set()
-                    return
+        while not all_admitted.is_set():
+            try:
+                listed = await custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", namespace, "workloads")
+                for obj in listed.get("items") or []:
+                    seen(obj)
+                stream = watch_module.Watch().stream(  # type: ignore[no-untyped-call]
+                    custom.list_namespaced_custom_object, "kueue.x-k8s.io", "v1beta2", namespace, "workloads",
+                    resource_version=listed["metadata"]["resourceVersion"], timeout_seconds=300)
+                async for event in stream:
+                    seen(event.get("object") or {})
+                    if all_admitted.is_set():
+                        return
+            except Exception as e:
+                log(f"watching Workloads in {namespace}: {type(e).__name__}: {e}")
+                await asyncio.sleep(0.2)
 
     watcher = asyncio.create_task(watch())
     await asyncio.sleep(0.5)  # the watch is open before the first create
