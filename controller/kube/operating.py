@@ -22,6 +22,7 @@ import kopf
 from kubernetes.aio import client
 
 from controller.api import constants as c
+from controller.api.configuration import Configuration
 from controller.api.features import FeatureGates
 from controller.api.meta import object_key
 from controller.api.workload import owner_job_key
@@ -56,7 +57,8 @@ class OperatorOptions:
     """How `serve_operator` (and `serve_tasq` above it) runs the operator. `elector`: a
     LeaderElector (always leading without one); `endpoints`: where /metrics and the probes are
     served (nothing by default); `build`: the version and commit the metrics report; `features`:
-    Kueue's placement feature gates; `started` is called
+    Kueue's placement feature gates; `configuration`: Kueue's Configuration file as parsed
+    (`tasq run --config`; waitForPodsReady off without one); `started` is called
     with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
 
     elector: LeaderElector | None = None
@@ -64,6 +66,7 @@ class OperatorOptions:
     build: BuildInfo | None = None
     """kueue_build_info's labels (`tasq run` passes the version and commit)."""
     features: FeatureGates = field(default_factory=FeatureGates)
+    configuration: Configuration = field(default_factory=Configuration)
     started: Callable[[Operator], None] | None = None
     campaign_after: asyncio.Event | None = None
     """Lead (or campaign for the Lease) only once this is set: with local webhooks, once the CRDs'
