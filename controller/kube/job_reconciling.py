@@ -30,7 +30,12 @@ from controller.api import constants as c
 from controller.api.views import JobView
 from controller.api.workload import Admission, Workload
 from controller.cache.cluster import ClusterCache, WorkloadEntry
-from controller.core.admission.conditions import is_terminating, mark_deactivated, mark_finished
+from controller.core.admission.conditions import (
+    deactivation_message,
+    is_terminating,
+    mark_deactivated,
+    mark_finished,
+)
 from controller.core.admission.workloads import workload_from_job, workload_priority_class_of
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
@@ -455,9 +460,10 @@ class JobReconciler:
         now = datetime.now(UTC)
         cluster_queue = entry.admission.cluster_queue if entry.admission is not None else None
         model = entry.obj.model_copy(deep=True)
+        message = deactivation_message(model)
         if not mark_deactivated(model, now) or model.status is None:
             return
-        status = {**model.status.to_dict(), "admission": None}
+        status = {**model.status.to_dict(), "admission": None, "requeueState": None}
         patch = {"metadata": {"resourceVersion": model.metadata.resource_version}, "status": status}
         try:
             written = await retrying(functools.partial(
@@ -467,7 +473,7 @@ class JobReconciler:
                 return
             raise  # 409: retried from the cache once the watch brings the newer Workload
         self.applied(c.KIND_WORKLOAD, written)
-        self.recorder.emit(written, c.EVENT_REASON_EVICTED_DEACTIVATED, "The workload is deactivated")
+        self.recorder.emit(written, c.EVENT_REASON_EVICTED_DEACTIVATED, message)
         if self.evictor.metrics is not None and cluster_queue is not None:
             self.evictor.metrics.evicted(cluster_queue, c.REASON_DEACTIVATED)
 
