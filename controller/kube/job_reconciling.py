@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.configuration import WaitForPodsReady
 from controller.api.views import JobView
 from controller.api.workload import Admission, Workload
 from controller.cache.cluster import ClusterCache, WorkloadEntry
@@ -36,6 +37,7 @@ from controller.core.admission.conditions import (
     mark_deactivated,
     mark_finished,
 )
+from controller.core.admission.pods_ready import admitted_counts, all_pods_ready, mark_pods_ready
 from controller.core.admission.workloads import workload_from_job, workload_priority_class_of
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
@@ -179,8 +181,12 @@ class JobReconciler:
     """See the module docstring. `notify(job_key)` on any Job or Workload change; `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
-                 applied: Applied | None = None, evictor: Evictor | None = None) -> None:
+                 applied: Applied | None = None, evictor: Evictor | None = None,
+                 pods_ready: WaitForPodsReady | None = None) -> None:
         self.cache = cache
+        self.pods_ready = pods_ready
+        """waitForPodsReady's settings (None: off): a running admitted Job's readiness is recorded
+        in its Workload's PodsReady condition (`_record_pods_ready`)."""
         self.applied: Applied = applied if applied is not None else cache.upsert
         """Where every Job and Workload this reconciler wrote goes (the operator's
         `EventRouter.applied`): into the cache at once, so the next reconcile sees it and the
@@ -280,6 +286,8 @@ class JobReconciler:
             elif view.suspend and pods_left(job) == 0 and not self.cache.live_pods_of_job.get(key):
                 # else a Job or pod event brings it back
                 await self._start(job, entry, admission)
+            elif self.pods_ready is not None and not view.suspend:
+                await self._record_pods_ready(job, entry)
         elif not view.suspend and not view.finished and not was_admitted(entry.obj):
             await self._discard_workload(entry)
         elif not entry.expecting and not view.finished:
@@ -477,6 +485,22 @@ class JobReconciler:
         if self.evictor.metrics is not None and cluster_queue is not None:
             self.evictor.metrics.evicted(cluster_queue, c.REASON_DEACTIVATED)
 
+    async def _record_pods_ready(self, job: Mapping[str, Any], entry: WorkloadEntry) -> None:
+        """PodsReady from the Job's counters (`job_pods_ready`), written only when it changes
+        (controller.core.admission.pods_ready.mark_pods_ready: WaitForStart, Started,
+        WaitForRecovery, Recovered)."""
+        ready = all_pods_ready(admitted_counts(entry.obj), job_pods_ready(job, entry.obj))
+        now = datetime.now(UTC)
+        wrote = [False]
+
+        def change(model: Workload) -> bool:
+            wrote[0] = model.reserved_admission is not None and mark_pods_ready(model, ready, now)
+            return wrote[0]
+
+        written = await write_workload_status(self.api, entry.obj, change)
+        if written is not None and wrote[0]:
+            self.applied(c.KIND_WORKLOAD, written)
+
     async def _finish(self, entry: WorkloadEntry, view: JobView) -> None:
         succeeded = view.finished == c.CONDITION_JOB_COMPLETE
         message = "Job finished successfully" if succeeded else "Job failed"
@@ -496,6 +520,14 @@ class JobReconciler:
         except ApiError as e:
             if not e.not_found:
                 raise
+
+
+def job_pods_ready(job: Mapping[str, Any], workload: Workload) -> dict[str, int]:
+    """A batch/v1 Job's pods ready or succeeded, by its one pod set (Kueue's Job integration:
+    `status.ready` + `status.succeeded`); a read of the Job kept apart for the Job adapter."""
+    status = job.get("status") or {}
+    count = int(status.get("ready") or 0) + int(status.get("succeeded") or 0)
+    return {workload.spec.pod_sets[0].name: count}
 
 
 def _owned_by(entry: WorkloadEntry, job: Mapping[str, Any]) -> bool:

@@ -22,7 +22,7 @@ import kopf
 from kubernetes.aio import client
 
 from controller.api import constants as c
-from controller.api.configuration import Configuration
+from controller.api.configuration import TIMESTAMP_EVICTION, Configuration
 from controller.api.features import FeatureGates
 from controller.api.meta import object_key
 from controller.api.workload import owner_job_key
@@ -83,16 +83,18 @@ class Operator:
         options = options if options is not None else OperatorOptions()
         self.api_client = api_client
         self.api = KubeApi(api_client)
-        self.cache = ClusterCache(features=options.features)
+        pods_ready = options.configuration.wait_for_pods_ready
+        self.cache = ClusterCache(features=options.features, order_by_eviction=pods_ready is None
+                                  or pods_ready.requeuing_strategy.timestamp == TIMESTAMP_EVICTION)
         self.recorder = EventRecorder(self.api)
         self.metrics = Metrics(options.build)
         self.router = EventRouter(self.cache, {Loop.ADMISSION: self._wake_admission, Loop.JOBS: self._wake_jobs,
                                                Loop.UNGATER: self._wake_ungater})
         self.evictor = Evictor(self.cache, self.api, self.recorder, self.router.applied, self.metrics)
         self.admission = AdmissionLoop(self.cache, self.api, self.recorder, metrics=self.metrics,
-                                       applied=self.router.applied, evictor=self.evictor)
+                                       applied=self.router.applied, evictor=self.evictor, pods_ready=pods_ready)
         self.jobs = JobReconciler(self.cache, self.api, self.recorder, applied=self.router.applied,
-                                  evictor=self.evictor)
+                                  evictor=self.evictor, pods_ready=pods_ready)
         if options.elector is not None:
             self.leading = options.elector.leading
         else:
