@@ -227,6 +227,8 @@ EVENT_COMPONENT: Final = "tasq-controller"
 ANNOTATION_DEVCLUSTER_RUN_SECONDS: Final = "devcluster.tasq.io/run-seconds"
 # ... and fails a pod (phase Failed, exit code 1) when this annotation is "true".
 ANNOTATION_DEVCLUSTER_FAIL: Final = "devcluster.tasq.io/fail"
+# ... and keeps a running pod unready (Ready=False, as a failing readiness probe) when this one is "true".
+ANNOTATION_DEVCLUSTER_NOT_READY: Final = "devcluster.tasq.io/not-ready"
 
 # The Kueue release whose API (v1beta2, v1beta1 still served) tasq follows; `tasq version` prints it.
 KUEUE_VERSION_FOLLOWED: Final = "0.20"
