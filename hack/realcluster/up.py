@@ -576,7 +576,7 @@ def pod_stages() -> list[dict[str, Any]]:
     """The kwok Stages of the devcluster kubelet's pod lifecycle (see the comment above)."""
     live = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
     running = {"key": ".status.phase", "operator": "In", "values": ["Running"]}
-    pending = [live, {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
+    pending: list[dict[str, Any]] = [live, {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
                {"key": '.status.conditions.[] | select(.type == "Ready") | .status', "operator": "NotIn",
                 "values": ["True"]}]
     return [

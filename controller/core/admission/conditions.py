@@ -59,11 +59,14 @@ def deactivation_message(workload: Workload) -> str:
 def mark_deactivated(workload: Workload, now: datetime) -> bool:
     """Kueue's eviction of a deactivated Workload, once its Job is stopped: Evicted=True (reason
     Deactivated, `deactivation_message`), QuotaReserved=False, Admitted=False (reason NoReservation),
+    an earlier Requeued=True back to False,
     no admission, and the DeactivationTarget condition and requeueState gone (a reactivated Workload
     starts its requeue count afresh). True when anything changed; the caller writes
     `status.admission` and `status.requeueState` as null so a merge patch drops them."""
     message = deactivation_message(workload)
     changed = workload.set_condition(c.CONDITION_EVICTED, "True", c.REASON_DEACTIVATED, message, now)
+    if workload.condition(c.CONDITION_REQUEUED) is not None:  # not requeued until reactivated
+        changed |= workload.set_condition(c.CONDITION_REQUEUED, "False", c.REASON_DEACTIVATED, message, now)
     if workload.status is not None:
         kept = [cond for cond in workload.status.conditions if cond.type != c.CONDITION_DEACTIVATION_TARGET]
         if len(kept) != len(workload.status.conditions):
