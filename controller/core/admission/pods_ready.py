@@ -183,3 +183,29 @@ def holds_admission(workload: Workload) -> bool:
     so no other Workload is admitted meanwhile (across ClusterQueues, as Kueue)."""
     return (workload.is_admitted and not workload.is_finished and workload.active and not is_evicted(workload)
             and not workload.condition_true(c.CONDITION_PODS_READY))
+
+
+def pods_ready_summary(workload: Workload, now: float) -> list[str]:
+    """What `tasq explain workload` says of waitForPodsReady: the PodsReady condition, the requeues
+    so far and when the backoff ends (seconds from `now`); nothing for a Workload it never touched."""
+    lines = []
+    cond = workload.condition(c.CONDITION_PODS_READY)
+    if cond is not None:
+        lines.append(f"PodsReady={cond.status} ({cond.reason}) since {cond.last_transition_time}: {cond.message}")
+    count = requeue_count(workload)
+    at = requeue_at(workload)
+    if count or at is not None:
+        text = f"requeued {count} time(s) after a PodsReady timeout"
+        state = workload.status.requeue_state if workload.status is not None else None
+        if at is not None and state is not None and at > now:
+            text += f"; in backoff until {state.requeue_at} ({at - now:.0f}s from now): not admitted before"
+        elif at is not None and state is not None:
+            text += f"; its backoff ended at {state.requeue_at}"
+        lines.append(text)
+    if not workload.active:
+        target = workload.condition(c.CONDITION_DEACTIVATION_TARGET)
+        evicted = workload.condition(c.CONDITION_EVICTED)
+        why = evicted.message if evicted is not None and evicted.reason == c.REASON_DEACTIVATED else (
+            target.message if target is not None else "spec.active is false")
+        lines.append(f"deactivated: {why}; set spec.active to true to queue it again")
+    return lines
