@@ -10,7 +10,6 @@ blocking) and `tasq explain`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -32,22 +31,6 @@ LIMIT_EXCEEDED_MESSAGE = "exceeding the maximum number of re-queuing retries"
 def timeout_message(key: str) -> str:
     """Kueue's Evicted message of a PodsReady timeout (`key` is namespace/name)."""
     return f"Exceeded the PodsReady timeout {key}"
-
-
-def admitted_counts(workload: Workload) -> dict[str, int]:
-    """Pods admitted per pod set: the assignment's count (partial admission), else the pod set's."""
-    admission = workload.admission
-    counts = {}
-    for pod_set in workload.spec.pod_sets:
-        assignment = admission.assignment(pod_set.name) if admission is not None else None
-        counts[pod_set.name] = assignment.count if assignment is not None and assignment.count is not None \
-            else pod_set.count
-    return counts
-
-
-def all_pods_ready(admitted: Mapping[str, int], ready_or_succeeded: Mapping[str, int]) -> bool:
-    """Every pod set has at least its admitted count of pods ready or succeeded."""
-    return all(ready_or_succeeded.get(name, 0) >= count for name, count in admitted.items())
 
 
 def mark_pods_ready(workload: Workload, ready: bool, now: datetime) -> bool:

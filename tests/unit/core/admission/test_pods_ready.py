@@ -22,8 +22,6 @@ from controller.core.admission.conditions import (
     mark_eviction_done,
 )
 from controller.core.admission.pods_ready import (
-    admitted_counts,
-    all_pods_ready,
     backoff_seconds,
     holds_admission,
     in_backoff,
@@ -99,21 +97,6 @@ def test_an_unchanged_readiness_is_no_change() -> None:
     wl = admitted()
     assert mark_pods_ready(wl, True, at(1))
     assert not mark_pods_ready(wl, True, at(2))
-
-
-@pytest.mark.parametrize(("ready", "want"), [
-    pytest.param({"main": 4}, True, id="ready pods reach the admitted count"),
-    pytest.param({"main": 3}, False, id="one short"),
-    pytest.param({}, False, id="none reported"),
-])
-def test_ready_is_counted_against_the_admitted_count(ready: dict[str, int], want: bool) -> None:
-    assert all_pods_ready(admitted_counts(admitted()), ready) is want
-
-
-def test_the_admitted_count_is_the_assignments_under_partial_admission() -> None:
-    wl = Workload.from_dict(make_workload("w").queue("q").pod_set("main", 8).obj())
-    mark_admitted(wl, {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "count": 5}]}, T0)
-    assert admitted_counts(wl) == {"main": 5}
 
 
 def test_the_start_deadline_counts_from_the_admission() -> None:
