@@ -570,7 +570,7 @@ def test_with_wait_for_pods_ready_a_running_jobs_readiness_becomes_its_workloads
         counters: dict[str, int], want: tuple[str, str]) -> None:
     job = authored("own selector and toleration")
     started = running(job)
-    started["spec"]["parallelism"] = 2  # as admitted: 2 pods
+    started["spec"].update(parallelism=2, completions=2)  # as admitted: 2 pods
     started["status"].update(counters)
     api = JobRulesApi(started, admitted_workload(job))
     cache = ClusterCache()
