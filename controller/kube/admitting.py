@@ -40,6 +40,7 @@ from controller.core.admission.pods_ready import (
     mark_requeued,
     readiness_deadline,
     requeue_at,
+    requeue_due,
 )
 from controller.core.admission.queue_status import (
     QueuedWorkload,
@@ -224,7 +225,7 @@ class AdmissionLoop:
                 requeue = requeue_at(wl)
                 if requeue is not None and requeue > at:
                     nearest = min(nearest, requeue)
-                elif key not in self._writing and mark_requeued(wl.model_copy(deep=True), now):
+                elif key not in self._writing and requeue_due(wl, at) is not None:
                     self._start_write(key, self._requeued(entry))
             elif blocker is None and entry.fit is not None and (holds_admission(wl) or not wl.is_admitted) \
                     and not entry.finished and not is_evicted(wl) and entry.evicting_for is None:

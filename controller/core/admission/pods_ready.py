@@ -139,18 +139,29 @@ def in_backoff(workload: Workload, now: float) -> bool:
     return at is not None and at > now
 
 
-def mark_requeued(workload: Workload, now: datetime) -> bool:
-    """A waiting Workload may be admitted again, as Kueue records it: after a PodsReady timeout
-    once `requeueAt` has passed, Requeued=True reason BackoffFinished and `requeueAt` cleared (the
-    count stays); after a deactivation, once active again, Requeued=True reason Reactivated. True
-    when it changed."""
+def requeue_due(workload: Workload, now: float) -> str | None:
+    """The Requeued reason a waiting Workload is due at `now`, without changing it: BackoffFinished
+    once the backoff after a PodsReady timeout has passed, Reactivated once a deactivated one is
+    active again; None when neither (or Requeued is already True)."""
     evicted = workload.condition(c.CONDITION_EVICTED)
     if (evicted is None or evicted.status != "True" or workload.reserved_admission is not None
             or workload.is_finished or not workload.active or workload.condition_true(c.CONDITION_REQUEUED)):
-        return False
+        return None
     if evicted.reason == c.REASON_DEACTIVATED:
+        return c.REASON_REACTIVATED
+    if evicted.reason == c.REASON_PODS_READY_TIMEOUT and not in_backoff(workload, now):
+        return c.REASON_BACKOFF_FINISHED
+    return None
+
+
+def mark_requeued(workload: Workload, now: datetime) -> bool:
+    """A waiting Workload may be admitted again (`requeue_due`), as Kueue records it: Requeued=True
+    reason BackoffFinished with `requeueAt` cleared (the count stays), or reason Reactivated. True
+    when it changed."""
+    reason = requeue_due(workload, now.timestamp())
+    if reason == c.REASON_REACTIVATED:
         return workload.set_condition(c.CONDITION_REQUEUED, "True", c.REASON_REACTIVATED, REACTIVATED_MESSAGE, now)
-    if evicted.reason != c.REASON_PODS_READY_TIMEOUT or in_backoff(workload, now.timestamp()):
+    if reason is None:
         return False
     changed = workload.set_condition(c.CONDITION_REQUEUED, "True", c.REASON_BACKOFF_FINISHED,
                                      BACKOFF_FINISHED_MESSAGE, now)
