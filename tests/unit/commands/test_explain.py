@@ -126,3 +126,16 @@ def test_a_workload_in_its_pods_ready_backoff_says_how_often_and_until_when() ->
         "default/stuck: PodsReady=False (WaitForStart) since 2026-01-01T00:00:00Z: Not all pods are ready or succeeded",
         "default/stuck: requeued 1 time(s) after a PodsReady timeout; in backoff until 2026-01-01T00:01:00Z "
         "(40s from now): not admitted before"]
+
+
+def test_a_partially_admitted_workload_shows_its_admitted_count_of_its_count() -> None:
+    # Quota for 6 one-GPU pods; the Workload asks for 8 and accepts 4: admitted with 6.
+    queue = [make_cluster_queue("cq").flavor("a100", {GPU: 6}).obj(), make_flavor("a100").obj(),
+             make_local_queue("lq", "cq").obj()]
+    sim = Simulation()
+    sim.apply([*queue, make_workload("train").queue("lq").pod_set("main", 8, {GPU: 1}, minCount=4).obj()])
+    sim.run()
+    live = [{**w.to_dict(), "kind": c.KIND_WORKLOAD} for w in sim.workloads()]
+    code, lines = explain_workload([*queue, *live], "default", "train")
+    assert code == 0
+    assert lines == ['default/train: admitted in ClusterQueue "cq": - (6 of 8 pods)']
