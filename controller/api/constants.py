@@ -127,6 +127,10 @@ CONDITION_EVICTED: Final = "Evicted"
 CONDITION_FINISHED: Final = "Finished"
 CONDITION_PREEMPTED: Final = "Preempted"
 CONDITION_REQUEUED: Final = "Requeued"
+# waitForPodsReady (Kueue's): whether every admitted pod is ready or succeeded, and the condition
+# that says why a Workload is about to be deactivated.
+CONDITION_PODS_READY: Final = "PodsReady"
+CONDITION_DEACTIVATION_TARGET: Final = "DeactivationTarget"
 
 # batch/v1 Job condition types that mean the Job is over.
 CONDITION_JOB_COMPLETE: Final = "Complete"
@@ -162,6 +166,16 @@ REASON_PREEMPTED: Final = "Preempted"
 REASON_IN_CLUSTER_QUEUE: Final = "InClusterQueue"
 REASON_IN_COHORT_RECLAMATION: Final = "InCohortReclamation"
 REASON_IN_COHORT_RECLAIM_WHILE_BORROWING: Final = "InCohortReclaimWhileBorrowing"
+# waitForPodsReady (Kueue's): PodsReady reasons, the Evicted reason of a timeout, the Requeued reasons
+# once it may be admitted again, and the DeactivationTarget reason once its requeues are used up.
+REASON_WAIT_FOR_START: Final = "WaitForStart"
+REASON_STARTED: Final = "Started"
+REASON_WAIT_FOR_RECOVERY: Final = "WaitForRecovery"
+REASON_RECOVERED: Final = "Recovered"
+REASON_PODS_READY_TIMEOUT: Final = "PodsReadyTimeout"
+REASON_BACKOFF_FINISHED: Final = "BackoffFinished"
+REASON_REACTIVATED: Final = "Reactivated"
+REASON_REQUEUING_LIMIT_EXCEEDED: Final = "RequeuingLimitExceeded"
 # The preemptor's QuotaReserved=False detail while its victims are being evicted (tasq's).
 REASON_PREEMPTING: Final = "Preempting"
 # ClusterQueue / LocalQueue Active condition reasons (Kueue's).
@@ -200,6 +214,7 @@ EVENT_REASON_STARTED: Final = "Started"
 EVENT_REASON_STOPPED: Final = "Stopped"
 EVENT_REASON_FINISHED_WORKLOAD: Final = "FinishedWorkload"
 EVENT_REASON_EVICTED_DEACTIVATED: Final = "EvictedDueToDeactivated"
+EVENT_REASON_EVICTED_PODS_READY_TIMEOUT: Final = "EvictedDueToPodsReadyTimeout"
 # A preemption (Kueue's): on the victim ("Preempted", "EvictedDueToPreempted") and the preemptor.
 EVENT_REASON_PREEMPTED: Final = "Preempted"
 EVENT_REASON_EVICTED_PREEMPTED: Final = "EvictedDueToPreempted"
@@ -212,6 +227,8 @@ EVENT_COMPONENT: Final = "tasq-controller"
 ANNOTATION_DEVCLUSTER_RUN_SECONDS: Final = "devcluster.tasq.io/run-seconds"
 # ... and fails a pod (phase Failed, exit code 1) when this annotation is "true".
 ANNOTATION_DEVCLUSTER_FAIL: Final = "devcluster.tasq.io/fail"
+# ... and keeps a running pod unready (Ready=False, as a failing readiness probe) when this one is "true".
+ANNOTATION_DEVCLUSTER_NOT_READY: Final = "devcluster.tasq.io/not-ready"
 
 # The Kueue release whose API (v1beta2, v1beta1 still served) tasq follows; `tasq version` prints it.
 KUEUE_VERSION_FOLLOWED: Final = "0.20"

@@ -33,6 +33,7 @@ from controller.api.workload import Admission, Workload
 from controller.core.admission.conditions import is_evicted, is_terminating
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
+from controller.core.admission.pods_ready import in_backoff
 from controller.core.admission.quota import ClusterQueueQuota, CohortQuota, QuotaLedger
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo, flavor_infos
@@ -150,6 +151,9 @@ class ClusterCache:
     usage: Usage = field(default_factory=Usage)
     features: FeatureGates = field(default_factory=FeatureGates)
     """Kueue's placement feature gates (`--feature-gates` of `tasq run` and `tasq dev`)."""
+    order_by_eviction: bool = True
+    """waitForPodsReady's requeuing timestamp is `Eviction` (Kueue's default): a Workload evicted by
+    a PodsReady timeout queues from that eviction, not from its creation."""
     generation: int = 0
     stale_events: int = 0
     """Objects offered to `upsert` at a version already applied (kopf's initial listing after the
@@ -333,7 +337,8 @@ class ClusterCache:
                 del self.workload_of[owner]
 
     def _info(self, wl: Workload, seq: int) -> WorkloadInfo:
-        return workload_info(wl, seq=seq, priority_classes=self.priority_values()[0])
+        return workload_info(wl, seq=seq, priority_classes=self.priority_values()[0],
+                             order_by_eviction=self.order_by_eviction)
 
     # Flavors, topologies and queues: rare changes, so the parts built from them are rebuilt.
 
@@ -496,10 +501,11 @@ class ClusterCache:
             flavors=self._flavor_infos, namespaces=self.namespaces, quota=self._ledger, usage=self.usage,
             features=self.features)
 
-    def admission_state(self) -> AdmissionState:
+    def admission_state(self, now: float | None = None) -> AdmissionState:
         """One cycle's state: every held admission (with its reservation time, and marked evicting
         while an eviction decided or written has not released it yet, so no preemptor counts on it
-        twice), and every waiting active workload queued (in arrival order). Admissions the cycle
+        twice), and every waiting active workload queued (in arrival order) unless, at `now`, its
+        requeue backoff has not ended (`status.requeueState.requeueAt`). Admissions the cycle
         makes are reserved in this cache's Usage and ledger."""
         snapshot = self.snapshot()
         self._restore(snapshot)
@@ -514,7 +520,7 @@ class ClusterCache:
                     state.admitted_at[key] = parse_timestamp(reserved.last_transition_time, entry.info.created)
                 if entry.evicting_for is not None or is_terminating(entry.obj):
                     state.mark_evicting(key, entry.evicting_for)
-            elif not entry.finished and entry.active:
+            elif not entry.finished and entry.active and (now is None or not in_backoff(entry.obj, now)):
                 state.submit(entry.info)
         return state
 

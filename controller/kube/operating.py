@@ -22,6 +22,7 @@ import kopf
 from kubernetes.aio import client
 
 from controller.api import constants as c
+from controller.api.configuration import TIMESTAMP_EVICTION, Configuration
 from controller.api.features import FeatureGates
 from controller.api.meta import object_key
 from controller.api.views import owner_refs
@@ -56,7 +57,8 @@ class OperatorOptions:
     """How `serve_operator` (and `serve_tasq` above it) runs the operator. `elector`: a
     LeaderElector (always leading without one); `endpoints`: where /metrics and the probes are
     served (nothing by default); `build`: the version and commit the metrics report; `features`:
-    Kueue's placement feature gates; `started` is called
+    Kueue's placement feature gates; `configuration`: Kueue's Configuration file as parsed
+    (`tasq run --config`; waitForPodsReady off without one); `started` is called
     with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
 
     elector: LeaderElector | None = None
@@ -64,6 +66,7 @@ class OperatorOptions:
     build: BuildInfo | None = None
     """kueue_build_info's labels (`tasq run` passes the version and commit)."""
     features: FeatureGates = field(default_factory=FeatureGates)
+    configuration: Configuration = field(default_factory=Configuration)
     started: Callable[[Operator], None] | None = None
     campaign_after: asyncio.Event | None = None
     """Lead (or campaign for the Lease) only once this is set: with local webhooks, once the CRDs'
@@ -80,16 +83,18 @@ class Operator:
         options = options if options is not None else OperatorOptions()
         self.api_client = api_client
         self.api = KubeApi(api_client)
-        self.cache = ClusterCache(features=options.features)
+        pods_ready = options.configuration.wait_for_pods_ready
+        self.cache = ClusterCache(features=options.features, order_by_eviction=pods_ready is None
+                                  or pods_ready.requeuing_strategy.timestamp == TIMESTAMP_EVICTION)
         self.recorder = EventRecorder(self.api)
         self.metrics = Metrics(options.build)
         self.router = EventRouter(self.cache, {Loop.ADMISSION: self._wake_admission, Loop.JOBS: self._wake_jobs,
                                                Loop.UNGATER: self._wake_ungater})
         self.evictor = Evictor(self.cache, self.api, self.recorder, self.router.applied, self.metrics)
         self.admission = AdmissionLoop(self.cache, self.api, self.recorder, metrics=self.metrics,
-                                       applied=self.router.applied, evictor=self.evictor)
+                                       applied=self.router.applied, evictor=self.evictor, pods_ready=pods_ready)
         self.jobs = JobReconciler(self.cache, self.api, self.recorder, applied=self.router.applied,
-                                  evictor=self.evictor)
+                                  evictor=self.evictor, pods_ready=pods_ready)
         if options.elector is not None:
             self.leading = options.elector.leading
         else:
