@@ -25,7 +25,8 @@ from controller.api.workload import Admission, Workload
 from controller.cache.cluster import ClusterCache, WorkloadEntry
 from controller.core.admission.conditions import is_terminating, mark_finished
 from controller.core.jobs import pod_group
-from controller.core.jobs.pod_group import Finish, PodGroup
+from controller.core.jobs.framework import Finished, pod_set_infos
+from controller.core.jobs.pod_group import PodGroup
 from controller.kube.api import PODS, WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor
@@ -163,12 +164,13 @@ class PodGroupReconciler:
         if not todo:
             return
         flavors = {name: flavor.spec.to_dict() for name, flavor in self.cache.flavors.items()}
+        infos = {info.name: info for info in pod_set_infos(entry.info.name, admission, flavors)}
 
         async def start(pod: Mapping[str, Any]) -> None:
-            assignment = admission.assignment(pod_group.pod_set_name(pod))
-            if assignment is None:
+            info = infos.get(pod_group.pod_set_name(pod))
+            if info is None:
                 return
-            patch = pod_group.start_patch(pod, entry.info.name, assignment, flavors)
+            patch = pod_group.start_patch(pod, info)
             name = pod_group.pod_name(pod)
             async with self._writes:
                 try:
@@ -205,7 +207,7 @@ class PodGroupReconciler:
         if pod_group.pods_left(group) == 0:
             await self.evictor.release(entry)
 
-    async def _finish(self, entry: WorkloadEntry, finish: Finish) -> None:
+    async def _finish(self, entry: WorkloadEntry, finish: Finished) -> None:
         now = datetime.now(UTC)
 
         def change(model: Workload) -> bool:

@@ -18,10 +18,16 @@ from typing import Any, Final
 
 from controller.api import constants as c
 from controller.api.views import TERMINAL_PHASES
-from controller.api.workload import DEFAULT_POD_SET_NAME, MAX_POD_SETS, Admission, PodSetAssignment
+from controller.api.workload import DEFAULT_POD_SET_NAME, MAX_POD_SETS, Admission
 from controller.core.admission.workloads import (
+    priority_of,
     topology_request_from_annotations,
     topology_request_to_dict,
+)
+from controller.core.jobs.framework import (
+    Finished,
+    PodSetRunInfo,
+    workload_name_for_owner,
     workload_priority_class_of,
 )
 
@@ -31,8 +37,6 @@ whose controller is an integration it runs; their Workload is the owner's)."""
 GROUP_NAME_LABELS: Final = (c.LABEL_POD_GROUP_NAME, c.LABEL_COSCHEDULING_NAME, c.LABEL_SCHEDULING_POD_GROUP)
 """The labels that name a pod's group, Kueue's first (a pod carrying two is named by the first)."""
 TASQ_GATES: Final = frozenset({c.SCHEDULING_GATE_ADMISSION, c.SCHEDULING_GATE_TOPOLOGY})
-_MAX_NAME_PREFIX: Final = 63 - 6
-_HASH_LENGTH: Final = 5
 _ROLE_HASH_LENGTH: Final = 8
 
 
@@ -90,10 +94,8 @@ def group_name(pod: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def workload_name_for_pod(name: str) -> str:
-    """Kueue's `pod-<name>-<hash5>` for a single pod (the hash of kind, group and name)."""
-    prefix = f"pod-{name}"[:_MAX_NAME_PREFIX]
-    digest = hashlib.sha1(f"{c.KIND_POD}\n\n{name}".encode()).hexdigest()
-    return f"{prefix}-{digest[:_HASH_LENGTH]}"
+    """Kueue's `pod-<name>-<hash5>` for a single pod (the hash of kind, core group and name)."""
+    return workload_name_for_owner(name, c.KIND_POD, "")
 
 
 def workload_name(pod: Mapping[str, Any]) -> str:
@@ -330,9 +332,9 @@ def _priority_fields(pod: Mapping[str, Any], priority_classes: Mapping[str, int]
     spec = _spec(pod)
     class_name = spec.get("priorityClassName")
     priority = spec.get("priority")
-    if not isinstance(priority, int):
-        priority = priority_classes.get(class_name, default_priority) if class_name else default_priority
-    out: dict[str, Any] = {"priority": priority}
+    out: dict[str, Any] = {"priority": priority_of(priority if isinstance(priority, int) else None,
+                                                   class_name if isinstance(class_name, str) else None,
+                                                   priority_classes, default_priority)}
     if class_name:
         out["priorityClassRef"] = {"group": c.PRIORITY_CLASS_GROUP, "kind": c.KIND_PRIORITY_CLASS, "name": class_name}
     return out
@@ -381,22 +383,19 @@ def pods_to_start(group: PodGroup, admission: Admission) -> list[Mapping[str, An
     return out
 
 
-def start_patch(pod: Mapping[str, Any], workload: str, assignment: PodSetAssignment,
-                flavors: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The pod merge patch that starts one admitted pod: the flavors' nodeLabels join its
-    nodeSelector and their tolerations its tolerations (both may only grow on a gated pod); a pod
-    set with a topology assignment gets the topology-workload/-podset annotations and tasq's label,
-    keeping the topology gate for the TopologyUngater; otherwise that gate goes too. The admission
-    gate always goes; other gates stay. Carries the pod's resourceVersion."""
+def start_patch(pod: Mapping[str, Any], info: PodSetRunInfo) -> dict[str, Any]:
+    """The pod merge patch that starts one admitted pod with its pod set's run info
+    (`framework.pod_set_infos`): the flavors' nodeLabels join its nodeSelector and their tolerations
+    its tolerations (both may only grow on a gated pod); a pod set with a topology assignment gets
+    the topology-workload/-podset annotations and tasq's label, keeping the topology gate for the
+    TopologyUngater; otherwise that gate goes too. The admission gate always goes; other gates stay.
+    Carries the pod's resourceVersion."""
     spec = _spec(pod)
-    selector = dict(spec.get("nodeSelector") or {})
+    selector = {**(spec.get("nodeSelector") or {}), **info.node_selector}
     tolerations = list(spec.get("tolerations") or [])
-    for flavor in sorted(set(assignment.flavors.values())):
-        flavor_spec = flavors.get(flavor) or {}
-        selector.update(flavor_spec.get("nodeLabels") or {})
-        tolerations.extend(t for t in flavor_spec.get("tolerations") or [] if t not in tolerations)
+    tolerations.extend(t for t in info.tolerations if t not in tolerations)
     dropped = {c.SCHEDULING_GATE_ADMISSION}
-    if assignment.topology_assignment is None:
+    if c.SCHEDULING_GATE_TOPOLOGY not in info.scheduling_gates:
         dropped.add(c.SCHEDULING_GATE_TOPOLOGY)
     gates = [g for g in spec.get("schedulingGates") or [] if not (isinstance(g, Mapping) and g.get("name") in dropped)]
     pod_patch: dict[str, Any] = {"schedulingGates": gates or None}
@@ -405,21 +404,14 @@ def start_patch(pod: Mapping[str, Any], workload: str, assignment: PodSetAssignm
     if tolerations:
         pod_patch["tolerations"] = tolerations
     meta: dict[str, Any] = {"resourceVersion": _meta(pod).get("resourceVersion")}
-    if assignment.topology_assignment is not None:
-        meta["annotations"] = {c.ANNOTATION_TOPOLOGY_WORKLOAD: workload, c.ANNOTATION_TOPOLOGY_PODSET: assignment.name}
-        meta["labels"] = {c.LABEL_TAS: c.LABEL_TAS_VALUE}
+    if info.annotations:
+        meta["annotations"] = dict(info.annotations)
+    if info.labels:
+        meta["labels"] = dict(info.labels)
     return {"metadata": meta, "spec": pod_patch}
 
 
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """A finished group's outcome, for its Workload's Finished condition."""
-
-    succeeded: bool
-    message: str
-
-
-def finished(group: PodGroup) -> Finish | None:
+def finished(group: PodGroup) -> Finished | None:
     """Kueue's rule. A single pod: when it terminated (Succeeded or not). A group: when as many pods
     succeeded as the total count says; or when none is left running and one that terminated says
     `retriable-in-group: "false"` (its author gives up on replacing failed pods). Until then a
@@ -430,17 +422,17 @@ def finished(group: PodGroup) -> Finish | None:
             return None
         phase = str((pod.get("status") or {}).get("phase"))
         message = str((pod.get("status") or {}).get("message") or f"Pod {phase.lower()}")
-        return Finish(phase == "Succeeded", message)
+        return Finished(phase == "Succeeded", message)
     if group.total is None:
         return None
     succeeded = sum(1 for p in group.pods if str((p.get("status") or {}).get("phase")) == "Succeeded")
     message = f"Pods succeeded: {succeeded}/{group.total}."
     if succeeded >= group.total:
-        return Finish(True, message)
+        return Finished(True, message)
     running = any(not terminated(p) for p in group.pods)
     gave_up = any(terminated(p) and _annotations(p).get(c.ANNOTATION_RETRIABLE_IN_GROUP) == "false"
                   for p in group.pods)
-    return Finish(False, message) if not running and gave_up else None
+    return Finished(False, message) if not running and gave_up else None
 
 
 def pods_to_stop(group: PodGroup) -> list[Mapping[str, Any]]:
