@@ -38,7 +38,7 @@ from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo, flavor_infos
 from controller.core.admission.workloads import WorkloadInfo, parse_timestamp, workload_info
 from controller.core.jobs import pod_group
-from controller.core.jobs.framework import GenericJob
+from controller.core.jobs.framework import GenericJob, workload_owner_refs
 from controller.core.jobs.integrations import INTEGRATIONS
 from controller.core.topology import Usage, workload_key_of
 from controller.core.ungating.planning import PodState, UngatingInput
@@ -568,11 +568,6 @@ class ClusterCache:
             for psa in admission.pod_set_assignments}
         pods = [_pod_state(self.pods[p]) for p in sorted(self.pods_of.get(key, ())) if p in self.pods]
         return UngatingInput(namespace=namespace, workload=workload, slices=slices, pods=pods)
-
-
-def workload_owner_refs(wl: Workload) -> tuple[OwnerRef, ...]:
-    """The Workload's owner references as the adapters read them."""
-    return tuple(OwnerRef(r.api_version, r.kind, r.name, r.uid, bool(r.controller)) for r in wl.metadata.owner_references)
 
 
 def _storing(store: dict[str, dict[str, Any]]) -> Callable[[str, dict[str, Any]], bool]:

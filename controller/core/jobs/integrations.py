@@ -8,14 +8,9 @@ webhook routes (webhooks.configurations).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Final
 
 from controller.core.jobs.batch_job import BATCH_JOB
 from controller.core.jobs.framework import GenericJob
 
 INTEGRATIONS: Final[tuple[GenericJob, ...]] = (BATCH_JOB,)
-
-BY_KIND: Final[Mapping[str, GenericJob]] = MappingProxyType({job.gvk.kind: job for job in INTEGRATIONS})
-"""Kind -> its adapter."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,20 +14,9 @@ import aiohttp
 import pytest
 
 from controller.api import constants as c
-from controller.api.meta import object_key
-from controller.api.views import OwnerRef
-from controller.api.workload import Admission, PodSet, Workload
+from controller.api.workload import Admission, Workload
 from controller.cache.cluster import KIND_POD, ClusterCache
 from controller.core.jobs.batch_job import BATCH_JOB, workload_from_job
-from controller.core.jobs.framework import (
-    Finished,
-    GroupVersionKind,
-    PodSetRunInfo,
-    queue_name_of,
-    template_restore_patch,
-    template_run_patch,
-    workload_name_for_owner,
-)
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor
@@ -35,7 +24,7 @@ from controller.kube.job_reconciling import JobReconciler, was_admitted
 from controller.kube.metrics import Metrics
 from devcluster.server.patching import merge_patch as merge  # RFC 7386, as the API server applies it
 from tests.builders.cluster import make_pod
-from tests.builders.jobs import H100, admission, authored, pod_template_patch
+from tests.builders.jobs import H100, TRAINER, TRAINER_GVK, admission, authored, pod_template_patch, trainer
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -479,75 +468,7 @@ def test_a_failed_reconcile_of_any_kind_is_requeued_with_growing_backoff_until_i
 
 # -- a second kind: the reconciler drives any adapter --------------------------------------------
 
-TRAINER_GVK = GroupVersionKind("example.com", "v1", "Trainer", "trainers")
 TRAINERS = (TRAINER_GVK.api_version, TRAINER_GVK.plural)
-
-
-class Trainer:
-    """A test-only kind unlike a Job in every field the reconciler acts through: `spec.paused`
-    instead of suspend, `spec.workers` pods of `spec.podTemplate`, `status.running` pods counted,
-    `status.outcome` when it ends; its pods carry the label `trainer: <name>` and no owner reference."""
-
-    gvk = TRAINER_GVK
-
-    def owner_key(self, obj: Mapping[str, Any]) -> str | None:
-        return object_key(obj)
-
-    def pod_owner_key(self, namespace: str, labels: Mapping[str, str], owners: Sequence[OwnerRef]) -> str | None:
-        return f"{namespace}/{labels['trainer']}" if "trainer" in labels else None
-
-    def workload_owner_key(self, namespace: str, owners: Sequence[OwnerRef]) -> str | None:
-        return next((f"{namespace}/{o.name}" for o in owners if o.kind == TRAINER_GVK.kind), None)
-
-    def owns(self, obj: Mapping[str, Any], owners: Sequence[OwnerRef]) -> bool:
-        return any(o.kind == TRAINER_GVK.kind and o.uid == obj["metadata"]["uid"] for o in owners)
-
-    def workload_name(self, obj: Mapping[str, Any]) -> str:
-        return workload_name_for_owner(obj["metadata"]["name"], TRAINER_GVK.kind, TRAINER_GVK.group)
-
-    def queue_name(self, obj: Mapping[str, Any]) -> str | None:
-        return queue_name_of(obj)
-
-    def priority_class_name(self, obj: Mapping[str, Any]) -> str | None:
-        return None
-
-    def pod_priority(self, obj: Mapping[str, Any]) -> int | None:
-        return None
-
-    def pod_sets(self, obj: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return [{"name": "workers", "count": obj["spec"]["workers"], "template": obj["spec"]["podTemplate"]}]
-
-    def is_suspended(self, obj: Mapping[str, Any]) -> bool:
-        return bool(obj["spec"].get("paused"))
-
-    def suspend_patch(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        return {"spec": {"paused": True}}
-
-    def run_patch(self, obj: Mapping[str, Any], infos: Sequence[PodSetRunInfo]) -> dict[str, Any]:
-        return {"spec": {"paused": False, "podTemplate": template_run_patch(obj["spec"]["podTemplate"], infos)}}
-
-    def restore_patch(self, obj: Mapping[str, Any], recorded: Sequence[PodSet]) -> dict[str, Any] | None:
-        template = template_restore_patch(obj["spec"]["podTemplate"], recorded[0].template)
-        return None if template is None else {"spec": {"podTemplate": template}}
-
-    def clear_start_patch(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
-        return None
-
-    def finished(self, obj: Mapping[str, Any]) -> Finished | None:
-        outcome = (obj.get("status") or {}).get("outcome")
-        return None if outcome is None else Finished(outcome == "done", f"Trainer {outcome}")
-
-    def pods_left(self, obj: Mapping[str, Any]) -> int:
-        return int((obj.get("status") or {}).get("running") or 0)
-
-    def pods_active(self, obj: Mapping[str, Any]) -> int:
-        return self.pods_left(obj)
-
-    def pods_ready(self, obj: Mapping[str, Any]) -> bool:
-        return self.pods_left(obj) >= int(obj["spec"]["workers"])
-
-    def suspension_acknowledged(self, obj: Mapping[str, Any]) -> bool:
-        return True
 
 
 class MemoryApi(KubeApi):
@@ -583,17 +504,11 @@ class MemoryApi(KubeApi):
         del self.objects[(resource, name)]
 
 
-def trainer(**spec: Any) -> dict[str, Any]:
-    return {"apiVersion": TRAINER_GVK.api_version, "kind": TRAINER_GVK.kind,
-            "metadata": {"name": "bert", "namespace": "ns", "uid": "t1", "labels": {c.LABEL_QUEUE_NAME: "lq"}},
-            "spec": {"paused": True, "workers": 3, "podTemplate": {"spec": {"containers": [{"name": "w"}]}}, **spec}}
-
-
 def test_the_reconciler_drives_a_second_kind_through_its_adapter_alone() -> None:
     """A Trainer found running is paused and gets its Workload once its labelled pod is gone; on
     admission it is unpaused with the flavor's nodeSelector; losing the admission pauses it and
     restores its template; its outcome finishes the Workload; its deletion deletes the Workload."""
-    api, adapter = MemoryApi(), Trainer()
+    api, adapter = MemoryApi(), TRAINER
     cache = ClusterCache(integrations=(BATCH_JOB, adapter))
     reconciler = JobReconciler(cache, api, Quiet())
     cache.upsert(TRAINER_GVK.kind, api.put(TRAINERS, trainer(paused=False)))
