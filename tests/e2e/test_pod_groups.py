@@ -1,7 +1,8 @@
 """Plain pod groups through kubectl on either control plane running `tasq run --local-webhooks`:
 pods labelled with a queue and a group (Kueue's labels, or the coscheduling plugin's) are stored
-behind the admission gate, wait while their group is incomplete, and once admitted are released
-together into the domain their Workload was given.
+behind the admission gate, wait while their group is incomplete, once admitted are released
+together into the domain their Workload was given, and finish it when they all succeed; a pod
+disagreeing with its group is refused.
 
 Nodes: Kueue's TAS guide kind cluster (8 workers of 8 CPUs, 7 one-CPU pods each) and its queues
 (tas-cluster-queue, LocalQueue tas-user-queue in `default`):
@@ -170,3 +171,17 @@ def test_a_pod_disagreeing_with_its_group_is_refused_naming_the_pod_the_field_an
     proc = kubectl("create", "-f", "-", stdin=yaml.safe_dump(lonely), check=False)
     assert proc.returncode != 0
     assert f"metadata.annotations[{c.ANNOTATION_POD_GROUP_TOTAL_COUNT}]: Required value" in proc.stderr, proc.stderr
+
+
+def test_a_group_whose_pods_all_succeed_finishes_its_workload(tasq: Process, kubectl: Kubectl) -> None:
+    # each pod exits 0 two seconds after it starts (the devcluster's kubelet and kwok both read the annotation)
+    kubectl("apply", "-f", "-", stdin=group_pods(
+        "done", 3, {c.LABEL_POD_GROUP_NAME: "done"},
+        {c.ANNOTATION_POD_GROUP_TOTAL_COUNT: "3", "devcluster.tasq.io/run-seconds": "2"}))
+
+    def finished() -> dict[str, Any] | None:
+        cond = condition(workload(kubectl, "done"), "Finished")
+        return cond if cond and cond["status"] == "True" else None
+    cond = wait_for(finished, 90, "the group's Workload Finished", logs=lambda: f"{states(kubectl)}\n{tasq.tail()}")
+    assert (cond["reason"], cond["message"]) == ("Succeeded", "Pods succeeded: 3/3.")
+    assert {(p.get("status") or {}).get("phase") for p in pods_named(kubectl, "done")} == {"Succeeded"}
