@@ -185,3 +185,36 @@ def test_a_group_whose_pods_all_succeed_finishes_its_workload(tasq: Process, kub
     cond = wait_for(finished, 90, "the group's Workload Finished", logs=lambda: f"{states(kubectl)}\n{tasq.tail()}")
     assert (cond["reason"], cond["message"]) == ("Succeeded", "Pods succeeded: 3/3.")
     assert {(p.get("status") or {}).get("phase") for p in pods_named(kubectl, "done")} == {"Succeeded"}
+
+
+def test_a_preempted_group_has_its_pods_deleted_and_the_preemptor_runs_in_their_place(
+        tasq: Process, kubectl: Kubectl) -> None:
+    # a ClusterQueue of 4 CPUs that preempts lower priorities: a low group of 4 runs; a high group
+    # of 4 evicts it (its pods deleted, pods cannot be suspended) and runs on the freed quota
+    kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "pg-low"}, "value": 10},
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "pg-high"}, "value": 1000},
+        {"apiVersion": c.API_VERSION, "kind": "ClusterQueue", "metadata": {"name": "pg-evict"},
+         "spec": {"namespaceSelector": {}, "preemption": {"withinClusterQueue": "LowerPriority"},
+                  "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "tas-flavor",
+                                      "resources": [{"name": "cpu", "nominalQuota": 4},
+                                                    {"name": "memory", "nominalQuota": "10Gi"}]}]}]}},
+        {"apiVersion": c.API_VERSION, "kind": "LocalQueue", "metadata": {"name": "pg-evict", "namespace": NAMESPACE},
+         "spec": {"clusterQueue": "pg-evict"}}]))
+
+    def group(prefix: str, priority: str) -> str:
+        pods = list(yaml.safe_load_all(group_pods(prefix, 4, {c.LABEL_POD_GROUP_NAME: prefix},
+                                                  {c.ANNOTATION_POD_GROUP_TOTAL_COUNT: "4"})))
+        for pod in pods:
+            pod["metadata"]["labels"][c.LABEL_QUEUE_NAME] = "pg-evict"
+            pod["spec"]["priorityClassName"] = priority
+        return yaml.safe_dump_all(pods)
+    logs = lambda: f"{states(kubectl)}\n{tasq.tail()}"  # noqa: E731
+    wait_for(lambda: kubectl("apply", "-f", "-", stdin=group("low", "pg-low"), check=False).returncode == 0, 30,
+             "the low group created (the LocalQueue known)")
+    wait_for(lambda: running(kubectl, "low", 4), 90, "the low group running", logs=logs)
+    kubectl("apply", "-f", "-", stdin=group("high", "pg-high"))
+    wait_for(lambda: running(kubectl, "high", 4), 120, "the high group running in the low group's place", logs=logs)
+    assert pods_named(kubectl, "low") == []
+    low = workload(kubectl, "low")  # gone with its last owner, or released and waiting again
+    assert low is None or not (low.get("status") or {}).get("admission"), low
