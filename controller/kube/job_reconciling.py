@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 PARALLEL_RECONCILES = 16
 
 
-def _resource(adapter: GenericJob) -> tuple[str, str]:
+def _integrated_resource(adapter: GenericJob) -> tuple[str, str]:
     """The kind's (apiVersion, plural), as KubeApi addresses it."""
     return adapter.gvk.api_version, adapter.gvk.plural
 
@@ -215,7 +215,7 @@ class JobReconciler:
             return  # stopped, but not yet acknowledged by the Job controller: its Job event brings it back
         meta = job["metadata"]
         try:
-            written = await retrying(lambda: self.api.merge_patch(_resource(adapter), meta["namespace"], meta["name"],
+            written = await retrying(lambda: self.api.merge_patch(_integrated_resource(adapter), meta["namespace"], meta["name"],
                                                                   cleared, "status"))
         except ApiError as e:
             if e.not_found:
@@ -274,7 +274,7 @@ class JobReconciler:
         patch = adapter.run_patch(job, pod_set_infos(entry.info.name, admission, flavors))
         meta = job["metadata"]
         try:
-            patched = await retrying(lambda: self.api.merge_patch(_resource(adapter), meta["namespace"], meta["name"], patch))
+            patched = await retrying(lambda: self.api.merge_patch(_integrated_resource(adapter), meta["namespace"], meta["name"], patch))
         except ApiError as e:
             if e.not_found:
                 return  # gone
@@ -290,7 +290,7 @@ class JobReconciler:
         meta = job["metadata"]
         patch = adapter.suspend_patch(job)
         try:
-            patched = await retrying(lambda: self.api.merge_patch(_resource(adapter), meta["namespace"], meta["name"], patch))
+            patched = await retrying(lambda: self.api.merge_patch(_integrated_resource(adapter), meta["namespace"], meta["name"], patch))
         except ApiError as e:
             if e.not_found:
                 return None
@@ -325,12 +325,11 @@ class JobReconciler:
             return False
         meta = current["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        resource = _resource(adapter)
         try:
             if (cleared := adapter.clear_start_patch(current)) is not None:
-                current = await retrying(lambda: self.api.merge_patch(resource, namespace, name, cleared, "status"))
+                current = await retrying(lambda: self.api.merge_patch(_integrated_resource(adapter), namespace, name, cleared, "status"))
                 restore["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
-            restored = await retrying(lambda: self.api.merge_patch(resource, namespace, name, restore))
+            restored = await retrying(lambda: self.api.merge_patch(_integrated_resource(adapter), namespace, name, restore))
         except ApiError as e:
             if e.not_found:
                 return True
