@@ -90,11 +90,14 @@ class PodSetInfo:
     node_selector: Mapping[str, str]
     affinity_terms: tuple[NodeSelectorTerm, ...]
     tolerations: tuple[Toleration, ...]
+    min_count: int | None = None
+    """Kueue's `minCount`: the fewest pods a partial admission may give this pod set (None: all or none)."""
 
     def signature(self) -> tuple[Any, ...]:
         """Everything admission looks at, as a hashable value (used to memoise failures)."""
         return (self.name, self.count, tuple(sorted(self.requests.items())), self.topology,
-                tuple(sorted(self.node_selector.items())), self.affinity_terms, self.tolerations)
+                tuple(sorted(self.node_selector.items())), self.affinity_terms, self.tolerations,
+                self.min_count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +214,7 @@ def pod_set_info(pod_set: PodSet) -> PodSetInfo:
         node_selector=template.node_selector,
         affinity_terms=template.affinity_terms,
         tolerations=template.tolerations,
+        min_count=pod_set.min_count,
     )
 
 
