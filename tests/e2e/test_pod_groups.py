@@ -143,16 +143,42 @@ def test_a_group_with_one_pod_missing_waits_with_none_running_then_runs_when_it_
              logs=lambda: f"{states(kubectl)}\n{tasq.tail()}")
 
 
-def test_a_coscheduling_labelled_group_with_min_available_4_of_6_runs(tasq: Process, kubectl: Kubectl) -> None:
-    kubectl("apply", "-f", "-", stdin=group_pods(
+def queue_of_cpus(name: str, cpus: int, **spec: Any) -> str:
+    """A ClusterQueue of `cpus` CPUs on the TAS flavor and its LocalQueue `name` in the namespace."""
+    return yaml.safe_dump_all([
+        {"apiVersion": c.API_VERSION, "kind": "ClusterQueue", "metadata": {"name": name},
+         "spec": {"namespaceSelector": {}, **spec,
+                  "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "tas-flavor",
+                                      "resources": [{"name": "cpu", "nominalQuota": cpus},
+                                                    {"name": "memory", "nominalQuota": "10Gi"}]}]}]}},
+        {"apiVersion": c.API_VERSION, "kind": "LocalQueue", "metadata": {"name": name, "namespace": NAMESPACE},
+         "spec": {"clusterQueue": name}}])
+
+
+def test_a_coscheduling_labelled_group_with_min_available_4_of_6_runs_4_where_only_4_fit(
+        tasq: Process, kubectl: Kubectl) -> None:
+    # quota for 4 one-CPU pods: partial admission (on by default) admits the group's minimum; the
+    # oldest 4 pods run, the other 2 stay behind the admission gate
+    kubectl("apply", "-f", "-", stdin=queue_of_cpus("pg-gang", 4))
+    pods = list(yaml.safe_load_all(group_pods(
         "gang", 6, {c.LABEL_COSCHEDULING_NAME: "gang", c.LABEL_COSCHEDULING_MIN_AVAILABLE: "4"},
-        {c.ANNOTATION_POD_GROUP_TOTAL_COUNT: "6"}))
+        {c.ANNOTATION_POD_GROUP_TOTAL_COUNT: "6"})))
+    for pod in pods:
+        pod["metadata"]["labels"][c.LABEL_QUEUE_NAME] = "pg-gang"
+    wait_for(lambda: kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(pods), check=False).returncode == 0, 30,
+             "the group created (the LocalQueue known)")
     wl = wait_for(lambda: admitted(kubectl, "gang"), 60, "the coscheduling group admitted",
                   logs=lambda: f"{states(kubectl)}\n{tasq.tail()}")
     (pod_set,) = wl["spec"]["podSets"]
     assert (pod_set["count"], pod_set["minCount"]) == (6, 4)
-    wait_for(lambda: running(kubectl, "gang", 6), 90, "the 6 pods running",
+    assert wl["status"]["admission"]["podSetAssignments"][0]["count"] == 4
+    wait_for(lambda: running(kubectl, "gang", 4), 90, "4 of the 6 pods running",
              logs=lambda: f"{states(kubectl)}\n{tasq.tail()}")
+    time.sleep(2)  # the admission covers 4 pods: no fifth one may start
+    assert running(kubectl, "gang", 4)
+    gated = [p for p in pods_named(kubectl, "gang") if not p["spec"].get("nodeName")]
+    assert len(gated) == 2
+    assert all(c.SCHEDULING_GATE_ADMISSION in {g["name"] for g in p["spec"]["schedulingGates"]} for p in gated)
 
 
 def test_a_pod_disagreeing_with_its_group_is_refused_naming_the_pod_the_field_and_the_conflict(
@@ -193,14 +219,8 @@ def test_a_preempted_group_has_its_pods_deleted_and_the_preemptor_runs_in_their_
     # of 4 evicts it (its pods deleted, pods cannot be suspended) and runs on the freed quota
     kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "pg-low"}, "value": 10},
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "pg-high"}, "value": 1000},
-        {"apiVersion": c.API_VERSION, "kind": "ClusterQueue", "metadata": {"name": "pg-evict"},
-         "spec": {"namespaceSelector": {}, "preemption": {"withinClusterQueue": "LowerPriority"},
-                  "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "tas-flavor",
-                                      "resources": [{"name": "cpu", "nominalQuota": 4},
-                                                    {"name": "memory", "nominalQuota": "10Gi"}]}]}]}},
-        {"apiVersion": c.API_VERSION, "kind": "LocalQueue", "metadata": {"name": "pg-evict", "namespace": NAMESPACE},
-         "spec": {"clusterQueue": "pg-evict"}}]))
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "pg-high"}, "value": 1000}]))
+    kubectl("apply", "-f", "-", stdin=queue_of_cpus("pg-evict", 4, preemption={"withinClusterQueue": "LowerPriority"}))
 
     def group(prefix: str, priority: str) -> str:
         pods = list(yaml.safe_load_all(group_pods(prefix, 4, {c.LABEL_POD_GROUP_NAME: prefix},
