@@ -14,7 +14,7 @@ from typing import Any, Final
 from controller.api import constants as c
 from controller.api.conversion import ConversionFailure, convert, served_versions
 from webhooks.validation import cohort, flavor, jobs, pods, queues, topology, workload
-from webhooks.validation.errors import ROOT, FieldError, invalid_omitted, unsupported, wrong_type
+from webhooks.validation.errors import ROOT, FieldError, invalid_omitted, required, unsupported, wrong_type
 
 Validator = Callable[[Mapping[str, Any]], list[FieldError]]
 UpdateValidator = Callable[[Mapping[str, Any], Mapping[str, Any]], list[FieldError]]
@@ -37,6 +37,31 @@ KINDS: Final[dict[str, tuple[tuple[str, ...], Validator, UpdateValidator | None]
     c.KIND_WORKLOAD_PRIORITY_CLASS: (served_versions(c.KIND_WORKLOAD_PRIORITY_CLASS),
                                      cohort.validate_workload_priority_class, None),
 }
+
+
+def _v1beta1_workload(obj: Mapping[str, Any]) -> list[FieldError]:
+    """v1beta1's own rule, on a field conversion folds into priorityClassRef (or drops, when the
+    source is unknown): a priorityClassName needs a priority."""
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping) and spec.get("priorityClassName") is not None and spec.get("priority") is None:
+        return [required(ROOT.child("spec").child("priority"), "priority should not be nil when priorityClassName is set")]
+    return []
+
+
+SPOKE_RULES: Final[dict[tuple[str, str], Validator]] = {
+    (c.KIND_WORKLOAD, c.API_VERSION_V1BETA1): _v1beta1_workload,
+}
+"""Rules of a served version other than v1beta2 on fields that conversion renames or drops; they run
+on the object as written, before it is converted."""
+
+
+def _with_spoke_errors(obj: Any, hub_errors: list[FieldError]) -> list[FieldError]:
+    """The version's own errors, then the hub's on other fields (a field both name is said once, in
+    the words of the version the object was written in)."""
+    rule = SPOKE_RULES.get((str(obj.get("kind")), str(obj.get("apiVersion")))) if isinstance(obj, Mapping) else None
+    own = rule(obj) if rule is not None else []
+    said = {e.path for e in own}
+    return own + [e for e in hub_errors if e.path not in said]
 
 
 def _hub(obj: Any) -> Any:
@@ -78,7 +103,7 @@ def validate(obj: Any) -> list[FieldError]:
     hub = _hub(obj)
     if isinstance(hub, ConversionFailure):
         return [invalid_omitted(ROOT.child(hub.field) if hub.field else ROOT, hub.message)]
-    return rules[0](hub)
+    return _with_spoke_errors(obj, rules[0](hub))
 
 
 def validate_update(old: Any, new: Any) -> list[FieldError]:
@@ -91,5 +116,5 @@ def validate_update(old: Any, new: Any) -> list[FieldError]:
     if isinstance(hub, ConversionFailure):
         return [invalid_omitted(ROOT.child(hub.field) if hub.field else ROOT, hub.message)]
     if update is None or not isinstance(old_hub, Mapping):
-        return create(hub)
-    return update(old_hub, hub)
+        return _with_spoke_errors(new, create(hub))
+    return _with_spoke_errors(new, update(old_hub, hub))
