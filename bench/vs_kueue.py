@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from kubernetes.aio import client
@@ -398,7 +398,8 @@ async def drive(admin: Path, namespace: str, count: int, rate: float) -> tuple[f
         custom = client.CustomObjectsApi(api_client)
         while not all_admitted.is_set():
             try:
-                listed = await custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", namespace, "workloads")
+                listed = cast(dict[str, Any], await custom.list_namespaced_custom_object(  # a dict for custom objects
+                    "kueue.x-k8s.io", "v1beta2", namespace, "workloads"))
                 for obj in listed.get("items") or []:
                     seen(obj)
                 stream = watch_module.Watch().stream(  # type: ignore[no-untyped-call]

@@ -83,10 +83,30 @@ SCHEDULING_GATE_TOPOLOGY: Final = "kueue.x-k8s.io/topology"
 LABEL_TAS: Final = "tasq.io/tas"
 LABEL_TAS_VALUE: Final = "true"
 
+# Plain pods (Kueue's pod integration): a pod labelled with a queue is gated at creation by the
+# admission gate and marked managed; pods sharing a group name form one Workload once the total
+# count of them exists (single pods are a group of one). The coscheduling plugin's labels name a
+# group too (its legacy label pair, and the later PodGroup-CRD label of scheduler-plugins).
+SCHEDULING_GATE_ADMISSION: Final = "kueue.x-k8s.io/admission"
+LABEL_MANAGED: Final = "kueue.x-k8s.io/managed"
+LABEL_MANAGED_VALUE: Final = "true"
+LABEL_POD_GROUP_NAME: Final = "kueue.x-k8s.io/pod-group-name"
+ANNOTATION_POD_GROUP_TOTAL_COUNT: Final = "kueue.x-k8s.io/pod-group-total-count"
+ANNOTATION_ROLE_HASH: Final = "kueue.x-k8s.io/role-hash"
+ANNOTATION_RETRIABLE_IN_GROUP: Final = "kueue.x-k8s.io/retriable-in-group"
+ANNOTATION_IS_GROUP_WORKLOAD: Final = "kueue.x-k8s.io/is-group-workload"
+LABEL_COSCHEDULING_NAME: Final = "pod-group.scheduling.sigs.k8s.io/name"
+LABEL_COSCHEDULING_MIN_AVAILABLE: Final = "pod-group.scheduling.sigs.k8s.io/min-available"
+LABEL_SCHEDULING_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
+POD_CONDITION_TERMINATION_TARGET: Final = "TerminationTarget"
+"""The pod condition Kueue sets (reason: why) on each pod of a group it stops before deleting it."""
+
 # tasq's admission webhooks: kopf handler ids, which are also the URL paths the configurations
 # call (`https://HOST:PORT/<id>`), and the objects of a real-cluster install (config/webhook/).
 WEBHOOK_MUTATE_JOB: Final = "mutate-batch-v1-job"
 WEBHOOK_MUTATE_POD: Final = "mutate-core-v1-pod"
+WEBHOOK_MUTATE_QUEUED_POD: Final = "mutate-core-v1-pod-queued"
+WEBHOOK_VALIDATE_QUEUED_POD: Final = "validate-core-v1-pod-queued"
 WEBHOOK_VALIDATE_JOB: Final = "validate-batch-v1-job"
 WEBHOOK_VALIDATE_TOPOLOGY: Final = "validate-kueue-x-k8s-io-topology"
 WEBHOOK_VALIDATE_RESOURCE_FLAVOR: Final = "validate-kueue-x-k8s-io-v1beta2-resourceflavor"

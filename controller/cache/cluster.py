@@ -1,7 +1,7 @@
 """The operator's in-memory cluster: every watched object, one node Usage and the quota ledger.
 
 Fed one watch event at a time (`upsert` / `delete`) by controller.kube; each object is parsed once,
-as it enters, into its model (tasq's kinds) or view (Node, Pod); a Workload entry keeps its model
+as it enters, into its model (tasq's kinds) or view (Node, Pod; a plain pod tasq manages is kept whole too, under its group); a Workload entry keeps its model
 beside the WorkloadInfo admission reads, as Kueue's `workload.Info{Obj}`. An object that does not
 parse is refused whole (recorded in `malformed`, the previous version kept). Patches what the event
 touches (a node patches the flavor trees and the Usage, a pod its node's row, a Workload its
@@ -38,6 +38,7 @@ from controller.core.admission.quota import ClusterQueueQuota, CohortQuota, Quot
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo, flavor_infos
 from controller.core.admission.workloads import WorkloadInfo, parse_timestamp, workload_info
+from controller.core.jobs import pod_group
 from controller.core.jobs.framework import GenericJob, workload_owner_refs
 from controller.core.jobs.integrations import INTEGRATIONS
 from controller.core.topology import Usage, workload_key_of
@@ -133,6 +134,10 @@ class ClusterCache:
     live_pods_of: dict[OwnerKey, set[str]] = field(default_factory=dict)
     """Owner (a Job) -> keys of its pods that may still run (not terminal; deleting ones included):
     what an owner found running still has on its nodes, whatever its status counters say yet."""
+    group_pods: dict[str, dict[str, Mapping[str, Any]]] = field(default_factory=dict)
+    """Workload key of a plain-pod group (or single pod) -> its pods' keys -> the pods as the API has
+    them: the only pods kept whole, since their specs become the Workload's pod sets."""
+    _group_of_pod: dict[str, str] = field(default_factory=dict)
     integrations: tuple[GenericJob, ...] = INTEGRATIONS
     """The integrated kinds whose objects the cache keeps in `owners` (tests give their own)."""
     owners: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
@@ -248,6 +253,8 @@ class ClusterCache:
         self._versions[(kind, key)] = version
         if handlers.upsert(key, parsed):
             self.generation += 1
+        if kind == KIND_POD:
+            self._track_group_member(key, obj)
         return True
 
     def delete(self, kind: str, obj: Mapping[str, Any]) -> None:
@@ -286,7 +293,31 @@ class ClusterCache:
         self.usage.add_bound_pod(view)
         return True
 
+    def _track_group_member(self, key: str, pod: Mapping[str, Any]) -> None:
+        """File a plain pod tasq manages under its group's Workload key (a pod whose labels no longer
+        make it one leaves its group)."""
+        group = pod_group.workload_key(pod)
+        before = self._group_of_pod.get(key)
+        if before is not None and before != group:
+            self._forget_group_member(key)
+        if group is not None:
+            self._group_of_pod[key] = group
+            self.group_pods.setdefault(group, {})[key] = pod
+
+    def _forget_group_member(self, key: str) -> None:
+        group = self._group_of_pod.pop(key, None)
+        members = self.group_pods.get(group) if group is not None else None
+        if group is not None and members is not None:
+            members.pop(key, None)
+            if not members:
+                del self.group_pods[group]
+
+    def group_members(self, workload_key: str) -> list[Mapping[str, Any]]:
+        """The pods of a plain-pod group (or a single pod) by its Workload key, as the API has them."""
+        return list((self.group_pods.get(workload_key) or {}).values())
+
     def _delete_pod(self, key: str) -> None:
+        self._forget_group_member(key)
         view = self.pods.pop(key, None)
         if view is not None:
             wl_key = workload_key_of(view)

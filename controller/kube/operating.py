@@ -27,6 +27,7 @@ from controller.api.features import FeatureGates
 from controller.api.meta import object_key
 from controller.api.views import owner_refs
 from controller.cache.cluster import KIND_POD, ClusterCache, OwnerKey
+from controller.core.jobs import pod_group
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
 from controller.kube.embedding import connection_info, run_kopf
@@ -35,6 +36,7 @@ from controller.kube.evicting import Evictor
 from controller.kube.job_reconciling import JobReconciler
 from controller.kube.leading import LeaderElector
 from controller.kube.metrics import BuildInfo, Endpoints, Metrics, serving_endpoints
+from controller.kube.pod_group_reconciling import PodGroupReconciler
 from controller.kube.routing import EventRouter, Loop
 from controller.kube.ungating import TopologyUngater
 from controller.kube.visibility import cache_routes
@@ -95,6 +97,8 @@ class Operator:
                                        applied=self.router.applied, evictor=self.evictor, pods_ready=pods_ready)
         self.jobs = JobReconciler(self.cache, self.api, self.recorder, applied=self.router.applied,
                                   evictor=self.evictor, pods_ready=pods_ready)
+        self.pod_groups = PodGroupReconciler(self.cache, self.api, self.recorder, applied=self.router.applied,
+                                             evictor=self.evictor)
         if options.elector is not None:
             self.leading = options.elector.leading
         else:
@@ -114,7 +118,7 @@ class Operator:
         self.admission_server = admission
         register_watches(self.registry, self.router)
         if admission is not None:
-            self.settings_hooks.append(add_admission(self.registry, admission))
+            self.settings_hooks.append(add_admission(self.registry, admission, self.cache.group_members))
         self._register_login_and_settings()
 
     def _wake_admission(self, kind: str, obj: Mapping[str, Any]) -> None:
@@ -125,7 +129,14 @@ class Operator:
         """The changed integrated object (a Job), the one owning the changed Workload, or the one
         owning the changed pod while it waits for its pods to go (suspended, or with no Workload
         yet): its last pod's deletion may come after its status stopped counting it. A running
-        object's pods wake nobody."""
+        object's pods wake nobody. A plain pod tasq manages, or a Workload its pods own, wakes the
+        pod-group reconciler instead."""
+        if kind == KIND_POD and (group := pod_group.workload_key(obj)) is not None:
+            self.pod_groups.notify(group)
+            return
+        if kind == c.KIND_WORKLOAD and _pod_owned(obj):
+            self.pod_groups.notify(object_key(obj))
+            return
         owner: OwnerKey | None
         if kind == KIND_POD:
             meta = obj.get("metadata") or {}
@@ -204,10 +215,13 @@ class Operator:
             return
         tasks = [asyncio.create_task(self.admission.run(self.leading), name="tasq-admission"),
                  asyncio.create_task(self.jobs.run(self.leading), name="tasq-jobs"),
+                 asyncio.create_task(self.pod_groups.run(self.leading), name="tasq-pod-groups"),
                  asyncio.create_task(self.ungater.run(), name="tasq-ungater")]
         for kind, objects in self.cache.owners.items():
             for key in list(objects):
                 self.jobs.notify(key, kind)
+        for key in list(self.cache.group_pods):
+            self.pod_groups.notify(key)
         for key in list(self.cache.workloads):
             namespace, name = key.split("/", 1)
             self.ungater.notify(namespace, name)
@@ -235,6 +249,12 @@ class Operator:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+
+def _pod_owned(workload: Mapping[str, Any]) -> bool:
+    """A Workload (wire form) every owner of which is a Pod: the plain-pod integration's."""
+    owners = (workload.get("metadata") or {}).get("ownerReferences") or []
+    return bool(owners) and all(isinstance(o, Mapping) and o.get("kind") == c.KIND_POD for o in owners)
 
 
 async def _elect_until(elector: LeaderElector, stop: asyncio.Event) -> None:
