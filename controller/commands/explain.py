@@ -4,8 +4,9 @@ Reads the cluster once (nodes, pods, queues, flavors, topologies, Jobs, Workload
 pure admission as `tasq simulate` over it, and prints the same explanation `tasq simulate --explain`
 gives for that Workload: the reason and the quantitative message per pod set and domain, and, in a
 ClusterQueue that may preempt, which Workloads it would preempt or why preemption would not help
-(nothing is evicted: the simulation leaves every Workload as it is); and its failed nodes: those
-replaced (tasq's NodeReplaced Events), those waiting, a NodeFailures eviction. Exit 0
+(nothing is evicted: the simulation leaves every Workload as it is); then its waitForPodsReady state:
+PodsReady, requeues after a timeout and when its backoff ends, a deactivation and why; and its failed
+nodes: those replaced (tasq's NodeReplaced Events), those waiting, a NodeFailures eviction. Exit 0
 when explained, 1 when the Workload does not exist, 2 for unusable arguments or an unreachable API.
 """
 
@@ -15,6 +16,7 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from controller.api import constants as c
 from controller.api.workload import Workload
 from controller.commands.simulate import placement_summary
 from controller.core.admission.cycle import explain_preemption
+from controller.core.admission.pods_ready import pods_ready_summary
 from controller.core.simulating import Simulation
 
 
@@ -56,9 +59,22 @@ def node_failure_lines(key: str, live: dict[str, Any], events: Sequence[Mapping[
 
 
 def explain_workload(objects: list[dict[str, Any]], namespace: str, name: str,
-                     events: Sequence[Mapping[str, Any]] = ()) -> tuple[int, list[str]]:
-    """(exit code, lines) for one Workload among a cluster's objects (and the Events of its
-    namespace, for its replaced nodes). Pure: the caller read them."""
+                     now: float | None = None, events: Sequence[Mapping[str, Any]] = ()) -> tuple[int, list[str]]:
+    """(exit code, lines) for one Workload among a cluster's objects, then its waitForPodsReady state
+    (PodsReady, requeues, the end of its backoff, at `now`) and its failed nodes (`events`: the Events
+    of its namespace, for its replaced nodes). Pure: the caller read them and the clock."""
+    code, lines = _admission_lines(objects, namespace, name)
+    if code == 0:
+        live = next(o for o in objects if o.get("kind") == c.KIND_WORKLOAD
+                    and o["metadata"].get("namespace") == namespace and o["metadata"].get("name") == name)
+        lines += [f"{namespace}/{name}: {line}"
+                  for line in pods_ready_summary(Workload.from_dict(live), now if now is not None else 0.0)]
+        lines += node_failure_lines(f"{namespace}/{name}", live, events)
+    return code, lines
+
+
+def _admission_lines(objects: list[dict[str, Any]], namespace: str, name: str) -> tuple[int, list[str]]:
+    """Where it is admitted, or why it waits (see the module docstring)."""
     key = f"{namespace}/{name}"
     live = next((o for o in objects if o.get("kind") == c.KIND_WORKLOAD
                  and o["metadata"].get("namespace") == namespace and o["metadata"].get("name") == name), None)
@@ -68,18 +84,17 @@ def explain_workload(objects: list[dict[str, Any]], namespace: str, name: str,
     sim = Simulation(preempting=False)
     sim.apply(objects)
     sim.run()
-    failures = node_failure_lines(key, live, events)
     if admission:
         placed = placement_summary(Workload.from_dict(live))
-        return 0, [f"{key}: admitted in ClusterQueue \"{admission.get('clusterQueue')}\": {placed}", *failures]
+        return 0, [f"{key}: admitted in ClusterQueue \"{admission.get('clusterQueue')}\": {placed}"]
     why = next((p for p in sim.explanations() if p.key == key), None)
     if why is None:
-        return 0, [f"{key}: fits now; the controller admits it on its next cycle", *failures]
+        return 0, [f"{key}: fits now; the controller admits it on its next cycle"]
     lines = [f"{why.key}: {why.detail}: {why.message}"]
     preemption = explain_preemption(sim.state, key) if sim.state is not None else None
     if preemption is not None:
         lines.append(f"{key}: {preemption}")
-    return 0, [*lines, *failures]
+    return 0, lines
 
 
 def kubeconfig_path(given: Path | None) -> Path | None:
@@ -124,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         detail = e.message if isinstance(e, ApiError) and e.status == 0 else f"cannot read the cluster: {e}"
         print(f"tasq explain: {detail}", file=sys.stderr)
         return 2
-    code, lines = explain_workload(objects, args.namespace, args.name, events)
+    code, lines = explain_workload(objects, args.namespace, args.name, time.time(), events)
     for line in lines:
         print(line, file=sys.stdout if code == 0 else sys.stderr)
     return code
