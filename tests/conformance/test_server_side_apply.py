@@ -14,8 +14,8 @@ import yaml
 from kubernetes import client
 
 from tests.client_models import as_body, present
-from tests.e2e.conftest import Kubectl
 from tests.conformance.conftest import eventually
+from tests.e2e.conftest import Kubectl
 
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
