@@ -60,10 +60,10 @@ class Requests:
             auth_settings=["BearerToken"])
         try:
             resp = self.api.call_api(method, url, headers, data, post)
-            resp.read()
-            return int(resp.status), json.loads(resp.data)
+            resp.read()  # type: ignore[no-untyped-call]  # the client's REST layer is unannotated
+            return int(resp.status), json.loads(resp.data or b"{}")
         except ApiException as e:
-            return int(e.status or 0), json.loads(e.body)
+            return int(e.status or 0), json.loads(e.body or "{}")
 
     def apply(self, path: str, body: dict[str, Any], manager: str, **query: str) -> tuple[int, dict[str, Any]]:
         return self.call("PATCH", path, body, APPLY, fieldManager=manager, **query)
