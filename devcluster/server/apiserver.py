@@ -741,6 +741,8 @@ class ApiServer:
         if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
             raise conflict(r.plural, r.group, old["metadata"]["name"])
         new = self._merge_update(r, old, new, subresource)
+        if r.kind in builtins.WEBHOOK_CONFIGURATION_KINDS and not r.custom:
+            builtins.default_webhooks(r, new)  # a patch may add a webhook: decoding defaults it
         new = self._prune(r, builtins.convert_string_data(r, new), strict)
         if tracking is not None:
             new["metadata"] = {**new["metadata"], "managedFields": tracking(subresource, old, new)}

@@ -370,9 +370,10 @@ def applied(live: Mapping[str, Any], cfg: Mapping[str, Any], shape: Shape, manag
     last = managers.get(applier)
     new = merged(live, cfg, shape)
     if last is not None:
-        others = [o.fields for who, o in managers.items() if who != applier]
-        dropped = [p for p in last.fields - fields
-                   if not any(fieldsets.under(other, p) for other in others)]
+        # a field the applier applied before and not now goes, unless some manager (the applier's new
+        # configuration too) owns it or something below it (a map it applies keys of, an item's field)
+        owners = [fields, *(o.fields for who, o in managers.items() if who != applier)]
+        dropped = [p for p in last.fields - fields if not any(fieldsets.under(owned, p) for owned in owners)]
         new = without_paths(new, frozenset(dropped), shape)
     change = compared(live, new, shape)
     touched = change.added | change.modified

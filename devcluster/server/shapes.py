@@ -16,8 +16,6 @@ from devcluster.server.patching import MERGE_KEYS, MERGED_PRIMITIVE_LISTS
 
 ATOMIC, SET, MAP = "atomic", "set", "map"
 
-# Built-in list fields merged by key in structured-merge-diff's schema besides the strategic ones.
-_EXTRA_KEYS: dict[str, tuple[str, ...]] = {"webhooks": ("name",)}
 # metav1.LabelSelector and Service.spec.selector are atomic: one owner sets the whole selector.
 _ATOMIC_MAPS = frozenset({"selector", "labelSelector", "namespaceSelector", "objectSelector"})
 
@@ -74,7 +72,7 @@ class Shape:
             return ATOMIC
         if self.name in MERGED_PRIMITIVE_LISTS:
             return SET
-        return MAP if self.name in MERGE_KEYS or self.name in _EXTRA_KEYS or self.name == "ports" else ATOMIC
+        return MAP if self.name in MERGE_KEYS or self.name == "ports" else ATOMIC
 
     def list_keys(self, items: list[Any]) -> tuple[tuple[str, ...], Mapping[str, Any]]:
         """The key fields of a map list and the defaults of those a client may omit."""
@@ -88,8 +86,6 @@ class Shape:
             # container ports are keyed by port and protocol, protocol defaulting to TCP (as Service ports)
             port = "containerPort" if any(isinstance(i, Mapping) and "containerPort" in i for i in items) else "port"
             return (port, "protocol"), {"protocol": "TCP"}
-        if self.name in _EXTRA_KEYS:
-            return _EXTRA_KEYS[self.name], {}
         return (MERGE_KEYS[self.name],), {}
 
     def item(self) -> Shape:
