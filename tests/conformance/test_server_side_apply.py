@@ -267,3 +267,18 @@ def test_kubectl_apply_server_side_conflicts_and_force_conflicts(kubectl: Kubect
     got = json.loads(kubectl("get", "configmap", "k", "-n", namespace, "-o", "json", "--show-managed-fields").stdout)
     assert got["data"] == {"a": "2"}
     assert set(owners(got)) == {("other", "Apply", "")}
+
+
+def test_switching_from_client_side_to_server_side_apply_keeps_the_object(kubectl: Kubectl, namespace: str,
+                                                                          tmp_path: Path) -> None:
+    """kubectl moves the client-side apply manager's fields to its Apply manager (a JSON patch of
+    managedFields) and applies again: nothing the manifest sets may disappear."""
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text(yaml.safe_dump(configmap("u", {"x": "1"}, {"a": "b"}) | {
+        "metadata": {"name": "u", "namespace": namespace, "labels": {"a": "b"}}}))
+    kubectl("apply", "-f", str(manifest))
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(manifest))
+    got = json.loads(kubectl("get", "configmap", "u", "-n", namespace, "-o", "json", "--show-managed-fields").stdout)
+    assert got["data"] == {"x": "1"} and got["metadata"]["labels"] == {"a": "b"}
+    assert owners(got)[("kubectl", "Apply", "")] == {"f:data": {"f:x": {}}, "f:metadata": {"f:labels": {"f:a": {}}}}
+    assert ("kubectl-client-side-apply", "Update", "") not in owners(got)
