@@ -31,6 +31,7 @@ from kopf._core.reactor.inventory import ResourceMemories
 from kubernetes.aio.client import ApiClient
 
 from controller.api import constants as c
+from controller.api.crd_ownership import kueue_installed_message, kueue_mark
 from controller.api.crds import KINDS as TASQ_KINDS
 from controller.kube.api import (
     CUSTOM_RESOURCE_DEFINITIONS,
@@ -192,6 +193,10 @@ CONVERTED_CRDS = tuple(spec.crd_name for spec in TASQ_KINDS)
 served in a single version never needs it, as config/crd's patch sets it on every one)."""
 
 
+class KueueCrdsInstalled(Exception):
+    """A CRD tasq would point at itself is an installed Kueue's (controller.api.crd_ownership)."""
+
+
 def _converting_through(crd: dict[str, Any], server: Server, servers: list[Server]) -> dict[str, Any]:
     """`crd` (as read, resourceVersion included) with its conversion pointing at `server`, listing `servers`."""
     metadata = dict(crd.get("metadata") or {})
@@ -233,6 +238,9 @@ async def register_conversion(api: KubeApi, url: str, ca_bundle: str, crds: tupl
     me = {"url": url, "caBundle": ca_bundle}
 
     async def join(crd: dict[str, Any]) -> tuple[Server, list[Server]]:
+        mark = kueue_mark(crd)
+        if mark is not None:  # an installed Kueue's CRD: taking its conversion would break Kueue
+            raise KueueCrdsInstalled(kueue_installed_message(str((crd.get("metadata") or {}).get("name")), mark))
         return me, joined(sharing_servers(crd), me)
     for name in crds:
         await _point_conversion(api, name, join)
