@@ -38,4 +38,4 @@ def kueue_mark(crd: Mapping[str, Any]) -> str | None:
 def kueue_installed_message(name: str, mark: str) -> str:
     """Why tasq refuses to take CRD `name` over, and what to do instead."""
     return (f"CRD {name} belongs to an installed Kueue ({mark}); tasq will not replace Kueue's CRDs: "
-            f"uninstall Kueue first or run tasq beside it in another group, as {MIGRATION_DOC} explains")
+            f"migrate from Kueue first, as {MIGRATION_DOC} explains")

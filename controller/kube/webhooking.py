@@ -238,9 +238,6 @@ async def register_conversion(api: KubeApi, url: str, ca_bundle: str, crds: tupl
     me = {"url": url, "caBundle": ca_bundle}
 
     async def join(crd: dict[str, Any]) -> tuple[Server, list[Server]]:
-        mark = kueue_mark(crd)
-        if mark is not None:  # an installed Kueue's CRD: taking its conversion would break Kueue
-            raise KueueCrdsInstalled(kueue_installed_message(str((crd.get("metadata") or {}).get("name")), mark))
         return me, joined(sharing_servers(crd), me)
     for name in crds:
         await _point_conversion(api, name, join)
@@ -280,6 +277,21 @@ async def remove_configurations(api: KubeApi) -> None:
                 raise
 
 
+async def refuse_kueue_crds(api: KubeApi, crds: tuple[str, ...] = CONVERTED_CRDS) -> None:
+    """KueueCrdsInstalled naming the first of `crds` an installed Kueue owns (controller.api.crd_ownership):
+    checked before anything is registered, so a refusal changes nothing."""
+    for name in crds:
+        try:
+            crd = await retrying(functools.partial(api.get, CUSTOM_RESOURCE_DEFINITIONS, None, name))
+        except ApiError as e:
+            if e.not_found:
+                continue
+            raise
+        mark = kueue_mark(crd)
+        if mark is not None:  # taking its conversion would break the Kueue that serves it
+            raise KueueCrdsInstalled(kueue_installed_message(name, mark))
+
+
 @asynccontextmanager
 async def registered_webhooks(api: KubeApi, server: AdmissionServer,
                               excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> AsyncIterator[None]:
@@ -289,6 +301,7 @@ async def registered_webhooks(api: KubeApi, server: AdmissionServer,
     them, so a stopped local operator leaves no failurePolicy Fail webhook behind and never takes
     them away from a replica that still serves."""
     await server.wait_listening()
+    await refuse_kueue_crds(api)
     try:
         await register_configurations(api, server.url, server.tls.ca_bundle(), excluded)
         await register_conversion(api, server.url, server.tls.ca_bundle())

@@ -48,10 +48,24 @@ def test_tasq_run_with_local_webhooks_refuses_an_installed_kueues_crds(
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.splitlines()[-1] == (
         f"tasq run: CRD {c.PLURAL_WORKLOADS}.{c.GROUP} belongs to an installed Kueue (annotation "
-        f"{ANNOTATION_CONTROLLER_GEN}=v0.16.5); tasq will not replace Kueue's CRDs: uninstall Kueue first or run "
-        "tasq beside it in another group, as docs/migrating-from-kueue.md explains")
+        f"{ANNOTATION_CONTROLLER_GEN}=v0.16.5); tasq will not replace Kueue's CRDs: migrate from Kueue first, as "
+        "docs/migrating-from-kueue.md explains")
     assert "Traceback" not in proc.stderr
-    crd = json.loads(kubectl("get", "crd", f"{c.PLURAL_WORKLOADS}.{c.GROUP}", "-o", "json").stdout)
-    assert (crd["spec"].get("conversion") or {}).get("strategy", "None") == "None"  # its conversion untouched
+    for path in sorted(DEFAULT_DIR.glob("*.yaml")):  # nothing changed, not even tasq's own CRDs' conversion
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        crd = json.loads(kubectl("get", "crd", name, "-o", "json").stdout)
+        assert (crd["spec"].get("conversion") or {}).get("strategy", "None") == "None", name
     wait_for(lambda: kubectl("get", "mutatingwebhookconfiguration", c.MUTATING_WEBHOOK_CONFIGURATION,
                              check=False).returncode != 0, 30, "no webhook configuration left behind")
+
+
+@pytest.mark.real  # helm's lookup reads the cluster it installs into
+def test_helm_install_refuses_an_installed_kueues_crds(kueue_workloads_crd: None, kubeconfig: Path) -> None:
+    from tests.install.test_chart import CA_BUNDLE, CHART, NAMESPACE, helm, values_flags
+
+    own_certificate = values_flags({"certificates": {"certManager": {"enabled": False}, "caBundle": CA_BUNDLE}})
+    refused = helm("install", "tasq", str(CHART), "-n", NAMESPACE, "--kubeconfig", str(kubeconfig),
+                   "--dry-run=server", *own_certificate, check=False)
+    assert refused.returncode != 0
+    assert (f"CRD {c.PLURAL_WORKLOADS}.{c.GROUP} belongs to an installed Kueue (annotation "
+            f"{ANNOTATION_CONTROLLER_GEN}=v0.16.5); tasq will not replace Kueue's CRDs") in refused.stderr
