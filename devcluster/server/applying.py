@@ -196,7 +196,8 @@ def _keyed_items(items: list[Any], shape: Shape, prefix: Path) -> list[tuple[fie
     return out
 
 
-def item_key(item: Any, shape: Shape, keys: tuple[str, ...], defaults: Mapping[str, Any]) -> fieldsets.Element | None:
+def item_key(item: Any, keys: tuple[str, ...], defaults: Mapping[str, Any]) -> fieldsets.Element | None:
+    """A keyed list item's path element (None for an item that is not a map or has no key field)."""
     if not isinstance(item, Mapping):
         return None
     values = {k: item.get(k, defaults.get(k)) for k in keys if k in item or k in defaults}
@@ -222,7 +223,7 @@ def merged(live: Any, cfg: Any, shape: Shape) -> Any:
         if kind == MAP:
             keys, defaults = shape.list_keys(live + cfg)
             item_shape = shape.item()
-            return _ordered_union(live, cfg, lambda v: item_key(v, shape, keys, defaults),
+            return _ordered_union(live, cfg, lambda v: item_key(v, keys, defaults),
                                   lambda a, b: merged(a, b, item_shape))
     return clone(cfg)
 
@@ -280,6 +281,8 @@ def compared(old: Any, new: Any, shape: Shape) -> Comparison:
 
 def _compare(old: Any, new: Any, shape: Shape, prefix: Path, added: set[Path], modified: set[Path],
              removed: set[Path]) -> None:
+    if old is new or old == new:
+        return  # equal subtrees (most of an object on most writes) are compared at C speed, not walked
     if old is None and new is not None:
         if prefix:
             added.add(prefix)
@@ -315,8 +318,8 @@ def _compare_children(old: Any, new: Any, shape: Shape, prefix: Path, added: set
     elif isinstance(new, list) and shape.list_type() == MAP:
         olds_list = old if isinstance(old, list) else []
         keys, defaults = shape.list_keys(olds_list + new)
-        old_items = {item_key(v, shape, keys, defaults): v for v in olds_list}
-        new_items = {item_key(v, shape, keys, defaults): v for v in new}
+        old_items = {item_key(v, keys, defaults): v for v in olds_list}
+        new_items = {item_key(v, keys, defaults): v for v in new}
         for k in {*old_items, *new_items}:
             if k is not None:
                 _compare(old_items.get(k), new_items.get(k), shape.item(), (*prefix, k), added, modified, removed)
@@ -349,7 +352,7 @@ def without_paths(obj: Any, paths: FieldSet, shape: Shape) -> Any:
         keys, defaults = shape.list_keys(obj)
         items = []
         for v in obj:
-            k = item_key(v, shape, keys, defaults)
+            k = item_key(v, keys, defaults)
             if k in here:
                 continue
             below = deeper.get(k) if k is not None else None
