@@ -166,6 +166,7 @@ REASON_IN_COHORT_RECLAIM_WHILE_BORROWING: Final = "InCohortReclaimWhileBorrowing
 REASON_PREEMPTING: Final = "Preempting"
 # ClusterQueue / LocalQueue Active condition reasons (Kueue's).
 REASON_STOPPED: Final = "Stopped"
+REASON_TERMINATING: Final = "Terminating"
 REASON_CLUSTER_QUEUE_DOES_NOT_EXIST: Final = "ClusterQueueDoesNotExist"
 REASON_CLUSTER_QUEUE_IS_INACTIVE: Final = "ClusterQueueIsInactive"
 # A ClusterQueue or Cohort in (or under) a cycle of cohorts (Kueue's ErrCohortHasCycle), and a Cohort

@@ -1,7 +1,8 @@
 """The `kueue.x-k8s.io/resource-in-use` finalizer end to end on either control plane, with the operator
 of test_operator (same nodes, flavor `h100` and ClusterQueue `team`): the operator puts it on the
-flavor and the queue; deleting them while a Job runs in the queue leaves both Terminating; once the
-Job finishes the queue goes, and then the flavor it named."""
+flavor and the queue; deleting them while a Job runs in the queue leaves both Terminating, and the
+queue admits no new Job meanwhile; once the running Job finishes the queue goes, and then the flavor
+it named."""
 
 from __future__ import annotations
 
@@ -37,6 +38,11 @@ def test_a_flavor_and_a_queue_in_use_stay_terminating_until_nothing_uses_them(
     assert still_running, "the Job finished before the deletions could be observed; make it run longer"
     assert cq is not None and cq["metadata"].get("deletionTimestamp"), "a queue holding quota was deleted"
     assert flavor is not None and flavor["metadata"].get("deletionTimestamp"), "a flavor in use was deleted"
+    kubectl("apply", "-f", "-", stdin=job("late", namespace, 1, 8, run_seconds=1))
+    late = wait_for(lambda: (cond := condition(workload_of(kubectl, namespace, "late"), "QuotaReserved"))
+                    and cond["status"] == "False" and cond, what="the late Job's Workload told why it waits",
+                    logs=lambda: json.dumps(workload_of(kubectl, namespace, "late")))
+    assert 'ClusterQueue "team" is terminating' in late["message"]  # a queue being deleted admits nothing new
     wait_for(lambda: condition(workload_of(kubectl, namespace, "long"), "Finished"), 60, "the Job finished")
     wait_for(lambda: found(kubectl, "clusterqueue", "team") is None, 30, "the queue's deletion completed")
     wait_for(lambda: found(kubectl, "resourceflavor", "h100") is None, 30, "the flavor's deletion completed")
