@@ -59,5 +59,9 @@ async def write_finalizers(api: KubeApi, cache: ClusterCache, applied: Applied) 
         if not change.add:
             log.info("%s %s is no longer in use: finalizer %s removed, its deletion completes", change.kind,
                      change.name, c.FINALIZER_RESOURCE_IN_USE)
-        applied(change.kind, written)
+        # With its last finalizer gone the object is deleted and the answer is its final state: the
+        # cache learns of the deletion from the watch, and taking the answer could put it back after
+        # that event (a ghost ClusterQueue would hold its flavors for ever).
+        if change.add or change.finalizers:
+            applied(change.kind, written)
     return ok
