@@ -280,3 +280,9 @@ MAX_SLICE_LAYERS: Final = 3
 # Kueue's feature gates that change placement (`--feature-gates=Name=true,...`).
 FEATURE_TAS_BALANCED_PLACEMENT: Final = "TASBalancedPlacement"
 FEATURE_TAS_MULTI_LAYER_TOPOLOGY: Final = "TASMultiLayerTopology"
+FEATURE_PARTIAL_ADMISSION: Final = "PartialAdmission"
+
+# Kueue's partial admission of a batch/v1 Job: the fewest pods it may run with (its pod set's
+# minCount), and (Indexed Jobs) that `completions` follows the admitted parallelism.
+ANNOTATION_JOB_MIN_PARALLELISM: Final = "kueue.x-k8s.io/job-min-parallelism"
+ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM: Final = "kueue.x-k8s.io/job-completions-equal-parallelism"

@@ -103,3 +103,16 @@ def test_an_unusable_kubeconfig_exits_with_one_line_naming_it(tmp_path: Any, cap
         assert main(["run", "--kubeconfig", str(bad), "--metrics-port", "-1"]) == 1
         err = capsys.readouterr().err
         assert err.startswith(f"tasq run: cannot use the kubeconfig '{bad}'") and err.count("\n") == 1
+
+
+def test_a_partially_admitted_workload_shows_its_admitted_count_of_its_count() -> None:
+    # Quota for 6 one-GPU pods; the Workload asks for 8 and accepts 4: admitted with 6.
+    queue = [make_cluster_queue("cq").flavor("a100", {GPU: 6}).obj(), make_flavor("a100").obj(),
+             make_local_queue("lq", "cq").obj()]
+    sim = Simulation()
+    sim.apply([*queue, make_workload("train").queue("lq").pod_set("main", 8, {GPU: 1}, minCount=4).obj()])
+    sim.run()
+    live = [{**w.to_dict(), "kind": c.KIND_WORKLOAD} for w in sim.workloads()]
+    code, lines = explain_workload([*queue, *live], "default", "train")
+    assert code == 0
+    assert lines == ['default/train: admitted in ClusterQueue "cq": - (6 of 8 pods)']

@@ -15,145 +15,18 @@ import pytest
 
 from controller.api import constants as c
 from controller.api.workload import Admission, Workload
-from controller.cache.cluster import ClusterCache
-from controller.core.admission.workloads import workload_from_job
+from controller.cache.cluster import KIND_POD, ClusterCache
+from controller.core.jobs.batch_job import BATCH_JOB, workload_from_job
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor
-from controller.kube.job_reconciling import (
-    JobReconciler,
-    missing_priority_class,
-    pod_template_patch,
-    pod_template_restore_patch,
-    was_admitted,
-)
+from controller.kube.job_reconciling import JobReconciler, was_admitted
 from controller.kube.metrics import Metrics
 from devcluster.server.patching import merge_patch as merge  # RFC 7386, as the API server applies it
-from tests.builders.kueue import make_job
+from tests.builders.cluster import make_pod
+from tests.builders.jobs import H100, TRAINER, TRAINER_GVK, admission, authored, pod_template_patch, trainer
 
-H100 = {"nodeLabels": {"gpu": "h100"},
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def admission(*, topology: bool) -> dict[str, Any]:
-    psa: dict[str, Any] = {"name": "main", "count": 2, "flavors": {"cpu": "h100", "nvidia.com/gpu": "h100"},
-                           "resourceUsage": {"nvidia.com/gpu": "16"}}
-    if topology:
-        psa["topologyAssignment"] = {"slices": [{"nodeLabels": {"rack": "r1"}, "count": 2}]}
-    return {"clusterQueue": "cq", "podSetAssignments": [psa]}
-
-
-def without_empty(obj: Any) -> Any:
-    """`obj` without empty maps (the API server treats an empty template metadata as none)."""
-    if isinstance(obj, dict):
-        return {k: without_empty(v) for k, v in obj.items() if v != {}}
-    return obj
-
-
-def test_a_topology_admission_adds_flavor_rules_annotations_and_the_tas_label_and_unsuspends() -> None:
-    job = make_job("train").obj()
-    job["metadata"]["resourceVersion"] = "41"
-    job["spec"]["template"]["spec"]["nodeSelector"] = {"zone": "a"}
-    patch = pod_template_patch(job, "job-train-abcde", Admission.model_validate(admission(topology=True)), {"h100": H100})
-    assert patch["metadata"] == {"resourceVersion": "41"}
-    assert patch["spec"]["suspend"] is False
-    template = patch["spec"]["template"]
-    assert template["spec"]["nodeSelector"] == {"zone": "a", "gpu": "h100"}
-    assert template["spec"]["tolerations"] == H100["tolerations"]
-    assert template["metadata"] == {
-        "annotations": {c.ANNOTATION_TOPOLOGY_WORKLOAD: "job-train-abcde", c.ANNOTATION_TOPOLOGY_PODSET: "main"},
-        "labels": {c.LABEL_TAS: c.LABEL_TAS_VALUE}}
-    assert template["spec"]["schedulingGates"] == [{"name": c.SCHEDULING_GATE_TOPOLOGY}]
-
-
-@pytest.mark.parametrize(("authored_gates", "started_gates"), [
-    ([{"name": "example.com/quota"}], [{"name": "example.com/quota"}, {"name": c.SCHEDULING_GATE_TOPOLOGY}]),
-    ([{"name": c.SCHEDULING_GATE_TOPOLOGY}], None),  # already there (a Workload recorded it): not twice
-])
-def test_the_topology_gate_joins_the_authors_gates_once(
-        authored_gates: list[dict[str, str]], started_gates: list[dict[str, str]] | None) -> None:
-    job = make_job("gated").obj()
-    job["spec"]["template"]["spec"]["schedulingGates"] = authored_gates
-    patch = pod_template_patch(job, "w", Admission.model_validate(admission(topology=True)), {"h100": H100})
-    assert patch["spec"]["template"]["spec"].get("schedulingGates") == started_gates
-
-
-def test_an_admission_without_topology_leaves_pods_ungated_and_unlabelled() -> None:
-    patch = pod_template_patch(make_job("plain").obj(), "job-plain-abcde", Admission.model_validate(admission(topology=False)), {"h100": H100})
-    assert "metadata" not in patch["spec"]["template"]
-    assert "schedulingGates" not in patch["spec"]["template"]["spec"]
-    assert patch["spec"]["template"]["spec"]["nodeSelector"] == {"gpu": "h100"}
-
-
-def test_a_toleration_the_template_already_has_is_not_repeated() -> None:
-    job = make_job("t").obj()
-    job["spec"]["template"]["spec"]["tolerations"] = list(H100["tolerations"])
-    patch = pod_template_patch(job, "w", Admission.model_validate(admission(topology=False)), {"h100": H100})
-    assert patch["spec"]["template"]["spec"]["tolerations"] == H100["tolerations"]
-
-
-@pytest.mark.parametrize(("label", "class_name", "known", "missing"), [
-    (None, "high", {"high": {}}, None),
-    (None, "high", {}, (c.EVENT_REASON_ERR_WORKLOAD_COMPOSE, 'priorityclasses.scheduling.k8s.io "high" not found')),
-    (None, None, {}, None),
-    ("urgent", None, {}, (c.EVENT_REASON_WORKLOAD_PRIORITY_CLASS_NOT_FOUND,
-                          'WorkloadPriorityClass "urgent" not found')),
-    ("batch", "gone", {}, None),
-], ids=["a PriorityClass that exists", "a PriorityClass that does not", "no class at all",
-        "a WorkloadPriorityClass that does not exist", "the label wins: the template's class is not looked at"])
-def test_a_priority_class_is_missing_only_when_named_and_absent(
-        label: str | None, class_name: str | None, known: dict[str, Any], missing: tuple[str, str] | None) -> None:
-    job = make_job("p").priority(class_name=class_name) if class_name else make_job("p")
-    if label is not None:
-        job.label(c.LABEL_PRIORITY_CLASS, label)
-    assert missing_priority_class(job.obj(), known, {"batch": object()}) == missing
-
-
-# -- restoring the template ------------------------------------------------------------------------
-
-def authored(kind: str) -> dict[str, Any]:
-    """Jobs as their authors wrote them, each with something of its own in the fields tasq changes."""
-    job = make_job("train").queue("lq").template_annotate(c.ANNOTATION_DEVCLUSTER_RUN_SECONDS, "5").obj()
-    job["metadata"].update(namespace="ns", uid="u1", resourceVersion="10")
-    job["spec"]["template"].setdefault("metadata", {})["labels"] = {c.LABEL_JOB_NAME: "train"}
-    spec = job["spec"]["template"]["spec"]
-    if kind == "own selector and toleration":
-        spec["nodeSelector"] = {"zone": "a"}
-        spec["tolerations"] = [{"key": "spot", "operator": "Exists"}]
-    elif kind == "selector key the flavor overrides":
-        spec["nodeSelector"] = {"gpu": "a100"}
-    elif kind == "bare":
-        del job["spec"]["template"]["metadata"]
-    return job
-
-
-KINDS = ["own selector and toleration", "selector key the flavor overrides", "labels and annotations only", "bare"]
-
-
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("topology", [True, False], ids=["topology", "no-topology"])
-def test_restoring_after_a_start_gives_back_exactly_the_authors_template(kind: str, topology: bool) -> None:
-    job = authored(kind)
-    workload = Workload.from_dict(workload_from_job(job))
-    started = merge(job, pod_template_patch(job, "job-train-x", Admission.model_validate(admission(topology=topology)), {"h100": H100}))
-    assert started["spec"]["template"] != job["spec"]["template"]  # the start changed something
-    restored = merge(started, pod_template_restore_patch(started, workload))
-    assert without_empty(restored["spec"]["template"]) == without_empty(job["spec"]["template"])
-    assert pod_template_restore_patch(restored, workload) is None  # nothing left to do
-
-
-def test_the_restore_patch_carries_the_jobs_resource_version_and_nulls_only_what_tasq_added() -> None:
-    job = authored("own selector and toleration")
-    workload = Workload.from_dict(workload_from_job(job))
-    started = merge(job, pod_template_patch(job, "job-train-x", Admission.model_validate(admission(topology=True)), {"h100": H100}))
-    started["metadata"]["resourceVersion"] = "12"
-    patch = pod_template_restore_patch(started, workload)
-    assert patch == {"metadata": {"resourceVersion": "12"}, "spec": {"template": {
-        "spec": {"nodeSelector": {"gpu": None}, "tolerations": [{"key": "spot", "operator": "Exists"}],
-                 "schedulingGates": None},
-        "metadata": {"labels": {c.LABEL_TAS: None},
-                     "annotations": {c.ANNOTATION_TOPOLOGY_WORKLOAD: None, c.ANNOTATION_TOPOLOGY_PODSET: None}}}}}
 
 
 def test_a_workload_never_admitted_has_no_admitted_condition_one_evicted_keeps_it() -> None:
@@ -522,7 +395,7 @@ class RecordingReconciler(JobReconciler):
         super().__init__(ClusterCache(), KubeApi.__new__(KubeApi), Quiet())
         self.order: list[str] = []
 
-    async def reconcile(self, key: str) -> None:
+    async def reconcile(self, key: str, kind: str = c.KIND_JOB) -> None:
         self.order.append(key)
         if key == "ns/b" and self.order.count(key) == 1:
             self.notify("ns/b")
@@ -559,7 +432,7 @@ class FailingReconciler(JobReconciler):
         self.tries: list[tuple[str, float]] = []
         self.done: set[str] = set()
 
-    async def reconcile(self, key: str) -> None:
+    async def reconcile(self, key: str, kind: str = c.KIND_JOB) -> None:
         self.tries.append((key, asyncio.get_running_loop().time()))
         if self.failures[key]:
             raise self.failures[key].pop(0)
@@ -591,3 +464,97 @@ def test_a_failed_reconcile_of_any_kind_is_requeued_with_growing_backoff_until_i
     assert len(dropped) == 3
     first_wait, second_wait = dropped[1] - dropped[0], dropped[2] - dropped[1]
     assert first_wait >= 0.19 and second_wait >= 0.39  # BASE_S, then doubled
+
+
+# -- a second kind: the reconciler drives any adapter --------------------------------------------
+
+TRAINERS = (TRAINER_GVK.api_version, TRAINER_GVK.plural)
+
+
+class MemoryApi(KubeApi):
+    """Any kind in memory: merge patches (status only through the subresource), creates, deletes;
+    `writes` logs (verb, plural) in order."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[tuple[str, str], str], dict[str, Any]] = {}
+        self.writes: list[tuple[str, str]] = []
+        self.rv = 100
+
+    def put(self, resource: tuple[str, str], obj: dict[str, Any]) -> dict[str, Any]:
+        self.rv += 1
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.objects[(resource, obj["metadata"]["name"])] = obj
+        return copy.deepcopy(obj)
+
+    async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
+                          patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        body = {k: v for k, v in patch.items() if k != "metadata"}
+        part = {"status": body.get("status")} if subresource == "status" else {k: v for k, v in body.items() if k != "status"}
+        self.writes.append(("patch" + ("/status" if subresource else ""), resource[1]))
+        return self.put(resource, merge(self.objects[(resource, name)], part))
+
+    async def create(self, resource: tuple[str, str], namespace: str | None, obj: Mapping[str, Any]) -> dict[str, Any]:
+        self.writes.append(("create", resource[1]))
+        return self.put(resource, dict(obj))
+
+    async def delete(self, resource: tuple[str, str], namespace: str | None, name: str,
+                     resource_version: str | None = None) -> None:
+        self.writes.append(("delete", resource[1]))
+        del self.objects[(resource, name)]
+
+
+def test_the_reconciler_drives_a_second_kind_through_its_adapter_alone() -> None:
+    """A Trainer found running is paused and gets its Workload once its labelled pod is gone; on
+    admission it is unpaused with the flavor's nodeSelector; losing the admission pauses it and
+    restores its template; its outcome finishes the Workload; its deletion deletes the Workload."""
+    api, adapter = MemoryApi(), TRAINER
+    cache = ClusterCache(integrations=(BATCH_JOB, adapter))
+    reconciler = JobReconciler(cache, api, Quiet())
+    cache.upsert(TRAINER_GVK.kind, api.put(TRAINERS, trainer(paused=False)))
+    pod = make_pod("bert-0", namespace="ns").label("trainer", "bert").obj()
+    cache.upsert(KIND_POD, pod)
+
+    def step() -> dict[str, Any] | None:
+        asyncio.run(reconciler.reconcile("ns/bert", TRAINER_GVK.kind))
+        wl_key = cache.workload_of.get((TRAINER_GVK.kind, "ns/bert"))
+        return cache.workloads[wl_key].obj.to_dict() if wl_key in cache.workloads else None
+
+    assert step() is None and api.objects[(TRAINERS, "bert")]["spec"]["paused"] is True
+    assert step() is None  # its pod still runs
+    cache.delete(KIND_POD, pod)
+    workload = step()
+    assert workload is not None and workload["metadata"]["name"].startswith("trainer-bert-")
+    assert workload["metadata"]["ownerReferences"][0]["kind"] == "Trainer"
+    assert [(ps["name"], ps["count"]) for ps in workload["spec"]["podSets"]] == [("workers", 3)]
+
+    name = workload["metadata"]["name"]
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, {"apiVersion": c.API_VERSION, "kind": c.KIND_RESOURCE_FLAVOR,
+                                          "metadata": {"name": "h100"}, "spec": H100})
+    admitted = {**workload, "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": [
+        {"name": "workers", "count": 3, "flavors": {"cpu": "h100"}, "resourceUsage": {"cpu": "3"}}]},
+        "conditions": [{"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+                       for t in (c.CONDITION_QUOTA_RESERVED, c.CONDITION_ADMITTED)]}}
+    cache.upsert(c.KIND_WORKLOAD, api.put(WORKLOADS, admitted))
+    step()
+    started = cache.owners["Trainer"]["ns/bert"]
+    assert started["spec"]["paused"] is False
+    assert started["spec"]["podTemplate"]["spec"]["nodeSelector"] == {"gpu": "h100"}
+
+    lost = lost_admission(api.objects[(WORKLOADS, name)])
+    cache.upsert(c.KIND_WORKLOAD, api.put(WORKLOADS, lost))
+    step()
+    assert cache.owners["Trainer"]["ns/bert"]["spec"]["paused"] is True
+    step()
+    assert "nodeSelector" not in cache.owners["Trainer"]["ns/bert"]["spec"]["podTemplate"]["spec"]
+
+    cache.upsert(TRAINER_GVK.kind, api.put(TRAINERS, merge(api.objects[(TRAINERS, "bert")],
+                                                           {"status": {"outcome": "done"}})))
+    finished = step()
+    assert finished is not None and any(
+        cond["type"] == c.CONDITION_FINISHED and cond["message"] == "Trainer done" for cond in finished["status"]["conditions"])
+
+    cache.delete(TRAINER_GVK.kind, api.objects.pop((TRAINERS, "bert")))
+    step()
+    assert (WORKLOADS, name) not in api.objects
+    assert {plural for _, plural in api.writes} == {"trainers", "workloads"}  # never a Job

@@ -1,0 +1,16 @@
+"""The registry of integrated kinds: the one place that lists them.
+
+The operator watches each integration's kind (controller.kube.watching), the router wakes the job
+reconciler for it (controller.kube.routing), the reconciler picks its adapter by kind
+(controller.kube.job_reconciling). Adding a kind is one adapter module, one entry here and its
+webhook routes (webhooks.configurations).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from controller.core.jobs.batch_job import BATCH_JOB
+from controller.core.jobs.framework import GenericJob
+
+INTEGRATIONS: Final[tuple[GenericJob, ...]] = (BATCH_JOB,)
