@@ -200,6 +200,7 @@ REASON_REQUEUING_LIMIT_EXCEEDED: Final = "RequeuingLimitExceeded"
 REASON_PREEMPTING: Final = "Preempting"
 # ClusterQueue / LocalQueue Active condition reasons (Kueue's).
 REASON_STOPPED: Final = "Stopped"
+REASON_TERMINATING: Final = "Terminating"
 REASON_CLUSTER_QUEUE_DOES_NOT_EXIST: Final = "ClusterQueueDoesNotExist"
 REASON_CLUSTER_QUEUE_IS_INACTIVE: Final = "ClusterQueueIsInactive"
 # A ClusterQueue or Cohort in (or under) a cycle of cohorts (Kueue's ErrCohortHasCycle), and a Cohort

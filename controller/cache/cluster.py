@@ -392,10 +392,11 @@ class ClusterCache:
         self._flavor_infos = None
 
     def _upsert_cluster_queue(self, key: str, cq: ClusterQueue) -> bool:
-        """False (nothing rebuilt) when only the status changed: tasq writes those itself after
-        admissions, and admission does not read them."""
+        """False (nothing rebuilt) when only the status or the finalizers changed: tasq writes those
+        itself, and admission does not read them; a deletion (it stops admissions) does rebuild."""
         before, self.cluster_queues[key] = self.cluster_queues.get(key), cq
-        if before is not None and before.spec == cq.spec:
+        if (before is not None and before.spec == cq.spec
+                and before.metadata.deletion_timestamp == cq.metadata.deletion_timestamp):
             return False
         self._quotas = self._ledger = None
         return True

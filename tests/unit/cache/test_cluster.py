@@ -190,6 +190,14 @@ def test_a_queue_status_write_coming_back_neither_rebuilds_the_ledger_nor_wakes_
     assert cache.snapshot().quota is not ledger and cache.generation > generation  # a spec change does both
 
 
+def test_a_cluster_queue_deletion_rebuilds_the_quotas_so_admission_sees_it_terminating(cache: ClusterCache) -> None:
+    generation = cache.generation
+    assert not cache.snapshot().cluster_queues["cq"].terminating
+    deleted = versioned(make_cluster_queue("cq").flavor("gpu", {GPU: 32}).deleted().obj(), 9)
+    assert cache.upsert(c.KIND_CLUSTER_QUEUE, deleted)
+    assert cache.snapshot().cluster_queues["cq"].terminating and cache.generation > generation
+
+
 def test_ungating_input_lists_the_slices_and_pod_states_of_an_admitted_workload(cache: ClusterCache) -> None:
     cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h1": 1, "h3": 1}))
     gated = (make_pod("a-0").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "a")
