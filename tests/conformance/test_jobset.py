@@ -60,7 +60,8 @@ def live_pods(core: client.CoreV1Api, namespace: str, name: str) -> list[client.
 
 
 def read(custom: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
-    body: dict[str, Any] = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    body = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    assert isinstance(body, dict)
     return body
 
 
@@ -96,15 +97,16 @@ def test_a_suspended_jobset_makes_suspended_labelled_jobs_and_no_pods(
     rjobs = body["spec"]["replicatedJobs"]
     assert (rjobs[0]["replicas"], rjobs[0]["groupName"]) == (1, "default")  # the CRD's defaults
 
-    jobs = {present(j.metadata).name: j for j in batch.list_namespaced_job(namespace).items}
+    jobs = {str(present(j.metadata).name): j for j in batch.list_namespaced_job(namespace).items}
     assert sorted(jobs) == ["train-leader-0", "train-workers-0", "train-workers-1"]
     worker = jobs["train-workers-1"]
-    for labels in (present(worker.metadata).labels, present(present(worker.spec).template.metadata).labels):
+    for labels in (present(present(worker.metadata).labels),
+                   present(present(present(worker.spec).template.metadata).labels)):
         assert (labels[JOBSET_NAME], labels[RJOB_NAME], labels[JOB_INDEX], labels[GLOBAL_INDEX]) == (
             "train", "workers", "1", "2")
     assert present(worker.spec).suspend is True
     assert present(worker.spec).completion_mode == "Indexed"
-    owner = present(worker.metadata).owner_references[0]
+    owner = present(present(worker.metadata).owner_references)[0]
     assert (owner.kind, owner.name, owner.controller) == ("JobSet", "train", True)
     assert live_pods(core, namespace, "train") == []
 
