@@ -40,7 +40,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.api import constants as c  # noqa: E402
-from controller.core.admission.workloads import workload_name_for_job  # noqa: E402
+from controller.core.jobs.batch_job import workload_name_for_job  # noqa: E402
 from controller.kube.api import JOBS, KubeApi, connect, path  # noqa: E402
 from controller.kube.operating import Operator  # noqa: E402
 

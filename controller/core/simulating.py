@@ -41,12 +41,9 @@ from controller.core.admission.cycle import AdmissionState, Admit, Pending, Pree
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, build_snapshot
-from controller.core.admission.workloads import (
-    WorkloadInfo,
-    workload_from_job,
-    workload_info,
-    workload_priority_class_of,
-)
+from controller.core.admission.workloads import WorkloadInfo, workload_info
+from controller.core.jobs.batch_job import workload_from_job
+from controller.core.jobs.framework import workload_priority_class_of
 
 SIMULATION_START = datetime(2026, 1, 1, tzinfo=UTC)
 """The simulated clock's origin: never the wall clock, so output is reproducible."""

@@ -27,12 +27,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.api import constants as c
-from controller.api.views import JobView
 from controller.api.workload import Admission, Workload
 from controller.cache.cluster import ClusterCache, WorkloadEntry
 from controller.core.admission.conditions import is_terminating, mark_deactivated, mark_finished
-from controller.core.admission.workloads import workload_from_job, workload_priority_class_of
-from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi, retrying
+from controller.core.jobs.batch_job import BATCH_JOB
+from controller.core.jobs.framework import (
+    Finished,
+    GenericJob,
+    missing_priority_class,
+    pod_set_infos,
+    stopped,
+    workload_manifest,
+)
+from controller.kube.api import WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor
 from controller.kube.requeuing import Backoff, log_failure
@@ -44,49 +51,6 @@ log = logging.getLogger(__name__)
 PARALLEL_RECONCILES = 16
 
 
-def pod_template_patch(job: Mapping[str, Any], workload_name: str, admission: Admission,
-                       flavors: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The Job merge patch that starts an admitted Job: its pod template gets every assigned
-    flavor's nodeLabels (as nodeSelector) and tolerations, and, for a pod set with a topology
-    assignment, the topology-workload/-podset annotations, tasq's label and the
-    `kueue.x-k8s.io/topology` scheduling gate; `suspend` becomes false. The gate in the template
-    (as Kueue writes it into its pod-set info) makes every pod start gated even when no Pod webhook
-    answers; the Pod webhook, selected by the label, stays a second line and never adds it twice.
-    `flavors`: flavor name -> its spec."""
-    template = (job.get("spec") or {}).get("template") or {}
-    pod_spec = template.get("spec") or {}
-    selector = dict(pod_spec.get("nodeSelector") or {})
-    tolerations = list(pod_spec.get("tolerations") or [])
-    template_meta: dict[str, Any] = {}
-    for psa in admission.pod_set_assignments:
-        for flavor in sorted(set(psa.flavors.values())):
-            spec = flavors.get(flavor) or {}
-            selector.update(spec.get("nodeLabels") or {})
-            tolerations.extend(t for t in spec.get("tolerations") or [] if t not in tolerations)
-        if psa.topology_assignment is not None:
-            template_meta = {
-                "annotations": {c.ANNOTATION_TOPOLOGY_WORKLOAD: workload_name,
-                                c.ANNOTATION_TOPOLOGY_PODSET: psa.name},
-                "labels": {c.LABEL_TAS: c.LABEL_TAS_VALUE}}
-    pod_patch: dict[str, Any] = {"nodeSelector": selector or None}
-    if tolerations:
-        pod_patch["tolerations"] = tolerations
-    gates = list(pod_spec.get("schedulingGates") or [])
-    if template_meta and not any(g.get("name") == c.SCHEDULING_GATE_TOPOLOGY for g in gates):
-        pod_patch["schedulingGates"] = [*gates, {"name": c.SCHEDULING_GATE_TOPOLOGY}]  # replaced whole
-    patched_template: dict[str, Any] = {"spec": pod_patch}
-    if template_meta:
-        patched_template["metadata"] = template_meta
-    return {"metadata": {"resourceVersion": (job.get("metadata") or {}).get("resourceVersion")},
-            "spec": {"suspend": False, "template": patched_template}}
-
-
-def recorded_template(workload: Workload) -> Mapping[str, Any]:
-    """The pod template the Workload copied from its Job at creation (its single pod set's): the
-    Job's template as its author wrote it, before any admission changed it."""
-    return workload.spec.pod_sets[0].template
-
-
 def was_admitted(workload: Workload) -> bool:
     """The Workload held an admission at some time: it has an Admitted condition (True, or False
     since the reservation went). A Workload never admitted has none, so its Job was never started
@@ -94,88 +58,15 @@ def was_admitted(workload: Workload) -> bool:
     return workload.condition(c.CONDITION_ADMITTED) is not None
 
 
-def _map_patch(have: Mapping[str, Any], want: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The merge-patch value turning map `have` into `want` (keys to drop set to null)."""
-    if not want:
-        return None
-    return {**{k: None for k in have if k not in want}, **{k: v for k, v in want.items() if have.get(k) != v}}
-
-
-def pod_template_restore_patch(job: Mapping[str, Any], workload: Workload) -> dict[str, Any] | None:
-    """The Job merge patch that puts back what starting the Job changed in its pod template: the
-    nodeSelector, tolerations, scheduling gates, labels and annotations the Workload recorded at creation (Kueue
-    restores its pod sets' info the same way when it stops a Job). None when they already match.
-    The API server accepts it only on a suspended Job whose pods are gone (see `JobReconciler._stop`)."""
-    original, current = recorded_template(workload), (job.get("spec") or {}).get("template") or {}
-    spec_patch: dict[str, Any] = {}
-    meta_patch: dict[str, Any] = {}
-    for field, target, have, want in (
-            ("nodeSelector", spec_patch, current.get("spec"), original.get("spec")),
-            ("labels", meta_patch, current.get("metadata"), original.get("metadata")),
-            ("annotations", meta_patch, current.get("metadata"), original.get("metadata"))):
-        have_map, want_map = (have or {}).get(field) or {}, (want or {}).get(field) or {}
-        if have_map != want_map:
-            target[field] = _map_patch(have_map, want_map)
-    for field in ("tolerations", "schedulingGates"):
-        want_list = (original.get("spec") or {}).get(field) or []
-        if ((current.get("spec") or {}).get(field) or []) != want_list:
-            spec_patch[field] = want_list or None  # a merge patch replaces a list whole
-    if not spec_patch and not meta_patch:
-        return None
-    template: dict[str, Any] = {}
-    if spec_patch:
-        template["spec"] = spec_patch
-    if meta_patch:
-        template["metadata"] = meta_patch
-    return {"metadata": {"resourceVersion": (job.get("metadata") or {}).get("resourceVersion")},
-            "spec": {"template": template}}
-
-
-def pods_left(job: Mapping[str, Any]) -> int:
-    """Pods the Job controller still counts for the Job: active ones and, since Kubernetes 1.34
-    (JobPodReplacementPolicy), terminating ones, which may still run on their node."""
-    status = job.get("status") or {}
-    return int(status.get("active") or 0) + int(status.get("terminating") or 0)
-
-
-def suspension_acknowledged(job: Mapping[str, Any]) -> bool:
-    """The Job controller has acted on the Job's suspension: it set the Suspended condition (after
-    deleting the pods it counted), so no pod it created before is missing from its counters."""
-    return any(isinstance(cond, Mapping) and cond.get("type") == c.CONDITION_JOB_SUSPENDED
-               and cond.get("status") == "True" for cond in (job.get("status") or {}).get("conditions") or [])
-
-
-def job_stopped(job: Mapping[str, Any]) -> bool:
-    """The Job is suspended, has no pod left and no startTime: nothing of it runs, so a Workload
-    created for it now is admitted like one whose Job never ran (Kueue waits for the same before it
-    creates a Workload for a Job it found running)."""
-    return (bool((job.get("spec") or {}).get("suspend")) and pods_left(job) == 0
-            and not (job.get("status") or {}).get("startTime"))
-
-
-def missing_priority_class(job: Mapping[str, Any], known: Mapping[str, Any],
-                           known_workload_classes: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(reason, message) when the class that gives the Job's priority does not exist: the
-    WorkloadPriorityClass its `kueue.x-k8s.io/priority-class` label names (which wins, so the pod
-    template's PriorityClass is then not looked at, as in Kueue), else the pod template's
-    PriorityClass. None when nothing is missing."""
-    workload_class = workload_priority_class_of(job)
-    if workload_class is not None:
-        if workload_class in known_workload_classes:
-            return None
-        return c.EVENT_REASON_WORKLOAD_PRIORITY_CLASS_NOT_FOUND, f'WorkloadPriorityClass "{workload_class}" not found'
-    name = ((((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("priorityClassName"))
-    if name and name not in known:
-        return c.EVENT_REASON_ERR_WORKLOAD_COMPOSE, f'priorityclasses.scheduling.k8s.io "{name}" not found'
-    return None
-
-
 class JobReconciler:
     """See the module docstring. `notify(job_key)` on any Job or Workload change; `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
-                 applied: Applied | None = None, evictor: Evictor | None = None) -> None:
+                 applied: Applied | None = None, evictor: Evictor | None = None,
+                 job: GenericJob = BATCH_JOB) -> None:
         self.cache = cache
+        self.job = job
+        """The adapter of the kind reconciled: every read, patch and manifest of it comes from here."""
         self.applied: Applied = applied if applied is not None else cache.upsert
         """Where every Job and Workload this reconciler wrote goes (the operator's
         `EventRouter.applied`): into the cache at once, so the next reconcile sees it and the
@@ -196,6 +87,11 @@ class JobReconciler:
         """(Job uid, what is missing) already reported: one Event, not one per change."""
         self._backoff = Backoff()
         """Consecutive failures per Job: a failed reconcile is re-queued after its backoff."""
+
+    @property
+    def _resource(self) -> tuple[str, str]:
+        """The reconciled kind's (apiVersion, plural), as KubeApi addresses it."""
+        return self.job.gvk.api_version, self.job.gvk.plural
 
     def notify(self, job_key: str) -> None:
         self._dirty[job_key] = None
@@ -255,16 +151,17 @@ class JobReconciler:
             return
         if job is None:
             return
-        view = JobView.from_dict(job)
-        if not view.queue_name:
+        adapter = self.job
+        if not adapter.queue_name(job):
             return
+        finished = adapter.finished(job)
         if entry is None:
-            if view.finished or self._stopped_for_good(job, key):
-                await self._create_workload(job, view)
+            if finished is not None or self._stopped_for_good(job, key):
+                await self._create_workload(job)
             else:
                 await self._stop_unadmitted(job, key)
-        elif view.finished and not entry.finished:
-            await self._finish(entry, view)
+        elif finished is not None and not entry.finished:
+            await self._finish(entry, finished)
         elif entry.finished:
             return
         elif (admission := entry.admission) is not None:
@@ -272,22 +169,22 @@ class JobReconciler:
                 await self._evict(job, entry, key)
             elif not entry.active:
                 await self._deactivate(job, entry)
-            elif view.suspend and pods_left(job) == 0 and not self.cache.live_pods_of_job.get(key):
+            elif adapter.is_suspended(job) and adapter.pods_left(job) == 0 and not self.cache.live_pods_of_job.get(key):
                 # else a Job or pod event brings it back
                 await self._start(job, entry, admission)
-        elif not view.suspend and not view.finished and not was_admitted(entry.obj):
+        elif not adapter.is_suspended(job) and finished is None and not was_admitted(entry.obj):
             await self._discard_workload(entry)
-        elif not entry.expecting and not view.finished:
+        elif not entry.expecting and finished is None:
             await self._stop(job, entry)
 
     def _stopped_for_good(self, job: Mapping[str, Any], key: str) -> bool:
-        """The Job may get its Workload: stopped (`job_stopped`), no live pod of it in the cache, and,
+        """The Job may get its Workload: stopped (`framework.stopped`), no live pod of it in the cache, and,
         for a Job this reconciler found running and suspended, the Job controller has acknowledged
         the suspension (its Suspended condition): until it has, pods it created just before the
         suspension may not show in the Job's counters or the cache yet."""
-        if not job_stopped(job) or self.cache.live_pods_of_job.get(key):
+        if not stopped(self.job, job) or self.cache.live_pods_of_job.get(key):
             return False
-        if key in self._found_running and not suspension_acknowledged(job):
+        if key in self._found_running and not self.job.suspension_acknowledged(job):
             return False
         self._found_running.discard(key)
         return True
@@ -299,18 +196,19 @@ class JobReconciler:
         3. clear the startTime, as Kueue does when it stops a Job; 4. for a Job it suspended here,
         wait for the Job controller's Suspended condition (`_stopped_for_good`). Its template is its author's (tasq never started it), so
         nothing is restored. Then `reconcile` creates the Workload."""
-        if not JobView.from_dict(job).suspend:
+        if not self.job.is_suspended(job):
             self._found_running.add(key)
             await self._suspend(job, "Not admitted by a ClusterQueue: the Job is suspended until its Workload is admitted")
             return
-        if pods_left(job) > 0 or self.cache.live_pods_of_job.get(key):
+        if self.job.pods_left(job) > 0 or self.cache.live_pods_of_job.get(key):
             return  # a Job or pod event brings it back
-        if not (job.get("status") or {}).get("startTime"):
+        cleared = self.job.clear_start_patch(job)
+        if cleared is None:
             return  # stopped, but not yet acknowledged by the Job controller: its Job event brings it back
         meta = job["metadata"]
-        cleared = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": {"startTime": None}}
         try:
-            written = await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], cleared, "status"))
+            written = await retrying(lambda: self.api.merge_patch(self._resource, meta["namespace"], meta["name"],
+                                                                  cleared, "status"))
         except ApiError as e:
             if e.not_found:
                 return
@@ -334,37 +232,41 @@ class JobReconciler:
             if not (e.not_found or e.conflict):  # gone, or changed: decided again from the newer version
                 raise
 
-    async def _create_workload(self, job: dict[str, Any], view: JobView) -> None:
-        missing = missing_priority_class(job, self.cache.priority_classes, self.cache.workload_priority_classes)
+    async def _create_workload(self, job: dict[str, Any]) -> None:
+        missing = missing_priority_class(self.job, job, self.cache.priority_classes,
+                                         self.cache.workload_priority_classes)
+        meta = job.get("metadata") or {}
         if missing is not None:
-            if not view.suspend:
+            if not self.job.is_suspended(job):
                 await self._suspend(job)
             reason, message = missing
-            if (view.uid, message) not in self._refused:
-                self._refused.add((view.uid, message))
+            uid = str(meta.get("uid", ""))
+            if (uid, message) not in self._refused:
+                self._refused.add((uid, message))
                 self.recorder.emit(job, reason, f"{message}: no Workload is created and the Job stays suspended",
                                    c.EVENT_TYPE_WARNING)
             return
         classes, default = self.cache.priority_values()
         workload_classes = {name: wpc.value for name, wpc in self.cache.workload_priority_classes.items()}
-        manifest = workload_from_job(job, classes, default, workload_classes)
+        manifest = workload_manifest(self.job, job, classes, default, workload_classes)
         manifest["metadata"].pop("creationTimestamp", None)
+        namespace = manifest["metadata"]["namespace"]
         try:
-            created = await retrying(lambda: self.api.create(WORKLOADS, view.namespace, manifest))
+            created = await retrying(lambda: self.api.create(WORKLOADS, namespace, manifest))
         except ApiError as e:
             if e.conflict:
                 return  # already there; its watch event follows
             raise
         self.applied(c.KIND_WORKLOAD, created)
         self.recorder.emit(job, c.EVENT_REASON_CREATED_WORKLOAD,
-                                 f"Created Workload: {view.namespace}/{manifest['metadata']['name']}")
+                           f"Created Workload: {namespace}/{manifest['metadata']['name']}")
 
     async def _start(self, job: dict[str, Any], entry: WorkloadEntry, admission: Admission) -> None:
         flavors = {name: flavor.spec.to_dict() for name, flavor in self.cache.flavors.items()}
-        patch = pod_template_patch(job, entry.info.name, admission, flavors)
+        patch = self.job.run_patch(job, pod_set_infos(entry.info.name, admission, flavors))
         meta = job["metadata"]
         try:
-            patched = await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
+            patched = await retrying(lambda: self.api.merge_patch(self._resource, meta["namespace"], meta["name"], patch))
         except ApiError as e:
             if e.not_found:
                 return  # gone
@@ -377,9 +279,9 @@ class JobReconciler:
                        ) -> dict[str, Any] | None:
         """Set `spec.suspend`; the Job as written, None when it is gone."""
         meta = job["metadata"]
-        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": {"suspend": True}}
+        patch = self.job.suspend_patch(job)
         try:
-            patched = await retrying(lambda: self.api.merge_patch(JOBS, meta["namespace"], meta["name"], patch))
+            patched = await retrying(lambda: self.api.merge_patch(self._resource, meta["namespace"], meta["name"], patch))
         except ApiError as e:
             if e.not_found:
                 return None
@@ -402,24 +304,23 @@ class JobReconciler:
         True once the Job is suspended with its template restored (or is gone). `message`: the
         Stopped Event's (an eviction's message; Kueue's)."""
         current: dict[str, Any] | None = job
-        if not JobView.from_dict(job).suspend:
+        if not self.job.is_suspended(job):
             current = await (self._suspend(job, message) if message is not None else self._suspend(job))
         if current is None or not was_admitted(entry.obj):
             return True
-        restore = pod_template_restore_patch(current, entry.obj)
+        restore = self.job.restore_patch(current, entry.obj.spec.pod_sets)
         if restore is None:
             return True
-        status = current.get("status") or {}
-        if int(status.get("active") or 0) > 0:
+        if self.job.pods_active(current) > 0:
             return False
         meta = current["metadata"]
         namespace, name = meta["namespace"], meta["name"]
+        resource = self._resource
         try:
-            if status.get("startTime"):
-                cleared = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": {"startTime": None}}
-                current = await retrying(lambda: self.api.merge_patch(JOBS, namespace, name, cleared, "status"))
+            if (cleared := self.job.clear_start_patch(current)) is not None:
+                current = await retrying(lambda: self.api.merge_patch(resource, namespace, name, cleared, "status"))
                 restore["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
-            restored = await retrying(lambda: self.api.merge_patch(JOBS, namespace, name, restore))
+            restored = await retrying(lambda: self.api.merge_patch(resource, namespace, name, restore))
         except ApiError as e:
             if e.not_found:
                 return True
@@ -438,7 +339,7 @@ class JobReconciler:
         if not await self._stop(job, entry, evicted.message if evicted is not None else None):
             return
         current = self.cache.jobs.get(key, job)
-        if pods_left(current) > 0 or self.cache.live_pods_of_job.get(key):
+        if self.job.pods_left(current) > 0 or self.cache.live_pods_of_job.get(key):
             return  # a Job or pod event brings it back
         await self.evictor.release(entry)
 
@@ -450,7 +351,7 @@ class JobReconciler:
         if not await self._stop(job, entry):
             return
         key = entry.obj.owner_job_key or ""
-        if pods_left(self.cache.jobs.get(key, job)) > 0 or self.cache.live_pods_of_job.get(key):
+        if self.job.pods_left(self.cache.jobs.get(key, job)) > 0 or self.cache.live_pods_of_job.get(key):
             return  # a pod in its grace period still runs: a Job or pod event brings it back
         now = datetime.now(UTC)
         cluster_queue = entry.admission.cluster_queue if entry.admission is not None else None
@@ -471,9 +372,8 @@ class JobReconciler:
         if self.evictor.metrics is not None and cluster_queue is not None:
             self.evictor.metrics.evicted(cluster_queue, c.REASON_DEACTIVATED)
 
-    async def _finish(self, entry: WorkloadEntry, view: JobView) -> None:
-        succeeded = view.finished == c.CONDITION_JOB_COMPLETE
-        message = "Job finished successfully" if succeeded else "Job failed"
+    async def _finish(self, entry: WorkloadEntry, finished: Finished) -> None:
+        succeeded, message = finished.succeeded, finished.message
         now = datetime.now(UTC)
 
         def change(model: Workload) -> bool:

@@ -20,6 +20,7 @@ from typing import Any
 from controller.api import constants as c
 from controller.api.meta import object_key
 from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS, ClusterCache
+from controller.core.jobs.integrations import INTEGRATIONS
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +50,8 @@ WAKES: Mapping[str, frozenset[Loop]] = MappingProxyType({
     KIND_POD: frozenset({Loop.ADMISSION, Loop.JOBS, Loop.UNGATER}),
     # A Workload is what admission decides about, what its Job follows and what its pods are placed by.
     c.KIND_WORKLOAD: frozenset({Loop.ADMISSION, Loop.JOBS, Loop.UNGATER}),
-    # A Job is the reconciler's alone: admission reads its Workload, never the Job.
-    c.KIND_JOB: frozenset({Loop.JOBS}),
+    # An integrated kind's object (a Job) is the reconciler's alone: admission reads its Workload, never it.
+    **{job.gvk.kind: frozenset({Loop.JOBS}) for job in INTEGRATIONS},
     # Read only when the reconciler creates a Workload from a Job (its priority): nothing to wake. A
     # Job waiting for a missing class is reconciled again by its next change (Kueue's behaviour).
     KIND_PRIORITY_CLASS: frozenset(),

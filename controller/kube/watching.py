@@ -24,13 +24,14 @@ import kopf
 
 from controller.api import constants as c
 from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS
+from controller.core.jobs.integrations import INTEGRATIONS
 from controller.kube.api import ApiError, KubeApi, retrying
 from controller.kube.routing import EventRouter
 
 log = logging.getLogger(__name__)
 
 # Kind -> (group, version, plural), in the order `prime` lists them: configuration first, then
-# nodes and pods, then Workloads (restored against them), then Jobs.
+# nodes and pods, then Workloads (restored against them), then the integrated kinds (Jobs).
 RESOURCES: dict[str, tuple[str, str, str]] = {
     KIND_NAMESPACE: ("", "v1", "namespaces"),
     KIND_PRIORITY_CLASS: ("scheduling.k8s.io", "v1", "priorityclasses"),
@@ -43,7 +44,7 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     KIND_NODE: ("", "v1", "nodes"),
     KIND_POD: ("", "v1", "pods"),
     c.KIND_WORKLOAD: (c.GROUP, c.VERSION_V1BETA2, c.PLURAL_WORKLOADS),
-    c.KIND_JOB: ("batch", "v1", "jobs"),
+    **{job.gvk.kind: (job.gvk.group, job.gvk.version, job.gvk.plural) for job in INTEGRATIONS},
 }
 
 PRIME_ATTEMPTS = 10

@@ -1,14 +1,13 @@
-"""Workloads: the Workload manifest built from a batch/v1 Job, and the form admission uses.
+"""Workloads as admission sees them, and the topology requests pod templates carry.
 
-`workload_from_job` mirrors Kueue's Job integration (one PodSet `main`, count = parallelism,
-owner reference to the Job, name `job-<name>-<hash5>`); `workload_info` turns a Workload model
-(parsed once by its reader) into a WorkloadInfo. Called by the job reconciler, the operator's
-cache, `tasq simulate` and the admission benchmarks.
+`workload_info` turns a Workload model (parsed once by its reader) into a WorkloadInfo;
+`topology_request_from_annotations` / `topology_request_to_dict` read and write the TAS requests
+(the job adapters in controller.core.jobs build Workloads with them). Called by the operator's
+cache, the admission cycle, `tasq simulate` and the admission benchmarks.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,18 +18,14 @@ from controller.api import constants as c
 from controller.api.booleans import parse_boolean
 from controller.api.quantity import Resources
 from controller.api.selectors import NodeSelectorTerm, Toleration
-from controller.api.views import JobView, PodTemplateView
+from controller.api.views import PodTemplateView
 from controller.api.workload import (
-    DEFAULT_POD_SET_NAME,
     PodSet,
     PodSetTopologyRequest,
     PriorityClassRef,
     Workload,
 )
 from controller.core.topology import SliceLayer, TopologyRequest
-
-_MAX_NAME_PREFIX = 63 - 6  # the name must stay a DNS label: prefix + "-" + 5 hex characters
-_HASH_LENGTH = 5
 
 
 def topology_request_to_dict(request: TopologyRequest) -> dict[str, Any]:
@@ -143,13 +138,6 @@ def parse_timestamp(text: str | None, default: float) -> float:
     return parsed.timestamp()
 
 
-def workload_name_for_job(job_name: str) -> str:
-    """Kueue's `job-<name>-<hash5>`: a hash of the owner's kind, group and name keeps it unique."""
-    prefix = f"job-{job_name}"[:_MAX_NAME_PREFIX]
-    digest = hashlib.sha1(f"Job\nbatch\n{job_name}".encode()).hexdigest()
-    return f"{prefix}-{digest[:_HASH_LENGTH]}"
-
-
 def topology_request_from_annotations(job_annotations: Mapping[str, str],
                                       template_annotations: Mapping[str, str]) -> TopologyRequest | None:
     """The KEP Job annotations win over Kueue's pod-template annotations; required over preferred.
@@ -173,7 +161,7 @@ def topology_request_from_annotations(job_annotations: Mapping[str, str],
     return None
 
 
-def _priority(priority: int | None, class_name: str | None, priority_classes: Mapping[str, int],
+def priority_of(priority: int | None, class_name: str | None, priority_classes: Mapping[str, int],
               default: int) -> int:
     """`priority` if set, else the named PriorityClass's value, else the default (a pod spec and a
     Workload spec carry both fields under the same names)."""
@@ -184,67 +172,9 @@ def _priority(priority: int | None, class_name: str | None, priority_classes: Ma
     return default
 
 
-def workload_priority_class_of(job: Mapping[str, Any]) -> str | None:
-    """The WorkloadPriorityClass a Job's `kueue.x-k8s.io/priority-class` label names, if any."""
-    labels = (job.get("metadata") or {}).get("labels") or {}
-    name = labels.get(c.LABEL_PRIORITY_CLASS)
-    return str(name) if name else None
-
-
-def _job_priority(job: Mapping[str, Any], template: PodTemplateView, priority_classes: Mapping[str, int],
-                  default_priority: int, workload_priority_classes: Mapping[str, int]) -> dict[str, Any]:
-    """Kueue's order: the WorkloadPriorityClass the Job's label names wins (its value, whatever
-    the pod template says); else the pod template's priority or PriorityClass; else the default.
-    The Workload spec fields that say so (priority, and the priorityClassRef). A label naming
-    a class not in `workload_priority_classes` is the caller's to refuse before (Kueue creates no
-    Workload then): here it counts as no label."""
-    wpc = workload_priority_class_of(job)
-    if wpc is not None and wpc in workload_priority_classes:
-        return {"priority": workload_priority_classes[wpc], "priorityClassRef": {
-            "group": c.GROUP, "kind": c.KIND_WORKLOAD_PRIORITY_CLASS, "name": wpc}}
-    out: dict[str, Any] = {"priority": _priority(template.priority, template.priority_class_name, priority_classes,
-                                                 default_priority)}
-    if template.priority_class_name:
-        out["priorityClassRef"] = {"group": c.PRIORITY_CLASS_GROUP, "kind": c.KIND_PRIORITY_CLASS,
-                                   "name": template.priority_class_name}
-    return out
-
-
 def _pod_priority_class(ref: PriorityClassRef | None) -> str | None:
     """The pod PriorityClass a Workload's priorityClassRef names (None for a WorkloadPriorityClass)."""
     return ref.name if ref is not None and not ref.is_workload_priority_class else None
-
-
-def workload_from_job(job: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None,
-                      default_priority: int = 0,
-                      workload_priority_classes: Mapping[str, int] | None = None) -> dict[str, Any]:
-    """The Workload manifest the job reconciler creates for a batch/v1 Job; `priority_classes` and
-    `workload_priority_classes` map class names to values (see `_job_priority`)."""
-    view = JobView.from_dict(job)
-    template = PodTemplateView.from_dict(view.template)
-    # Kueue gives a Job's single PodSet the API's default name (`main`).
-    pod_set: dict[str, Any] = {"name": DEFAULT_POD_SET_NAME, "count": view.parallelism, "template": view.template}
-    topology = topology_request_from_annotations(view.annotations, template.annotations)
-    if topology is not None:
-        pod_set["topologyRequest"] = topology_request_to_dict(topology)
-    queue = view.queue_name
-    wl_meta: dict[str, Any] = {
-        "name": workload_name_for_job(view.name),
-        "namespace": view.namespace or "default",
-        "labels": {c.LABEL_QUEUE_NAME: queue} if queue is not None else {},
-        "ownerReferences": [{
-            "apiVersion": c.JOB_API_VERSION, "kind": c.KIND_JOB, "name": view.name,
-            "uid": view.uid, "controller": True, "blockOwnerDeletion": True,
-        }],
-    }
-    if view.creation_timestamp:
-        wl_meta["creationTimestamp"] = view.creation_timestamp
-    wl_spec: dict[str, Any] = {
-        "queueName": queue or "",
-        **_job_priority(job, template, priority_classes or {}, default_priority, workload_priority_classes or {}),
-        "podSets": [pod_set],
-    }
-    return {"apiVersion": c.API_VERSION, "kind": c.KIND_WORKLOAD, "metadata": wl_meta, "spec": wl_spec}
 
 
 def _topology_request(request: PodSetTopologyRequest | None) -> TopologyRequest | None:
@@ -293,7 +223,7 @@ def workload_info(workload: Workload, seq: int = 0, priority_classes: Mapping[st
         namespace=meta.namespace or "default",
         name=workload.name,
         queue_name=spec.queue_name or meta.labels.get(c.LABEL_QUEUE_NAME, ""),
-        priority=_priority(spec.priority, _pod_priority_class(spec.priority_class_ref), priority_classes or {}, 0),
+        priority=priority_of(spec.priority, _pod_priority_class(spec.priority_class_ref), priority_classes or {}, 0),
         created=parse_timestamp(meta.creation_timestamp, default_created),
         seq=seq,
         pod_sets=tuple(pod_set_info(ps) for ps in spec.pod_sets),

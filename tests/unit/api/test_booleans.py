@@ -9,7 +9,8 @@ import pytest
 from controller.api import constants as c
 from controller.api.booleans import parse_boolean
 from controller.api.workload import Workload
-from controller.core.admission.workloads import workload_from_job, workload_info
+from controller.core.admission.workloads import workload_info
+from controller.core.jobs.batch_job import workload_from_job
 from controller.core.topology import TopologyRequest
 from tests.builders.kueue import make_job
 from webhooks.validation import validate

@@ -4,7 +4,7 @@ generateName draws seeded names; a waiting Workload follows a re-applied spec.""
 from __future__ import annotations
 
 from controller.api import constants as c
-from controller.core.admission.workloads import workload_name_for_job
+from controller.core.jobs.batch_job import workload_name_for_job
 from controller.core.simulating import Simulation
 from tests.builders.kueue import (
     ClusterQueueBuilder,

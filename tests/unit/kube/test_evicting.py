@@ -17,7 +17,8 @@ from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor, Preemption
 from controller.kube.job_reconciling import JobReconciler
 from controller.kube.metrics import Metrics
-from tests.unit.kube.test_job_reconciling import JobRulesApi, admitted_workload, authored, job_pod, running
+from tests.builders.jobs import authored
+from tests.unit.kube.test_job_reconciling import JobRulesApi, admitted_workload, job_pod, running
 
 PREEMPTOR = "ns/job-high-x"
 

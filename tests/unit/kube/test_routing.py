@@ -14,7 +14,7 @@ from kubernetes.aio import client
 
 from controller.api import constants as c
 from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS, ClusterCache
-from controller.core.admission.workloads import workload_from_job
+from controller.core.jobs.batch_job import workload_from_job
 from controller.kube.operating import Operator
 from controller.kube.routing import WAKES, EventRouter, Loop
 from tests.builders.cluster import make_node, make_pod

@@ -9,7 +9,8 @@ import pytest
 
 from controller.api import constants as c
 from controller.api.workload import Workload
-from controller.core.admission.workloads import workload_from_job, workload_info, workload_name_for_job
+from controller.core.admission.workloads import workload_info
+from controller.core.jobs.batch_job import workload_from_job, workload_name_for_job
 from controller.core.topology import TopologyRequest
 from tests.builders.kueue import JobBuilder, make_job
 

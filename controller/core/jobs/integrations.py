@@ -1,0 +1,21 @@
+"""The registry of integrated kinds: the one place that lists them.
+
+The operator watches each integration's kind (controller.kube.watching), the router wakes the job
+reconciler for it (controller.kube.routing), the reconciler picks its adapter by kind
+(controller.kube.job_reconciling). Adding a kind is one adapter module, one entry here and its
+webhook routes (webhooks.configurations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+from controller.core.jobs.batch_job import BATCH_JOB
+from controller.core.jobs.framework import GenericJob
+
+INTEGRATIONS: Final[tuple[GenericJob, ...]] = (BATCH_JOB,)
+
+BY_KIND: Final[Mapping[str, GenericJob]] = MappingProxyType({job.gvk.kind: job for job in INTEGRATIONS})
+"""Kind -> its adapter."""
