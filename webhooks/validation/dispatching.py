@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from controller.api import constants as c
 from controller.api.conversion import ConversionFailure, convert, served_versions
-from webhooks.validation import cohort, flavor, jobs, queues, topology, workload
+from webhooks.validation import cohort, flavor, jobs, jobsets, queues, topology, workload
 from webhooks.validation.errors import ROOT, FieldError, invalid_omitted, unsupported, wrong_type
 
 Validator = Callable[[Mapping[str, Any]], list[FieldError]]
@@ -41,7 +41,8 @@ KINDS: Final[dict[str, tuple[tuple[str, ...], Validator, UpdateValidator | None]
 
 def _hub(obj: Any) -> Any:
     """A tasq object as v1beta2 (an object in another served version converted; else unchanged)."""
-    if not isinstance(obj, Mapping) or obj.get("apiVersion") in (c.API_VERSION, c.JOB_API_VERSION):
+    if not isinstance(obj, Mapping) or obj.get("apiVersion") in (c.API_VERSION, c.JOB_API_VERSION,
+                                                                  f"{c.JOBSET_GROUP}/{c.JOBSET_VERSION}"):
         return obj
     return convert(obj, c.API_VERSION)
 
@@ -58,6 +59,8 @@ def _rules(obj: Any) -> tuple[list[FieldError], tuple[Validator, UpdateValidator
         return shape_errs, None
     if api_version == c.JOB_API_VERSION and kind == c.KIND_JOB:
         return [], (jobs.validate_job, jobs.validate_job_update)
+    if api_version == f"{c.JOBSET_GROUP}/{c.JOBSET_VERSION}" and kind == c.KIND_JOBSET:
+        return [], (jobsets.validate_jobset, jobsets.validate_jobset_update)
     if not isinstance(api_version, str) or not api_version.startswith(f"{c.GROUP}/"):
         return [], None
     if not isinstance(kind, str) or kind not in KINDS:
