@@ -43,7 +43,8 @@ from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, build_snapshot
 from controller.core.admission.workloads import WorkloadInfo, workload_info
 from controller.core.jobs.batch_job import workload_from_job
-from controller.core.jobs.framework import workload_priority_class_of
+from controller.core.jobs.framework import workload_manifest, workload_priority_class_of
+from controller.core.jobs.jobset import JOBSET
 
 SIMULATION_START = datetime(2026, 1, 1, tzinfo=UTC)
 """The simulated clock's origin: never the wall clock, so output is reproducible."""
@@ -52,7 +53,7 @@ NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 """The API server's alphabet for generated name suffixes (no vowels, no confusable characters)."""
 NAME_SUFFIX_LENGTH = 5
 
-_NAMESPACED = {c.KIND_POD, c.KIND_JOB, c.KIND_LOCAL_QUEUE, c.KIND_WORKLOAD}
+_NAMESPACED = {c.KIND_POD, c.KIND_JOB, c.KIND_JOBSET, c.KIND_LOCAL_QUEUE, c.KIND_WORKLOAD}
 
 ObjectKey = tuple[str, str, str]
 """(kind, namespace, name)."""
@@ -263,9 +264,32 @@ class Simulation:
             elif view.queue_name and key not in owned:
                 workloads.append((Workload.from_dict(workload_from_job(job, classes, default, workload_classes)),
                                   job_done[key]))
+        workloads += self._jobset_workloads(workloads, classes, default, workload_classes)
         for wl, finished in workloads:
             self._track(wl, finished, classes)
             self._follow_spec(wl, classes)
+
+    def _jobset_workloads(self, given: Sequence[tuple[Workload, str | None]], classes: Mapping[str, int],
+                          default: int, workload_classes: Mapping[str, int]) -> list[tuple[Workload, str | None]]:
+        """One Workload per queued JobSet that has none (the JobSet adapter's), Finished when the JobSet
+        says so; a given Workload owned by a JobSet finishes with it too."""
+        jobsets = {(str(js["metadata"].get("namespace") or "default"), str(js["metadata"]["name"])): js
+                   for js in self.of_kind(c.KIND_JOBSET)}
+        done = {key: (None if (f := JOBSET.finished(js)) is None else
+                      c.REASON_SUCCEEDED if f.succeeded else c.REASON_FAILED) for key, js in jobsets.items()}
+        owned = {owner for wl, _ in given if (owner := _owner_of(wl, c.KIND_JOBSET)) is not None}
+        out: list[tuple[Workload, str | None]] = []
+        for key, js in sorted(jobsets.items()):
+            wanted = workload_priority_class_of(js)
+            self.refused_jobs.pop(key, None)
+            if not JOBSET.queue_name(js) or key in owned:
+                continue
+            if wanted is not None and wanted not in workload_classes:
+                self.refused_jobs[key] = f'WorkloadPriorityClass "{wanted}" not found: no Workload is created'
+                continue
+            manifest = workload_manifest(JOBSET, js, classes, default, workload_classes)
+            out.append((Workload.from_dict(manifest), done[key]))
+        return out
 
     def _track(self, wl: Workload, finished: str | None, classes: Mapping[str, int]) -> None:
         """Start tracking a workload the first time it is seen (a pre-admitted one keeps its quota);
@@ -372,6 +396,14 @@ _JOB_FINISHED = {c.CONDITION_JOB_COMPLETE: c.REASON_SUCCEEDED, c.CONDITION_JOB_F
 def _key_of(wl: Workload) -> str:
     """`namespace/name` of a Workload (namespace `default` when absent)."""
     return f"{wl.metadata.namespace or 'default'}/{wl.name}"
+
+
+def _owner_of(wl: Workload, kind: str) -> tuple[str, str] | None:
+    """(namespace, name) of the object of `kind` that owns a Workload, if one does."""
+    for ref in wl.metadata.owner_references:
+        if ref.kind == kind:
+            return wl.metadata.namespace or "default", ref.name
+    return None
 
 
 def _owner_job(wl: Workload) -> tuple[str, str] | None:
