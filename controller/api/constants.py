@@ -39,6 +39,7 @@ JOBSET_GROUP: Final = "jobset.x-k8s.io"
 JOBSET_VERSION: Final = "v1alpha2"
 PLURAL_JOBSETS: Final = "jobsets"
 LABEL_JOBSET_JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
+LABEL_JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
 CONDITION_JOBSET_COMPLETED: Final = "Completed"
 CONDITION_JOBSET_FAILED: Final = "Failed"
 # The core kinds tasq reads besides Jobs (Nodes and Pods for capacity, Namespaces for selectors).

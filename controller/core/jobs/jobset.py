@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from controller.api import constants as c
+from controller.api.views import OwnerRef
 from controller.api.workload import PodSet
 from controller.core.admission.workloads import topology_request_from_annotations, topology_request_to_dict
 from controller.core.jobs.framework import (
@@ -114,6 +115,21 @@ class JobSet:
     def owner_key(self, obj: Mapping[str, Any]) -> str | None:
         meta = obj.get("metadata") or {}
         return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+    def pod_owner_key(self, namespace: str, labels: Mapping[str, str], owners: Sequence[OwnerRef]) -> str | None:
+        """The JobSet its controller labelled the pod with (the pod's controller is a child Job)."""
+        name = labels.get(c.LABEL_JOBSET_NAME)
+        return f"{namespace}/{name}" if name else None
+
+    def workload_owner_key(self, namespace: str, owners: Sequence[OwnerRef]) -> str | None:
+        for owner in owners:
+            if owner.kind == JOBSET_GVK.kind and owner.api_version == JOBSET_GVK.api_version:
+                return f"{namespace}/{owner.name}"
+        return None
+
+    def owns(self, obj: Mapping[str, Any], owners: Sequence[OwnerRef]) -> bool:
+        uid = (obj.get("metadata") or {}).get("uid")
+        return any(owner.kind == JOBSET_GVK.kind and owner.uid == uid for owner in owners)
 
     def workload_name(self, obj: Mapping[str, Any]) -> str:
         return workload_name_for_jobset(str((obj.get("metadata") or {}).get("name", "")))

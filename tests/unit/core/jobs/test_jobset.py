@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
+from controller.api.views import OwnerRef
 from controller.api.workload import Admission, PodSet
 from controller.core.jobs.framework import pod_set_infos
 from controller.core.jobs.jobset import JOBSET, merged, workload_name_for_jobset
@@ -197,3 +198,14 @@ def test_merged_applies_a_merge_patch_as_the_api_server_does(target: dict[str, A
     before = copy.deepcopy(target)
     assert merged(target, patch) == result == merge_patch(target, patch)
     assert target == before
+
+
+def test_a_pod_belongs_to_the_jobset_its_label_names_and_a_workload_to_its_owner_of_kind_jobset() -> None:
+    job_owner = OwnerRef("batch/v1", "Job", "train-workers-0", "j1", True)
+    assert JOBSET.pod_owner_key("ns", {c.LABEL_JOBSET_NAME: "train"}, (job_owner,)) == "ns/train"
+    assert JOBSET.pod_owner_key("ns", {}, (job_owner,)) is None
+    jobset_owner = OwnerRef("jobset.x-k8s.io/v1alpha2", "JobSet", "train", "u1", True)
+    assert JOBSET.workload_owner_key("ns", (jobset_owner,)) == "ns/train"
+    assert JOBSET.workload_owner_key("ns", (job_owner,)) is None
+    assert JOBSET.owns(jobset(), (jobset_owner,)) is True
+    assert JOBSET.owns(jobset(), (OwnerRef("jobset.x-k8s.io/v1alpha2", "JobSet", "train", "old-uid", True),)) is False
