@@ -3,8 +3,8 @@
 `status.admission` holds, per PodSet, the chosen flavors, the resource usage and the compact
 TopologyAssignment (`controller.api.topology_assignment`). Condition helpers take `now`
 as a parameter so pure code can use them. Parsed once per Workload event (the operator's cache
-keeps the model), so kept light: pod templates stay plain dicts. `admission_of` and
-`owner_job_key` read the wire form of bodies not yet parsed (watch events, API answers). Used by
+keeps the model), so kept light: pod templates stay plain dicts. `admission_of` reads the wire
+form of bodies not yet parsed (watch events, API answers). Used by
 the operator's cache, the job reconciler, the admission loop, the ungater and `tasq simulate`.
 """
 
@@ -241,14 +241,6 @@ class Workload(KubeObject):
         """`status.admission` while QuotaReserved is True (Kueue's "has quota reservation")."""
         return self.admission if self.has_quota_reservation else None
 
-    @property
-    def owner_job_key(self) -> str | None:
-        """`namespace/name` of the batch/v1 Job that owns this Workload, if one does."""
-        for ref in self.metadata.owner_references:
-            if ref.kind == c.KIND_JOB and ref.api_version == c.JOB_API_VERSION:
-                return f"{self.namespace}/{ref.name}"
-        return None
-
 
 def _true_condition(obj: Mapping[str, Any], type_: str) -> bool:
     return any(cond.get("type") == type_ and cond.get("status") == "True"
@@ -260,12 +252,3 @@ def admission_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     admission = (obj.get("status") or {}).get("admission")
     reserved = _true_condition(obj, c.CONDITION_QUOTA_RESERVED)
     return admission if reserved and isinstance(admission, Mapping) else None
-
-
-def owner_job_key(obj: Mapping[str, Any]) -> str | None:
-    """`Workload.owner_job_key` of a Workload's wire form (a deleted Workload's last body too)."""
-    meta = obj.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == c.KIND_JOB and ref.get("apiVersion") == c.JOB_API_VERSION:
-            return f"{meta.get('namespace', '')}/{ref.get('name', '')}"
-    return None

@@ -37,6 +37,8 @@ from controller.core.admission.quota import ClusterQueueQuota, CohortQuota, Quot
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo, flavor_infos
 from controller.core.admission.workloads import WorkloadInfo, parse_timestamp, workload_info
+from controller.core.jobs.framework import GenericJob
+from controller.core.jobs.integrations import INTEGRATIONS
 from controller.core.topology import Usage, workload_key_of
 from controller.core.ungating.planning import PodState, UngatingInput, pod_rank
 
@@ -44,10 +46,14 @@ KIND_NODE = "Node"
 KIND_POD = "Pod"
 KIND_NAMESPACE = "Namespace"
 KIND_PRIORITY_CLASS = "PriorityClass"
-WATCHED_KINDS = (KIND_NODE, KIND_POD, c.KIND_JOB, c.KIND_WORKLOAD, c.KIND_RESOURCE_FLAVOR,
-                 c.KIND_CLUSTER_QUEUE, c.KIND_LOCAL_QUEUE, c.KIND_TOPOLOGY, KIND_PRIORITY_CLASS, KIND_NAMESPACE,
-                 c.KIND_COHORT, c.KIND_WORKLOAD_PRIORITY_CLASS)
-"""The kinds the cache keeps, by Kind name (what `upsert` / `delete` accept)."""
+WATCHED_KINDS = (KIND_NODE, KIND_POD, *(job.gvk.kind for job in INTEGRATIONS), c.KIND_WORKLOAD,
+                 c.KIND_RESOURCE_FLAVOR, c.KIND_CLUSTER_QUEUE, c.KIND_LOCAL_QUEUE, c.KIND_TOPOLOGY,
+                 KIND_PRIORITY_CLASS, KIND_NAMESPACE, c.KIND_COHORT, c.KIND_WORKLOAD_PRIORITY_CLASS)
+"""The kinds the cache keeps, by Kind name (what `upsert` / `delete` accept): the integrated kinds
+(controller.core.jobs.integrations) among them."""
+
+OwnerKey = tuple[str, str]
+"""(kind, `namespace/name`) of an integrated object that owns a Workload (a Job)."""
 
 _DOMAIN_SLICES = "/domain-slices"
 """Suffix of the scratch key `domain_holdings` reserves under while restoring."""
@@ -123,12 +129,16 @@ class ClusterCache:
     pods: dict[str, PodView] = field(default_factory=dict)
     pods_of: dict[str, set[str]] = field(default_factory=dict)
     """Workload key -> keys of its pods (by the topology-workload annotation)."""
-    live_pods_of_job: dict[str, set[str]] = field(default_factory=dict)
-    """Job key -> keys of its pods that may still run (not terminal; deleting ones included): what a
-    Job found running still has on its nodes, whatever the Job's status counters say yet."""
-    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    live_pods_of: dict[OwnerKey, set[str]] = field(default_factory=dict)
+    """Owner (a Job) -> keys of its pods that may still run (not terminal; deleting ones included):
+    what an owner found running still has on its nodes, whatever its status counters say yet."""
+    integrations: tuple[GenericJob, ...] = INTEGRATIONS
+    """The integrated kinds whose objects the cache keeps in `owners` (tests give their own)."""
+    owners: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """Integrated kind -> owner key -> the object, as the API serves it."""
     workloads: dict[str, WorkloadEntry] = field(default_factory=dict)
-    workload_of_job: dict[str, str] = field(default_factory=dict)
+    workload_of: dict[OwnerKey, str] = field(default_factory=dict)
+    """Owner -> the key of its Workload."""
     flavors: dict[str, ResourceFlavor] = field(default_factory=dict)
     cluster_queues: dict[str, ClusterQueue] = field(default_factory=dict)
     local_queues: dict[str, LocalQueue] = field(default_factory=dict)
@@ -160,7 +170,6 @@ class ClusterCache:
         self._handlers = {
             KIND_NODE: KindHandlers(NodeView.from_dict, self._upsert_node, self._delete_node),
             KIND_POD: KindHandlers(PodView.from_dict, self._upsert_pod, self._delete_pod),
-            c.KIND_JOB: KindHandlers(dict, self._upsert_job, self._delete_job),
             c.KIND_WORKLOAD: KindHandlers(Workload.model_validate, self._upsert_workload, self._delete_workload),
             c.KIND_RESOURCE_FLAVOR: KindHandlers(ResourceFlavor.model_validate, self._upsert_flavor,
                                                  self._delete_flavor),
@@ -176,6 +185,38 @@ class ClusterCache:
                                                          self._upsert_workload_priority_class,
                                                          self._delete_workload_priority_class),
         }
+        for job in self.integrations:
+            kind = job.gvk.kind
+            store = self.owners.setdefault(kind, {})
+            self._handlers[kind] = KindHandlers(dict, _storing(store), _forgetting(store))
+
+    @property
+    def jobs(self) -> dict[str, dict[str, Any]]:
+        """The batch/v1 Jobs, by key (the Job integration's `owners`)."""
+        return self.owners.setdefault(c.KIND_JOB, {})
+
+    def owner_of_pod(self, namespace: str, labels: Mapping[str, str], owners: Sequence[OwnerRef]) -> OwnerKey | None:
+        """The integrated object a pod belongs to, if any (the first integration that claims it)."""
+        for job in self.integrations:
+            key = job.pod_owner_key(namespace, labels, owners)
+            if key is not None:
+                return job.gvk.kind, key
+        return None
+
+    def owner_of_workload(self, wl: Workload) -> OwnerKey | None:
+        """The integrated object a Workload belongs to, if any."""
+        return self._owner_of(wl.namespace, workload_owner_refs(wl))
+
+    def owner_of_workload_body(self, obj: Mapping[str, Any]) -> OwnerKey | None:
+        """`owner_of_workload` of a Workload's wire form (a deleted Workload's last body too)."""
+        return self._owner_of(str((obj.get("metadata") or {}).get("namespace", "")), owner_refs(obj))
+
+    def _owner_of(self, namespace: str, refs: Sequence[OwnerRef]) -> OwnerKey | None:
+        for job in self.integrations:
+            key = job.workload_owner_key(namespace, refs)
+            if key is not None:
+                return job.gvk.kind, key
+        return None
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -232,12 +273,12 @@ class ClusterCache:
         wl_key = workload_key_of(view)
         if wl_key is not None:
             self.pods_of.setdefault(wl_key, set()).add(key)
-        job_key = _owner_job_key(view)
-        if job_key is not None:
+        owner = self.owner_of_pod(view.namespace, view.labels, view.owners)
+        if owner is not None:
             if view.terminal:
-                self._forget_live_pod(job_key, key)
+                self._forget_live_pod(owner, key)
             else:
-                self.live_pods_of_job.setdefault(job_key, set()).add(key)
+                self.live_pods_of.setdefault(owner, set()).add(key)
         self.usage.add_bound_pod(view)
         return True
 
@@ -247,24 +288,17 @@ class ClusterCache:
             wl_key = workload_key_of(view)
             if wl_key is not None and wl_key in self.pods_of:
                 self.pods_of[wl_key].discard(key)
-            job_key = _owner_job_key(view)
-            if job_key is not None:
-                self._forget_live_pod(job_key, key)
+            owner = self.owner_of_pod(view.namespace, view.labels, view.owners)
+            if owner is not None:
+                self._forget_live_pod(owner, key)
         self.usage.remove_bound_pod(key)
 
-    def _forget_live_pod(self, job_key: str, key: str) -> None:
-        live = self.live_pods_of_job.get(job_key)
+    def _forget_live_pod(self, owner: OwnerKey, key: str) -> None:
+        live = self.live_pods_of.get(owner)
         if live is not None:
             live.discard(key)
             if not live:
-                del self.live_pods_of_job[job_key]
-
-    def _upsert_job(self, key: str, obj: dict[str, Any]) -> bool:
-        self.jobs[key] = obj
-        return True
-
-    def _delete_job(self, key: str) -> None:
-        self.jobs.pop(key, None)
+                del self.live_pods_of[owner]
 
     def _upsert_workload(self, key: str, wl: Workload) -> bool:
         """Phase: follow a Workload. A new admission (ours written, or one made before a restart) is
@@ -277,9 +311,9 @@ class ClusterCache:
             entry.obj = wl
             if entry.fit is None and entry.restoring is None:
                 entry.info = self._info(wl, entry.info.seq)
-        owner = wl.owner_job_key
+        owner = self.owner_of_workload(wl)
         if owner is not None:
-            self.workload_of_job[owner] = key
+            self.workload_of[owner] = key
         admission = entry.admission
         if admission is not None:
             entry.expecting = False
@@ -294,9 +328,9 @@ class ClusterCache:
         self._release(key)
         self.workloads.pop(key, None)
         if entry is not None:
-            owner = entry.obj.owner_job_key
-            if owner is not None and self.workload_of_job.get(owner) == key:
-                del self.workload_of_job[owner]
+            owner = self.owner_of_workload(entry.obj)
+            if owner is not None and self.workload_of.get(owner) == key:
+                del self.workload_of[owner]
 
     def _info(self, wl: Workload, seq: int) -> WorkloadInfo:
         return workload_info(wl, seq=seq, priority_classes=self.priority_values()[0])
@@ -506,21 +540,22 @@ class ClusterCache:
         return UngatingInput(namespace=namespace, workload=workload, slices=slices, pods=pods)
 
 
-def _owner_job_key(pod: PodView) -> str | None:
-    """`namespace/name` of the batch/v1 Job that controls the pod, if one does."""
-    return _controlling_job(pod.namespace, pod.owners)
+def workload_owner_refs(wl: Workload) -> tuple[OwnerRef, ...]:
+    """The Workload's owner references as the adapters read them."""
+    return tuple(OwnerRef(r.api_version, r.kind, r.name, r.uid, bool(r.controller)) for r in wl.metadata.owner_references)
 
 
-def pod_job_key(pod: Mapping[str, Any]) -> str | None:
-    """`_owner_job_key` of a pod in its wire form (a watch event's body), reading only its owners."""
-    return _controlling_job(str((pod.get("metadata") or {}).get("namespace", "")), owner_refs(pod))
+def _storing(store: dict[str, dict[str, Any]]) -> Callable[[str, dict[str, Any]], bool]:
+    def upsert(key: str, obj: dict[str, Any]) -> bool:
+        store[key] = obj
+        return True
+    return upsert
 
 
-def _controlling_job(namespace: str, owners: Sequence[OwnerRef]) -> str | None:
-    for owner in owners:
-        if owner.controller and owner.kind == c.KIND_JOB and owner.api_version.startswith("batch/"):
-            return f"{namespace}/{owner.name}"
-    return None
+def _forgetting(store: dict[str, dict[str, Any]]) -> Callable[[str], None]:
+    def delete(key: str) -> None:
+        store.pop(key, None)
+    return delete
 
 
 def _pod_state(pod: PodView, ranking: Mapping[str, tuple[PodSetTopologyRequest | None, int]]) -> PodState:

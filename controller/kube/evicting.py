@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.api import constants as c
-from controller.api.workload import Workload, owner_job_key
+from controller.api.workload import Workload
 from controller.cache.cluster import ClusterCache, WorkloadEntry
 from controller.core.admission.conditions import (
     is_evicted,
@@ -76,9 +76,10 @@ class Evictor:
     def preemption_message(self, preemption: Preemption, victim: WorkloadEntry) -> str:
         """The victim's Evicted/Preempted message, naming the preemptor's Workload and Job."""
         preemptor = self.cache.workloads.get(preemption.preemptor)
-        job_key = preemptor.obj.owner_job_key if preemptor is not None else None
+        owner = self.cache.owner_of_workload(preemptor.obj) if preemptor is not None else None
+        job_key = owner[1] if owner is not None else None
         owners = preemptor.obj.metadata.owner_references if preemptor is not None else []
-        job_uid = next((ref.uid for ref in owners if ref.kind == c.KIND_JOB), None)
+        job_uid = next((ref.uid for ref in owners if owner is not None and ref.kind == owner[0]), None)
         uid = preemptor.obj.metadata.uid if preemptor is not None else None
         admission = victim.admission
         preemptee_queue = admission.cluster_queue if admission is not None else ""
@@ -116,8 +117,8 @@ class Evictor:
         """Events and metrics of a preemption just written (Kueue's)."""
         self.recorder.emit(written, c.EVENT_REASON_PREEMPTED, message)
         self.recorder.emit(written, c.EVENT_REASON_EVICTED_PREEMPTED, message)
-        job_key = owner_job_key(written)
-        job = self.cache.jobs.get(job_key) if job_key is not None else None
+        owner = self.cache.owner_of_workload_body(written)
+        job = self.cache.owners[owner[0]].get(owner[1]) if owner is not None else None
         if job is not None:
             self.recorder.emit(job, c.EVENT_REASON_PREEMPTED, message)
         preemptor = self.cache.workloads.get(preemption.preemptor)

@@ -28,9 +28,8 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.workload import Admission, Workload
-from controller.cache.cluster import ClusterCache, WorkloadEntry
+from controller.cache.cluster import ClusterCache, OwnerKey, WorkloadEntry, workload_owner_refs
 from controller.core.admission.conditions import is_terminating, mark_deactivated, mark_finished
-from controller.core.jobs.batch_job import BATCH_JOB
 from controller.core.jobs.framework import (
     Finished,
     GenericJob,
@@ -51,6 +50,11 @@ log = logging.getLogger(__name__)
 PARALLEL_RECONCILES = 16
 
 
+def _resource(adapter: GenericJob) -> tuple[str, str]:
+    """The kind's (apiVersion, plural), as KubeApi addresses it."""
+    return adapter.gvk.api_version, adapter.gvk.plural
+
+
 def was_admitted(workload: Workload) -> bool:
     """The Workload held an admission at some time: it has an Admitted condition (True, or False
     since the reservation went). A Workload never admitted has none, so its Job was never started
@@ -62,11 +66,11 @@ class JobReconciler:
     """See the module docstring. `notify(job_key)` on any Job or Workload change; `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
-                 applied: Applied | None = None, evictor: Evictor | None = None,
-                 job: GenericJob = BATCH_JOB) -> None:
+                 applied: Applied | None = None, evictor: Evictor | None = None) -> None:
         self.cache = cache
-        self.job = job
-        """The adapter of the kind reconciled: every read, patch and manifest of it comes from here."""
+        self.adapters: Mapping[str, GenericJob] = {job.gvk.kind: job for job in cache.integrations}
+        """Kind -> its adapter (the cache's integrations): every read, patch and manifest of an
+        integrated object comes from its adapter; this module holds the state machine and the writes."""
         self.applied: Applied = applied if applied is not None else cache.upsert
         """Where every Job and Workload this reconciler wrote goes (the operator's
         `EventRouter.applied`): into the cache at once, so the next reconcile sees it and the
@@ -76,25 +80,22 @@ class JobReconciler:
         """Releases an evicted Workload's reservation once its Job is stopped and its pods are gone."""
         self.api = api
         self.recorder = recorder
-        self._dirty: dict[str, None] = {}
-        """Changed Jobs in the order they changed (a dict as an ordered set): taken first come, first served."""
-        self._active: set[str] = set()
+        self._dirty: dict[OwnerKey, None] = {}
+        """Changed owners (kind, key) in the order they changed (a dict as an ordered set): taken
+        first come, first served."""
+        self._active: set[OwnerKey] = set()
         self._wake = asyncio.Event()
-        self._found_running: set[str] = set()
+        self._found_running: set[OwnerKey] = set()
         """Jobs this reconciler suspended because they ran with no Workload: their Workload waits
         for the Job controller to acknowledge the suspension (`_stopped_for_good`)."""
         self._refused: set[tuple[str, str]] = set()
         """(Job uid, what is missing) already reported: one Event, not one per change."""
         self._backoff = Backoff()
-        """Consecutive failures per Job: a failed reconcile is re-queued after its backoff."""
+        """Consecutive failures per owner: a failed reconcile is re-queued after its backoff."""
 
-    @property
-    def _resource(self) -> tuple[str, str]:
-        """The reconciled kind's (apiVersion, plural), as KubeApi addresses it."""
-        return self.job.gvk.api_version, self.job.gvk.plural
-
-    def notify(self, job_key: str) -> None:
-        self._dirty[job_key] = None
+    def notify(self, key: str, kind: str = c.KIND_JOB) -> None:
+        """The owner `key` of `kind` (a Job), or its Workload or one of its pods, changed."""
+        self._dirty[(kind, key)] = None
         self._wake.set()
 
     async def run(self, leading: asyncio.Event | None = None) -> None:
@@ -125,96 +126,99 @@ class JobReconciler:
             del self._dirty[key]
             self._active.add(key)
             try:
-                await self.reconcile(key)
+                await self.reconcile(key[1], key[0])
             except Exception as e:  # any failure (API, dropped connection, a bug): never dropped
                 self._requeue(key, e)
             else:
-                self._backoff.succeeded(key)
+                self._backoff.succeeded(f"{key[0]} {key[1]}")
             finally:
                 self._active.discard(key)
                 self._wake.set()  # a change to this Job that waited for it, or an idle worker
 
-    def _requeue(self, key: str, error: Exception) -> None:
-        """Reconcile `key` again after its backoff (from the cache as it is then: a write whose answer
-        was lost shows in the watch meanwhile); the worker is free in between."""
-        delay = self._backoff.failed(key)
-        log_failure(log, f"job {key}", error, delay)
-        asyncio.get_running_loop().call_later(delay, self.notify, key)
+    def _requeue(self, owner: OwnerKey, error: Exception) -> None:
+        """Reconcile `owner` again after its backoff (from the cache as it is then: a write whose
+        answer was lost shows in the watch meanwhile); the worker is free in between."""
+        kind, key = owner
+        delay = self._backoff.failed(f"{kind} {key}")
+        log_failure(log, f"{kind.lower()} {key}", error, delay)
+        asyncio.get_running_loop().call_later(delay, self.notify, key, kind)
 
-    async def reconcile(self, key: str) -> None:
-        """Phase dispatch for one Job: decide from the cache which single step it needs."""
-        job = self.cache.jobs.get(key)
-        wl_key = self.cache.workload_of_job.get(key)
+    async def reconcile(self, key: str, kind: str = c.KIND_JOB) -> None:
+        """Phase dispatch for one owner (`key` of the integrated `kind`, a Job by default): decide
+        from the cache which single step it needs."""
+        adapter = self.adapters[kind]
+        owner = (kind, key)
+        job = self.cache.owners.get(kind, {}).get(key)
+        wl_key = self.cache.workload_of.get(owner)
         entry = self.cache.workloads.get(wl_key) if wl_key is not None else None
-        if entry is not None and (job is None or not _owned_by(entry, job)):
+        if entry is not None and (job is None or not adapter.owns(job, workload_owner_refs(entry.obj))):
             await self._delete_workload(entry)
             return
         if job is None:
             return
-        adapter = self.job
         if not adapter.queue_name(job):
             return
         finished = adapter.finished(job)
         if entry is None:
-            if finished is not None or self._stopped_for_good(job, key):
-                await self._create_workload(job)
+            if finished is not None or self._stopped_for_good(adapter, job, owner):
+                await self._create_workload(adapter, job)
             else:
-                await self._stop_unadmitted(job, key)
+                await self._stop_unadmitted(adapter, job, owner)
         elif finished is not None and not entry.finished:
             await self._finish(entry, finished)
         elif entry.finished:
             return
         elif (admission := entry.admission) is not None:
             if is_terminating(entry.obj):
-                await self._evict(job, entry, key)
+                await self._evict(adapter, job, entry, owner)
             elif not entry.active:
-                await self._deactivate(job, entry)
-            elif adapter.is_suspended(job) and adapter.pods_left(job) == 0 and not self.cache.live_pods_of_job.get(key):
-                # else a Job or pod event brings it back
-                await self._start(job, entry, admission)
+                await self._deactivate(adapter, job, entry, owner)
+            elif adapter.is_suspended(job) and adapter.pods_left(job) == 0 and not self.cache.live_pods_of.get(owner):
+                # else an event of it or of its pods brings it back
+                await self._start(adapter, job, entry, admission)
         elif not adapter.is_suspended(job) and finished is None and not was_admitted(entry.obj):
             await self._discard_workload(entry)
         elif not entry.expecting and finished is None:
-            await self._stop(job, entry)
+            await self._stop(adapter, job, entry)
 
-    def _stopped_for_good(self, job: Mapping[str, Any], key: str) -> bool:
+    def _stopped_for_good(self, adapter: GenericJob, job: Mapping[str, Any], owner: OwnerKey) -> bool:
         """The Job may get its Workload: stopped (`framework.stopped`), no live pod of it in the cache, and,
         for a Job this reconciler found running and suspended, the Job controller has acknowledged
         the suspension (its Suspended condition): until it has, pods it created just before the
         suspension may not show in the Job's counters or the cache yet."""
-        if not stopped(self.job, job) or self.cache.live_pods_of_job.get(key):
+        if not stopped(adapter, job) or self.cache.live_pods_of.get(owner):
             return False
-        if key in self._found_running and not self.job.suspension_acknowledged(job):
+        if owner in self._found_running and not adapter.suspension_acknowledged(job):
             return False
-        self._found_running.discard(key)
+        self._found_running.discard(owner)
         return True
 
-    async def _stop_unadmitted(self, job: dict[str, Any], key: str) -> None:
+    async def _stop_unadmitted(self, adapter: GenericJob, job: dict[str, Any], owner: OwnerKey) -> None:
         """Phases of stopping a Job found running with no Workload, each decided from the Job as it
         is (a restart between them resumes): 1. suspend it; 2. wait until the Job controller counts
         no pod left, in its counters and in the cache (a Job or pod event brings it back here);
         3. clear the startTime, as Kueue does when it stops a Job; 4. for a Job it suspended here,
         wait for the Job controller's Suspended condition (`_stopped_for_good`). Its template is its author's (tasq never started it), so
         nothing is restored. Then `reconcile` creates the Workload."""
-        if not self.job.is_suspended(job):
-            self._found_running.add(key)
-            await self._suspend(job, "Not admitted by a ClusterQueue: the Job is suspended until its Workload is admitted")
+        if not adapter.is_suspended(job):
+            self._found_running.add(owner)
+            await self._suspend(adapter, job, "Not admitted by a ClusterQueue: the Job is suspended until its Workload is admitted")
             return
-        if self.job.pods_left(job) > 0 or self.cache.live_pods_of_job.get(key):
+        if adapter.pods_left(job) > 0 or self.cache.live_pods_of.get(owner):
             return  # a Job or pod event brings it back
-        cleared = self.job.clear_start_patch(job)
+        cleared = adapter.clear_start_patch(job)
         if cleared is None:
             return  # stopped, but not yet acknowledged by the Job controller: its Job event brings it back
         meta = job["metadata"]
         try:
-            written = await retrying(lambda: self.api.merge_patch(self._resource, meta["namespace"], meta["name"],
+            written = await retrying(lambda: self.api.merge_patch(_resource(adapter), meta["namespace"], meta["name"],
                                                                   cleared, "status"))
         except ApiError as e:
             if e.not_found:
                 return
             raise  # a conflict too: `run` retries from the cache, which the watch refreshes meanwhile
-        self.applied(c.KIND_JOB, written)
-        self.notify(key)  # the watch echo of our own write is skipped: go on to the Workload
+        self.applied(adapter.gvk.kind, written)
+        self.notify(owner[1], owner[0])  # the watch echo of our own write is skipped: go on to the Workload
 
     async def _discard_workload(self, entry: WorkloadEntry) -> None:
         """A Workload never admitted whose Job runs anyway (someone unsuspended it): delete it, on
@@ -232,13 +236,13 @@ class JobReconciler:
             if not (e.not_found or e.conflict):  # gone, or changed: decided again from the newer version
                 raise
 
-    async def _create_workload(self, job: dict[str, Any]) -> None:
-        missing = missing_priority_class(self.job, job, self.cache.priority_classes,
+    async def _create_workload(self, adapter: GenericJob, job: dict[str, Any]) -> None:
+        missing = missing_priority_class(adapter, job, self.cache.priority_classes,
                                          self.cache.workload_priority_classes)
         meta = job.get("metadata") or {}
         if missing is not None:
-            if not self.job.is_suspended(job):
-                await self._suspend(job)
+            if not adapter.is_suspended(job):
+                await self._suspend(adapter, job)
             reason, message = missing
             uid = str(meta.get("uid", ""))
             if (uid, message) not in self._refused:
@@ -248,7 +252,7 @@ class JobReconciler:
             return
         classes, default = self.cache.priority_values()
         workload_classes = {name: wpc.value for name, wpc in self.cache.workload_priority_classes.items()}
-        manifest = workload_manifest(self.job, job, classes, default, workload_classes)
+        manifest = workload_manifest(adapter, job, classes, default, workload_classes)
         manifest["metadata"].pop("creationTimestamp", None)
         namespace = manifest["metadata"]["namespace"]
         try:
@@ -261,36 +265,36 @@ class JobReconciler:
         self.recorder.emit(job, c.EVENT_REASON_CREATED_WORKLOAD,
                            f"Created Workload: {namespace}/{manifest['metadata']['name']}")
 
-    async def _start(self, job: dict[str, Any], entry: WorkloadEntry, admission: Admission) -> None:
+    async def _start(self, adapter: GenericJob, job: dict[str, Any], entry: WorkloadEntry, admission: Admission) -> None:
         flavors = {name: flavor.spec.to_dict() for name, flavor in self.cache.flavors.items()}
-        patch = self.job.run_patch(job, pod_set_infos(entry.info.name, admission, flavors))
+        patch = adapter.run_patch(job, pod_set_infos(entry.info.name, admission, flavors))
         meta = job["metadata"]
         try:
-            patched = await retrying(lambda: self.api.merge_patch(self._resource, meta["namespace"], meta["name"], patch))
+            patched = await retrying(lambda: self.api.merge_patch(_resource(adapter), meta["namespace"], meta["name"], patch))
         except ApiError as e:
             if e.not_found:
                 return  # gone
             raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
-        self.applied(c.KIND_JOB, patched)  # so a reconcile before the watch echo sees it started
+        self.applied(adapter.gvk.kind, patched)  # so a reconcile before the watch echo sees it started
         self.recorder.emit(job, c.EVENT_REASON_STARTED,
                                  f"Admitted by clusterQueue {admission.cluster_queue}")
 
-    async def _suspend(self, job: dict[str, Any], message: str = "No matching admission: the Job is suspended",
+    async def _suspend(self, adapter: GenericJob, job: dict[str, Any], message: str = "No matching admission: the Job is suspended",
                        ) -> dict[str, Any] | None:
         """Set `spec.suspend`; the Job as written, None when it is gone."""
         meta = job["metadata"]
-        patch = self.job.suspend_patch(job)
+        patch = adapter.suspend_patch(job)
         try:
-            patched = await retrying(lambda: self.api.merge_patch(self._resource, meta["namespace"], meta["name"], patch))
+            patched = await retrying(lambda: self.api.merge_patch(_resource(adapter), meta["namespace"], meta["name"], patch))
         except ApiError as e:
             if e.not_found:
                 return None
             raise
-        self.applied(c.KIND_JOB, patched)
+        self.applied(adapter.gvk.kind, patched)
         self.recorder.emit(job, c.EVENT_REASON_STOPPED, message)
         return patched
 
-    async def _stop(self, job: dict[str, Any], entry: WorkloadEntry, message: str | None = None) -> bool:
+    async def _stop(self, adapter: GenericJob, job: dict[str, Any], entry: WorkloadEntry, message: str | None = None) -> bool:
         """Phases of stopping a Job whose Workload has no admission (or is being evicted), each
         decided from the Job as it is, so a restart between them resumes where it stopped:
         1. running -> suspended;
@@ -304,20 +308,20 @@ class JobReconciler:
         True once the Job is suspended with its template restored (or is gone). `message`: the
         Stopped Event's (an eviction's message; Kueue's)."""
         current: dict[str, Any] | None = job
-        if not self.job.is_suspended(job):
-            current = await (self._suspend(job, message) if message is not None else self._suspend(job))
+        if not adapter.is_suspended(job):
+            current = await (self._suspend(adapter, job, message) if message is not None else self._suspend(adapter, job))
         if current is None or not was_admitted(entry.obj):
             return True
-        restore = self.job.restore_patch(current, entry.obj.spec.pod_sets)
+        restore = adapter.restore_patch(current, entry.obj.spec.pod_sets)
         if restore is None:
             return True
-        if self.job.pods_active(current) > 0:
+        if adapter.pods_active(current) > 0:
             return False
         meta = current["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        resource = self._resource
+        resource = _resource(adapter)
         try:
-            if (cleared := self.job.clear_start_patch(current)) is not None:
+            if (cleared := adapter.clear_start_patch(current)) is not None:
                 current = await retrying(lambda: self.api.merge_patch(resource, namespace, name, cleared, "status"))
                 restore["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
             restored = await retrying(lambda: self.api.merge_patch(resource, namespace, name, restore))
@@ -325,10 +329,10 @@ class JobReconciler:
             if e.not_found:
                 return True
             raise  # 409 too: `run` retries from the cache, which the watch refreshes meanwhile
-        self.applied(c.KIND_JOB, restored)
+        self.applied(adapter.gvk.kind, restored)
         return True
 
-    async def _evict(self, job: dict[str, Any], entry: WorkloadEntry, key: str) -> None:
+    async def _evict(self, adapter: GenericJob, job: dict[str, Any], entry: WorkloadEntry, owner: OwnerKey) -> None:
         """Carry out a decided eviction (Evicted=True, admission held): stop the Job (`_stop`), wait
         until no pod of it is left, in the Job's counters (active and terminating) and in the cache
         (a deleted pod runs until its grace period ends; its deletion brings this back here), then
@@ -336,22 +340,23 @@ class JobReconciler:
         nodes, so no preemptor lands on capacity its pods still use. A restart in between redoes
         what is left."""
         evicted = entry.obj.condition(c.CONDITION_EVICTED)
-        if not await self._stop(job, entry, evicted.message if evicted is not None else None):
+        if not await self._stop(adapter, job, entry, evicted.message if evicted is not None else None):
             return
-        current = self.cache.jobs.get(key, job)
-        if self.job.pods_left(current) > 0 or self.cache.live_pods_of_job.get(key):
+        current = self.cache.owners.get(owner[0], {}).get(owner[1], job)
+        if adapter.pods_left(current) > 0 or self.cache.live_pods_of.get(owner):
             return  # a Job or pod event brings it back
         await self.evictor.release(entry)
 
-    async def _deactivate(self, job: dict[str, Any], entry: WorkloadEntry) -> None:
+    async def _deactivate(self, adapter: GenericJob, job: dict[str, Any], entry: WorkloadEntry,
+                          owner: OwnerKey) -> None:
         """Evict a Workload whose `spec.active` is false: stop its Job (`_stop`), wait until no pod
         of it is left (as `_evict`), then release the reservation in one status write (Kueue's
         Deactivated eviction). A restart in between redoes what is left: the Workload keeps its
         admission (and its quota) until the Job is stopped and its pods are gone."""
-        if not await self._stop(job, entry):
+        if not await self._stop(adapter, job, entry):
             return
-        key = entry.obj.owner_job_key or ""
-        if self.job.pods_left(self.cache.jobs.get(key, job)) > 0 or self.cache.live_pods_of_job.get(key):
+        current = self.cache.owners.get(owner[0], {}).get(owner[1], job)
+        if adapter.pods_left(current) > 0 or self.cache.live_pods_of.get(owner):
             return  # a pod in its grace period still runs: a Job or pod event brings it back
         now = datetime.now(UTC)
         cluster_queue = entry.admission.cluster_queue if entry.admission is not None else None
@@ -391,8 +396,3 @@ class JobReconciler:
             if not e.not_found:
                 raise
 
-
-def _owned_by(entry: WorkloadEntry, job: Mapping[str, Any]) -> bool:
-    """The Workload belongs to this very Job (same uid), not to a deleted one of the same name."""
-    uid = (job.get("metadata") or {}).get("uid")
-    return any(ref.kind == c.KIND_JOB and ref.uid == uid for ref in entry.obj.metadata.owner_references)

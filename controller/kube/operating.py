@@ -24,8 +24,8 @@ from kubernetes.aio import client
 from controller.api import constants as c
 from controller.api.features import FeatureGates
 from controller.api.meta import object_key
-from controller.api.workload import owner_job_key
-from controller.cache.cluster import KIND_POD, ClusterCache, pod_job_key
+from controller.api.views import owner_refs
+from controller.cache.cluster import KIND_POD, ClusterCache, OwnerKey
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
 from controller.kube.embedding import connection_info, run_kopf
@@ -117,18 +117,26 @@ class Operator:
         self.admission.notify()
 
     def _wake_jobs(self, kind: str, obj: Mapping[str, Any]) -> None:
-        """The changed Job, the Job owning the changed Workload, or the Job owning the changed pod
-        while that Job waits for its pods to go (suspended, or with no Workload yet): its last pod's
-        deletion may come after the Job's status stopped counting it. A running Job's pods wake nobody."""
+        """The changed integrated object (a Job), the one owning the changed Workload, or the one
+        owning the changed pod while it waits for its pods to go (suspended, or with no Workload
+        yet): its last pod's deletion may come after its status stopped counting it. A running
+        object's pods wake nobody."""
+        owner: OwnerKey | None
         if kind == KIND_POD:
-            key = pod_job_key(obj)
-            job = self.cache.jobs.get(key) if key is not None else None
-            if job is None or not ((job.get("spec") or {}).get("suspend") or key not in self.cache.workload_of_job):
+            meta = obj.get("metadata") or {}
+            owner = self.cache.owner_of_pod(str(meta.get("namespace", "")), meta.get("labels") or {}, owner_refs(obj))
+            if owner is None:
                 return
+            job = self.cache.owners[owner[0]].get(owner[1])
+            if job is None or not (self.jobs.adapters[owner[0]].is_suspended(job)
+                                   or owner not in self.cache.workload_of):
+                return
+        elif kind == c.KIND_WORKLOAD:
+            owner = self.cache.owner_of_workload_body(obj)
         else:
-            key = object_key(obj) if kind == c.KIND_JOB else owner_job_key(obj)
-        if key is not None:
-            self.jobs.notify(key)
+            owner = (kind, object_key(obj))
+        if owner is not None:
+            self.jobs.notify(owner[1], owner[0])
 
     def _wake_ungater(self, kind: str, obj: Mapping[str, Any]) -> None:
         """The changed Workload, or the Workload owning the changed pod."""
@@ -192,8 +200,9 @@ class Operator:
         tasks = [asyncio.create_task(self.admission.run(self.leading), name="tasq-admission"),
                  asyncio.create_task(self.jobs.run(self.leading), name="tasq-jobs"),
                  asyncio.create_task(self.ungater.run(), name="tasq-ungater")]
-        for key in list(self.cache.jobs):
-            self.jobs.notify(key)
+        for kind, objects in self.cache.owners.items():
+            for key in list(objects):
+                self.jobs.notify(key, kind)
         for key in list(self.cache.workloads):
             namespace, name = key.split("/", 1)
             self.ungater.notify(namespace, name)

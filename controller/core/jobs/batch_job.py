@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from controller.api import constants as c
-from controller.api.views import JobView, PodTemplateView
+from controller.api.views import JobView, OwnerRef, PodTemplateView
 from controller.api.workload import DEFAULT_POD_SET_NAME, PodSet
 from controller.core.admission.workloads import topology_request_from_annotations, topology_request_to_dict
 from controller.core.jobs.framework import (
@@ -52,6 +52,23 @@ class BatchJob:
     def owner_key(self, obj: Mapping[str, Any]) -> str | None:
         meta = obj.get("metadata") or {}
         return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+    def pod_owner_key(self, namespace: str, labels: Mapping[str, str], owners: Sequence[OwnerRef]) -> str | None:
+        """The Job the pod's controller reference names."""
+        for owner in owners:
+            if owner.controller and owner.kind == JOB_GVK.kind and owner.api_version.startswith("batch/"):
+                return f"{namespace}/{owner.name}"
+        return None
+
+    def workload_owner_key(self, namespace: str, owners: Sequence[OwnerRef]) -> str | None:
+        for owner in owners:
+            if owner.kind == JOB_GVK.kind and owner.api_version == JOB_GVK.api_version:
+                return f"{namespace}/{owner.name}"
+        return None
+
+    def owns(self, obj: Mapping[str, Any], owners: Sequence[OwnerRef]) -> bool:
+        uid = (obj.get("metadata") or {}).get("uid")
+        return any(owner.kind == JOB_GVK.kind and owner.uid == uid for owner in owners)
 
     def workload_name(self, obj: Mapping[str, Any]) -> str:
         return workload_name_for_job(str((obj.get("metadata") or {}).get("name", "")))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controller.api import constants as c
+from controller.api.views import OwnerRef
 from controller.api.workload import Admission, PodSet
 from controller.core.admission.workloads import priority_of
 
@@ -257,6 +258,22 @@ class GenericJob(Protocol):
     def owner_key(self, obj: Mapping[str, Any]) -> str | None:
         """`namespace/name` of the Workload owner this object belongs to (itself for a Job; the
         group for a member of a composable kind); None when it takes no part."""
+        ...
+
+    def pod_owner_key(self, namespace: str, labels: Mapping[str, str], owners: Sequence[OwnerRef]) -> str | None:
+        """The owner key of this kind's object a pod belongs to (a Job: its controller reference),
+        None when it belongs to none: a stopped object gets its Workload, or restarts, only once
+        the cache holds no live pod of it."""
+        ...
+
+    def workload_owner_key(self, namespace: str, owners: Sequence[OwnerRef]) -> str | None:
+        """The owner key of this kind's object a Workload (in `namespace`, with these owner
+        references) belongs to, None when it belongs to none of this kind."""
+        ...
+
+    def owns(self, obj: Mapping[str, Any], owners: Sequence[OwnerRef]) -> bool:
+        """The Workload with these owner references belongs to this very object (same uid), not to
+        a deleted one of the same name."""
         ...
 
     def workload_name(self, obj: Mapping[str, Any]) -> str:

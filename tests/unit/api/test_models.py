@@ -18,7 +18,8 @@ from controller.api.meta import ConditionStatus, KubeObject, format_time, object
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.topology_assignment import AssignedDomain, encode
-from controller.api.workload import Workload, admission_of, owner_job_key
+from controller.api.workload import Workload, admission_of
+from controller.cache.cluster import ClusterCache
 from tests.builders.kueue import make_cluster_queue, make_flavor, make_topology, make_workload
 from tests.unit.api import examples
 
@@ -326,12 +327,15 @@ WIRE_READS = [
 
 @pytest.mark.parametrize("case", WIRE_READS, ids=lambda case: case.name)
 def test_the_wire_readers_agree_with_the_model(case: WireReadCase) -> None:
-    """`admission_of` / `owner_job_key` read bodies not yet parsed (watch events, API answers)."""
+    """`admission_of` and the cache's `owner_of_workload_body` read bodies not yet parsed (watch
+    events, API answers) as the model is read."""
     obj = case.workload.obj()
     model = Workload.from_dict(obj)
     assert (model.reserved_admission is not None, admission_of(obj) is not None) == (case.reserved, case.reserved)
     if case.reserved:
         assert model.reserved_admission == Workload.from_dict({**obj, "status": {
             **obj["status"], "admission": admission_of(obj)}}).reserved_admission
-    assert model.owner_job_key == owner_job_key(obj) == case.owner
+    cache = ClusterCache()
+    owner = (c.KIND_JOB, case.owner) if case.owner is not None else None
+    assert cache.owner_of_workload(model) == cache.owner_of_workload_body(obj) == owner
     assert object_key(obj) == model.key == "ns/w"

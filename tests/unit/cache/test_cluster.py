@@ -246,7 +246,7 @@ def test_a_malformed_new_workload_is_not_tracked_and_its_deletion_forgets_the_re
     generation = cache.generation
     assert cache.upsert(c.KIND_WORKLOAD, job_owned) is False
     assert "spec.podSets" in cache.malformed[(c.KIND_WORKLOAD, "default/x")].message
-    assert ("default/x" not in cache.workloads and "default/x" not in cache.workload_of_job
+    assert ("default/x" not in cache.workloads and (c.KIND_JOB, "default/x") not in cache.workload_of
             and cache.generation == generation)
     assert run_until_quiet(cache.admission_state()) == []
     cache.delete(c.KIND_WORKLOAD, job_owned)

@@ -394,7 +394,7 @@ class RecordingReconciler(JobReconciler):
         super().__init__(ClusterCache(), KubeApi.__new__(KubeApi), Quiet())
         self.order: list[str] = []
 
-    async def reconcile(self, key: str) -> None:
+    async def reconcile(self, key: str, kind: str = c.KIND_JOB) -> None:
         self.order.append(key)
         if key == "ns/b" and self.order.count(key) == 1:
             self.notify("ns/b")
@@ -431,7 +431,7 @@ class FailingReconciler(JobReconciler):
         self.tries: list[tuple[str, float]] = []
         self.done: set[str] = set()
 
-    async def reconcile(self, key: str) -> None:
+    async def reconcile(self, key: str, kind: str = c.KIND_JOB) -> None:
         self.tries.append((key, asyncio.get_running_loop().time()))
         if self.failures[key]:
             raise self.failures[key].pop(0)

@@ -159,7 +159,7 @@ async def test_the_operators_wakers_find_the_job_and_workload_concerned() -> Non
         name = workload["metadata"]["name"]
         operator.admission._wake.clear()
         assert operator.router.applied(c.KIND_WORKLOAD, workload)
-        assert list(operator.jobs._dirty) == ["ns/train"]  # its owner
+        assert list(operator.jobs._dirty) == [(c.KIND_JOB, "ns/train")]  # its owner
         assert set(operator.ungater._due) == {("ns", name)}
         assert operator.admission._wake.is_set()
 
@@ -167,7 +167,7 @@ async def test_the_operators_wakers_find_the_job_and_workload_concerned() -> Non
         operator.ungater._due.clear()
         operator.admission._wake.clear()
         assert operator.router.applied(c.KIND_JOB, {**job, "metadata": {**job["metadata"], "resourceVersion": "6"}})
-        assert list(operator.jobs._dirty) == ["ns/train"]
+        assert list(operator.jobs._dirty) == [(c.KIND_JOB, "ns/train")]
         assert not operator.admission._wake.is_set() and not operator.ungater._due
 
         pod = versioned(make_pod("p", namespace="ns").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, name).obj(), 7)
@@ -190,6 +190,6 @@ async def test_the_operators_wakers_find_the_job_and_workload_concerned() -> Non
                                              "metadata": {**job["metadata"], "resourceVersion": "10"}})
         operator.jobs._dirty.clear()
         assert operator.router.applied(KIND_POD, versioned(owned, 11))
-        assert list(operator.jobs._dirty) == ["ns/train"]  # suspended: its pods must be gone first
+        assert list(operator.jobs._dirty) == [(c.KIND_JOB, "ns/train")]  # suspended: its pods must be gone first
     finally:
         await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
