@@ -208,3 +208,29 @@ def test_a_jobset_waiting_for_quota_has_no_pods(tasq: Process, kubectl: Kubectl,
                     == 2 and j, 60, "the second JobSet's 2 Jobs created")
     assert all(job["spec"]["suspend"] is True for job in jobs)
     assert get(kubectl, "pods", "-n", NAMESPACE, "-l", f"{JOBSET_NAME}={second}")["items"] == []
+
+
+def test_each_jobs_pods_fill_one_slice_in_rank_order(tasq: Process, kubectl: Kubectl, clean: None) -> None:
+    # 2 Jobs x 4 workers in one block, in slices of 4 pods per node (a node holds 7): the ungater
+    # ranks a pod by its Job's index, then its completion index (Kueue's order for a JobSet), so each
+    # Job's 4 pods take one slice, on one node. Ranked by completion index alone, the two Jobs' pods
+    # would share ranks 0-3 and be released in creation order across the slices.
+    body = leader_and_workers("ranked", workers=2, per_worker=4, group=False)
+    del body["spec"]["replicatedJobs"][0]  # the workers only
+    body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["annotations"] = {
+        c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: BLOCK,
+        c.ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY: c.LABEL_HOSTNAME, c.ANNOTATION_PODSET_SLICE_SIZE: "4"}
+    name = create(kubectl, body)
+    try:
+        wait_for(lambda: admitted(kubectl, name), 90, "the JobSet's Workload admitted")
+        pods = wait_for(lambda: running_pods(kubectl, name, 8), 90, "the JobSet's 8 pods running",
+                        logs=lambda: pod_states(kubectl))
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
+    nodes_of_job: dict[str, set[str]] = {}
+    for pod in pods:
+        nodes_of_job.setdefault(pod["metadata"]["labels"]["jobset.sigs.k8s.io/job-index"], set()).add(
+            pod["spec"]["nodeName"])
+    assert sorted(len(nodes) for nodes in nodes_of_job.values()) == [1, 1], nodes_of_job
+    assert len(set().union(*nodes_of_job.values())) == 2, nodes_of_job
+    assert len(domains(kubectl, pods, BLOCK)) == 1
