@@ -216,6 +216,7 @@ def scenario(running: OperatorThread, kubeconfig: Path, namespace: str, jobs: in
     operator = running.operator
     assert operator is not None
     cycles_before, calls_before = operator.admission.cycles, operator.api.calls
+    calls_by_before = operator.api.calls_by.copy()
     stale_before = operator.cache.stale_events
     cpu_before = running.cpu_seconds()
     begin = time.monotonic()
@@ -246,6 +247,9 @@ def scenario(running: OperatorThread, kubeconfig: Path, namespace: str, jobs: in
     time.sleep(0.5)
     cpu_ms = (running.cpu_seconds() - cpu_before) * 1000 / jobs
     calls = (operator.api.calls - calls_before) / jobs
+    by_kind = operator.api.calls_by - calls_by_before
+    print("  requests per Job: " + ", ".join(f"{kind} {n / jobs:.2f}" for kind, n in by_kind.most_common()),
+          flush=True)
     arrival = f"{rate:g}/s" if rate > 0 else "burst"
     if not latencies:
         return f"{arrival:<10} {jobs:>6} {0:>9}  (nothing admitted)"

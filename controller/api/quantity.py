@@ -10,6 +10,7 @@ the unit of every resource vector on tasq's hot paths. Used by the models, valid
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -58,12 +59,20 @@ class Quantity:
 
 def parse(text: str | int) -> Quantity:
     """Parse a quantity exactly; raises QuantityError naming the offending text."""
+    if isinstance(text, str):
+        return _parse_text(text)
     if isinstance(text, bool):
         raise QuantityError(str(text), "not a number")
     if isinstance(text, int):
         return Quantity(Decimal(text), "DecimalSI")
-    if not isinstance(text, str):
-        raise QuantityError(repr(text), "must be a string or an integer")
+    raise QuantityError(repr(text), "must be a string or an integer")
+
+
+# A cluster spells its quantities in a handful of distinct strings ("8", "16Gi", "100m"), read
+# millions of times from Nodes and Pods; Quantity is immutable, so one parse per string is enough.
+# Bounded so that hostile input cannot grow it; errors are not cached (lru_cache re-raises).
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Quantity:
     s = text.strip()
     if s != text or not s:
         raise QuantityError(text, "empty or surrounded by spaces")
@@ -90,7 +99,17 @@ def parse_quantity(text: str | int) -> Decimal:
 
 def to_milli(value: Decimal | str | int) -> int:
     """Integer milli-units, rounded up as Quantity.MilliValue() does."""
-    d = value if isinstance(value, Decimal) else parse_quantity(value)
+    if isinstance(value, str):
+        return _milli_of_text(value)
+    return _milli(value if isinstance(value, Decimal) else parse_quantity(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _milli_of_text(text: str) -> int:
+    return _milli(_parse_text(text).value)
+
+
+def _milli(d: Decimal) -> int:
     with localcontext() as ctx:
         ctx.prec = _PRECISION
         return int((d * 1000).to_integral_value(rounding=ROUND_CEILING))

@@ -335,12 +335,14 @@ def encode(levels: Sequence[str], domains: Sequence[AssignedDomain], *,
     fits one slice). Without it: one slice for all domains. No domain: no slice."""
     if not domains:
         return TopologyAssignment(levels=list(levels), slices=[])
-    single = TopologyAssignment(levels=list(levels), slices=[_slice(len(levels), domains)])
     if not by_hostname_prefix:
-        return single
+        return TopologyAssignment(levels=list(levels), slices=[_slice(len(levels), domains)])
     runs = encode_hostname_prefix_runs(levels, domains)
+    # One run is the single slice itself; the single slice is built only to compare with several
+    # (the admission cycle encodes one assignment per admitted pod set, most of them one run).
     if len(runs.slices) <= 1 or len(domains) > MAX_DOMAINS_PER_SLICE:
         return runs
+    single = TopologyAssignment(levels=list(levels), slices=[_slice(len(levels), domains)])
     return single if _wire_size(single) < _wire_size(runs) else runs
 
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -136,6 +137,15 @@ def path(api_version: str, plural: str, namespace: str | None = None, name: str 
     return "/".join(parts)
 
 
+def _call_kind(method: str, url: str) -> str:
+    """`METHOD plural[/subresource]` of a REST path built by `path` (names and namespaces left out)."""
+    parts = url.split("?", 1)[0].split("/")
+    rest = parts[3:] if parts[1] == "api" else parts[4:]  # after /api/v1 or /apis/group/version
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+        rest = rest[2:]
+    return f"{method} {rest[0] if rest else '?'}" + (f"/{rest[2]}" if len(rest) > 2 else "")
+
+
 WORKLOADS = (c.API_VERSION, c.PLURAL_WORKLOADS)
 JOBS = (c.JOB_API_VERSION, "jobs")
 PODS = ("v1", "pods")
@@ -169,6 +179,8 @@ class KubeApi:
         self.api_client = api_client
         self.calls = 0
         """Requests sent (for benchmarks and tests)."""
+        self.calls_by: Counter[str] = Counter()
+        """Requests sent by method and resource path without names, e.g. `PATCH workloads/status`."""
         self._raw_headers: dict[str, str] = {}
         self._raw_session: aiohttp.ClientSession | None = None
         self._raw_extra: dict[str, Any] | None = None
@@ -177,6 +189,7 @@ class KubeApi:
                       query: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Send one request; the decoded JSON answer, or ApiError (status 0 when no answer came back)."""
         self.calls += 1
+        self.calls_by[_call_kind(method, url)] += 1
         if query:
             url = f"{url}?{urlencode(query)}"
         headers = {"Content-Type": content_type, "Accept": "application/json"}
@@ -248,6 +261,7 @@ class KubeApi:
         Nothing of the answer is decoded unless it is an error (the ungater does not need the object).
         """
         self.calls += 1
+        self.calls_by[f"PATCH {resource[1]}"] += 1
         if not self._raw_headers:
             await self.refresh_raw_headers()
         url = path(*resource, namespace, name)

@@ -219,3 +219,21 @@ def test_resource_vector_arithmetic() -> None:
     assert q.subtract(q.add(vec, vec), vec) == vec
     assert q.total([vec, vec, {"pods": 1000}]) == {**q.scale(vec, 2), "pods": 1000}
     assert q.resources_to_strings(q.scale(vec, 2)) == {"cpu": "3", "memory": "2Gi"}
+
+
+@pytest.mark.parametrize("text", ["1x", " 1", "1e99"])
+def test_a_rejected_text_is_rejected_every_time_it_is_read(text: str) -> None:
+    # parses are memoised per string: the memo must never turn a second read of bad input into a value
+    for _ in range(3):
+        with pytest.raises(q.QuantityError):
+            q.parse(text)
+        with pytest.raises(q.QuantityError):
+            q.to_milli(text)
+
+
+@given(st.integers(min_value=0, max_value=10**12), st.sampled_from(["", "m", "k", "Ki", "Gi", "e3"]))
+def test_reading_a_text_again_gives_the_same_exact_value(mantissa: int, suffix: str) -> None:
+    text = f"{mantissa}{suffix}"
+    first, milli = q.parse(text), q.to_milli(text)
+    assert (q.parse(text), q.to_milli(text)) == (first, milli)
+    assert milli == q.to_milli(first.value)

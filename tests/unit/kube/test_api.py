@@ -224,3 +224,15 @@ async def test_a_2xx_answer_that_is_not_json_is_an_error_naming_the_request(
     assert (bad.value.status, bad.value.transient, bad.value.conflict, bad.value.not_found) == (200, False, False, False)
     assert bad.value.message == ("GET /apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/wl: the answer is not JSON: "
                                  "\"<html>a proxy's page</html>\"")
+
+
+async def test_requests_are_counted_by_method_and_resource_without_names(
+        scripted: tuple[ScriptedServer, KubeApi]) -> None:
+    server, api = scripted
+    server.script = [("answer", 200, {}), ("answer", 200, {}), ("answer", 201, {}), ("answer", 200, {"items": []})]
+    await api.merge_patch(WORKLOADS, "ns", "wl", {"status": {}}, "status")
+    await api.merge_patch(WORKLOADS, "other", "wl-2", {"status": {}}, "status")
+    await api.create(("v1", "events"), "ns", {})
+    await api.list(("v1", "nodes"))
+    assert api.calls == 4
+    assert dict(api.calls_by) == {"PATCH workloads/status": 2, "POST events": 1, "GET nodes": 1}
