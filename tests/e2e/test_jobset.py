@@ -54,9 +54,38 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
 metadata: {namespace: default, name: small-queue}
 spec: {clusterQueue: small-cluster-queue}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: preempting-cluster-queue}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: ["cpu", "memory"]
+    flavors:
+    - name: tas-flavor
+      resources:
+      - {name: cpu, nominalQuota: 4}
+      - {name: memory, nominalQuota: 4Gi}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: default, name: preempting-queue}
+spec: {clusterQueue: preempting-cluster-queue}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: low}
+value: 100
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
 """
-"""Besides the TAS guide's queues: the LocalQueue Kueue's JobSet examples name, and a ClusterQueue of
-4 CPUs for the quota test."""
+"""Besides the TAS guide's queues: the LocalQueue Kueue's JobSet examples name, a ClusterQueue of 4
+CPUs for the quota test, and one of 4 CPUs that preempts by priority, with two priority classes."""
 
 
 def leader_and_workers(name: str, queue: str = "user-queue", workers: int = 2, per_worker: int = 3,
@@ -234,3 +263,32 @@ def test_each_jobs_pods_fill_one_slice_in_rank_order(tasq: Process, kubectl: Kub
     assert sorted(len(nodes) for nodes in nodes_of_job.values()) == [1, 1], nodes_of_job
     assert len(set().union(*nodes_of_job.values())) == 2, nodes_of_job
     assert len(domains(kubectl, pods, BLOCK)) == 1
+
+
+def test_a_preempted_jobset_stops_waits_and_runs_again(tasq: Process, kubectl: Kubectl, clean: None) -> None:
+    # preempting-cluster-queue has 4 CPUs: a high-priority JobSet evicts the running low-priority one,
+    # which is suspended (its pods gone, its templates restored) and requeued; it runs again once the
+    # high one is deleted. Eviction and requeueing are the framework's, unchanged for a JobSet.
+    low_body = leader_and_workers("low", "preempting-queue", workers=1, group=False)
+    low_body["metadata"]["labels"][c.LABEL_PRIORITY_CLASS] = "low"
+    low = create(kubectl, low_body)
+    try:
+        wait_for(lambda: running_pods(kubectl, low, 4), 90, "the low JobSet's 4 pods running",
+                 logs=lambda: pod_states(kubectl))
+        high_body = leader_and_workers("high", "preempting-queue", workers=1, group=False)
+        high_body["metadata"]["labels"][c.LABEL_PRIORITY_CLASS] = "high"
+        high = create(kubectl, high_body)
+        wait_for(lambda: running_pods(kubectl, high, 4), 120, "the high JobSet's 4 pods running",
+                 logs=lambda: pod_states(kubectl))
+        evicted = wait_for(lambda: (wl := workload_of(kubectl, low)) and condition(wl, "Evicted") and wl, 30,
+                           "the low JobSet's Workload evicted")
+        wait_for(lambda: not get(kubectl, "pods", "-n", NAMESPACE, "-l", f"{JOBSET_NAME}={low}")["items"], 60,
+                 "the low JobSet's pods gone")
+        assert get(kubectl, "jobset", low, "-n", NAMESPACE)["spec"]["suspend"] is True
+        assert (condition(evicted, "Evicted") or {}).get("reason") == "Preempted"
+        kubectl("delete", "jobset", high, "-n", NAMESPACE, "--wait=true", "--cascade=foreground", timeout=120)
+        wait_for(lambda: running_pods(kubectl, low, 4), 120, "the low JobSet's 4 pods running again",
+                 logs=lambda: pod_states(kubectl))
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
+    assert admitted(kubectl, low) is not None
