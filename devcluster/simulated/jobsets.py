@@ -1,10 +1,9 @@
 """The devcluster's JobSet controller (jobset.x-k8s.io/v1alpha2) and the JobSet CRD it serves.
 
-`plan_jobset` is the pure part: from a JobSet and its child Jobs it decides which Jobs to create, which
-to suspend or resume (a resume carries the replicatedJob template's labels, annotations, nodeSelector,
-tolerations and scheduling gates into the Job, as the real controller does for Kueue) and the status to
-write. `JobSetController` follows JobSets and Jobs and applies plans in `sync()` (driven by
-`devcluster.simulated.components`). Rules follow sigs.k8s.io/jobset v0.10.1; see devcluster/README.md.
+`plan_jobset` (pure) decides the child Jobs to create, to suspend or to resume (merging in the
+replicatedJob template's scheduling fields, as the real controller does for Kueue) and the status;
+`JobSetController` applies plans in `sync()` (driven by `devcluster.simulated.components`).
+Rules follow sigs.k8s.io/jobset v0.10.1; differences in devcluster/README.md.
 """
 
 from __future__ import annotations

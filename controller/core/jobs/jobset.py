@@ -1,13 +1,9 @@
-"""The JobSet adapter (jobset.x-k8s.io/v1alpha2): how the generic reconciler reads, stops, starts and
-restores a JobSet.
+"""The JobSet adapter (jobset.x-k8s.io/v1alpha2): Kueue's JobSet integration as pure transforms.
 
-Kueue's JobSet integration: one Workload per JobSet (`jobset-<name>-<hash5>`), one pod set per
-replicatedJob named after it, count = replicas x the pods each Job runs at once, topology from
-Kueue's annotations on the replicatedJob's pod template, with the labels that rank a pod for
-ungating (its Job's index within the replicatedJob, then its completion index). Suspended through
-`spec.suspend`; the JobSet controller carries a replicatedJob template's labels, annotations,
-nodeSelector, tolerations and scheduling gates into its suspended child Jobs when it resumes them.
-Pure; `JOBSET` is listed by controller.core.jobs.integrations and driven by controller.kube.job_reconciling.
+One Workload per JobSet (`jobset-<name>-<hash5>`), one pod set per replicatedJob (replicas x pods per
+Job, topology from its pod template, ranked by Job index then completion index); suspended through
+`spec.suspend`, started and restored through the replicatedJobs' pod templates, which JobSet's
+controller carries into its child Jobs. `JOBSET` is listed by controller.core.jobs.integrations.
 """
 
 from __future__ import annotations
