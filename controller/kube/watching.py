@@ -17,6 +17,7 @@ import asyncio
 import functools
 import gc
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -170,8 +171,27 @@ class NoDiffBaseStorage(kopf.DiffBaseStorage):
         del body, patch, essence
 
 
+_OPTIONAL_GROUPS = frozenset(RESOURCES[kind][0] for kind in OPTIONAL_KINDS)
+_KOPF_UNRESOLVED = "Unresolved resources cannot be served"
+
+
+class _OptionalKindsUnresolved(logging.Filter):
+    """Drops kopf's warning when only optional integrated kinds lack their CRD: priming already said
+    so at INFO (`_list_if_served`), and most clusters have no JobSet, so it is no problem to warn of."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith(_KOPF_UNRESOLVED):
+            return True
+        groups = set(re.findall(r"group='([^']*)'", message))
+        return not groups or not groups <= _OPTIONAL_GROUPS
+
+
 def register_watches(registry: kopf.OperatorRegistry, router: EventRouter) -> None:
     """One kopf event handler per watched resource, all feeding `router`; kopf keeps no diff base."""
+    observation = logging.getLogger("kopf._core.reactor.observation")
+    if not any(isinstance(f, _OptionalKindsUnresolved) for f in observation.filters):
+        observation.addFilter(_OptionalKindsUnresolved())
     @kopf.on.startup(registry=registry)
     def keep_no_diff_base(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.persistence.diffbase_storage = NoDiffBaseStorage()
