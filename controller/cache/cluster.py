@@ -37,7 +37,7 @@ from controller.core.admission.quota import ClusterQueueQuota, CohortQuota, Quot
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo, flavor_infos
 from controller.core.admission.workloads import WorkloadInfo, parse_timestamp, workload_info
-from controller.core.jobs.framework import GenericJob
+from controller.core.jobs.framework import GenericJob, workload_owner_refs
 from controller.core.jobs.integrations import INTEGRATIONS
 from controller.core.topology import Usage, workload_key_of
 from controller.core.ungating.planning import PodState, UngatingInput, pod_rank
@@ -538,11 +538,6 @@ class ClusterCache:
         ranking = {ps.name: (ps.topology_request, ps.count) for ps in entry.obj.spec.pod_sets}
         pods = [_pod_state(self.pods[p], ranking) for p in sorted(self.pods_of.get(key, ())) if p in self.pods]
         return UngatingInput(namespace=namespace, workload=workload, slices=slices, pods=pods)
-
-
-def workload_owner_refs(wl: Workload) -> tuple[OwnerRef, ...]:
-    """The Workload's owner references as the adapters read them."""
-    return tuple(OwnerRef(r.api_version, r.kind, r.name, r.uid, bool(r.controller)) for r in wl.metadata.owner_references)
 
 
 def _storing(store: dict[str, dict[str, Any]]) -> Callable[[str, dict[str, Any]], bool]:

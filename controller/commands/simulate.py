@@ -182,8 +182,8 @@ def run(args: argparse.Namespace) -> int:
         sim.apply(step.objects)
         step.objects = []
         sim.run()
-    for (namespace, name), why in sorted(sim.refused_jobs.items()):
-        print(f"warning: Job {namespace}/{name}: {why}", file=sys.stderr)
+    for (kind, namespace, name), why in sorted(sim.refused_jobs.items()):
+        print(f"warning: {kind} {namespace}/{name}: {why}", file=sys.stderr)
     return _print(sim, args.output, args.api_version, args.explain, skipped)
 
 

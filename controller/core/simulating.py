@@ -26,7 +26,7 @@ from controller.api.priority_class import WorkloadPriorityClass
 from controller.api.quantity import add_into
 from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
-from controller.api.views import JobView, NodeView, PodView
+from controller.api.views import NodeView, PodView
 from controller.api.workload import Admission, Workload
 from controller.core.admission.conditions import (
     is_terminating,
@@ -42,9 +42,14 @@ from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, build_snapshot
 from controller.core.admission.workloads import WorkloadInfo, workload_info
-from controller.core.jobs.batch_job import workload_from_job
-from controller.core.jobs.framework import workload_manifest, workload_priority_class_of
-from controller.core.jobs.jobset import JOBSET
+from controller.core.jobs.framework import (
+    Finished,
+    GenericJob,
+    workload_manifest,
+    workload_owner_refs,
+    workload_priority_class_of,
+)
+from controller.core.jobs.integrations import INTEGRATIONS
 
 SIMULATION_START = datetime(2026, 1, 1, tzinfo=UTC)
 """The simulated clock's origin: never the wall clock, so output is reproducible."""
@@ -53,10 +58,12 @@ NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 """The API server's alphabet for generated name suffixes (no vowels, no confusable characters)."""
 NAME_SUFFIX_LENGTH = 5
 
-_NAMESPACED = {c.KIND_POD, c.KIND_JOB, c.KIND_JOBSET, c.KIND_LOCAL_QUEUE, c.KIND_WORKLOAD}
+_NAMESPACED = {c.KIND_POD, c.KIND_LOCAL_QUEUE, c.KIND_WORKLOAD, *(job.gvk.kind for job in INTEGRATIONS)}
 
 ObjectKey = tuple[str, str, str]
 """(kind, namespace, name)."""
+OwnerOf = ObjectKey
+"""(kind, namespace, name) of the integrated object (a Job) that owns a Workload."""
 _Model = TypeVar("_Model", bound=KubeObject)
 
 
@@ -116,9 +123,11 @@ class Simulation:
     step: int = 0
     state: AdmissionState | None = None
     _explained: list[Pending] = field(default_factory=list)
-    refused_jobs: dict[tuple[str, str], str] = field(default_factory=dict)
-    """(namespace, name) of a queued Job that gets no Workload -> why (its label names a
-    WorkloadPriorityClass that does not exist: Kueue creates none then)."""
+    refused_jobs: dict[OwnerOf, str] = field(default_factory=dict)
+    """(kind, namespace, name) of a queued object (a Job) that gets no Workload -> why (its label
+    names a WorkloadPriorityClass that does not exist: Kueue creates none then)."""
+    integrations: tuple[GenericJob, ...] = INTEGRATIONS
+    """The integrated kinds whose queued objects get Workloads (controller.core.jobs.integrations)."""
     """Why each workload waits after the last `run`, by key (computed once there)."""
     preemptions: list[PreemptionRecord] = field(default_factory=list)
     """Every victim so far, in the order of the preemptions."""
@@ -215,11 +224,11 @@ class Simulation:
         with its reason, then (its pods being gone at once here) QuotaReserved=False, Admitted=False
         and no admission; its quota and nodes are released and it waits in its queue again."""
         preemptor = self.tracked[decision.key].model
-        job = _owner_job(preemptor)
+        job = self._owner_of(preemptor)
         for victim in decision.victims:
             tracked = self.tracked[victim.key]
             message = preemption_message(
-                decision.key, preemptor.metadata.uid or "", f"{job[0]}/{job[1]}" if job else None, None,
+                decision.key, preemptor.metadata.uid or "", f"{job[1]}/{job[2]}" if job else None, None,
                 victim.reason, _queue_path(state, decision.cluster_queue), _queue_path(state, victim.cluster_queue))
             mark_preempted(tracked.model, victim.reason, message, self.now)
             mark_eviction_done(tracked.model, self.now)
@@ -239,57 +248,46 @@ class Simulation:
         return classes, default
 
     def _sync_workloads(self) -> None:
-        """Workload manifests as given, plus one per queued Job that has none; note which finished.
-        A Workload owned by a Job stands for it, and finishes when that Job does (Kueue's job
-        reconciler marks it Finished), even when the manifest itself says nothing."""
+        """Workload manifests as given, plus one per queued object of an integrated kind (a Job) that
+        has none, built by its adapter; note which finished. A Workload owned by such an object
+        stands for it, and finishes when it does (Kueue's job reconciler marks it Finished), even
+        when the manifest itself says nothing."""
         classes, default = self._priority_classes()
-        job_objs = self.of_kind(c.KIND_JOB)
-        jobs = [JobView.from_dict(job) for job in job_objs]
-        job_done = {(view.namespace or "default", view.name): _JOB_FINISHED.get(view.finished or "")
-                    for view in jobs}
+        workload_classes = {wpc.name: wpc.value for wpc in self.models_of(WorkloadPriorityClass)}
+        owners = {(job.gvk.kind, str((obj.get("metadata") or {}).get("namespace") or "default"),
+                   str((obj.get("metadata") or {}).get("name", ""))): (job, obj)
+                  for job in self.integrations for obj in self.of_kind(job.gvk.kind)}
+        done = {key: _finished_reason(job.finished(obj)) for key, (job, obj) in owners.items()}
         workloads: list[tuple[Workload, str | None]] = []
-        owned: set[tuple[str, str]] = set()
+        owned: set[OwnerOf] = set()
         for wl in self.models_of(Workload):
-            owner = _owner_job(wl)
+            owner = self._owner_of(wl)
             if owner is not None:
                 owned.add(owner)
-            workloads.append((wl, _workload_finished(wl) or job_done.get(owner or ("", ""))))
-        workload_classes = {wpc.name: wpc.value for wpc in self.models_of(WorkloadPriorityClass)}
-        for view, job in zip(jobs, job_objs, strict=True):
-            key = (view.namespace or "default", view.name)
-            wanted = workload_priority_class_of(job)
+            workloads.append((wl, _workload_finished(wl) or done.get(owner or ("", "", ""))))
+        for key, (job, obj) in owners.items():
+            wanted = workload_priority_class_of(obj)
             self.refused_jobs.pop(key, None)
-            if view.queue_name and key not in owned and wanted is not None and wanted not in workload_classes:
+            if not job.queue_name(obj) or key in owned:
+                continue
+            if wanted is not None and wanted not in workload_classes:
                 self.refused_jobs[key] = f'WorkloadPriorityClass "{wanted}" not found: no Workload is created'
-            elif view.queue_name and key not in owned:
-                workloads.append((Workload.from_dict(workload_from_job(job, classes, default, workload_classes)),
-                                  job_done[key]))
-        workloads += self._jobset_workloads(workloads, classes, default, workload_classes)
+            else:
+                manifest = workload_manifest(job, obj, classes, default, workload_classes)
+                workloads.append((Workload.from_dict(manifest), done[key]))
         for wl, finished in workloads:
             self._track(wl, finished, classes)
             self._follow_spec(wl, classes)
 
-    def _jobset_workloads(self, given: Sequence[tuple[Workload, str | None]], classes: Mapping[str, int],
-                          default: int, workload_classes: Mapping[str, int]) -> list[tuple[Workload, str | None]]:
-        """One Workload per queued JobSet that has none (the JobSet adapter's), Finished when the JobSet
-        says so; a given Workload owned by a JobSet finishes with it too."""
-        jobsets = {(str(js["metadata"].get("namespace") or "default"), str(js["metadata"]["name"])): js
-                   for js in self.of_kind(c.KIND_JOBSET)}
-        done = {key: (None if (f := JOBSET.finished(js)) is None else
-                      c.REASON_SUCCEEDED if f.succeeded else c.REASON_FAILED) for key, js in jobsets.items()}
-        owned = {owner for wl, _ in given if (owner := _owner_of(wl, c.KIND_JOBSET)) is not None}
-        out: list[tuple[Workload, str | None]] = []
-        for key, js in sorted(jobsets.items()):
-            wanted = workload_priority_class_of(js)
-            self.refused_jobs.pop(key, None)
-            if not JOBSET.queue_name(js) or key in owned:
-                continue
-            if wanted is not None and wanted not in workload_classes:
-                self.refused_jobs[key] = f'WorkloadPriorityClass "{wanted}" not found: no Workload is created'
-                continue
-            manifest = workload_manifest(JOBSET, js, classes, default, workload_classes)
-            out.append((Workload.from_dict(manifest), done[key]))
-        return out
+    def _owner_of(self, wl: Workload) -> OwnerOf | None:
+        """(kind, namespace, name) of the integrated object that owns a Workload, if one does."""
+        namespace = wl.metadata.namespace or "default"
+        refs = workload_owner_refs(wl)
+        for job in self.integrations:
+            key = job.workload_owner_key(namespace, refs)
+            if key is not None:
+                return job.gvk.kind, namespace, key.split("/", 1)[1]
+        return None
 
     def _track(self, wl: Workload, finished: str | None, classes: Mapping[str, int]) -> None:
         """Start tracking a workload the first time it is seen (a pre-admitted one keeps its quota);
@@ -389,29 +387,16 @@ def _queue_path(state: AdmissionState, cluster_queue: str) -> str:
     return f"/{cohort}/{cluster_queue}" if cohort else f"/{cluster_queue}"
 
 
-_JOB_FINISHED = {c.CONDITION_JOB_COMPLETE: c.REASON_SUCCEEDED, c.CONDITION_JOB_FAILED: c.REASON_FAILED}
-"""A Job's finished condition type -> the Workload's Finished reason."""
+def _finished_reason(finished: Finished | None) -> str | None:
+    """The Workload's Finished reason for an object that ended (None while it runs)."""
+    if finished is None:
+        return None
+    return c.REASON_SUCCEEDED if finished.succeeded else c.REASON_FAILED
 
 
 def _key_of(wl: Workload) -> str:
     """`namespace/name` of a Workload (namespace `default` when absent)."""
     return f"{wl.metadata.namespace or 'default'}/{wl.name}"
-
-
-def _owner_of(wl: Workload, kind: str) -> tuple[str, str] | None:
-    """(namespace, name) of the object of `kind` that owns a Workload, if one does."""
-    for ref in wl.metadata.owner_references:
-        if ref.kind == kind:
-            return wl.metadata.namespace or "default", ref.name
-    return None
-
-
-def _owner_job(wl: Workload) -> tuple[str, str] | None:
-    """(namespace, name) of the Job that owns a Workload, if one does."""
-    for ref in wl.metadata.owner_references:
-        if ref.kind == c.KIND_JOB and ref.api_version.startswith("batch/"):
-            return wl.metadata.namespace or "default", ref.name
-    return None
 
 
 def _workload_finished(wl: Workload) -> str | None:

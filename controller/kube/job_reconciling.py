@@ -1,20 +1,8 @@
-"""The batch/v1 Job integration: a queue-labelled Job's Workload, and the Job following it.
-
-For each changed Job (or its Workload): a Job found running without an admission (created while the
-webhook configurations were absent, or unsuspended by someone else) is stopped first (suspended,
-its pods gone, startTime cleared) and only then gets its Workload (Kueue's name and owner reference),
-so the admission loop never sees a Workload whose Job runs pods tasq did not place; refuse one whose
-PriorityClass, or the WorkloadPriorityClass its label names, is missing (an Event, the Job stays suspended); on admission write the flavors'
-nodeSelector/tolerations, the topology-workload/-podset annotations, tasq's label and the topology
-scheduling gate into the pod template and unsuspend; suspend a Job whose Workload lost its admission
-and put back the pod template the Workload recorded at creation; stop the Job of an evicted Workload
-(Evicted=True, admission still held: a preemption victim) the same way and, once its pods are gone,
-release its reservation (controller.kube.evicting); evict a deactivated Workload (`spec.active:
-false`) the same way, then release its reservation; mark the Workload Finished when the Job
-completes or fails; delete it when the Job is gone. Leader only. A reconcile that fails in any way
-(refused, a dropped connection, a bug) is re-queued with backoff (controller.kube.requeuing).
-Started by controller.kube.operating, whose EventRouter wakes it and takes every Job and Workload it
-writes.
+"""The generic job reconciler: a queue-labelled object of an integrated kind, its Workload, and the
+object following it (stopped, started, restored, finished). Each kind is a pure adapter
+(controller.core.jobs `GenericJob`, picked by kind from the cache's integrations); this module owns
+the state machine and the writes. Leader only; started by controller.kube.operating, whose
+EventRouter wakes it and takes every object and Workload it writes.
 """
 
 from __future__ import annotations
@@ -28,7 +16,7 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.workload import Admission, Workload
-from controller.cache.cluster import ClusterCache, OwnerKey, WorkloadEntry, workload_owner_refs
+from controller.cache.cluster import ClusterCache, OwnerKey, WorkloadEntry
 from controller.core.admission.conditions import is_terminating, mark_deactivated, mark_finished
 from controller.core.jobs.framework import (
     Finished,
@@ -37,6 +25,7 @@ from controller.core.jobs.framework import (
     pod_set_infos,
     stopped,
     workload_manifest,
+    workload_owner_refs,
 )
 from controller.kube.api import WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
@@ -50,7 +39,7 @@ log = logging.getLogger(__name__)
 PARALLEL_RECONCILES = 16
 
 
-def _resource(adapter: GenericJob) -> tuple[str, str]:
+def _integrated_resource(adapter: GenericJob) -> tuple[str, str]:
     """The kind's (apiVersion, plural), as KubeApi addresses it."""
     return adapter.gvk.api_version, adapter.gvk.plural
 
@@ -63,7 +52,22 @@ def was_admitted(workload: Workload) -> bool:
 
 
 class JobReconciler:
-    """See the module docstring. `notify(job_key)` on any Job or Workload change; `run()` until cancelled."""
+    """The state machine, read from the cache through each kind's adapter. For each changed owner
+    (kind, key), or its Workload or pods: one found running without an admission (created while the
+    webhook configurations were absent, or unsuspended by someone else) is stopped first
+    (suspended, its pods gone, what the run left cleared) and only then gets its Workload (Kueue's
+    name and owner reference), so the admission loop never sees a Workload whose object runs pods
+    tasq did not place; refuse one whose PriorityClass, or the WorkloadPriorityClass its label
+    names, is missing (an Event, it stays suspended); on admission apply the adapter's run patch
+    (the flavors' nodeSelector and tolerations, the topology annotations, tasq's label and the
+    topology scheduling gate per pod set) and unsuspend; suspend one whose Workload lost its
+    admission and put back the pod templates the Workload recorded at creation; stop the object of
+    an evicted Workload (Evicted=True, admission still held: a preemption victim) the same way and,
+    once its pods are gone, release its reservation (controller.kube.evicting); evict a deactivated
+    Workload (`spec.active: false`) the same way, then release its reservation; mark the Workload
+    Finished when the object ends; delete it when the object is gone. A reconcile that fails in any
+    way (refused, a dropped connection, a bug) is re-queued with backoff (controller.kube.requeuing).
+    `notify(key, kind)` on any change of the object, its Workload or its pods; `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
                  applied: Applied | None = None, evictor: Evictor | None = None) -> None:
@@ -202,7 +206,7 @@ class JobReconciler:
         nothing is restored. Then `reconcile` creates the Workload."""
         if not adapter.is_suspended(job):
             self._found_running.add(owner)
-            await self._suspend(adapter, job, "Not admitted by a ClusterQueue: the Job is suspended until its Workload is admitted")
+            await self._suspend(adapter, job, f"Not admitted by a ClusterQueue: the {adapter.gvk.kind} is suspended until its Workload is admitted")
             return
         if adapter.pods_left(job) > 0 or self.cache.live_pods_of.get(owner):
             return  # a Job or pod event brings it back
@@ -211,7 +215,7 @@ class JobReconciler:
             return  # stopped, but not yet acknowledged by the Job controller: its Job event brings it back
         meta = job["metadata"]
         try:
-            written = await retrying(lambda: self.api.merge_patch(_resource(adapter), meta["namespace"], meta["name"],
+            written = await retrying(lambda: self.api.merge_patch(_integrated_resource(adapter), meta["namespace"], meta["name"],
                                                                   cleared, "status"))
         except ApiError as e:
             if e.not_found:
@@ -247,7 +251,7 @@ class JobReconciler:
             uid = str(meta.get("uid", ""))
             if (uid, message) not in self._refused:
                 self._refused.add((uid, message))
-                self.recorder.emit(job, reason, f"{message}: no Workload is created and the Job stays suspended",
+                self.recorder.emit(job, reason, f"{message}: no Workload is created and the {adapter.gvk.kind} stays suspended",
                                    c.EVENT_TYPE_WARNING)
             return
         classes, default = self.cache.priority_values()
@@ -270,7 +274,7 @@ class JobReconciler:
         patch = adapter.run_patch(job, pod_set_infos(entry.info.name, admission, flavors))
         meta = job["metadata"]
         try:
-            patched = await retrying(lambda: self.api.merge_patch(_resource(adapter), meta["namespace"], meta["name"], patch))
+            patched = await retrying(lambda: self.api.merge_patch(_integrated_resource(adapter), meta["namespace"], meta["name"], patch))
         except ApiError as e:
             if e.not_found:
                 return  # gone
@@ -279,19 +283,21 @@ class JobReconciler:
         self.recorder.emit(job, c.EVENT_REASON_STARTED,
                                  f"Admitted by clusterQueue {admission.cluster_queue}")
 
-    async def _suspend(self, adapter: GenericJob, job: dict[str, Any], message: str = "No matching admission: the Job is suspended",
+    async def _suspend(self, adapter: GenericJob, job: dict[str, Any], message: str | None = None,
                        ) -> dict[str, Any] | None:
-        """Set `spec.suspend`; the Job as written, None when it is gone."""
+        """Suspend it (the adapter's suspend patch); the object as written, None when it is gone.
+        `message`: the Stopped Event's, by default that no admission matches."""
         meta = job["metadata"]
         patch = adapter.suspend_patch(job)
         try:
-            patched = await retrying(lambda: self.api.merge_patch(_resource(adapter), meta["namespace"], meta["name"], patch))
+            patched = await retrying(lambda: self.api.merge_patch(_integrated_resource(adapter), meta["namespace"], meta["name"], patch))
         except ApiError as e:
             if e.not_found:
                 return None
             raise
         self.applied(adapter.gvk.kind, patched)
-        self.recorder.emit(job, c.EVENT_REASON_STOPPED, message)
+        self.recorder.emit(job, c.EVENT_REASON_STOPPED,
+                           message or f"No matching admission: the {adapter.gvk.kind} is suspended")
         return patched
 
     async def _stop(self, adapter: GenericJob, job: dict[str, Any], entry: WorkloadEntry, message: str | None = None) -> bool:
@@ -309,7 +315,7 @@ class JobReconciler:
         Stopped Event's (an eviction's message; Kueue's)."""
         current: dict[str, Any] | None = job
         if not adapter.is_suspended(job):
-            current = await (self._suspend(adapter, job, message) if message is not None else self._suspend(adapter, job))
+            current = await self._suspend(adapter, job, message)
         if current is None or not was_admitted(entry.obj):
             return True
         restore = adapter.restore_patch(current, entry.obj.spec.pod_sets)
@@ -319,12 +325,11 @@ class JobReconciler:
             return False
         meta = current["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        resource = _resource(adapter)
         try:
             if (cleared := adapter.clear_start_patch(current)) is not None:
-                current = await retrying(lambda: self.api.merge_patch(resource, namespace, name, cleared, "status"))
+                current = await retrying(lambda: self.api.merge_patch(_integrated_resource(adapter), namespace, name, cleared, "status"))
                 restore["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
-            restored = await retrying(lambda: self.api.merge_patch(resource, namespace, name, restore))
+            restored = await retrying(lambda: self.api.merge_patch(_integrated_resource(adapter), namespace, name, restore))
         except ApiError as e:
             if e.not_found:
                 return True

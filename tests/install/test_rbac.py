@@ -2,7 +2,9 @@
 
 Every request tasq sends goes through one of two doors, each read here from the source:
 - `controller.kube.api.KubeApi` methods called with a resource constant of that module (the
-  operator's reads and writes, Leases, the ungater's raw pod patches);
+  operator's reads and writes, Leases, the ungater's raw pod patches), or with the job
+  reconciler's `_integrated_resource(adapter)`, which stands for every integrated kind
+  (controller.core.jobs.integrations);
   `functools.partial(api.merge_patch, ...)` counts the same;
 - kopf's watches, one per entry of `controller.kube.watching.RESOURCES` (list + watch), plus the
   CRD observer kopf runs in every operator (list + watch customresourcedefinitions).
@@ -26,6 +28,7 @@ import kubernetes.aio.client
 import yaml
 
 from controller.api import constants as c
+from controller.core.jobs.integrations import INTEGRATIONS
 from controller.kube import api as kube_api
 from controller.kube.watching import RESOURCES
 
@@ -53,12 +56,16 @@ def _group(api_version: str) -> str:
     return api_version.rpartition("/")[0]
 
 
-def _resource_constant(node: ast.expr) -> tuple[str, str] | None:
+def _resources(node: ast.expr) -> list[tuple[str, str]]:
+    """The (apiVersion, plural) a KubeApi call's resource argument names: a constant of
+    controller.kube.api, or the job reconciler's `_integrated_resource(adapter)`, which is any integrated kind."""
     if isinstance(node, ast.Name):
         value = getattr(kube_api, node.id, None)
         if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, str) for v in value):
-            return value[0], value[1]
-    return None
+            return [(value[0], value[1])]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_integrated_resource":
+        return [(job.gvk.api_version, job.gvk.plural) for job in INTEGRATIONS]
+    return []
 
 
 def _kubeapi_call(call: ast.Call) -> Iterator[Permission]:
@@ -67,12 +74,10 @@ def _kubeapi_call(call: ast.Call) -> Iterator[Permission]:
         func, args = args[0], args[1:]  # functools.partial(api.merge_patch, RESOURCE, ...)
     if not isinstance(func, ast.Attribute) or func.attr not in KUBEAPI_VERBS or not args:
         return
-    resource = _resource_constant(args[0])
-    if resource is None:
-        return
     sub = args[4] if len(args) > 4 else next((k.value for k in call.keywords if k.arg == "subresource"), None)
-    plural = resource[1] + (f"/{sub.value}" if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value else "")
-    yield _group(resource[0]), plural, KUBEAPI_VERBS[func.attr]
+    suffix = f"/{sub.value}" if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value else ""
+    for api_version, plural in _resources(args[0]):
+        yield _group(api_version), plural + suffix, KUBEAPI_VERBS[func.attr]
 
 
 def _typed_class_group(method: str) -> str | None:
@@ -151,7 +156,7 @@ def test_the_code_is_read_through_every_door() -> None:
     derived = derived_permissions()
     # one of each door, so a scanner that silently finds nothing cannot pass
     assert ("kueue.x-k8s.io", "workloads/status", "patch") in derived  # KubeApi via functools.partial
-    assert ("batch", "jobs", "patch") in derived  # KubeApi method call
+    assert ("batch", "jobs", "patch") in derived  # KubeApi method call on an integrated kind's resource
     assert ("coordination.k8s.io", "leases", "update") in derived  # KubeApi.replace
     assert ("", "pods", "patch") in derived  # KubeApi.patch_raw
     assert ("", "nodes", "watch") in derived  # kopf watch

@@ -20,7 +20,7 @@ from controller.core.jobs.framework import (
     Finished,
     GroupVersionKind,
     PodSetRunInfo,
-    queue_name_of,
+    SingleObjectJob,
     template_restore_patch,
     template_run_patch,
     workload_manifest,
@@ -44,14 +44,10 @@ def workload_name_for_job(job_name: str) -> str:
     return workload_name_for_owner(job_name, JOB_GVK.kind, JOB_GVK.group)
 
 
-class BatchJob:
+class BatchJob(SingleObjectJob):
     """The batch/v1 Job as a `GenericJob` (see the module docstring)."""
 
     gvk: GroupVersionKind = JOB_GVK
-
-    def owner_key(self, obj: Mapping[str, Any]) -> str | None:
-        meta = obj.get("metadata") or {}
-        return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
     def pod_owner_key(self, namespace: str, labels: Mapping[str, str], owners: Sequence[OwnerRef]) -> str | None:
         """The Job the pod's controller reference names."""
@@ -59,22 +55,6 @@ class BatchJob:
             if owner.controller and owner.kind == JOB_GVK.kind and owner.api_version.startswith("batch/"):
                 return f"{namespace}/{owner.name}"
         return None
-
-    def workload_owner_key(self, namespace: str, owners: Sequence[OwnerRef]) -> str | None:
-        for owner in owners:
-            if owner.kind == JOB_GVK.kind and owner.api_version == JOB_GVK.api_version:
-                return f"{namespace}/{owner.name}"
-        return None
-
-    def owns(self, obj: Mapping[str, Any], owners: Sequence[OwnerRef]) -> bool:
-        uid = (obj.get("metadata") or {}).get("uid")
-        return any(owner.kind == JOB_GVK.kind and owner.uid == uid for owner in owners)
-
-    def workload_name(self, obj: Mapping[str, Any]) -> str:
-        return workload_name_for_job(str((obj.get("metadata") or {}).get("name", "")))
-
-    def queue_name(self, obj: Mapping[str, Any]) -> str | None:
-        return queue_name_of(obj)
 
     def priority_class_name(self, obj: Mapping[str, Any]) -> str | None:
         name = (_template(obj).get("spec") or {}).get("priorityClassName")

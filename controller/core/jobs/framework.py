@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from controller.api import constants as c
 from controller.api.views import OwnerRef
-from controller.api.workload import Admission, PodSet
+from controller.api.workload import Admission, PodSet, Workload
 from controller.core.admission.workloads import priority_of
 
 _MAX_NAME_PREFIX = 63 - 6  # the name must stay a DNS label: prefix + "-" + 5 hex characters
@@ -47,7 +47,7 @@ class Finished:
 
 @dataclass(frozen=True, slots=True)
 class PodSetRunInfo:
-    """What an admission puts into one pod set's template (Kueue's podset.PodSetRunInfo): the flavors'
+    """What an admission puts into one pod set's template (Kueue's podset.PodSetInfo): the flavors'
     nodeSelector and tolerations, the topology annotations, tasq's label and scheduling gate, and the
     admitted count (smaller than the pod set's with partial admission)."""
 
@@ -167,6 +167,11 @@ def stopped(job: GenericJob, obj: Mapping[str, Any]) -> bool:
     return job.is_suspended(obj) and job.pods_left(obj) == 0 and job.clear_start_patch(obj) is None
 
 
+def workload_owner_refs(wl: Workload) -> tuple[OwnerRef, ...]:
+    """The Workload's owner references as the adapters read them."""
+    return tuple(OwnerRef(r.api_version, r.kind, r.name, r.uid, bool(r.controller)) for r in wl.metadata.owner_references)
+
+
 def workload_priority_class_of(obj: Mapping[str, Any]) -> str | None:
     """The WorkloadPriorityClass an object's `kueue.x-k8s.io/priority-class` label names, if any."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
@@ -245,6 +250,36 @@ def workload_manifest(job: GenericJob, obj: Mapping[str, Any], priority_classes:
         "podSets": job.pod_sets(obj),
     }
     return {"apiVersion": c.API_VERSION, "kind": c.KIND_WORKLOAD, "metadata": wl_meta, "spec": wl_spec}
+
+
+class SingleObjectJob:
+    """The identity half of `GenericJob` for a kind whose one object owns its Workload (a Job, a
+    JobSet; not a composable kind): the object's own key, the Workload's owner reference of this
+    kind, Kueue's name `<kind>-<name>-<hash5>` and the queue label. An adapter subclasses it, sets
+    `gvk` and adds the rest (its pods' owner key, pod sets, patches and reads)."""
+
+    gvk: GroupVersionKind
+
+    def owner_key(self, obj: Mapping[str, Any]) -> str | None:
+        meta = obj.get("metadata") or {}
+        return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+    def workload_owner_key(self, namespace: str, owners: Sequence[OwnerRef]) -> str | None:
+        """The object the Workload's owner reference of this kind (and apiVersion) names."""
+        for owner in owners:
+            if owner.kind == self.gvk.kind and owner.api_version == self.gvk.api_version:
+                return f"{namespace}/{owner.name}"
+        return None
+
+    def owns(self, obj: Mapping[str, Any], owners: Sequence[OwnerRef]) -> bool:
+        uid = (obj.get("metadata") or {}).get("uid")
+        return any(owner.kind == self.gvk.kind and owner.uid == uid for owner in owners)
+
+    def workload_name(self, obj: Mapping[str, Any]) -> str:
+        return workload_name_for_owner(str((obj.get("metadata") or {}).get("name", "")), self.gvk.kind, self.gvk.group)
+
+    def queue_name(self, obj: Mapping[str, Any]) -> str | None:
+        return queue_name_of(obj)
 
 
 class GenericJob(Protocol):

@@ -8,8 +8,6 @@ webhook routes (webhooks.configurations).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Final
 
 from controller.core.jobs.batch_job import BATCH_JOB
@@ -19,6 +17,3 @@ from controller.core.jobs.jobset import JOBSET
 INTEGRATIONS: Final[tuple[GenericJob, ...]] = (JOBSET, BATCH_JOB)
 """In the order a pod's owner is looked up: a JobSet's pods are claimed by their JobSet (by its name
 label) before the batch/v1 Job that controls them, which the JobSet integration manages."""
-
-BY_KIND: Final[Mapping[str, GenericJob]] = MappingProxyType({job.gvk.kind: job for job in INTEGRATIONS})
-"""Kind -> its adapter."""

@@ -4,8 +4,9 @@ generateName draws seeded names; a waiting Workload follows a re-applied spec.""
 from __future__ import annotations
 
 from controller.api import constants as c
-from controller.core.jobs.batch_job import workload_name_for_job
+from controller.core.jobs.batch_job import BATCH_JOB, workload_name_for_job
 from controller.core.simulating import Simulation
+from tests.builders.jobs import TRAINER, TRAINER_GVK, trainer
 from tests.builders.kueue import (
     ClusterQueueBuilder,
     LocalQueueBuilder,
@@ -14,6 +15,7 @@ from tests.builders.kueue import (
     make_cohort,
     make_job,
     make_priority_class,
+    pod_template,
 )
 
 
@@ -121,7 +123,7 @@ def test_a_job_borrows_through_a_tree_of_cohorts_and_the_labelled_priority_goes_
     assert admitted == {workload_name_for_job("labelled"): True, workload_name_for_job("plain"): False}
     by_name = {wl.name: wl for wl in sim.workloads()}
     assert by_name[workload_name_for_job("labelled")].spec.priority == 10_000
-    assert sim.refused_jobs == {("default", "ghost"): 'WorkloadPriorityClass "nope" not found: no Workload is created'}
+    assert sim.refused_jobs == {(c.KIND_JOB, "default", "ghost"): 'WorkloadPriorityClass "nope" not found: no Workload is created'}
     [why] = sim.explanations()
     assert why.message.endswith('requests 6, available 2 (nominal 2, used 6, unused in cohort "research" 2)')
 
@@ -139,3 +141,32 @@ def test_a_cycle_of_cohorts_keeps_its_queues_from_admitting_and_says_so() -> Non
     [why] = sim.explanations()
     assert why.detail == c.REASON_COHORT_HAS_CYCLE
     assert why.message == 'ClusterQueue "team-a" is inactive: its cohort "x" is in a cycle of cohorts (x -> y -> x)'
+
+
+def test_a_queued_object_of_any_integrated_kind_gets_its_workload_and_finishes_with_it() -> None:
+    """The simulation knows kinds only through the registry: a test-only Trainer (3 workers of
+    1 cpu) gets its adapter's Workload and is admitted; once it reports its outcome the Workload is
+    Finished; a Trainer labelled with a missing WorkloadPriorityClass is refused by kind and name."""
+    sim = Simulation(integrations=(BATCH_JOB, TRAINER))
+    bert = trainer(podTemplate=pod_template({"cpu": 1}))
+    ghost = trainer()
+    ghost["metadata"] = {**ghost["metadata"], "name": "ghost", "labels": {c.LABEL_QUEUE_NAME: "lq",
+                                                                        c.LABEL_PRIORITY_CLASS: "nope"}}
+    sim.apply([
+        ResourceFlavorBuilder("cpu").obj(),
+        ClusterQueueBuilder("cq").group("cpu").flavor("cpu", {"cpu": 4}).obj(),
+        LocalQueueBuilder("lq", "cq", namespace="ns").obj(),
+        bert, ghost,
+    ])
+    sim.run()
+    [workload] = sim.workloads()
+    assert workload.name == TRAINER.workload_name(bert) and workload.spec.pod_sets[0].count == 3
+    assert workload.condition(c.CONDITION_ADMITTED) is not None
+    assert sim.refused_jobs == {(TRAINER_GVK.kind, "ns", "ghost"): 'WorkloadPriorityClass "nope" not found: '
+                                                                   'no Workload is created'}
+
+    sim.apply([{**bert, "status": {"outcome": "done"}}])
+    sim.run()
+    [workload] = sim.workloads()
+    finished = workload.condition(c.CONDITION_FINISHED)
+    assert finished is not None and finished.status == "True"

@@ -15,15 +15,16 @@ import pytest
 
 from controller.api import constants as c
 from controller.api.workload import Admission, Workload
-from controller.cache.cluster import ClusterCache
-from controller.core.jobs.batch_job import workload_from_job
+from controller.cache.cluster import KIND_POD, ClusterCache
+from controller.core.jobs.batch_job import BATCH_JOB, workload_from_job
 from controller.kube.api import JOBS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor
 from controller.kube.job_reconciling import JobReconciler, was_admitted
 from controller.kube.metrics import Metrics
 from devcluster.server.patching import merge_patch as merge  # RFC 7386, as the API server applies it
-from tests.builders.jobs import H100, admission, authored, pod_template_patch
+from tests.builders.cluster import make_pod
+from tests.builders.jobs import H100, TRAINER, TRAINER_GVK, admission, authored, pod_template_patch, trainer
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -463,3 +464,97 @@ def test_a_failed_reconcile_of_any_kind_is_requeued_with_growing_backoff_until_i
     assert len(dropped) == 3
     first_wait, second_wait = dropped[1] - dropped[0], dropped[2] - dropped[1]
     assert first_wait >= 0.19 and second_wait >= 0.39  # BASE_S, then doubled
+
+
+# -- a second kind: the reconciler drives any adapter --------------------------------------------
+
+TRAINERS = (TRAINER_GVK.api_version, TRAINER_GVK.plural)
+
+
+class MemoryApi(KubeApi):
+    """Any kind in memory: merge patches (status only through the subresource), creates, deletes;
+    `writes` logs (verb, plural) in order."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[tuple[str, str], str], dict[str, Any]] = {}
+        self.writes: list[tuple[str, str]] = []
+        self.rv = 100
+
+    def put(self, resource: tuple[str, str], obj: dict[str, Any]) -> dict[str, Any]:
+        self.rv += 1
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.objects[(resource, obj["metadata"]["name"])] = obj
+        return copy.deepcopy(obj)
+
+    async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
+                          patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        body = {k: v for k, v in patch.items() if k != "metadata"}
+        part = {"status": body.get("status")} if subresource == "status" else {k: v for k, v in body.items() if k != "status"}
+        self.writes.append(("patch" + ("/status" if subresource else ""), resource[1]))
+        return self.put(resource, merge(self.objects[(resource, name)], part))
+
+    async def create(self, resource: tuple[str, str], namespace: str | None, obj: Mapping[str, Any]) -> dict[str, Any]:
+        self.writes.append(("create", resource[1]))
+        return self.put(resource, dict(obj))
+
+    async def delete(self, resource: tuple[str, str], namespace: str | None, name: str,
+                     resource_version: str | None = None) -> None:
+        self.writes.append(("delete", resource[1]))
+        del self.objects[(resource, name)]
+
+
+def test_the_reconciler_drives_a_second_kind_through_its_adapter_alone() -> None:
+    """A Trainer found running is paused and gets its Workload once its labelled pod is gone; on
+    admission it is unpaused with the flavor's nodeSelector; losing the admission pauses it and
+    restores its template; its outcome finishes the Workload; its deletion deletes the Workload."""
+    api, adapter = MemoryApi(), TRAINER
+    cache = ClusterCache(integrations=(BATCH_JOB, adapter))
+    reconciler = JobReconciler(cache, api, Quiet())
+    cache.upsert(TRAINER_GVK.kind, api.put(TRAINERS, trainer(paused=False)))
+    pod = make_pod("bert-0", namespace="ns").label("trainer", "bert").obj()
+    cache.upsert(KIND_POD, pod)
+
+    def step() -> dict[str, Any] | None:
+        asyncio.run(reconciler.reconcile("ns/bert", TRAINER_GVK.kind))
+        wl_key = cache.workload_of.get((TRAINER_GVK.kind, "ns/bert"))
+        return cache.workloads[wl_key].obj.to_dict() if wl_key in cache.workloads else None
+
+    assert step() is None and api.objects[(TRAINERS, "bert")]["spec"]["paused"] is True
+    assert step() is None  # its pod still runs
+    cache.delete(KIND_POD, pod)
+    workload = step()
+    assert workload is not None and workload["metadata"]["name"].startswith("trainer-bert-")
+    assert workload["metadata"]["ownerReferences"][0]["kind"] == "Trainer"
+    assert [(ps["name"], ps["count"]) for ps in workload["spec"]["podSets"]] == [("workers", 3)]
+
+    name = workload["metadata"]["name"]
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, {"apiVersion": c.API_VERSION, "kind": c.KIND_RESOURCE_FLAVOR,
+                                          "metadata": {"name": "h100"}, "spec": H100})
+    admitted = {**workload, "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": [
+        {"name": "workers", "count": 3, "flavors": {"cpu": "h100"}, "resourceUsage": {"cpu": "3"}}]},
+        "conditions": [{"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+                       for t in (c.CONDITION_QUOTA_RESERVED, c.CONDITION_ADMITTED)]}}
+    cache.upsert(c.KIND_WORKLOAD, api.put(WORKLOADS, admitted))
+    step()
+    started = cache.owners["Trainer"]["ns/bert"]
+    assert started["spec"]["paused"] is False
+    assert started["spec"]["podTemplate"]["spec"]["nodeSelector"] == {"gpu": "h100"}
+
+    lost = lost_admission(api.objects[(WORKLOADS, name)])
+    cache.upsert(c.KIND_WORKLOAD, api.put(WORKLOADS, lost))
+    step()
+    assert cache.owners["Trainer"]["ns/bert"]["spec"]["paused"] is True
+    step()
+    assert "nodeSelector" not in cache.owners["Trainer"]["ns/bert"]["spec"]["podTemplate"]["spec"]
+
+    cache.upsert(TRAINER_GVK.kind, api.put(TRAINERS, merge(api.objects[(TRAINERS, "bert")],
+                                                           {"status": {"outcome": "done"}})))
+    finished = step()
+    assert finished is not None and any(
+        cond["type"] == c.CONDITION_FINISHED and cond["message"] == "Trainer done" for cond in finished["status"]["conditions"])
+
+    cache.delete(TRAINER_GVK.kind, api.objects.pop((TRAINERS, "bert")))
+    step()
+    assert (WORKLOADS, name) not in api.objects
+    assert {plural for _, plural in api.writes} == {"trainers", "workloads"}  # never a Job

@@ -12,8 +12,13 @@ import yaml
 from controller.api import constants as c
 from controller.api.crds import KINDS
 from controller.api.selectors import label_selector_matches
+from controller.core.jobs.framework import GenericJob
+from controller.core.jobs.integrations import INTEGRATIONS
 from webhooks.configurations import (
     EXCLUDED_NAMESPACES,
+    MUTATING_ROUTES,
+    VALIDATING_ROUTES,
+    Route,
     in_cluster_configurations,
     local_client,
     webhook_configurations,
@@ -122,3 +127,14 @@ def test_tasq_kinds_are_validated_on_create_and_update_in_every_served_version()
                    c.PLURAL_LOCAL_QUEUES, c.PLURAL_WORKLOADS, "jobs"):
         assert rules[plural]["operations"] == ["CREATE", "UPDATE"]
     assert rules[c.PLURAL_WORKLOADS]["resources"] == [c.PLURAL_WORKLOADS, f"{c.PLURAL_WORKLOADS}/status"]
+
+
+@pytest.mark.parametrize("job", INTEGRATIONS, ids=lambda job: job.gvk.kind)
+def test_every_integrated_kind_has_a_mutating_and_a_validating_route(job: GenericJob) -> None:
+    """Adding a kind to the registry without its webhook routes would let its objects run unsuspended
+    and unchecked: each integrated kind is defaulted on CREATE and validated on CREATE and UPDATE."""
+    def served(routes: tuple[Route, ...], operations: set[str]) -> bool:
+        return any((r.group, r.plural) == (job.gvk.group, job.gvk.plural) and job.gvk.version in r.versions
+                   and operations <= set(r.operations) for r in routes)
+    assert served(MUTATING_ROUTES, {"CREATE"})
+    assert served(VALIDATING_ROUTES, {"CREATE", "UPDATE"})

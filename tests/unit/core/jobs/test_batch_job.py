@@ -9,9 +9,16 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
+from controller.api.views import OwnerRef
 from controller.api.workload import Admission, Workload
-from controller.core.jobs.batch_job import BATCH_JOB, workload_from_job
-from controller.core.jobs.framework import missing_priority_class
+from controller.core.jobs.batch_job import BATCH_JOB, workload_from_job, workload_name_for_job
+from controller.core.jobs.framework import (
+    Finished,
+    missing_priority_class,
+    pod_set_infos,
+    stopped,
+    workload_name_for_owner,
+)
 from devcluster.server.patching import merge_patch as merge  # RFC 7386, as the API server applies it
 from tests.builders.jobs import AUTHORED_KINDS, H100, admission, authored, pod_template_patch
 from tests.builders.kueue import make_job
@@ -112,3 +119,112 @@ def test_the_restore_patch_carries_the_jobs_resource_version_and_nulls_only_what
                  "schedulingGates": None},
         "metadata": {"labels": {c.LABEL_TAS: None},
                      "annotations": {c.ANNOTATION_TOPOLOGY_WORKLOAD: None, c.ANNOTATION_TOPOLOGY_PODSET: None}}}}}
+
+
+# -- the reads the reconciler decides by ---------------------------------------------------------
+
+def job_with(spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    job = make_job("r").obj()
+    job["spec"].update(spec or {})
+    if status is not None:
+        job["status"] = status
+    return job
+
+
+SUSPENDED = {"type": c.CONDITION_JOB_SUSPENDED, "status": "True"}
+
+
+@pytest.mark.parametrize(("conditions", "want"), [
+    ([], None),
+    ([{"type": c.CONDITION_JOB_COMPLETE, "status": "True"}], Finished(True, "Job finished successfully")),
+    ([{"type": c.CONDITION_JOB_FAILED, "status": "True"}], Finished(False, "Job failed")),
+    ([{"type": c.CONDITION_JOB_COMPLETE, "status": "False"}], None),
+    ([SUSPENDED], None),
+], ids=["running", "complete", "failed", "a Complete condition not yet true", "suspended"])
+def test_a_job_is_finished_by_its_complete_or_failed_condition(conditions: list[dict[str, str]],
+                                                               want: Finished | None) -> None:
+    assert BATCH_JOB.finished(job_with(status={"conditions": conditions})) == want
+
+
+@pytest.mark.parametrize(("spec", "status", "left", "active", "is_stopped", "acknowledged"), [
+    ({"suspend": True}, {}, 0, 0, True, False),
+    ({"suspend": True}, {"active": 2}, 2, 2, False, False),
+    ({"suspend": True}, {"terminating": 1}, 1, 0, False, False),  # still on its node: left, not active
+    ({"suspend": True}, {"startTime": "2026-01-01T00:00:00Z", "conditions": [SUSPENDED]}, 0, 0, False, True),
+    ({"suspend": False}, {}, 0, 0, False, False),
+], ids=["suspended, never ran", "suspended, pods still active", "suspended, a pod terminating",
+        "suspended, startTime left", "running"])
+def test_a_job_is_stopped_only_suspended_with_no_pod_left_and_no_start_time(
+        spec: dict[str, Any], status: dict[str, Any], left: int, active: int, is_stopped: bool,
+        acknowledged: bool) -> None:
+    job = job_with(spec, status)
+    assert (BATCH_JOB.pods_left(job), BATCH_JOB.pods_active(job)) == (left, active)
+    assert stopped(BATCH_JOB, job) is is_stopped
+    assert BATCH_JOB.suspension_acknowledged(job) is acknowledged
+    assert (BATCH_JOB.clear_start_patch(job) is None) is not bool(status.get("startTime"))
+
+
+@pytest.mark.parametrize(("spec", "status", "ready"), [
+    ({"parallelism": 4, "completions": None}, {"ready": 3}, False),
+    ({"parallelism": 4, "completions": None}, {"ready": 4}, True),
+    ({"parallelism": 4, "completions": 8}, {"ready": 2, "succeeded": 2}, True),
+    ({"parallelism": 4, "completions": 2}, {"ready": 2}, True),  # only 2 pods ever run at once
+    ({"parallelism": None, "completions": None}, {}, False),  # parallelism defaults to 1
+], ids=["one short", "all ready", "succeeded ones count", "completions below parallelism", "nothing ready of the default 1"])
+def test_a_job_is_ready_when_its_ready_and_succeeded_pods_reach_what_runs_at_once(
+        spec: dict[str, Any], status: dict[str, Any], ready: bool) -> None:
+    assert BATCH_JOB.pods_ready(job_with(spec, status)) is ready
+
+
+def test_the_suspend_patch_is_conditional_on_the_jobs_version() -> None:
+    job = job_with()
+    job["metadata"]["resourceVersion"] = "7"
+    assert BATCH_JOB.suspend_patch(job) == {"metadata": {"resourceVersion": "7"}, "spec": {"suspend": True}}
+
+
+# -- identity: Workload names, owners, pods -------------------------------------------------------
+
+def test_workload_names_follow_kueue_for_any_owner_kind() -> None:
+    assert workload_name_for_job("train") == workload_name_for_owner("train", "Job", "batch")
+    assert workload_name_for_job("train").startswith("job-train-")
+    jobset = workload_name_for_owner("train", "JobSet", "jobset.x-k8s.io")
+    assert jobset.startswith("jobset-train-") and jobset[-5:] != workload_name_for_job("train")[-5:]
+    assert len(workload_name_for_owner("x" * 80, "JobSet", "jobset.x-k8s.io")) == 63
+
+
+def ref(kind: str = c.KIND_JOB, api_version: str = c.JOB_API_VERSION, controller: bool = True,
+        uid: str = "u1") -> OwnerRef:
+    return OwnerRef(api_version, kind, "train", uid, controller)
+
+
+@pytest.mark.parametrize(("owners", "want"), [
+    ((ref(),), "ns/train"),
+    ((ref(controller=False),), None),
+    ((ref(kind="JobSet", api_version="jobset.x-k8s.io/v1alpha2"),), None),
+    ((), None),
+], ids=["controlled by a Job", "a Job but not its controller", "another kind", "no owner"])
+def test_a_pod_belongs_to_the_job_that_controls_it(owners: tuple[OwnerRef, ...], want: str | None) -> None:
+    assert BATCH_JOB.pod_owner_key("ns", {}, owners) == want
+
+
+def test_a_workload_belongs_to_its_job_and_to_that_very_job_only() -> None:
+    job = make_job("train", "ns").uid("u1").obj()
+    assert BATCH_JOB.workload_owner_key("ns", (ref(controller=False),)) == "ns/train"
+    assert BATCH_JOB.workload_owner_key("ns", (ref(kind="JobSet"),)) is None
+    assert BATCH_JOB.owns(job, (ref(),))
+    assert not BATCH_JOB.owns(job, (ref(uid="u0"),))  # a deleted Job of the same name
+
+
+# -- pod-set infos of an admission ----------------------------------------------------------------
+
+def test_each_admitted_pod_set_gets_its_own_flavors_counts_and_topology() -> None:
+    two = Admission.model_validate({"clusterQueue": "cq", "podSetAssignments": [
+        {"name": "leader", "count": 1, "flavors": {"cpu": "cpu-pool"}, "resourceUsage": {"cpu": "1"}},
+        {"name": "workers", "count": 6, "flavors": {"nvidia.com/gpu": "h100"}, "resourceUsage": {"nvidia.com/gpu": "48"},
+         "topologyAssignment": {"slices": [{"nodeLabels": {"rack": "r1"}, "count": 6}]}}]})
+    leader, workers = pod_set_infos("wl", two, {"h100": H100, "cpu-pool": {"nodeLabels": {"pool": "cpu"}}})
+    assert (leader.name, leader.count, dict(leader.node_selector), leader.scheduling_gates) == \
+        ("leader", 1, {"pool": "cpu"}, ())
+    assert (workers.name, workers.count, dict(workers.node_selector)) == ("workers", 6, {"gpu": "h100"})
+    assert workers.annotations == {c.ANNOTATION_TOPOLOGY_WORKLOAD: "wl", c.ANNOTATION_TOPOLOGY_PODSET: "workers"}
+    assert workers.scheduling_gates == (c.SCHEDULING_GATE_TOPOLOGY,)
