@@ -1,5 +1,5 @@
-"""Kueue's feature gates that change placement, by Kueue's names, with Kueue 0.19's defaults, and
-the parsing of `--feature-gates=A=true,B=false` (the flag of `tasq simulate`, `run` and `dev`). Pure. Gates tasq does
+"""Kueue's feature gates that change placement or admission, by Kueue's names, with Kueue 0.19's
+defaults, and the parsing of `--feature-gates=A=true,B=false` (the flag of `tasq simulate`, `run` and `dev`). Pure. Gates tasq does
 not implement are refused, never silently accepted. Read by the commands that take the flag and
 passed to the admission core as a `FeatureGates` value.
 """
@@ -15,6 +15,7 @@ from controller.api import constants as c
 DEFAULTS: Final[Mapping[str, bool]] = {
     c.FEATURE_TAS_BALANCED_PLACEMENT: False,   # alpha since Kueue 0.15
     c.FEATURE_TAS_MULTI_LAYER_TOPOLOGY: True,  # beta, on by default since Kueue 0.19
+    c.FEATURE_PARTIAL_ADMISSION: True,         # beta, on by default since Kueue 0.5
 }
 """Every gate tasq knows, with its default."""
 
@@ -46,6 +47,10 @@ class FeatureGates:
     @property
     def multi_layer_topology(self) -> bool:
         return self.enabled(c.FEATURE_TAS_MULTI_LAYER_TOPOLOGY)
+
+    @property
+    def partial_admission(self) -> bool:
+        return self.enabled(c.FEATURE_PARTIAL_ADMISSION)
 
 
 def parse_feature_gates(text: str) -> FeatureGates:

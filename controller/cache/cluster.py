@@ -1,7 +1,7 @@
 """The operator's in-memory cluster: every watched object, one node Usage and the quota ledger.
 
 Fed one watch event at a time (`upsert` / `delete`) by controller.kube; each object is parsed once,
-as it enters, into its model (tasq's kinds) or view (Node, Pod); a Workload entry keeps its model
+as it enters, into its model (tasq's kinds) or view (Node, Pod; a plain pod tasq manages is kept whole too, under its group); a Workload entry keeps its model
 beside the WorkloadInfo admission reads, as Kueue's `workload.Info{Obj}`. An object that does not
 parse is refused whole (recorded in `malformed`, the previous version kept). Patches what the event
 touches (a node patches the flavor trees and the Usage, a pod its node's row, a Workload its
@@ -33,10 +33,12 @@ from controller.api.workload import Admission, PodSetTopologyRequest, Workload
 from controller.core.admission.conditions import is_evicted, is_terminating
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
+from controller.core.admission.pods_ready import in_backoff
 from controller.core.admission.quota import ClusterQueueQuota, CohortQuota, QuotaLedger
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo, flavor_infos
 from controller.core.admission.workloads import WorkloadInfo, parse_timestamp, workload_info
+from controller.core.jobs import pod_group
 from controller.core.jobs.framework import GenericJob, workload_owner_refs
 from controller.core.jobs.integrations import INTEGRATIONS
 from controller.core.topology import Usage, workload_key_of
@@ -132,6 +134,10 @@ class ClusterCache:
     live_pods_of: dict[OwnerKey, set[str]] = field(default_factory=dict)
     """Owner (a Job) -> keys of its pods that may still run (not terminal; deleting ones included):
     what an owner found running still has on its nodes, whatever its status counters say yet."""
+    group_pods: dict[str, dict[str, Mapping[str, Any]]] = field(default_factory=dict)
+    """Workload key of a plain-pod group (or single pod) -> its pods' keys -> the pods as the API has
+    them: the only pods kept whole, since their specs become the Workload's pod sets."""
+    _group_of_pod: dict[str, str] = field(default_factory=dict)
     integrations: tuple[GenericJob, ...] = INTEGRATIONS
     """The integrated kinds whose objects the cache keeps in `owners` (tests give their own)."""
     owners: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
@@ -150,6 +156,9 @@ class ClusterCache:
     usage: Usage = field(default_factory=Usage)
     features: FeatureGates = field(default_factory=FeatureGates)
     """Kueue's placement feature gates (`--feature-gates` of `tasq run` and `tasq dev`)."""
+    order_by_eviction: bool = True
+    """waitForPodsReady's requeuing timestamp is `Eviction` (Kueue's default): a Workload evicted by
+    a PodsReady timeout queues from that eviction, not from its creation."""
     generation: int = 0
     stale_events: int = 0
     """Objects offered to `upsert` at a version already applied (kopf's initial listing after the
@@ -244,6 +253,8 @@ class ClusterCache:
         self._versions[(kind, key)] = version
         if handlers.upsert(key, parsed):
             self.generation += 1
+        if kind == KIND_POD:
+            self._track_group_member(key, obj)
         return True
 
     def delete(self, kind: str, obj: Mapping[str, Any]) -> None:
@@ -282,7 +293,31 @@ class ClusterCache:
         self.usage.add_bound_pod(view)
         return True
 
+    def _track_group_member(self, key: str, pod: Mapping[str, Any]) -> None:
+        """File a plain pod tasq manages under its group's Workload key (a pod whose labels no longer
+        make it one leaves its group)."""
+        group = pod_group.workload_key(pod)
+        before = self._group_of_pod.get(key)
+        if before is not None and before != group:
+            self._forget_group_member(key)
+        if group is not None:
+            self._group_of_pod[key] = group
+            self.group_pods.setdefault(group, {})[key] = pod
+
+    def _forget_group_member(self, key: str) -> None:
+        group = self._group_of_pod.pop(key, None)
+        members = self.group_pods.get(group) if group is not None else None
+        if group is not None and members is not None:
+            members.pop(key, None)
+            if not members:
+                del self.group_pods[group]
+
+    def group_members(self, workload_key: str) -> list[Mapping[str, Any]]:
+        """The pods of a plain-pod group (or a single pod) by its Workload key, as the API has them."""
+        return list((self.group_pods.get(workload_key) or {}).values())
+
     def _delete_pod(self, key: str) -> None:
+        self._forget_group_member(key)
         view = self.pods.pop(key, None)
         if view is not None:
             wl_key = workload_key_of(view)
@@ -333,7 +368,8 @@ class ClusterCache:
                 del self.workload_of[owner]
 
     def _info(self, wl: Workload, seq: int) -> WorkloadInfo:
-        return workload_info(wl, seq=seq, priority_classes=self.priority_values()[0])
+        return workload_info(wl, seq=seq, priority_classes=self.priority_values()[0],
+                             order_by_eviction=self.order_by_eviction)
 
     # Flavors, topologies and queues: rare changes, so the parts built from them are rebuilt.
 
@@ -496,10 +532,11 @@ class ClusterCache:
             flavors=self._flavor_infos, namespaces=self.namespaces, quota=self._ledger, usage=self.usage,
             features=self.features)
 
-    def admission_state(self) -> AdmissionState:
+    def admission_state(self, now: float | None = None) -> AdmissionState:
         """One cycle's state: every held admission (with its reservation time, and marked evicting
         while an eviction decided or written has not released it yet, so no preemptor counts on it
-        twice), and every waiting active workload queued (in arrival order). Admissions the cycle
+        twice), and every waiting active workload queued (in arrival order) unless, at `now`, its
+        requeue backoff has not ended (`status.requeueState.requeueAt`). Admissions the cycle
         makes are reserved in this cache's Usage and ledger."""
         snapshot = self.snapshot()
         self._restore(snapshot)
@@ -514,7 +551,7 @@ class ClusterCache:
                     state.admitted_at[key] = parse_timestamp(reserved.last_transition_time, entry.info.created)
                 if entry.evicting_for is not None or is_terminating(entry.obj):
                     state.mark_evicting(key, entry.evicting_for)
-            elif not entry.finished and entry.active:
+            elif not entry.finished and entry.active and (now is None or not in_backoff(entry.obj, now)):
                 state.submit(entry.info)
         return state
 

@@ -23,9 +23,11 @@ from typing import Any
 import yaml
 
 from controller.api import constants as c
+from controller.api.configuration import Configuration
 from controller.api.crds import KINDS
 from controller.bundled import crd_dir, sample_nodes_file, samples_dir
 from controller.commands.dev import DevSetupError, DevStack, dev_stack, load_nodes
+from controller.commands.run import config_flag, read_config_flag
 from devcluster.server.errors import ApiError
 
 LABEL_BLOCK = "cloud.provider.com/topology-block"
@@ -57,12 +59,17 @@ def register(subparsers: Any) -> None:
                         help="also write a kubeconfig here (default: a temporary file)")
     parser.add_argument("--keep", action="store_true",
                         help="keep serving after the demo until Ctrl-C, to look around with kubectl")
+    config_flag(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    config_problem = read_config_flag(args)
+    if config_problem:
+        print(f"tasq demo: {config_problem}", file=sys.stderr)
+        return 2
     try:
-        return asyncio.run(_demo(args.kubeconfig, args.keep, print_line))
+        return asyncio.run(_demo(args.kubeconfig, args.keep, print_line, args.configuration))
     except DevSetupError as e:
         print(f"tasq demo: {e}", file=sys.stderr)
         return 2
@@ -263,12 +270,13 @@ def second_step_done(view: ClusterView) -> bool:
     return view.is_true(FIRST_GANG, c.CONDITION_FINISHED) and view.all_running(SECOND_GANG)
 
 
-async def _demo(kubeconfig: Path | None, keep: bool, say: Callable[[str], None]) -> int:
+async def _demo(kubeconfig: Path | None, keep: bool, say: Callable[[str], None],
+                configuration: Configuration | None = None) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tasq-demo-") as tmp:
         path = kubeconfig or Path(tmp) / "kubeconfig"
         nodes = load_nodes(sample_nodes_file())
-        async with dev_stack(path, 0, crd_dir(), extra_nodes=nodes) as stack:
+        async with dev_stack(path, 0, crd_dir(), extra_nodes=nodes, configuration=configuration) as stack:
             say(f"tasq demo: a local cluster with {stack.nodes} GPU nodes (H100: 2 blocks x 2 racks x 8 hosts; "
                 f"A100: 1 block x 2 racks x 4 hosts; 8 GPUs each), tasq's controller and webhooks.")
             say(f"Applying the samples: a Topology, 2 flavors, ClusterQueues team-a (192 H100 GPUs) and team-b "

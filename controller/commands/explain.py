@@ -4,7 +4,8 @@ Reads the cluster once (nodes, pods, queues, flavors, topologies, Jobs, Workload
 pure admission as `tasq simulate` over it, and prints the same explanation `tasq simulate --explain`
 gives for that Workload: the reason and the quantitative message per pod set and domain, and, in a
 ClusterQueue that may preempt, which Workloads it would preempt or why preemption would not help
-(nothing is evicted: the simulation leaves every Workload as it is). Exit 0
+(nothing is evicted: the simulation leaves every Workload as it is); then its waitForPodsReady state:
+PodsReady, requeues after a timeout and when its backoff ends, a deactivation and why. Exit 0
 when explained, 1 when the Workload does not exist, 2 for unusable arguments or an unreachable API.
 """
 
@@ -14,6 +15,7 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from controller.api import constants as c
 from controller.api.workload import Workload
 from controller.commands.simulate import placement_summary
 from controller.core.admission.cycle import explain_preemption
+from controller.core.admission.pods_ready import pods_ready_summary
 from controller.core.simulating import Simulation
 
 
@@ -34,8 +37,21 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def explain_workload(objects: list[dict[str, Any]], namespace: str, name: str) -> tuple[int, list[str]]:
-    """(exit code, lines) for one Workload among a cluster's objects. Pure: the caller read them."""
+def explain_workload(objects: list[dict[str, Any]], namespace: str, name: str,
+                     now: float | None = None) -> tuple[int, list[str]]:
+    """(exit code, lines) for one Workload among a cluster's objects, then its waitForPodsReady state
+    (PodsReady, requeues, the end of its backoff, at `now`). Pure: the caller read them and the clock."""
+    code, lines = _admission_lines(objects, namespace, name)
+    if code == 0:
+        live = next(o for o in objects if o.get("kind") == c.KIND_WORKLOAD
+                    and o["metadata"].get("namespace") == namespace and o["metadata"].get("name") == name)
+        lines += [f"{namespace}/{name}: {line}"
+                  for line in pods_ready_summary(Workload.from_dict(live), now if now is not None else 0.0)]
+    return code, lines
+
+
+def _admission_lines(objects: list[dict[str, Any]], namespace: str, name: str) -> tuple[int, list[str]]:
+    """Where it is admitted, or why it waits (see the module docstring)."""
     key = f"{namespace}/{name}"
     live = next((o for o in objects if o.get("kind") == c.KIND_WORKLOAD
                  and o["metadata"].get("namespace") == namespace and o["metadata"].get("name") == name), None)
@@ -86,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         detail = e.message if isinstance(e, ApiError) and e.status == 0 else f"cannot read the cluster: {e}"
         print(f"tasq explain: {detail}", file=sys.stderr)
         return 2
-    code, lines = explain_workload(objects, args.namespace, args.name)
+    code, lines = explain_workload(objects, args.namespace, args.name, time.time())
     for line in lines:
         print(line, file=sys.stdout if code == 0 else sys.stderr)
     return code

@@ -237,10 +237,12 @@ def _condition(w: Workload, type_: str) -> str:
 
 def placement_summary(w: Workload) -> str:
     """`b1/r3:6 b1/r4:2` per pod set: slice label values in level order; hostname slices are summed
-    into their parent domain when there is one (the full form is in `-o yaml`)."""
+    into their parent domain when there is one (the full form is in `-o yaml`). A pod set admitted
+    with fewer pods than it asks for (partial admission) adds `(6 of 8 pods)`."""
     admission = w.admission
     if admission is None:
         return ""
+    wanted = {ps.name: ps.count for ps in w.spec.pod_sets}
     parts = []
     for psa in admission.pod_set_assignments:
         counts: dict[str, int] = {}
@@ -250,6 +252,8 @@ def placement_summary(w: Workload) -> str:
             path = "/".join(values)
             counts[path] = counts.get(path, 0) + sl.count
         text = " ".join(f"{path}:{n}" for path, n in counts.items()) or "-"
+        if psa.count is not None and psa.count < wanted.get(psa.name, psa.count):
+            text += f" ({psa.count} of {wanted[psa.name]} pods)"
         parts.append(text if len(admission.pod_set_assignments) == 1 else f"{psa.name}({text})")
     return " ".join(parts)
 

@@ -43,7 +43,7 @@ from controller.kube.api import (
 from controller.kube.embedding import connection_info, run_kopf
 from webhooks.certificates import write_serving_files
 from webhooks.configurations import EXCLUDED_NAMESPACES, crd_conversion, local_client, webhook_configurations
-from webhooks.handlers import register_handlers
+from webhooks.handlers import GroupMembers, register_handlers
 from webhooks.serving import AdmissionServer, TlsFiles
 
 
@@ -311,11 +311,13 @@ class ReviewMemories(ResourceMemories):
         return await super().recall_memo(raw_body, memobase=memobase, ephemeral=True)
 
 
-def add_admission(registry: kopf.OperatorRegistry, server: AdmissionServer) -> Callable[[kopf.OperatorSettings], None]:
+def add_admission(registry: kopf.OperatorRegistry, server: AdmissionServer,
+                  group_members: GroupMembers | None = None) -> Callable[[kopf.OperatorSettings], None]:
     """Add the admission handlers to `registry`; returns what the settings need (serve them on
     `server`, no configurations managed by kopf: tasq writes its own, tightly scoped ones). Also
-    keeps kopf from logging each denial a second time."""
-    register_handlers(registry)
+    keeps kopf from logging each denial a second time. `group_members`: the operator's cache, where
+    a new queued pod's group is checked (an admission-only process has none)."""
+    register_handlers(registry, group_members)
     objects = logging.getLogger("kopf.objects")
     if not any(isinstance(f, DenialsLoggedOnce) for f in objects.filters):
         objects.addFilter(DenialsLoggedOnce())

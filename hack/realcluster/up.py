@@ -60,6 +60,7 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_NODE_VALUE = "fake"
 ANNOTATION_RUN_SECONDS = "devcluster.tasq.io/run-seconds"
 ANNOTATION_FAIL = "devcluster.tasq.io/fail"
+ANNOTATION_NOT_READY = "devcluster.tasq.io/not-ready"
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"  # the devcluster kubelet's pod IPs come from this range too
 CLUSTER_NAME = "tasq-realcluster"
@@ -495,8 +496,10 @@ def create_nodes(api: Api, nodes: list[dict[str, Any]]) -> None:
 # Pod lifecycle as the devcluster's kubelet runs it: a bound pod starts Running; with
 # `devcluster.tasq.io/fail: "true"` it then Fails (exit 1), otherwise it Succeeds (exit 0) once its
 # `devcluster.tasq.io/run-seconds` have passed (a non-negative number; without one it runs until
-# deleted); a deleted pod goes at once. Selectors and delays are jq expressions (kwok v1alpha1 Stage).
+# deleted); with `devcluster.tasq.io/not-ready: "true"` it runs with Ready=False (a readiness probe
+# that never passes); a deleted pod goes at once. Selectors and delays are jq expressions (kwok v1alpha1 Stage).
 _FAIL_EXPR = f'(.metadata.annotations["{ANNOTATION_FAIL}"] // "" | ascii_downcase) == "true"'
+_NOT_READY_EXPR = f'(.metadata.annotations["{ANNOTATION_NOT_READY}"] // "" | ascii_downcase) == "true"'
 _RUN_EXPR = f'[.metadata.annotations["{ANNOTATION_RUN_SECONDS}"] | tonumber? | . >= 0] | any'
 _DELAY_EXPR = f'.metadata.annotations["{ANNOTATION_RUN_SECONDS}"] + "s"'
 
@@ -582,6 +585,14 @@ podIPs:
 """
 
 
+# Running, its readiness never passing: Ready and ContainersReady False, containers not ready.
+_UNREADY_RUNNING_TEMPLATE = (_RUNNING_TEMPLATE
+                             .replace('- type: Ready\n  status: "True"', '- type: Ready\n  status: "False"')
+                             .replace('- type: ContainersReady\n  status: "True"',
+                                      '- type: ContainersReady\n  status: "False"')
+                             .replace("  ready: true\n  started: true", "  ready: false\n  started: true"))
+
+
 def _stage(name: str, expressions: list[dict[str, Any]], nxt: dict[str, Any],
            delay: dict[str, Any] | None = None, kind: str = "Pod") -> dict[str, Any]:
     spec: dict[str, Any] = {"resourceRef": {"apiGroup": "v1", "kind": kind},
@@ -595,11 +606,14 @@ def pod_stages() -> list[dict[str, Any]]:
     """The kwok Stages of the devcluster kubelet's pod lifecycle (see the comment above)."""
     live = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
     running = {"key": ".status.phase", "operator": "In", "values": ["Running"]}
+    pending: list[dict[str, Any]] = [live, {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
+               {"key": '.status.conditions.[] | select(.type == "Ready") | .status', "operator": "NotIn",
+                "values": ["True"]}]
     return [
-        _stage("tasq-pod-start", [live, {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
-                                  {"key": '.status.conditions.[] | select(.type == "Ready") | .status',
-                                   "operator": "NotIn", "values": ["True"]}],
+        _stage("tasq-pod-start", [*pending, {"key": _NOT_READY_EXPR, "operator": "NotIn", "values": ["true"]}],
                {"statusTemplate": _RUNNING_TEMPLATE}),
+        _stage("tasq-pod-start-unready", [*pending, {"key": _NOT_READY_EXPR, "operator": "In", "values": ["true"]}],
+               {"statusTemplate": _UNREADY_RUNNING_TEMPLATE}),
         _stage("tasq-pod-fail", [live, running, {"key": _FAIL_EXPR, "operator": "In", "values": ["true"]}],
                {"statusTemplate": _terminated_template("Failed", 1, "Error", "PodFailed")}),
         _stage("tasq-pod-succeed", [live, running, {"key": _FAIL_EXPR, "operator": "NotIn", "values": ["true"]},

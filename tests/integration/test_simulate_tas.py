@@ -31,12 +31,14 @@ BLOCK, RACK, HOST = "cloud.com/block", "cloud.com/rack", "kubernetes.io/hostname
 #       r1              r2
 #     /    \          /    \
 #   n1(8)  n2(7)    n3(8)  n4(7)
-def cluster(tmp_path: Path, job_notes: dict[str, str], parallelism: int) -> Path:
+def cluster(tmp_path: Path, job_notes: dict[str, str], parallelism: int, min_parallelism: int | None = None) -> Path:
     nodes = [make_node(name).labels({BLOCK: "b1", RACK: rack, "gpu": "h100"}).allocatable({GPU: str(g)}, cpu="64")
              for name, rack, g in (("n1", "r1", 8), ("n2", "r1", 7), ("n3", "r2", 8), ("n4", "r2", 7))]
     job = make_job("train").queue("lq").parallelism(parallelism).requests({GPU: "1"})
     for key, value in job_notes.items():
         job = job.template_annotate(key, value)
+    if min_parallelism is not None:
+        job = job.annotate(c.ANNOTATION_JOB_MIN_PARALLELISM, str(min_parallelism))
     objects = [*(n.obj() for n in nodes), make_topology("t", BLOCK, RACK, HOST).obj(),
                make_flavor("h100").node_labels({"gpu": "h100"}).topology_name("t").obj(),
                make_cluster_queue("cq").flavor("h100", {GPU: 100}).obj(), make_local_queue("lq", "cq").obj(), job.obj()]
@@ -76,4 +78,17 @@ def test_an_unknown_gate_is_an_error_and_nothing_is_simulated(capsys: pytest.Cap
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
     assert err == ("error: --feature-gates: unknown feature gate 'TASProfileMixed'; known gates: "
-                   "TASBalancedPlacement, TASMultiLayerTopology\n")
+                   "PartialAdmission, TASBalancedPlacement, TASMultiLayerTopology\n")
+
+
+def test_a_job_with_a_minimum_parallelism_is_admitted_with_what_one_rack_holds(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # 20 pods in one rack fit nowhere (15 a rack); 10 would do: the largest count, 15, fills r1.
+    path = cluster(tmp_path, {c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: RACK}, 20, min_parallelism=10)
+    assert placement(capsys, path) == ["n1=8", "n2=7"]
+    assert main(["simulate", "-f", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "b1/r1:15 (15 of 20 pods)" in table, table
+    assert main(["simulate", "-f", str(path), "--explain", "--feature-gates=PartialAdmission=false"]) == 0
+    out = capsys.readouterr()
+    assert "(15 of 20 pods)" not in out.out and "PodSetTopologyUnfit" in out.out + out.err

@@ -1,8 +1,8 @@
 """The validators' entry points: pick the rules for an object by apiVersion and kind.
 
 `validate(obj)` serves the validating webhook on create and `tasq simulate` on every manifest;
-`validate_update(old, new)` adds Kueue's immutability rules. Kinds tasq does not own (Nodes,
-Pods...) yield no errors; an unknown kind or version in tasq's group is an error. Objects in
+`validate_update(old, new)` adds Kueue's immutability rules. A Pod is checked only when it asks
+for tasq (its queue label); other kinds tasq does not own (Nodes...) yield no errors; an unknown kind or version in tasq's group is an error. Objects in
 v1beta1 (Topology also v1alpha1) are converted to v1beta2 and checked as such.
 """
 
@@ -13,8 +13,8 @@ from typing import Any, Final
 
 from controller.api import constants as c
 from controller.api.conversion import ConversionFailure, convert, served_versions
-from webhooks.validation import cohort, flavor, jobs, jobsets, queues, topology, workload
-from webhooks.validation.errors import ROOT, FieldError, invalid_omitted, unsupported, wrong_type
+from webhooks.validation import cohort, flavor, jobs, jobsets, pods, queues, topology, workload
+from webhooks.validation.errors import ROOT, FieldError, invalid_omitted, required, unsupported, wrong_type
 
 Validator = Callable[[Mapping[str, Any]], list[FieldError]]
 UpdateValidator = Callable[[Mapping[str, Any], Mapping[str, Any]], list[FieldError]]
@@ -39,10 +39,35 @@ KINDS: Final[dict[str, tuple[tuple[str, ...], Validator, UpdateValidator | None]
 }
 
 
+def _v1beta1_workload(obj: Mapping[str, Any]) -> list[FieldError]:
+    """v1beta1's own rule, on a field conversion folds into priorityClassRef (or drops, when the
+    source is unknown): a priorityClassName needs a priority."""
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping) and spec.get("priorityClassName") is not None and spec.get("priority") is None:
+        return [required(ROOT.child("spec").child("priority"), "priority should not be nil when priorityClassName is set")]
+    return []
+
+
+SPOKE_RULES: Final[dict[tuple[str, str], Validator]] = {
+    (c.KIND_WORKLOAD, c.API_VERSION_V1BETA1): _v1beta1_workload,
+}
+"""Rules of a served version other than v1beta2 on fields that conversion renames or drops; they run
+on the object as written, before it is converted."""
+
+
+def _with_spoke_errors(obj: Any, hub_errors: list[FieldError]) -> list[FieldError]:
+    """The version's own errors, then the hub's on other fields (a field both name is said once, in
+    the words of the version the object was written in)."""
+    rule = SPOKE_RULES.get((str(obj.get("kind")), str(obj.get("apiVersion")))) if isinstance(obj, Mapping) else None
+    own = rule(obj) if rule is not None else []
+    said = {e.path for e in own}
+    return own + [e for e in hub_errors if e.path not in said]
+
+
 def _hub(obj: Any) -> Any:
     """A tasq object as v1beta2 (an object in another served version converted; else unchanged)."""
-    if not isinstance(obj, Mapping) or obj.get("apiVersion") in (c.API_VERSION, c.JOB_API_VERSION,
-                                                                  f"{c.JOBSET_GROUP}/{c.JOBSET_VERSION}"):
+    if not isinstance(obj, Mapping) or obj.get("apiVersion") in (
+            c.API_VERSION, c.JOB_API_VERSION, c.CORE_API_VERSION, f"{c.JOBSET_GROUP}/{c.JOBSET_VERSION}"):
         return obj
     return convert(obj, c.API_VERSION)
 
@@ -61,6 +86,8 @@ def _rules(obj: Any) -> tuple[list[FieldError], tuple[Validator, UpdateValidator
         return [], (jobs.validate_job, jobs.validate_job_update)
     if api_version == f"{c.JOBSET_GROUP}/{c.JOBSET_VERSION}" and kind == c.KIND_JOBSET:
         return [], (jobsets.validate_jobset, jobsets.validate_jobset_update)
+    if api_version == c.CORE_API_VERSION and kind == c.KIND_POD:
+        return [], (pods.validate_pod, pods.validate_pod_update)
     if not isinstance(api_version, str) or not api_version.startswith(f"{c.GROUP}/"):
         return [], None
     if not isinstance(kind, str) or kind not in KINDS:
@@ -79,7 +106,7 @@ def validate(obj: Any) -> list[FieldError]:
     hub = _hub(obj)
     if isinstance(hub, ConversionFailure):
         return [invalid_omitted(ROOT.child(hub.field) if hub.field else ROOT, hub.message)]
-    return rules[0](hub)
+    return _with_spoke_errors(obj, rules[0](hub))
 
 
 def validate_update(old: Any, new: Any) -> list[FieldError]:
@@ -92,5 +119,5 @@ def validate_update(old: Any, new: Any) -> list[FieldError]:
     if isinstance(hub, ConversionFailure):
         return [invalid_omitted(ROOT.child(hub.field) if hub.field else ROOT, hub.message)]
     if update is None or not isinstance(old_hub, Mapping):
-        return create(hub)
-    return update(old_hub, hub)
+        return _with_spoke_errors(new, create(hub))
+    return _with_spoke_errors(new, update(old_hub, hub))

@@ -1,8 +1,12 @@
-"""Validation of batch/v1 Jobs that tasq manages: the queue label and the topology annotations.
+"""Validation of batch/v1 Jobs that tasq manages: the queue label, the topology annotations and
+Kueue's partial-admission annotations.
 
 The KEP's Job annotations (`require-topology`, `prefer-topology`: a level label, `auto` for prefer)
 and Kueue's pod-template ones (`podset-required/preferred/unconstrained-topology`) are all read on the
-Job and its template, so values are checked in both places, at most one set. Called by dispatching.
+Job and its template, so values are checked in both places, at most one set. `job-min-parallelism`
+must lie strictly between 0 and the Job's pod count, as Kueue checks it (on create, and on an update
+that changes it: once admitted, the Job's parallelism is the admitted count, which may equal it).
+Called by dispatching.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from webhooks.validation.errors import (
     SPEC,
     FieldError,
     FieldPath,
+    forbidden,
     invalid,
     invalid_omitted,
     quoted_list,
@@ -73,7 +78,64 @@ def single_topology_annotation(job: Mapping[str, str], template: Mapping[str, st
                                   f"{len(found)}: {quoted_list(found)}")]
 
 
+MIN_PARALLELISM_PATH = JOB_ANNOTATIONS_PATH.key(c.ANNOTATION_JOB_MIN_PARALLELISM)
+COMPLETIONS_EQUAL_PATH = JOB_ANNOTATIONS_PATH.key(c.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM)
+
+
+def _pods_count(spec: Mapping[str, Any]) -> int | None:
+    """Kueue's pod count of a Job: parallelism (default 1), or completions when fewer; None when
+    either is not a non-negative integer (reported elsewhere)."""
+    parallelism, completions = spec.get("parallelism", 1), spec.get("completions")
+    if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 0:
+        return None
+    if isinstance(completions, int) and not isinstance(completions, bool) and 0 <= completions < parallelism:
+        return completions
+    return parallelism
+
+
+def min_parallelism(notes: Mapping[str, str], spec: Mapping[str, Any]) -> list[FieldError]:
+    """`job-min-parallelism`: an integer with 0 < value < the Job's pod count (Kueue's rule)."""
+    raw = notes.get(c.ANNOTATION_JOB_MIN_PARALLELISM)
+    if raw is None:
+        return []
+    digits = raw[1:] if raw[:1] in "+-" else raw
+    if not (digits.isascii() and digits.isdigit()):  # Go's strconv.Atoi, as Kueue parses it
+        return [invalid(MIN_PARALLELISM_PATH, raw, "must be an integer")]
+    value = int(raw)
+    count = _pods_count(spec)
+    if count is not None and not 0 < value < count:
+        return [invalid(MIN_PARALLELISM_PATH, value, f"must be greater than 0 and less than the Job's pod "
+                                                     f"count {count} (its parallelism, or completions when fewer)")]
+    return []
+
+
+def completions_equal_parallelism(notes: Mapping[str, str], spec: Mapping[str, Any]) -> list[FieldError]:
+    """`job-completions-equal-parallelism`: a boolean; true only on an Indexed Job whose completions
+    equal its parallelism (Kueue's rules: a partial admission then sets both to the admitted count)."""
+    raw = notes.get(c.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM)
+    if raw is None:
+        return []
+    enabled = parse_boolean(raw)
+    if enabled is None:
+        return [unsupported(COMPLETIONS_EQUAL_PATH, raw, BOOLEAN_VALUES)]
+    errs: list[FieldError] = []
+    if enabled and spec.get("completionMode", "NonIndexed") != "Indexed":
+        errs.append(invalid(COMPLETIONS_EQUAL_PATH, raw, "must not be true for a NonIndexed Job "
+                                                         "(spec.completionMode is not Indexed)"))
+    if enabled and spec.get("parallelism", 1) != spec.get("completions", 1):
+        errs.append(invalid(SPEC.child("completions"), spec.get("completions"),
+                            f"must equal spec.parallelism ({spec.get('parallelism', 1)}) when "
+                            f"{c.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM} is true"))
+    return errs
+
+
 def validate_job(obj: Mapping[str, Any]) -> list[FieldError]:
+    """Every error tasq cares about in a new batch/v1 Job (see `_validate_job`), its minimum
+    parallelism included."""
+    return _validate_job(obj, check_min_parallelism=True)
+
+
+def _validate_job(obj: Mapping[str, Any], check_min_parallelism: bool) -> list[FieldError]:
     """Every error tasq cares about in a batch/v1 Job: queue label, annotations, pod template, and the
     API server's own rules on that template (`pod_specs`: a cluster applies them before this runs)."""
     errs: list[FieldError] = []
@@ -89,6 +151,9 @@ def validate_job(obj: Mapping[str, Any]) -> list[FieldError]:
     parallelism = shapes.integer(spec, "parallelism", SPEC.child("parallelism"), errs)
     if parallelism is not None and parallelism < 0:
         errs.append(invalid(SPEC.child("parallelism"), parallelism, "must be greater than or equal to 0"))
+    if check_min_parallelism:
+        errs.extend(min_parallelism(job_notes, spec))
+    errs.extend(completions_equal_parallelism(job_notes, spec))
     template = shapes.mapping(spec, "template", TEMPLATE_PATH, errs)
     template_meta = shapes.mapping(template, "metadata", TEMPLATE_PATH.child("metadata"), errs)
     template_notes = shapes.string_map(template_meta, "annotations", TEMPLATE_ANNOTATIONS_PATH, errs)
@@ -106,8 +171,17 @@ def validate_job(obj: Mapping[str, Any]) -> list[FieldError]:
 
 
 def validate_job_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
-    """Kueue: the queue label may change only in an update that leaves the Job suspended."""
-    errs = validate_job(new)
+    """Kueue: the queue label may change only in an update that leaves the Job suspended; the minimum
+    parallelism is checked when it changes; a Job that may be partially admitted keeps its
+    parallelism while it runs (only tasq's start and stop change it, on a suspended Job)."""
+    old_min = shapes.lookup(old, "metadata", "annotations", c.ANNOTATION_JOB_MIN_PARALLELISM)
+    new_min = shapes.lookup(new, "metadata", "annotations", c.ANNOTATION_JOB_MIN_PARALLELISM)
+    errs = _validate_job(new, check_min_parallelism=old_min != new_min)
+    if (old_min is not None
+            and shapes.lookup(old, "spec", "suspend") is not True
+            and shapes.lookup(old, "spec", "parallelism") != shapes.lookup(new, "spec", "parallelism")):
+        errs.append(forbidden(SPEC.child("parallelism"), "cannot change while the Job runs with "
+                              f"{c.ANNOTATION_JOB_MIN_PARALLELISM} set (suspend it first)"))
     old_queue = shapes.lookup(old, "metadata", "labels", c.LABEL_QUEUE_NAME)
     new_queue = shapes.lookup(new, "metadata", "labels", c.LABEL_QUEUE_NAME)
     if old_queue != new_queue and shapes.lookup(new, "spec", "suspend") is not True:

@@ -49,12 +49,32 @@ def mark_finished(wl: Workload, succeeded: bool, message: str, now: datetime) ->
     return wl.set_condition(c.CONDITION_FINISHED, "True", reason, message, now)
 
 
+def deactivation_message(workload: Workload) -> str:
+    """Kueue's Evicted message of a deactivation, naming why when a DeactivationTarget says so."""
+    target = workload.condition(c.CONDITION_DEACTIVATION_TARGET)
+    message = "The workload is deactivated"
+    return f"{message} due to {target.message}" if target is not None and target.status == "True" else message
+
+
 def mark_deactivated(workload: Workload, now: datetime) -> bool:
     """Kueue's eviction of a deactivated Workload, once its Job is stopped: Evicted=True (reason
-    Deactivated), QuotaReserved=False, Admitted=False (reason NoReservation) and no admission. True
-    when anything changed; the caller writes `status.admission` as null so a merge patch drops it."""
-    message = "The workload is deactivated"
+    Deactivated, `deactivation_message`), QuotaReserved=False, Admitted=False (reason NoReservation),
+    an earlier Requeued=True back to False,
+    no admission, and the DeactivationTarget condition and requeueState gone (a reactivated Workload
+    starts its requeue count afresh). True when anything changed; the caller writes
+    `status.admission` and `status.requeueState` as null so a merge patch drops them."""
+    message = deactivation_message(workload)
     changed = workload.set_condition(c.CONDITION_EVICTED, "True", c.REASON_DEACTIVATED, message, now)
+    if workload.condition(c.CONDITION_REQUEUED) is not None:  # not requeued until reactivated
+        changed |= workload.set_condition(c.CONDITION_REQUEUED, "False", c.REASON_DEACTIVATED, message, now)
+    if workload.status is not None:
+        kept = [cond for cond in workload.status.conditions if cond.type != c.CONDITION_DEACTIVATION_TARGET]
+        if len(kept) != len(workload.status.conditions):
+            workload.status.conditions = kept
+            changed = True
+        if workload.status.requeue_state is not None:
+            workload.status.requeue_state = None
+            changed = True
     changed |= workload.set_condition(c.CONDITION_QUOTA_RESERVED, "False", c.REASON_PENDING, message, now)
     if workload.condition(c.CONDITION_ADMITTED) is not None:
         changed |= workload.set_condition(c.CONDITION_ADMITTED, "False", c.REASON_NO_RESERVATION,
@@ -133,6 +153,10 @@ def mark_eviction_done(wl: Workload, now: datetime) -> bool:
                                     "The workload has no reservation", now)
     changed |= wl.set_condition(c.CONDITION_REQUEUED, "True" if evicted.reason == c.REASON_PREEMPTED else "False",
                                 evicted.reason, evicted.message, now)
+    pods_ready = wl.condition(c.CONDITION_PODS_READY)
+    if pods_ready is not None:  # the next admission waits for its pods afresh (Kueue's WaitForStart)
+        changed |= wl.set_condition(c.CONDITION_PODS_READY, "False", c.REASON_WAIT_FOR_START,
+                                    "Not all pods are ready or succeeded", now)
     if wl.status is not None and wl.status.admission is not None:
         wl.status.admission = None
         changed = True

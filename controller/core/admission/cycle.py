@@ -23,6 +23,9 @@ Preemption, the contract with whoever carries it out:
   known, e.g. after a restart: Evicted=True with `status.admission` set), and `release(victim,
   requeue=True)` once the victim's pods are gone: quota and nodes are given back, the parked retry,
   and the victim waits in its queue again (re-admitted when room exists).
+- Partial admission (Kueue's order): a head that fits neither whole nor by preempting at its full
+  count gets the largest count in [minCount, count) of its pod set with a minCount that fits
+  (controller.core.admission.reducing); its `Admit` carries that count in `podSetAssignments[].count`.
 - `admitted_at[key]` (quota reservation time, seconds) orders victims of equal priority newest first;
   an admission made by this state is stamped with `now` when the caller gives one.
 """
@@ -38,6 +41,7 @@ from controller.core.admission.flavoring import NoFit, WorkloadFit, assign_flavo
 from controller.core.admission.preempting import NoPreemption, Victim, VictimPool, VictimSet, find_victims
 from controller.core.admission.queueing import QueueSet
 from controller.core.admission.quota import cycle_text
+from controller.core.admission.reducing import reducible, reserve_largest_count
 from controller.core.admission.snapshot import AdmissionSnapshot
 from controller.core.admission.workloads import WorkloadInfo
 
@@ -252,7 +256,24 @@ def _try(state: AdmissionState, cq_name: str, key: str) -> WorkloadFit | NoFit:
     """The head's fit now (its nodes held in the snapshot's usage) or why not (memoised per shape)."""
     wl = state.workloads[key]
     memo = state._no_fit.get((cq_name, wl.shape))
-    return memo if memo is not None else assign_flavors(state.snapshot, cq_name, wl)
+    if memo is not None:
+        return memo
+    result = assign_flavors(state.snapshot, cq_name, wl)
+    if isinstance(result, NoFit) and _may_admit_partially(state, cq_name, wl):
+        return reserve_largest_count(state.snapshot, cq_name, wl, result)
+    return result
+
+
+def _may_admit_partially(state: AdmissionState, cq_name: str, wl: WorkloadInfo) -> bool:
+    """Kueue's order for a Workload that does not fit whole: a reduced count (controller.core.
+    admission.reducing) only with the PartialAdmission gate on, a pod set with a minCount, and, in a
+    ClusterQueue that may preempt, no preemption that makes room for the full count (that wins)."""
+    if not state.snapshot.features.partial_admission or reducible(wl) is None:
+        return False
+    cq = state.snapshot.cluster_queues[cq_name]
+    if not cq.preemption.enabled:
+        return True
+    return not isinstance(find_victims(state.victim_pool(), state.snapshot, cq_name, wl), VictimSet)
 
 
 def _settle(state: AdmissionState, cq_name: str, key: str, result: WorkloadFit | NoFit) -> Decision:
@@ -321,16 +342,27 @@ def explain(state: AdmissionState, key: str,
     known = memo.get(shape) if memo is not None else None
     if known is not None:
         return replace(known, key=key)
-    result = assign_flavors(state.snapshot, cq_name, state.workloads[key])
+    wl = state.workloads[key]
+    result = assign_flavors(state.snapshot, cq_name, wl)
+    if isinstance(result, NoFit) and _may_admit_partially(state, cq_name, wl):
+        result = reserve_largest_count(state.snapshot, cq_name, wl, result)
     if isinstance(result, WorkloadFit):
         state.snapshot.usage.release(key)
         why = Pending(key, cq_name, c.REASON_PENDING, c.REASON_PENDING,
-                      "fits now; waiting for the next admission cycle")
+                      "fits now" + _partially(wl, result) + "; waiting for the next admission cycle")
     else:
         why = Pending(key, cq_name, c.REASON_PENDING, result.reason, result.message)
     if memo is not None:
         memo[shape] = why
     return why
+
+
+def _partially(wl: WorkloadInfo, fit: WorkloadFit) -> str:
+    """` with 6 of the 8 pod(s) of pod set "main" (partial admission)` for each pod set the fit
+    reduces; empty when it takes every pod."""
+    full = {ps.name: ps.count for ps in wl.pod_sets}
+    return "".join(f" with {ps.count} of the {full[ps.name]} pod(s) of pod set \"{ps.name}\" (partial admission)"
+                   for ps in fit.pod_sets if ps.count < full.get(ps.name, ps.count))
 
 
 def explain_preemption(state: AdmissionState, key: str) -> str | None:

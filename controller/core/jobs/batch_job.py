@@ -1,7 +1,8 @@
 """The batch/v1 Job adapter: how the generic reconciler reads, stops, starts and restores a Job.
 
 Kueue's Job integration: one pod set `main` of count = parallelism whose template is the Job's,
-topology from the KEP Job annotations or Kueue's pod-template ones, Workload name
+minCount = `job-min-parallelism` (a partially admitted Job runs with the admitted parallelism and
+gets its own back when stopped), topology from the KEP Job annotations or Kueue's pod-template ones, Workload name
 `job-<name>-<hash5>`; finished on the Complete or Failed condition; pods left counted by the Job
 controller's active and terminating counters. Pure; `BATCH_JOB` is listed by
 controller.core.jobs.integrations and driven by controller.kube.job_reconciling.
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from controller.api import constants as c
+from controller.api.booleans import parse_boolean
 from controller.api.views import JobView, OwnerRef, PodTemplateView
 from controller.api.workload import DEFAULT_POD_SET_NAME, PodSet
 from controller.core.admission.workloads import topology_request_from_annotations, topology_request_to_dict
@@ -44,6 +46,34 @@ def workload_name_for_job(job_name: str) -> str:
     return workload_name_for_owner(job_name, JOB_GVK.kind, JOB_GVK.group)
 
 
+def min_parallelism(job: Mapping[str, Any]) -> int | None:
+    """The Job's `kueue.x-k8s.io/job-min-parallelism` (its pod set's minCount); None when absent or
+    not an integer (the Job webhook refuses such a value first)."""
+    raw = ((job.get("metadata") or {}).get("annotations") or {}).get(c.ANNOTATION_JOB_MIN_PARALLELISM)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def parallelism_patch(job: Mapping[str, Any], count: int | None) -> dict[str, Any]:
+    """Kueue's partial admission of a Job: with `job-min-parallelism` set, the Job runs with
+    parallelism = `count` (the admitted count when it starts, the count its Workload recorded when it
+    is restored) and, with `job-completions-equal-parallelism: "true"` (Indexed Jobs), completions
+    the same; else completions stay (the Job runs fewer pods at a time toward the same total). The
+    spec fields that change; empty when none does or the Job has no minimum."""
+    if count is None or min_parallelism(job) is None:
+        return {}
+    spec = job.get("spec") or {}
+    notes = (job.get("metadata") or {}).get("annotations") or {}
+    out: dict[str, Any] = {}
+    if spec.get("parallelism", 1) != count:
+        out["parallelism"] = count
+    if parse_boolean(notes.get(c.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM)) and spec.get("completions") != count:
+        out["completions"] = count
+    return out
+
+
 class BatchJob(SingleObjectJob):
     """The batch/v1 Job as a `GenericJob` (see the module docstring)."""
 
@@ -68,6 +98,9 @@ class BatchJob(SingleObjectJob):
         annotations win over the template's for its topology request."""
         view = JobView.from_dict(obj)
         pod_set: dict[str, Any] = {"name": DEFAULT_POD_SET_NAME, "count": view.parallelism, "template": view.template}
+        min_count = min_parallelism(obj)
+        if min_count is not None:  # Kueue's partial admission; the Job webhook checked 0 < it < the pod count
+            pod_set["minCount"] = min_count
         topology = topology_request_from_annotations(
             view.annotations, PodTemplateView.from_dict(view.template).annotations)
         if topology is not None:
@@ -81,16 +114,20 @@ class BatchJob(SingleObjectJob):
         return {"metadata": _version(obj), "spec": {"suspend": True}}
 
     def run_patch(self, obj: Mapping[str, Any], infos: Sequence[PodSetRunInfo]) -> dict[str, Any]:
-        """The Job's one template gets every info (a Job has one pod set); `suspend` becomes false."""
+        """The Job's one template gets every info (a Job has one pod set); `suspend` becomes false; a
+        partially admitted Job runs with its admitted count (`parallelism_patch`)."""
         return {"metadata": _version(obj),
-                "spec": {"suspend": False, "template": template_run_patch(_template(obj), infos)}}
+                "spec": {"suspend": False, "template": template_run_patch(_template(obj), infos),
+                         **parallelism_patch(obj, infos[0].count if infos else None)}}
 
     def restore_patch(self, obj: Mapping[str, Any], recorded: Sequence[PodSet]) -> dict[str, Any] | None:
-        """The API server accepts it only on a suspended Job whose pods are gone."""
+        """The recorded template, and the recorded count as the parallelism of a Job that may be
+        partially admitted. The API server accepts it only on a suspended Job whose pods are gone."""
         template = template_restore_patch(_template(obj), recorded[0].template) if recorded else None
-        if template is None:
+        counts = parallelism_patch(obj, recorded[0].count if recorded else None)
+        if template is None and not counts:
             return None
-        return {"metadata": _version(obj), "spec": {"template": template}}
+        return {"metadata": _version(obj), "spec": {**({"template": template} if template else {}), **counts}}
 
     def clear_start_patch(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
         """The Job controller does not clear `status.startTime` on suspension; before Kubernetes 1.35

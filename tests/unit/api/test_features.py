@@ -9,8 +9,12 @@ from controller.api.features import FeatureGateError, FeatureGates, parse_featur
 
 def test_defaults_are_kueue_0_19s() -> None:
     gates = parse_feature_gates("")
-    assert (gates.balanced_placement, gates.multi_layer_topology) == (False, True)
+    assert (gates.balanced_placement, gates.multi_layer_topology, gates.partial_admission) == (False, True, True)
     assert gates == FeatureGates()
+
+
+def test_partial_admission_can_be_turned_off() -> None:
+    assert parse_feature_gates("PartialAdmission=false").partial_admission is False
 
 
 @pytest.mark.parametrize(("text", "balanced", "multi_layer"), [
@@ -26,7 +30,7 @@ def test_values_override_the_defaults(text: str, balanced: bool, multi_layer: bo
 
 @pytest.mark.parametrize(("text", "message"), [
     pytest.param("TASBalancedPlacment=true", "--feature-gates: unknown feature gate 'TASBalancedPlacment'; "
-                 "known gates: TASBalancedPlacement, TASMultiLayerTopology", id="a misspelt gate"),
+                 "known gates: PartialAdmission, TASBalancedPlacement, TASMultiLayerTopology", id="a misspelt gate"),
     pytest.param("TASBalancedPlacement", "--feature-gates: 'TASBalancedPlacement' is not Name=true|false",
                  id="no value"),
     pytest.param("TASBalancedPlacement=yes", "--feature-gates: TASBalancedPlacement='yes': the value must be "

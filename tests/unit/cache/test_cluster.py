@@ -324,3 +324,29 @@ def test_a_cohort_tree_lets_a_queue_borrow_from_a_cousin_and_a_cycle_stops_it() 
     assert cache.generation > generation
     assert cache.snapshot().quota.availability("cq-a", "f1", GPU).available == 0
     assert cache.snapshot().quota.cohort_cycle("cq-b") == ("left", "org")
+
+
+def test_plain_pods_tasq_manages_are_kept_whole_under_their_group_and_leave_it_when_relabelled_or_deleted() -> None:
+    cache = ClusterCache()
+
+    def pod(name: str, group: str | None, queue: str | None = "lq") -> dict[str, Any]:
+        built = make_pod(name)
+        if queue:
+            built.label(c.LABEL_QUEUE_NAME, queue)
+        if group:
+            built.label(c.LABEL_POD_GROUP_NAME, group).annotate(c.ANNOTATION_POD_GROUP_TOTAL_COUNT, "2")
+        return built.build()
+
+    a, b = pod("a", "g"), pod("b", "g")
+    cache.upsert(KIND_POD, a)
+    cache.upsert(KIND_POD, b)
+    cache.upsert(KIND_POD, pod("plain", None, queue=None))  # not tasq's: not kept whole
+    assert sorted(p["metadata"]["name"] for p in cache.group_members("default/g")) == ["a", "b"]
+    assert list(cache.group_pods) == ["default/g"]
+    moved = pod("b", "h")
+    moved["metadata"]["resourceVersion"] = "2"
+    cache.upsert(KIND_POD, moved)
+    assert [p["metadata"]["name"] for p in cache.group_members("default/g")] == ["a"]
+    assert [p["metadata"]["name"] for p in cache.group_members("default/h")] == ["b"]
+    cache.delete(KIND_POD, a)
+    assert "default/g" not in cache.group_pods and cache.group_members("default/g") == []

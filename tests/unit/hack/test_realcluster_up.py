@@ -43,8 +43,14 @@ def test_a_bad_topology_is_an_error_naming_the_flag(up: ModuleType) -> None:
 
 def test_pod_stages_read_the_devcluster_annotations(up: ModuleType) -> None:
     stages = {s["metadata"]["name"]: s["spec"] for s in up.pod_stages()}
-    assert set(stages) == {"tasq-pod-start", "tasq-pod-fail", "tasq-pod-succeed", "tasq-pod-delete",
-                           "tasq-node-managed"}
+    assert set(stages) == {"tasq-pod-start", "tasq-pod-start-unready", "tasq-pod-fail", "tasq-pod-succeed",
+                           "tasq-pod-delete", "tasq-node-managed"}
+    for name, operator in (("tasq-pod-start", "NotIn"), ("tasq-pod-start-unready", "In")):
+        (not_ready,) = [e for e in stages[name]["selector"]["matchExpressions"]
+                        if c.ANNOTATION_DEVCLUSTER_NOT_READY in e["key"]]
+        assert not_ready["operator"] == operator
+    unready = stages["tasq-pod-start-unready"]["next"]["statusTemplate"]
+    assert '- type: Ready\n  status: "False"' in unready and "ready: true" not in unready.split("initContainerStatuses")[0]
     keys = [e["key"] for e in stages["tasq-pod-succeed"]["selector"]["matchExpressions"]]
     assert any(c.ANNOTATION_DEVCLUSTER_RUN_SECONDS in k for k in keys)
     assert any(c.ANNOTATION_DEVCLUSTER_FAIL in k for k in keys)

@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 
 from controller.api import constants as c
+from controller.api.configuration import WaitForPodsReady
 from controller.api.workload import Admission, Workload
 from controller.cache.cluster import KIND_POD, ClusterCache
 from controller.core.jobs.batch_job import BATCH_JOB, workload_from_job
@@ -558,3 +559,35 @@ def test_the_reconciler_drives_a_second_kind_through_its_adapter_alone() -> None
     step()
     assert (WORKLOADS, name) not in api.objects
     assert {plural for _, plural in api.writes} == {"trainers", "workloads"}  # never a Job
+
+
+@pytest.mark.parametrize(("counters", "want"), [
+    pytest.param({"active": 2, "ready": 1}, ("False", "WaitForStart"), id="one of two pods ready: waits for start"),
+    pytest.param({"active": 2, "ready": 2}, ("True", "Started"), id="both ready: started"),
+    pytest.param({"active": 1, "ready": 1, "succeeded": 1}, ("True", "Started"), id="a succeeded pod counts as ready"),
+])
+def test_with_wait_for_pods_ready_a_running_jobs_readiness_becomes_its_workloads_pods_ready(
+        counters: dict[str, int], want: tuple[str, str]) -> None:
+    job = authored("own selector and toleration")
+    started = running(job)
+    started["spec"].update(parallelism=2, completions=2)  # as admitted: 2 pods
+    started["status"].update(counters)
+    api = JobRulesApi(started, admitted_workload(job))
+    cache = ClusterCache()
+    for obj in api.objects.values():
+        cache.upsert(obj["kind"], obj)
+    recorder = Quiet()
+    asyncio.run(JobReconciler(cache, api, recorder, evictor=Evictor(cache, api, recorder),
+                              pods_ready=WaitForPodsReady()).reconcile("ns/train"))
+    (wl,) = [o for o in api.objects.values() if o["kind"] == c.KIND_WORKLOAD]
+    pods_ready = next(cd for cd in wl["status"]["conditions"] if cd["type"] == c.CONDITION_PODS_READY)
+    assert (pods_ready["status"], pods_ready["reason"]) == want
+
+
+def test_without_wait_for_pods_ready_no_pods_ready_condition_is_written() -> None:
+    job = authored("own selector and toleration")
+    started = running(job)
+    started["status"].update(ready=2)
+    api = JobRulesApi(started, admitted_workload(job))
+    reconcile(api)
+    assert api.writes == []

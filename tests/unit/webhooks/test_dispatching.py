@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.webhooks.manifests import Case, cases, valid_flavor, valid_topology
+from tests.unit.webhooks.manifests import Case, cases, valid_flavor, valid_topology, valid_workload
 from webhooks.validation import FieldError, validate, validate_update
 
 
@@ -23,6 +23,22 @@ from webhooks.validation import FieldError, validate, validate_update
 )
 def test_dispatch(case: Case) -> None:
     assert [e.path for e in validate(case.manifest())] == list(case.want_errors)
+
+
+@pytest.mark.parametrize(("source", "priority", "want"), [
+    pytest.param(None, None, ["spec.priority"], id="a name with no source or priority: conversion drops it, v1beta1 refuses"),
+    pytest.param("kueue.x-k8s.io/workloadpriorityclass", None, ["spec.priority"], id="a name with a source, no priority"),
+    pytest.param("kueue.x-k8s.io/workloadpriorityclass", 10, [], id="a name with a source and a priority"),
+])
+def test_a_v1beta1_priority_class_name_needs_a_priority(source: str | None, priority: int | None,
+                                                        want: list[str]) -> None:
+    workload = valid_workload().set("apiVersion", "kueue.x-k8s.io/v1beta1").build()
+    workload["spec"]["priorityClassName"] = "high"
+    for field, value in (("priorityClassSource", source), ("priority", priority)):
+        if value is not None:
+            workload["spec"][field] = value
+    assert [e.path for e in validate(workload)] == want
+    assert [e.path for e in validate_update(workload, workload)] == want
 
 
 def test_update_of_a_kind_without_update_rules_applies_create_rules() -> None:

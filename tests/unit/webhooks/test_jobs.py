@@ -145,3 +145,66 @@ def test_job_queue_label_update(old_suspend: bool, new_suspend: bool, new_queue:
     old = valid_job().set("spec.suspend", old_suspend).build()
     new = valid_job().set("spec.suspend", new_suspend).label(c.LABEL_QUEUE_NAME, new_queue).build()
     assert [e.path for e in validate_update(old, new)] == want_errors
+
+
+MIN_PAR = f"{JOB_NOTES}[{c.ANNOTATION_JOB_MIN_PARALLELISM}]"
+EQUAL = f"{JOB_NOTES}[{c.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM}]"
+
+
+@cases(  # valid_job has parallelism 4
+    Case("a minimum parallelism below the parallelism", valid_job().annotate(c.ANNOTATION_JOB_MIN_PARALLELISM, "2")),
+    Case("the largest minimum: one below the parallelism",
+         valid_job().annotate(c.ANNOTATION_JOB_MIN_PARALLELISM, "3")),
+    Case("a minimum equal to the parallelism reduces nothing",
+         valid_job().annotate(c.ANNOTATION_JOB_MIN_PARALLELISM, "4"), want_errors=(MIN_PAR,)),
+    Case("a minimum of 0", valid_job().annotate(c.ANNOTATION_JOB_MIN_PARALLELISM, "0"), want_errors=(MIN_PAR,)),
+    Case("a negative minimum", valid_job().annotate(c.ANNOTATION_JOB_MIN_PARALLELISM, "-1"), want_errors=(MIN_PAR,)),
+    Case("a minimum that is not an integer", valid_job().annotate(c.ANNOTATION_JOB_MIN_PARALLELISM, "half"),
+         want_errors=(MIN_PAR,)),
+    Case("completions fewer than parallelism bound the minimum (Kueue's pod count)",
+         valid_job().set("spec.completions", 2).annotate(c.ANNOTATION_JOB_MIN_PARALLELISM, "2"),
+         want_errors=(MIN_PAR,)),
+    Case("completions equal to parallelism on an Indexed Job",
+         valid_job().set("spec.completionMode", "Indexed").set("spec.completions", 4)
+         .annotate(c.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM, "true")),
+    Case("completions equal to parallelism on a NonIndexed Job",
+         valid_job().set("spec.completions", 4).annotate(c.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM, "true"),
+         want_errors=(EQUAL,)),
+    Case("completions-equal-parallelism with completions that differ",
+         valid_job().set("spec.completionMode", "Indexed").set("spec.completions", 8)
+         .annotate(c.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM, "true"), want_errors=("spec.completions",)),
+    Case("completions-equal-parallelism false asks for nothing",
+         valid_job().set("spec.completions", 8).annotate(c.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM, "false")),
+    Case("completions-equal-parallelism not a boolean",
+         valid_job().annotate(c.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM, "yes"), want_errors=(EQUAL,)),
+)
+def test_partial_admission_annotations(case: Case) -> None:
+    assert sorted(e.path for e in validate(case.manifest())) == sorted(case.want_errors)
+
+
+def test_a_minimum_out_of_range_says_the_allowed_range() -> None:
+    errs = validate(valid_job().annotate(c.ANNOTATION_JOB_MIN_PARALLELISM, "4").build())
+    assert [str(e) for e in errs] == [
+        f"{MIN_PAR}: Invalid value: 4: must be greater than 0 and less than the Job's pod count 4 "
+        "(its parallelism, or completions when fewer)"]
+
+
+@pytest.mark.parametrize(("old", "new", "want_errors"), [
+    pytest.param({"suspend": True, "parallelism": 8, "min": "4"}, {"suspend": False, "parallelism": 4, "min": "4"},
+                 [], id="tasq starts a Job at its minimum: the unchanged annotation is not checked again"),
+    pytest.param({"suspend": False, "parallelism": 6, "min": "4"}, {"suspend": False, "parallelism": 5, "min": "4"},
+                 ["spec.parallelism"], id="a running partially admitted Job keeps its parallelism"),
+    pytest.param({"suspend": True, "parallelism": 6, "min": "4"}, {"suspend": True, "parallelism": 8, "min": "4"},
+                 [], id="tasq restores the parallelism of a suspended Job"),
+    pytest.param({"suspend": False, "parallelism": 6, "min": None}, {"suspend": False, "parallelism": 5, "min": None},
+                 [], id="a Job without the annotation is the Job controller's business"),
+    pytest.param({"suspend": True, "parallelism": 4, "min": "2"}, {"suspend": True, "parallelism": 4, "min": "4"},
+                 [MIN_PAR], id="a changed minimum is checked"),
+])
+def test_partial_admission_update(old: dict[str, object], new: dict[str, object], want_errors: list[str]) -> None:
+    def job(fields: dict[str, object]) -> dict[str, object]:
+        builder = valid_job().set("spec.suspend", fields["suspend"]).set("spec.parallelism", fields["parallelism"])
+        if fields["min"] is not None:
+            builder.annotate(c.ANNOTATION_JOB_MIN_PARALLELISM, str(fields["min"]))
+        return builder.build()
+    assert [e.path for e in validate_update(job(old), job(new))] == want_errors

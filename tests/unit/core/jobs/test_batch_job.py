@@ -121,6 +121,30 @@ def test_the_restore_patch_carries_the_jobs_resource_version_and_nulls_only_what
                      "annotations": {c.ANNOTATION_TOPOLOGY_WORKLOAD: None, c.ANNOTATION_TOPOLOGY_PODSET: None}}}}}
 
 
+@pytest.mark.parametrize(("notes", "mode", "completions", "want_started"), [
+    pytest.param({c.ANNOTATION_JOB_MIN_PARALLELISM: "4"}, "NonIndexed", 8, (6, 8),
+                 id="a partially admitted Job runs 6 pods at a time toward its 8 completions"),
+    pytest.param({c.ANNOTATION_JOB_MIN_PARALLELISM: "4", c.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM: "true"},
+                 "Indexed", 8, (6, 6), id="with completions-equal-parallelism an Indexed Job runs 6 indexes"),
+    pytest.param({}, "NonIndexed", 8, (8, 8), id="without a minimum the parallelism is the author's"),
+])
+def test_a_partial_admission_sets_the_parallelism_and_stopping_puts_it_back(
+        notes: dict[str, str], mode: str, completions: int, want_started: tuple[int, int]) -> None:
+    job = make_job("train").parallelism(8).obj()
+    job["metadata"]["annotations"] = notes
+    job["spec"] |= {"completions": completions, "completionMode": mode}
+    workload = Workload.from_dict(workload_from_job(job))
+    assert (workload.spec.pod_sets[0].count, workload.spec.pod_sets[0].min_count) == (8, 4 if notes else None)
+    reduced = admission(topology=True)
+    reduced["podSetAssignments"][0]["count"] = 6
+    started = merge(job, pod_template_patch(job, "job-train-x", Admission.model_validate(reduced), {"h100": H100}))
+    assert (started["spec"]["parallelism"], started["spec"]["completions"]) == want_started
+    restored = merge(started, pod_template_restore_patch(started, workload))
+    assert (restored["spec"]["parallelism"], restored["spec"]["completions"]) == (8, completions)
+    assert without_empty(restored["spec"]["template"]) == without_empty(job["spec"]["template"])
+    assert pod_template_restore_patch(restored, workload) is None
+
+
 # -- the reads the reconciler decides by ---------------------------------------------------------
 
 def job_with(spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None) -> dict[str, Any]:
