@@ -298,6 +298,8 @@ def test_every_watched_kind_is_taken_and_deleted(kind: str) -> None:
         KIND_PRIORITY_CLASS: {"metadata": {"name": "high"}, "value": 10},
         KIND_NAMESPACE: {"metadata": {"name": "ns1", "labels": {"team": "a"}}},
         c.KIND_COHORT: make_cohort("org").obj(), c.KIND_WORKLOAD_PRIORITY_CLASS: make_priority_class("hi", 9).obj(),
+        c.KIND_JOBSET: {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                        "metadata": {"name": "js1", "namespace": "default"}, "spec": {"replicatedJobs": []}},
     }
     stores = {c.KIND_COHORT: "cohorts", c.KIND_WORKLOAD_PRIORITY_CLASS: "workload_priority_classes",KIND_NODE: "nodes", KIND_POD: "pods", c.KIND_JOB: "jobs", c.KIND_WORKLOAD: "workloads",
               c.KIND_RESOURCE_FLAVOR: "flavors", c.KIND_CLUSTER_QUEUE: "cluster_queues",
@@ -305,7 +307,7 @@ def test_every_watched_kind_is_taken_and_deleted(kind: str) -> None:
               KIND_PRIORITY_CLASS: "priority_classes", KIND_NAMESPACE: "namespaces"}
     cache = ClusterCache()
     assert cache.upsert(kind, objects[kind]) is True
-    store = getattr(cache, stores[kind])
+    store = cache.owners[kind] if kind == c.KIND_JOBSET else getattr(cache, stores[kind])
     assert len(store) == 1
     cache.delete(kind, objects[kind])
     assert len(store) == 0
