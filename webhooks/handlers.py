@@ -1,8 +1,9 @@
 """The kopf admission handlers: thin adapters from AdmissionReviews to the pure rules.
 
-`register_handlers(registry)` adds to a kopf registry the mutating handlers (suspend queued Jobs,
-gate pods of admitted pod sets, gate queued plain pods; `webhooks.defaulting`) and the validating
-ones (Jobs, queued pods and tasq's kinds on CREATE and UPDATE; `webhooks.validation` and `webhooks.running_jobs`). Handler ids are
+`register_handlers(registry)` adds to a kopf registry the mutating handlers (suspend queued Jobs and
+JobSets, gate pods of admitted pod sets, gate queued plain pods; `webhooks.defaulting`) and the
+validating ones (Jobs, JobSets, queued pods and tasq's kinds on CREATE and UPDATE;
+`webhooks.validation` and `webhooks.running_jobs`). Handler ids are
 the URL paths the webhook configurations call. Called by controller.kube.webhooking and tests.
 """
 
@@ -76,6 +77,14 @@ async def _mutate_job(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     _patch_with(patch, defaulting.suspend_job(dict(body)))
 
 
+async def _mutate_jobset(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    _patch_with(patch, defaulting.suspend_job(dict(body)))  # a JobSet suspends by spec.suspend as a Job does
+
+
+async def _validate_jobset(body: kopf.Body, **kwargs: Any) -> None:
+    check(c.KIND_JOBSET, c.JOBSET_GROUP, kwargs.get("operation"), body, kwargs.get("old"))
+
+
 async def _mutate_pod(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     _patch_with(patch, defaulting.gate_pod(dict(body)))
 
@@ -136,6 +145,10 @@ def register_handlers(registry: kopf.OperatorRegistry, group_members: GroupMembe
                      registry=registry)(_pod_validator(group_members))
     kopf.on.validate("batch", "v1", "jobs", id=c.WEBHOOK_VALIDATE_JOB, operations=_CREATE_UPDATE,
                      registry=registry)(_validate_job)
+    kopf.on.mutate(c.JOBSET_GROUP, c.JOBSET_VERSION, c.PLURAL_JOBSETS, id=c.WEBHOOK_MUTATE_JOBSET,
+                   operations=["CREATE"], registry=registry)(_mutate_jobset)
+    kopf.on.validate(c.JOBSET_GROUP, c.JOBSET_VERSION, c.PLURAL_JOBSETS, id=c.WEBHOOK_VALIDATE_JOBSET,
+                     operations=_CREATE_UPDATE, registry=registry)(_validate_jobset)
     for plural, handler_id, kind in TASQ_KINDS:
         # One registration per served version: kopf otherwise knows only the preferred one and
         # refuses reviews of the others (a Kueue manifest's Topology is v1alpha1).

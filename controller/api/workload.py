@@ -70,6 +70,11 @@ class PodSetTopologyRequest(ApiModel):
     """True: the pods may run anywhere in the topology, packed as closely as possible."""
     pod_index_label: LabelKeyStr | None = None
     """The pod label that holds a pod's index (e.g. a Job's completion index)."""
+    sub_group_index_label: LabelKeyStr | None = None
+    """The pod label that holds the index of the pod's sub-group (a JobSet's Job index); a pod's rank
+    is its sub-group index x (count / subGroupCount) + its pod index."""
+    sub_group_count: Int32 | None = Field(default=None, ge=1)
+    """How many sub-groups the pod set's pods are split into (a replicatedJob's replicas)."""
     pod_set_group_name: Annotated[str, Field(max_length=256)] | None = None
     """Pod sets with the same group name are placed together under one request."""
     pod_set_slice_required_topology: Annotated[str, Field(max_length=63)] | None = None

@@ -29,7 +29,7 @@ from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.topology_assignment import DomainPods
 from controller.api.views import NodeView, OwnerRef, PodView, owner_refs
-from controller.api.workload import Admission, Workload
+from controller.api.workload import Admission, PodSetTopologyRequest, Workload
 from controller.core.admission.conditions import is_evicted, is_terminating
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
@@ -42,7 +42,7 @@ from controller.core.jobs import pod_group
 from controller.core.jobs.framework import GenericJob, workload_owner_refs
 from controller.core.jobs.integrations import INTEGRATIONS
 from controller.core.topology import Usage, workload_key_of
-from controller.core.ungating.planning import PodState, UngatingInput
+from controller.core.ungating.planning import PodState, UngatingInput, pod_rank
 
 KIND_NODE = "Node"
 KIND_POD = "Pod"
@@ -400,10 +400,11 @@ class ClusterCache:
         self._flavor_infos = None
 
     def _upsert_cluster_queue(self, key: str, cq: ClusterQueue) -> bool:
-        """False (nothing rebuilt) when only the status changed: tasq writes those itself after
-        admissions, and admission does not read them."""
+        """False (nothing rebuilt) when only the status or the finalizers changed: tasq writes those
+        itself, and admission does not read them; a deletion (it stops admissions) does rebuild."""
         before, self.cluster_queues[key] = self.cluster_queues.get(key), cq
-        if before is not None and before.spec == cq.spec:
+        if (before is not None and before.spec == cq.spec
+                and before.metadata.deletion_timestamp == cq.metadata.deletion_timestamp):
             return False
         self._quotas = self._ledger = None
         return True
@@ -591,7 +592,8 @@ class ClusterCache:
         slices: dict[str, list[DomainPods]] = {
             psa.name: psa.topology_assignment.domains() if psa.topology_assignment is not None else []
             for psa in admission.pod_set_assignments}
-        pods = [_pod_state(self.pods[p]) for p in sorted(self.pods_of.get(key, ())) if p in self.pods]
+        ranking = {ps.name: (ps.topology_request, ps.count) for ps in entry.obj.spec.pod_sets}
+        pods = [_pod_state(self.pods[p], ranking) for p in sorted(self.pods_of.get(key, ())) if p in self.pods]
         return UngatingInput(namespace=namespace, workload=workload, slices=slices, pods=pods)
 
 
@@ -608,12 +610,14 @@ def _forgetting(store: dict[str, dict[str, Any]]) -> Callable[[str], None]:
     return delete
 
 
-def _pod_state(pod: PodView) -> PodState:
-    index = pod.labels.get(c.LABEL_JOB_COMPLETION_INDEX, "")
+def _pod_state(pod: PodView, ranking: Mapping[str, tuple[PodSetTopologyRequest | None, int]]) -> PodState:
+    """The planner's view of a pod; its rank read by its pod set's topology request (`pod_rank`)."""
     gated = c.SCHEDULING_GATE_TOPOLOGY in pod.scheduling_gates
+    pod_set = pod.annotations.get(c.ANNOTATION_TOPOLOGY_PODSET, "")
+    request, count = ranking.get(pod_set, (None, 0))
     return PodState(
-        name=pod.name, uid=pod.uid, pod_set=pod.annotations.get(c.ANNOTATION_TOPOLOGY_PODSET, ""),
-        completion_index=int(index) if index.isdigit() else None, gated=gated,
+        name=pod.name, uid=pod.uid, pod_set=pod_set,
+        completion_index=pod_rank(pod.labels, request, count), gated=gated,
         assigned=None if gated else dict(pod.node_selector), terminated=pod.terminal or pod.deleting,
         created=pod.creation_timestamp)
 

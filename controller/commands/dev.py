@@ -1,10 +1,10 @@
 """`tasq dev`: the devcluster with sample GPU nodes and tasq's operator and webhooks, in one process.
 
 Starts `devcluster.DevCluster` on 127.0.0.1, creates GPU nodes from `--topology` (default 2 blocks
-x 4 racks x 4 nodes x 8 GPUs) and/or from `--nodes` dumps of a real cluster, applies `crds/`, runs
-the simulated Job controller, scheduler and kubelet in real time, writes a kubeconfig for kubectl,
-then runs tasq (operator + local webhooks; `--no-tasq`: the bare control plane) and serves until
-SIGINT/SIGTERM (then exits 0). `dev_stack` is the same as an async context manager (`tasq demo`).
+x 4 racks x 4 nodes x 8 GPUs) and/or from `--nodes` dumps of a real cluster, applies `crds/` and
+the JobSet CRD, runs the simulated JobSet and Job controllers, scheduler and kubelet in real time,
+writes a kubeconfig for kubectl, then runs tasq (operator + local webhooks; `--no-tasq`: the bare
+control plane) and serves until SIGINT/SIGTERM (then exits 0). `dev_stack` is the same as an async context manager (`tasq demo`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from controller.kube.process import Webhooks, serve_tasq
 from devcluster.cluster import DevCluster
 from devcluster.server.errors import ApiError
 from devcluster.simulated.components import Components
+from devcluster.simulated.jobsets import jobset_crd
 from devcluster.simulated.nodes import (
     LABEL_RACK,
     NodeDumpError,
@@ -181,6 +182,12 @@ async def dev_stack(kubeconfig: Path, port: int, crds: Path, shape: TopologyShap
             crd_names = await apply_crds(cluster.api, crds)
         except (ApiError, yaml.YAMLError) as e:
             raise DevSetupError(f"cannot apply the CRDs in {str(crds)!r}: {e}") from e
+        if simulated is not None:  # the simulated JobSet controller's CRD: JobSets run as on a cluster with JobSet
+            try:
+                await cluster.api.create(cluster.api.resource("apiextensions.k8s.io/v1", "customresourcedefinitions"),
+                                         "", jobset_crd())
+            except ApiError as e:
+                raise DevSetupError(f"cannot create the JobSet CRD: {e.message}") from e
         try:
             path = cluster.write_kubeconfig(kubeconfig)
         except OSError as e:

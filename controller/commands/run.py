@@ -114,9 +114,13 @@ def run(args: argparse.Namespace) -> int:
     configure_logging("debug" if args.verbose else args.log_level, args.log_format)
     identity = args.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
     from controller.kube.api import ApiError
+    from controller.kube.webhooking import KueueCrdsInstalled
 
     try:
         asyncio.run(_serve(args, identity))
+    except KueueCrdsInstalled as e:
+        print(f"tasq run: {e}", file=sys.stderr)
+        return 1
     except OSError as e:
         print(f"tasq run: {e.strerror or e}", file=sys.stderr)
         return 1

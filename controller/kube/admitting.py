@@ -53,6 +53,7 @@ from controller.core.admission.workloads import workload_info
 from controller.kube.api import TRANSPORT_ERRORS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor, Preemption
+from controller.kube.finalizing import write_finalizers
 from controller.kube.metrics import Metrics, fragmentation, priority_class_of, queue_figures, queued_seconds
 from controller.kube.requeuing import Backoff, log_failure
 from controller.kube.routing import Applied
@@ -520,6 +521,7 @@ class AdmissionLoop:
                 except Exception as e:  # refused, no answer, or a bug: the loop must go on
                     ok = False
                     log_failure(log, f"status of queue {key}", e, self.queue_status_interval_s)
+        ok = await write_finalizers(self.api, self.cache, self.applied) and ok
         return await self._write_cohorts() and ok
 
     async def _write_cohorts(self) -> bool:

@@ -202,6 +202,14 @@ def test_a_queue_status_write_coming_back_neither_rebuilds_the_ledger_nor_wakes_
     assert cache.snapshot().quota is not ledger and cache.generation > generation  # a spec change does both
 
 
+def test_a_cluster_queue_deletion_rebuilds_the_quotas_so_admission_sees_it_terminating(cache: ClusterCache) -> None:
+    generation = cache.generation
+    assert not cache.snapshot().cluster_queues["cq"].terminating
+    deleted = versioned(make_cluster_queue("cq").flavor("gpu", {GPU: 32}).deleted().obj(), 9)
+    assert cache.upsert(c.KIND_CLUSTER_QUEUE, deleted)
+    assert cache.snapshot().cluster_queues["cq"].terminating and cache.generation > generation
+
+
 def test_ungating_input_lists_the_slices_and_pod_states_of_an_admitted_workload(cache: ClusterCache) -> None:
     cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h1": 1, "h3": 1}))
     gated = (make_pod("a-0").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "a")
@@ -302,6 +310,8 @@ def test_every_watched_kind_is_taken_and_deleted(kind: str) -> None:
         KIND_PRIORITY_CLASS: {"metadata": {"name": "high"}, "value": 10},
         KIND_NAMESPACE: {"metadata": {"name": "ns1", "labels": {"team": "a"}}},
         c.KIND_COHORT: make_cohort("org").obj(), c.KIND_WORKLOAD_PRIORITY_CLASS: make_priority_class("hi", 9).obj(),
+        c.KIND_JOBSET: {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                        "metadata": {"name": "js1", "namespace": "default"}, "spec": {"replicatedJobs": []}},
     }
     stores = {c.KIND_COHORT: "cohorts", c.KIND_WORKLOAD_PRIORITY_CLASS: "workload_priority_classes",KIND_NODE: "nodes", KIND_POD: "pods", c.KIND_JOB: "jobs", c.KIND_WORKLOAD: "workloads",
               c.KIND_RESOURCE_FLAVOR: "flavors", c.KIND_CLUSTER_QUEUE: "cluster_queues",
@@ -309,7 +319,7 @@ def test_every_watched_kind_is_taken_and_deleted(kind: str) -> None:
               KIND_PRIORITY_CLASS: "priority_classes", KIND_NAMESPACE: "namespaces"}
     cache = ClusterCache()
     assert cache.upsert(kind, objects[kind]) is True
-    store = getattr(cache, stores[kind])
+    store = cache.owners[kind] if kind == c.KIND_JOBSET else getattr(cache, stores[kind])
     assert len(store) == 1
     cache.delete(kind, objects[kind])
     assert len(store) == 0

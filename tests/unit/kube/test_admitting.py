@@ -50,9 +50,13 @@ class RecordingApi:
 
     async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
                           patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]:
-        del subresource
-        self.patches.append((resource, name))
         self.version += 1
+        if subresource is None and resource != WORKLOADS:  # a resource-in-use finalizer (controller.kube.finalizing)
+            held = self.cache.cluster_queues.get(name) if resource == CLUSTER_QUEUES else self.cache.flavors.get(name)
+            assert held is not None
+            obj = held.to_dict()
+            return {**obj, "metadata": {**obj["metadata"], **patch["metadata"], "resourceVersion": str(self.version)}}
+        self.patches.append((resource, name))
         current: dict[str, Any] = {"metadata": {"name": name}}
         if resource == WORKLOADS:
             current = self.cache.workloads[f"{namespace}/{name}"].obj.to_dict()

@@ -71,7 +71,7 @@ def test_a_local_url_config_carries_the_ca_and_one_path_per_handler() -> None:
     for hook in hooks:
         handler_id = hook["name"].removesuffix(f".{c.WEBHOOK_NAME_DOMAIN}")
         assert hook["clientConfig"] == {"url": f"https://127.0.0.1:9443/{handler_id}", "caBundle": "Q0E="}
-    assert len({h["name"] for h in hooks}) == len(hooks) == 11
+    assert len({h["name"] for h in hooks}) == len(hooks) == 13
 
 
 @pytest.mark.parametrize("configurations", [
