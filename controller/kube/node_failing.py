@@ -32,7 +32,7 @@ from controller.api.meta import object_key
 from controller.api.selectors import NO_EXECUTE
 from controller.api.topology_assignment import TopologyAssignment, encode
 from controller.api.views import NodeView
-from controller.api.workload import Admission, Workload
+from controller.api.workload import MAX_UNHEALTHY_NODES, Admission, Workload
 from controller.cache.cluster import ClusterCache, WorkloadEntry
 from controller.core.admission.conditions import (
     forget_recovered_nodes,
@@ -205,8 +205,11 @@ class NodeFailureHandler:
             entry, admission = current, current.admission
         if not failed:
             return
-        if any(name not in entry.obj.unhealthy_node_names for name in failed):
-            written = await write_workload_status(self.api, entry.obj, lambda m: record_unhealthy_nodes(m, failed))
+        # The field holds at most MAX_UNHEALTHY_NODES names (Kueue's limit): the first ones are
+        # recorded, the search below still replaces every failed host.
+        recorded = failed[:MAX_UNHEALTHY_NODES]
+        if any(name not in entry.obj.unhealthy_node_names for name in recorded):
+            written = await write_workload_status(self.api, entry.obj, lambda m: record_unhealthy_nodes(m, recorded))
             if written is None:
                 return
             self.applied(c.KIND_WORKLOAD, written)

@@ -14,7 +14,7 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.topology_assignment import TopologyAssignment
-from controller.api.workload import Admission, UnhealthyNode, Workload, WorkloadStatus
+from controller.api.workload import MAX_UNHEALTHY_NODES, Admission, UnhealthyNode, Workload, WorkloadStatus
 
 ADMITTED_MESSAGE = "The workload is admitted"
 
@@ -182,7 +182,8 @@ def record_unhealthy_nodes(wl: Workload, names: Sequence[str]) -> bool:
     if wl.status is None:
         wl.status = WorkloadStatus()
     known = {node.name for node in wl.status.unhealthy_nodes}
-    new = [UnhealthyNode(name=name) for name in names if name not in known]
+    room = max(0, MAX_UNHEALTHY_NODES - len(known))
+    new = [UnhealthyNode(name=name) for name in names if name not in known][:room]
     wl.status.unhealthy_nodes = [*wl.status.unhealthy_nodes, *new]
     return bool(new)
 
