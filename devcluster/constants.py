@@ -34,3 +34,5 @@ NO_EXECUTE: Final = "NoExecute"
 # The devcluster's own pod annotations: how long a pod runs, and whether it fails.
 ANNOTATION_DEVCLUSTER_RUN_SECONDS: Final = "devcluster.tasq.io/run-seconds"
 ANNOTATION_DEVCLUSTER_FAIL: Final = "devcluster.tasq.io/fail"
+# A pod that runs but never passes its readiness (Ready=False while Running), when "true".
+ANNOTATION_DEVCLUSTER_NOT_READY: Final = "devcluster.tasq.io/not-ready"

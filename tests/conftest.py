@@ -6,7 +6,8 @@ devcluster-only by nature and gets the marker here, as does an e2e test that use
 fixture (it starts its own devcluster, e.g. through `tasq dev`). `known_difference("why")` deselects a test on
 devcluster only: a real-Kubernetes behaviour devcluster leaves out of scope (devcluster/README.md lists
 each). The `realcluster` fixture starts one real control plane per test module (`realcluster_kubeconfig`
-is its admin kubeconfig); `RealCluster.restart` restarts its kube-apiserver or etcd.
+is its admin kubeconfig); `RealCluster.restart` restarts its kube-apiserver or etcd. A module marked
+`jobset` gets JobSet's CRD and controller on it too (`up --jobset`).
 """
 
 from __future__ import annotations
@@ -83,12 +84,13 @@ def cluster(pytestconfig: pytest.Config) -> str:
 class RealCluster:
     """One `hack/realcluster/up` process; `ready` once it printed `ready`."""
 
-    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
+    def __init__(self, kubeconfig: Path, log_path: Path, *, jobset: bool = False) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.control = kubeconfig.with_name("control-url")
         self._log = log_path.open("wb")
-        self.proc = subprocess.Popen([str(UP), "--kubeconfig", str(kubeconfig), "--control", str(self.control)],
+        extra = ["--jobset"] if jobset else []
+        self.proc = subprocess.Popen([str(UP), "--kubeconfig", str(kubeconfig), "--control", str(self.control), *extra],
                                      stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL)
         self._ready = threading.Event()
         threading.Thread(target=self._read_stdout, daemon=True).start()
@@ -131,11 +133,13 @@ class RealCluster:
 
 
 @pytest.fixture(scope="module")
-def realcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+def realcluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     """A real control plane for one test module (as the devcluster fixture gives each module its own
-    server, so cluster-scoped objects of one module never meet another's)."""
+    server, so cluster-scoped objects of one module never meet another's); with JobSet's controller
+    when the module is marked `jobset` (`pytestmark = pytest.mark.jobset`)."""
     work = tmp_path_factory.mktemp("realcluster")
-    real = RealCluster(work / "kubeconfig", work / "up.log")
+    real = RealCluster(work / "kubeconfig", work / "up.log",
+                       jobset=request.node.get_closest_marker("jobset") is not None)
     try:
         real.wait_ready(REAL_START_TIMEOUT)
         yield real

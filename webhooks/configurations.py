@@ -4,7 +4,7 @@ Pure: `webhook_configurations(client)` builds both objects for a local URL with 
 (`local_client`, `tasq dev` / `tasq run --local-webhooks`) or for the in-cluster Service
 (`service_client`, the static config/webhook/ YAML a unit test keeps equal to this). Every webhook
 fails closed but is scoped tightly: never kube-system or tasq's own namespace, pods only with
-tasq's label, Jobs only with the queue label. `crd_conversion(client)` is the CRDs'
+tasq's label or the queue label, Jobs only with the queue label. `crd_conversion(client)` is the CRDs'
 `spec.conversion` pointing at the same server's /convert (config/crd's patch is kept equal to
 `in_cluster_conversion`). Called by controller.kube.webhooking and tests.
 """
@@ -86,10 +86,15 @@ _KUEUE_VERSIONS: Final = (c.VERSION_V1BETA2, c.VERSION_V1BETA1)
 
 MUTATING_ROUTES: Final = (
     Route(c.WEBHOOK_MUTATE_JOB, "batch", ("v1",), "jobs", _CREATE, _QUEUED),
+    Route(c.WEBHOOK_MUTATE_JOBSET, c.JOBSET_GROUP, (c.JOBSET_VERSION,), c.PLURAL_JOBSETS, _CREATE, _QUEUED),
     Route(c.WEBHOOK_MUTATE_POD, "", ("v1",), "pods", _CREATE, _TASQ_PODS),
+    Route(c.WEBHOOK_MUTATE_QUEUED_POD, "", ("v1",), "pods", _CREATE, _QUEUED),
 )
 VALIDATING_ROUTES: Final = (
     Route(c.WEBHOOK_VALIDATE_JOB, "batch", ("v1",), "jobs", _CREATE_UPDATE, _QUEUED),
+    Route(c.WEBHOOK_VALIDATE_JOBSET, c.JOBSET_GROUP, (c.JOBSET_VERSION,), c.PLURAL_JOBSETS, _CREATE_UPDATE,
+          _QUEUED),
+    Route(c.WEBHOOK_VALIDATE_QUEUED_POD, "", ("v1",), "pods", _CREATE_UPDATE, _QUEUED),
     Route(c.WEBHOOK_VALIDATE_TOPOLOGY, c.GROUP, (*_KUEUE_VERSIONS, c.VERSION_V1ALPHA1), c.PLURAL_TOPOLOGIES,
           _CREATE_UPDATE),
     Route(c.WEBHOOK_VALIDATE_RESOURCE_FLAVOR, c.GROUP, _KUEUE_VERSIONS, c.PLURAL_RESOURCE_FLAVORS, _CREATE_UPDATE),

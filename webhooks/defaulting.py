@@ -1,4 +1,5 @@
-"""Defaulting for the mutating webhooks: suspend queued Jobs, gate pods of admitted pod sets.
+"""Defaulting for the mutating webhooks: suspend queued Jobs, gate pods of admitted pod sets, gate
+queued plain pods.
 
 Pure: each rule takes the object as the AdmissionReview carries it and returns the RFC 6902 JSON
 patch (a list of operations, empty when nothing changes); `applied` gives the patched copy.
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.api import constants as c
+from controller.core.jobs import pod_group
 
 JsonPatch = list[dict[str, Any]]
 
@@ -56,6 +58,46 @@ def gate_pod(pod: Any) -> JsonPatch:
     if any(isinstance(g, Mapping) and g.get("name") == c.SCHEDULING_GATE_TOPOLOGY for g in gates):
         return []
     return [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _add_to_map(pod: Mapping[str, Any], field: str, entries: Mapping[str, str]) -> JsonPatch:
+    """Add `entries` to metadata.<field> (created when absent); keys already there are overwritten."""
+    current = _mapping(pod.get("metadata"), field)
+    if current is None:
+        return [{"op": "add", "path": f"/metadata/{field}", "value": dict(entries)}]
+    return [{"op": "add", "path": f"/metadata/{field}/{_escape(k)}", "value": v}
+            for k, v in entries.items() if current.get(k) != v]
+
+
+def manage_pod(pod: Any) -> JsonPatch:
+    """A plain pod naming a queue (no integrated kind controls it: `pod_group.is_managed`) is
+    created behind Kueue's admission gate and the topology gate, labelled `kueue.x-k8s.io/managed`,
+    and, in a group, annotated with its role hash (Kueue's webhook does the same; the topology gate
+    is added to every such pod because a gate can only be removed later, never added, and admission
+    may give any pod set a topology assignment). The pod-group reconciler removes the admission gate
+    on admission, and the topology gate too where the pod set has no topology assignment."""
+    if not isinstance(pod, Mapping) or not isinstance(pod.get("metadata"), Mapping) or not pod_group.is_managed(pod):
+        return []
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        return []
+    ops = _add_to_map(pod, "labels", {c.LABEL_MANAGED: c.LABEL_MANAGED_VALUE})
+    if pod_group.group_name(pod) is not None:
+        ops += _add_to_map(pod, "annotations", {c.ANNOTATION_ROLE_HASH: pod_group.role_hash(pod)})
+    gates = spec.get("schedulingGates")
+    if gates is not None and not isinstance(gates, list):
+        return ops
+    have = {g.get("name") for g in gates or [] if isinstance(g, Mapping)}
+    missing = [{"name": n} for n in (c.SCHEDULING_GATE_ADMISSION, c.SCHEDULING_GATE_TOPOLOGY) if n not in have]
+    if gates is None:
+        ops.append({"op": "add", "path": "/spec/schedulingGates", "value": missing})
+    else:
+        ops += [{"op": "add", "path": "/spec/schedulingGates/-", "value": g} for g in missing]
+    return ops
 
 
 def _unescape(token: str) -> str:

@@ -1,21 +1,24 @@
 """The kopf admission handlers: thin adapters from AdmissionReviews to the pure rules.
 
-`register_handlers(registry)` adds to a kopf registry the mutating handlers (suspend queued Jobs,
-gate pods of admitted pod sets; `webhooks.defaulting`) and the validating ones (Jobs and tasq's
-kinds on CREATE and UPDATE; `webhooks.validation` and `webhooks.running_jobs`). Handler ids are
+`register_handlers(registry)` adds to a kopf registry the mutating handlers (suspend queued Jobs and
+JobSets, gate pods of admitted pod sets, gate queued plain pods; `webhooks.defaulting`) and the
+validating ones (Jobs, JobSets, queued pods and tasq's kinds on CREATE and UPDATE;
+`webhooks.validation` and `webhooks.running_jobs`). Handler ids are
 the URL paths the webhook configurations call. Called by controller.kube.webhooking and tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final
 
 import kopf
 
 from controller.api import constants as c
+from controller.core.jobs import pod_group
 from webhooks import defaulting, running_jobs
 from webhooks.validation import FieldError, validate, validate_update
+from webhooks.validation.pods import conflicts_with_group
 
 DENIAL_CODE: Final = 422  # kube-apiserver's code for an invalid object (StatusReasonInvalid)
 _CREATE_UPDATE: Final = ("CREATE", "UPDATE")
@@ -74,8 +77,38 @@ async def _mutate_job(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     _patch_with(patch, defaulting.suspend_job(dict(body)))
 
 
+async def _mutate_jobset(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    _patch_with(patch, defaulting.suspend_job(dict(body)))  # a JobSet suspends by spec.suspend as a Job does
+
+
+async def _validate_jobset(body: kopf.Body, **kwargs: Any) -> None:
+    check(c.KIND_JOBSET, c.JOBSET_GROUP, kwargs.get("operation"), body, kwargs.get("old"))
+
+
 async def _mutate_pod(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     _patch_with(patch, defaulting.gate_pod(dict(body)))
+
+
+async def _mutate_queued_pod(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    _patch_with(patch, defaulting.manage_pod(dict(body)))
+
+
+GroupMembers = Callable[[str], Sequence[Mapping[str, Any]]]
+"""The pods a process knows in one group, by its Workload key (`namespace/name`): the operator's cache."""
+
+
+def _pod_validator(group_members: GroupMembers | None) -> Callable[..., Coroutine[Any, Any, None]]:
+    """Queued pods: their own metadata and, where the process keeps a cache, on creation the
+    conflicts with the pods of their group it holds (a process serving webhooks only checks the
+    first; the pod-group reconciler refuses such a group with an Event either way)."""
+    async def validate_queued_pod(body: kopf.Body, **kwargs: Any) -> None:
+        operation, pod = kwargs.get("operation"), dict(body)
+        extra: list[FieldError] = []
+        key = pod_group.workload_key(pod)
+        if operation == "CREATE" and group_members is not None and key is not None:
+            extra = conflicts_with_group(pod, group_members(key))
+        check(c.KIND_POD, "", operation, body, kwargs.get("old"), extra)
+    return validate_queued_pod
 
 
 async def _validate_job(body: kopf.Body, **kwargs: Any) -> None:
@@ -98,15 +131,24 @@ SERVED_VERSIONS: dict[str, tuple[str, ...]] = {
 """Versions each kind is served in (as the CRDs declare them); the others: v1beta2 and v1beta1."""
 
 
-def register_handlers(registry: kopf.OperatorRegistry) -> None:
+def register_handlers(registry: kopf.OperatorRegistry, group_members: GroupMembers | None = None) -> None:
     """Add every admission handler to `registry` (each webhook path is its handler id). They are
-    coroutines only so kopf calls them on its loop instead of a thread: they never await."""
+    coroutines only so kopf calls them on its loop instead of a thread: they never await.
+    `group_members`: where the queued-pod validator finds a new pod's group (None: not checked)."""
     kopf.on.mutate("batch", "v1", "jobs", id=c.WEBHOOK_MUTATE_JOB, operations=["CREATE"],
                    registry=registry)(_mutate_job)
     kopf.on.mutate("", "v1", "pods", id=c.WEBHOOK_MUTATE_POD, operations=["CREATE"],
                    registry=registry)(_mutate_pod)
+    kopf.on.mutate("", "v1", "pods", id=c.WEBHOOK_MUTATE_QUEUED_POD, operations=["CREATE"],
+                   registry=registry)(_mutate_queued_pod)
+    kopf.on.validate("", "v1", "pods", id=c.WEBHOOK_VALIDATE_QUEUED_POD, operations=_CREATE_UPDATE,
+                     registry=registry)(_pod_validator(group_members))
     kopf.on.validate("batch", "v1", "jobs", id=c.WEBHOOK_VALIDATE_JOB, operations=_CREATE_UPDATE,
                      registry=registry)(_validate_job)
+    kopf.on.mutate(c.JOBSET_GROUP, c.JOBSET_VERSION, c.PLURAL_JOBSETS, id=c.WEBHOOK_MUTATE_JOBSET,
+                   operations=["CREATE"], registry=registry)(_mutate_jobset)
+    kopf.on.validate(c.JOBSET_GROUP, c.JOBSET_VERSION, c.PLURAL_JOBSETS, id=c.WEBHOOK_VALIDATE_JOBSET,
+                     operations=_CREATE_UPDATE, registry=registry)(_validate_jobset)
     for plural, handler_id, kind in TASQ_KINDS:
         # One registration per served version: kopf otherwise knows only the preferred one and
         # refuses reviews of the others (a Kueue manifest's Topology is v1alpha1).

@@ -33,6 +33,15 @@ PLURAL_WORKLOAD_PRIORITY_CLASSES: Final = "workloadpriorityclasses"
 # The batch/v1 Job, the one workload kind tasq integrates (owner of the Workloads it builds).
 JOB_API_VERSION: Final = "batch/v1"
 KIND_JOB: Final = "Job"
+# JobSet (sigs.k8s.io/jobset): the kind, its Jobs' index label, its terminal conditions.
+KIND_JOBSET: Final = "JobSet"
+JOBSET_GROUP: Final = "jobset.x-k8s.io"
+JOBSET_VERSION: Final = "v1alpha2"
+PLURAL_JOBSETS: Final = "jobsets"
+LABEL_JOBSET_JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
+LABEL_JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
+CONDITION_JOBSET_COMPLETED: Final = "Completed"
+CONDITION_JOBSET_FAILED: Final = "Failed"
 # The core kinds tasq reads besides Jobs (Nodes and Pods for capacity, Namespaces for selectors).
 KIND_NODE: Final = "Node"
 KIND_POD: Final = "Pod"
@@ -83,11 +92,33 @@ SCHEDULING_GATE_TOPOLOGY: Final = "kueue.x-k8s.io/topology"
 LABEL_TAS: Final = "tasq.io/tas"
 LABEL_TAS_VALUE: Final = "true"
 
+# Plain pods (Kueue's pod integration): a pod labelled with a queue is gated at creation by the
+# admission gate and marked managed; pods sharing a group name form one Workload once the total
+# count of them exists (single pods are a group of one). The coscheduling plugin's labels name a
+# group too (its legacy label pair, and the later PodGroup-CRD label of scheduler-plugins).
+SCHEDULING_GATE_ADMISSION: Final = "kueue.x-k8s.io/admission"
+LABEL_MANAGED: Final = "kueue.x-k8s.io/managed"
+LABEL_MANAGED_VALUE: Final = "true"
+LABEL_POD_GROUP_NAME: Final = "kueue.x-k8s.io/pod-group-name"
+ANNOTATION_POD_GROUP_TOTAL_COUNT: Final = "kueue.x-k8s.io/pod-group-total-count"
+ANNOTATION_ROLE_HASH: Final = "kueue.x-k8s.io/role-hash"
+ANNOTATION_RETRIABLE_IN_GROUP: Final = "kueue.x-k8s.io/retriable-in-group"
+ANNOTATION_IS_GROUP_WORKLOAD: Final = "kueue.x-k8s.io/is-group-workload"
+LABEL_COSCHEDULING_NAME: Final = "pod-group.scheduling.sigs.k8s.io/name"
+LABEL_COSCHEDULING_MIN_AVAILABLE: Final = "pod-group.scheduling.sigs.k8s.io/min-available"
+LABEL_SCHEDULING_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
+POD_CONDITION_TERMINATION_TARGET: Final = "TerminationTarget"
+"""The pod condition Kueue sets (reason: why) on each pod of a group it stops before deleting it."""
+
 # tasq's admission webhooks: kopf handler ids, which are also the URL paths the configurations
 # call (`https://HOST:PORT/<id>`), and the objects of a real-cluster install (config/webhook/).
 WEBHOOK_MUTATE_JOB: Final = "mutate-batch-v1-job"
 WEBHOOK_MUTATE_POD: Final = "mutate-core-v1-pod"
+WEBHOOK_MUTATE_QUEUED_POD: Final = "mutate-core-v1-pod-queued"
+WEBHOOK_VALIDATE_QUEUED_POD: Final = "validate-core-v1-pod-queued"
 WEBHOOK_VALIDATE_JOB: Final = "validate-batch-v1-job"
+WEBHOOK_MUTATE_JOBSET: Final = "mutate-jobset-x-k8s-io-v1alpha2-jobset"
+WEBHOOK_VALIDATE_JOBSET: Final = "validate-jobset-x-k8s-io-v1alpha2-jobset"
 WEBHOOK_VALIDATE_TOPOLOGY: Final = "validate-kueue-x-k8s-io-topology"
 WEBHOOK_VALIDATE_RESOURCE_FLAVOR: Final = "validate-kueue-x-k8s-io-v1beta2-resourceflavor"
 WEBHOOK_VALIDATE_CLUSTER_QUEUE: Final = "validate-kueue-x-k8s-io-v1beta2-clusterqueue"
@@ -127,6 +158,10 @@ CONDITION_EVICTED: Final = "Evicted"
 CONDITION_FINISHED: Final = "Finished"
 CONDITION_PREEMPTED: Final = "Preempted"
 CONDITION_REQUEUED: Final = "Requeued"
+# waitForPodsReady (Kueue's): whether every admitted pod is ready or succeeded, and the condition
+# that says why a Workload is about to be deactivated.
+CONDITION_PODS_READY: Final = "PodsReady"
+CONDITION_DEACTIVATION_TARGET: Final = "DeactivationTarget"
 
 # batch/v1 Job condition types that mean the Job is over.
 CONDITION_JOB_COMPLETE: Final = "Complete"
@@ -162,10 +197,23 @@ REASON_PREEMPTED: Final = "Preempted"
 REASON_IN_CLUSTER_QUEUE: Final = "InClusterQueue"
 REASON_IN_COHORT_RECLAMATION: Final = "InCohortReclamation"
 REASON_IN_COHORT_RECLAIM_WHILE_BORROWING: Final = "InCohortReclaimWhileBorrowing"
+# waitForPodsReady (Kueue's): PodsReady reasons, the Evicted reason of a timeout, the Requeued reasons
+# once it may be admitted again, and the DeactivationTarget reason once its requeues are used up.
+REASON_WAIT_FOR_START: Final = "WaitForStart"
+REASON_STARTED: Final = "Started"
+REASON_WAIT_FOR_RECOVERY: Final = "WaitForRecovery"
+REASON_RECOVERED: Final = "Recovered"
+REASON_PODS_READY_TIMEOUT: Final = "PodsReadyTimeout"
+REASON_BACKOFF_FINISHED: Final = "BackoffFinished"
+REASON_REACTIVATED: Final = "Reactivated"
+REASON_REQUEUING_LIMIT_EXCEEDED: Final = "RequeuingLimitExceeded"
+# Evicted because a node of its topology assignment failed and no replacement exists (Kueue's).
+REASON_NODE_FAILURES: Final = "NodeFailures"
 # The preemptor's QuotaReserved=False detail while its victims are being evicted (tasq's).
 REASON_PREEMPTING: Final = "Preempting"
 # ClusterQueue / LocalQueue Active condition reasons (Kueue's).
 REASON_STOPPED: Final = "Stopped"
+REASON_TERMINATING: Final = "Terminating"
 REASON_CLUSTER_QUEUE_DOES_NOT_EXIST: Final = "ClusterQueueDoesNotExist"
 REASON_CLUSTER_QUEUE_IS_INACTIVE: Final = "ClusterQueueIsInactive"
 # A ClusterQueue or Cohort in (or under) a cycle of cohorts (Kueue's ErrCohortHasCycle), and a Cohort
@@ -200,10 +248,14 @@ EVENT_REASON_STARTED: Final = "Started"
 EVENT_REASON_STOPPED: Final = "Stopped"
 EVENT_REASON_FINISHED_WORKLOAD: Final = "FinishedWorkload"
 EVENT_REASON_EVICTED_DEACTIVATED: Final = "EvictedDueToDeactivated"
+EVENT_REASON_EVICTED_PODS_READY_TIMEOUT: Final = "EvictedDueToPodsReadyTimeout"
 # A preemption (Kueue's): on the victim ("Preempted", "EvictedDueToPreempted") and the preemptor.
 EVENT_REASON_PREEMPTED: Final = "Preempted"
 EVENT_REASON_EVICTED_PREEMPTED: Final = "EvictedDueToPreempted"
 EVENT_REASON_PREEMPTED_WORKLOAD: Final = "PreemptedWorkload"
+# A failed node of a topology assignment: replaced (tasq's), or the Workload evicted (Kueue's).
+EVENT_REASON_NODE_REPLACED: Final = "NodeReplaced"
+EVENT_REASON_EVICTED_NODE_FAILURES: Final = "EvictedDueToNodeFailures"
 EVENT_REASON_ERR_WORKLOAD_COMPOSE: Final = "ErrWorkloadCompose"
 EVENT_REASON_WORKLOAD_PRIORITY_CLASS_NOT_FOUND: Final = "WorkloadPriorityClassNotFound"
 EVENT_COMPONENT: Final = "tasq-controller"
@@ -212,6 +264,8 @@ EVENT_COMPONENT: Final = "tasq-controller"
 ANNOTATION_DEVCLUSTER_RUN_SECONDS: Final = "devcluster.tasq.io/run-seconds"
 # ... and fails a pod (phase Failed, exit code 1) when this annotation is "true".
 ANNOTATION_DEVCLUSTER_FAIL: Final = "devcluster.tasq.io/fail"
+# ... and keeps a running pod unready (Ready=False, as a failing readiness probe) when this one is "true".
+ANNOTATION_DEVCLUSTER_NOT_READY: Final = "devcluster.tasq.io/not-ready"
 
 # The Kueue release whose API (v1beta2, v1beta1 still served) tasq follows; `tasq version` prints it.
 KUEUE_VERSION_FOLLOWED: Final = "0.20"

@@ -41,6 +41,8 @@ PriorityClassKind = Literal["WorkloadPriorityClass", "PriorityClass"]
 DEFAULT_POD_SET_NAME = "main"
 MAX_POD_SETS: Final = 8
 """Kueue's limit on a Workload's podSets."""
+MAX_UNHEALTHY_NODES: Final = 8
+"""Kueue's limit on `status.unhealthyNodes`."""
 
 
 class PodSetSliceRequiredTopologyConstraint(ApiModel):
@@ -68,6 +70,11 @@ class PodSetTopologyRequest(ApiModel):
     """True: the pods may run anywhere in the topology, packed as closely as possible."""
     pod_index_label: LabelKeyStr | None = None
     """The pod label that holds a pod's index (e.g. a Job's completion index)."""
+    sub_group_index_label: LabelKeyStr | None = None
+    """The pod label that holds the index of the pod's sub-group (a JobSet's Job index); a pod's rank
+    is its sub-group index x (count / subGroupCount) + its pod index."""
+    sub_group_count: Int32 | None = Field(default=None, ge=1)
+    """How many sub-groups the pod set's pods are split into (a replicatedJob's replicas)."""
     pod_set_group_name: Annotated[str, Field(max_length=256)] | None = None
     """Pod sets with the same group name are placed together under one request."""
     pod_set_slice_required_topology: Annotated[str, Field(max_length=63)] | None = None
@@ -161,6 +168,13 @@ class RequeueState(ApiModel):
     """When the Workload may be tried again."""
 
 
+class UnhealthyNode(ApiModel):
+    """A failed node of the Workload's topology assignment, waiting for a replacement."""
+
+    name: Annotated[str, Field(min_length=1, max_length=63)]
+    """The node's name (Kueue's limit: 63 characters)."""
+
+
 class WorkloadStatus(ApiModel):
     """Where a Workload was admitted and its state."""
 
@@ -170,6 +184,9 @@ class WorkloadStatus(ApiModel):
     """The Workload's state: QuotaReserved, Admitted, Evicted, Finished."""
     requeue_state: RequeueState | None = None
     """When an evicted Workload may be tried again."""
+    unhealthy_nodes: list[UnhealthyNode] = omitempty_list(maxItems=MAX_UNHEALTHY_NODES)
+    """The failed nodes of the topology assignment whose pods wait for a replacement (Kueue's
+    TASFailedNodeReplacement); emptied when the assignment is repaired."""
 
 
 class Workload(KubeObject):
@@ -235,6 +252,11 @@ class Workload(KubeObject):
     def reserved_admission(self) -> Admission | None:
         """`status.admission` while QuotaReserved is True (Kueue's "has quota reservation")."""
         return self.admission if self.has_quota_reservation else None
+
+    @property
+    def unhealthy_node_names(self) -> list[str]:
+        """`status.unhealthyNodes` by name, in the order recorded."""
+        return [node.name for node in self.status.unhealthy_nodes] if self.status else []
 
 
 def _true_condition(obj: Mapping[str, Any], type_: str) -> bool:

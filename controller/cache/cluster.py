@@ -1,7 +1,7 @@
 """The operator's in-memory cluster: every watched object, one node Usage and the quota ledger.
 
 Fed one watch event at a time (`upsert` / `delete`) by controller.kube; each object is parsed once,
-as it enters, into its model (tasq's kinds) or view (Node, Pod); a Workload entry keeps its model
+as it enters, into its model (tasq's kinds) or view (Node, Pod; a plain pod tasq manages is kept whole too, under its group); a Workload entry keeps its model
 beside the WorkloadInfo admission reads, as Kueue's `workload.Info{Obj}`. An object that does not
 parse is refused whole (recorded in `malformed`, the previous version kept). Patches what the event
 touches (a node patches the flavor trees and the Usage, a pod its node's row, a Workload its
@@ -29,18 +29,20 @@ from controller.api.queues import ClusterQueue, LocalQueue
 from controller.api.topology import Topology
 from controller.api.topology_assignment import DomainPods
 from controller.api.views import NodeView, OwnerRef, PodView, owner_refs
-from controller.api.workload import Admission, Workload
+from controller.api.workload import Admission, PodSetTopologyRequest, Workload
 from controller.core.admission.conditions import is_evicted, is_terminating
 from controller.core.admission.cycle import AdmissionState
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
+from controller.core.admission.pods_ready import in_backoff
 from controller.core.admission.quota import ClusterQueueQuota, CohortQuota, QuotaLedger
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo, flavor_infos
 from controller.core.admission.workloads import WorkloadInfo, parse_timestamp, workload_info
+from controller.core.jobs import pod_group
 from controller.core.jobs.framework import GenericJob, workload_owner_refs
 from controller.core.jobs.integrations import INTEGRATIONS
 from controller.core.topology import Usage, workload_key_of
-from controller.core.ungating.planning import PodState, UngatingInput
+from controller.core.ungating.planning import PodState, UngatingInput, pod_rank
 
 KIND_NODE = "Node"
 KIND_POD = "Pod"
@@ -57,6 +59,8 @@ OwnerKey = tuple[str, str]
 
 _DOMAIN_SLICES = "/domain-slices"
 """Suffix of the scratch key `domain_holdings` reserves under while restoring."""
+_ELSEWHERE = "/elsewhere"
+"""Suffix of the key (never reserved) a Workload's pod on a host its assignment does not name counts under."""
 
 
 @dataclass(slots=True)
@@ -132,6 +136,10 @@ class ClusterCache:
     live_pods_of: dict[OwnerKey, set[str]] = field(default_factory=dict)
     """Owner (a Job) -> keys of its pods that may still run (not terminal; deleting ones included):
     what an owner found running still has on its nodes, whatever its status counters say yet."""
+    group_pods: dict[str, dict[str, Mapping[str, Any]]] = field(default_factory=dict)
+    """Workload key of a plain-pod group (or single pod) -> its pods' keys -> the pods as the API has
+    them: the only pods kept whole, since their specs become the Workload's pod sets."""
+    _group_of_pod: dict[str, str] = field(default_factory=dict)
     integrations: tuple[GenericJob, ...] = INTEGRATIONS
     """The integrated kinds whose objects the cache keeps in `owners` (tests give their own)."""
     owners: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
@@ -150,6 +158,9 @@ class ClusterCache:
     usage: Usage = field(default_factory=Usage)
     features: FeatureGates = field(default_factory=FeatureGates)
     """Kueue's placement feature gates (`--feature-gates` of `tasq run` and `tasq dev`)."""
+    order_by_eviction: bool = True
+    """waitForPodsReady's requeuing timestamp is `Eviction` (Kueue's default): a Workload evicted by
+    a PodsReady timeout queues from that eviction, not from its creation."""
     generation: int = 0
     stale_events: int = 0
     """Objects offered to `upsert` at a version already applied (kopf's initial listing after the
@@ -244,6 +255,8 @@ class ClusterCache:
         self._versions[(kind, key)] = version
         if handlers.upsert(key, parsed):
             self.generation += 1
+        if kind == KIND_POD:
+            self._track_group_member(key, obj)
         return True
 
     def delete(self, kind: str, obj: Mapping[str, Any]) -> None:
@@ -282,7 +295,31 @@ class ClusterCache:
         self.usage.add_bound_pod(view)
         return True
 
+    def _track_group_member(self, key: str, pod: Mapping[str, Any]) -> None:
+        """File a plain pod tasq manages under its group's Workload key (a pod whose labels no longer
+        make it one leaves its group)."""
+        group = pod_group.workload_key(pod)
+        before = self._group_of_pod.get(key)
+        if before is not None and before != group:
+            self._forget_group_member(key)
+        if group is not None:
+            self._group_of_pod[key] = group
+            self.group_pods.setdefault(group, {})[key] = pod
+
+    def _forget_group_member(self, key: str) -> None:
+        group = self._group_of_pod.pop(key, None)
+        members = self.group_pods.get(group) if group is not None else None
+        if group is not None and members is not None:
+            members.pop(key, None)
+            if not members:
+                del self.group_pods[group]
+
+    def group_members(self, workload_key: str) -> list[Mapping[str, Any]]:
+        """The pods of a plain-pod group (or a single pod) by its Workload key, as the API has them."""
+        return list((self.group_pods.get(workload_key) or {}).values())
+
     def _delete_pod(self, key: str) -> None:
+        self._forget_group_member(key)
         view = self.pods.pop(key, None)
         if view is not None:
             wl_key = workload_key_of(view)
@@ -302,8 +339,10 @@ class ClusterCache:
 
     def _upsert_workload(self, key: str, wl: Workload) -> bool:
         """Phase: follow a Workload. A new admission (ours written, or one made before a restart) is
-        reserved; a lost one (finished, evicted) is released; a pending one's spec is re-read."""
+        reserved; a lost one (finished, evicted) is released; one rewritten in place (its failed
+        nodes replaced) is released and reserved as it now reads; a pending one's spec is re-read."""
         entry = self.workloads.get(key)
+        previous = entry.admission if entry is not None else None
         if entry is None:
             self._seq += 1
             entry = self.workloads[key] = WorkloadEntry(wl, self._info(wl, self._seq))
@@ -319,7 +358,11 @@ class ClusterCache:
             entry.expecting = False
         if entry.finished or (admission is None and not entry.expecting):
             self._release(key)
-        elif admission is not None and entry.fit is None and entry.restoring is None:
+        elif admission is not None and entry.fit is None:
+            entry.restoring = admission  # (a newer version of one not yet restored replaces it)
+        elif admission is not None and previous is not None and admission != previous:
+            # Rewritten in place (failed nodes replaced): hold what it names now, not what it named.
+            self._release(key)
             entry.restoring = admission
         return True
 
@@ -333,7 +376,8 @@ class ClusterCache:
                 del self.workload_of[owner]
 
     def _info(self, wl: Workload, seq: int) -> WorkloadInfo:
-        return workload_info(wl, seq=seq, priority_classes=self.priority_values()[0])
+        return workload_info(wl, seq=seq, priority_classes=self.priority_values()[0],
+                             order_by_eviction=self.order_by_eviction)
 
     # Flavors, topologies and queues: rare changes, so the parts built from them are rebuilt.
 
@@ -356,10 +400,11 @@ class ClusterCache:
         self._flavor_infos = None
 
     def _upsert_cluster_queue(self, key: str, cq: ClusterQueue) -> bool:
-        """False (nothing rebuilt) when only the status changed: tasq writes those itself after
-        admissions, and admission does not read them."""
+        """False (nothing rebuilt) when only the status or the finalizers changed: tasq writes those
+        itself, and admission does not read them; a deletion (it stops admissions) does rebuild."""
         before, self.cluster_queues[key] = self.cluster_queues.get(key), cq
-        if before is not None and before.spec == cq.spec:
+        if (before is not None and before.spec == cq.spec
+                and before.metadata.deletion_timestamp == cq.metadata.deletion_timestamp):
             return False
         self._quotas = self._ledger = None
         return True
@@ -465,9 +510,13 @@ class ClusterCache:
                 add_into(node_usage.setdefault(node, {}), vector)
             entry.fit = replace(fit, node_usage=node_usage)
             self.usage.reserve(key, node_usage)
+            # With every slice naming its host, a pod bound elsewhere (on a failed host that was
+            # replaced, until its deletion shows) converts no share of the hosts named.
+            named = set(node_usage) if not held else None
             for pod in mine:
                 self.usage.remove_bound_pod(pod.key)
-                self.usage.add_bound_pod(pod)
+                elsewhere = named is not None and bool(pod.node_name) and pod.node_name not in named
+                self.usage.add_bound_pod(pod, key + _ELSEWHERE if elsewhere else None)
             if self._ledger is not None and fit.cluster_queue in self._ledger.queues:
                 self._ledger.reserve(key, fit.cluster_queue, fit.quota_usage)
 
@@ -496,10 +545,18 @@ class ClusterCache:
             flavors=self._flavor_infos, namespaces=self.namespaces, quota=self._ledger, usage=self.usage,
             features=self.features)
 
-    def admission_state(self) -> AdmissionState:
+    def reserved_snapshot(self) -> AdmissionSnapshot:
+        """The live snapshot with every admission seen in a Workload status reserved (`_restore`):
+        what a failed-node replacement searches, so it never lands on capacity one already holds."""
+        snapshot = self.snapshot()
+        self._restore(snapshot)
+        return snapshot
+
+    def admission_state(self, now: float | None = None) -> AdmissionState:
         """One cycle's state: every held admission (with its reservation time, and marked evicting
         while an eviction decided or written has not released it yet, so no preemptor counts on it
-        twice), and every waiting active workload queued (in arrival order). Admissions the cycle
+        twice), and every waiting active workload queued (in arrival order) unless, at `now`, its
+        requeue backoff has not ended (`status.requeueState.requeueAt`). Admissions the cycle
         makes are reserved in this cache's Usage and ledger."""
         snapshot = self.snapshot()
         self._restore(snapshot)
@@ -514,7 +571,7 @@ class ClusterCache:
                     state.admitted_at[key] = parse_timestamp(reserved.last_transition_time, entry.info.created)
                 if entry.evicting_for is not None or is_terminating(entry.obj):
                     state.mark_evicting(key, entry.evicting_for)
-            elif not entry.finished and entry.active:
+            elif not entry.finished and entry.active and (now is None or not in_backoff(entry.obj, now)):
                 state.submit(entry.info)
         return state
 
@@ -535,7 +592,8 @@ class ClusterCache:
         slices: dict[str, list[DomainPods]] = {
             psa.name: psa.topology_assignment.domains() if psa.topology_assignment is not None else []
             for psa in admission.pod_set_assignments}
-        pods = [_pod_state(self.pods[p]) for p in sorted(self.pods_of.get(key, ())) if p in self.pods]
+        ranking = {ps.name: (ps.topology_request, ps.count) for ps in entry.obj.spec.pod_sets}
+        pods = [_pod_state(self.pods[p], ranking) for p in sorted(self.pods_of.get(key, ())) if p in self.pods]
         return UngatingInput(namespace=namespace, workload=workload, slices=slices, pods=pods)
 
 
@@ -552,12 +610,14 @@ def _forgetting(store: dict[str, dict[str, Any]]) -> Callable[[str], None]:
     return delete
 
 
-def _pod_state(pod: PodView) -> PodState:
-    index = pod.labels.get(c.LABEL_JOB_COMPLETION_INDEX, "")
+def _pod_state(pod: PodView, ranking: Mapping[str, tuple[PodSetTopologyRequest | None, int]]) -> PodState:
+    """The planner's view of a pod; its rank read by its pod set's topology request (`pod_rank`)."""
     gated = c.SCHEDULING_GATE_TOPOLOGY in pod.scheduling_gates
+    pod_set = pod.annotations.get(c.ANNOTATION_TOPOLOGY_PODSET, "")
+    request, count = ranking.get(pod_set, (None, 0))
     return PodState(
-        name=pod.name, uid=pod.uid, pod_set=pod.annotations.get(c.ANNOTATION_TOPOLOGY_PODSET, ""),
-        completion_index=int(index) if index.isdigit() else None, gated=gated,
+        name=pod.name, uid=pod.uid, pod_set=pod_set,
+        completion_index=pod_rank(pod.labels, request, count), gated=gated,
         assigned=None if gated else dict(pod.node_selector), terminated=pod.terminal or pod.deleting,
         created=pod.creation_timestamp)
 

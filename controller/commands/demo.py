@@ -1,9 +1,10 @@
 """`tasq demo`: what tasq is for, in under a minute, with no cluster to install.
 
 Starts `tasq dev`'s stack (devcluster + tasq's operator and webhooks in one process) on the 40
-sample GPU nodes, applies the packaged samples (each Job's pods told to run a few seconds), then
-prints where every Job's pods landed (blocks > racks > nodes), why the second gang waits with no pod
-created, and how it runs once the first gang finishes. Exit 0 when every step happened as described.
+sample GPU nodes, applies the packaged samples and the JobSet sample (each Job's pods told to run a
+few seconds), then prints where every Job's and the JobSet's pods landed (blocks > racks > nodes),
+why the second gang waits with no pod created, and how it runs once the first gang finishes. Exit 0
+when every step happened as described.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from typing import Any
 import yaml
 
 from controller.api import constants as c
+from controller.api.configuration import Configuration
 from controller.api.crds import KINDS
 from controller.bundled import crd_dir, sample_nodes_file, samples_dir
 from controller.commands import terminal
 from controller.commands.dev import DevSetupError, DevStack, dev_stack, load_nodes
+from controller.commands.run import config_flag, read_config_flag
 from devcluster.server.errors import ApiError
 
 LABEL_BLOCK = "cloud.provider.com/topology-block"
@@ -38,6 +41,7 @@ RUN_SECONDS_FIRST_GANG = 8
 RUN_SECONDS_DEFAULT = 600
 FIRST_GANG, SECOND_GANG = "gang-a", "gang-b"
 REQUIRE_RACK_JOB, PREFER_RACK_JOB = "llm-pretrain-rack", "llm-finetune-prefer-rack"
+JOBSET = "rl-leader-workers"  # config/samples/jobset/: a leader and workers, one group in one rack
 STEP_TIMEOUT_S = 40.0
 POLL_S = 0.25
 
@@ -45,6 +49,7 @@ POLL_S = 0.25
 PLURALS: dict[tuple[str, str], str] = {
     **{(f"{c.GROUP}/{version}", spec.kind): spec.plural for spec in KINDS for version in spec.served_versions},
     (c.JOB_API_VERSION, c.KIND_JOB): "jobs",
+    (f"{c.JOBSET_GROUP}/{c.JOBSET_VERSION}", c.KIND_JOBSET): c.PLURAL_JOBSETS,
 }
 
 
@@ -55,15 +60,20 @@ def register(subparsers: Any) -> None:
                         help="also write a kubeconfig here (default: a temporary file)")
     parser.add_argument("--keep", action="store_true",
                         help="keep serving after the demo until Ctrl-C, to look around with kubectl")
+    config_flag(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    config_problem = read_config_flag(args)
+    if config_problem:
+        print(f"tasq demo: {config_problem}", file=sys.stderr)
+        return 2
     try:
         out = terminal.console()
         note = terminal.noter(out)
         try:
-            return asyncio.run(_demo(args.kubeconfig, args.keep, terminal.sayer(out), note))
+            return asyncio.run(_demo(args.kubeconfig, args.keep, terminal.sayer(out), args.configuration, note))
         finally:
             note(None)
     except DevSetupError as e:
@@ -88,10 +98,11 @@ class ClusterView:
     pods_by_job: dict[str, list[dict[str, Any]]]
     nodes: dict[str, dict[str, Any]]
     taken_at: float = field(default=0.0)
+    jobsets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def workload_of(self, job: str) -> dict[str, Any] | None:
         for w in self.workloads:
-            if any(ref.get("kind") == c.KIND_JOB and ref.get("name") == job
+            if any(ref.get("kind") in (c.KIND_JOB, c.KIND_JOBSET) and ref.get("name") == job
                    for ref in w.get("metadata", {}).get("ownerReferences") or []):
                 return w
         return None
@@ -112,6 +123,10 @@ class ClusterView:
                 and p.get("spec", {}).get("nodeName")]
 
     def parallelism(self, job: str) -> int:
+        """A Job's parallelism; a JobSet's pods over all its replicatedJobs."""
+        if job in self.jobsets:
+            return sum(int(r.get("replicas", 1)) * int(r["template"]["spec"].get("parallelism") or 1)
+                       for r in self.jobsets[job]["spec"]["replicatedJobs"])
         return int(self.jobs.get(job, {}).get("spec", {}).get("parallelism") or 1)
 
     def all_running(self, job: str) -> bool:
@@ -131,15 +146,18 @@ async def read_view(stack: DevStack) -> ClusterView:
         return list(listed.get("items") or [])
 
     workloads = await items(c.API_VERSION, c.PLURAL_WORKLOADS)
-    jobs = {j["metadata"]["name"]: j for j in await items(c.JOB_API_VERSION, "jobs")}
+    jobs = {j["metadata"]["name"]: j for j in await items(c.JOB_API_VERSION, "jobs")
+            if not (j["metadata"].get("labels") or {}).get(c.LABEL_JOBSET_NAME)}  # a JobSet's Jobs: under it
+    jobsets = {j["metadata"]["name"]: j for j in await items(f"{c.JOBSET_GROUP}/{c.JOBSET_VERSION}", c.PLURAL_JOBSETS)}
     pods_by_job: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for pod in await items("v1", "pods"):
-        job = (pod["metadata"].get("labels") or {}).get(c.LABEL_JOB_NAME)
+        labels = pod["metadata"].get("labels") or {}
+        job = labels.get(c.LABEL_JOBSET_NAME) or labels.get(c.LABEL_JOB_NAME)  # a JobSet's pods under its name
         if job:
             pods_by_job[job].append(pod)
     listed_nodes = await api.list_objects(api.resource("v1", "nodes"), None)
     nodes = {n["metadata"]["name"]: n for n in listed_nodes.get("items") or []}
-    return ClusterView(workloads, jobs, dict(pods_by_job), nodes, time.monotonic())
+    return ClusterView(workloads, jobs, dict(pods_by_job), nodes, time.monotonic(), jobsets)
 
 
 # ---------------------------------------------------------------- the picture (pure)
@@ -182,6 +200,9 @@ def placement_facts(view: ClusterView) -> list[str]:
     facts.append(f"{PREFER_RACK_JOB} (prefer rack): {len(view.running(PREFER_RACK_JOB))} pods need 72 GPUs, more "
                  f"than a rack's 64, so tasq fell back to one block: {len(racks)} racks of block "
                  f"{', '.join(sorted(blocks))}")
+    racks = view.domains(JOBSET, LABEL_RACK)
+    facts.append(f"{JOBSET} (JobSet: a leader and 2 Jobs of 2 workers, one group in one rack): "
+                 f"{len(view.running(JOBSET))} pods in {len(racks)} rack ({', '.join(sorted(racks))})")
     return facts
 
 
@@ -196,9 +217,10 @@ def waiting_facts(view: ClusterView, job: str) -> list[str]:
 
 
 def sample_objects() -> list[dict[str, Any]]:
-    """The packaged samples in file order, each Job's pods told how long to run on the devcluster."""
+    """The packaged samples in file order, then the JobSet sample; each Job's pods told how long to
+    run on the devcluster (the JobSet's keep running)."""
     objects = []
-    for path in sorted(samples_dir().glob("*.yaml")):
+    for path in [*sorted(samples_dir().glob("*.yaml")), *sorted((samples_dir() / "jobset").glob("*.yaml"))]:
         for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
             if not isinstance(doc, dict):
                 continue
@@ -238,8 +260,9 @@ async def wait_for(stack: DevStack, done: Callable[[ClusterView], bool]) -> tupl
 
 
 def first_step_done(view: ClusterView) -> bool:
-    """Every sample Job but the second gang runs whole, and the second gang was told why it waits."""
-    jobs = [j for j in view.jobs if j != SECOND_GANG]
+    """Every sample Job but the second gang, and the JobSet, run whole, and the second gang was told
+    why it waits."""
+    jobs = [j for j in [*view.jobs, *view.jobsets] if j != SECOND_GANG]
     waiting = view.condition(SECOND_GANG, c.CONDITION_QUOTA_RESERVED)
     return (bool(jobs) and all(view.all_running(j) for j in jobs)
             and waiting is not None and waiting.get("status") == "False")
@@ -254,18 +277,18 @@ def _no_note(text: str | None) -> None:
 
 
 async def _demo(kubeconfig: Path | None, keep: bool, say: Callable[[str], None],
-                note: Callable[[str | None], None] = _no_note) -> int:
+                configuration: Configuration | None = None, note: Callable[[str | None], None] = _no_note) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tasq-demo-") as tmp:
         path = kubeconfig or Path(tmp) / "kubeconfig"
         nodes = load_nodes(sample_nodes_file())
         note("starting the local cluster, tasq's controller and webhooks...")
-        async with dev_stack(path, 0, crd_dir(), extra_nodes=nodes) as stack:
+        async with dev_stack(path, 0, crd_dir(), extra_nodes=nodes, configuration=configuration) as stack:
             note(None)
             say(f"tasq demo: a local cluster with {stack.nodes} GPU nodes (H100: 2 blocks x 2 racks x 8 hosts; "
                 f"A100: 1 block x 2 racks x 4 hosts; 8 GPUs each), tasq's controller and webhooks.")
             say(f"Applying the samples: a Topology, 2 flavors, ClusterQueues team-a (192 H100 GPUs) and team-b "
-                f"(32 A100 GPUs), and {sum(1 for o in sample_objects() if o['kind'] == c.KIND_JOB)} Jobs.")
+                f"(32 A100 GPUs), {sum(1 for o in sample_objects() if o['kind'] == c.KIND_JOB)} Jobs and a JobSet.")
             await apply_samples(stack, sample_objects())
             note("waiting for the Jobs to be admitted and their pods to run...")
             view, ok = await wait_for(stack, first_step_done)

@@ -1,10 +1,10 @@
 """`tasq dev`: the devcluster with sample GPU nodes and tasq's operator and webhooks, in one process.
 
 Starts `devcluster.DevCluster` on 127.0.0.1, creates GPU nodes from `--topology` (default 2 blocks
-x 4 racks x 4 nodes x 8 GPUs) and/or from `--nodes` dumps of a real cluster, applies `crds/`, runs
-the simulated Job controller, scheduler and kubelet in real time, writes a kubeconfig for kubectl,
-then runs tasq (operator + local webhooks; `--no-tasq`: the bare control plane) and serves until
-SIGINT/SIGTERM (then exits 0). `dev_stack` is the same as an async context manager (`tasq demo`).
+x 4 racks x 4 nodes x 8 GPUs) and/or from `--nodes` dumps of a real cluster, applies `crds/` and
+the JobSet CRD, runs the simulated JobSet and Job controllers, scheduler and kubelet in real time,
+writes a kubeconfig for kubectl, then runs tasq (operator + local webhooks; `--no-tasq`: the bare
+control plane) and serves until SIGINT/SIGTERM (then exits 0). `dev_stack` is the same as an async context manager (`tasq demo`).
 """
 
 from __future__ import annotations
@@ -21,15 +21,18 @@ from typing import Any
 
 import yaml
 
+from controller.api.configuration import Configuration
 from controller.api.features import FLAG_HELP, FeatureGates, parse_feature_gates
 from controller.commands import terminal
 from controller.commands.crds import DEFAULT_DIR
+from controller.commands.run import config_flag, read_config_flag
 from controller.kube.api import connect
 from controller.kube.operating import Operator, OperatorOptions
 from controller.kube.process import Webhooks, serve_tasq
 from devcluster.cluster import DevCluster
 from devcluster.server.errors import ApiError
 from devcluster.simulated.components import Components
+from devcluster.simulated.jobsets import jobset_crd
 from devcluster.simulated.nodes import (
     LABEL_RACK,
     NodeDumpError,
@@ -58,6 +61,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--no-components", action="store_true",
                         help="API server only: no Job controller, scheduler or kubelet (for benchmarks)")
     parser.add_argument("--feature-gates", default="", metavar="NAME=true|false,...", help=FLAG_HELP)
+    config_flag(parser)
     parser.add_argument("--no-tasq", action="store_true",
                         help="the bare control plane: no tasq operator or webhooks")
     parser.set_defaults(handler=run)
@@ -74,8 +78,12 @@ def run(args: argparse.Namespace) -> int:
         check_paths(args.kubeconfig, args.crds)
         dumped = [node for path in args.nodes for node in load_nodes(path)]
         features = parse_feature_gates(args.feature_gates)
+        config_problem = read_config_flag(args)
+        if config_problem:
+            raise DevSetupError(config_problem)
         asyncio.run(serve(args.kubeconfig, args.port, args.crds, shape, components=not args.no_components,
-                          extra_nodes=dumped, tasq=not args.no_tasq, features=features))
+                          extra_nodes=dumped, tasq=not args.no_tasq, features=features,
+                          configuration=args.configuration))
     except (ValueError, DevSetupError) as e:  # FeatureGateError is a ValueError
         print(f"tasq dev: {e}", file=sys.stderr)
         return 2
@@ -147,10 +155,11 @@ class DevStack:
 async def dev_stack(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | None = None,
                     components: bool = True, extra_nodes: list[dict[str, Any]] | None = None,
                     tasq: bool = True, stop: asyncio.Event | None = None,
-                    features: FeatureGates | None = None) -> AsyncIterator[DevStack]:
+                    features: FeatureGates | None = None,
+                    configuration: Configuration | None = None) -> AsyncIterator[DevStack]:
     """Start and seed (`shape` nodes, then `extra_nodes`; the default shape when both are absent),
     write the kubeconfig, start tasq against it; everything is stopped on exit. `stop` (set by a
-    signal once tasq runs) also ends tasq early."""
+    signal once tasq runs) also ends tasq early. `configuration`: Kueue's Configuration for tasq."""
     stop = stop or asyncio.Event()
     try:
         cluster = await DevCluster(port=port).start()
@@ -174,6 +183,12 @@ async def dev_stack(kubeconfig: Path, port: int, crds: Path, shape: TopologyShap
             crd_names = await apply_crds(cluster.api, crds)
         except (ApiError, yaml.YAMLError) as e:
             raise DevSetupError(f"cannot apply the CRDs in {str(crds)!r}: {e}") from e
+        if simulated is not None:  # the simulated JobSet controller's CRD: JobSets run as on a cluster with JobSet
+            try:
+                await cluster.api.create(cluster.api.resource("apiextensions.k8s.io/v1", "customresourcedefinitions"),
+                                         "", jobset_crd())
+            except ApiError as e:
+                raise DevSetupError(f"cannot create the JobSet CRD: {e.message}") from e
         try:
             path = cluster.write_kubeconfig(kubeconfig)
         except OSError as e:
@@ -182,7 +197,8 @@ async def dev_stack(kubeconfig: Path, port: int, crds: Path, shape: TopologyShap
         if tasq:
             api_client = await connect(path)
             ready = asyncio.Event()
-            options = OperatorOptions(features=features or FeatureGates(), started=operators.append)
+            options = OperatorOptions(features=features or FeatureGates(), started=operators.append,
+                                      configuration=configuration or Configuration())
             tasq_task = asyncio.create_task(serve_tasq(api_client, stop, options, webhooks=Webhooks(local=True),
                                                        ready=ready))
             await asyncio.wait({tasq_task, asyncio.create_task(ready.wait())}, return_when=asyncio.FIRST_COMPLETED)
@@ -202,7 +218,7 @@ async def dev_stack(kubeconfig: Path, port: int, crds: Path, shape: TopologyShap
 
 async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | None = None,
                 components: bool = True, extra_nodes: list[dict[str, Any]] | None = None, tasq: bool = True,
-                features: FeatureGates | None = None) -> None:
+                features: FeatureGates | None = None, configuration: Configuration | None = None) -> None:
     """`dev_stack`, print how to use it, wait for a signal, stop cleanly."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -212,7 +228,8 @@ async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | 
     say, note = terminal.sayer(out), terminal.noter(out)
     note("starting the local cluster...")
     try:
-        async with dev_stack(kubeconfig, port, crds, shape, components, extra_nodes, tasq, stop, features) as stack:
+        async with dev_stack(kubeconfig, port, crds, shape, components, extra_nodes, tasq, stop, features,
+                             configuration) as stack:
             what = "tasq operator and webhooks running" if stack.operator is not None else "no tasq (--no-tasq)"
             note(None)
             say(f"devcluster serving at {stack.cluster.url}: {stack.nodes} node(s), {len(stack.crds)} CRD(s); "

@@ -17,6 +17,7 @@ import signal
 import socket
 import sys
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--webhook-port", type=int, default=None,
                         help=f"webhook port (default {c.WEBHOOK_CONTAINER_PORT}, or a free one with --local-webhooks)")
     parser.add_argument("--feature-gates", default="", metavar="NAME=true|false,...", help=FLAG_HELP)
+    parser.add_argument("--node-failure-delay", type=float, default=30.0, metavar="SECONDS",
+                        help="how long a not-Ready node of an admitted Workload's topology assignment waits "
+                             "before its pods are replaced (Kueue's NodeFailureDelay, 30 s)")
+    config_flag(parser)
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="info",
                         help="info (default): one line per decision that matters (leader, ready, admitted, "
                              "webhook errors); debug adds kopf's and the clients' per-handler lines")
@@ -88,10 +93,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"tasq run: leader election needs 0 < --retry-period ({args.retry_period:g}) < --renew-deadline "
               f"({args.renew_deadline:g}) < --lease-duration ({args.lease_duration:g})", file=sys.stderr)
         return 2
+    if not args.node_failure_delay >= 0:
+        print(f"tasq run: --node-failure-delay ({args.node_failure_delay:g}) must be 0 or more seconds",
+              file=sys.stderr)
+        return 2
     try:
         args.features = parse_feature_gates(args.feature_gates)
     except FeatureGateError as e:
         print(f"tasq run: {e}", file=sys.stderr)
+        return 2
+    config_problem = read_config_flag(args)
+    if config_problem:
+        print(f"tasq run: {config_problem}", file=sys.stderr)
         return 2
     if args.webhook_cert_dir is not None and not args.webhook_cert_dir.is_dir():
         print(f"tasq run: --webhook-cert-dir {str(args.webhook_cert_dir)!r} is not a directory", file=sys.stderr)
@@ -101,9 +114,13 @@ def run(args: argparse.Namespace) -> int:
     configure_logging("debug" if args.verbose else args.log_level, args.log_format)
     identity = args.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
     from controller.kube.api import ApiError
+    from controller.kube.webhooking import KueueCrdsInstalled
 
     try:
         asyncio.run(_serve(args, identity))
+    except KueueCrdsInstalled as e:
+        print(f"tasq run: {e}", file=sys.stderr)
+        return 1
     except OSError as e:
         print(f"tasq run: {e.strerror or e}", file=sys.stderr)
         return 1
@@ -161,12 +178,40 @@ async def _serve(args: argparse.Namespace, identity: str) -> None:
                                 lease_duration_s=args.lease_duration, renew_deadline_s=args.renew_deadline,
                                 retry_period_s=args.retry_period, namespace_fix=namespace_fix(args))
         options = OperatorOptions(elector=elector, features=args.features, endpoints=endpoints_from_flags(args),
-                                  build=build_info())
+                                  build=build_info(), configuration=args.configuration,
+                                  node_failure_delay=timedelta(seconds=args.node_failure_delay))
         await serve_tasq(api_client, stop, options, webhooks=webhooks)
     finally:
         await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+def config_flag(parser: argparse.ArgumentParser) -> None:
+    """`--config FILE`: Kueue's Configuration file (shared by run, dev, demo and simulate)."""
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="Kueue's Configuration file (config.kueue.x-k8s.io v1beta1 or v1beta2); tasq acts on "
+                             "its waitForPodsReady section (off without a file)")
+
+
+def read_config_flag(args: argparse.Namespace) -> str | None:
+    """Parse `--config` into `args.configuration` (the defaults without it); the problem, with
+    every field path, when the file cannot be read or used."""
+    from controller.api.configuration import Configuration, ConfigurationError, parse_configuration
+
+    args.configuration = Configuration()
+    path: Path | None = args.config
+    if path is None:
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        return f"--config {str(path)!r}: {getattr(e, 'strerror', None) or e}"
+    try:
+        args.configuration = parse_configuration(text, f"--config {str(path)!r}")
+    except ConfigurationError as e:
+        return "\n  ".join([f"{e.source}: {len(e.errors)} problem(s)", *e.errors])
+    return None
 
 
 def build_info() -> BuildInfo:

@@ -1,5 +1,6 @@
 """What-if admission: apply manifests step by step and run admission cycles until nothing changes.
 
+Queued plain pods not yet bound form Workloads as their pod groups would (controller.core.jobs.pod_group).
 `Simulation.apply` takes one step's objects (later ones replace earlier ones of the same kind,
 namespace and name, as `kubectl apply` does); `run` rebuilds the snapshot, keeps unfinished
 admissions and cycles until quiet. Step i happens at `start + i` simulated seconds, so the same
@@ -42,6 +43,7 @@ from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, build_snapshot
 from controller.core.admission.workloads import WorkloadInfo, workload_info
+from controller.core.jobs import pod_group
 from controller.core.jobs.framework import (
     Finished,
     GenericJob,
@@ -139,6 +141,8 @@ class Simulation:
     cluster shows what is placed, not what the next cycle would place)."""
     _nodes: dict[ObjectKey, NodeView] = field(default_factory=dict)
     _pods: dict[ObjectKey, PodView] = field(default_factory=dict)
+    _queued_pods: dict[ObjectKey, Mapping[str, Any]] = field(default_factory=dict)
+    """Queued plain pods as given (their specs become their group's pod sets)."""
     _models: dict[ObjectKey, KubeObject] = field(default_factory=dict)
     """The applied Nodes and Pods as views, and tasq's kinds as models, each parsed once when applied
     (`objects` holds every other kind as given)."""
@@ -166,6 +170,9 @@ class Simulation:
                 self._nodes[key] = NodeView.from_dict(obj)
             elif key[0] == c.KIND_POD:
                 self._pods[key] = PodView.from_dict(obj)
+                self._queued_pods.pop(key, None)
+                if pod_group.workload_key(obj) is not None:
+                    self._queued_pods[key] = obj
             elif key[0] in _MODELS:
                 self._models[key] = _MODELS[key[0]].model_validate(obj)
             else:
@@ -268,6 +275,9 @@ class Simulation:
             if owner is not None:
                 owned.add(owner)
             workloads.append((wl, _workload_finished(wl) or done.get(owner or ("", "", ""))))
+        given = {(wl.namespace, wl.name) for wl, _ in workloads}
+        workloads += [(Workload.from_dict(wl), None) for wl in self._pod_group_workloads(classes, default, workload_classes)
+                      if (wl["metadata"]["namespace"], wl["metadata"]["name"]) not in given]
         for key, (job, obj) in owners.items():
             wanted = workload_priority_class_of(obj)
             self.refused_jobs.pop(key, None)
@@ -281,6 +291,22 @@ class Simulation:
         for wl, finished in workloads:
             self._track(wl, finished, classes)
             self._follow_spec(wl, classes)
+
+    def _pod_group_workloads(self, classes: Mapping[str, int], default: int,
+                             workload_classes: Mapping[str, int]) -> list[dict[str, Any]]:
+        """One Workload per complete group of queued plain pods not yet bound (as the pod-group
+        reconciler creates it); incomplete or disagreeing groups get none."""
+        groups: dict[str, list[Mapping[str, Any]]] = {}
+        for pod in self._queued_pods.values():
+            key = pod_group.workload_key(pod)
+            if key is not None and not (pod.get("spec") or {}).get("nodeName"):
+                groups.setdefault(key, []).append(pod)
+        out = []
+        for key in sorted(groups):
+            group = pod_group.assemble(groups[key])
+            if group.complete:
+                out.append(pod_group.workload_from_pod_group(group, classes, default, workload_classes))
+        return out
 
     def _owner_of(self, wl: Workload) -> OwnerOf | None:
         """(kind, namespace, name) of the integrated object that owns a Workload, if one does."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Coroutine
@@ -24,8 +25,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.configuration import WaitForPodsReady
 from controller.api.workload import Admission, Workload, admission_of
-from controller.cache.cluster import ClusterCache
+from controller.cache.cluster import ClusterCache, WorkloadEntry
 from controller.core.admission.conditions import (
     is_evicted,
     mark_admitted,
@@ -33,6 +35,13 @@ from controller.core.admission.conditions import (
     quota_reserved_message,
 )
 from controller.core.admission.cycle import AdmissionState, Admit, Decision, Pending, Preempt, explain, rounds
+from controller.core.admission.pods_ready import (
+    holds_admission,
+    mark_requeued,
+    readiness_deadline,
+    requeue_at,
+    requeue_due,
+)
 from controller.core.admission.queue_status import (
     QueuedWorkload,
     QueueInputs,
@@ -44,6 +53,7 @@ from controller.core.admission.workloads import workload_info
 from controller.kube.api import TRANSPORT_ERRORS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor, Preemption
+from controller.kube.finalizing import write_finalizers
 from controller.kube.metrics import Metrics, fragmentation, priority_class_of, queue_figures, queued_seconds
 from controller.kube.requeuing import Backoff, log_failure
 from controller.kube.routing import Applied
@@ -71,8 +81,13 @@ class AdmissionLoop:
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
                  applied: Applied | None = None, debounce_s: float = DEBOUNCE_S,
                  metrics: Metrics | None = None, queue_status_interval_s: float = QUEUE_STATUS_INTERVAL_S,
-                 evictor: Evictor | None = None) -> None:
+                 evictor: Evictor | None = None, pods_ready: WaitForPodsReady | None = None) -> None:
         self.cache = cache
+        self.pods_ready = pods_ready
+        """waitForPodsReady's settings (None: off): each cycle first evicts the Workloads whose pods
+        were not ready in time and ends the backoffs that are over (`_sweep_pods_ready`)."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
         self.queue_status_interval_s = queue_status_interval_s
         self.metrics = metrics
         self.api = api
@@ -141,10 +156,18 @@ class AdmissionLoop:
         say why the others wait, write statuses."""
         self.cycles += 1
         started = self._stretch = time.perf_counter()
-        state = self.cache.admission_state()
-        state.now = datetime.now(UTC).timestamp()
+        now = datetime.now(UTC)
+        blocked = self._sweep_pods_ready(now) if self.pods_ready is not None else None
+        state = self.cache.admission_state(now.timestamp())
+        state.now = now.timestamp()
         built = time.perf_counter() - started
-        decisions, busy = await self._decide(state)
+        decisions: list[Decision] = []
+        busy = 0.0
+        if blocked is not None:  # blockAdmission: nothing is admitted until that Workload's pods are ready
+            log.debug("admission blocked: workload %s is admitted and its pods are not all ready yet", blocked)
+        else:
+            decisions, busy = await self._decide(state, one=self.pods_ready is not None
+                                                 and self.pods_ready.block_admission)
         admits = [d for d in decisions if isinstance(d, Admit)]
         if self.metrics is not None and decisions:
             # The cycle decides its heads in one pass: each attempt is charged its share.
@@ -155,8 +178,8 @@ class AdmissionLoop:
                     share)
         pendings = []
         waiting_keys = state.waiting()
-        current = self._current(state)
-        if not current:  # the next cycle decides the rest, and says why, on the rebuilt snapshot
+        current = self._current(state) and blocked is None
+        if not current and blocked is None:  # the next cycle decides the rest, and says why, on the rebuilt snapshot
             self._again()
         for why in await self._pending(state, waiting_keys) if current else []:
             if why.key in self._writing:
@@ -179,28 +202,113 @@ class AdmissionLoop:
         if self._queue_writer is None or self._queue_writer.done():
             self._queue_writer = asyncio.create_task(self._write_queues_while_due())
 
-    async def _decide(self, state: AdmissionState) -> tuple[list[Decision], float]:
+    def _sweep_pods_ready(self, now: datetime) -> str | None:
+        """waitForPodsReady's phase before each cycle, over the cache: start the timeout eviction
+        (`Evictor.time_out`) of every admitted Workload past its readiness deadline and the
+        Requeued write (`mark_requeued`) of every waiting one whose backoff ended or that was
+        reactivated; then one timer for the nearest deadline or requeueAt still ahead (no polling).
+        Returns a Workload that blocks admission under `blockAdmission` (admitted or being admitted,
+        pods not all ready), else None."""
+        settings = self.pods_ready
+        assert settings is not None
+        at = now.timestamp()
+        nearest = math.inf
+        blocker = None
+        for key, entry in self.cache.workloads.items():
+            wl = entry.obj
+            deadline = readiness_deadline(wl, settings)
+            if deadline is not None and deadline.at <= at:
+                if key not in self._writing:
+                    self._start_write(key, self._timed_out(entry, settings))
+            elif deadline is not None:
+                nearest = min(nearest, deadline.at)
+            if entry.fit is None and not entry.finished:
+                requeue = requeue_at(wl)
+                if requeue is not None and requeue > at:
+                    nearest = min(nearest, requeue)
+                elif key not in self._writing and requeue_due(wl, at) is not None:
+                    self._start_write(key, self._requeued(entry))
+            elif blocker is None and entry.fit is not None and (holds_admission(wl) or not wl.is_admitted) \
+                    and not entry.finished and not is_evicted(wl) and entry.evicting_for is None:
+                blocker = key
+        self._arm_timer(nearest, at)
+        return blocker if settings.block_admission else None
+
+    def _arm_timer(self, when: float, now: float) -> None:
+        """One timer, for the nearest waitForPodsReady moment (`when`, epoch seconds), replaced only
+        by a nearer one; it runs a cycle. Timestamps are whole seconds: a second is added so the
+        cycle it wakes finds the moment passed."""
+        if self._timer is not None and (self._timer_at <= now or when < self._timer_at):
+            self._timer.cancel()
+            self._timer, self._timer_at = None, math.inf
+        if when == math.inf or self._timer is not None:
+            return
+        self._timer_at = when
+        self._timer = asyncio.get_running_loop().call_later(max(when - now, 0.0) + 1.0, self._timer_rang)
+
+    def _timer_rang(self) -> None:
+        self._timer, self._timer_at = None, math.inf
+        self._again()
+
+    async def _timed_out(self, entry: WorkloadEntry, settings: WaitForPodsReady) -> str:
+        """Write one PodsReady timeout (`Evictor.time_out`); a failure is tried again after a backoff."""
+        key = entry.info.key
+        async with self._slots:
+            try:
+                await self.evictor.time_out(entry, settings)
+            except Exception as e:  # refused, no answer, or a bug: decided again later
+                delay = self._backoff.failed(key)
+                log_failure(log, f"evicting {key} (PodsReady timeout)", e, delay)
+                self._again_later(delay)
+                return key
+        self._backoff.succeeded(key)
+        return key
+
+    async def _requeued(self, entry: WorkloadEntry) -> str:
+        """Write Requeued=True (BackoffFinished or Reactivated) and clear requeueAt (`mark_requeued`)."""
+        key = entry.info.key
+        now = datetime.now(UTC)
+        async with self._slots:
+            try:
+                written = await write_workload_status(self.api, entry.obj, lambda model: mark_requeued(model, now))
+            except Exception as e:  # refused, no answer, or a bug: written again later
+                delay = self._backoff.failed(key)
+                log_failure(log, f"requeueing {key}", e, delay)
+                self._again_later(delay)
+                return key
+        self._backoff.succeeded(key)
+        if written is not None:
+            self.applied(c.KIND_WORKLOAD, written)
+        return key
+
+    async def _decide(self, state: AdmissionState, one: bool = False) -> tuple[list[Decision], float]:
         """Phase: the cycle's rounds, each round's admissions recorded in the cache before anything
         else runs (a watch event for them then finds them held). Between rounds, once
         `STEP_BUDGET_S` has gone by, the event loop gets a turn: a cycle over thousands of waiting
         Workloads takes seconds. The state shares the cache's Usage and ledger, so what comes in
         meanwhile is seen by the next round; an admission whose Workload was deleted or finished
-        meanwhile is given back at once. Returns the decisions and the seconds spent deciding."""
+        meanwhile is given back at once. With `one` (blockAdmission) the first admission ends the
+        cycle: any other admission of its round is given back. Returns the decisions and the seconds
+        spent deciding."""
         decisions: list[Decision] = []
         started, paused = time.perf_counter(), 0.0
+        admitted = False
         for step in rounds(state):
             for decision in step:
                 if isinstance(decision, Admit):
                     entry = self.cache.workloads.get(decision.key)
-                    if entry is None or entry.finished:
+                    if entry is None or entry.finished or (one and admitted):
                         self.cache.forget_admission(decision.key)
                         continue
+                    admitted = True
                     self.cache.record_admission(decision.key, state.admitted[decision.key])
                 elif isinstance(decision, Preempt):
                     for victim in decision.victims:  # claimed until released, even before the write lands
                         self.cache.record_eviction(victim.key, decision.key)
                 decisions.append(decision)
             before = time.perf_counter()
+            if one and admitted:
+                break
             if await self._give_turn() and not self._current(state):
                 break
             paused += time.perf_counter() - before
@@ -413,6 +521,7 @@ class AdmissionLoop:
                 except Exception as e:  # refused, no answer, or a bug: the loop must go on
                     ok = False
                     log_failure(log, f"status of queue {key}", e, self.queue_status_interval_s)
+        ok = await write_finalizers(self.api, self.cache, self.applied) and ok
         return await self._write_cohorts() and ok
 
     async def _write_cohorts(self) -> bool:

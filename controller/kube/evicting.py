@@ -7,6 +7,7 @@ step reads the API objects only, so a restarted or newly elected operator carrie
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.configuration import WaitForPodsReady
 from controller.api.workload import Workload
 from controller.cache.cluster import ClusterCache, WorkloadEntry
 from controller.core.admission.conditions import (
@@ -23,7 +25,15 @@ from controller.core.admission.conditions import (
     mark_preempted,
     preemption_message,
 )
-from controller.kube.api import KubeApi
+from controller.core.admission.pods_ready import (
+    mark_deactivation_target,
+    mark_pods_ready_timeout,
+    readiness_deadline,
+    requeue_count,
+    requeuing_exhausted,
+    timeout_message,
+)
+from controller.kube.api import WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
 from controller.kube.metrics import Metrics
 from controller.kube.routing import Applied
@@ -129,6 +139,61 @@ class Evictor:
         if self.metrics is not None:
             self.metrics.preempted(preemption.preempting_cluster_queue, preemption.reason)
             self.metrics.evicted(cluster_queue, c.REASON_PREEMPTED)
+
+    async def time_out(self, entry: WorkloadEntry, settings: WaitForPodsReady) -> bool:
+        """waitForPodsReady's step 1 for an admitted Workload whose pods were not all ready in time
+        (the admission loop decides when, controller.core.admission.pods_ready): one status write,
+        Evicted=True reason PodsReadyTimeout with `status.requeueState` counted up and its requeueAt
+        (Kueue's backoff); the Event `EvictedDueToPodsReadyTimeout` and
+        `kueue_evicted_workloads_total{reason="PodsReadyTimeout"}`. Steps 2 and 3 follow as for a
+        preemption. Once `backoffLimitCount` requeues are used up it is deactivated instead
+        (`_deactivate_for_limit`). True when this call wrote something."""
+        if requeuing_exhausted(entry.obj, settings):
+            return await self._deactivate_for_limit(entry)
+        key = entry.info.key
+        cluster_queue = entry.admission.cluster_queue if entry.admission is not None else ""
+        now = datetime.now(UTC)
+        wrote = [False]
+
+        def change(model: Workload) -> bool:
+            wrote[0] = (readiness_deadline(model, settings) is not None
+                        and mark_pods_ready_timeout(model, key, settings, now))
+            return wrote[0]
+
+        written = await write_workload_status(self.api, entry.obj, change)
+        if written is None or not wrote[0]:
+            return False
+        self.applied(c.KIND_WORKLOAD, written)
+        message = timeout_message(key)
+        state = (written.get("status") or {}).get("requeueState") or {}
+        log.info("workload %s: %s; evicted, requeue %s at %s", key, message, state.get("count"), state.get("requeueAt"))
+        self.recorder.emit(written, c.EVENT_REASON_EVICTED_PODS_READY_TIMEOUT, message)
+        if self.metrics is not None and cluster_queue:
+            self.metrics.evicted(cluster_queue, c.REASON_PODS_READY_TIMEOUT)
+        return True
+
+    async def _deactivate_for_limit(self, entry: WorkloadEntry) -> bool:
+        """Kueue's end of the requeues: DeactivationTarget=True reason RequeuingLimitExceeded, then
+        `spec.active: false` (resourceVersion-checked); the Job reconciler evicts a deactivated
+        Workload (reason Deactivated, its message naming the limit). True when written."""
+        now = datetime.now(UTC)
+        written = await write_workload_status(self.api, entry.obj, lambda model: mark_deactivation_target(model, now))
+        if written is None:
+            return False
+        self.applied(c.KIND_WORKLOAD, written)
+        meta = written.get("metadata") or {}
+        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": {"active": False}}
+        try:
+            deactivated = await retrying(functools.partial(self.api.merge_patch, WORKLOADS, entry.info.namespace,
+                                                           entry.info.name, patch))
+        except ApiError as e:
+            if e.not_found or e.conflict:  # gone, or changed meanwhile: decided again from the newer one
+                return False
+            raise
+        self.applied(c.KIND_WORKLOAD, deactivated)
+        log.info("workload %s: its pods were not ready in time and it was requeued %d time(s), the limit: "
+                 "deactivated", entry.info.key, requeue_count(entry.obj))
+        return True
 
     async def release(self, entry: WorkloadEntry) -> bool:
         """Step 3: the terminating Workload's Job is stopped and its pods are gone; give its

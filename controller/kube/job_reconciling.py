@@ -15,9 +15,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.configuration import WaitForPodsReady
 from controller.api.workload import Admission, Workload
 from controller.cache.cluster import ClusterCache, OwnerKey, WorkloadEntry
-from controller.core.admission.conditions import is_terminating, mark_deactivated, mark_finished
+from controller.core.admission.conditions import (
+    deactivation_message,
+    is_terminating,
+    mark_deactivated,
+    mark_finished,
+)
+from controller.core.admission.pods_ready import mark_pods_ready
 from controller.core.jobs.framework import (
     Finished,
     GenericJob,
@@ -70,8 +77,12 @@ class JobReconciler:
     `notify(key, kind)` on any change of the object, its Workload or its pods; `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
-                 applied: Applied | None = None, evictor: Evictor | None = None) -> None:
+                 applied: Applied | None = None, evictor: Evictor | None = None,
+                 pods_ready: WaitForPodsReady | None = None) -> None:
         self.cache = cache
+        self.pods_ready = pods_ready
+        """waitForPodsReady's settings (None: off): a running admitted object's readiness (its
+        adapter's `pods_ready`) is recorded in its Workload's PodsReady condition (`_record_pods_ready`)."""
         self.adapters: Mapping[str, GenericJob] = {job.gvk.kind: job for job in cache.integrations}
         """Kind -> its adapter (the cache's integrations): every read, patch and manifest of an
         integrated object comes from its adapter; this module holds the state machine and the writes."""
@@ -180,6 +191,8 @@ class JobReconciler:
             elif adapter.is_suspended(job) and adapter.pods_left(job) == 0 and not self.cache.live_pods_of.get(owner):
                 # else an event of it or of its pods brings it back
                 await self._start(adapter, job, entry, admission)
+            elif self.pods_ready is not None and not adapter.is_suspended(job):
+                await self._record_pods_ready(adapter, job, entry)
         elif not adapter.is_suspended(job) and finished is None and not was_admitted(entry.obj):
             await self._discard_workload(entry)
         elif not entry.expecting and finished is None:
@@ -366,9 +379,10 @@ class JobReconciler:
         now = datetime.now(UTC)
         cluster_queue = entry.admission.cluster_queue if entry.admission is not None else None
         model = entry.obj.model_copy(deep=True)
+        message = deactivation_message(model)
         if not mark_deactivated(model, now) or model.status is None:
             return
-        status = {**model.status.to_dict(), "admission": None}
+        status = {**model.status.to_dict(), "admission": None, "requeueState": None}
         patch = {"metadata": {"resourceVersion": model.metadata.resource_version}, "status": status}
         try:
             written = await retrying(functools.partial(
@@ -378,9 +392,25 @@ class JobReconciler:
                 return
             raise  # 409: retried from the cache once the watch brings the newer Workload
         self.applied(c.KIND_WORKLOAD, written)
-        self.recorder.emit(written, c.EVENT_REASON_EVICTED_DEACTIVATED, "The workload is deactivated")
+        self.recorder.emit(written, c.EVENT_REASON_EVICTED_DEACTIVATED, message)
         if self.evictor.metrics is not None and cluster_queue is not None:
             self.evictor.metrics.evicted(cluster_queue, c.REASON_DEACTIVATED)
+
+    async def _record_pods_ready(self, adapter: GenericJob, job: Mapping[str, Any], entry: WorkloadEntry) -> None:
+        """PodsReady from the adapter's `pods_ready`, written only when it changes
+        (controller.core.admission.pods_ready.mark_pods_ready: WaitForStart, Started,
+        WaitForRecovery, Recovered)."""
+        ready = adapter.pods_ready(job)
+        now = datetime.now(UTC)
+        wrote = [False]
+
+        def change(model: Workload) -> bool:
+            wrote[0] = model.reserved_admission is not None and mark_pods_ready(model, ready, now)
+            return wrote[0]
+
+        written = await write_workload_status(self.api, entry.obj, change)
+        if written is not None and wrote[0]:
+            self.applied(c.KIND_WORKLOAD, written)
 
     async def _finish(self, entry: WorkloadEntry, finished: Finished) -> None:
         succeeded, message = finished.succeeded, finished.message

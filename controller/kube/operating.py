@@ -1,4 +1,5 @@
-"""The operator process: cache, watches, admission loop, job reconciler and ungater under one kopf operator.
+"""The operator process: cache, watches, admission loop, job reconciler, ungater and node-failure
+handler under one kopf operator.
 
 `Operator(api_client, OperatorOptions(...))` wires them, every change routed to the loops it
 concerns by one `EventRouter`; `run(stop)` primes the cache from the API, starts the loops (which
@@ -16,16 +17,20 @@ import functools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import kopf
 from kubernetes.aio import client
 
 from controller.api import constants as c
+from controller.api.configuration import TIMESTAMP_EVICTION, Configuration
 from controller.api.features import FeatureGates
 from controller.api.meta import object_key
 from controller.api.views import owner_refs
-from controller.cache.cluster import KIND_POD, ClusterCache, OwnerKey
+from controller.cache.cluster import KIND_NODE, KIND_POD, ClusterCache, OwnerKey
+from controller.core.jobs import pod_group
+from controller.core.topology.node_failures import NODE_FAILURE_DELAY
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
 from controller.kube.embedding import connection_info, run_kopf
@@ -34,6 +39,8 @@ from controller.kube.evicting import Evictor
 from controller.kube.job_reconciling import JobReconciler
 from controller.kube.leading import LeaderElector
 from controller.kube.metrics import BuildInfo, Endpoints, Metrics, serving_endpoints
+from controller.kube.node_failing import NodeFailureHandler
+from controller.kube.pod_group_reconciling import PodGroupReconciler
 from controller.kube.routing import EventRouter, Loop
 from controller.kube.ungating import TopologyUngater
 from controller.kube.visibility import cache_routes
@@ -56,7 +63,8 @@ class OperatorOptions:
     """How `serve_operator` (and `serve_tasq` above it) runs the operator. `elector`: a
     LeaderElector (always leading without one); `endpoints`: where /metrics and the probes are
     served (nothing by default); `build`: the version and commit the metrics report; `features`:
-    Kueue's placement feature gates; `started` is called
+    Kueue's placement feature gates; `configuration`: Kueue's Configuration file as parsed
+    (`tasq run --config`; waitForPodsReady off without one); `started` is called
     with the Operator once it is built (tests and `tasq dev` keep a handle on it)."""
 
     elector: LeaderElector | None = None
@@ -64,7 +72,10 @@ class OperatorOptions:
     build: BuildInfo | None = None
     """kueue_build_info's labels (`tasq run` passes the version and commit)."""
     features: FeatureGates = field(default_factory=FeatureGates)
+    configuration: Configuration = field(default_factory=Configuration)
     started: Callable[[Operator], None] | None = None
+    node_failure_delay: timedelta = NODE_FAILURE_DELAY
+    """How long a not-Ready node of an admitted Workload waits before it is replaced (Kueue's 30 s)."""
     campaign_after: asyncio.Event | None = None
     """Lead (or campaign for the Lease) only once this is set: with local webhooks, once the CRDs'
     conversion points at this replica, so no write of an object still stored in an older version goes
@@ -80,16 +91,23 @@ class Operator:
         options = options if options is not None else OperatorOptions()
         self.api_client = api_client
         self.api = KubeApi(api_client)
-        self.cache = ClusterCache(features=options.features)
+        pods_ready = options.configuration.wait_for_pods_ready
+        self.cache = ClusterCache(features=options.features, order_by_eviction=pods_ready is None
+                                  or pods_ready.requeuing_strategy.timestamp == TIMESTAMP_EVICTION)
         self.recorder = EventRecorder(self.api)
         self.metrics = Metrics(options.build)
         self.router = EventRouter(self.cache, {Loop.ADMISSION: self._wake_admission, Loop.JOBS: self._wake_jobs,
-                                               Loop.UNGATER: self._wake_ungater})
+                                               Loop.UNGATER: self._wake_ungater,
+                                               Loop.NODE_FAILURES: self._wake_node_failures})
         self.evictor = Evictor(self.cache, self.api, self.recorder, self.router.applied, self.metrics)
         self.admission = AdmissionLoop(self.cache, self.api, self.recorder, metrics=self.metrics,
-                                       applied=self.router.applied, evictor=self.evictor)
+                                       applied=self.router.applied, evictor=self.evictor, pods_ready=pods_ready)
         self.jobs = JobReconciler(self.cache, self.api, self.recorder, applied=self.router.applied,
-                                  evictor=self.evictor)
+                                  evictor=self.evictor, pods_ready=pods_ready)
+        self.pod_groups = PodGroupReconciler(self.cache, self.api, self.recorder, applied=self.router.applied,
+                                             evictor=self.evictor)
+        self.node_failures = NodeFailureHandler(self.cache, self.api, self.recorder, self.router.applied,
+                                                self.metrics, delay=options.node_failure_delay)
         if options.elector is not None:
             self.leading = options.elector.leading
         else:
@@ -109,7 +127,7 @@ class Operator:
         self.admission_server = admission
         register_watches(self.registry, self.router)
         if admission is not None:
-            self.settings_hooks.append(add_admission(self.registry, admission))
+            self.settings_hooks.append(add_admission(self.registry, admission, self.cache.group_members))
         self._register_login_and_settings()
 
     def _wake_admission(self, kind: str, obj: Mapping[str, Any]) -> None:
@@ -120,7 +138,14 @@ class Operator:
         """The changed integrated object (a Job), the one owning the changed Workload, or the one
         owning the changed pod while it waits for its pods to go (suspended, or with no Workload
         yet): its last pod's deletion may come after its status stopped counting it. A running
-        object's pods wake nobody."""
+        object's pods wake nobody. A plain pod tasq manages, or a Workload its pods own, wakes the
+        pod-group reconciler instead."""
+        if kind == KIND_POD and (group := pod_group.workload_key(obj)) is not None:
+            self.pod_groups.notify(group)
+            return
+        if kind == c.KIND_WORKLOAD and _pod_owned(obj):
+            self.pod_groups.notify(object_key(obj))
+            return
         owner: OwnerKey | None
         if kind == KIND_POD:
             meta = obj.get("metadata") or {}
@@ -147,6 +172,13 @@ class Operator:
         else:
             meta = obj.get("metadata") or {}
             self.ungater.notify(str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+    def _wake_node_failures(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """The changed Workload, or every Workload placed on the changed Node."""
+        if kind == KIND_NODE:
+            self.node_failures.node_changed(obj)
+        else:
+            self.node_failures.workload_changed(obj)
 
     def _register_login_and_settings(self) -> None:
         @kopf.on.login(registry=self.registry)
@@ -199,13 +231,18 @@ class Operator:
             return
         tasks = [asyncio.create_task(self.admission.run(self.leading), name="tasq-admission"),
                  asyncio.create_task(self.jobs.run(self.leading), name="tasq-jobs"),
-                 asyncio.create_task(self.ungater.run(), name="tasq-ungater")]
+                 asyncio.create_task(self.pod_groups.run(self.leading), name="tasq-pod-groups"),
+                 asyncio.create_task(self.ungater.run(), name="tasq-ungater"),
+                 asyncio.create_task(self.node_failures.run(self.leading), name="tasq-node-failures")]
         for kind, objects in self.cache.owners.items():
             for key in list(objects):
                 self.jobs.notify(key, kind)
+        for key in list(self.cache.group_pods):
+            self.pod_groups.notify(key)
         for key in list(self.cache.workloads):
             namespace, name = key.split("/", 1)
             self.ungater.notify(namespace, name)
+            self.node_failures.notify(key)
         kopf_ready = asyncio.Event()
         kopf_stop = asyncio.Event()
         draining = asyncio.create_task(self._drain_then_stop(stop, kopf_stop), name="tasq-drain")
@@ -230,6 +267,12 @@ class Operator:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+
+def _pod_owned(workload: Mapping[str, Any]) -> bool:
+    """A Workload (wire form) every owner of which is a Pod: the plain-pod integration's."""
+    owners = (workload.get("metadata") or {}).get("ownerReferences") or []
+    return bool(owners) and all(isinstance(o, Mapping) and o.get("kind") == c.KIND_POD for o in owners)
 
 
 async def _elect_until(elector: LeaderElector, stop: asyncio.Event) -> None:

@@ -1,7 +1,8 @@
 """One read of everything admission looks at, for `tasq explain` on a live cluster.
 
 Lists every resource the operator watches (`watching.RESOURCES`) once, with the same client and
-errors as the operator's writers; the objects come back with their kind set.
+errors as the operator's writers (an optional integrated kind whose CRD is absent counts as none);
+the objects come back with their kind set.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from typing import Any
 
 from kubernetes.aio import client
 
-from controller.kube.api import KubeApi, connect
-from controller.kube.watching import RESOURCES
+from controller.kube.api import ApiError, KubeApi, connect
+from controller.kube.watching import OPTIONAL_KINDS, RESOURCES
 
 
 async def read_cluster(api_client: client.ApiClient) -> list[dict[str, Any]]:
@@ -21,7 +22,13 @@ async def read_cluster(api_client: client.ApiClient) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     for kind, (group, version, plural) in RESOURCES.items():
         api_version = f"{group}/{version}" if group else version
-        objects.extend({**obj, "kind": kind} for obj in await api.list((api_version, plural)))
+        try:
+            listed = await api.list((api_version, plural))
+        except ApiError as e:
+            if kind in OPTIONAL_KINDS and e.not_found:
+                continue  # JobSet's CRD not installed: no JobSets
+            raise
+        objects.extend({**obj, "kind": kind} for obj in listed)
     return objects
 
 

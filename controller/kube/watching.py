@@ -17,6 +17,7 @@ import asyncio
 import functools
 import gc
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -47,6 +48,10 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     **{job.gvk.kind: (job.gvk.group, job.gvk.version, job.gvk.plural) for job in INTEGRATIONS},
 }
 
+OPTIONAL_KINDS: frozenset[str] = frozenset(job.gvk.kind for job in INTEGRATIONS if job.gvk.group not in ("", "batch"))
+"""Integrated kinds served by a CRD of their own project (JobSet): a cluster without the CRD is
+normal, so priming skips them (kopf watches them once the CRD appears) instead of waiting."""
+
 PRIME_ATTEMPTS = 10
 """Tries per resource when priming (doubling from 0.05 s: about 50 s in all) before giving up."""
 BLOCKED_RETRY_S = 2.0
@@ -63,7 +68,8 @@ async def prime(router: EventRouter, api: KubeApi) -> None:
     listed = 0
     for kind, (group, version, plural) in RESOURCES.items():
         resource = (_api_version(group, version), plural)
-        for obj in await _list_once_allowed(api, resource):
+        objects = await (_list_if_served(api, resource) if kind in OPTIONAL_KINDS else _list_once_allowed(api, resource))
+        for obj in objects:
             if router.applied(kind, {**obj, "kind": kind}):
                 listed += 1
     # A refused (malformed) object is refused again when kopf replays it: not counted as primed.
@@ -94,6 +100,18 @@ async def _list_once_allowed(api: KubeApi, resource: tuple[str, str]) -> list[di
         if reported is not None:
             log.warning("%s: listed now; tasq goes on starting", _plural(resource))
         return objects
+
+
+async def _list_if_served(api: KubeApi, resource: tuple[str, str]) -> list[dict[str, Any]]:
+    """Every object of an optional integrated kind's resource; none, said once at the default level,
+    when the API server does not serve it (its project's CRD is not installed)."""
+    try:
+        return await retrying(functools.partial(api.list, resource), attempts=PRIME_ATTEMPTS)
+    except ApiError as e:
+        if not e.not_found:
+            return await _list_once_allowed(api, resource)
+    log.info("%s is not served (its CRD is not installed): none managed until it appears", _plural(resource))
+    return []
 
 
 def blocking_problem(resource: tuple[str, str], e: ApiError) -> str | None:
@@ -153,8 +171,27 @@ class NoDiffBaseStorage(kopf.DiffBaseStorage):
         del body, patch, essence
 
 
+_OPTIONAL_GROUPS = frozenset(RESOURCES[kind][0] for kind in OPTIONAL_KINDS)
+_KOPF_UNRESOLVED = "Unresolved resources cannot be served"
+
+
+class _OptionalKindsUnresolved(logging.Filter):
+    """Drops kopf's warning when only optional integrated kinds lack their CRD: priming already said
+    so at INFO (`_list_if_served`), and most clusters have no JobSet, so it is no problem to warn of."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith(_KOPF_UNRESOLVED):
+            return True
+        groups = set(re.findall(r"group='([^']*)'", message))
+        return not groups or not groups <= _OPTIONAL_GROUPS
+
+
 def register_watches(registry: kopf.OperatorRegistry, router: EventRouter) -> None:
     """One kopf event handler per watched resource, all feeding `router`; kopf keeps no diff base."""
+    observation = logging.getLogger("kopf._core.reactor.observation")
+    if not any(isinstance(f, _OptionalKindsUnresolved) for f in observation.filters):
+        observation.addFilter(_OptionalKindsUnresolved())
     @kopf.on.startup(registry=registry)
     def keep_no_diff_base(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.persistence.diffbase_storage = NoDiffBaseStorage()

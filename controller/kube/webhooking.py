@@ -31,6 +31,7 @@ from kopf._core.reactor.inventory import ResourceMemories
 from kubernetes.aio.client import ApiClient
 
 from controller.api import constants as c
+from controller.api.crd_ownership import kueue_installed_message, kueue_mark
 from controller.api.crds import KINDS as TASQ_KINDS
 from controller.kube.api import (
     CUSTOM_RESOURCE_DEFINITIONS,
@@ -43,7 +44,7 @@ from controller.kube.api import (
 from controller.kube.embedding import connection_info, run_kopf
 from webhooks.certificates import write_serving_files
 from webhooks.configurations import EXCLUDED_NAMESPACES, crd_conversion, local_client, webhook_configurations
-from webhooks.handlers import register_handlers
+from webhooks.handlers import GroupMembers, register_handlers
 from webhooks.serving import AdmissionServer, TlsFiles
 
 
@@ -192,6 +193,10 @@ CONVERTED_CRDS = tuple(spec.crd_name for spec in TASQ_KINDS)
 served in a single version never needs it, as config/crd's patch sets it on every one)."""
 
 
+class KueueCrdsInstalled(Exception):
+    """A CRD tasq would point at itself is an installed Kueue's (controller.api.crd_ownership)."""
+
+
 def _converting_through(crd: dict[str, Any], server: Server, servers: list[Server]) -> dict[str, Any]:
     """`crd` (as read, resourceVersion included) with its conversion pointing at `server`, listing `servers`."""
     metadata = dict(crd.get("metadata") or {})
@@ -272,6 +277,21 @@ async def remove_configurations(api: KubeApi) -> None:
                 raise
 
 
+async def refuse_kueue_crds(api: KubeApi, crds: tuple[str, ...] = CONVERTED_CRDS) -> None:
+    """KueueCrdsInstalled naming the first of `crds` an installed Kueue owns (controller.api.crd_ownership):
+    checked before anything is registered, so a refusal changes nothing."""
+    for name in crds:
+        try:
+            crd = await retrying(functools.partial(api.get, CUSTOM_RESOURCE_DEFINITIONS, None, name))
+        except ApiError as e:
+            if e.not_found:
+                continue
+            raise
+        mark = kueue_mark(crd)
+        if mark is not None:  # taking its conversion would break the Kueue that serves it
+            raise KueueCrdsInstalled(kueue_installed_message(name, mark))
+
+
 @asynccontextmanager
 async def registered_webhooks(api: KubeApi, server: AdmissionServer,
                               excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> AsyncIterator[None]:
@@ -281,6 +301,7 @@ async def registered_webhooks(api: KubeApi, server: AdmissionServer,
     them, so a stopped local operator leaves no failurePolicy Fail webhook behind and never takes
     them away from a replica that still serves."""
     await server.wait_listening()
+    await refuse_kueue_crds(api)
     try:
         await register_configurations(api, server.url, server.tls.ca_bundle(), excluded)
         await register_conversion(api, server.url, server.tls.ca_bundle())
@@ -311,11 +332,13 @@ class ReviewMemories(ResourceMemories):
         return await super().recall_memo(raw_body, memobase=memobase, ephemeral=True)
 
 
-def add_admission(registry: kopf.OperatorRegistry, server: AdmissionServer) -> Callable[[kopf.OperatorSettings], None]:
+def add_admission(registry: kopf.OperatorRegistry, server: AdmissionServer,
+                  group_members: GroupMembers | None = None) -> Callable[[kopf.OperatorSettings], None]:
     """Add the admission handlers to `registry`; returns what the settings need (serve them on
     `server`, no configurations managed by kopf: tasq writes its own, tightly scoped ones). Also
-    keeps kopf from logging each denial a second time."""
-    register_handlers(registry)
+    keeps kopf from logging each denial a second time. `group_members`: the operator's cache, where
+    a new queued pod's group is checked (an admission-only process has none)."""
+    register_handlers(registry, group_members)
     objects = logging.getLogger("kopf.objects")
     if not any(isinstance(f, DenialsLoggedOnce) for f in objects.filters):
         objects.addFilter(DenialsLoggedOnce())

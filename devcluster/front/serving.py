@@ -21,10 +21,11 @@ from aiohttp import web
 from devcluster.front import discovery, openapi, protobuf
 from devcluster.front.protobuf import ProtobufError
 from devcluster.front.tables import TableMaker
-from devcluster.server import logs, reviews
+from devcluster.server import applying, logs, reviews
 from devcluster.server.apiserver import PATCH_APPLY, ApiServer, ListOptions
 from devcluster.server.collecting import POLICY_BACKGROUND, POLICY_ORPHAN
 from devcluster.server.errors import (
+    CAUSE_FORBIDDEN,
     INTERNAL_ERROR,
     MAX_REQUEST_BODY_BYTES,
     METHOD_NOT_ALLOWED,
@@ -75,6 +76,12 @@ def _method_not_allowed() -> ApiError:
 
 def _truthy(value: str | None) -> bool:
     return value is not None and value.lower() in ("1", "true", "yes")
+
+
+def _manager(request: web.Request) -> str:
+    """Who an update's fields are recorded for: its fieldManager, else its User-Agent's product
+    (`kubectl` of `kubectl/v1.37.2 ...`), as kube-apiserver names an unnamed manager."""
+    return request.query.get("fieldManager") or request.headers.get("User-Agent", "").split("/")[0] or "unknown"
 
 
 class HttpFrontend:
@@ -261,22 +268,27 @@ class HttpFrontend:
             if t.resource.kind in REVIEW_KINDS:
                 return _json(await self._review(t.resource, body), 201)
             created = await self.api.create(t.resource, t.namespace, body, dry_run=dry_run, strict=strict,
-                                            copy=False)
+                                            copy=False, manager=_manager(request))
             return self._object(request, t.resource, created, 201)
         if method == "PUT" and t.name:
             body = await self._body(request)
             updated = await self.api.update(t.resource, t.namespace, t.name, body, subresource=t.subresource,
-                                            dry_run=dry_run, strict=strict, copy=False)
+                                            dry_run=dry_run, strict=strict, copy=False, manager=_manager(request))
             return self._object(request, t.resource, updated)
         if method == "PATCH" and t.name:
             content_type = request.content_type
-            if content_type == PATCH_APPLY:
-                raise ApiError(415, UNSUPPORTED_MEDIA_TYPE, "server-side apply is not supported by the devcluster; "
-                               "use client-side kubectl apply")
             patch = await self._body(request)
+            force = _truthy(q.get("force"))
+            if content_type == PATCH_APPLY:
+                applied, by_create = await self.api.apply(
+                    t.resource, t.namespace, t.name, patch, manager=q.get("fieldManager", ""), force=force,
+                    subresource=t.subresource, dry_run=dry_run, strict=strict, copy=False)
+                return self._object(request, t.resource, applied, 201 if by_create else 200)
+            if q.get("force") is not None:
+                raise applying.patch_options_error("force", CAUSE_FORBIDDEN, "may not be specified for non-apply patch")
             patched = await self.api.patch(t.resource, t.namespace, t.name, content_type, patch,
                                            subresource=t.subresource, dry_run=dry_run, strict=strict,
-                                           copy=False)
+                                           copy=False, manager=_manager(request))
             return self._object(request, t.resource, patched)
         if method == "DELETE":
             return await self._delete(request, t, dry_run)

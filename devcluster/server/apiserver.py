@@ -17,7 +17,17 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from devcluster.server import builtins, celrules, converting, crds, priority, schema, validation
+from devcluster.server import (
+    applying,
+    builtins,
+    celrules,
+    converting,
+    crds,
+    priority,
+    schema,
+    shapes,
+    validation,
+)
 from devcluster.server.clock import Clock, timestamp, utc_now
 from devcluster.server.collecting import (
     NAMESPACES_KEY,
@@ -126,6 +136,8 @@ class _Raced(Exception):
 
 
 _MAX_ATTEMPTS = 5
+# Computes a write's managedFields from (subresource, old, new) after the merge, before admission.
+_Tracking = Callable[[str, dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,8 +386,11 @@ class ApiServer:
     # ---------------------------------------------------------------- create
 
     async def create(self, r: ResourceType, namespace: str, body: Mapping[str, Any], *, dry_run: bool = False,
-                     strict: bool = False, copy: bool = True) -> dict[str, Any]:
-        """POST: 201 semantics; raises ApiError 409 AlreadyExists / 422 Invalid / 404 namespace."""
+                     strict: bool = False, copy: bool = True, manager: str | None = None,
+                     managed: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """POST: 201 semantics; raises ApiError 409 AlreadyExists / 422 Invalid / 404 namespace.
+        `manager` (an HTTP client's fieldManager) is recorded as the owner of every field it sets;
+        `managed` is a create-by-apply's managedFields, computed by `apply`."""
         namespace = namespace if r.namespaced else ""
         obj = self._decode(r, namespace, body)
         await self._faults(RequestInfo("create", r, namespace, obj["metadata"].get("name", ""), "", dry_run))
@@ -385,6 +400,10 @@ class ApiServer:
                            "objects to be created")
         self._check_namespace(r, namespace)
         obj = self._default_and_prune(r, obj, strict)
+        if managed is not None:
+            obj["metadata"]["managedFields"] = managed
+        elif manager:
+            obj["metadata"]["managedFields"] = self._track_update(r, "", {}, obj, manager)
         if (r.group, r.plural) == ("", "pods"):
             priority.admit_pod_priority(obj, self.store.items(priority.PRIORITY_CLASSES_KEY))
         # mutating webhooks see the object as decoded: no uid, timestamps or generated name yet, and the
@@ -549,7 +568,7 @@ class ApiServer:
 
     async def update(self, r: ResourceType, namespace: str, name: str, body: Mapping[str, Any], *,
                      subresource: str = "", dry_run: bool = False, strict: bool = False,
-                     copy: bool = True) -> dict[str, Any]:
+                     copy: bool = True, manager: str | None = None) -> dict[str, Any]:
         """PUT on the object or its status subresource; 409 on a stale metadata.resourceVersion."""
         namespace = namespace if r.namespaced else ""
         await self._faults(RequestInfo("update", r, namespace, name, subresource, dry_run))
@@ -566,14 +585,14 @@ class ApiServer:
             try:
                 presented = await self._old_for_update(r, old)
                 return await self._write_update(r, old, presented, {**new, "metadata": dict(new["metadata"])},
-                                                subresource, dry_run, copy, strict)
+                                                subresource, dry_run, copy, strict, self._updating(r, manager))
             except _Raced:
                 continue
         raise conflict(r.plural, r.group, name)
 
     async def patch(self, r: ResourceType, namespace: str, name: str, patch_type: str, patch: Any, *,
                     subresource: str = "", dry_run: bool = False, strict: bool = False,
-                    copy: bool = True) -> dict[str, Any]:
+                    copy: bool = True, manager: str | None = None) -> dict[str, Any]:
         """PATCH by content type: JSON patch, JSON merge, strategic merge (built-in kinds only).
         Re-applied to the newer object if another write lands while admission hooks are awaited."""
         namespace = namespace if r.namespaced else ""
@@ -583,10 +602,71 @@ class ApiServer:
             presented = await self._old_for_update(r, old)
             new = self._apply_patch(r, namespace, name, presented, patch_type, patch)
             try:
-                return await self._write_update(r, old, presented, new, subresource, dry_run, copy, strict)
+                return await self._write_update(r, old, presented, new, subresource, dry_run, copy, strict,
+                                                self._updating(r, manager))
             except _Raced:
                 continue
         raise conflict(r.plural, r.group, name)
+
+    async def apply(self, r: ResourceType, namespace: str, name: str, body: Any, *, manager: str,
+                    force: bool = False, subresource: str = "", dry_run: bool = False, strict: bool = False,
+                    copy: bool = True) -> tuple[dict[str, Any], bool]:
+        """Server-side apply (PATCH application/apply-patch+yaml): merged as `applying` says, 409 on
+        other managers' fields unless `force`; creates the object when there is none. Returns the
+        object and whether it was created."""
+        namespace = namespace if r.namespaced else ""
+        await self._faults(RequestInfo("patch", r, namespace, name, subresource, dry_run))
+        if not manager:
+            raise applying.patch_options_error("fieldManager", CAUSE_REQUIRED, "is required for apply patch")
+        cfg = applying.applied_configuration(body, r.group_version, r.kind, name)
+        cfg["metadata"] = {**(cfg.get("metadata") or {}), "name": name}
+        if r.namespaced:
+            cfg["metadata"]["namespace"] = namespace
+        shape = shapes.of_kind(r.schema)
+        applier = applying.Manager(manager, applying.APPLY, "", subresource)
+        for _ in range(_MAX_ATTEMPTS):
+            stored = self.store.get(r.storage_key, (namespace, name))
+            live = {} if stored is None else await self._old_for_update(r, stored)
+            if stored is not None and cfg["metadata"].get("resourceVersion") not in (
+                    None, live["metadata"].get("resourceVersion")):
+                raise conflict(r.plural, r.group, name)
+            try:
+                new, managers = applying.applied(
+                    live, applying.half(cfg, subresource, r.has_status), shape,
+                    applying.read_managers(live.get("metadata", {}).get("managedFields")), applier, force,
+                    subresource, r.has_status, r.group_version, timestamp(self.now()))
+            except applying.ApplyError as e:
+                gvk = f"{r.group}/{r.version}, Kind={r.kind}"
+                at = f"{(body.get('metadata') or {}).get('namespace') or ''}/{name}"  # as the patch names itself
+                raise ApiError(500, "", f"failed to create typed patch object ({at}; {gvk}): {e}") from None
+            managed = applying.written_managers(managers)
+            if stored is None:
+                if subresource:
+                    raise not_found(r.plural, r.group, name)
+                return await self.create(r, namespace, new, dry_run=dry_run, strict=strict, copy=copy,
+                                         managed=managed), True
+            new = self._decode(r, namespace, new)
+            try:
+                return await self._write_update(r, stored, live, new, subresource, dry_run, copy, strict,
+                                                _fixed(managed)), False
+            except _Raced:
+                continue
+        raise conflict(r.plural, r.group, name)
+
+    def _updating(self, r: ResourceType, manager: str | None) -> _Tracking | None:
+        """How an update by `manager` records its fields (None: an in-process write, not tracked)."""
+        if not manager:
+            return None
+        return lambda sub, old, new: self._track_update(r, sub, old, new, manager)
+
+    def _track_update(self, r: ResourceType, subresource: str, old: dict[str, Any], new: dict[str, Any],
+                      manager: str) -> list[dict[str, Any]]:
+        """`new`'s managedFields after an Update by `manager` from `old` (an empty object on create)."""
+        who = applying.Manager(manager, applying.UPDATE, r.group_version, subresource)
+        managers = applying.updated(old, new, shapes.of_kind(r.schema),
+                                    applying.read_managers(new["metadata"].get("managedFields")), who,
+                                    subresource, r.has_status, timestamp(self.now()))
+        return applying.written_managers(managers)
 
     async def _old_for_update(self, r: ResourceType, stored: dict[str, Any]) -> dict[str, Any]:
         """The stored object in the request's version, which an update or patch is computed on."""
@@ -641,10 +721,17 @@ class ApiServer:
                 meta[key] = old["metadata"][key]
             else:
                 meta.pop(key, None)
+        # managedFields left out of a write are kept; `[{}]` clears them; others replace them
+        requested = meta.get("managedFields")
+        if not requested and "managedFields" in old["metadata"]:
+            meta["managedFields"] = old["metadata"]["managedFields"]
+        elif isinstance(requested, list) and all(not e for e in requested):
+            meta.pop("managedFields", None)
         return new
 
     async def _write_update(self, r: ResourceType, stored: dict[str, Any], old: dict[str, Any], new: dict[str, Any],
-                            subresource: str, dry_run: bool, copy: bool, strict: bool = False) -> dict[str, Any]:
+                            subresource: str, dry_run: bool, copy: bool, strict: bool = False,
+                            tracking: _Tracking | None = None) -> dict[str, Any]:
         """The common tail of PUT and PATCH: precondition, merge, prune, admission, validation, storage.
         `old` is the `stored` object in r's version: the update is computed and checked in r's version,
         then stored in the storage version."""
@@ -654,7 +741,13 @@ class ApiServer:
         if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
             raise conflict(r.plural, r.group, old["metadata"]["name"])
         new = self._merge_update(r, old, new, subresource)
+        if r.kind in builtins.WEBHOOK_CONFIGURATION_KINDS and not r.custom:
+            builtins.default_webhooks(r, new)  # a patch may add a webhook: decoding defaults it
         new = self._prune(r, builtins.convert_string_data(r, new), strict)
+        if tracking is not None:
+            new["metadata"] = {**new["metadata"], "managedFields": tracking(subresource, old, new)}
+        if not new["metadata"].get("managedFields"):
+            new["metadata"].pop("managedFields", None)
         new = await self._admit("UPDATE", r, subresource, new, old, dry_run)
         causes = self._validate(r, new, old)
         if causes:
@@ -747,6 +840,11 @@ class ApiServer:
     def compact(self, storage_key: StorageKey | None = None) -> None:
         """Drop watch history (all resources or one) so watches from older revisions get 410 Gone."""
         self.store.compact(storage_key)
+
+
+def _fixed(managed: list[dict[str, Any]]) -> _Tracking:
+    """An apply's tracking: its managedFields were computed with the merge."""
+    return lambda _sub, _old, _new: managed
 
 
 def _spec_changed(old: Mapping[str, Any], new: Mapping[str, Any], counts_status: bool) -> bool:

@@ -79,6 +79,30 @@ def apply_defaults(resource: ResourceType, obj: dict[str, Any]) -> None:
     elif resource.kind == "Namespace":
         name = obj["metadata"].get("name", "")
         obj["metadata"].setdefault("labels", {})[LABEL_NAMESPACE_NAME] = name
+    elif resource.kind in WEBHOOK_CONFIGURATION_KINDS:
+        default_webhooks(resource, obj)
+
+
+WEBHOOK_CONFIGURATION_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
+
+
+def default_webhooks(resource: ResourceType, obj: dict[str, Any]) -> None:
+    """admissionregistration/v1's defaults of each webhook (on create and on every update, as decoding
+    defaults): selectors match everything, Fail, Equivalent, 10 s, rules of any scope, and for a
+    mutating webhook no reinvocation. Writes only what is missing (stored subtrees may be shared)."""
+    defaults: dict[str, Any] = {"failurePolicy": "Fail", "matchPolicy": "Equivalent", "namespaceSelector": {},
+                                "objectSelector": {}, "timeoutSeconds": 10}
+    if resource.kind == "MutatingWebhookConfiguration":
+        defaults["reinvocationPolicy"] = "Never"
+    for webhook in obj.get("webhooks") or []:
+        if not isinstance(webhook, dict):
+            continue
+        for key, value in defaults.items():
+            if key not in webhook:
+                webhook[key] = {} if value == {} else value
+        for rule in webhook.get("rules") or []:
+            if isinstance(rule, dict) and "scope" not in rule:
+                rule["scope"] = "*"
 
 
 def prepare_for_create(resource: ResourceType, obj: dict[str, Any]) -> None:

@@ -162,6 +162,9 @@ MERGE_KEYS: dict[str, str] = {
     "schedulingGates": "name", "imagePullSecrets": "name", "ownerReferences": "uid",
     "hostAliases": "ip", "conditions": "type", "addresses": "type", "resourceClaims": "name",
     "topologySpreadConstraints": "topologyKey", "podIPs": "ip", "hostIPs": "ip",
+    # admissionregistration/v1: a webhook configuration's webhooks merge by name, so re-applying one
+    # keeps what kubectl did not set (the caBundle cert-manager injects) and the other webhooks
+    "webhooks": "name",
 }
 # Primitive lists with patchStrategy "merge" (set semantics).
 MERGED_PRIMITIVE_LISTS = frozenset({"finalizers"})

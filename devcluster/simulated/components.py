@@ -1,5 +1,5 @@
-"""The simulated cluster components together: node lifecycle, Job controller, scheduler, kubelet and pod GC
-on one clock.
+"""The simulated cluster components together: node lifecycle, JobSet and Job controllers, scheduler,
+kubelet and pod GC on one clock.
 
 `Components(api).start()` follows the store; `settle()` runs them until nothing changes (tests),
 `advance(seconds)` moves a `ManualClock` in steps so timed transitions happen in order, and
@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from devcluster.server.apiserver import ApiServer
 from devcluster.simulated.jobs import JobController
+from devcluster.simulated.jobsets import JobSetController
 from devcluster.simulated.kubelet import EVICTION_SECONDS, Kubelet
 from devcluster.simulated.nodelifecycle import NodeLifecycle
 from devcluster.simulated.podgc import PodGC
@@ -44,18 +45,20 @@ class SettleError(Exception):
 
 
 class Components:
-    """Node lifecycle -> Job controller -> scheduler -> kubelet -> pod GC, each cycle in that order (the order a real cluster's
-    watches would usually deliver work in)."""
+    """Node lifecycle -> JobSet controller -> Job controller -> scheduler -> kubelet -> pod GC, each cycle in
+    that order (the order a real cluster's watches would usually deliver work in). The JobSet controller
+    has nothing to do until the JobSet CRD (`jobsets.jobset_crd()`) is created and JobSets with it."""
 
     def __init__(self, api: ApiServer, *, eviction_seconds: float = EVICTION_SECONDS) -> None:
         self.api = api
+        self.jobsets = JobSetController(api)
         self.jobs = JobController(api)
         self.scheduler = Scheduler(api)
         self.kubelet = Kubelet(api, eviction_seconds)
         self.podgc = PodGC(api)
         self.nodes = NodeLifecycle(api)
         # the order of every round
-        self._cycle = (self.nodes, self.jobs, self.scheduler, self.kubelet, self.podgc)
+        self._cycle = (self.nodes, self.jobsets, self.jobs, self.scheduler, self.kubelet, self.podgc)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> Components:

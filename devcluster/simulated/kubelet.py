@@ -1,7 +1,8 @@
 """The devcluster's kubelets (all nodes in one object): run bound pods for a set time on the API clock.
 
 Pods bound to a Ready node are admitted (Failed `OutOf<resource>` past allocatable), run, then Succeed
-after the `devcluster.tasq.io/run-seconds` annotation or Fail on request. On a NotReady node pods
+after the `devcluster.tasq.io/run-seconds` annotation or Fail on request (`devcluster.tasq.io/not-ready`
+keeps a running pod unready, as a readiness probe that never passes). On a NotReady node pods
 do not start, turn unready, and are evicted when their NoExecute toleration runs out (the taint
 manager). `devcluster.simulated.components` drives `sync()`; time is `api.now()`.
 """
@@ -88,6 +89,12 @@ def disruption_conditions(pod: Mapping[str, Any], reason: str, message: str, now
     conditions.append({"type": CONDITION_DISRUPTION_TARGET, "status": "True", "reason": reason, "message": message,
                        "lastTransitionTime": timestamp(now)})
     return conditions
+
+
+def not_ready_requested(pod: Mapping[str, Any]) -> bool:
+    """The pod runs but never passes readiness (`devcluster.tasq.io/not-ready: "true"`)."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(c.ANNOTATION_DEVCLUSTER_NOT_READY, "")).lower() == "true"
 
 
 def fail_requested(pod: Mapping[str, Any]) -> bool:
@@ -241,13 +248,14 @@ class Kubelet(StoreFollower):
                 return await self._reject(key, pod, *rejected)
             self._admit(key, pod, requests)
         started = timestamp(now)
+        ready = not not_ready_requested(pod)
         self._ip_counter += 1
         ip = f"10.244.{(self._ip_counter // 250) % 250}.{self._ip_counter % 250 + 2}"
         status = {
             "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": self._host_ips[node],
             "startTime": started, "qosClass": "BestEffort",
-            "conditions": _conditions(pod, started, ready=True),
-            "containerStatuses": [_container_status(ctr, {"running": {"startedAt": started}}, ready=True)
+            "conditions": _conditions(pod, started, ready=ready),
+            "containerStatuses": [_container_status(ctr, {"running": {"startedAt": started}}, ready=ready)
                                   for ctr in pod["spec"].get("containers") or []],
         }
         if pod["spec"].get("initContainers"):

@@ -1,10 +1,11 @@
 """`hack/realcluster/up`: a real Kubernetes v1.37 control plane on 127.0.0.1 for tasq's tests.
 
-Builds the `realcluster` binary (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) and
-kwok into a cache directory keyed by the pins (rebuilt only when one changes), starts them with
-generated certificates, creates the same sample nodes as `tasq dev` as kwok nodes, applies crds/,
-installs kwok stages that honour the devcluster's test annotations, prints `ready` and serves until
-SIGINT/SIGTERM. With `--control FILE` it also serves a control endpoint on loopback (its URL written
+Builds the `realcluster` binary (etcd, kube-apiserver, kube-controller-manager, kube-scheduler),
+kwok and JobSet's controller into a cache directory keyed by the pins (rebuilt only when one
+changes), starts them with generated certificates, creates the same sample nodes as `tasq dev` as
+kwok nodes, applies crds/, installs kwok stages that honour the devcluster's test annotations, with
+`--jobset` also JobSet's CRD and controller (its webhooks served on loopback), prints `ready` and
+serves until SIGINT/SIGTERM. With `--control FILE` it also serves a control endpoint on loopback (its URL written
 to FILE) that restarts kube-apiserver or etcd with the same flags, so tests inject those faults.
 Run by people and by the `--cluster=real` pytest fixture (tests/conftest.py).
 """
@@ -46,12 +47,20 @@ KUBERNETES_VERSION = "v1.37.2"
 KWOK_MODULE = "sigs.k8s.io/kwok/cmd/kwok"
 KWOK_VERSION = "v0.8.0"
 PINNED_FILES = ("go.mod", "go.sum", "main.go")
+# JobSet's controller is built from its own module (its go.mod pins an older Kubernetes client than
+# the control plane's): jobset/go.mod names it as a tool, so go.sum pins every dependency. It has its
+# own cache key, so a change to either side rebuilds only that side.
+JOBSET_PINNED_FILES = ("jobset/go.mod", "jobset/go.sum")
+JOBSET_MODULE = "sigs.k8s.io/jobset"
+JOBSET_DIR = HERE / "jobset"
+JOBSET_CRD = "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"  # inside the module
 DEFAULT_TOPOLOGY = "2x4x4x8"  # as `tasq dev`
 NODE_PREFIX = "gpu-"  # `tasq dev` names its topology nodes gpu-b1-r1-n1, ...
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_NODE_VALUE = "fake"
 ANNOTATION_RUN_SECONDS = "devcluster.tasq.io/run-seconds"
 ANNOTATION_FAIL = "devcluster.tasq.io/fail"
+ANNOTATION_NOT_READY = "devcluster.tasq.io/not-ready"
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"  # the devcluster kubelet's pod IPs come from this range too
 CLUSTER_NAME = "tasq-realcluster"
@@ -79,12 +88,13 @@ def log(message: str) -> None:
 # ---------------------------------------------------------------- building
 
 
-def cache_key() -> str:
-    """A digest of everything the binaries are built from: the pinned Go files, kwok's version and Go's."""
+def cache_key(files: tuple[str, ...] = PINNED_FILES, extra: str = f"{KWOK_MODULE}@{KWOK_VERSION}\0{LDFLAGS}\0") -> str:
+    """A digest of everything binaries are built from: the pinned Go files, `extra` (kwok's version,
+    the link flags) and Go's version."""
     digest = hashlib.sha256()
-    for name in PINNED_FILES:
+    for name in files:
         digest.update(name.encode() + b"\0" + (HERE / name).read_bytes() + b"\0")
-    digest.update(f"{KWOK_MODULE}@{KWOK_VERSION}\0{LDFLAGS}\0".encode())
+    digest.update(extra.encode())
     digest.update(run_go(["version"], capture=True).encode())
     return digest.hexdigest()[:16]
 
@@ -132,6 +142,27 @@ def ensure_binaries(cache_root: Path) -> tuple[Path, Path]:
                 shutil.rmtree(gobin, ignore_errors=True)
             log(f"built kwok in {time.monotonic() - started:.0f}s")
     return realcluster, kwok
+
+
+def ensure_jobset(cache_root: Path) -> tuple[Path, Path]:
+    """JobSet's controller and its CRD (copied from the module Go downloaded) in
+    `cache_root/jobset-<key>/`, built when missing, under a lock and temporary names as above."""
+    target = cache_root / f"jobset-{cache_key(JOBSET_PINNED_FILES, '')}"
+    target.mkdir(parents=True, exist_ok=True)
+    jobset, crd = target / "jobset-controller", target / "jobset-crd.yaml"
+    with (target / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not jobset.exists() or not crd.exists():
+            log(f"building JobSet's controller ({JOBSET_MODULE} as pinned in {JOBSET_DIR}) into {target}")
+            started = time.monotonic()
+            run_go(["build", "-o", str(target / "jobset-controller.partial"), JOBSET_MODULE],
+                   env={"CGO_ENABLED": "0"}, cwd=JOBSET_DIR)
+            module_dir = run_go(["list", "-m", "-f", "{{.Dir}}", JOBSET_MODULE], capture=True, cwd=JOBSET_DIR).strip()
+            shutil.copyfile(Path(module_dir) / JOBSET_CRD, target / "jobset-crd.yaml.partial")
+            (target / "jobset-crd.yaml.partial").rename(crd)
+            (target / "jobset-controller.partial").rename(jobset)
+            log(f"built JobSet's controller in {time.monotonic() - started:.0f}s")
+    return jobset, crd
 
 
 # ---------------------------------------------------------------- certificates
@@ -465,8 +496,10 @@ def create_nodes(api: Api, nodes: list[dict[str, Any]]) -> None:
 # Pod lifecycle as the devcluster's kubelet runs it: a bound pod starts Running; with
 # `devcluster.tasq.io/fail: "true"` it then Fails (exit 1), otherwise it Succeeds (exit 0) once its
 # `devcluster.tasq.io/run-seconds` have passed (a non-negative number; without one it runs until
-# deleted); a deleted pod goes at once. Selectors and delays are jq expressions (kwok v1alpha1 Stage).
+# deleted); with `devcluster.tasq.io/not-ready: "true"` it runs with Ready=False (a readiness probe
+# that never passes); a deleted pod goes at once. Selectors and delays are jq expressions (kwok v1alpha1 Stage).
 _FAIL_EXPR = f'(.metadata.annotations["{ANNOTATION_FAIL}"] // "" | ascii_downcase) == "true"'
+_NOT_READY_EXPR = f'(.metadata.annotations["{ANNOTATION_NOT_READY}"] // "" | ascii_downcase) == "true"'
 _RUN_EXPR = f'[.metadata.annotations["{ANNOTATION_RUN_SECONDS}"] | tonumber? | . >= 0] | any'
 _DELAY_EXPR = f'.metadata.annotations["{ANNOTATION_RUN_SECONDS}"] + "s"'
 
@@ -552,6 +585,14 @@ podIPs:
 """
 
 
+# Running, its readiness never passing: Ready and ContainersReady False, containers not ready.
+_UNREADY_RUNNING_TEMPLATE = (_RUNNING_TEMPLATE
+                             .replace('- type: Ready\n  status: "True"', '- type: Ready\n  status: "False"')
+                             .replace('- type: ContainersReady\n  status: "True"',
+                                      '- type: ContainersReady\n  status: "False"')
+                             .replace("  ready: true\n  started: true", "  ready: false\n  started: true"))
+
+
 def _stage(name: str, expressions: list[dict[str, Any]], nxt: dict[str, Any],
            delay: dict[str, Any] | None = None, kind: str = "Pod") -> dict[str, Any]:
     spec: dict[str, Any] = {"resourceRef": {"apiGroup": "v1", "kind": kind},
@@ -565,11 +606,14 @@ def pod_stages() -> list[dict[str, Any]]:
     """The kwok Stages of the devcluster kubelet's pod lifecycle (see the comment above)."""
     live = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
     running = {"key": ".status.phase", "operator": "In", "values": ["Running"]}
+    pending: list[dict[str, Any]] = [live, {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
+               {"key": '.status.conditions.[] | select(.type == "Ready") | .status', "operator": "NotIn",
+                "values": ["True"]}]
     return [
-        _stage("tasq-pod-start", [live, {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
-                                  {"key": '.status.conditions.[] | select(.type == "Ready") | .status',
-                                   "operator": "NotIn", "values": ["True"]}],
+        _stage("tasq-pod-start", [*pending, {"key": _NOT_READY_EXPR, "operator": "NotIn", "values": ["true"]}],
                {"statusTemplate": _RUNNING_TEMPLATE}),
+        _stage("tasq-pod-start-unready", [*pending, {"key": _NOT_READY_EXPR, "operator": "In", "values": ["true"]}],
+               {"statusTemplate": _UNREADY_RUNNING_TEMPLATE}),
         _stage("tasq-pod-fail", [live, running, {"key": _FAIL_EXPR, "operator": "In", "values": ["true"]}],
                {"statusTemplate": _terminated_template("Failed", 1, "Error", "PodFailed")}),
         _stage("tasq-pod-succeed", [live, running, {"key": _FAIL_EXPR, "operator": "NotIn", "values": ["true"]},
@@ -629,14 +673,18 @@ def component_argv(realcluster: Path, kwok: Path, workdir: Path, ports: Mapping[
     }
 
 
-def apply_crds(kubeconfig: Path, crds: Path) -> None:
+def apply_crds(kubeconfig: Path, crds: Path, server_side: bool = False) -> None:
+    """`kubectl apply` the CRDs of a file or directory and wait until they are Established.
+    `server_side` for a CRD too large for client-side apply's last-applied annotation (JobSet's)."""
     kubectl = REPO / ".venv" / "bin" / "kubectl"
     if not kubectl.exists():
         found = shutil.which("kubectl")
         if found is None:
             raise UpError("kubectl not found (.venv/bin/kubectl or PATH) to apply --crds")
         kubectl = Path(found)
-    proc = subprocess.run([str(kubectl), "--kubeconfig", str(kubeconfig), "apply", "-f", str(crds)], capture_output=True, text=True)
+    apply = ["apply", "--server-side"] if server_side else ["apply"]
+    proc = subprocess.run([str(kubectl), "--kubeconfig", str(kubeconfig), *apply, "-f", str(crds)],
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         raise UpError(f"applying {crds}: {proc.stderr.strip()}")
     for _ in range(100):
@@ -648,6 +696,79 @@ def apply_crds(kubeconfig: Path, crds: Path) -> None:
     raise UpError(f"CRDs of {crds} not Established: {proc.stderr.strip()}")
 
 
+# ---------------------------------------------------------------- JobSet
+
+
+JOBSET_WEBHOOKS = {
+    # (configuration kind, webhook name, path, resource): JobSet's own webhook manifests, each
+    # served at https://127.0.0.1:<port><path>; the pod hooks only for JobSet's pods, as its
+    # kustomize patches select them
+    "mutating": [("mjobset.kb.io", "/mutate-jobset-x-k8s-io-v1alpha2-jobset", "jobsets", ["CREATE"]),
+                 ("mpod.kb.io", "/mutate--v1-pod", "pods", ["CREATE"])],
+    "validating": [("vjobset.kb.io", "/validate-jobset-x-k8s-io-v1alpha2-jobset", "jobsets", ["CREATE", "UPDATE"]),
+                   ("vpod.kb.io", "/validate--v1-pod", "pods", ["CREATE"])],
+}
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+
+def jobset_webhook_configurations(port: int, ca_bundle: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """JobSet's Mutating- and ValidatingWebhookConfiguration, pointing at its controller on loopback:
+    (collection path, object). Its defaulting is needed: the controller reads the defaults it sets."""
+    import base64
+
+    out: list[tuple[str, dict[str, Any]]] = []
+    for kind, hooks in JOBSET_WEBHOOKS.items():
+        webhooks = []
+        for name, path, resource, operations in hooks:
+            hook: dict[str, Any] = {
+                "name": name, "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
+                "clientConfig": {"url": f"https://127.0.0.1:{port}{path}",
+                                 "caBundle": base64.b64encode(ca_bundle).decode()},
+                "rules": [{"apiGroups": ["jobset.x-k8s.io" if resource == "jobsets" else ""],
+                           "apiVersions": ["v1alpha2" if resource == "jobsets" else "v1"],
+                           "operations": operations, "resources": [resource]}]}
+            if resource == "pods":
+                hook["objectSelector"] = {"matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}]}
+            webhooks.append(hook)
+        plural = f"{kind}webhookconfigurations"
+        out.append((f"/apis/admissionregistration.k8s.io/v1/{plural}", {
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": f"{kind.capitalize()}WebhookConfiguration",
+            "metadata": {"name": f"jobset-{kind}-webhook-configuration"}, "webhooks": webhooks}))
+    return out
+
+
+def start_jobset(processes: Processes, api: Api, workdir: Path, jobset: Path, crd: Path) -> None:
+    """JobSet's CRD, then its controller out of cluster (admin kubeconfig, no leader election, no
+    metrics, its webhooks on loopback with the apiserver's serving certificate, which names
+    127.0.0.1), then its webhook configurations once it is ready."""
+    apply_crds(workdir / "admin.kubeconfig", crd, server_side=True)
+    certs = workdir / "jobset-certs"
+    certs.mkdir()
+    shutil.copyfile(workdir / "pki" / "apiserver.crt", certs / "tls.crt")
+    shutil.copyfile(workdir / "pki" / "apiserver.key", certs / "tls.key")
+    webhook_port, health_port = free_port(), free_port()
+    config = {"apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
+              "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
+              "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(certs)},
+              "metrics": {"bindAddress": "0"},
+              "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"}}
+    (workdir / "jobset-config.yaml").write_text(json.dumps(config, indent=2) + "\n")
+    processes.start("jobset-controller", [str(jobset), f"--kubeconfig={workdir / 'admin.kubeconfig'}",
+                                          f"--config={workdir / 'jobset-config.yaml'}"])
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/readyz", timeout=2) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+    wait_for("JobSet's controller (/readyz)", ready, processes)
+    for path, body in jobset_webhook_configurations(webhook_port, (workdir / "pki" / "ca.crt").read_bytes()):
+        code, answer = api.request("POST", path, body)
+        if code != 201:
+            raise UpError(f"creating {body['kind']} {body['metadata']['name']}: HTTP {code}: {answer}")
+
+
 @contextlib.contextmanager
 def control_plane(args: argparse.Namespace) -> Iterator[Processes]:
     """Builds (if needed), starts everything, writes the kubeconfig; yields the running processes;
@@ -655,6 +776,7 @@ def control_plane(args: argparse.Namespace) -> Iterator[Processes]:
     started = time.monotonic()
     nodes = sample_nodes(args.topology, args.nodes)  # bad arguments fail before a long build
     realcluster, kwok = ensure_binaries(args.cache_dir)
+    jobset = ensure_jobset(args.cache_dir) if args.jobset else None
     built = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="tasq-realcluster-"))
     processes = Processes(workdir)
@@ -676,6 +798,8 @@ def control_plane(args: argparse.Namespace) -> Iterator[Processes]:
         create_nodes(api, nodes)
         if args.crds is not None:
             apply_crds(workdir / "admin.kubeconfig", args.crds)
+        if jobset is not None:
+            start_jobset(processes, api, workdir, *jobset)
         # Pods of a namespace are refused until its default ServiceAccount exists: the controller
         # manager is working once the default namespace has one.
         wait_for("the default ServiceAccount", lambda: api.ok("/api/v1/namespaces/default/serviceaccounts/default"),
@@ -728,7 +852,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                      or Path.home() / ".cache" / "tasq" / "realcluster"),
                         help="where built binaries are kept, one directory per pin set "
                              "(env TASQ_REALCLUSTER_CACHE)")
-    parser.add_argument("--build-only", action="store_true", help="build (when needed), print the binaries, exit")
+    parser.add_argument("--jobset", action="store_true",
+                        help="also install JobSet's CRD and run its controller (sigs.k8s.io/jobset, pinned in "
+                             "jobset/go.mod), its webhooks served on loopback")
+    parser.add_argument("--build-only", action="store_true",
+                        help="build (when needed), print the binaries (with --jobset JobSet's too), exit")
     args = parser.parse_args(argv)
     if not args.build_only and args.kubeconfig is None:
         parser.error("--kubeconfig is required (unless --build-only)")
@@ -745,6 +873,9 @@ def main(argv: list[str]) -> int:
         if args.build_only:
             for path in ensure_binaries(args.cache_dir):
                 print(path)
+            if args.jobset:
+                for path in ensure_jobset(args.cache_dir):
+                    print(path)
             return 0
         with control_plane(args) as processes:
             print("ready", flush=True)

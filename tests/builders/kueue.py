@@ -118,6 +118,11 @@ class ClusterQueueBuilder(_QuotaBuilder):
         self._spec.setdefault("flavorFungibility", {})["whenCanPreempt"] = policy
         return self
 
+    def deleted(self, at: str = "2026-01-01T00:00:00Z") -> Self:
+        """Being deleted: a deletionTimestamp, held by the resource-in-use finalizer."""
+        self._obj["metadata"].update(deletionTimestamp=at, finalizers=[c.FINALIZER_RESOURCE_IN_USE])
+        return self
+
     def namespace_selector(self, selector: dict[str, Any] | None) -> Self:
         if selector is None:
             self._spec.pop("namespaceSelector", None)

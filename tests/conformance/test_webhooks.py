@@ -6,6 +6,7 @@ request carries kind, resource, requestKind, name, namespace, operation, userInf
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -105,3 +106,35 @@ def test_the_admission_review_request_fields(core: client.CoreV1Api, namespace: 
     assert request["dryRun"] is False
     assert request["options"]["kind"] == "CreateOptions"
     assert request.get("oldObject") is None
+
+
+NEVER = {"matchLabels": {"conformance.tasq.io/never": "matches"}}
+
+
+def _webhook_configuration(timeout: int) -> dict[str, Any]:
+    def hook(name: str) -> dict[str, Any]:
+        return {"name": f"{name}.conformance.tasq.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "timeoutSeconds": timeout, "objectSelector": NEVER,
+                "clientConfig": {"service": {"name": "nowhere", "namespace": "default", "path": f"/{name}"}},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                           "resources": ["configmaps"]}]}
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "conformance-reapplied"}, "webhooks": [hook("first"), hook("second")]}
+
+
+def test_reapplying_a_webhook_configuration_merges_its_webhooks_by_name(kubectl: Any) -> None:
+    """kubectl apply (client-side, with --dry-run=server too) of a changed webhook configuration keeps
+    what it never set, e.g. the caBundle cert-manager injects into one webhook, and the defaults."""
+    kubectl("apply", "-f", "-", stdin=json.dumps(_webhook_configuration(10)))
+    try:
+        kubectl("patch", "mutatingwebhookconfiguration", "conformance-reapplied", "--type=json", "-p",
+                json.dumps([{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": "Y2E="}]))
+        for dry_run in (["--dry-run=server"], []):
+            out = kubectl("apply", *dry_run, "-o", "json", "-f", "-", stdin=json.dumps(_webhook_configuration(11)))
+            hooks = json.loads(out.stdout)["webhooks"]
+            assert [(h["name"], h["timeoutSeconds"], h["clientConfig"].get("caBundle")) for h in hooks] == [
+                ("first.conformance.tasq.io", 11, "Y2E="), ("second.conformance.tasq.io", 11, None)]
+            assert all(h["reinvocationPolicy"] == "Never" and h["namespaceSelector"] == {}
+                       and h["failurePolicy"] == "Fail" and h["rules"][0]["scope"] == "*" for h in hooks)
+    finally:
+        kubectl("delete", "mutatingwebhookconfiguration", "conformance-reapplied", check=False)

@@ -306,16 +306,6 @@ def test_strategic_merge_patch_of_a_custom_object_is_415(custom: client.CustomOb
     assert widget["spec"]["size"] == 1
 
 
-@pytest.mark.devcluster  # a real apiserver serves server-side apply; devcluster does not (yet)
-def test_server_side_apply_is_415_on_devcluster(core: client.CoreV1Api, namespace: str) -> None:
-    core.create_namespaced_config_map(namespace, as_body(configmap("c")))
-    with pytest.raises(ApiException) as apply:
-        core.patch_namespaced_config_map("c", namespace, {"data": {"k": "w"}}, field_manager="me",
-                                         _content_type="application/apply-patch+yaml")
-    assert apply.value.status == 415
-    assert core.read_namespaced_config_map("c", namespace).data == {"k": "v"}
-
-
 async def test_async_client_crud_and_watch(tmp_path: Path) -> None:
     async with DevCluster(bookmark_interval=0.2) as cluster:
         path = cluster.write_kubeconfig(tmp_path / "config")

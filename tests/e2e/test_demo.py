@@ -23,6 +23,8 @@ def test_tasq_demo_shows_rack_placement_fallback_and_a_gang_waiting_then_running
     assert re.search(r"llm-pretrain-rack \(require rack\): 8 pods in 1 rack \(b\d-r\d\)", out)
     # a prefer Job falling back to a wider level: two racks, one block
     assert re.search(r"llm-finetune-prefer-rack \(prefer rack\): 9 pods .* 2 racks of block b\d", out)
+    # the JobSet sample: a leader and 2 Jobs of 2 workers, one pod-set group, all in one rack
+    assert re.search(r"rl-leader-workers \(JobSet: .*\): 5 pods in 1 rack \(b\d-r\d\)", out)
     # two gangs over the quota: the second suspended with zero pods and a quantitative reason
     assert "gang-b: suspended=true, pods created: 0" in out
     assert re.search(r'insufficient quota for nvidia.com/gpu in flavor "a100": requests 32, available 0', out)

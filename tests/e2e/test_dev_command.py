@@ -45,7 +45,9 @@ def test_tasq_dev_serves_sample_gpu_nodes_and_crds_until_interrupted(tmp_path: P
             time.sleep(0.1)
         assert phase == "Running"
         crds = kubectl("get", "crd", "-o", "name").stdout.split()
-        assert len(crds) == len(list((REPO / "crds").glob("*.yaml")))
+        # tasq's, and the simulated JobSet controller's
+        assert len(crds) == len(list((REPO / "crds").glob("*.yaml"))) + 1
+        assert "customresourcedefinition.apiextensions.k8s.io/jobsets.jobset.x-k8s.io" in crds
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)  # tasq's operator takes seconds to stop; a hang is what this catches

@@ -197,7 +197,10 @@ def test_the_bundle_installs_and_tasq_run_with_its_service_account_runs_a_job_in
     # the bundle's objects are all there, the ServiceAccount may do what tasq needs and no more
     assert kubectl("auth", "can-i", "patch", "pods", "--as",
                    f"system:serviceaccount:{c.TASQ_NAMESPACE}:tasq-controller-manager").strip() == "yes"
+    # deleting pods is the plain-pod integration's eviction; creating them is nothing tasq does
     assert kubectl("auth", "can-i", "delete", "pods", "--as",
+                   f"system:serviceaccount:{c.TASQ_NAMESPACE}:tasq-controller-manager").strip() == "yes"
+    assert kubectl("auth", "can-i", "create", "pods", "--as",
                    f"system:serviceaccount:{c.TASQ_NAMESPACE}:tasq-controller-manager", check=False).strip() == "no"
     try:
         wait_for(lambda: kubectl("get", "lease", c.LEADER_LEASE_NAME, "-n", c.TASQ_NAMESPACE, check=False), 60,

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -178,11 +178,11 @@ class PodWatch:
 class Process:
     """`tasq run` against the cluster, its output in `log`."""
 
-    def __init__(self, kubeconfig: Path, log: Path) -> None:
+    def __init__(self, kubeconfig: Path, log: Path, extra: Sequence[str] = ()) -> None:
         self.log = log
         self.proc = subprocess.Popen(
             [str(TASQ), "run", "--kubeconfig", str(kubeconfig), "--local-webhooks", "--metrics-port", "-1",
-             "--probe-port", "-1", "--lease-namespace", LEASE_NAMESPACE, "--identity", "e2e", "-v"],
+             "--probe-port", "-1", "--lease-namespace", LEASE_NAMESPACE, "--identity", "e2e", "-v", *extra],
             stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
     def stop(self) -> int:
@@ -199,11 +199,11 @@ class Process:
 
 
 @contextmanager
-def leading_tasq(kubeconfig: Path, kubectl: Kubectl, workdir: Path) -> Iterator[Process]:
-    """A `tasq run --local-webhooks` (its log in `workdir`) once it leads and its webhooks are
-    registered; on exit it must stop cleanly (its output in the failure otherwise)."""
+def leading_tasq(kubeconfig: Path, kubectl: Kubectl, workdir: Path, extra: Sequence[str] = ()) -> Iterator[Process]:
+    """A `tasq run --local-webhooks` (its log in `workdir`, `extra` flags added) once it leads and
+    its webhooks are registered; on exit it must stop cleanly (its output in the failure otherwise)."""
     kubectl("create", "namespace", LEASE_NAMESPACE)
-    proc = Process(kubeconfig, workdir / "tasq.log")
+    proc = Process(kubeconfig, workdir / "tasq.log", extra)
     try:
         wait_for(lambda: kubectl("get", "mutatingwebhookconfigurations", "-o", "name").stdout.strip(), 60,
                  "webhooks registered")

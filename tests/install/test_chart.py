@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from controller.api import constants as c
+from controller.api.configuration import RequeuingStrategy, WaitForPodsReady, parse_configuration
 from controller.api.features import DEFAULTS, parse_feature_gates
 from controller.commands import run
 from tests.install.test_config import CERT_MANAGER, KUBERNETES_VERSION, rendered
@@ -209,6 +210,33 @@ def test_the_defaults_install_what_config_default_installs() -> None:
 
 
 @real
+@pytest.mark.parametrize(("values", "want"), [
+    pytest.param({}, None, id="off by default"),
+    pytest.param({"waitForPodsReady": {"enable": True, "timeout": "90s", "blockAdmission": False,
+                                       "requeuingStrategy": {"backoffLimitCount": 3, "timestamp": "Creation"}}},
+                 WaitForPodsReady(timeout_s=90.0, recovery_timeout_s=90.0, block_admission=False,
+                                  requeuing_strategy=RequeuingStrategy(timestamp="Creation", backoff_limit_count=3)),
+                 id="on, with Kueue's defaults for the rest"),
+])
+def test_wait_for_pods_ready_reaches_tasq_through_the_mounted_configmap(values: dict[str, Any],
+                                                                        want: WaitForPodsReady | None) -> None:
+    objects = render(values)
+    container = manager(objects)
+    parser = argparse.ArgumentParser()
+    run.register(parser.add_subparsers(dest="command"))
+    config = parser.parse_args(["run", *container["args"]]).config
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == str(config.parent))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    configmap = one(objects, "ConfigMap", volume["configMap"]["name"])
+    assert parse_configuration(configmap["data"][config.name]).wait_for_pods_ready == want
+    # a changed Configuration rolls the pods (tasq reads it at start)
+    checksum = one(objects, "Deployment")["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+    assert checksum != one(render({"waitForPodsReady": {"enable": not values}}), "Deployment")[
+        "spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
+
+@real
 @pytest.mark.parametrize(("replicas", "spread"), [(1, False), (2, True), (3, True)])
 def test_a_pdb_and_anti_affinity_come_with_more_than_one_replica(replicas: int, spread: bool) -> None:
     objects = render({"replicaCount": replicas})
@@ -257,8 +285,12 @@ def test_a_self_provided_certificate_puts_its_ca_in_every_webhook_and_crd_and_as
 @pytest.mark.parametrize(("values", "words"), [
     pytest.param({"certificates": {"certManager": {"enabled": False}}}, "set certificates.caBundle",
                  id="no cert-manager and no CA"),
-    pytest.param({"waitForPodsReady": {"enable": True}}, "'waitForPodsReady' not allowed",
+    pytest.param({"fairSharing": {"enable": True}}, "'fairSharing' not allowed",
                  id="a Kueue setting tasq does not have"),
+    pytest.param({"waitForPodsReady": {"enable": True, "timeout": "5 minutes"}}, "timeout",
+                 id="a timeout that is not a duration"),
+    pytest.param({"waitForPodsReady": {"requeuingStrategy": {"timestamp": "Admission"}}}, "timestamp",
+                 id="an unknown requeuing timestamp"),
     pytest.param({"featureGates": {"PartialAdmission": True}}, "PartialAdmission", id="an unknown gate"),
     pytest.param({"logging": {"format": "yaml"}}, "format", id="an unknown log format"),
 ])

@@ -55,7 +55,7 @@ def test_default_holds_the_whole_install() -> None:
     assert kinds == sorted({"Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
                             "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service",
                             "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Issuer",
-                            "Certificate", "PodDisruptionBudget"})
+                            "Certificate", "PodDisruptionBudget", "ConfigMap"})
     namespaced = [d for d in rendered("default") if d["kind"] not in {
         "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
         "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}]
@@ -139,6 +139,26 @@ def test_the_manager_args_are_tasq_runs_flags() -> None:
                                          "protocol": "TCP"}]
     service = next(d for d in rendered("default") if d["kind"] == "Service" and "webhook" in d["metadata"]["name"])
     assert service["spec"]["ports"][0]["targetPort"] == args.webhook_port
+
+
+def test_the_manager_reads_the_configuration_its_configmap_mounts() -> None:
+    import argparse
+
+    from controller.api.configuration import parse_configuration
+    from controller.commands import run
+
+    deployment = next(d for d in rendered("default") if d["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    parser = argparse.ArgumentParser()
+    run.register(parser.add_subparsers(dest="command"))
+    config = parser.parse_args(["run", *container["args"]]).config
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == str(config.parent))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    configmap = next(d for d in rendered("default") if d["kind"] == "ConfigMap"
+                     and d["metadata"]["name"] == volume["configMap"]["name"])
+    parsed = parse_configuration(configmap["data"][config.name])
+    assert parsed.wait_for_pods_ready is None  # off until the operator turns it on
 
 
 def test_the_metrics_certificate_names_the_metrics_service_the_monitor_verifies() -> None:

@@ -118,3 +118,33 @@ def test_basic_setup_admits_its_sample_job_without_nodes(capsys: pytest.CaptureF
     (psa,) = wl["status"]["admission"]["podSetAssignments"]
     assert wl["status"]["admission"]["clusterQueue"] == queue
     assert psa["count"] == pods and psa["flavors"] == {"cpu": "default-flavor", "memory": "default-flavor"}
+
+
+USER_QUEUE = """apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: default, name: user-queue}
+spec: {clusterQueue: tas-cluster-queue}
+"""
+"""The LocalQueue Kueue's JobSet examples name, on the TAS guide's ClusterQueue."""
+
+
+@pytest.mark.parametrize("example, pods, domain", [
+    ("jobs/sample-jobset-tas-required.yaml", 4, RACK),
+    ("jobs/sample-jobset-tas-combined.yaml", 8, BLOCK),
+], ids=["required_rack", "block_in_rack_slices_of_4"])
+def test_kueues_jobset_examples_are_admitted_into_one_domain(capsys: pytest.CaptureFixture[str], nodes_file: Path,
+                                                             tmp_path: Path, example: str, pods: int,
+                                                             domain: str) -> None:
+    queue = tmp_path / "user-queue.yaml"
+    queue.write_text(USER_QUEUE)
+    (wl,) = simulate(capsys, nodes_file, "tas/sample-queues.yaml", queue, example)
+    assert wl["metadata"]["name"].startswith("jobset-jobset-tas-")
+    assert [ref["kind"] for ref in wl["metadata"]["ownerReferences"]] == ["JobSet"]
+    assert condition(wl, "Admitted") is not None
+    placed = pods_per_node(wl)
+    assert sum(placed.values()) == pods
+    level = 0 if domain == BLOCK else 1
+    assert len({r[: level + 1] for r in racks(placed)}) == 1, placed
+    if domain == BLOCK:  # slices of 4 pods, each in one rack
+        per_rack = Counter(NODES[n][RACK] + NODES[n][BLOCK] for n in placed.elements())
+        assert all(n % 4 == 0 for n in per_rack.values()), per_rack

@@ -1,8 +1,8 @@
 """The validators' entry points: pick the rules for an object by apiVersion and kind.
 
 `validate(obj)` serves the validating webhook on create and `tasq simulate` on every manifest;
-`validate_update(old, new)` adds Kueue's immutability rules. Kinds tasq does not own (Nodes,
-Pods...) yield no errors; an unknown kind or version in tasq's group is an error. Objects in
+`validate_update(old, new)` adds Kueue's immutability rules. A Pod is checked only when it asks
+for tasq (its queue label); other kinds tasq does not own (Nodes...) yield no errors; an unknown kind or version in tasq's group is an error. Objects in
 v1beta1 (Topology also v1alpha1) are converted to v1beta2 and checked as such.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from controller.api import constants as c
 from controller.api.conversion import ConversionFailure, convert, served_versions
-from webhooks.validation import cohort, flavor, jobs, queues, topology, workload
+from webhooks.validation import cohort, flavor, jobs, jobsets, pods, queues, topology, workload
 from webhooks.validation.errors import ROOT, FieldError, invalid_omitted, required, unsupported, wrong_type
 
 Validator = Callable[[Mapping[str, Any]], list[FieldError]]
@@ -66,7 +66,8 @@ def _with_spoke_errors(obj: Any, hub_errors: list[FieldError]) -> list[FieldErro
 
 def _hub(obj: Any) -> Any:
     """A tasq object as v1beta2 (an object in another served version converted; else unchanged)."""
-    if not isinstance(obj, Mapping) or obj.get("apiVersion") in (c.API_VERSION, c.JOB_API_VERSION):
+    if not isinstance(obj, Mapping) or obj.get("apiVersion") in (
+            c.API_VERSION, c.JOB_API_VERSION, c.CORE_API_VERSION, f"{c.JOBSET_GROUP}/{c.JOBSET_VERSION}"):
         return obj
     return convert(obj, c.API_VERSION)
 
@@ -83,6 +84,10 @@ def _rules(obj: Any) -> tuple[list[FieldError], tuple[Validator, UpdateValidator
         return shape_errs, None
     if api_version == c.JOB_API_VERSION and kind == c.KIND_JOB:
         return [], (jobs.validate_job, jobs.validate_job_update)
+    if api_version == f"{c.JOBSET_GROUP}/{c.JOBSET_VERSION}" and kind == c.KIND_JOBSET:
+        return [], (jobsets.validate_jobset, jobsets.validate_jobset_update)
+    if api_version == c.CORE_API_VERSION and kind == c.KIND_POD:
+        return [], (pods.validate_pod, pods.validate_pod_update)
     if not isinstance(api_version, str) or not api_version.startswith(f"{c.GROUP}/"):
         return [], None
     if not isinstance(kind, str) or kind not in KINDS:

@@ -38,3 +38,19 @@ control-plane: controller-manager
 {{- fail "certificates: without cert-manager (certificates.certManager.enabled=false), set certificates.caBundle to the base64 ca.crt of the Secret you create (certificates.secretName): the CRDs' conversion and the webhooks trust it" -}}
 {{- end -}}
 {{- end }}
+
+{{- /* The mark that makes an installed CRD (a `lookup` answer; empty when none is installed, and under
+`helm template` without a cluster) an installed Kueue's, as controller/api/crd_ownership.py reads it:
+controller-gen's version annotation, the name label `kueue` or a `kueue-` chart label. Empty for tasq's. */}}
+{{- define "tasq.kueueMark" -}}
+{{- $meta := .metadata | default dict -}}
+{{- $annotations := $meta.annotations | default dict -}}
+{{- $labels := $meta.labels | default dict -}}
+{{- if hasKey $annotations "controller-gen.kubebuilder.io/version" -}}
+annotation controller-gen.kubebuilder.io/version={{ index $annotations "controller-gen.kubebuilder.io/version" }}
+{{- else if eq (index $labels "app.kubernetes.io/name" | default "") "kueue" -}}
+label app.kubernetes.io/name=kueue
+{{- else if hasPrefix "kueue-" (index $labels "helm.sh/chart" | default "") -}}
+label helm.sh/chart={{ index $labels "helm.sh/chart" }}
+{{- end -}}
+{{- end }}

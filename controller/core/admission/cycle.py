@@ -182,6 +182,8 @@ def resolve_cluster_queue(snap: AdmissionSnapshot, wl: WorkloadInfo) -> tuple[st
         return inadmissible(c.REASON_CLUSTER_QUEUE_NOT_FOUND, f"ClusterQueue \"{cq_name}\" doesn't exist")
     if cq.stopped:
         return inadmissible(c.REASON_INADMISSIBLE, f"ClusterQueue \"{cq_name}\" is stopped", cq_name)
+    if cq.terminating:
+        return inadmissible(c.REASON_INADMISSIBLE, f"ClusterQueue \"{cq_name}\" is terminating", cq_name)
     cycle = snap.quota.cohort_cycle(cq_name)
     if cycle is not None:  # Kueue leaves every ClusterQueue of a cyclic cohort tree out of scheduling
         return inadmissible(c.REASON_COHORT_HAS_CYCLE, f"ClusterQueue \"{cq_name}\" is inactive: its cohort "

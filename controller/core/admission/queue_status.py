@@ -74,8 +74,11 @@ def _flavor_usage(used: Mapping[FlavorResource, int], spec_pairs: list[FlavorRes
 def cluster_queue_active(cq: ClusterQueue, flavors: Mapping[str, ResourceFlavor],
                          topologies: Mapping[str, Any], cycle: tuple[str, ...] | None = None) -> dict[str, str]:
     """The ClusterQueue's Active condition (type, status, reason, message; no time): False when it
-    is stopped, its cohort is in or under a cycle of cohorts (`cycle`), it names a ResourceFlavor
-    that does not exist, or a flavor of it names a missing Topology; True (Ready) otherwise."""
+    is being deleted (Terminating), stopped, its cohort is in or under a cycle of cohorts (`cycle`),
+    it names a ResourceFlavor that does not exist, or a flavor of it names a missing Topology; True
+    (Ready) otherwise."""
+    if cq.metadata.deletion_timestamp is not None:
+        return _active(False, c.REASON_TERMINATING, "Cannot admit new Workloads: the ClusterQueue is terminating")
     if cq.stopped:
         return _active(False, c.REASON_STOPPED, f"Cannot admit new Workloads: stopPolicy is {cq.spec.stop_policy}")
     if cycle is not None:

@@ -76,6 +76,8 @@ class ClusterQueueQuota:
     namespace_selector: LabelSelector | None = None
     """An empty one matches every namespace; None matches none (Kueue)."""
     stopped: bool = False
+    terminating: bool = False
+    """Being deleted (waiting for its resource-in-use finalizer): admits nothing new, as Kueue."""
     try_next_flavor_before_borrowing: bool = False
     """flavorFungibility.whenCanBorrow: TryNextFlavor (Kueue's default, Borrow, takes the first
     flavor that fits even if it must borrow)."""
@@ -108,6 +110,7 @@ class ClusterQueueQuota:
             queueing_strategy=spec.queueing_strategy,
             namespace_selector=spec.namespace_selector,
             stopped=spec.stop_policy not in (c.STOP_POLICY_NONE, None),
+            terminating=cq.metadata.deletion_timestamp is not None,
             try_next_flavor_before_borrowing=fungibility is not None
             and fungibility.when_can_borrow == c.FUNGIBILITY_TRY_NEXT_FLAVOR,
             preemption=PreemptionPolicy.from_model(cq),

@@ -219,16 +219,23 @@ def pod_set_info(pod_set: PodSet) -> PodSetInfo:
 
 
 def workload_info(workload: Workload, seq: int = 0, priority_classes: Mapping[str, int] | None = None,
-                  default_created: float = 0.0) -> WorkloadInfo:
+                  default_created: float = 0.0, order_by_eviction: bool = True) -> WorkloadInfo:
     """A parsed Workload as admission sees it; priority from spec.priority, else its PriorityClass,
-    else 0; the queue from spec.queueName, else the queue-name label."""
+    else 0; the queue from spec.queueName, else the queue-name label. Its queue time is its
+    creation, or, for one evicted by a PodsReady timeout and `order_by_eviction` (Kueue's requeuing
+    timestamp `Eviction`, the default), the time of that eviction: it goes behind those that waited."""
     meta, spec = workload.metadata, workload.spec
+    created = parse_timestamp(meta.creation_timestamp, default_created)
+    evicted = workload.condition(c.CONDITION_EVICTED)
+    if (order_by_eviction and evicted is not None and evicted.status == "True"
+            and evicted.reason == c.REASON_PODS_READY_TIMEOUT):
+        created = parse_timestamp(evicted.last_transition_time, created)
     return WorkloadInfo(
         namespace=meta.namespace or "default",
         name=workload.name,
         queue_name=spec.queue_name or meta.labels.get(c.LABEL_QUEUE_NAME, ""),
         priority=priority_of(spec.priority, _pod_priority_class(spec.priority_class_ref), priority_classes or {}, 0),
-        created=parse_timestamp(meta.creation_timestamp, default_created),
+        created=created,
         seq=seq,
         pod_sets=tuple(pod_set_info(ps) for ps in spec.pod_sets),
     )

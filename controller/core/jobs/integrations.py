@@ -12,5 +12,8 @@ from typing import Final
 
 from controller.core.jobs.batch_job import BATCH_JOB
 from controller.core.jobs.framework import GenericJob
+from controller.core.jobs.jobset import JOBSET
 
-INTEGRATIONS: Final[tuple[GenericJob, ...]] = (BATCH_JOB,)
+INTEGRATIONS: Final[tuple[GenericJob, ...]] = (JOBSET, BATCH_JOB)
+"""In the order a pod's owner is looked up: a JobSet's pods are claimed by their JobSet (by its name
+label) before the batch/v1 Job that controls them, which the JobSet integration manages."""

@@ -2,8 +2,9 @@
 
 Pure: the TopologyUngater (controller/kube/ungating.py) builds an `UngatingInput` from its cache and
 patches one pod per `Ungate`. Pods already released keep their slot; terminated pods free theirs;
-with completion indexes, pod i goes to the slice holding slot i (slices in the admission's order,
-which sorts them).
+with ranks, pod of rank i goes to the slice holding slot i (slices in the admission's order, which
+sorts them). `pod_rank` reads a pod's rank as Kueue does: its index label (a Job's completion index),
+offset by its sub-group's index (a JobSet's Job index) times the pods per sub-group.
 """
 
 from __future__ import annotations
@@ -13,18 +14,39 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from controller.api import constants as c
 from controller.api.topology_assignment import DomainPods
+from controller.api.workload import PodSetTopologyRequest
 
 _NO_INDEX = 1 << 62  # sorts pods without a completion index after every indexed pod
 _EMPTY: Mapping[str, Mapping[str, str]] = MappingProxyType({})
+
+
+def _label_int(labels: Mapping[str, str], key: str) -> int | None:
+    raw = labels.get(key, "")
+    return int(raw) if raw.isdigit() else None
+
+
+def pod_rank(labels: Mapping[str, str], request: PodSetTopologyRequest | None, count: int) -> int | None:
+    """The pod's rank within its pod set of `count` pods: the value of the request's podIndexLabel
+    (the completion index when it names none); with subGroupIndexLabel and subGroupCount, plus the
+    sub-group's index x count / subGroupCount. None when a label is absent or not a number."""
+    index = _label_int(labels, (request.pod_index_label if request is not None else None)
+                       or c.LABEL_JOB_COMPLETION_INDEX)
+    if index is None or request is None or not request.sub_group_index_label or not request.sub_group_count:
+        return index
+    sub_group = _label_int(labels, request.sub_group_index_label)
+    if sub_group is None:
+        return None
+    return sub_group * (count // request.sub_group_count) + index
 
 
 @dataclass(frozen=True)
 class PodState:
     """What the planner needs of one pod of the Workload.
 
-    `completion_index` is the `batch.kubernetes.io/job-completion-index` label (None: absent or not a
-    number); `gated` means the pod still carries the `kueue.x-k8s.io/topology` gate; `assigned` is, for
+    `completion_index` is the pod's rank (`pod_rank`: for a Job its completion index; None: a label
+    absent or not a number); `gated` means the pod still carries the `kueue.x-k8s.io/topology` gate; `assigned` is, for
     an ungated pod, its nodeSelector (the slice labels it was released into); `terminated` means
     Succeeded, Failed or being deleted; `created` is the RFC 3339 creationTimestamp (a tie-break).
     """

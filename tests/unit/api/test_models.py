@@ -313,9 +313,9 @@ WIRE_READS = [
                  make_workload("w", "ns").pod_set("main").set("metadata.ownerReferences", [{
                      "apiVersion": c.JOB_API_VERSION, "kind": c.KIND_JOB, "name": "train", "uid": "u1"}]),
                  False, "ns/train"),
-    WireReadCase("an owner of another kind is no Job",
+    WireReadCase("an owner of a kind not integrated is no Job",
                  make_workload("w", "ns").pod_set("main").set("metadata.ownerReferences", [{
-                     "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "train", "uid": "u1"}]),
+                     "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "train", "uid": "u1"}]),
                  False, None),
     WireReadCase("an admission without QuotaReserved is no reservation",
                  make_workload("w", "ns").pod_set("main").assignment("main", 1, cluster_queue="cq"), False, None),

@@ -154,6 +154,18 @@ def test_a_finished_workload_releases_quota_and_its_reservation_but_running_pods
     assert cache.snapshot().quota.used["cq"][("gpu", GPU)] == 0
 
 
+def test_an_admission_rewritten_in_place_moves_the_node_reservation_and_keeps_the_quota(
+        cache: ClusterCache) -> None:
+    # h1 failed and was replaced by h2 (same rack): h1's GPUs are free again, h2's taken, quota unchanged.
+    cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h1": 1, "h3": 1}))
+    cache.admission_state()
+    assert gpus_used(cache) == {"h1": 8, "h2": 0, "h3": 8, "h4": 0}
+    cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h2": 1, "h3": 1}, rv=2))
+    cache.admission_state()
+    assert gpus_used(cache) == {"h1": 0, "h2": 8, "h3": 8, "h4": 0}
+    assert cache.snapshot().quota.used["cq"][("gpu", GPU)] == 16_000
+
+
 def test_a_node_change_patches_the_flavor_tree_in_place(cache: ClusterCache) -> None:
     tree = cache.snapshot().flavors["gpu"].topology
     assert tree is not None and tree.node_count == 4
@@ -188,6 +200,14 @@ def test_a_queue_status_write_coming_back_neither_rebuilds_the_ledger_nor_wakes_
     assert cache.snapshot().quota is ledger and cache.generation == generation
     cache.upsert(c.KIND_CLUSTER_QUEUE, versioned(make_cluster_queue("cq").flavor("gpu", {GPU: 8}).obj(), 8))
     assert cache.snapshot().quota is not ledger and cache.generation > generation  # a spec change does both
+
+
+def test_a_cluster_queue_deletion_rebuilds_the_quotas_so_admission_sees_it_terminating(cache: ClusterCache) -> None:
+    generation = cache.generation
+    assert not cache.snapshot().cluster_queues["cq"].terminating
+    deleted = versioned(make_cluster_queue("cq").flavor("gpu", {GPU: 32}).deleted().obj(), 9)
+    assert cache.upsert(c.KIND_CLUSTER_QUEUE, deleted)
+    assert cache.snapshot().cluster_queues["cq"].terminating and cache.generation > generation
 
 
 def test_ungating_input_lists_the_slices_and_pod_states_of_an_admitted_workload(cache: ClusterCache) -> None:
@@ -290,6 +310,8 @@ def test_every_watched_kind_is_taken_and_deleted(kind: str) -> None:
         KIND_PRIORITY_CLASS: {"metadata": {"name": "high"}, "value": 10},
         KIND_NAMESPACE: {"metadata": {"name": "ns1", "labels": {"team": "a"}}},
         c.KIND_COHORT: make_cohort("org").obj(), c.KIND_WORKLOAD_PRIORITY_CLASS: make_priority_class("hi", 9).obj(),
+        c.KIND_JOBSET: {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                        "metadata": {"name": "js1", "namespace": "default"}, "spec": {"replicatedJobs": []}},
     }
     stores = {c.KIND_COHORT: "cohorts", c.KIND_WORKLOAD_PRIORITY_CLASS: "workload_priority_classes",KIND_NODE: "nodes", KIND_POD: "pods", c.KIND_JOB: "jobs", c.KIND_WORKLOAD: "workloads",
               c.KIND_RESOURCE_FLAVOR: "flavors", c.KIND_CLUSTER_QUEUE: "cluster_queues",
@@ -297,7 +319,7 @@ def test_every_watched_kind_is_taken_and_deleted(kind: str) -> None:
               KIND_PRIORITY_CLASS: "priority_classes", KIND_NAMESPACE: "namespaces"}
     cache = ClusterCache()
     assert cache.upsert(kind, objects[kind]) is True
-    store = getattr(cache, stores[kind])
+    store = cache.owners[kind] if kind == c.KIND_JOBSET else getattr(cache, stores[kind])
     assert len(store) == 1
     cache.delete(kind, objects[kind])
     assert len(store) == 0
@@ -322,3 +344,29 @@ def test_a_cohort_tree_lets_a_queue_borrow_from_a_cousin_and_a_cycle_stops_it() 
     assert cache.generation > generation
     assert cache.snapshot().quota.availability("cq-a", "f1", GPU).available == 0
     assert cache.snapshot().quota.cohort_cycle("cq-b") == ("left", "org")
+
+
+def test_plain_pods_tasq_manages_are_kept_whole_under_their_group_and_leave_it_when_relabelled_or_deleted() -> None:
+    cache = ClusterCache()
+
+    def pod(name: str, group: str | None, queue: str | None = "lq") -> dict[str, Any]:
+        built = make_pod(name)
+        if queue:
+            built.label(c.LABEL_QUEUE_NAME, queue)
+        if group:
+            built.label(c.LABEL_POD_GROUP_NAME, group).annotate(c.ANNOTATION_POD_GROUP_TOTAL_COUNT, "2")
+        return built.build()
+
+    a, b = pod("a", "g"), pod("b", "g")
+    cache.upsert(KIND_POD, a)
+    cache.upsert(KIND_POD, b)
+    cache.upsert(KIND_POD, pod("plain", None, queue=None))  # not tasq's: not kept whole
+    assert sorted(p["metadata"]["name"] for p in cache.group_members("default/g")) == ["a", "b"]
+    assert list(cache.group_pods) == ["default/g"]
+    moved = pod("b", "h")
+    moved["metadata"]["resourceVersion"] = "2"
+    cache.upsert(KIND_POD, moved)
+    assert [p["metadata"]["name"] for p in cache.group_members("default/g")] == ["a"]
+    assert [p["metadata"]["name"] for p in cache.group_members("default/h")] == ["b"]
+    cache.delete(KIND_POD, a)
+    assert "default/g" not in cache.group_pods and cache.group_members("default/g") == []

@@ -36,6 +36,7 @@ class ViewBuilder:
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     pods: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     workloads: list[dict[str, Any]] = field(default_factory=list)
+    jobsets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def job(self, name: str, parallelism: int, on: tuple[str, ...] = (), pending: int = 0,
             suspended: bool = False, conditions: dict[str, str] | None = None) -> ViewBuilder:
@@ -49,8 +50,18 @@ class ViewBuilder:
                                       for t, v in (conditions or {}).items()]}})
         return self
 
+    def jobset(self, name: str, replicated: tuple[tuple[int, int], ...], on: tuple[str, ...] = ()) -> ViewBuilder:
+        """A JobSet of (replicas, parallelism) replicatedJobs; its running pods on the nodes `on`."""
+        self.jobsets[name] = {"metadata": {"name": name}, "spec": {"replicatedJobs": [
+            {"name": f"r{i}", "replicas": r, "template": {"spec": {"parallelism": p}}}
+            for i, (r, p) in enumerate(replicated)]}}
+        self.pods[name] = [{"spec": {"nodeName": n}, "status": {"phase": "Running"}} for n in on]
+        self.workloads.append({"metadata": {"ownerReferences": [{"kind": c.KIND_JOBSET, "name": name}]},
+                               "status": {}})
+        return self
+
     def build(self) -> ClusterView:
-        return ClusterView(self.workloads, self.jobs, self.pods, NODES)
+        return ClusterView(self.workloads, self.jobs, self.pods, NODES, jobsets=self.jobsets)
 
 
 def test_the_picture_groups_running_pods_by_block_rack_and_host_in_label_order() -> None:
@@ -74,10 +85,12 @@ def test_the_picture_groups_running_pods_by_block_rack_and_host_in_label_order()
 def test_the_facts_count_racks_and_blocks_from_where_pods_run() -> None:
     view = (ViewBuilder()
             .job(demo.REQUIRE_RACK_JOB, 2, on=("h1", "h2"))
-            .job(demo.PREFER_RACK_JOB, 2, on=("h2", "h3")).build())
-    require, prefer = demo.placement_facts(view)
+            .job(demo.PREFER_RACK_JOB, 2, on=("h2", "h3"))
+            .jobset(demo.JOBSET, ((1, 1), (2, 2)), on=("h1", "h2", "h2", "h1", "h1")).build())
+    require, prefer, jobset = demo.placement_facts(view)
     assert require == f"{demo.REQUIRE_RACK_JOB} (require rack): 2 pods in 1 rack (b1-r1)"
     assert prefer.endswith("one block: 2 racks of block b1")
+    assert jobset.startswith(f"{demo.JOBSET} (JobSet: ") and jobset.endswith(": 5 pods in 1 rack (b1-r1)")
 
 
 def test_a_waiting_gang_reports_its_suspension_pod_count_and_reason() -> None:
@@ -96,6 +109,12 @@ STEP_CASES = [
                  False, id="one-pod-still-pending"),
     pytest.param(ViewBuilder().job("a", 2, on=("h1", "h2")).job(demo.SECOND_GANG, 4),
                  False, id="the-second-gang-has-no-verdict-yet"),
+    pytest.param(ViewBuilder().job("a", 2, on=("h1", "h2")).jobset("js", ((1, 1), (2, 2)), on=("h1", "h2", "h3"))
+                 .job(demo.SECOND_GANG, 4, conditions={c.CONDITION_QUOTA_RESERVED: "no quota"}),
+                 False, id="the-jobset-runs-3-of-its-5-pods"),
+    pytest.param(ViewBuilder().job("a", 2, on=("h1", "h2")).jobset("js", ((1, 1), (2, 2)), on=("h1",) * 5)
+                 .job(demo.SECOND_GANG, 4, conditions={c.CONDITION_QUOTA_RESERVED: "no quota"}),
+                 True, id="the-jobset-runs-whole"),
 ]
 
 

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 
 from controller.api import constants as c
+from controller.api.configuration import WaitForPodsReady
+from controller.api.workload import Workload
 from controller.bundled import sample_nodes_file, samples_dir
 from controller.commands.explain import explain_workload, kubeconfig_path
+from controller.core.admission.conditions import mark_admitted, mark_eviction_done
+from controller.core.admission.pods_ready import mark_pods_ready, mark_pods_ready_timeout
 from controller.core.simulating import Simulation
 from tests.builders.kueue import make_cluster_queue, make_flavor, make_local_queue, make_workload
 
@@ -103,6 +108,54 @@ def test_an_unusable_kubeconfig_exits_with_one_line_naming_it(tmp_path: Any, cap
         assert main(["run", "--kubeconfig", str(bad), "--metrics-port", "-1"]) == 1
         err = capsys.readouterr().err
         assert err.startswith(f"tasq run: cannot use the kubeconfig '{bad}'") and err.count("\n") == 1
+
+
+def test_replaced_and_failed_nodes_and_a_node_failures_eviction_are_shown() -> None:
+    objects, names = _cluster_after_admission()
+    name = names["llm-pretrain-rack"]
+    live = next(o for o in objects if o["kind"] == c.KIND_WORKLOAD and o["metadata"]["name"] == name)
+    live["status"]["unhealthyNodes"] = [{"name": "gpu-b1-r1-n2"}]
+
+    def event(obj_name: str, at: str, message: str, reason: str = c.EVENT_REASON_NODE_REPLACED) -> dict[str, Any]:
+        return {"reason": reason, "message": message, "lastTimestamp": at,
+                "involvedObject": {"kind": c.KIND_WORKLOAD, "name": obj_name}}
+
+    events = [event(name, "2026-11-27T06:02:00Z", "Node n3 (deleted) replaced by n5 (4 pods) for pod set main"),
+              event(name, "2026-11-27T06:01:00Z", "Node n1 (not Ready since ...) replaced by n4 (8 pods) for pod set main"),
+              event("someone-else", "2026-11-27T06:00:00Z", "Node x replaced by y"),
+              event(name, "2026-11-27T06:00:00Z", "admitted", reason="Admitted")]
+    code, lines = explain_workload(objects, "default", name, events=events)
+    assert code == 0
+    assert lines[1:] == [
+        f"default/{name}: replaced at 2026-11-27T06:01:00Z: Node n1 (not Ready since ...) replaced by n4 (8 pods) "
+        "for pod set main",
+        f"default/{name}: replaced at 2026-11-27T06:02:00Z: Node n3 (deleted) replaced by n5 (4 pods) for pod set main",
+        f"default/{name}: failed node(s) waiting for a replacement: gpu-b1-r1-n2"]
+    live["status"]["conditions"].append({"type": c.CONDITION_EVICTED, "status": "True", "reason": c.REASON_NODE_FAILURES,
+                                         "message": "Workload was evicted as there was no replacement for unhealthy "
+                                                    "node(s): gpu-b1-r1-n2", "lastTransitionTime": "2026-11-27T06:03:00Z"})
+    del live["status"]["unhealthyNodes"]
+    assert explain_workload(objects, "default", name, events=[])[1][-1] == (
+        f"default/{name}: evicted (NodeFailures): Workload was evicted as there was no replacement for unhealthy "
+        "node(s): gpu-b1-r1-n2")
+
+
+def test_a_workload_in_its_pods_ready_backoff_says_how_often_and_until_when() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    wl = Workload.from_dict(make_workload("stuck").queue("lq").pod_set("main", 1, {GPU: 8}).obj())
+    mark_admitted(wl, {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "count": 1}]}, t0)
+    mark_pods_ready(wl, False, t0)
+    mark_pods_ready_timeout(wl, "default/stuck", WaitForPodsReady(timeout_s=10), t0)
+    mark_eviction_done(wl, t0)
+    queue = [make_cluster_queue("cq").flavor("a100", {GPU: 8}).obj(), make_flavor("a100").obj(),
+             make_local_queue("lq", "cq").obj()]
+    code, lines = explain_workload([*queue, {**wl.to_dict(), "kind": c.KIND_WORKLOAD}], "default", "stuck",
+                                   now=t0.timestamp() + 20)
+    assert code == 0
+    assert lines[-2:] == [
+        "default/stuck: PodsReady=False (WaitForStart) since 2026-01-01T00:00:00Z: Not all pods are ready or succeeded",
+        "default/stuck: requeued 1 time(s) after a PodsReady timeout; in backoff until 2026-01-01T00:01:00Z "
+        "(40s from now): not admitted before"]
 
 
 def test_a_partially_admitted_workload_shows_its_admitted_count_of_its_count() -> None:

@@ -85,3 +85,35 @@ def test_the_build_info_names_the_version_and_commit_tasq_version_prints() -> No
 
     info = run.build_info()
     assert (info.git_version, info.git_commit) == (package_version(), commit())
+
+
+def test_a_malformed_config_file_exits_2_naming_every_field_path(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")  # never read: the configuration is refused first
+    config = tmp_path / "config.yaml"
+    config.write_text("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+                      "waitForPodsReady: {timeout: soon, requeuingStrategy: {backofLimitCount: 3}}\n")
+    assert main(["run", "--kubeconfig", str(kubeconfig), "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "2 problem(s)" in err and "waitForPodsReady.timeout: 'soon' is not a duration" in err
+    assert "waitForPodsReady.requeuingStrategy.backofLimitCount: unknown field" in err
+    assert "Traceback" not in err
+
+
+def test_a_missing_config_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")
+    assert main(["run", "--kubeconfig", str(kubeconfig), "--config", str(tmp_path / "none.yaml")]) == 2
+    assert "No such file or directory" in capsys.readouterr().err
+
+
+def test_the_config_file_becomes_the_operators_configuration(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
+                      "waitForPodsReady: {enable: true, timeout: 4s}\n")
+    args = parsed("--config", str(config))
+    assert run.read_config_flag(args) is None
+    assert args.configuration.wait_for_pods_ready.timeout_s == 4.0
+    args = parsed()
+    assert run.read_config_flag(args) is None and args.configuration.wait_for_pods_ready is None

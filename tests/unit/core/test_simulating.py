@@ -1,11 +1,13 @@
 """Simulation: explanations() report the reasons run() wrote into the QuotaReserved conditions;
-generateName draws seeded names; a waiting Workload follows a re-applied spec."""
+generateName draws seeded names; a waiting Workload follows a re-applied spec; queued plain pods
+form their group's Workload."""
 
 from __future__ import annotations
 
 from controller.api import constants as c
 from controller.core.jobs.batch_job import BATCH_JOB, workload_name_for_job
 from controller.core.simulating import Simulation
+from tests.builders.cluster import make_pod
 from tests.builders.jobs import TRAINER, TRAINER_GVK, trainer
 from tests.builders.kueue import (
     ClusterQueueBuilder,
@@ -141,6 +143,27 @@ def test_a_cycle_of_cohorts_keeps_its_queues_from_admitting_and_says_so() -> Non
     [why] = sim.explanations()
     assert why.detail == c.REASON_COHORT_HAS_CYCLE
     assert why.message == 'ClusterQueue "team-a" is inactive: its cohort "x" is in a cycle of cohorts (x -> y -> x)'
+
+
+def test_a_complete_group_of_queued_plain_pods_is_one_workload_an_incomplete_one_none() -> None:
+    # quota for 4 CPUs: the group of 3 one-CPU pods fits; the group announcing 3 but with 2 pods waits unseen
+    def pod(name: str, group: str, total: int) -> dict[str, object]:
+        return (make_pod(name).requests(cpu="1").label(c.LABEL_QUEUE_NAME, "main")
+                .label(c.LABEL_POD_GROUP_NAME, group).annotate(c.ANNOTATION_POD_GROUP_TOTAL_COUNT, str(total)).obj())
+    sim = Simulation()
+    sim.apply([
+        ResourceFlavorBuilder("cpu").obj(),
+        ClusterQueueBuilder("team-a").group("cpu").flavor("cpu", {"cpu": 4}).obj(),
+        LocalQueueBuilder("main", "team-a").obj(),
+        *(pod(f"a{i}", "complete", 3) for i in range(3)),
+        *(pod(f"b{i}", "short", 3) for i in range(2)),
+    ])
+    sim.run()
+    (workload,) = sim.workloads()
+    assert workload.key == "default/complete"
+    assert [(ps.count, len(ps.name)) for ps in workload.spec.pod_sets] == [(3, 8)]  # one role, Kueue's 8-digit hash
+    reserved = workload.condition(c.CONDITION_QUOTA_RESERVED)
+    assert reserved is not None and reserved.status == "True"
 
 
 def test_a_queued_object_of_any_integrated_kind_gets_its_workload_and_finishes_with_it() -> None:

@@ -43,11 +43,38 @@ def test_a_bad_topology_is_an_error_naming_the_flag(up: ModuleType) -> None:
 
 def test_pod_stages_read_the_devcluster_annotations(up: ModuleType) -> None:
     stages = {s["metadata"]["name"]: s["spec"] for s in up.pod_stages()}
-    assert set(stages) == {"tasq-pod-start", "tasq-pod-fail", "tasq-pod-succeed", "tasq-pod-delete",
-                           "tasq-node-managed"}
+    assert set(stages) == {"tasq-pod-start", "tasq-pod-start-unready", "tasq-pod-fail", "tasq-pod-succeed",
+                           "tasq-pod-delete", "tasq-node-managed"}
+    for name, operator in (("tasq-pod-start", "NotIn"), ("tasq-pod-start-unready", "In")):
+        (not_ready,) = [e for e in stages[name]["selector"]["matchExpressions"]
+                        if c.ANNOTATION_DEVCLUSTER_NOT_READY in e["key"]]
+        assert not_ready["operator"] == operator
+    unready = stages["tasq-pod-start-unready"]["next"]["statusTemplate"]
+    assert '- type: Ready\n  status: "False"' in unready and "ready: true" not in unready.split("initContainerStatuses")[0]
     keys = [e["key"] for e in stages["tasq-pod-succeed"]["selector"]["matchExpressions"]]
     assert any(c.ANNOTATION_DEVCLUSTER_RUN_SECONDS in k for k in keys)
     assert any(c.ANNOTATION_DEVCLUSTER_FAIL in k for k in keys)
     assert c.ANNOTATION_DEVCLUSTER_RUN_SECONDS in stages["tasq-pod-succeed"]["delay"]["durationFrom"]["expressionFrom"]
     fail_keys = [e["key"] for e in stages["tasq-pod-fail"]["selector"]["matchExpressions"]]
     assert any(c.ANNOTATION_DEVCLUSTER_FAIL in k for k in fail_keys)
+
+
+def test_jobsets_webhooks_point_at_its_loopback_server_and_touch_only_jobset_pods(up: ModuleType) -> None:
+    configs = dict(up.jobset_webhook_configurations(9443, b"CA"))
+    mutating = configs["/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"]
+    validating = configs["/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"]
+    hooks = {h["name"]: h for cfg in (mutating, validating) for h in cfg["webhooks"]}
+    assert set(hooks) == {"mjobset.kb.io", "mpod.kb.io", "vjobset.kb.io", "vpod.kb.io"}
+    assert hooks["mjobset.kb.io"]["clientConfig"] == {
+        "url": "https://127.0.0.1:9443/mutate-jobset-x-k8s-io-v1alpha2-jobset", "caBundle": "Q0E="}
+    for name in ("mpod.kb.io", "vpod.kb.io"):  # an outage of JobSet's controller never blocks other pods
+        assert hooks[name]["objectSelector"] == {
+            "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}
+    assert "objectSelector" not in hooks["vjobset.kb.io"]
+    assert hooks["vjobset.kb.io"]["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+
+
+def test_jobset_has_a_cache_key_of_its_own(up: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(up, "run_go", lambda args, **_: "go version go1.26.8 linux/amd64")
+    assert up.cache_key(up.JOBSET_PINNED_FILES, "") != up.cache_key()
+    assert up.cache_key(up.JOBSET_PINNED_FILES, "") == up.cache_key(up.JOBSET_PINNED_FILES, "")

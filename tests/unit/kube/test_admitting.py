@@ -8,15 +8,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.api import constants as c
-from controller.api.workload import admission_of
+from controller.api.configuration import RequeuingStrategy, WaitForPodsReady
+from controller.api.meta import format_time
+from controller.api.workload import RequeueState, Workload, admission_of
 from controller.cache.cluster import KIND_NODE, ClusterCache
+from controller.core.admission.conditions import mark_admitted, mark_eviction_done
 from controller.core.admission.cycle import run_until_quiet
+from controller.core.admission.pods_ready import (
+    mark_pods_ready,
+    mark_pods_ready_timeout,
+    readiness_deadline,
+    requeue_at,
+)
 from controller.core.admission.queue_status import queue_statuses
 from controller.kube.admitting import AdmissionLoop, queue_inputs
 from controller.kube.api import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES, WORKLOADS, ApiError
@@ -40,9 +50,13 @@ class RecordingApi:
 
     async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
                           patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]:
-        del subresource
-        self.patches.append((resource, name))
         self.version += 1
+        if subresource is None and resource != WORKLOADS:  # a resource-in-use finalizer (controller.kube.finalizing)
+            held = self.cache.cluster_queues.get(name) if resource == CLUSTER_QUEUES else self.cache.flavors.get(name)
+            assert held is not None
+            obj = held.to_dict()
+            return {**obj, "metadata": {**obj["metadata"], **patch["metadata"], "resourceVersion": str(self.version)}}
+        self.patches.append((resource, name))
         current: dict[str, Any] = {"metadata": {"name": name}}
         if resource == WORKLOADS:
             current = self.cache.workloads[f"{namespace}/{name}"].obj.to_dict()
@@ -432,3 +446,157 @@ async def test_a_cohorts_active_condition_is_written_when_it_changes_and_only_th
     await loop.cycle()
     await settle(loop)
     assert sorted(cohort_writes()) == ["a", "a", "b"]
+
+
+# ---------------------------------------------------------------- waitForPodsReady
+
+class SpecPatchingApi(RecordingApi):
+    """RecordingApi that also applies merge patches of a Workload's spec (`spec.active`)."""
+
+    async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
+                          patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        if subresource is None and resource == WORKLOADS:
+            self.patches.append((resource, name))
+            self.version += 1
+            current = self.cache.workloads[f"{namespace}/{name}"].obj.to_dict()
+            return {**current, "metadata": {**current["metadata"], "resourceVersion": str(self.version)},
+                    "spec": {**current["spec"], **patch["spec"]}}
+        return await super().merge_patch(resource, namespace, name, patch, subresource)
+
+
+PODS_READY = WaitForPodsReady(timeout_s=10, block_admission=True, requeuing_strategy=RequeuingStrategy(
+    backoff_limit_count=1, backoff_base_seconds=30, backoff_max_seconds=60))
+
+
+def pods_ready_loop(cache: ClusterCache, api: RecordingApi, settings: WaitForPodsReady = PODS_READY,
+                    metrics: Metrics | None = None) -> AdmissionLoop:
+    recorder = EventRecorder(api)  # type: ignore[arg-type]
+    return AdmissionLoop(cache, api, recorder, applied=cache.upsert, pods_ready=settings,  # type: ignore[arg-type]
+                         metrics=metrics)
+
+
+def workload_model(cache: ClusterCache, key: str) -> Workload:
+    return cache.workloads[key].obj.model_copy(deep=True)
+
+
+def admitted_keys(cache: ClusterCache) -> list[str]:
+    return sorted(k for k, e in cache.workloads.items() if e.obj.is_admitted)
+
+
+async def test_block_admission_admits_one_workload_and_the_next_only_once_it_is_ready() -> None:
+    cache = cluster(workloads=3)
+    api = RecordingApi(cache)
+    loop = pods_ready_loop(cache, api)
+    await loop.cycle()
+    await settle(loop)
+    assert admitted_keys(cache) == ["default/w0"]  # room for all three, but one at a time
+    await loop.cycle()
+    await settle(loop)
+    assert admitted_keys(cache) == ["default/w0"]  # w0's pods are not ready yet
+    ready = workload_model(cache, "default/w0")
+    mark_pods_ready(ready, True, datetime.now(UTC))
+    newer = str(int(ready.metadata.resource_version or "0") + 1)  # the watch bringing the Job reconciler's write
+    cache.upsert(c.KIND_WORKLOAD, {**ready.to_dict(), "metadata": {**ready.to_dict()["metadata"],
+                                                                  "resourceVersion": newer}})
+    await loop.cycle()
+    await settle(loop)
+    assert admitted_keys(cache) == ["default/w0", "default/w1"]
+
+
+def admitted_long_ago(cache: ClusterCache, key: str, seconds: float, count: int = 0) -> None:
+    """The cached Workload `key` as admitted `seconds` ago (pods not ready), requeued `count` times."""
+    model = workload_model(cache, key)
+    since = datetime.now(UTC) - timedelta(seconds=seconds)
+    mark_admitted(model, {"clusterQueue": "cq", "podSetAssignments": [
+        {"name": "main", "count": 1, "flavors": {GPU: "gpu"}, "resourceUsage": {GPU: "1"}}]}, since)
+    mark_pods_ready(model, False, since)
+    if count:
+        assert model.status is not None
+        model.status.requeue_state = RequeueState(count=count)
+    obj = model.to_dict()
+    obj["metadata"]["resourceVersion"] = "1"
+    cache.upsert(c.KIND_WORKLOAD, obj)
+
+
+async def test_a_workload_past_its_timeout_is_evicted_with_a_requeue_state_and_counted() -> None:
+    cache = cluster(workloads=1)
+    admitted_long_ago(cache, "default/w0", seconds=11)
+    api = RecordingApi(cache)
+    metrics = Metrics()
+    loop = pods_ready_loop(cache, api, metrics=metrics)
+    await loop.cycle()
+    await settle(loop)
+    wl = cache.workloads["default/w0"].obj
+    evicted = wl.condition(c.CONDITION_EVICTED)
+    assert evicted is not None and (evicted.reason, evicted.message) == (
+        "PodsReadyTimeout", "Exceeded the PodsReady timeout default/w0")
+    assert wl.status is not None and wl.status.requeue_state is not None and wl.status.requeue_state.count == 1
+    assert scraped_value(metrics, "kueue_evicted_workloads_total",
+                         {"cluster_queue": "cq", "reason": "PodsReadyTimeout"}) == 1
+    assert loop._timer is None  # nothing ahead: its Job reconciler carries the eviction on
+
+
+async def test_a_workload_within_its_timeout_gets_one_timer_for_its_deadline() -> None:
+    cache = cluster(workloads=1)
+    admitted_long_ago(cache, "default/w0", seconds=4)
+    loop = pods_ready_loop(cache, RecordingApi(cache))
+    await loop.cycle()
+    await settle(loop)
+    assert cache.workloads["default/w0"].obj.condition(c.CONDITION_EVICTED) is None
+    deadline = readiness_deadline(cache.workloads["default/w0"].obj, PODS_READY)
+    assert deadline is not None and loop._timer is not None and loop._timer_at == deadline.at
+    loop._timer.cancel()
+
+
+async def test_past_the_requeue_limit_the_timeout_deactivates_instead() -> None:
+    cache = cluster(workloads=1)
+    admitted_long_ago(cache, "default/w0", seconds=11, count=1)
+    api = SpecPatchingApi(cache)
+    loop = pods_ready_loop(cache, api)
+    await loop.cycle()
+    await settle(loop)
+    wl = cache.workloads["default/w0"].obj
+    assert wl.spec.active is False and wl.condition(c.CONDITION_EVICTED) is None  # the Job reconciler evicts it
+    target = wl.condition(c.CONDITION_DEACTIVATION_TARGET)
+    assert target is not None and target.reason == "RequeuingLimitExceeded"
+
+
+def released_in_backoff(cache: ClusterCache, key: str, requeue_in: float) -> None:
+    """The cached Workload `key` evicted by a PodsReady timeout and released, its requeueAt
+    `requeue_in` seconds from now."""
+    model = workload_model(cache, key)
+    now = datetime.now(UTC)
+    mark_admitted(model, {"clusterQueue": "cq", "podSetAssignments": []}, now - timedelta(seconds=60))
+    mark_pods_ready_timeout(model, key, PODS_READY, now - timedelta(seconds=30))
+    mark_eviction_done(model, now - timedelta(seconds=29))
+    assert model.status is not None and model.status.requeue_state is not None
+    model.status.requeue_state.requeue_at = format_time(now + timedelta(seconds=requeue_in))
+    obj = model.to_dict()
+    obj["metadata"]["resourceVersion"] = "1"
+    cache.upsert(c.KIND_WORKLOAD, obj)
+
+
+async def test_a_workload_in_its_backoff_is_not_admitted_and_wakes_the_loop_when_it_ends() -> None:
+    cache = cluster(workloads=1)
+    released_in_backoff(cache, "default/w0", requeue_in=30)
+    loop = pods_ready_loop(cache, RecordingApi(cache))
+    await loop.cycle()
+    await settle(loop)
+    assert admitted_keys(cache) == []
+    assert loop._timer is not None and loop._timer_at == requeue_at(cache.workloads["default/w0"].obj)
+    loop._timer.cancel()
+
+
+async def test_once_its_backoff_ended_it_is_requeued_and_admitted() -> None:
+    cache = cluster(workloads=1)
+    released_in_backoff(cache, "default/w0", requeue_in=-1)
+    loop = pods_ready_loop(cache, RecordingApi(cache))
+    await loop.cycle()
+    await settle(loop)
+    await loop.cycle()
+    await settle(loop)
+    wl = cache.workloads["default/w0"].obj
+    requeued = wl.condition(c.CONDITION_REQUEUED)
+    assert requeued is not None and (requeued.status, requeued.reason) == ("True", "BackoffFinished")
+    assert wl.is_admitted and wl.status is not None and wl.status.requeue_state is not None
+    assert (wl.status.requeue_state.count, wl.status.requeue_state.requeue_at) == (1, None)

@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 
 from controller.api import constants as c
+from controller.api.configuration import WaitForPodsReady
 from controller.api.workload import Admission, Workload
 from controller.cache.cluster import KIND_POD, ClusterCache
 from controller.core.jobs.batch_job import BATCH_JOB, workload_from_job
@@ -93,7 +94,8 @@ class JobRulesApi(KubeApi):
         return copy.deepcopy(created)
 
     async def delete(self, resource: tuple[str, str], namespace: str | None, name: str,
-                     resource_version: str | None = None) -> None:
+                     resource_version: str | None = None, uid: str | None = None,
+                     grace_period_seconds: int | None = None) -> None:
         old = self.objects.get((resource, name))
         if old is None:
             raise ApiError(404, "not found")
@@ -499,7 +501,8 @@ class MemoryApi(KubeApi):
         return self.put(resource, dict(obj))
 
     async def delete(self, resource: tuple[str, str], namespace: str | None, name: str,
-                     resource_version: str | None = None) -> None:
+                     resource_version: str | None = None, uid: str | None = None,
+                     grace_period_seconds: int | None = None) -> None:
         self.writes.append(("delete", resource[1]))
         del self.objects[(resource, name)]
 
@@ -558,3 +561,35 @@ def test_the_reconciler_drives_a_second_kind_through_its_adapter_alone() -> None
     step()
     assert (WORKLOADS, name) not in api.objects
     assert {plural for _, plural in api.writes} == {"trainers", "workloads"}  # never a Job
+
+
+@pytest.mark.parametrize(("counters", "want"), [
+    pytest.param({"active": 2, "ready": 1}, ("False", "WaitForStart"), id="one of two pods ready: waits for start"),
+    pytest.param({"active": 2, "ready": 2}, ("True", "Started"), id="both ready: started"),
+    pytest.param({"active": 1, "ready": 1, "succeeded": 1}, ("True", "Started"), id="a succeeded pod counts as ready"),
+])
+def test_with_wait_for_pods_ready_a_running_jobs_readiness_becomes_its_workloads_pods_ready(
+        counters: dict[str, int], want: tuple[str, str]) -> None:
+    job = authored("own selector and toleration")
+    started = running(job)
+    started["spec"].update(parallelism=2, completions=2)  # as admitted: 2 pods
+    started["status"].update(counters)
+    api = JobRulesApi(started, admitted_workload(job))
+    cache = ClusterCache()
+    for obj in api.objects.values():
+        cache.upsert(obj["kind"], obj)
+    recorder = Quiet()
+    asyncio.run(JobReconciler(cache, api, recorder, evictor=Evictor(cache, api, recorder),
+                              pods_ready=WaitForPodsReady()).reconcile("ns/train"))
+    (wl,) = [o for o in api.objects.values() if o["kind"] == c.KIND_WORKLOAD]
+    pods_ready = next(cd for cd in wl["status"]["conditions"] if cd["type"] == c.CONDITION_PODS_READY)
+    assert (pods_ready["status"], pods_ready["reason"]) == want
+
+
+def test_without_wait_for_pods_ready_no_pods_ready_condition_is_written() -> None:
+    job = authored("own selector and toleration")
+    started = running(job)
+    started["status"].update(ready=2)
+    api = JobRulesApi(started, admitted_workload(job))
+    reconcile(api)
+    assert api.writes == []

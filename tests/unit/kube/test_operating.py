@@ -1,4 +1,5 @@
-"""When a replica starts leading (controller.kube.operating): never before what it waits for is set.
+"""When a replica starts leading (controller.kube.operating): never before what it waits for is set;
+and which reconciler a pod or Workload change wakes.
 
 With local webhooks `tasq run` holds every write until the CRDs' conversion points at its server;
 these tests drive `_campaign_when_allowed` with events instead of a cluster.
@@ -9,7 +10,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from controller.kube.operating import _campaign_when_allowed
+from kubernetes.aio import client
+
+from controller.api import constants as c
+from controller.cache.cluster import KIND_POD
+from controller.kube.operating import Operator, _campaign_when_allowed
+from tests.builders.cluster import make_pod
 
 
 class LeadingOnly:
@@ -55,3 +61,18 @@ async def test_an_elector_campaigns_only_once_allowed() -> None:
     assert runs == ["run"]
     stop.set()
     await asyncio.wait_for(campaign, 1)
+
+
+async def test_a_queued_plain_pod_and_a_workload_its_pods_own_wake_the_pod_group_reconciler_alone() -> None:
+    async with client.ApiClient() as api_client:
+        operator = Operator(api_client)
+        woken: list[tuple[str, str]] = []
+        operator.pod_groups.notify = lambda key: woken.append(("groups", key))  # type: ignore[method-assign]
+        operator.jobs.notify = lambda key, kind=c.KIND_JOB: woken.append((kind, key))  # type: ignore[method-assign]
+        pod = make_pod("p0").label(c.LABEL_QUEUE_NAME, "q").label(c.LABEL_POD_GROUP_NAME, "g").build()
+        operator._wake_jobs(KIND_POD, pod)
+        workload: dict[str, Any] = {"metadata": {"namespace": "default", "name": "g", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": "p0", "uid": "u"}]}}
+        operator._wake_jobs(c.KIND_WORKLOAD, workload)
+        operator._wake_jobs(KIND_POD, make_pod("unqueued").build())  # nobody's: wakes nobody
+        assert woken == [("groups", "default/g"), ("groups", "default/g")]

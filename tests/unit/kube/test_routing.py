@@ -29,7 +29,7 @@ from tests.builders.kueue import (
     make_workload,
 )
 
-ADMISSION, JOBS, UNGATER = Loop.ADMISSION, Loop.JOBS, Loop.UNGATER
+ADMISSION, JOBS, UNGATER, NODES = Loop.ADMISSION, Loop.JOBS, Loop.UNGATER, Loop.NODE_FAILURES
 
 
 def versioned(obj: dict[str, Any], rv: int) -> dict[str, Any]:
@@ -48,6 +48,9 @@ OBJECTS: dict[str, Callable[[], dict[str, Any]]] = {
     KIND_POD: lambda: make_pod("p").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "w").obj(),
     c.KIND_WORKLOAD: lambda: make_workload("w").queue("lq").pod_set("main", 1, {"cpu": 1}).obj(),
     c.KIND_JOB: lambda: make_job("train").queue("lq").obj(),
+    c.KIND_JOBSET: lambda: {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                            "metadata": {"name": "train", "namespace": "default", "labels": {c.LABEL_QUEUE_NAME: "lq"}},
+                            "spec": {"replicatedJobs": []}},
     c.KIND_COHORT: lambda: make_cohort("org").flavor("gpu", {"cpu": 8}).obj(),
     c.KIND_WORKLOAD_PRIORITY_CLASS: lambda: make_priority_class("urgent", 1000).obj(),
 }
@@ -60,10 +63,11 @@ EXPECTED: list[tuple[str, set[Loop]]] = [
     (c.KIND_TOPOLOGY, {ADMISSION}),
     (KIND_NAMESPACE, {ADMISSION}),
     (KIND_PRIORITY_CLASS, set()),
-    (KIND_NODE, {ADMISSION}),
+    (KIND_NODE, {ADMISSION, NODES}),
     (KIND_POD, {ADMISSION, JOBS, UNGATER}),
-    (c.KIND_WORKLOAD, {ADMISSION, JOBS, UNGATER}),
+    (c.KIND_WORKLOAD, {ADMISSION, JOBS, UNGATER, NODES}),
     (c.KIND_JOB, {JOBS}),
+    (c.KIND_JOBSET, {JOBS}),
     (c.KIND_COHORT, {ADMISSION}),
     (c.KIND_WORKLOAD_PRIORITY_CLASS, set()),
 ]

@@ -47,9 +47,10 @@ def test_replayed_objects_are_skipped_and_the_state_frozen_once_the_replay_is_ov
     assert (changes, freezes) == ([], [1])
     apply_event(router, KIND_NODE, "MODIFIED", node("a", 2))
     apply_event(router, KIND_NODE, "MODIFIED", node("a", 2))  # an echo, after the replay
-    assert (changes, freezes) == ([("ADMISSION", "a")], [1])  # a node concerns admission alone
+    # a node concerns admission and the Workloads placed on it
+    assert (changes, freezes) == ([("ADMISSION", "a"), ("NODE_FAILURES", "a")], [1])
     apply_event(router, KIND_NODE, "DELETED", node("a", 2))
-    assert changes[-1] == ("ADMISSION", "a") and "a" not in cache.nodes
+    assert changes[-2:] == [("ADMISSION", "a"), ("NODE_FAILURES", "a")] and "a" not in cache.nodes
 
 
 def test_kopf_is_given_an_empty_essence_and_nothing_is_stored_on_the_object() -> None:
@@ -118,3 +119,16 @@ def test_a_malformed_object_is_logged_with_its_field_path_and_reported_to_no_loo
     assert changes == [] and "a" not in cache.nodes
     (record,) = caplog.records
     assert "Node a (resourceVersion 3) refused" in record.getMessage() and "lots" in record.getMessage()
+
+
+@pytest.mark.parametrize(("message", "kept"), [
+    ("Unresolved resources cannot be served (try creating their CRDs): "
+     "Selector(group='jobset.x-k8s.io', version='v1alpha2', any_name='jobsets')", False),
+    ("Unresolved resources cannot be served (try creating their CRDs): "
+     "Selector(group='kueue.x-k8s.io', version='v1beta2', any_name='workloads'), "
+     "Selector(group='jobset.x-k8s.io', version='v1alpha2', any_name='jobsets')", True),
+    ("something else entirely", True),
+], ids=["only-jobset-missing", "tasqs-own-crd-missing-too", "another-warning"])
+def test_kopfs_unresolved_warning_is_dropped_only_for_optional_kinds(message: str, kept: bool) -> None:
+    record = logging.LogRecord("kopf._core.reactor.observation", logging.WARNING, __file__, 1, message, None, None)
+    assert watching._OptionalKindsUnresolved().filter(record) is kept

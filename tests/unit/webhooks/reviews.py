@@ -25,7 +25,7 @@ from kopf._core.reactor import inventory
 
 from controller.api import constants as c
 from controller.api.crds import KINDS
-from webhooks.handlers import register_handlers
+from webhooks.handlers import GroupMembers, register_handlers
 from webhooks.serving import answer
 
 _uids = itertools.count(1)
@@ -63,9 +63,9 @@ def review(obj: Mapping[str, Any], operation: str = "CREATE", old: Mapping[str, 
 class Admission:
     """tasq's handlers behind kopf's admission engine, as the webhook server calls them."""
 
-    def __init__(self) -> None:
+    def __init__(self, group_members: GroupMembers | None = None) -> None:
         self.registry = kopf.OperatorRegistry()
-        register_handlers(self.registry)
+        register_handlers(self.registry, group_members)
         insights = references.Insights()
         insights.webhook_resources.update(
             references.Resource(group=g, version=v, plural=p, kind=k, namespaced=ns, verbs=frozenset({"create"}))

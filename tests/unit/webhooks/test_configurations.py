@@ -71,7 +71,7 @@ def test_a_local_url_config_carries_the_ca_and_one_path_per_handler() -> None:
     for hook in hooks:
         handler_id = hook["name"].removesuffix(f".{c.WEBHOOK_NAME_DOMAIN}")
         assert hook["clientConfig"] == {"url": f"https://127.0.0.1:9443/{handler_id}", "caBundle": "Q0E="}
-    assert len({h["name"] for h in hooks}) == len(hooks) == 9
+    assert len({h["name"] for h in hooks}) == len(hooks) == 13
 
 
 @pytest.mark.parametrize("configurations", [
@@ -107,6 +107,22 @@ def test_the_pod_webhook_sees_only_pods_labelled_by_tasq(labels: dict[str, str],
     assert label_selector_matches(hook["objectSelector"], labels) is called
     assert hook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
                               "operations": ["CREATE"], "scope": "*"}]
+
+
+@pytest.mark.parametrize("handler_id", [c.WEBHOOK_MUTATE_QUEUED_POD, c.WEBHOOK_VALIDATE_QUEUED_POD])
+@pytest.mark.parametrize(("labels", "called"), [
+    ({c.LABEL_QUEUE_NAME: "q"}, True),
+    ({c.LABEL_QUEUE_NAME: "q", c.LABEL_POD_GROUP_NAME: "g"}, True),
+    ({c.LABEL_POD_GROUP_NAME: "g"}, False),  # a group label alone does not ask for tasq
+    ({c.LABEL_COSCHEDULING_NAME: "g", c.LABEL_COSCHEDULING_MIN_AVAILABLE: "2"}, False),  # the plugin's pods alone
+    ({}, False),
+])
+def test_queued_pod_webhooks_see_only_pods_naming_a_queue(handler_id: str, labels: dict[str, str],
+                                                         called: bool) -> None:
+    # an outage of tasq never blocks a pod that does not ask for it
+    hook = _hook(handler_id)
+    assert label_selector_matches(hook["objectSelector"], labels) is called
+    assert hook["rules"][0]["resources"] == ["pods"]  # never pods/status: kubelets' writes never wait on tasq
 
 
 @pytest.mark.parametrize("handler_id", [c.WEBHOOK_MUTATE_JOB, c.WEBHOOK_VALIDATE_JOB])

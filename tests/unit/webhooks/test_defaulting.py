@@ -8,9 +8,10 @@ import jsonpatch
 import pytest
 
 from controller.api import constants as c
+from controller.core.jobs.pod_group import role_hash
 from tests.builders.cluster import make_pod
 from tests.builders.kueue import make_job
-from webhooks.defaulting import applied, gate_pod, suspend_job
+from webhooks.defaulting import applied, gate_pod, manage_pod, suspend_job
 
 GATE = {"name": c.SCHEDULING_GATE_TOPOLOGY}
 OTHER_GATE = {"name": "example.com/quota"}
@@ -91,3 +92,35 @@ def test_patches_are_valid_rfc6902_and_applied_agrees(obj: dict[str, Any]) -> No
     assert ops
     assert applied(obj, ops) == jsonpatch.apply_patch(obj, ops)
     assert obj == before
+
+
+# -- queued plain pods ----------------------------------------------------------------------------
+
+def queued_pod(name: str = "p") -> Any:
+    return make_pod(name).requests(cpu="1").label(c.LABEL_QUEUE_NAME, "q")
+
+
+@pytest.mark.parametrize(("pod", "gates"), [
+    pytest.param(queued_pod().obj(), [c.SCHEDULING_GATE_ADMISSION, c.SCHEDULING_GATE_TOPOLOGY], id="no gates yet"),
+    pytest.param(queued_pod().gate("example.com/quota").obj(),
+                 ["example.com/quota", c.SCHEDULING_GATE_ADMISSION, c.SCHEDULING_GATE_TOPOLOGY], id="after others"),
+    pytest.param(queued_pod().gate(c.SCHEDULING_GATE_ADMISSION).obj(),
+                 [c.SCHEDULING_GATE_ADMISSION, c.SCHEDULING_GATE_TOPOLOGY], id="never twice"),
+    pytest.param(make_pod("p").obj(), None, id="an unqueued pod is left alone"),
+    pytest.param(queued_pod().set("metadata.ownerReferences", [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": True}]).obj(), None,
+                 id="a queued Job's pod is the Job's"),
+])
+def test_a_queued_plain_pod_is_created_behind_the_admission_and_topology_gates(pod: Any, gates: list[str] | None) -> None:
+    out = applied(pod, manage_pod(pod))
+    got = [g["name"] for g in out["spec"].get("schedulingGates") or []] or None
+    assert got == gates
+    assert (out["metadata"]["labels"].get(c.LABEL_MANAGED) == "true") is (gates is not None)
+
+
+def test_a_grouped_pod_gets_its_role_hash_and_a_label_key_with_a_slash_is_escaped() -> None:
+    pod = queued_pod().drop("metadata.annotations").label(c.LABEL_POD_GROUP_NAME, "g").obj()
+    ops = manage_pod(pod)
+    assert {"op": "add", "path": "/metadata/labels/kueue.x-k8s.io~1managed", "value": "true"} in ops
+    assert applied(pod, ops)["metadata"]["annotations"] == {c.ANNOTATION_ROLE_HASH: role_hash(pod)}
+    assert jsonpatch.apply_patch(pod, ops) == applied(pod, ops)  # a valid RFC 6902 patch

@@ -320,6 +320,17 @@ def test_namespace_selector_matches_namespace_labels() -> None:
     assert [d.key for d in run_until_quiet(state)] == ["ml-ns/w"]
 
 
+def test_a_terminating_cluster_queue_admits_nothing_new() -> None:
+    """Kueue: a ClusterQueue being deleted keeps what it admitted but admits nothing, so its
+    resource-in-use finalizer can go once those finish."""
+    cq = make_cluster_queue("a").flavor("a100", {GPU: 8}).deleted()
+    state = make_admission_state([cq], flavors(), local_queues=[make_local_queue("lq-a", "a")])
+    problem = state.submit(workload_info(make_workload("w").queue("lq-a").pod_set("main", 1, {GPU: 1}).model(), seq=0))
+    assert problem is not None and problem.detail == c.REASON_INADMISSIBLE
+    assert problem.message == 'ClusterQueue "a" is terminating'
+    assert run_until_quiet(state) == []
+
+
 @dataclass
 class NeedsCase:
     name: str

@@ -113,9 +113,11 @@ def active_of(status: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def configured(*, flavor: bool = True, topology: bool = True, stop_policy: str | None = None,
-               lq_target: str = "cq", cycle: tuple[str, ...] | None = None) -> QueueInputs:
+               lq_target: str = "cq", cycle: tuple[str, ...] | None = None, deleted: bool = False) -> QueueInputs:
     """ClusterQueue cq over flavor "gpu" (which names Topology "dc"), LocalQueue default/lq -> `lq_target`."""
     cq = make_cluster_queue("cq").flavor("gpu", {GPU: 8}).obj()
+    if deleted:
+        cq["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     if stop_policy is not None:
         cq["spec"]["stopPolicy"] = stop_policy
     if cycle is not None:
@@ -145,6 +147,11 @@ def configured(*, flavor: bool = True, topology: bool = True, stop_policy: str |
                  ("False", c.REASON_CLUSTER_QUEUE_IS_INACTIVE,
                   "Cannot submit new Workloads: ClusterQueue cq is inactive (Stopped)"),
                  id="stopped-queue"),
+    pytest.param(configured(deleted=True, stop_policy="Hold"),
+                 ("False", c.REASON_TERMINATING, "Cannot admit new Workloads: the ClusterQueue is terminating"),
+                 ("False", c.REASON_CLUSTER_QUEUE_IS_INACTIVE,
+                  "Cannot submit new Workloads: ClusterQueue cq is inactive (Terminating)"),
+                 id="deleted-queue-waiting-for-its-finalizer"),
     pytest.param(configured(lq_target="nowhere"), ("True", c.REASON_READY, "Can admit new Workloads"),
                  ("False", c.REASON_CLUSTER_QUEUE_DOES_NOT_EXIST,
                   "Cannot submit new Workloads: ClusterQueue nowhere does not exist"),

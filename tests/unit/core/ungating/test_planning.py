@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.api.topology_assignment import DomainPods
-from controller.core.ungating.planning import PodState, UngatingInput, UngatingPlan, plan_ungating
+from controller.api.workload import PodSetTopologyRequest
+from controller.core.ungating.planning import PodState, UngatingInput, UngatingPlan, plan_ungating, pod_rank
 
 BLOCK, RACK = "cloud.com/block", "cloud.com/rack"
 
@@ -261,3 +262,37 @@ def test_pods_in_flight_hold_their_slots_and_are_never_ungated_twice(
     assert all(new[r] <= free.get(r, 0) for r in new)
     assert not {u.uid for u in result.ungate} & set(in_flight)
     assert len(result.ungate) == min(len(waiting) - len(chosen), sum(free.values()))
+
+
+# -- ranks of a JobSet's pods (pod_rank) ---------------------------------------------------------------
+
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+COMPLETION = "batch.kubernetes.io/job-completion-index"
+JOBSET_REQUEST = PodSetTopologyRequest(required=RACK, pod_index_label=COMPLETION,
+                                       sub_group_index_label=JOB_INDEX, sub_group_count=3)
+
+
+@pytest.mark.parametrize(("labels", "request_", "count", "rank"), [
+    ({COMPLETION: "2"}, None, 4, 2),  # a Job: its completion index
+    ({COMPLETION: "1", JOB_INDEX: "2"}, JOBSET_REQUEST, 12, 9),  # the third Job of 4 pods, its second pod
+    ({COMPLETION: "0", JOB_INDEX: "0"}, JOBSET_REQUEST, 12, 0),
+    ({COMPLETION: "1"}, JOBSET_REQUEST, 12, None),  # no Job index: unranked, placed in order
+    ({JOB_INDEX: "1"}, JOBSET_REQUEST, 12, None),
+    ({COMPLETION: "x", JOB_INDEX: "1"}, JOBSET_REQUEST, 12, None),
+], ids=["job_completion_index", "jobset_job_then_completion_index", "jobset_first_pod",
+        "jobset_pod_without_job_index", "jobset_pod_without_completion_index", "not_a_number"])
+def test_a_pods_rank_is_its_jobs_index_times_pods_per_job_plus_its_completion_index(
+        labels: dict[str, str], request_: PodSetTopologyRequest | None, count: int, rank: int | None) -> None:
+    assert pod_rank(labels, request_, count) == rank
+
+
+@settings(max_examples=100, deadline=None)
+@given(jobs=st.integers(1, 6), per_job=st.integers(1, 6), seed=st.integers(0, 10**6))
+def test_jobset_ranks_number_every_pod_once_in_job_then_completion_order(jobs: int, per_job: int, seed: int) -> None:
+    """Oracle: listing the pods Job by Job, each Job's pods by completion index, numbers them 0..n-1."""
+    request = PodSetTopologyRequest(required=RACK, pod_index_label=COMPLETION, sub_group_index_label=JOB_INDEX,
+                                    sub_group_count=jobs)
+    pods = [{JOB_INDEX: str(j), COMPLETION: str(i)} for j in range(jobs) for i in range(per_job)]
+    expected = {(p[JOB_INDEX], p[COMPLETION]): n for n, p in enumerate(pods)}
+    random.Random(seed).shuffle(pods)
+    assert {(p[JOB_INDEX], p[COMPLETION]): pod_rank(p, request, jobs * per_job) for p in pods} == expected

@@ -63,6 +63,16 @@ async def test_bound_pod_runs_then_succeeds_after_its_run_seconds() -> None:
     assert kubelet.next_deadline(clock()) is None
 
 
+async def test_a_not_ready_pod_runs_unready_until_deleted() -> None:
+    api, kubelet, clock = await kubelet_with_pod(make_pod("p").annotation(c.ANNOTATION_DEVCLUSTER_NOT_READY, "true"))
+    await kubelet.sync()
+    clock.advance(10**6)
+    await kubelet.sync()
+    pod = await current(api)
+    assert (pod["status"]["phase"], ready(pod)) == ("Running", "False")
+    assert pod["status"]["containerStatuses"][0]["ready"] is False
+
+
 async def test_without_the_annotation_a_pod_runs_until_deleted() -> None:
     api, kubelet, clock = await kubelet_with_pod(make_pod("p"))
     await kubelet.sync()

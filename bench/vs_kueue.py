@@ -1,0 +1,526 @@
+"""Kueue and tasq side by side on the same real control plane: one table of ratios tasq / Kueue.
+
+Builds Kueue (`sigs.k8s.io/kueue/cmd/kueue`, the version below) from the Go module proxy into
+~/.cache/tasq/kueue-<version>/ once, then for each operator in turn starts a fresh
+`hack/realcluster/up` (256 kwok nodes, 4 blocks x 8 racks x 8 nodes x 8 GPUs), runs the operator out
+of cluster as a ServiceAccount bound to cluster-admin (webhooks on 127.0.0.1 with a generated
+certificate; Kueue with its own CRDs and webhook configurations from the module, batch/job only, TAS
+on by default, its visibility server off as it wants certificates under /visibility; tasq with `--local-webhooks`), both at their shipped log levels (Kueue
+`--zap-log-level=2` as its manager.yaml, tasq `info`), and runs the same scenarios: bursts of Jobs
+created 32 at a time, then a paced run. Each Job: 2 pods x 1 GPU requiring one rack.
+Per scenario: creates/s through the webhooks, Jobs/s (created to admitted), p50/p99 Job create ->
+Workload Admitted (seen on a watch), operator CPU ms per Job (its processes' utime+stime), its peak
+RSS (VmHWM), and API requests per Job (kube-apiserver's flow-control counter for the
+`service-accounts` FlowSchema, which only the operator's ServiceAccount uses here).
+Usage: `.venv/bin/python bench/vs_kueue.py [--bursts 200,1000] [--paced 4:200] [--only kueue|tasq]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+from kubernetes.aio import client
+from kubernetes.aio import watch as watch_module
+
+# Run as a script, this file's folder comes first on sys.path, where bench/webhooks.py would shadow
+# the webhooks package: tasq's own packages are imported from the repository root instead.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from controller.kube.api import KubeApi, connect  # noqa: E402
+from webhooks.certificates import write_serving_files  # noqa: E402
+
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+KUEUE_VERSION = "v0.17.0"
+CACHE = Path(os.environ.get("TASQ_KUEUE_CACHE", Path.home() / ".cache" / "tasq" / f"kueue-{KUEUE_VERSION}"))
+UP = ROOT / "hack" / "realcluster" / "up"
+TOPOLOGY = "4x8x8x8"
+RACK = "cloud.provider.com/topology-rack"
+BLOCK = "cloud.provider.com/topology-block"
+OPERATOR_NAMESPACE = "bench-system"
+FLOW_SCHEMA = "service-accounts"
+POOL = "bench.tasq.io/pool"  # Kueue's rules want a TAS flavor to select nodes by a label
+KEPT_WEBHOOKS = re.compile(r"^[mv](job|workload|clusterqueue|resourceflavor|cohort|localqueue)\.kb\.io$")
+CREATE_CONCURRENCY = 32
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+
+
+def log(message: str) -> None:
+    print(f"# {time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    binary = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
+    done = subprocess.run([binary, "--kubeconfig", str(kubeconfig), *args], input=stdin, text=True,
+                          capture_output=True, check=False)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+# -- Kueue: build and configuration ------------------------------------------------------------
+
+def kueue_binary() -> Path:
+    """The kueue binary, built once from the module proxy (`go install`) into the cache."""
+    binary = CACHE / "kueue"
+    if not binary.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        log(f"building {KUEUE_MODULE}/cmd/kueue@{KUEUE_VERSION} (once; a few minutes)")
+        subprocess.run(["go", "install", f"{KUEUE_MODULE}/cmd/kueue@{KUEUE_VERSION}"], check=True,
+                       env={**os.environ, "GOBIN": str(CACHE)})
+    return binary
+
+
+def kueue_module() -> Path:
+    done = subprocess.run(["go", "mod", "download", "-json", f"{KUEUE_MODULE}@{KUEUE_VERSION}"],
+                          capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
+    return Path(json.loads(done.stdout)["Dir"])
+
+
+def kueue_webhook_configurations(module: Path, port: int, ca_bundle: bytes) -> list[dict[str, Any]]:
+    """Kueue's webhook configurations for the kinds this bench uses, pointed at 127.0.0.1:port."""
+    out = []
+    text = (module / "config" / "components" / "webhook" / "manifests.yaml").read_text()
+    for doc in yaml.safe_load_all(text):
+        if not doc:
+            continue
+        doc["metadata"]["name"] = "kueue-" + doc["metadata"]["name"]
+        hooks = [h for h in doc["webhooks"] if KEPT_WEBHOOKS.match(h["name"])]
+        for hook in hooks:
+            hook_path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{hook_path}",
+                                    "caBundle": base64.b64encode(ca_bundle).decode()}
+        doc["webhooks"] = hooks
+        out.append(doc)
+    return out
+
+
+def kueue_configuration(port: int, cert_dir: Path) -> dict[str, Any]:
+    """Kueue's shipped controller_manager_config.yaml, with loopback ports, no internal cert
+    management and the batch/job integration only."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+        "namespace": "kueue-system",
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{free_port()}"},
+        "metrics": {"bindAddress": f"127.0.0.1:{free_port()}"},
+        "webhook": {"port": port, "host": "127.0.0.1", "certDir": str(cert_dir)},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io",
+                           "resourceNamespace": "kueue-system"},
+        "internalCertManagement": {"enable": False},
+        "controller": {"groupKindConcurrency": {
+            "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 5, "LocalQueue.kueue.x-k8s.io": 1,
+            "Cohort.kueue.x-k8s.io": 1, "ClusterQueue.kueue.x-k8s.io": 1, "ResourceFlavor.kueue.x-k8s.io": 1}},
+        "clientConnection": {"qps": 50, "burst": 100},
+        "integrations": {"frameworks": ["batch/job"]},
+    }
+
+
+# -- the cluster and the operators ---------------------------------------------------------------
+
+@contextlib.contextmanager
+def real_cluster(work: Path, crds: bool) -> Iterator[Path]:
+    """A fresh `hack/realcluster/up`; yields its admin kubeconfig."""
+    kubeconfig = work / "admin.kubeconfig"
+    logfile = (work / "realcluster.log").open("wb")
+    args = [str(UP), "--kubeconfig", str(kubeconfig), "--topology", TOPOLOGY] + ([] if crds else ["--no-crds"])
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=logfile, stdin=subprocess.DEVNULL)
+    ready = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.strip() == b"ready":
+                ready.set()
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        if not ready.wait(300) or proc.poll() is not None:
+            raise RuntimeError(f"hack/realcluster/up did not become ready; see {work / 'realcluster.log'}")
+        yield kubeconfig
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        logfile.close()
+
+
+def service_account_kubeconfig(admin: Path, work: Path) -> Path:
+    """A kubeconfig for the ServiceAccount bench-system/operator, bound to cluster-admin."""
+    kubectl(admin, "create", "namespace", OPERATOR_NAMESPACE)
+    kubectl(admin, "create", "serviceaccount", "operator", "-n", OPERATOR_NAMESPACE)
+    kubectl(admin, "create", "clusterrolebinding", "bench-operator", "--clusterrole=cluster-admin",
+            f"--serviceaccount={OPERATOR_NAMESPACE}:operator")
+    token = kubectl(admin, "create", "token", "operator", "-n", OPERATOR_NAMESPACE, "--duration=24h").strip()
+    config = yaml.safe_load(admin.read_text())
+    config["users"] = [{"name": "operator", "user": {"token": token}}]
+    for context in config["contexts"]:
+        context["context"]["user"] = "operator"
+    out = work / "operator.kubeconfig"
+    out.write_text(yaml.safe_dump(config))
+    return out
+
+
+@dataclass
+class Operator:
+    name: str
+    proc: subprocess.Popen[bytes]
+    logfile: Any
+
+    def pids(self) -> list[int]:
+        """The operator's process and its descendants."""
+        parents: dict[int, int] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    stat = (entry / "stat").read_text()
+                    parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        out, frontier = [self.proc.pid], [self.proc.pid]
+        while frontier:
+            frontier = [pid for pid, parent in parents.items() if parent in frontier]
+            out += frontier
+        return out
+
+    def cpu_seconds(self) -> float:
+        total = 0
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
+
+    def peak_rss_mib(self) -> float:
+        peak = 0
+        for pid in self.pids():
+            with contextlib.suppress(OSError, StopIteration):
+                line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("VmHWM:"))
+                peak = max(peak, int(line.split()[1]))
+        return peak / 1024
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.logfile.close()
+
+
+def start_kueue(admin: Path, operator_config: Path, work: Path) -> Operator:
+    module = kueue_module()
+    bases = module / "config" / "components" / "crd" / "bases"
+    for crd in sorted(bases.glob("*.yaml")):
+        kubectl(admin, "apply", "--server-side", "-f", str(crd))
+    kubectl(admin, "wait", "--for=condition=Established", "--timeout=120s", "crd", "--all")
+    kubectl(admin, "create", "namespace", "kueue-system")
+    cert_dir = work / "kueue-certs"
+    ca = write_serving_files(cert_dir, datetime.now(UTC), ("127.0.0.1", "localhost"))
+    # Without its internal certificate management, Kueue reads the metrics server's certificate from
+    # a fixed path (cmd/kueue/main.go), not from its configuration.
+    try:
+        write_serving_files(KUEUE_METRICS_CERTS, datetime.now(UTC), ("127.0.0.1", "localhost"), ca)
+    except OSError as e:
+        raise SystemExit(f"Kueue needs its metrics certificate in {KUEUE_METRICS_CERTS}: {e}") from e
+    port = free_port()
+    for doc in kueue_webhook_configurations(module, port, ca.cert_pem):
+        kubectl(admin, "apply", "-f", "-", stdin=json.dumps(doc))
+    config = work / "kueue-config.yaml"
+    config.write_text(yaml.safe_dump(kueue_configuration(port, cert_dir)))
+    logfile = (work / "kueue.log").open("wb")
+    # Its visibility (pending workloads) server reads its certificate from /visibility, a fixed path:
+    # it is left off here (the one departure from Kueue's shipped defaults; it serves no request here).
+    proc = subprocess.Popen([str(kueue_binary()), f"--config={config}", "--zap-log-level=2",
+                             "--feature-gates=VisibilityOnDemand=false"],
+                            env={**os.environ, "KUBECONFIG": str(operator_config)},
+                            stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return Operator("kueue", proc, logfile)
+
+
+def start_tasq(admin: Path, operator_config: Path, work: Path) -> Operator:
+    logfile = (work / "tasq.log").open("wb")
+    tasq = Path(sys.executable).parent / "tasq"
+    proc = subprocess.Popen([str(tasq), "run", "--kubeconfig", str(operator_config), "--local-webhooks",
+                             "--create-namespace", "--metrics-port", str(free_port()), "--metrics-host",
+                             "127.0.0.1", "--probe-port", str(free_port()), "--probe-host", "127.0.0.1"],
+                            stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return Operator("tasq", proc, logfile)
+
+
+SETUP = f"""\
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata: {{name: dc}}
+spec:
+  levels: [{{nodeLabel: {BLOCK}}}, {{nodeLabel: {RACK}}}, {{nodeLabel: kubernetes.io/hostname}}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {{name: gpu}}
+spec: {{nodeLabels: {{{POOL}: gpu}}, topologyName: dc}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {{name: cq}}
+spec:
+  namespaceSelector: {{}}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors: [{{name: gpu, resources: [{{name: cpu, nominalQuota: "100000"}}, {{name: nvidia.com/gpu, nominalQuota: "100000"}}]}}]
+"""
+
+
+def local_queue(namespace: str) -> str:
+    return f"""\
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {{name: lq, namespace: {namespace}}}
+spec: {{clusterQueue: cq}}
+"""
+
+
+def wait_until_serving(admin: Path, operator: Operator, timeout: float = 300) -> float:
+    """Apply the queues (through the operator's webhooks) until it works and the ClusterQueue is Active."""
+    start = time.monotonic()
+    why = ""
+    while time.monotonic() - start < timeout:
+        if operator.proc.poll() is not None:
+            raise RuntimeError(f"{operator.name} exited with {operator.proc.returncode}; see its log")
+        applied = subprocess.run([shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl",
+                                  "--kubeconfig", str(admin), "apply", "-f", "-"], input=SETUP, text=True,
+                                 capture_output=True, check=False)
+        if applied.returncode == 0:
+            active = kubectl(admin, "get", "clusterqueue", "cq", "-o",
+                             "jsonpath={.status.conditions[?(@.type=='Active')].status}", check=False)
+            if active.strip() == "True":
+                return time.monotonic() - start
+            why = "ClusterQueue cq: " + kubectl(admin, "get", "clusterqueue", "cq", "-o",
+                                                "jsonpath={.status.conditions}", check=False)
+        else:
+            why = applied.stderr.strip()
+        time.sleep(1)
+    raise RuntimeError(f"{operator.name} did not serve within {timeout:.0f}s: {why}")
+
+
+# -- the scenarios ---------------------------------------------------------------------------------
+
+def job(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {"parallelism": 2, "completions": 2, "template": {
+            "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": RACK}},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "c", "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "100m", "nvidia.com/gpu": "1"},
+                              "limits": {"nvidia.com/gpu": "1"}}}]}}},
+    }
+
+
+def flow_control_requests(admin: Path) -> float:
+    """kube-apiserver's dispatched requests of the operator's FlowSchema, so far."""
+    text = kubectl(admin, "get", "--raw", "/metrics")
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("apiserver_flowcontrol_dispatched_requests_total{") and \
+                f'flow_schema="{FLOW_SCHEMA}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+@dataclass
+class Row:
+    scenario: str
+    jobs: int
+    creates_per_s: float
+    jobs_per_s: float
+    p50_ms: float
+    p99_ms: float
+    cpu_ms_per_job: float
+    peak_rss_mib: float
+    requests_per_job: float
+    admitted: int
+    load: float = field(default_factory=lambda: os.getloadavg()[0])
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def drive(admin: Path, namespace: str, count: int, rate: float) -> tuple[float, dict[str, float], dict[str, float]]:
+    """Create the Jobs (rate 0: CREATE_CONCURRENCY at a time) while watching the Workloads;
+    (create seconds, job -> send time, job -> admitted time), monotonic clock."""
+    api_client = await connect(admin)
+    api = KubeApi(api_client)
+    sent: dict[str, float] = {}
+    admitted: dict[str, float] = {}
+    all_admitted = asyncio.Event()
+
+    def seen(obj: dict[str, Any]) -> None:
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        if any(cond.get("type") == "Admitted" and cond.get("status") == "True" for cond in conditions):
+            owners = (obj.get("metadata") or {}).get("ownerReferences") or [{}]
+            admitted.setdefault(owners[0].get("name", ""), time.monotonic())
+            if len(admitted) >= count:
+                all_admitted.set()
+
+    async def watch() -> None:
+        """List, then watch from the list's version; when a watch ends or fails, again."""
+        custom = client.CustomObjectsApi(api_client)
+        while not all_admitted.is_set():
+            try:
+                listed = cast(dict[str, Any], await custom.list_namespaced_custom_object(  # a dict for custom objects
+                    "kueue.x-k8s.io", "v1beta2", namespace, "workloads"))
+                for obj in listed.get("items") or []:
+                    seen(obj)
+                stream = watch_module.Watch().stream(  # type: ignore[no-untyped-call]
+                    custom.list_namespaced_custom_object, "kueue.x-k8s.io", "v1beta2", namespace, "workloads",
+                    resource_version=listed["metadata"]["resourceVersion"], timeout_seconds=300)
+                async for event in stream:
+                    seen(event.get("object") or {})
+                    if all_admitted.is_set():
+                        return
+            except Exception as e:
+                log(f"watching Workloads in {namespace}: {type(e).__name__}: {e}")
+                await asyncio.sleep(0.2)
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0.5)  # the watch is open before the first create
+    slots = asyncio.Semaphore(CREATE_CONCURRENCY)
+    start = time.monotonic()
+
+    async def one(i: int) -> None:
+        name = f"j{i:05d}"
+        if rate > 0:
+            await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+        async with slots:
+            sent[name] = time.monotonic()
+            for attempt in range(5):
+                try:
+                    await api.create(("batch/v1", "jobs"), namespace, job(name, namespace))
+                    break
+                except Exception as e:  # a webhook timeout under load: count it and retry, as a client would
+                    log(f"create {name} attempt {attempt + 1}: {e}")
+                    await asyncio.sleep(1)
+
+    await asyncio.gather(*(one(i) for i in range(count)))
+    create_s = time.monotonic() - start
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(all_admitted.wait(), 900)
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await watcher
+    await api_client.close()  # type: ignore[no-untyped-call]
+    return create_s, sent, admitted
+
+
+def scenario(admin: Path, operator: Operator, label: str, index: int, count: int, rate: float) -> Row:
+    namespace = f"s{index}"
+    kubectl(admin, "create", "namespace", namespace)
+    kubectl(admin, "apply", "-f", "-", stdin=local_queue(namespace))
+    time.sleep(2)
+    requests_before, cpu_before = flow_control_requests(admin), operator.cpu_seconds()
+    create_s, sent, admitted = asyncio.run(drive(admin, namespace, count, rate))
+    time.sleep(3)  # the trailing status writes and Events are part of each Job's cost
+    requests = flow_control_requests(admin) - requests_before
+    cpu = operator.cpu_seconds() - cpu_before
+    latencies = [admitted[name] - sent[name] for name in sent if name in admitted]
+    last = max(admitted.values(), default=time.monotonic())
+    row = Row(label, count, count / create_s if rate == 0 else rate,
+              len(latencies) / max(1e-9, last - min(sent.values())),
+              statistics.median(latencies) * 1000 if latencies else float("nan"),
+              percentile(latencies, 0.99) * 1000 if latencies else float("nan"),
+              cpu * 1000 / count, operator.peak_rss_mib(), requests / count, len(latencies))
+    log(f"{operator.name} {label}: {row}")
+    kubectl(admin, "delete", "namespace", namespace, "--wait=true", "--timeout=600s")
+    return row
+
+
+def run_operator(name: str, scenarios: list[tuple[str, int, float]]) -> list[Row]:
+    with tempfile.TemporaryDirectory(prefix=f"vs-kueue-{name}-") as tmp:
+        work = Path(tmp)
+        with real_cluster(work, crds=(name == "tasq")) as admin:
+            kubectl(admin, "label", "nodes", "--all", f"{POOL}=gpu")
+            operator_config = service_account_kubeconfig(admin, work)
+            operator = (start_kueue if name == "kueue" else start_tasq)(admin, operator_config, work)
+            try:
+                log(f"{name}: serving after {wait_until_serving(admin, operator):.1f} s")
+                return [scenario(admin, operator, label, i, count, rate)
+                        for i, (label, count, rate) in enumerate(scenarios)]
+            finally:
+                operator.stop()
+                shutil.copy(work / f"{name}.log", Path(tempfile.gettempdir()) / f"vs-kueue-{name}.log")
+
+
+COLUMNS = (("creates/s", "creates_per_s", "{:.1f}"), ("Jobs/s", "jobs_per_s", "{:.1f}"),
+           ("p50 ms", "p50_ms", "{:.0f}"), ("p99 ms", "p99_ms", "{:.0f}"),
+           ("CPU ms/Job", "cpu_ms_per_job", "{:.1f}"), ("peak RSS MiB", "peak_rss_mib", "{:.0f}"),
+           ("requests/Job", "requests_per_job", "{:.2f}"))
+
+
+def report(results: dict[str, list[Row]]) -> None:
+    print(f"machine: {os.uname().machine}, {os.cpu_count()} cores; Kueue {KUEUE_VERSION} (--zap-log-level=2), "
+          f"tasq (log level info); {TOPOLOGY} kwok nodes")
+    for name, rows in results.items():
+        print(f"\n{name}\n| scenario | Jobs | admitted | " + " | ".join(c[0] for c in COLUMNS) + " | load |")
+        print("|---|---:|---:|" + "---:|" * len(COLUMNS) + "---:|")
+        for row in rows:
+            cells = " | ".join(fmt.format(getattr(row, attr)) for _, attr, fmt in COLUMNS)
+            print(f"| {row.scenario} | {row.jobs} | {row.admitted} | {cells} | {row.load:.1f} |")
+    if {"kueue", "tasq"} <= results.keys():
+        print("\ntasq / Kueue\n| scenario | " + " | ".join(c[0] for c in COLUMNS) + " |")
+        print("|---|" + "---:|" * len(COLUMNS))
+        for k, t in zip(results["kueue"], results["tasq"], strict=True):
+            ratios = " | ".join(f"{getattr(t, attr) / getattr(k, attr):.2f}" if getattr(k, attr) else "-"
+                                for _, attr, _ in COLUMNS)
+            print(f"| {t.scenario} | {ratios} |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--bursts", default="200,1000", help="burst sizes (Jobs created 32 at a time)")
+    parser.add_argument("--paced", default="4:200", help="RATE:JOBS of the paced run ('' for none)")
+    parser.add_argument("--only", choices=("kueue", "tasq"), default=None, help="run one operator only")
+    args = parser.parse_args()
+    scenarios = [(f"{n} burst", int(n), 0.0) for n in args.bursts.split(",") if n]
+    if args.paced:
+        rate, count = args.paced.split(":")
+        scenarios.append((f"paced {rate}/s", int(count), float(rate)))
+    if args.only != "tasq":
+        kueue_binary()
+    results = {name: run_operator(name, scenarios) for name in ("kueue", "tasq") if args.only in (None, name)}
+    report(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

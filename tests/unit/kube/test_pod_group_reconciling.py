@@ -1,0 +1,217 @@
+"""The pod-group reconciler against an in-memory API that keeps kube-apiserver's rule for gated pods
+(scheduling gates may only be removed): a group waits until complete, a disagreeing group gets
+Events and no Workload, an admission starts its pods, their end finishes the Workload, an eviction
+deletes them and then releases the reservation."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from controller.api import constants as c
+from controller.cache.cluster import KIND_POD, ClusterCache
+from controller.kube.api import PODS, WORKLOADS, ApiError, KubeApi
+from controller.kube.events import EventRecorder
+from controller.kube.pod_group_reconciling import PodGroupReconciler
+from devcluster.server.patching import merge_patch as merge
+from tests.builders.cluster import make_pod
+from tests.builders.jobs import H100
+
+COND = {"reason": "R", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+
+
+class PodRulesApi(KubeApi):
+    """Pods and Workloads in memory; merge patches (status through its subresource); a pod patch
+    adding a scheduling gate is refused (422) as kube-apiserver refuses it. `writes` logs (verb, name)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.writes: list[tuple[str, str]] = []
+        self.rv = 100
+
+    def put(self, resource: tuple[str, str], obj: Mapping[str, Any]) -> dict[str, Any]:
+        self.rv += 1
+        stored = copy.deepcopy(dict(obj))
+        stored["metadata"]["resourceVersion"] = str(self.rv)
+        self.objects[(resource[1], stored["metadata"]["name"])] = stored
+        return copy.deepcopy(stored)
+
+    async def create(self, resource: tuple[str, str], namespace: str | None, obj: Mapping[str, Any]) -> dict[str, Any]:
+        self.writes.append(("create", obj["metadata"]["name"]))
+        return self.put(resource, obj)
+
+    async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
+                          patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        current = self.objects[(resource[1], name)]
+        body = {k: v for k, v in patch.items() if k != "metadata" or subresource is None}
+        part = {"status": body.get("status")} if subresource == "status" else {k: v for k, v in body.items() if k != "status"}
+        new = merge(current, part)
+        if resource == PODS:
+            before = {g["name"] for g in current["spec"].get("schedulingGates") or []}
+            after = {g["name"] for g in new["spec"].get("schedulingGates") or []}
+            if after - before:
+                raise ApiError(422, "spec.schedulingGates: Forbidden: only deletion is allowed")
+        self.writes.append(("patch" + (f"/{subresource}" if subresource else ""), name))
+        return self.put(resource, new)
+
+    async def delete(self, resource: tuple[str, str], namespace: str | None, name: str,
+                     resource_version: str | None = None, uid: str | None = None,
+                     grace_period_seconds: int | None = None) -> None:
+        self.writes.append(("delete", name))
+        del self.objects[(resource[1], name)]
+
+
+class Events(EventRecorder):
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+
+    def emit(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = c.EVENT_TYPE_NORMAL) -> None:
+        self.seen.append((obj["metadata"]["name"], reason, message))
+
+
+def gated(name: str, total: str = "3", **annotations: str) -> dict[str, Any]:
+    """A pod as the queued-pod webhook stores it: queue, group, total count, both gates."""
+    pod = (make_pod(name).requests(cpu="1").label(c.LABEL_QUEUE_NAME, "lq").label(c.LABEL_POD_GROUP_NAME, "g")
+           .label(c.LABEL_MANAGED, "true").annotate(c.ANNOTATION_POD_GROUP_TOTAL_COUNT, total)
+           .gate(c.SCHEDULING_GATE_ADMISSION).gate().created(f"2026-01-01T00:00:0{name[-1]}Z"))
+    for key, value in annotations.items():
+        pod.annotate(key, value)
+    return pod.build()
+
+
+def setup() -> tuple[PodRulesApi, ClusterCache, Events, PodGroupReconciler]:
+    api, cache, events = PodRulesApi(), ClusterCache(), Events()
+    return api, cache, events, PodGroupReconciler(cache, api, events)
+
+
+def add_pod(api: PodRulesApi, cache: ClusterCache, pod: dict[str, Any]) -> None:
+    cache.upsert(KIND_POD, api.put(PODS, pod))
+
+
+def step(reconciler: PodGroupReconciler) -> None:
+    asyncio.run(reconciler.reconcile("default/g"))
+
+
+def admit(api: PodRulesApi, cache: ClusterCache, assignment: Mapping[str, Any]) -> None:
+    wl = api.objects[("workloads", "g")]
+    wl["status"] = {"admission": {"clusterQueue": "cq", "podSetAssignments": [assignment]},
+                    "conditions": [{"type": t, "status": "True", **COND}
+                                   for t in (c.CONDITION_QUOTA_RESERVED, c.CONDITION_ADMITTED)]}
+    cache.upsert(c.KIND_WORKLOAD, api.put(WORKLOADS, wl))
+
+
+def test_a_group_waits_for_its_last_pod_then_gets_one_workload() -> None:
+    api, cache, events, reconciler = setup()
+    for name in ("p0", "p1"):
+        add_pod(api, cache, gated(name))
+    step(reconciler)
+    assert api.writes == []  # one pod missing: nothing yet
+    add_pod(api, cache, gated("p2"))
+    step(reconciler)
+    assert api.writes == [("create", "g")]
+    workload = cache.workloads["default/g"].obj
+    assert [(ps.count, ps.min_count) for ps in workload.spec.pod_sets] == [(3, None)]
+    assert {ref.name for ref in workload.metadata.owner_references} == {"p0", "p1", "p2"}
+    assert events.seen[-1] == ("p0", c.EVENT_REASON_CREATED_WORKLOAD, "Created Workload: default/g")
+    step(reconciler)
+    assert api.writes == [("create", "g")]  # not twice
+
+
+def test_a_disagreeing_group_gets_one_warning_per_conflict_and_no_workload() -> None:
+    api, cache, events, reconciler = setup()
+    for pod in (gated("p0"), gated("p1", total="4"), gated("p2")):
+        add_pod(api, cache, pod)
+    step(reconciler)
+    step(reconciler)
+    assert api.writes == []
+    assert events.seen == [("p1", c.EVENT_REASON_ERR_WORKLOAD_COMPOSE,
+                            f"pod p1: metadata.annotations[{c.ANNOTATION_POD_GROUP_TOTAL_COUNT}]: 4 differs from 3 "
+                            "of pod p0 in the same group: no Workload is created for group g")]
+
+
+def test_an_admission_starts_every_pod_with_the_flavor_and_keeps_the_topology_gate_for_the_ungater() -> None:
+    api, cache, _events, reconciler = setup()
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, {"apiVersion": c.API_VERSION, "kind": c.KIND_RESOURCE_FLAVOR,
+                                          "metadata": {"name": "h100"}, "spec": H100})
+    rack = {"kueue.x-k8s.io/podset-required-topology": "rack"}
+    for i in range(3):
+        add_pod(api, cache, gated(f"p{i}", **rack))
+    step(reconciler)
+    role = cache.workloads["default/g"].obj.spec.pod_sets[0].name
+    admit(api, cache, {"name": role, "flavors": {"cpu": "h100"}, "resourceUsage": {"cpu": "3"},
+                       "topologyAssignment": {"levels": ["rack"], "slices": [
+                           {"domainCount": 1, "podCounts": {"universal": 3}, "valuesPerLevel": [{"universal": "r1"}]}]}})
+    step(reconciler)
+    for i in range(3):
+        pod = api.objects[("pods", f"p{i}")]
+        assert [g["name"] for g in pod["spec"]["schedulingGates"]] == [c.SCHEDULING_GATE_TOPOLOGY]
+        assert pod["spec"]["nodeSelector"] == {"gpu": "h100"}
+        assert pod["metadata"]["annotations"][c.ANNOTATION_TOPOLOGY_WORKLOAD] == "g"
+        assert pod["metadata"]["annotations"][c.ANNOTATION_TOPOLOGY_PODSET] == role
+        assert cache.workload_of_pod(pod) == ("default", "g")  # the TopologyUngater finds them
+    writes = len(api.writes)
+    step(reconciler)
+    assert len(api.writes) == writes  # started pods are not patched again
+
+
+def test_a_partial_admission_starts_only_the_admitted_count_and_no_topology_gate_stays_without_topology() -> None:
+    api, cache, _, reconciler = setup()
+    for i in range(3):
+        add_pod(api, cache, gated(f"p{i}"))
+    step(reconciler)
+    role = cache.workloads["default/g"].obj.spec.pod_sets[0].name
+    admit(api, cache, {"name": role, "count": 2, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "2"}})
+    step(reconciler)
+    gates = {i: [g["name"] for g in api.objects[("pods", f"p{i}")]["spec"].get("schedulingGates") or []]
+             for i in range(3)}
+    assert gates == {0: [], 1: [], 2: [c.SCHEDULING_GATE_ADMISSION, c.SCHEDULING_GATE_TOPOLOGY]}
+
+
+def test_the_workload_finishes_when_every_pod_succeeded() -> None:
+    api, cache, _events, reconciler = setup()
+    for i in range(3):
+        add_pod(api, cache, gated(f"p{i}"))
+    step(reconciler)
+    role = cache.workloads["default/g"].obj.spec.pod_sets[0].name
+    admit(api, cache, {"name": role, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "3"}})
+    step(reconciler)
+    for i in range(3):
+        pod = api.objects[("pods", f"p{i}")]
+        pod["status"]["phase"] = "Succeeded" if i < 2 else "Running"
+        add_pod(api, cache, pod)
+    step(reconciler)
+    assert not cache.workloads["default/g"].finished
+    pod = api.objects[("pods", "p2")]
+    pod["status"]["phase"] = "Succeeded"
+    add_pod(api, cache, pod)
+    step(reconciler)
+    finished = cache.workloads["default/g"].obj.condition(c.CONDITION_FINISHED)
+    assert finished is not None and (finished.status, finished.reason, finished.message) == (
+        "True", c.REASON_SUCCEEDED, "Pods succeeded: 3/3.")
+
+
+def test_an_eviction_deletes_the_pods_then_releases_the_reservation_once_they_are_gone() -> None:
+    api, cache, events, reconciler = setup()
+    for i in range(3):
+        add_pod(api, cache, gated(f"p{i}"))
+    step(reconciler)
+    role = cache.workloads["default/g"].obj.spec.pod_sets[0].name
+    admit(api, cache, {"name": role, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "3"}})
+    step(reconciler)
+    wl = api.objects[("workloads", "g")]
+    wl["status"]["conditions"].append({"type": c.CONDITION_EVICTED, "status": "True", **COND, "reason": "Preempted",
+                                       "message": "Preempted to accommodate a workload"})
+    cache.upsert(c.KIND_WORKLOAD, api.put(WORKLOADS, wl))
+    step(reconciler)
+    assert sorted(w for w in api.writes if w[0] == "delete") == [("delete", "p0"), ("delete", "p1"), ("delete", "p2")]
+    assert ("g", c.EVENT_REASON_STOPPED, "Preempted to accommodate a workload") in events.seen
+    assert cache.workloads["default/g"].admission is not None  # its pods are still in the cache: quota held
+    for i in range(3):
+        cache.delete(KIND_POD, {"metadata": {"namespace": "default", "name": f"p{i}"}})
+    step(reconciler)
+    released = cache.workloads["default/g"].obj
+    assert released.admission is None
+    quota = released.condition(c.CONDITION_QUOTA_RESERVED)
+    assert quota is not None and quota.status == "False"
