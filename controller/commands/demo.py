@@ -183,9 +183,24 @@ def render_domains(view: ClusterView) -> list[str]:
             for counts in tree[block][rack].values():
                 rack_jobs.update(counts)
             lines.append(f"  rack {rack}: " + ", ".join(f"{j} x{n}" for j, n in sorted(rack_jobs.items())))
-            for host in sorted(tree[block][rack]):
-                jobs = tree[block][rack][host]
-                lines.append(f"    {host}: " + ", ".join(f"{j} x{n}" for j, n in sorted(jobs.items())))
+            lines += _host_lines(tree[block][rack])
+    return lines
+
+
+def _host_lines(hosts: Mapping[str, Counter[str]]) -> list[str]:
+    """One line per run of consecutive hosts (in name order) running the same pods, so that a gang
+    spread over a rack takes one line and the whole picture fits a screen."""
+    lines: list[str] = []
+    names = sorted(hosts)
+    start = 0
+    for end in range(1, len(names) + 1):
+        if end < len(names) and hosts[names[end]] == hosts[names[start]]:
+            continue
+        jobs = ", ".join(f"{j} x{n}" for j, n in sorted(hosts[names[start]].items()))
+        run = end - start
+        lines.append(f"    {names[start]}: {jobs}" if run == 1 else
+                     f"    {names[start]} .. {names[end - 1]} ({run} nodes): {jobs} each")
+        start = end
     return lines
 
 
