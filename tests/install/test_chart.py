@@ -291,7 +291,8 @@ def test_a_self_provided_certificate_puts_its_ca_in_every_webhook_and_crd_and_as
                  id="a timeout that is not a duration"),
     pytest.param({"waitForPodsReady": {"requeuingStrategy": {"timestamp": "Admission"}}}, "timestamp",
                  id="an unknown requeuing timestamp"),
-    pytest.param({"featureGates": {"PartialAdmission": True}}, "PartialAdmission", id="an unknown gate"),
+    pytest.param({"featureGates": {"ElasticJobsViaWorkloadSlices": True}}, "ElasticJobsViaWorkloadSlices",
+                 id="a gate tasq does not have"),
     pytest.param({"logging": {"format": "yaml"}}, "format", id="an unknown log format"),
 ])
 def test_values_that_cannot_work_are_refused_naming_the_value(values: dict[str, Any], words: str) -> None:
