@@ -825,6 +825,10 @@ def control_plane(args: argparse.Namespace) -> Iterator[Processes]:
                  processes)
         args.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
         args.kubeconfig.write_text(kubeconfig_text(workdir / "pki", server))
+        if args.front_proxy_dir is not None:  # for tests that call an APIService's server as the aggregator
+            args.front_proxy_dir.mkdir(parents=True, exist_ok=True)
+            for name in ("front-proxy-ca.crt", "front-proxy-client.crt", "front-proxy-client.key"):
+                shutil.copyfile(workdir / "pki" / name, args.front_proxy_dir / name)
         if args.control is not None:
             serve_control(processes, api, args.control)
         processes.check()
@@ -866,6 +870,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--control", type=Path, default=None, metavar="FILE",
                         help="serve the control endpoint (POST /restart?component=kube-apiserver|etcd"
                              "[&signal=TERM|KILL][&down=SECONDS]) on loopback and write its URL to FILE")
+    parser.add_argument("--front-proxy-dir", type=Path, default=None, metavar="DIR",
+                        help="copy the aggregator's client certificate and key (front-proxy-client.crt/.key) "
+                             "and its CA here, to call an APIService's server as kube-apiserver does")
     parser.add_argument("--cache-dir", type=Path,
                         default=Path(os.environ.get("TASQ_REALCLUSTER_CACHE")
                                      or Path.home() / ".cache" / "tasq" / "realcluster"),
