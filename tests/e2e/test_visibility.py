@@ -241,7 +241,7 @@ def test_the_aggregators_client_certificate_and_remote_user_get_the_pending_list
     cert = (realcluster.front_proxy / "front-proxy-client.crt", realcluster.front_proxy / "front-proxy-client.key")
     path = f"{API}/clusterqueues/{cq}/pendingworkloads"
     as_viewer = {"X-Remote-User": viewer, "X-Remote-Group": "system:authenticated"}
-    assert "Accepting aggregator client certificates (allowed names: front-proxy-client" in tasq.output()
+    assert "Accepting aggregator client certificates (allowed names: front-proxy-client" in tasq.log.read_text()
 
     def listed() -> Any:
         status, body = get_as_aggregator(tasq, path, as_viewer, cert)
