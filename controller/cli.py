@@ -28,6 +28,11 @@ def _explain() -> ModuleType:
     return explain
 
 
+def _top() -> ModuleType:
+    from controller.commands import top
+    return top
+
+
 def _simulate() -> ModuleType:
     from controller.commands import simulate
     return simulate
@@ -71,7 +76,9 @@ COMMANDS: dict[str, tuple[str, Callable[[], ModuleType]]] = {
     "dev": ("run a local cluster (sample GPU nodes) with tasq, for kubectl", _dev),
     "simulate": ("what-if admission on manifests, no cluster needed", _simulate),
     "explain": ("explain why a Workload waits, on a live cluster", _explain),
+    "describe": ("the same as explain (kubectl's verb): `describe workload NAME`", _explain),
     "list": ("list Workloads with their positions in their ClusterQueue and LocalQueue", _workloads),
+    "top": ("topology occupancy: GPUs used/free per block, rack and node, and the Workloads there", _top),
     "stop": ("stop a Workload (spec.active=false): it gives back its quota and waits", _workloads),
     "resume": ("resume a stopped Workload (spec.active=true)", _workloads),
     "crds": ("regenerate crds/ from the API models (or --check it)", _crds),

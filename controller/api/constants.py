@@ -207,6 +207,8 @@ REASON_PODS_READY_TIMEOUT: Final = "PodsReadyTimeout"
 REASON_BACKOFF_FINISHED: Final = "BackoffFinished"
 REASON_REACTIVATED: Final = "Reactivated"
 REASON_REQUEUING_LIMIT_EXCEEDED: Final = "RequeuingLimitExceeded"
+# Evicted because a node of its topology assignment failed and no replacement exists (Kueue's).
+REASON_NODE_FAILURES: Final = "NodeFailures"
 # The preemptor's QuotaReserved=False detail while its victims are being evicted (tasq's).
 REASON_PREEMPTING: Final = "Preempting"
 # ClusterQueue / LocalQueue Active condition reasons (Kueue's).
@@ -251,6 +253,9 @@ EVENT_REASON_EVICTED_PODS_READY_TIMEOUT: Final = "EvictedDueToPodsReadyTimeout"
 EVENT_REASON_PREEMPTED: Final = "Preempted"
 EVENT_REASON_EVICTED_PREEMPTED: Final = "EvictedDueToPreempted"
 EVENT_REASON_PREEMPTED_WORKLOAD: Final = "PreemptedWorkload"
+# A failed node of a topology assignment: replaced (tasq's), or the Workload evicted (Kueue's).
+EVENT_REASON_NODE_REPLACED: Final = "NodeReplaced"
+EVENT_REASON_EVICTED_NODE_FAILURES: Final = "EvictedDueToNodeFailures"
 EVENT_REASON_ERR_WORKLOAD_COMPOSE: Final = "ErrWorkloadCompose"
 EVENT_REASON_WORKLOAD_PRIORITY_CLASS_NOT_FOUND: Final = "WorkloadPriorityClassNotFound"
 EVENT_COMPONENT: Final = "tasq-controller"

@@ -178,7 +178,7 @@ KINDS: Final[tuple[KindSpec, ...]] = (
 )
 
 # Lists that server-side apply should merge by key rather than replace whole (metav1 conventions).
-_LIST_MAP_KEYS: Final = {"conditions": ("type",), "podSets": ("name",)}
+_LIST_MAP_KEYS: Final = {"conditions": ("type",), "podSets": ("name",), "unhealthyNodes": ("name",)}
 
 _ENVELOPE: Final[Schema] = {
     "apiVersion": {"description": "Group and version of the object's schema.", "type": "string"},

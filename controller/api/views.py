@@ -38,12 +38,17 @@ class NodeView:
     allocatable: Resources
     ready: bool
     unschedulable: bool
+    not_ready_since: str | None = None
+    """The Ready condition's lastTransitionTime while it is not True (None when Ready, or when the
+    condition or its time is missing): when the node-failure grace period started."""
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> NodeView:
         meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
         conditions = _objects(status.get("conditions"))
-        ready = any(cd.get("type") == "Ready" and cd.get("status") == "True" for cd in conditions)
+        condition = next((cd for cd in conditions if cd.get("type") == "Ready"), None)
+        ready = condition is not None and condition.get("status") == "True"
+        since = condition.get("lastTransitionTime") if condition is not None and not ready else None
         return cls(
             name=str(meta.get("name", "")),
             labels=dict(meta.get("labels") or {}),
@@ -51,6 +56,7 @@ class NodeView:
             allocatable=resources_from(status.get("allocatable")),
             ready=ready,
             unschedulable=bool(spec.get("unschedulable", False)),
+            not_ready_since=str(since) if since else None,
         )
 
 

@@ -41,6 +41,8 @@ PriorityClassKind = Literal["WorkloadPriorityClass", "PriorityClass"]
 DEFAULT_POD_SET_NAME = "main"
 MAX_POD_SETS: Final = 8
 """Kueue's limit on a Workload's podSets."""
+MAX_UNHEALTHY_NODES: Final = 8
+"""Kueue's limit on `status.unhealthyNodes`."""
 
 
 class PodSetSliceRequiredTopologyConstraint(ApiModel):
@@ -166,6 +168,13 @@ class RequeueState(ApiModel):
     """When the Workload may be tried again."""
 
 
+class UnhealthyNode(ApiModel):
+    """A failed node of the Workload's topology assignment, waiting for a replacement."""
+
+    name: Annotated[str, Field(min_length=1, max_length=63)]
+    """The node's name (Kueue's limit: 63 characters)."""
+
+
 class WorkloadStatus(ApiModel):
     """Where a Workload was admitted and its state."""
 
@@ -175,6 +184,9 @@ class WorkloadStatus(ApiModel):
     """The Workload's state: QuotaReserved, Admitted, Evicted, Finished."""
     requeue_state: RequeueState | None = None
     """When an evicted Workload may be tried again."""
+    unhealthy_nodes: list[UnhealthyNode] = omitempty_list(maxItems=MAX_UNHEALTHY_NODES)
+    """The failed nodes of the topology assignment whose pods wait for a replacement (Kueue's
+    TASFailedNodeReplacement); emptied when the assignment is repaired."""
 
 
 class Workload(KubeObject):
@@ -240,6 +252,11 @@ class Workload(KubeObject):
     def reserved_admission(self) -> Admission | None:
         """`status.admission` while QuotaReserved is True (Kueue's "has quota reservation")."""
         return self.admission if self.has_quota_reservation else None
+
+    @property
+    def unhealthy_node_names(self) -> list[str]:
+        """`status.unhealthyNodes` by name, in the order recorded."""
+        return [node.name for node in self.status.unhealthy_nodes] if self.status else []
 
 
 def _true_condition(obj: Mapping[str, Any], type_: str) -> bool:

@@ -59,6 +59,8 @@ OwnerKey = tuple[str, str]
 
 _DOMAIN_SLICES = "/domain-slices"
 """Suffix of the scratch key `domain_holdings` reserves under while restoring."""
+_ELSEWHERE = "/elsewhere"
+"""Suffix of the key (never reserved) a Workload's pod on a host its assignment does not name counts under."""
 
 
 @dataclass(slots=True)
@@ -337,8 +339,10 @@ class ClusterCache:
 
     def _upsert_workload(self, key: str, wl: Workload) -> bool:
         """Phase: follow a Workload. A new admission (ours written, or one made before a restart) is
-        reserved; a lost one (finished, evicted) is released; a pending one's spec is re-read."""
+        reserved; a lost one (finished, evicted) is released; one rewritten in place (its failed
+        nodes replaced) is released and reserved as it now reads; a pending one's spec is re-read."""
         entry = self.workloads.get(key)
+        previous = entry.admission if entry is not None else None
         if entry is None:
             self._seq += 1
             entry = self.workloads[key] = WorkloadEntry(wl, self._info(wl, self._seq))
@@ -354,7 +358,11 @@ class ClusterCache:
             entry.expecting = False
         if entry.finished or (admission is None and not entry.expecting):
             self._release(key)
-        elif admission is not None and entry.fit is None and entry.restoring is None:
+        elif admission is not None and entry.fit is None:
+            entry.restoring = admission  # (a newer version of one not yet restored replaces it)
+        elif admission is not None and previous is not None and admission != previous:
+            # Rewritten in place (failed nodes replaced): hold what it names now, not what it named.
+            self._release(key)
             entry.restoring = admission
         return True
 
@@ -502,9 +510,13 @@ class ClusterCache:
                 add_into(node_usage.setdefault(node, {}), vector)
             entry.fit = replace(fit, node_usage=node_usage)
             self.usage.reserve(key, node_usage)
+            # With every slice naming its host, a pod bound elsewhere (on a failed host that was
+            # replaced, until its deletion shows) converts no share of the hosts named.
+            named = set(node_usage) if not held else None
             for pod in mine:
                 self.usage.remove_bound_pod(pod.key)
-                self.usage.add_bound_pod(pod)
+                elsewhere = named is not None and bool(pod.node_name) and pod.node_name not in named
+                self.usage.add_bound_pod(pod, key + _ELSEWHERE if elsewhere else None)
             if self._ledger is not None and fit.cluster_queue in self._ledger.queues:
                 self._ledger.reserve(key, fit.cluster_queue, fit.quota_usage)
 
@@ -532,6 +544,13 @@ class ClusterCache:
             local_queues={key: lq.spec.cluster_queue for key, lq in self.local_queues.items()},
             flavors=self._flavor_infos, namespaces=self.namespaces, quota=self._ledger, usage=self.usage,
             features=self.features)
+
+    def reserved_snapshot(self) -> AdmissionSnapshot:
+        """The live snapshot with every admission seen in a Workload status reserved (`_restore`):
+        what a failed-node replacement searches, so it never lands on capacity one already holds."""
+        snapshot = self.snapshot()
+        self._restore(snapshot)
+        return snapshot
 
     def admission_state(self, now: float | None = None) -> AdmissionState:
         """One cycle's state: every held admission (with its reservation time, and marked evicting

@@ -26,6 +26,7 @@ from controller.api import constants as c
 from controller.api.configuration import Configuration
 from controller.api.crds import KINDS
 from controller.bundled import crd_dir, sample_nodes_file, samples_dir
+from controller.commands import terminal
 from controller.commands.dev import DevSetupError, DevStack, dev_stack, load_nodes
 from controller.commands.run import config_flag, read_config_flag
 from devcluster.server.errors import ApiError
@@ -69,7 +70,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"tasq demo: {config_problem}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_demo(args.kubeconfig, args.keep, print_line, args.configuration))
+        out = terminal.console()
+        note = terminal.noter(out)
+        try:
+            return asyncio.run(_demo(args.kubeconfig, args.keep, terminal.sayer(out), args.configuration, note))
+        finally:
+            note(None)
     except DevSetupError as e:
         print(f"tasq demo: {e}", file=sys.stderr)
         return 2
@@ -78,10 +84,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-
-
-def print_line(text: str = "") -> None:
-    print(text, flush=True)
 
 
 # ---------------------------------------------------------------- the cluster's state, as the demo reads it
@@ -181,9 +183,24 @@ def render_domains(view: ClusterView) -> list[str]:
             for counts in tree[block][rack].values():
                 rack_jobs.update(counts)
             lines.append(f"  rack {rack}: " + ", ".join(f"{j} x{n}" for j, n in sorted(rack_jobs.items())))
-            for host in sorted(tree[block][rack]):
-                jobs = tree[block][rack][host]
-                lines.append(f"    {host}: " + ", ".join(f"{j} x{n}" for j, n in sorted(jobs.items())))
+            lines += _host_lines(tree[block][rack])
+    return lines
+
+
+def _host_lines(hosts: Mapping[str, Counter[str]]) -> list[str]:
+    """One line per run of consecutive hosts (in name order) running the same pods, so that a gang
+    spread over a rack takes one line and the whole picture fits a screen."""
+    lines: list[str] = []
+    names = sorted(hosts)
+    start = 0
+    for end in range(1, len(names) + 1):
+        if end < len(names) and hosts[names[end]] == hosts[names[start]]:
+            continue
+        jobs = ", ".join(f"{j} x{n}" for j, n in sorted(hosts[names[start]].items()))
+        run = end - start
+        lines.append(f"    {names[start]}: {jobs}" if run == 1 else
+                     f"    {names[start]} .. {names[end - 1]} ({run} nodes): {jobs} each")
+        start = end
     return lines
 
 
@@ -270,19 +287,27 @@ def second_step_done(view: ClusterView) -> bool:
     return view.is_true(FIRST_GANG, c.CONDITION_FINISHED) and view.all_running(SECOND_GANG)
 
 
+def _no_note(text: str | None) -> None:
+    """Where no terminal shows progress."""
+
+
 async def _demo(kubeconfig: Path | None, keep: bool, say: Callable[[str], None],
-                configuration: Configuration | None = None) -> int:
+                configuration: Configuration | None = None, note: Callable[[str | None], None] = _no_note) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tasq-demo-") as tmp:
         path = kubeconfig or Path(tmp) / "kubeconfig"
         nodes = load_nodes(sample_nodes_file())
+        note("starting the local cluster, tasq's controller and webhooks...")
         async with dev_stack(path, 0, crd_dir(), extra_nodes=nodes, configuration=configuration) as stack:
+            note(None)
             say(f"tasq demo: a local cluster with {stack.nodes} GPU nodes (H100: 2 blocks x 2 racks x 8 hosts; "
                 f"A100: 1 block x 2 racks x 4 hosts; 8 GPUs each), tasq's controller and webhooks.")
             say(f"Applying the samples: a Topology, 2 flavors, ClusterQueues team-a (192 H100 GPUs) and team-b "
                 f"(32 A100 GPUs), {sum(1 for o in sample_objects() if o['kind'] == c.KIND_JOB)} Jobs and a JobSet.")
             await apply_samples(stack, sample_objects())
+            note("waiting for the Jobs to be admitted and their pods to run...")
             view, ok = await wait_for(stack, first_step_done)
+            note(None)
             say("")
             say(f"== after {view.taken_at - started:.0f} s: where the pods run (blocks > racks > nodes)")
             for line in render_domains(view):
@@ -299,7 +324,9 @@ async def _demo(kubeconfig: Path | None, keep: bool, say: Callable[[str], None],
             if not ok:
                 say(f"tasq demo: the first step did not complete within {STEP_TIMEOUT_S:.0f} s (see above)")
                 return 1
+            note(f"waiting for {FIRST_GANG} to finish and {SECOND_GANG} to start...")
             view, ok = await wait_for(stack, second_step_done)
+            note(None)
             say("")
             say(f"== after {view.taken_at - started:.0f} s: {FIRST_GANG} finished, its quota was released")
             say(f"{SECOND_GANG}: admitted, {len(view.running(SECOND_GANG))} pods running in rack "

@@ -23,6 +23,7 @@ import yaml
 
 from controller.api.configuration import Configuration
 from controller.api.features import FLAG_HELP, FeatureGates, parse_feature_gates
+from controller.commands import terminal
 from controller.commands.crds import DEFAULT_DIR
 from controller.commands.run import config_flag, read_config_flag
 from controller.kube.api import connect
@@ -223,18 +224,24 @@ async def serve(kubeconfig: Path, port: int, crds: Path, shape: TopologyShape | 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    out = terminal.console()
+    say, note = terminal.sayer(out), terminal.noter(out)
+    note("starting the local cluster...")
     try:
         async with dev_stack(kubeconfig, port, crds, shape, components, extra_nodes, tasq, stop, features,
                              configuration) as stack:
             what = "tasq operator and webhooks running" if stack.operator is not None else "no tasq (--no-tasq)"
-            print(f"devcluster serving at {stack.cluster.url}: {stack.nodes} node(s), {len(stack.crds)} CRD(s); "
-                  f"{what}", flush=True)
-            print(f"kubeconfig written to {stack.kubeconfig}; try:", flush=True)
-            print(f"  kubectl --kubeconfig {stack.kubeconfig} get nodes -L {LABEL_RACK}", flush=True)
-            print(f"  export KUBECONFIG={stack.kubeconfig}", flush=True)
-            print("press Ctrl-C to stop", flush=True)
+            note(None)
+            say(f"devcluster serving at {stack.cluster.url}: {stack.nodes} node(s), {len(stack.crds)} CRD(s); "
+                f"{what}")
+            say("its state lives in memory: stopping it forgets every object (--port keeps the address)")
+            say(f"kubeconfig written to {stack.kubeconfig}; try:")
+            say(f"  kubectl --kubeconfig {stack.kubeconfig} get nodes -L {LABEL_RACK}")
+            say(f"  export KUBECONFIG={stack.kubeconfig}")
+            say("press Ctrl-C to stop")
             await stop.wait()
     finally:
+        note(None)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-    print("devcluster stopped", flush=True)
+    say("devcluster stopped")

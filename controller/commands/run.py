@@ -17,6 +17,7 @@ import signal
 import socket
 import sys
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--webhook-port", type=int, default=None,
                         help=f"webhook port (default {c.WEBHOOK_CONTAINER_PORT}, or a free one with --local-webhooks)")
     parser.add_argument("--feature-gates", default="", metavar="NAME=true|false,...", help=FLAG_HELP)
+    parser.add_argument("--node-failure-delay", type=float, default=30.0, metavar="SECONDS",
+                        help="how long a not-Ready node of an admitted Workload's topology assignment waits "
+                             "before its pods are replaced (Kueue's NodeFailureDelay, 30 s)")
     config_flag(parser)
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="info",
                         help="info (default): one line per decision that matters (leader, ready, admitted, "
@@ -88,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.retry_period < args.renew_deadline < args.lease_duration:
         print(f"tasq run: leader election needs 0 < --retry-period ({args.retry_period:g}) < --renew-deadline "
               f"({args.renew_deadline:g}) < --lease-duration ({args.lease_duration:g})", file=sys.stderr)
+        return 2
+    if not args.node_failure_delay >= 0:
+        print(f"tasq run: --node-failure-delay ({args.node_failure_delay:g}) must be 0 or more seconds",
+              file=sys.stderr)
         return 2
     try:
         args.features = parse_feature_gates(args.feature_gates)
@@ -170,7 +178,8 @@ async def _serve(args: argparse.Namespace, identity: str) -> None:
                                 lease_duration_s=args.lease_duration, renew_deadline_s=args.renew_deadline,
                                 retry_period_s=args.retry_period, namespace_fix=namespace_fix(args))
         options = OperatorOptions(elector=elector, features=args.features, endpoints=endpoints_from_flags(args),
-                                  build=build_info(), configuration=args.configuration)
+                                  build=build_info(), configuration=args.configuration,
+                                  node_failure_delay=timedelta(seconds=args.node_failure_delay))
         await serve_tasq(api_client, stop, options, webhooks=webhooks)
     finally:
         await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated

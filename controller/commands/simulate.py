@@ -3,7 +3,7 @@
 Reads each `-f FILE|DIR|-` as one step (multi-document YAML or JSON, `kind: List` expanded), passes
 every object through the boundary (`manifests.documents`, `manifests.kube_objects`), applies the steps
 to a `Simulation` only when no step has an error, and prints the Workloads as a table (`kubectl get
-workloads` plus FLAVOR and PLACEMENT, then the preemptions: victim, preemptor, reason) or a `kind:
+workloads` plus FLAVOR, PLACEMENT and the reason a pending one waits for, then the preemptions: victim, preemptor, reason) or a `kind:
 List` in v1beta2 (`--api-version` for v1beta1; victims carry Kueue's Evicted/Preempted conditions;
 `preemptions` lists them). tasq's kinds may be written in any served version, mixed (converted to
 v1beta2 at the boundary, errors named in the version written). A document of a kind tasq does not
@@ -20,7 +20,7 @@ import functools
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -36,7 +36,7 @@ from controller.manifests.documents import MAX_INPUT_BYTES, decode, parse_docume
 from controller.manifests.kube_objects import check_object
 
 _SUFFIXES = (".yaml", ".yml", ".json")
-_COLUMNS = ("NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED", "FLAVOR", "PLACEMENT")
+_COLUMNS = ("NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED", "FLAVOR", "PLACEMENT", "WAITS FOR")
 
 
 SKIPPED_MESSAGE = "skipped: tasq does not read this kind"
@@ -202,7 +202,8 @@ def _print(sim: Simulation, output: str, api_version: str, with_explain: bool, s
     workloads = sim.workloads()
     explain_to = sys.stdout
     if output == "table":
-        sys.stdout.write(render_table(workloads))
+        reasons = {why.key: why.detail for why in sim.explanations()}
+        sys.stdout.write(render_table(workloads, reasons))
         if sim.preemptions:
             sys.stdout.write("\n" + render_preemptions(sim.preemptions))
     else:
@@ -258,7 +259,10 @@ def placement_summary(w: Workload) -> str:
     return " ".join(parts)
 
 
-def render_table(workloads: Sequence[Workload]) -> str:
+def render_table(workloads: Sequence[Workload], reasons: Mapping[str, str] | None = None) -> str:
+    """`kubectl get workloads` plus FLAVOR, PLACEMENT and, for a pending row, the PascalCase reason
+    it waits for (`reasons`: `namespace/name` -> reason, from the simulation's explanations)."""
+    reasons = reasons or {}
     rows = [_COLUMNS]
     for w in workloads:
         admission = w.admission if w.has_quota_reservation else None
@@ -266,7 +270,8 @@ def render_table(workloads: Sequence[Workload]) -> str:
                           for f in psa.flavors.values()})
         rows.append((w.namespace, w.name, w.queue_name, admission.cluster_queue if admission else "",
                      _condition(w, c.CONDITION_ADMITTED), _condition(w, c.CONDITION_FINISHED),
-                     ",".join(flavors), placement_summary(w) if admission else ""))
+                     ",".join(flavors), placement_summary(w) if admission else "",
+                     reasons.get(f"{w.namespace or 'default'}/{w.name}", "")))
     widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
     return "".join("   ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() + "\n" for r in rows)
 

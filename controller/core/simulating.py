@@ -136,6 +136,9 @@ class Simulation:
     preempting: bool = True
     """Carry out Preempt decisions (`tasq simulate`); False leaves every Workload as it is and keeps
     only the evictions the input itself shows in flight (`tasq explain` on a live cluster)."""
+    admitting: bool = True
+    """Admit waiting Workloads; False keeps the input's admissions only (`tasq top` on a live
+    cluster shows what is placed, not what the next cycle would place)."""
     _nodes: dict[ObjectKey, NodeView] = field(default_factory=dict)
     _pods: dict[ObjectKey, PodView] = field(default_factory=dict)
     _queued_pods: dict[ObjectKey, Mapping[str, Any]] = field(default_factory=dict)
@@ -202,7 +205,7 @@ class Simulation:
         self._sync_workloads()
         state = self._rebuild()
         for tracked in sorted(self.tracked.values(), key=lambda t: t.info.seq):
-            if tracked.finished is None and tracked.fit is None:
+            if self.admitting and tracked.finished is None and tracked.fit is None:
                 state.submit(tracked.info)
         state.now = self.now.timestamp()
         in_flight = dict(state.evicting)

@@ -236,12 +236,17 @@ class KubeApi:
         return await self.request("PATCH", path(*resource, namespace, name, subresource), dict(patch), MERGE_PATCH)
 
     async def delete(self, resource: tuple[str, str], namespace: str | None, name: str,
-                     resource_version: str | None = None) -> None:
-        """Delete (its dependents in the background); with `resource_version`, only that version
-        (409 when the object changed since)."""
+                     resource_version: str | None = None, uid: str | None = None,
+                     grace_period_seconds: int | None = None) -> None:
+        """Delete (its dependents in the background); with `resource_version` or `uid`, only that
+        version or that object (409 when it changed since); `grace_period_seconds` 0 removes it at
+        once (a pod whose node is gone, so no kubelet confirms its end)."""
         options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
-        if resource_version is not None:
-            options["preconditions"] = {"resourceVersion": resource_version}
+        preconditions = {k: v for k, v in (("resourceVersion", resource_version), ("uid", uid)) if v is not None}
+        if preconditions:
+            options["preconditions"] = preconditions
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
         await self.request("DELETE", path(*resource, namespace, name), options)
 
     async def refresh_raw_headers(self) -> None:

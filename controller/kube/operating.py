@@ -1,4 +1,5 @@
-"""The operator process: cache, watches, admission loop, job reconciler and ungater under one kopf operator.
+"""The operator process: cache, watches, admission loop, job reconciler, ungater and node-failure
+handler under one kopf operator.
 
 `Operator(api_client, OperatorOptions(...))` wires them, every change routed to the loops it
 concerns by one `EventRouter`; `run(stop)` primes the cache from the API, starts the loops (which
@@ -16,6 +17,7 @@ import functools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import kopf
@@ -26,8 +28,9 @@ from controller.api.configuration import TIMESTAMP_EVICTION, Configuration
 from controller.api.features import FeatureGates
 from controller.api.meta import object_key
 from controller.api.views import owner_refs
-from controller.cache.cluster import KIND_POD, ClusterCache, OwnerKey
+from controller.cache.cluster import KIND_NODE, KIND_POD, ClusterCache, OwnerKey
 from controller.core.jobs import pod_group
+from controller.core.topology.node_failures import NODE_FAILURE_DELAY
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
 from controller.kube.embedding import connection_info, run_kopf
@@ -36,6 +39,7 @@ from controller.kube.evicting import Evictor
 from controller.kube.job_reconciling import JobReconciler
 from controller.kube.leading import LeaderElector
 from controller.kube.metrics import BuildInfo, Endpoints, Metrics, serving_endpoints
+from controller.kube.node_failing import NodeFailureHandler
 from controller.kube.pod_group_reconciling import PodGroupReconciler
 from controller.kube.routing import EventRouter, Loop
 from controller.kube.ungating import TopologyUngater
@@ -70,6 +74,8 @@ class OperatorOptions:
     features: FeatureGates = field(default_factory=FeatureGates)
     configuration: Configuration = field(default_factory=Configuration)
     started: Callable[[Operator], None] | None = None
+    node_failure_delay: timedelta = NODE_FAILURE_DELAY
+    """How long a not-Ready node of an admitted Workload waits before it is replaced (Kueue's 30 s)."""
     campaign_after: asyncio.Event | None = None
     """Lead (or campaign for the Lease) only once this is set: with local webhooks, once the CRDs'
     conversion points at this replica, so no write of an object still stored in an older version goes
@@ -91,7 +97,8 @@ class Operator:
         self.recorder = EventRecorder(self.api)
         self.metrics = Metrics(options.build)
         self.router = EventRouter(self.cache, {Loop.ADMISSION: self._wake_admission, Loop.JOBS: self._wake_jobs,
-                                               Loop.UNGATER: self._wake_ungater})
+                                               Loop.UNGATER: self._wake_ungater,
+                                               Loop.NODE_FAILURES: self._wake_node_failures})
         self.evictor = Evictor(self.cache, self.api, self.recorder, self.router.applied, self.metrics)
         self.admission = AdmissionLoop(self.cache, self.api, self.recorder, metrics=self.metrics,
                                        applied=self.router.applied, evictor=self.evictor, pods_ready=pods_ready)
@@ -99,6 +106,8 @@ class Operator:
                                   evictor=self.evictor, pods_ready=pods_ready)
         self.pod_groups = PodGroupReconciler(self.cache, self.api, self.recorder, applied=self.router.applied,
                                              evictor=self.evictor)
+        self.node_failures = NodeFailureHandler(self.cache, self.api, self.recorder, self.router.applied,
+                                                self.metrics, delay=options.node_failure_delay)
         if options.elector is not None:
             self.leading = options.elector.leading
         else:
@@ -164,6 +173,13 @@ class Operator:
             meta = obj.get("metadata") or {}
             self.ungater.notify(str(meta.get("namespace", "")), str(meta.get("name", "")))
 
+    def _wake_node_failures(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """The changed Workload, or every Workload placed on the changed Node."""
+        if kind == KIND_NODE:
+            self.node_failures.node_changed(obj)
+        else:
+            self.node_failures.workload_changed(obj)
+
     def _register_login_and_settings(self) -> None:
         @kopf.on.login(registry=self.registry)
         def login(**_: Any) -> kopf.ConnectionInfo:
@@ -216,7 +232,8 @@ class Operator:
         tasks = [asyncio.create_task(self.admission.run(self.leading), name="tasq-admission"),
                  asyncio.create_task(self.jobs.run(self.leading), name="tasq-jobs"),
                  asyncio.create_task(self.pod_groups.run(self.leading), name="tasq-pod-groups"),
-                 asyncio.create_task(self.ungater.run(), name="tasq-ungater")]
+                 asyncio.create_task(self.ungater.run(), name="tasq-ungater"),
+                 asyncio.create_task(self.node_failures.run(self.leading), name="tasq-node-failures")]
         for kind, objects in self.cache.owners.items():
             for key in list(objects):
                 self.jobs.notify(key, kind)
@@ -225,6 +242,7 @@ class Operator:
         for key in list(self.cache.workloads):
             namespace, name = key.split("/", 1)
             self.ungater.notify(namespace, name)
+            self.node_failures.notify(key)
         kopf_ready = asyncio.Event()
         kopf_stop = asyncio.Event()
         draining = asyncio.create_task(self._drain_then_stop(stop, kopf_stop), name="tasq-drain")

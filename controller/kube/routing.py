@@ -33,6 +33,8 @@ class Loop(enum.Enum):
     """Reconciles the Job: the one changed, or the one owning the changed Workload."""
     UNGATER = "TopologyUngater"
     """Looks at the Workload's pods: the Workload changed, or the Workload owning the changed pod."""
+    NODE_FAILURES = "node-failure handler"
+    """Looks at the Workload's assigned hosts: the Workload changed, or a Node its assignment names."""
 
 
 WAKES: Mapping[str, frozenset[Loop]] = MappingProxyType({
@@ -44,12 +46,14 @@ WAKES: Mapping[str, frozenset[Loop]] = MappingProxyType({
     c.KIND_RESOURCE_FLAVOR: frozenset({Loop.ADMISSION}),
     c.KIND_TOPOLOGY: frozenset({Loop.ADMISSION}),
     KIND_NAMESPACE: frozenset({Loop.ADMISSION}),
-    KIND_NODE: frozenset({Loop.ADMISSION}),
+    # A Node is capacity (admission) and, not Ready, deleted or tainted, a failed host of the
+    # Workloads placed on it (the node-failure handler).
+    KIND_NODE: frozenset({Loop.ADMISSION, Loop.NODE_FAILURES}),
     # A pod takes node capacity (admission) and may wait for its gate to go (the ungater); a Job's
     # pods must be gone before it gets a Workload or is started (the reconciler, for such Jobs only).
     KIND_POD: frozenset({Loop.ADMISSION, Loop.JOBS, Loop.UNGATER}),
     # A Workload is what admission decides about, what its Job follows and what its pods are placed by.
-    c.KIND_WORKLOAD: frozenset({Loop.ADMISSION, Loop.JOBS, Loop.UNGATER}),
+    c.KIND_WORKLOAD: frozenset({Loop.ADMISSION, Loop.JOBS, Loop.UNGATER, Loop.NODE_FAILURES}),
     # An integrated kind's object (a Job) is the reconciler's alone: admission reads its Workload, never it.
     **{job.gvk.kind: frozenset({Loop.JOBS}) for job in INTEGRATIONS},
     # Read only when the reconciler creates a Workload from a Job (its priority): nothing to wake. A

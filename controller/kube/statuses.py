@@ -32,11 +32,14 @@ async def write_workload_status(api: KubeApi, workload: Workload,
     namespace, name = model.namespace, model.name
     for _ in range(CONFLICT_ATTEMPTS):
         had_admission = model.admission is not None
+        had_unhealthy = bool(model.unhealthy_node_names)
         if not change(model):
             return model.to_dict()
         status = model.status.to_dict() if model.status is not None else {}
         if had_admission and model.admission is None:
             status["admission"] = None  # a merge patch drops a field only when told so
+        if had_unhealthy and not model.unhealthy_node_names:
+            status["unhealthyNodes"] = None
         patch = {"metadata": {"resourceVersion": model.metadata.resource_version}, "status": status}
         try:
             return await retrying(functools.partial(api.merge_patch, WORKLOADS, namespace, name, patch, "status"))

@@ -55,8 +55,12 @@ class NodeBuilder(Manifest):
         self._obj["spec"].setdefault("taints", []).append(taint(key, value, effect))
         return self
 
-    def not_ready(self) -> NodeBuilder:
-        self._obj["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    def not_ready(self, since: str | None = None, status: str = "False") -> NodeBuilder:
+        """Ready False (or Unknown), since `since` (the condition's lastTransitionTime) when given."""
+        condition = {"type": "Ready", "status": status}
+        if since is not None:
+            condition["lastTransitionTime"] = since
+        self._obj["status"]["conditions"] = [condition]
         return self
 
     def unschedulable(self) -> NodeBuilder:

@@ -85,9 +85,9 @@ def test_table_and_explain(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split() == ["NAMESPACE", "NAME", "QUEUE", "RESERVED", "IN", "ADMITTED", "FINISHED",
-                                "FLAVOR", "PLACEMENT"]
+                                "FLAVOR", "PLACEMENT", "WAITS", "FOR"]
     assert lines[1].split() == ["team", "job-job-a-b5c0b", "ml", "research", "True", "gpu", "b1/r1:80", "b1/r2:20"]
-    assert lines[2].split() == ["team", "job-job-b-423dd", "ml"]
+    assert lines[2].split() == ["team", "job-job-b-423dd", "ml", "PodSetTopologyUnfit"]
     assert lines[3].startswith("team/job-job-b-423dd: PodSetTopologyUnfit: ")
     assert "only 50 out of 100 pod(s)" in lines[3]
 
@@ -724,3 +724,32 @@ def test_a_workload_that_cannot_be_printed_in_the_version_asked_for_exits_1_prin
     assert (code, out) == (1, "")
     assert err == (f"error: cannot print as {c.API_VERSION_V1BETA1}: Workload default/w1: status.admission: "
                    "cannot be held in v1beta1\n")
+
+
+def test_pending_rows_show_their_reason_and_explain_names_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    files = ("-f", str(DEADLOCK / "cluster.yaml"), "-f", str(DATA / "misconfigured" / "jobs.yaml"))
+    code, out, err = simulate(capsys, *files)
+    assert code == 0
+    rows = {line.split()[1]: line.split()[2:] for line in out.splitlines()[1:]}
+    assert rows == {"job-no-nodes-56874": ["next", "PodSetTopologyUnfit"],
+                    "job-too-big-6b12c": ["ml", "PodSetTopologyUnfit"]}
+    assert err == ""
+    code, out, _ = simulate(capsys, *files, "--explain")
+    why = dict(line.split(": PodSetTopologyUnfit: ") for line in out.splitlines()[3:])
+    assert why["team/job-no-nodes-56874"] == (
+        'couldn\'t assign flavors to pod set "main": flavor "h200": no node carries flavor "h200"\'s nodeLabels '
+        "pool=h200 (label the nodes, or fix the flavor; kubectl get nodes -l pool=h200)")
+    assert why["team/job-too-big-6b12c"].startswith(
+        'couldn\'t assign flavors to pod set "main": flavor "gpu": can never fit: the largest rack has 80 '
+        'nvidia.com/gpu, pod set "main" needs 90; topology "dc" allows to fit only 80 out of 90 pod(s)')
+
+
+def test_the_quota_reserved_condition_carries_the_messages_that_name_the_fix(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    wls = workloads_of(capsys, DEADLOCK / "cluster.yaml", DATA / "misconfigured" / "jobs.yaml")
+    no_nodes = condition(wls["job-no-nodes-56874"], "QuotaReserved")
+    too_big = condition(wls["job-too-big-6b12c"], "QuotaReserved")
+    assert no_nodes is not None and no_nodes["status"] == "False"
+    assert 'no node carries flavor "h200"\'s nodeLabels pool=h200' in no_nodes["message"]
+    assert too_big is not None and too_big["status"] == "False"
+    assert 'can never fit: the largest rack has 80 nvidia.com/gpu, pod set "main" needs 90' in too_big["message"]

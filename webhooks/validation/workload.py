@@ -224,11 +224,23 @@ def _priority_class_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> li
     return errs
 
 
+def _without_topology(admission: Any) -> Any:
+    """The admission with each pod set assignment's topologyAssignment (and delayedTopologyRequest)
+    left out: what Kueue, with TopologyAwareScheduling, keeps immutable."""
+    if not isinstance(admission, Mapping) or not isinstance(admission.get("podSetAssignments"), list):
+        return admission
+    return {**admission, "podSetAssignments": [
+        {k: v for k, v in psa.items() if k not in ("topologyAssignment", "delayedTopologyRequest")}
+        if isinstance(psa, Mapping) else psa for psa in admission["podSetAssignments"]]}
+
+
 def _admission_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
-    """Kueue: an admission may be set or cleared, never edited in place."""
+    """Kueue: an admission may be set or cleared, never edited in place, except its pod sets'
+    topology assignments (a failed node's replacement rewrites them)."""
     old_admission = shapes.lookup(old, "status", "admission")
     new_admission = shapes.lookup(new, "status", "admission")
-    if old_admission and new_admission and not shapes.same(old_admission, new_admission):
+    if old_admission and new_admission and not shapes.same(_without_topology(old_admission),
+                                                           _without_topology(new_admission)):
         return [invalid_omitted(workload_status.STATUS.child("admission"),
                                 "field is immutable once set; clear it before admitting again")]
     return []

@@ -1,4 +1,5 @@
-"""Workload conditions as Kueue writes them: QuotaReserved, Admitted, Finished, Evicted, Preempted.
+"""Workload conditions as Kueue writes them: QuotaReserved, Admitted, Finished, Evicted, Preempted;
+and `status.unhealthyNodes` with the repaired assignment of a failed-node replacement.
 
 Applies admission and eviction decisions to a Workload model (`status.admission` plus conditions)
 with `now` passed in, so the same decision always yields the same status. Called by `tasq simulate`,
@@ -7,11 +8,13 @@ the admission loop, the Job reconciler and the operator's eviction (controller.k
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from controller.api import constants as c
-from controller.api.workload import Admission, Workload, WorkloadStatus
+from controller.api.topology_assignment import TopologyAssignment
+from controller.api.workload import MAX_UNHEALTHY_NODES, Admission, UnhealthyNode, Workload, WorkloadStatus
 
 ADMITTED_MESSAGE = "The workload is admitted"
 
@@ -35,6 +38,9 @@ def mark_admitted(wl: Workload, admission: dict[str, Any], now: datetime) -> boo
         earlier = wl.condition(type_)
         if earlier is not None and earlier.status == "True":  # an earlier eviction is over (Kueue's wording)
             changed |= wl.set_condition(type_, "False", c.REASON_QUOTA_RESERVED, f"Previously: {earlier.message}", now)
+    if wl.status.unhealthy_nodes:  # Kueue clears them on admission: a fresh placement
+        wl.status.unhealthy_nodes = []
+        changed = True
     return changed
 
 
@@ -151,7 +157,7 @@ def mark_eviction_done(wl: Workload, now: datetime) -> bool:
     if wl.condition(c.CONDITION_ADMITTED) is not None:
         changed |= wl.set_condition(c.CONDITION_ADMITTED, "False", c.REASON_NO_RESERVATION,
                                     "The workload has no reservation", now)
-    changed |= wl.set_condition(c.CONDITION_REQUEUED, "True" if evicted.reason == c.REASON_PREEMPTED else "False",
+    changed |= wl.set_condition(c.CONDITION_REQUEUED, "True" if evicted.reason in REQUEUED_AFTER else "False",
                                 evicted.reason, evicted.message, now)
     pods_ready = wl.condition(c.CONDITION_PODS_READY)
     if pods_ready is not None:  # the next admission waits for its pods afresh (Kueue's WaitForStart)
@@ -160,4 +166,57 @@ def mark_eviction_done(wl: Workload, now: datetime) -> bool:
     if wl.status is not None and wl.status.admission is not None:
         wl.status.admission = None
         changed = True
+    if wl.status is not None and wl.status.unhealthy_nodes:
+        wl.status.unhealthy_nodes = []  # the next admission places the whole Workload afresh
+        changed = True
     return changed
+
+
+REQUEUED_AFTER = frozenset({c.REASON_PREEMPTED, c.REASON_NODE_FAILURES})
+"""Eviction reasons after which the released Workload is Requeued=True (Kueue's job reconciler)."""
+
+
+def record_unhealthy_nodes(wl: Workload, names: Sequence[str]) -> bool:
+    """Add failed nodes of the Workload's topology assignment to `status.unhealthyNodes` (Kueue's
+    TASFailedNodeReplacement); True when one was new."""
+    if wl.status is None:
+        wl.status = WorkloadStatus()
+    known = {node.name for node in wl.status.unhealthy_nodes}
+    room = max(0, MAX_UNHEALTHY_NODES - len(known))
+    new = [UnhealthyNode(name=name) for name in names if name not in known][:room]
+    wl.status.unhealthy_nodes = [*wl.status.unhealthy_nodes, *new]
+    return bool(new)
+
+
+def forget_recovered_nodes(wl: Workload, failed: Sequence[str]) -> bool:
+    """Drop from `status.unhealthyNodes` the nodes no longer failed (recovered before a replacement
+    was written, as Kueue does); True when one was dropped."""
+    if wl.status is None:
+        return False
+    kept = [node for node in wl.status.unhealthy_nodes if node.name in failed]
+    changed = len(kept) != len(wl.status.unhealthy_nodes)
+    wl.status.unhealthy_nodes = kept
+    return changed
+
+
+def mark_nodes_replaced(wl: Workload, assignments: Mapping[str, TopologyAssignment]) -> bool:
+    """The failed nodes are replaced: each pod set's new TopologyAssignment (`assignments` by pod set
+    name) in the admission, and `status.unhealthyNodes` emptied, in one write. True when it changed."""
+    admission = wl.reserved_admission
+    if admission is None or wl.status is None:
+        return False
+    changed = False
+    for psa in admission.pod_set_assignments:
+        new = assignments.get(psa.name)
+        if new is not None and psa.topology_assignment != new:
+            psa.topology_assignment = new
+            changed = True
+    if wl.status.unhealthy_nodes:
+        wl.status.unhealthy_nodes = []
+        changed = True
+    return changed
+
+
+def node_failures_message(nodes: Sequence[str]) -> str:
+    """Kueue's eviction message when no replacement exists for failed nodes."""
+    return f"Workload was evicted as there was no replacement for unhealthy node(s): {','.join(nodes)}"

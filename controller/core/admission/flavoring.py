@@ -308,6 +308,8 @@ def _place(snap: AdmissionSnapshot, info: FlavorInfo, wl_key: str, ps: PodSetInf
     if info.topology is None:
         return _Rejection(f"flavor \"{info.name}\": topology \"{info.topology_name}\" not found",
                           c.REASON_TOPOLOGY_NOT_FOUND)
+    if info.topology.node_count == 0:
+        return _Rejection(f"flavor \"{info.name}\": {no_node_message(info)}", c.REASON_POD_SET_TOPOLOGY_UNFIT)
     if ps.name in attempt.grouped:
         flavor, assignment = attempt.grouped[ps.name]
         if flavor == info.name:
@@ -328,7 +330,8 @@ def _place(snap: AdmissionSnapshot, info: FlavorInfo, wl_key: str, ps: PodSetInf
         needs = ""
         if outcome.reason == c.REASON_POD_SET_TOPOLOGY_UNFIT:
             needs = "; " + needs_and_free(info.topology, snap.usage, ps)
-        return _Rejection(f"flavor \"{info.name}\": {outcome.message}{needs}", outcome.reason)
+        never = f"{outcome.never}; " if outcome.never else ""
+        return _Rejection(f"flavor \"{info.name}\": {never}{outcome.message}{needs}", outcome.reason)
     for node, vector in outcome.placement.resources.items():
         add_into(attempt.nodes.setdefault(node, {}), vector)
     snap.usage.reserve(wl_key, attempt.nodes)
@@ -337,6 +340,16 @@ def _place(snap: AdmissionSnapshot, info: FlavorInfo, wl_key: str, ps: PodSetInf
         if member.name != ps.name:
             attempt.grouped[member.name] = (info.name, assignment)
     return outcome.assignments[[m.name for m in members].index(ps.name)]
+
+
+def no_node_message(info: FlavorInfo) -> str:
+    """The fix when a topology flavor holds no node: which labels no node carries (sorted, as
+    `kubectl get nodes -l` takes them)."""
+    if not info.node_labels:
+        return "the cluster has no node"
+    labels = ",".join(f"{k}={v}" for k, v in sorted(info.node_labels.items()))
+    return (f"no node carries flavor \"{info.name}\"'s nodeLabels {labels} "
+            f"(label the nodes, or fix the flavor; kubectl get nodes -l {labels})")
 
 
 def needs_and_free(topology: FlavorTopology, usage: Usage, ps: PodSetInfo) -> str:

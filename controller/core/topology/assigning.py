@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from controller.api import constants as c
-from controller.api.quantity import Resources
+from controller.api.quantity import Resources, format_milli
 from controller.core.topology.balancing import balanced_split
 from controller.core.topology.candidacy import (
     CandidateMask,
@@ -561,7 +561,54 @@ def _unfit(topology: FlavorTopology, pods: list[Int64Array], units: list[Int64Ar
     return AssignmentFailure(
         reason=c.REASON_POD_SET_TOPOLOGY_UNFIT, message=head, podset=ps.name, count=need, fit=fit,
         unit=unit, level=topology.levels[level], best=fits[0][0] if fits else None, domain_fits=fits,
-        total_nodes=topology.node_count)
+        total_nodes=topology.node_count,
+        never=never_fits(topology, ps, 0 if in_total else level, in_total) if len(ps.topology.slices) <= 1 else None)
+
+
+def level_noun(level: str) -> str:
+    """What a person calls a domain of a level: the label's name after its prefix, without a
+    `topology-` lead (`cloud.provider.com/topology-rack` -> rack); the hostname level -> node."""
+    if level == c.LABEL_HOSTNAME:
+        return "node"
+    name = level.rpartition("/")[2]
+    return name.removeprefix("topology-") or level
+
+
+def never_fits(topology: FlavorTopology, ps: PodSetRequest, level: int, in_total: bool) -> str | None:
+    """Why the pod set could not fit even on empty nodes, or None when some domain could hold it.
+
+    Reads only allocatable (the static tree): per domain of `level` (the whole topology when
+    `in_total`), first each requested resource summed over the domain's nodes against the pod set's
+    total, then the pods each node could hold empty (a pod's requests do not split across nodes).
+    Every node placed in the tree counts, whatever the pod set's filters exclude: this is the fix
+    "a larger domain or smaller pods", not "untaint a node"."""
+    requested = sorted(r for r, m in ps.requests.items() if m > 0)
+    placed = topology.domain_of(level) >= 0
+    if not requested or ps.count <= 0:
+        return None
+    domains = topology.domain_of(level)[placed]
+    alloc = topology.allocatable(requested)[placed]
+    size = len(topology.domains[level].keys)
+    where = "the flavor's nodes have" if in_total else f"the largest {level_noun(topology.levels[level])} has"
+    for j, resource in enumerate(requested):
+        column = alloc[:, j]
+        if not in_total and size:
+            # float sums find the largest domain; its exact sum is taken in Python ints (milli
+            # amounts summed over thousands of nodes overflow int64).
+            top = int(np.argmax(np.bincount(domains, weights=column, minlength=size)))
+            column = column[domains == top]
+        largest = sum(column.tolist())
+        need = ps.requests[resource] * ps.count
+        if largest < need:
+            return (f"can never fit: {where} {format_milli(largest, resource)} {resource}"
+                    f"{' in total' if in_total else ''}, pod set \"{ps.name}\" needs {format_milli(need, resource)}")
+    empty = fits_of(alloc, request_vector(ps.requests, requested), np.ones(alloc.shape[0], dtype=np.bool_))
+    held = np.bincount(domains, weights=empty, minlength=size).astype(np.int64) if size else np.zeros(1, np.int64)
+    most = int(held.sum()) if in_total else int(held.max(initial=0))
+    if most < ps.count:
+        return (f"can never fit: {where.replace(' has', '').replace(' have', '')} hold{'' if in_total else 's'} "
+                f"at most {most} such pod(s) even empty, pod set \"{ps.name}\" needs {ps.count}")
+    return None
 
 
 def _group_unfit(ws: _Workspace, members: Sequence[PodSetRequest],

@@ -120,6 +120,9 @@ class AssignmentFailure:
     domain_fits: tuple[tuple[str, int], ...] = ()
     total_nodes: int = 0
     excluded: tuple[tuple[str, int], ...] = ()
+    never: str | None = None
+    """`can never fit: ...` when no domain of `level` could hold the pod set even with every node
+    empty (allocatable alone): the fix is a larger domain or a smaller pod set, not waiting."""
     ok: bool = field(default=False, init=False)
 
 

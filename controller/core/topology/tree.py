@@ -149,6 +149,11 @@ class FlavorTopology:
     def node_count(self) -> int:
         return len(self._slot_of)
 
+    @property
+    def resources(self) -> tuple[str, ...]:
+        """Every resource some node of the flavor has had allocatable, in order of first sight."""
+        return tuple(self._resource_col)
+
     def view(self, slot: int) -> NodeView | None:
         return self._views[slot]
 

@@ -315,3 +315,17 @@ def test_a_value_nested_deeper_than_python_can_copy_is_a_failure_not_an_exceptio
     failure = convert(workload, V2)
     assert isinstance(failure, ConversionFailure)
     assert failure.message == "Workload ns/x: a value is nested too deeply to convert"
+
+
+def test_unhealthy_nodes_are_the_same_field_in_both_workload_versions() -> None:
+    from controller.api.v1beta1.workload import Workload as V1Beta1Workload
+    from controller.api.workload import Workload
+
+    hub = {"apiVersion": c.API_VERSION, "kind": c.KIND_WORKLOAD, "metadata": {"name": "w", "namespace": "ns"},
+           "spec": {"podSets": [{"name": "main", "count": 1, "template": {}}]},
+           "status": {"unhealthyNodes": [{"name": "n1"}, {"name": "n2"}]}}
+    down = convert(hub, f"{c.GROUP}/v1beta1")
+    assert isinstance(down, dict) and down["status"]["unhealthyNodes"] == [{"name": "n1"}, {"name": "n2"}]
+    assert V1Beta1Workload.model_validate(down).status.unhealthy_nodes[1].name == "n2"  # type: ignore[union-attr]
+    up = convert(down, c.API_VERSION)
+    assert isinstance(up, dict) and Workload.from_dict(up).unhealthy_node_names == ["n1", "n2"]

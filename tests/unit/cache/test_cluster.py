@@ -154,6 +154,18 @@ def test_a_finished_workload_releases_quota_and_its_reservation_but_running_pods
     assert cache.snapshot().quota.used["cq"][("gpu", GPU)] == 0
 
 
+def test_an_admission_rewritten_in_place_moves_the_node_reservation_and_keeps_the_quota(
+        cache: ClusterCache) -> None:
+    # h1 failed and was replaced by h2 (same rack): h1's GPUs are free again, h2's taken, quota unchanged.
+    cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h1": 1, "h3": 1}))
+    cache.admission_state()
+    assert gpus_used(cache) == {"h1": 8, "h2": 0, "h3": 8, "h4": 0}
+    cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h2": 1, "h3": 1}, rv=2))
+    cache.admission_state()
+    assert gpus_used(cache) == {"h1": 0, "h2": 8, "h3": 8, "h4": 0}
+    assert cache.snapshot().quota.used["cq"][("gpu", GPU)] == 16_000
+
+
 def test_a_node_change_patches_the_flavor_tree_in_place(cache: ClusterCache) -> None:
     tree = cache.snapshot().flavors["gpu"].topology
     assert tree is not None and tree.node_count == 4

@@ -82,6 +82,20 @@ def test_the_picture_groups_running_pods_by_block_rack_and_host_in_label_order()
     ]
 
 
+def test_hosts_in_a_row_running_the_same_pods_take_one_line() -> None:
+    view = ViewBuilder().job("train", 2, on=("h1", "h2")).job("eval", 2, on=("h3", "a1")).build()
+    assert demo.render_domains(view) == [
+        "a100 block b3",
+        "  rack b3-r1: eval x1",
+        "    a1: eval x1",
+        "h100 block b1",
+        "  rack b1-r1: train x2",
+        "    h1 .. h2 (2 nodes): train x1 each",
+        "  rack b1-r2: eval x1",
+        "    h3: eval x1",
+    ]
+
+
 def test_the_facts_count_racks_and_blocks_from_where_pods_run() -> None:
     view = (ViewBuilder()
             .job(demo.REQUIRE_RACK_JOB, 2, on=("h1", "h2"))

@@ -110,6 +110,36 @@ def test_an_unusable_kubeconfig_exits_with_one_line_naming_it(tmp_path: Any, cap
         assert err.startswith(f"tasq run: cannot use the kubeconfig '{bad}'") and err.count("\n") == 1
 
 
+def test_replaced_and_failed_nodes_and_a_node_failures_eviction_are_shown() -> None:
+    objects, names = _cluster_after_admission()
+    name = names["llm-pretrain-rack"]
+    live = next(o for o in objects if o["kind"] == c.KIND_WORKLOAD and o["metadata"]["name"] == name)
+    live["status"]["unhealthyNodes"] = [{"name": "gpu-b1-r1-n2"}]
+
+    def event(obj_name: str, at: str, message: str, reason: str = c.EVENT_REASON_NODE_REPLACED) -> dict[str, Any]:
+        return {"reason": reason, "message": message, "lastTimestamp": at,
+                "involvedObject": {"kind": c.KIND_WORKLOAD, "name": obj_name}}
+
+    events = [event(name, "2026-11-27T06:02:00Z", "Node n3 (deleted) replaced by n5 (4 pods) for pod set main"),
+              event(name, "2026-11-27T06:01:00Z", "Node n1 (not Ready since ...) replaced by n4 (8 pods) for pod set main"),
+              event("someone-else", "2026-11-27T06:00:00Z", "Node x replaced by y"),
+              event(name, "2026-11-27T06:00:00Z", "admitted", reason="Admitted")]
+    code, lines = explain_workload(objects, "default", name, events=events)
+    assert code == 0
+    assert lines[1:] == [
+        f"default/{name}: replaced at 2026-11-27T06:01:00Z: Node n1 (not Ready since ...) replaced by n4 (8 pods) "
+        "for pod set main",
+        f"default/{name}: replaced at 2026-11-27T06:02:00Z: Node n3 (deleted) replaced by n5 (4 pods) for pod set main",
+        f"default/{name}: failed node(s) waiting for a replacement: gpu-b1-r1-n2"]
+    live["status"]["conditions"].append({"type": c.CONDITION_EVICTED, "status": "True", "reason": c.REASON_NODE_FAILURES,
+                                         "message": "Workload was evicted as there was no replacement for unhealthy "
+                                                    "node(s): gpu-b1-r1-n2", "lastTransitionTime": "2026-11-27T06:03:00Z"})
+    del live["status"]["unhealthyNodes"]
+    assert explain_workload(objects, "default", name, events=[])[1][-1] == (
+        f"default/{name}: evicted (NodeFailures): Workload was evicted as there was no replacement for unhealthy "
+        "node(s): gpu-b1-r1-n2")
+
+
 def test_a_workload_in_its_pods_ready_backoff_says_how_often_and_until_when() -> None:
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     wl = Workload.from_dict(make_workload("stuck").queue("lq").pod_set("main", 1, {GPU: 8}).obj())
@@ -139,3 +169,12 @@ def test_a_partially_admitted_workload_shows_its_admitted_count_of_its_count() -
     code, lines = explain_workload([*queue, *live], "default", "train")
     assert code == 0
     assert lines == ['default/train: admitted in ClusterQueue "cq": - (6 of 8 pods)']
+
+
+def test_describe_is_explain_under_kubectls_verb(capsys: Any, tmp_path: Any) -> None:
+    from controller.cli import main
+
+    missing = tmp_path / "nope"
+    for verb in ("explain", "describe"):
+        assert main([verb, "workload", "w", "--kubeconfig", str(missing)]) == 2
+        assert capsys.readouterr().err == f"tasq {verb}: kubeconfig {str(missing)!r} is not a file\n"

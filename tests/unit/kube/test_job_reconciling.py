@@ -94,7 +94,8 @@ class JobRulesApi(KubeApi):
         return copy.deepcopy(created)
 
     async def delete(self, resource: tuple[str, str], namespace: str | None, name: str,
-                     resource_version: str | None = None) -> None:
+                     resource_version: str | None = None, uid: str | None = None,
+                     grace_period_seconds: int | None = None) -> None:
         old = self.objects.get((resource, name))
         if old is None:
             raise ApiError(404, "not found")
@@ -500,7 +501,8 @@ class MemoryApi(KubeApi):
         return self.put(resource, dict(obj))
 
     async def delete(self, resource: tuple[str, str], namespace: str | None, name: str,
-                     resource_version: str | None = None) -> None:
+                     resource_version: str | None = None, uid: str | None = None,
+                     grace_period_seconds: int | None = None) -> None:
         self.writes.append(("delete", resource[1]))
         del self.objects[(resource, name)]
 

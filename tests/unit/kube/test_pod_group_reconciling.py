@@ -57,7 +57,8 @@ class PodRulesApi(KubeApi):
         return self.put(resource, new)
 
     async def delete(self, resource: tuple[str, str], namespace: str | None, name: str,
-                     resource_version: str | None = None) -> None:
+                     resource_version: str | None = None, uid: str | None = None,
+                     grace_period_seconds: int | None = None) -> None:
         self.writes.append(("delete", name))
         del self.objects[(resource[1], name)]
 

@@ -29,7 +29,7 @@ from tests.builders.kueue import (
     make_workload,
 )
 
-ADMISSION, JOBS, UNGATER = Loop.ADMISSION, Loop.JOBS, Loop.UNGATER
+ADMISSION, JOBS, UNGATER, NODES = Loop.ADMISSION, Loop.JOBS, Loop.UNGATER, Loop.NODE_FAILURES
 
 
 def versioned(obj: dict[str, Any], rv: int) -> dict[str, Any]:
@@ -63,9 +63,9 @@ EXPECTED: list[tuple[str, set[Loop]]] = [
     (c.KIND_TOPOLOGY, {ADMISSION}),
     (KIND_NAMESPACE, {ADMISSION}),
     (KIND_PRIORITY_CLASS, set()),
-    (KIND_NODE, {ADMISSION}),
+    (KIND_NODE, {ADMISSION, NODES}),
     (KIND_POD, {ADMISSION, JOBS, UNGATER}),
-    (c.KIND_WORKLOAD, {ADMISSION, JOBS, UNGATER}),
+    (c.KIND_WORKLOAD, {ADMISSION, JOBS, UNGATER, NODES}),
     (c.KIND_JOB, {JOBS}),
     (c.KIND_JOBSET, {JOBS}),
     (c.KIND_COHORT, {ADMISSION}),

@@ -47,9 +47,10 @@ def test_replayed_objects_are_skipped_and_the_state_frozen_once_the_replay_is_ov
     assert (changes, freezes) == ([], [1])
     apply_event(router, KIND_NODE, "MODIFIED", node("a", 2))
     apply_event(router, KIND_NODE, "MODIFIED", node("a", 2))  # an echo, after the replay
-    assert (changes, freezes) == ([("ADMISSION", "a")], [1])  # a node concerns admission alone
+    # a node concerns admission and the Workloads placed on it
+    assert (changes, freezes) == ([("ADMISSION", "a"), ("NODE_FAILURES", "a")], [1])
     apply_event(router, KIND_NODE, "DELETED", node("a", 2))
-    assert changes[-1] == ("ADMISSION", "a") and "a" not in cache.nodes
+    assert changes[-2:] == [("ADMISSION", "a"), ("NODE_FAILURES", "a")] and "a" not in cache.nodes
 
 
 def test_kopf_is_given_an_empty_essence_and_nothing_is_stored_on_the_object() -> None:

@@ -235,6 +235,16 @@ def test_admission_is_set_or_cleared_never_edited(old_count: int | None, new_cou
                                             workload(new_count).build())] == want_errors
 
 
+def test_a_replacement_may_rewrite_only_the_topology_assignments_of_an_admission() -> None:
+    # A failed node's replacement (Kueue's TASFailedNodeReplacement) rewrites where the pods go.
+    def admitted(*slices: tuple[dict[str, str], int], flavor: str = "h100") -> WorkloadBuilder:
+        return valid_workload(pod_sets=False).pod_set("main", 8).admitted().assignment(
+            "main", 8, *slices, flavors={"nvidia.com/gpu": flavor}, resourceUsage={"nvidia.com/gpu": "64"})
+    assert validate_update(admitted((R1, 6), (R2, 2)).build(), admitted((R1, 8)).build()) == []
+    assert [e.path for e in validate_update(admitted((R1, 8)).build(),
+                                            admitted((R1, 8), flavor="a100").build())] == [ADM]
+
+
 @pytest.mark.parametrize(("reserved", "change", "want_errors"), [
     pytest.param(False, ("spec.podSets.0.count", 5), [], id="pending pod sets may change"),
     pytest.param(True, ("spec.podSets.0.count", 5), ["spec.podSets"], id="admitted pod sets are frozen"),

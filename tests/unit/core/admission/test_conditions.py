@@ -18,6 +18,7 @@ from controller.core.admission.conditions import (
     mark_pending,
     mark_preempted,
     preemption_message,
+    record_unhealthy_nodes,
 )
 from tests.builders.kueue import make_workload
 
@@ -163,3 +164,12 @@ def test_a_preemption_message_with_what_is_not_known() -> None:
     assert preemption_message("ns/high", "", None, None, c.REASON_IN_CLUSTER_QUEUE, "/cq", "") == (
         "Preempted to accommodate a workload (UID: UNKNOWN, JobUID: UNKNOWN) due to prioritization in the "
         "ClusterQueue; preemptor path: /cq; preemptee path: UNKNOWN; preemptor: workload ns/high")
+
+
+def test_unhealthy_nodes_keep_to_kueues_limit_of_eight() -> None:
+    # A write of more names would be refused by the CRD and retried for ever.
+    wl = workload()
+    assert record_unhealthy_nodes(wl, [f"n{i}" for i in range(6)])
+    assert record_unhealthy_nodes(wl, [f"n{i}" for i in range(4, 12)])
+    assert wl.unhealthy_node_names == [f"n{i}" for i in range(8)]
+    assert not record_unhealthy_nodes(wl, ["n9", "n10"])  # full: nothing more is recorded, nothing changed

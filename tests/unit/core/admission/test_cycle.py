@@ -107,7 +107,8 @@ CASES = [
     CycleCase("a required level never falls back to a flavor without topology",
               [make_cluster_queue("a").flavor("h100", {GPU: 100}).flavor("a100", {GPU: 100})],
               [wl("w1", 4, 3, required=RACK)], {},
-              {"w1": 'flavor "h100": topology "racks" allows to fit only 2 out of 3 pod(s) at level '
+              {"w1": 'flavor "h100": can never fit: the largest rack has 8 nvidia.com/gpu, pod set "main" needs '
+                     '12; topology "racks" allows to fit only 2 out of 3 pod(s) at level '
                      '"cloud.com/rack" (best: b1/r1). Total nodes: 3; excluded: none; needs nvidia.com/gpu 12; '
                      'free on 3 candidate node(s): nvidia.com/gpu 12; flavor "a100" has no '
                      'topology for the requested required level "cloud.com/rack"'}),

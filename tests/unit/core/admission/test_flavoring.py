@@ -116,3 +116,23 @@ def test_multi_layer_slices_wait_when_their_gate_is_off() -> None:
     decision = admit(("main", 16, request), gates="TASMultiLayerTopology=false")
     assert isinstance(decision, Pending)
     assert 'flavor "h100": multi-layer slices need the TASMultiLayerTopology feature gate' in decision.message
+
+
+def test_a_flavor_whose_nodelabels_no_node_carries_says_so_and_how_to_check() -> None:
+    state = make_admission_state([make_cluster_queue("a").flavor("h200", {GPU: 100})],
+                                 [make_flavor("h200").node_labels({"gpu": "h200", "zone": "z1"}).topology_name("t")],
+                                 nodes(), [make_topology("t", BLOCK, RACK, HOST)])
+    state.submit(workload_info(make_workload("w").queue("lq-a").pod_set("main", 1, {GPU: 1}).model()))
+    (decision, *_) = run_until_quiet(state)
+    assert isinstance(decision, Pending)
+    assert decision.message == (
+        'couldn\'t assign flavors to pod set "main": flavor "h200": no node carries flavor "h200"\'s '
+        "nodeLabels gpu=h200,zone=z1 (label the nodes, or fix the flavor; kubectl get nodes -l gpu=h200,zone=z1)")
+
+
+def test_a_rack_smaller_than_the_pod_set_names_the_largest_rack_first() -> None:
+    decision = admit(("main", 16, {"required": RACK}))
+    assert isinstance(decision, Pending)
+    assert decision.message.startswith(
+        'couldn\'t assign flavors to pod set "main": flavor "h100": can never fit: the largest rack has '
+        '15 nvidia.com/gpu, pod set "main" needs 16; topology "t" allows to fit only 15 out of 16 pod(s)')

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from controller.api import constants as c
+from controller.core.topology.assigning import level_noun
 from tests.builders.cluster import NodeBuilder
 from tests.unit.core.topology.scenario import (
     BLOCK,
@@ -73,3 +74,36 @@ def test_message(case: Case) -> None:
     assert (failure.reason, failure.message) == (case.want_reason, case.want_message)
     assert failure.domain_fits == case.want_fits
     assert failure.podset == "main"
+
+
+# `never`: the same five nodes read as empty, every node counted whatever excludes it now:
+# racks hold 3 (r1), 4 (r2) and 5 (r3) GPUs, blocks 7 (b1) and 5 (b2), the topology 12.
+NEVER_CASES = [
+    ("a rack too small for the pod set's GPUs names the largest rack and the need",
+     make_podset(6).require(RACK),
+     'can never fit: the largest rack has 5 nvidia.com/gpu, pod set "main" needs 6'),
+    ("racks large enough once the taint and cordon go: it waits, no never",
+     make_podset(4).require(RACK), None),
+    ("GPUs enough in a block but no node takes a 3-GPU pod twice: counted in pods",
+     make_podset(2).gpus(3).require(BLOCK),
+     'can never fit: the largest block holds at most 1 such pod(s) even empty, pod set "main" needs 2'),
+    ("preferred: the whole topology is too small",
+     make_podset(13).prefer(RACK),
+     'can never fit: the flavor\'s nodes have 12 nvidia.com/gpu in total, pod set "main" needs 13'),
+    ("preferred: the whole topology would hold it empty",
+     make_podset(12).prefer(RACK), None),
+]
+
+
+@pytest.mark.parametrize(("name", "podset", "want"), NEVER_CASES, ids=[case[0] for case in NEVER_CASES])
+def test_never_fits_reads_allocatable_alone(name: str, podset: PodSetBuilder, want: str | None) -> None:
+    failure = expect_failure(run(NODES, podset))
+    assert failure.never == want
+    assert failure.message.startswith('topology "gpu" allows to fit only')  # Kueue's message stays as is
+
+
+@pytest.mark.parametrize(("level", "noun"), [
+    ("cloud.provider.com/topology-rack", "rack"), ("cloud.com/block", "block"),
+    (c.LABEL_HOSTNAME, "node"), ("zone", "zone")])
+def test_level_noun(level: str, noun: str) -> None:
+    assert level_noun(level) == noun
