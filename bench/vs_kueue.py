@@ -506,6 +506,8 @@ def report(results: dict[str, list[Row]]) -> None:
 
 
 def main() -> int:
+    # SIGTERM unwinds like Ctrl-C, so the clusters and operators this started are stopped too.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--bursts", default="200,1000", help="burst sizes (Jobs created 32 at a time)")
     parser.add_argument("--paced", default="4:200", help="RATE:JOBS of the paced run ('' for none)")

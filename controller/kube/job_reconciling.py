@@ -37,7 +37,7 @@ from controller.core.jobs.framework import (
 from controller.kube.api import WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor
-from controller.kube.requeuing import Backoff, log_failure
+from controller.kube.requeuing import WorkQueue
 from controller.kube.routing import Applied
 from controller.kube.statuses import write_workload_status
 
@@ -95,68 +95,25 @@ class JobReconciler:
         """Releases an evicted Workload's reservation once its Job is stopped and its pods are gone."""
         self.api = api
         self.recorder = recorder
-        self._dirty: dict[OwnerKey, None] = {}
-        """Changed owners (kind, key) in the order they changed (a dict as an ordered set): taken
-        first come, first served."""
-        self._active: set[OwnerKey] = set()
-        self._wake = asyncio.Event()
+        self._queue: WorkQueue[OwnerKey] = WorkQueue(lambda owner: self.reconcile(owner[1], owner[0]), log,
+                                                     lambda owner: f"{owner[0].lower()} {owner[1]}",
+                                                     PARALLEL_RECONCILES)
+        """Changed owners (kind, key): `PARALLEL_RECONCILES` workers, a failed reconcile re-queued
+        after its backoff."""
         self._found_running: set[OwnerKey] = set()
         """Jobs this reconciler suspended because they ran with no Workload: their Workload waits
         for the Job controller to acknowledge the suspension (`_stopped_for_good`)."""
         self._refused: set[tuple[str, str]] = set()
         """(Job uid, what is missing) already reported: one Event, not one per change."""
-        self._backoff = Backoff()
-        """Consecutive failures per owner: a failed reconcile is re-queued after its backoff."""
 
     def notify(self, key: str, kind: str = c.KIND_JOB) -> None:
         """The owner `key` of `kind` (a Job), or its Workload or one of its pods, changed."""
-        self._dirty[(kind, key)] = None
-        self._wake.set()
+        self._queue.notify((kind, key))
 
     async def run(self, leading: asyncio.Event | None = None) -> None:
-        """`PARALLEL_RECONCILES` workers take changed Jobs as they come (one Job is never reconciled by
-        two workers at once: a change arriving meanwhile runs it again afterwards)."""
-        workers = [asyncio.create_task(self._work(leading)) for _ in range(PARALLEL_RECONCILES)]
-        try:
-            await asyncio.gather(*workers)
-        finally:
-            for worker in workers:
-                worker.cancel()
-
-    async def _work(self, leading: asyncio.Event | None) -> None:
-        while True:
-            while not self._dirty:
-                self._wake.clear()
-                await self._wake.wait()
-            if leading is not None and not leading.is_set():
-                await leading.wait()
-                continue
-            # The first changed Job no other worker holds: only held Jobs are skipped, so taking
-            # one costs at most PARALLEL_RECONCILES steps however many Jobs wait (a burst).
-            key = next((k for k in self._dirty if k not in self._active), None)
-            if key is None:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            del self._dirty[key]
-            self._active.add(key)
-            try:
-                await self.reconcile(key[1], key[0])
-            except Exception as e:  # any failure (API, dropped connection, a bug): never dropped
-                self._requeue(key, e)
-            else:
-                self._backoff.succeeded(f"{key[0]} {key[1]}")
-            finally:
-                self._active.discard(key)
-                self._wake.set()  # a change to this Job that waited for it, or an idle worker
-
-    def _requeue(self, owner: OwnerKey, error: Exception) -> None:
-        """Reconcile `owner` again after its backoff (from the cache as it is then: a write whose
-        answer was lost shows in the watch meanwhile); the worker is free in between."""
-        kind, key = owner
-        delay = self._backoff.failed(f"{kind} {key}")
-        log_failure(log, f"{kind.lower()} {key}", error, delay)
-        asyncio.get_running_loop().call_later(delay, self.notify, key, kind)
+        """`PARALLEL_RECONCILES` workers take changed owners as they come (one owner is never
+        reconciled by two workers at once: a change arriving meanwhile runs it again afterwards)."""
+        await self._queue.run(leading)
 
     async def reconcile(self, key: str, kind: str = c.KIND_JOB) -> None:
         """Phase dispatch for one owner (`key` of the integrated `kind`, a Job by default): decide

@@ -53,7 +53,7 @@ from controller.core.topology.replacing import ReplacementFailure, ReplacementSu
 from controller.kube.api import PODS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
 from controller.kube.metrics import Metrics
-from controller.kube.requeuing import Backoff, log_failure
+from controller.kube.requeuing import WorkQueue
 from controller.kube.routing import Applied
 from controller.kube.statuses import write_workload_status
 
@@ -87,14 +87,12 @@ class NodeFailureHandler:
         self.cache, self.api, self.recorder, self.metrics = cache, api, recorder, metrics
         self.applied: Applied = applied if applied is not None else cache.upsert
         self.delay, self.clock = delay, clock
-        self._dirty: dict[str, None] = {}
-        """Workloads to look at, in the order they changed (a dict as an ordered set)."""
-        self._wake = asyncio.Event()
+        self._queue: WorkQueue[str] = WorkQueue(self.handle, log, lambda key: f"node failures of workload {key}")
+        """Workloads to look at, in the order they changed, one at a time."""
         self._on_host: dict[str, set[str]] = {}
         """Host -> the Workloads whose admitted assignment names it (kept as each Workload is looked at)."""
         self._hosts_of: dict[str, set[str]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._backoff = Backoff()
         self._health: dict[str, object] = {}
         """Host -> what decided its health when its Workloads were last woken (`_health_of`)."""
         self._deleted: dict[str, str] = {}
@@ -103,8 +101,7 @@ class NodeFailureHandler:
     # -- wakes ----------------------------------------------------------------------------------
 
     def notify(self, key: str) -> None:
-        self._dirty[key] = None
-        self._wake.set()
+        self._queue.notify(key)
 
     def node_changed(self, obj: Mapping[str, Any]) -> None:
         """A Node changed or went: every Workload placed on it is looked at again, when what decides
@@ -129,23 +126,7 @@ class NodeFailureHandler:
     async def run(self, leading: asyncio.Event | None = None) -> None:
         """Take changed Workloads one at a time while leading; a failure is retried after its backoff."""
         try:
-            while True:
-                while not self._dirty:
-                    self._wake.clear()
-                    await self._wake.wait()
-                if leading is not None and not leading.is_set():
-                    await leading.wait()
-                    continue
-                key = next(iter(self._dirty))
-                del self._dirty[key]
-                try:
-                    await self.handle(key)
-                except Exception as e:  # any failure (API, dropped connection, a bug): never dropped
-                    delay = self._backoff.failed(key)
-                    log_failure(log, f"node failures of workload {key}", e, delay)
-                    asyncio.get_running_loop().call_later(delay, self.notify, key)
-                else:
-                    self._backoff.succeeded(key)
+            await self._queue.run(leading)
         finally:
             for timer in self._timers.values():
                 timer.cancel()

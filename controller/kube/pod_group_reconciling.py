@@ -30,7 +30,7 @@ from controller.core.jobs.pod_group import PodGroup
 from controller.kube.api import PODS, WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor
-from controller.kube.requeuing import Backoff, log_failure
+from controller.kube.requeuing import WorkQueue
 from controller.kube.routing import Applied
 from controller.kube.statuses import write_workload_status
 
@@ -57,53 +57,18 @@ class PodGroupReconciler:
         self.recorder = recorder
         self.applied: Applied = applied if applied is not None else cache.upsert
         self.evictor = evictor if evictor is not None else Evictor(cache, api, recorder, self.applied)
-        self._dirty: dict[str, None] = {}
-        self._active: set[str] = set()
-        self._wake = asyncio.Event()
-        self._backoff = Backoff()
+        self._queue: WorkQueue[str] = WorkQueue(self.reconcile, log, lambda key: f"pod group {key}",
+                                                PARALLEL_RECONCILES)
         self._reported: set[tuple[str, str]] = set()
         """(pod uid, message) of a conflict already reported: one Event, not one per change."""
         self._writes = asyncio.Semaphore(PARALLEL_POD_WRITES)
 
     def notify(self, key: str) -> None:
-        self._dirty[key] = None
-        self._wake.set()
+        self._queue.notify(key)
 
     async def run(self, leading: asyncio.Event | None = None) -> None:
         """`PARALLEL_RECONCILES` workers; one group is never reconciled by two at once."""
-        workers = [asyncio.create_task(self._work(leading)) for _ in range(PARALLEL_RECONCILES)]
-        try:
-            await asyncio.gather(*workers)
-        finally:
-            for worker in workers:
-                worker.cancel()
-
-    async def _work(self, leading: asyncio.Event | None) -> None:
-        while True:
-            while not self._dirty:
-                self._wake.clear()
-                await self._wake.wait()
-            if leading is not None and not leading.is_set():
-                await leading.wait()
-                continue
-            key = next((k for k in self._dirty if k not in self._active), None)
-            if key is None:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            del self._dirty[key]
-            self._active.add(key)
-            try:
-                await self.reconcile(key)
-            except Exception as e:  # any failure (API, dropped connection, a bug): never dropped
-                delay = self._backoff.failed(key)
-                log_failure(log, f"pod group {key}", e, delay)
-                asyncio.get_running_loop().call_later(delay, self.notify, key)
-            else:
-                self._backoff.succeeded(key)
-            finally:
-                self._active.discard(key)
-                self._wake.set()
+        await self._queue.run(leading)
 
     async def reconcile(self, key: str) -> None:
         """Phase dispatch for one group: decide from the cache which single step it needs."""

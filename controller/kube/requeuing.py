@@ -4,12 +4,16 @@ A reconcile or write that fails is never dropped: its key is tried again after a
 with each consecutive failure of that key (`Backoff`) and resets once it succeeds. `log_failure`
 logs one line per failure: a conflict at debug level (the next try reads afresh), an API or
 transport failure (refused, 5xx, dropped connection, timeout) as a warning without a traceback, and
-anything else, a bug, with its traceback. Used by the admission loop, the Job reconciler and the ungater.
+anything else, a bug, with its traceback. `WorkQueue` is the keyed loop of the Job and pod-group
+reconcilers and the node-failure handler. Used by the admission loop, those three and the ungater.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
 
 from controller.kube.api import TRANSPORT_ERRORS, ApiError
 
@@ -17,6 +21,9 @@ BASE_S = 0.2
 """The delay after a key's first failure."""
 MAX_S = 10.0
 """The longest delay: a key failing for minutes (an API server down) is tried at least this often."""
+
+K = TypeVar("K", bound=Hashable)
+
 
 class Backoff:
     """Per key, the delay before its next try: BASE_S doubled per consecutive failure, up to MAX_S."""
@@ -52,3 +59,61 @@ def log_failure(log: logging.Logger, what: str, error: Exception, delay: float) 
 def _text(error: Exception) -> str:
     detail = str(error).strip()
     return detail if isinstance(error, ApiError) else f"{type(error).__name__}{': ' + detail if detail else ''}"
+
+
+class WorkQueue(Generic[K]):
+    """Changed keys worked by `workers` tasks while leading, first changed first served. A key is never
+    worked by two tasks at once (a change arriving meanwhile runs it again afterwards); a failure is
+    logged (`log_failure`, naming the key with `describe`) and the key is worked again after its
+    backoff, from the cache as it is then, the task free in between."""
+
+    def __init__(self, work: Callable[[K], Awaitable[None]], log: logging.Logger,
+                 describe: Callable[[K], str], workers: int = 1) -> None:
+        self._work_on, self._log, self._describe, self._workers = work, log, describe, workers
+        self._dirty: dict[K, None] = {}
+        """Changed keys in the order they changed (a dict as an ordered set)."""
+        self._active: set[K] = set()
+        self._wake = asyncio.Event()
+        self._backoff = Backoff()
+
+    def notify(self, key: K) -> None:
+        self._dirty[key] = None
+        self._wake.set()
+
+    async def run(self, leading: asyncio.Event | None = None) -> None:
+        tasks = [asyncio.create_task(self._work(leading)) for _ in range(self._workers)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def _work(self, leading: asyncio.Event | None) -> None:
+        while True:
+            while not self._dirty:
+                self._wake.clear()
+                await self._wake.wait()
+            if leading is not None and not leading.is_set():
+                await leading.wait()
+                continue
+            # The first changed key no other task holds: only held keys are skipped, so taking one
+            # costs at most `workers` steps however many keys wait (a burst).
+            key = next((k for k in self._dirty if k not in self._active), None)
+            if key is None:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            del self._dirty[key]
+            self._active.add(key)
+            name = self._describe(key)
+            try:
+                await self._work_on(key)
+            except Exception as e:  # any failure (API, dropped connection, a bug): never dropped
+                delay = self._backoff.failed(name)
+                log_failure(self._log, name, e, delay)
+                asyncio.get_running_loop().call_later(delay, self.notify, key)
+            else:
+                self._backoff.succeeded(name)
+            finally:
+                self._active.discard(key)
+                self._wake.set()  # a change to this key that waited for it, or an idle task

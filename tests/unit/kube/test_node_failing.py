@@ -225,16 +225,18 @@ def test_only_a_change_of_a_placed_hosts_health_wakes_its_workload() -> None:
         cache, api, _ = world({"h1": 1, "h2": 1})
         nodes = handler(cache, api, Clock(), Recording())
         await nodes.handle("ns/gang")  # indexes the gang's hosts
+        woken: list[str] = []
+        nodes.notify = woken.append  # type: ignore[method-assign,assignment]
         nodes.node_changed(node("h1", 11).obj())
-        assert list(nodes._dirty) == ["ns/gang"]
-        nodes._dirty.clear()
+        assert woken == ["ns/gang"]
+        woken.clear()
         cache.upsert(KIND_NODE, node("h1", 12).allocatable({"cpu": "63"}).obj())  # a status report, still Ready
         nodes.node_changed(node("h1", 12).obj())
         nodes.node_changed(node("h4", 12).obj())  # no Workload of it there
-        assert not nodes._dirty
+        assert not woken
         fail(cache, "h1", version=13)
         nodes.node_changed(node("h1", 13).obj())
-        assert list(nodes._dirty) == ["ns/gang"]
+        assert woken == ["ns/gang"]
 
     asyncio.run(scenario())
 

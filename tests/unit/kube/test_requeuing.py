@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import aiohttp
 import pytest
 
 from controller.kube.api import ApiError
-from controller.kube.requeuing import Backoff, log_failure
+from controller.kube.requeuing import BASE_S, Backoff, WorkQueue, log_failure
 
 
 def test_a_keys_delay_doubles_per_consecutive_failure_up_to_the_cap_and_resets_on_success() -> None:
@@ -51,3 +52,30 @@ def test_each_failure_is_logged_once_at_its_level(
     assert record.levelno == level
     assert text in record.getMessage() and "retrying in 0.4s" in record.getMessage()
     assert (record.exc_info is not None) == traceback
+
+
+async def test_a_work_queue_never_works_a_key_twice_at_once_and_retries_a_failure_after_its_backoff() -> None:
+    started: list[str] = []
+    release = asyncio.Event()
+    failures = {"b": 1}
+
+    async def work(key: str) -> None:
+        started.append(key)
+        if key == "a":
+            await release.wait()
+        if failures.get(key):
+            failures[key] -= 1
+            raise RuntimeError("boom")
+
+    queue: WorkQueue[str] = WorkQueue(work, logging.getLogger("test"), lambda key: f"key {key}", workers=2)
+    runner = asyncio.create_task(queue.run())
+    queue.notify("a")
+    await asyncio.sleep(0.01)
+    queue.notify("a")  # changed while being worked: waits for the first run
+    queue.notify("b")  # the second worker takes it; it fails once, then succeeds after the backoff
+    await asyncio.sleep(0.01)
+    assert started == ["a", "b"]
+    release.set()
+    await asyncio.sleep(BASE_S + 0.1)
+    runner.cancel()
+    assert sorted(started) == ["a", "a", "b", "b"] and started[:2] == ["a", "b"]

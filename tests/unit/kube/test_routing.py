@@ -162,16 +162,18 @@ async def test_the_operators_wakers_find_the_job_and_workload_concerned() -> Non
         workload = versioned(workload_from_job(job), 4)
         name = workload["metadata"]["name"]
         operator.admission._wake.clear()
+        woken: dict[tuple[str, str], None] = {}  # the owners the Job reconciler is told of, in order
+        operator.jobs.notify = lambda key, kind=c.KIND_JOB: woken.__setitem__((kind, key), None)  # type: ignore[method-assign]
         assert operator.router.applied(c.KIND_WORKLOAD, workload)
-        assert list(operator.jobs._dirty) == [(c.KIND_JOB, "ns/train")]  # its owner
+        assert list(woken) == [(c.KIND_JOB, "ns/train")]  # its owner
         assert set(operator.ungater._due) == {("ns", name)}
         assert operator.admission._wake.is_set()
 
-        operator.jobs._dirty.clear()
+        woken.clear()
         operator.ungater._due.clear()
         operator.admission._wake.clear()
         assert operator.router.applied(c.KIND_JOB, {**job, "metadata": {**job["metadata"], "resourceVersion": "6"}})
-        assert list(operator.jobs._dirty) == [(c.KIND_JOB, "ns/train")]
+        assert list(woken) == [(c.KIND_JOB, "ns/train")]
         assert not operator.admission._wake.is_set() and not operator.ungater._due
 
         pod = versioned(make_pod("p", namespace="ns").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, name).obj(), 7)
@@ -187,13 +189,13 @@ async def test_the_operators_wakers_find_the_job_and_workload_concerned() -> Non
         owned = make_pod("train-0", namespace="ns").obj()
         owned["metadata"]["ownerReferences"] = [
             {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": True}]
-        operator.jobs._dirty.clear()
+        woken.clear()
         assert operator.router.applied(KIND_POD, versioned(owned, 9))
-        assert not operator.jobs._dirty  # the Job runs (not suspended) and has its Workload
+        assert not woken  # the Job runs (not suspended) and has its Workload
         operator.router.applied(c.KIND_JOB, {**job, "spec": {**job["spec"], "suspend": True},
                                              "metadata": {**job["metadata"], "resourceVersion": "10"}})
-        operator.jobs._dirty.clear()
+        woken.clear()
         assert operator.router.applied(KIND_POD, versioned(owned, 11))
-        assert list(operator.jobs._dirty) == [(c.KIND_JOB, "ns/train")]  # suspended: its pods must be gone first
+        assert list(woken) == [(c.KIND_JOB, "ns/train")]  # suspended: its pods must be gone first
     finally:
         await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
