@@ -88,9 +88,12 @@ class RealCluster:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.control = kubeconfig.with_name("control-url")
+        self.front_proxy = kubeconfig.with_name("front-proxy")
+        """front-proxy-client.crt/.key: the client certificate kube-apiserver calls APIServices with."""
         self._log = log_path.open("wb")
         extra = ["--jobset"] if jobset else []
-        self.proc = subprocess.Popen([str(UP), "--kubeconfig", str(kubeconfig), "--control", str(self.control), *extra],
+        self.proc = subprocess.Popen([str(UP), "--kubeconfig", str(kubeconfig), "--control", str(self.control),
+                                      "--front-proxy-dir", str(self.front_proxy), *extra],
                                      stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL)
         self._ready = threading.Event()
         threading.Thread(target=self._read_stdout, daemon=True).start()

@@ -206,8 +206,16 @@ class TlsFiles:
                 out.append((st.st_ino, st.st_mtime_ns, st.st_size))
         return tuple(out)
 
-    def context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    def context(self, client_ca: str | None = None) -> ssl.SSLContext:
+        """The server context; with `client_ca` (PEM) it asks for an optional client certificate and
+        verifies one sent against that CA alone (not the system's CAs: a verified certificate is
+        trusted to name its user)."""
+        if client_ca is None:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        else:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.verify_mode = ssl.CERT_OPTIONAL
+            context.load_verify_locations(cadata=client_ca)
         context.load_cert_chain(self.cert, self.key)
         return context
 
@@ -220,16 +228,17 @@ class ReloadingTls:
     """A server-side TLS context from `TlsFiles` that follows the files: `front()` is the listening
     socket's context, whose handshakes switch to the newest context `reload_if_changed` loaded."""
 
-    def __init__(self, tls: TlsFiles, what: str = "webhook") -> None:
+    def __init__(self, tls: TlsFiles, what: str = "webhook", client_ca: str | None = None) -> None:
         self.tls = tls
         self.what = what
+        self.client_ca = client_ca
         self.reloads = 0
         self._fingerprint = tls.fingerprint()
-        self._current = tls.context()
+        self._current = tls.context(client_ca)
 
     def front(self) -> ssl.SSLContext:
         """The listening socket's context: each handshake switches to the newest loaded context."""
-        front = self.tls.context()
+        front = self.tls.context(self.client_ca)
 
         def pick(sock: ssl.SSLObject, _server_name: str | None, _front: ssl.SSLContext) -> None:
             sock.context = self._current
@@ -243,7 +252,7 @@ class ReloadingTls:
             fingerprint = self.tls.fingerprint()
             if fingerprint == self._fingerprint:
                 return False
-            context = self.tls.context()
+            context = self.tls.context(self.client_ca)
         except (OSError, ssl.SSLError) as e:
             logger.warning("Cannot load the %s certificate from %s: %s; serving the previous one",
                            self.what, self.tls.cert, e)

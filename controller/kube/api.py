@@ -159,6 +159,7 @@ MUTATING_WEBHOOK_CONFIGURATIONS = ("admissionregistration.k8s.io/v1", "mutatingw
 VALIDATING_WEBHOOK_CONFIGURATIONS = ("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations")
 CUSTOM_RESOURCE_DEFINITIONS = ("apiextensions.k8s.io/v1", "customresourcedefinitions")  # local conversion only
 TOKEN_REVIEWS = ("authentication.k8s.io/v1", "tokenreviews")  # metrics scrapes (controller.kube.authorizing)
+CONFIG_MAPS = ("v1", "configmaps")  # kube-system/extension-apiserver-authentication (controller.kube.metrics)
 SUBJECT_ACCESS_REVIEWS = ("authorization.k8s.io/v1", "subjectaccessreviews")
 
 

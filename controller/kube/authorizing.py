@@ -4,7 +4,9 @@
 into a `Verdict`: a TokenReview says who the token belongs to (401 when nobody), a SubjectAccessReview
 whether that user may `verb` the non-resource URL `path` (403 when not; the `metrics-reader`
 ClusterRole grants `get /metrics`). Answers are cached briefly (see the TTLs) so a scrape every few
-seconds costs no API call. `review_resource` asks about a resource instead (resourceAttributes).
+seconds costs no API call. `review_resource` asks about a resource instead (resourceAttributes), and
+may be given the user the aggregator asserted (request-header authentication: a verified front-proxy
+client certificate, see controller.core.request_headers) in place of a token.
 Called by controller.kube.metrics for `/metrics` and controller.kube.visibility for pendingworkloads.
 """
 
@@ -19,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from controller.core.request_headers import RemoteUser, RequestHeaderConfig
 from controller.kube.api import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, ApiError, KubeApi
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,7 @@ MAX_ENTRIES: Final = 1024
 REASON_ALLOWED: Final = "Allowed"
 REASON_NO_TOKEN: Final = "NoBearerToken"
 REASON_INVALID_TOKEN: Final = "InvalidToken"
+REASON_REMOTE_USER_REFUSED: Final = "RemoteUserRefused"
 REASON_FORBIDDEN: Final = "Forbidden"
 REASON_REVIEW_FAILED: Final = "ReviewFailed"
 
@@ -132,8 +136,11 @@ class AccessReviewer:
     """See the module docstring; `calls` counts the reviews sent (tests and benchmarks read it)."""
 
     def __init__(self, api: KubeApi, clock: Callable[[], float] = time.monotonic,
-                 max_entries: int = MAX_ENTRIES) -> None:
+                 max_entries: int = MAX_ENTRIES, request_header: RequestHeaderConfig | None = None) -> None:
         self.api = api
+        self.request_header = request_header
+        """The aggregator's request-header settings when they could be read (the server then asks
+        for client certificates signed by their CA); None: asserted users are never accepted."""
         self.calls = 0
         self._identities = _Expiring(clock, max_entries)
         self._decisions = _Expiring(clock, max_entries)
@@ -143,22 +150,33 @@ class AccessReviewer:
         return await self._review(authorization, f"{verb} {path}",
                                   ("nonResourceAttributes", (("path", path), ("verb", verb))))
 
-    async def review_resource(self, authorization: str | None, attributes: Mapping[str, str]) -> Verdict:
+    async def review_resource(self, authorization: str | None, attributes: Mapping[str, str],
+                              remote: RemoteUser | str | None = None) -> Verdict:
         """The verdict on a request for a resource: `attributes` are a SubjectAccessReview's
-        resourceAttributes (verb, group, version, resource, subresource, namespace, name)."""
+        resourceAttributes (verb, group, version, resource, subresource, namespace, name). `remote`
+        is what request-header authentication found for a verified front-proxy client certificate
+        (the user, or why it was refused; None: no such certificate): a user is reviewed without a
+        TokenReview, a refusal is a 401 unless a bearer token authenticates instead."""
         what = "/".join(attributes.get(k, "") for k in ("resource", "name", "subresource") if attributes.get(k))
         where = f" in namespace {attributes['namespace']}" if attributes.get("namespace") else ""
         return await self._review(authorization, f"{attributes.get('verb', 'get')} {what}{where}",
-                                  ("resourceAttributes", tuple(sorted(attributes.items()))))
+                                  ("resourceAttributes", tuple(sorted(attributes.items()))), remote)
 
     async def _review(self, authorization: str | None, asked: str,
-                      attributes: tuple[str, tuple[tuple[str, str], ...]]) -> Verdict:
+                      attributes: tuple[str, tuple[tuple[str, str], ...]],
+                      remote: RemoteUser | str | None = None) -> Verdict:
         token = bearer_token(authorization)
-        if token is None:
+        if isinstance(remote, str) and token is None:
+            return Verdict(401, REASON_REMOTE_USER_REFUSED, f"front-proxy client certificate refused: {remote}")
+        if token is None and not isinstance(remote, RemoteUser):
             return Verdict(401, REASON_NO_TOKEN, "no bearer token: send Authorization: Bearer <token>")
         try:
-            identity = await self._identities.get(hashlib.sha256(token.encode()).digest(),
-                                                  lambda: self._authenticate(token))
+            if isinstance(remote, RemoteUser):
+                identity: Identity | None = Identity(remote.user, "", remote.groups, remote.extra)
+            else:
+                known = str(token)
+                identity = await self._identities.get(hashlib.sha256(known.encode()).digest(),
+                                                      lambda: self._authenticate(known))
             if identity is None:
                 return Verdict(401, REASON_INVALID_TOKEN, "the bearer token was not accepted by the API server")
             allowed, why = await self._decisions.get((identity, attributes),

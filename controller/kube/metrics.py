@@ -38,7 +38,8 @@ from prometheus_client import (
 from controller.api import constants as c
 from controller.cache.cluster import ClusterCache
 from controller.core.admission.fragmentation import fragmented_free, largest_gang
-from controller.kube.api import KubeApi
+from controller.core.request_headers import CONFIG_MAP_NAME, CONFIG_MAP_NAMESPACE, RequestHeaderConfig
+from controller.kube.api import CONFIG_MAPS, ApiError, KubeApi
 from controller.kube.authorizing import AccessReviewer
 from webhooks.certificates import write_serving_files
 from webhooks.serving import ReloadingTls, TlsFiles
@@ -470,6 +471,25 @@ def metrics_tls(cert_dir: Path | None, scratch: contextlib.ExitStack) -> TlsFile
     return TlsFiles(directory / c.WEBHOOK_CERT_FILE, directory / c.WEBHOOK_KEY_FILE, directory / c.WEBHOOK_CA_FILE)
 
 
+async def read_request_header(api: KubeApi) -> RequestHeaderConfig | None:
+    """The aggregator's request-header settings from kube-system/extension-apiserver-authentication,
+    read once at start; None (logged at WARNING with the reason) when they cannot be read, so requests
+    the aggregator forwards (the APIService) are refused while bearer tokens keep working."""
+    try:
+        config_map = await api.get(CONFIG_MAPS, CONFIG_MAP_NAMESPACE, CONFIG_MAP_NAME)
+    except ApiError as e:
+        log.warning("Requests through the APIService (aggregator client certificates) are refused: cannot "
+                    "read ConfigMap %s/%s: %s", CONFIG_MAP_NAMESPACE, CONFIG_MAP_NAME, e)
+        return None
+    config = RequestHeaderConfig.from_config_map(config_map.get("data") or {})
+    if isinstance(config, str):
+        log.warning("Requests through the APIService (aggregator client certificates) are refused: %s", config)
+        return None
+    log.info("Accepting aggregator client certificates (allowed names: %s; user header %s)",
+             ", ".join(config.allowed_names) or "any", ", ".join(config.username_headers))
+    return config
+
+
 @contextlib.asynccontextmanager
 async def serving_endpoints(endpoints: Endpoints, api: KubeApi, ready: Callable[[], bool],
                             metrics: Metrics, routes: Routes | None = None) -> AsyncIterator[tuple[RunningServer | None, RunningServer | None]]:
@@ -491,8 +511,12 @@ async def serving_endpoints(endpoints: Endpoints, api: KubeApi, ready: Callable[
                 else:
                     files = metrics_tls(endpoints.metrics_cert_dir, scratch)
                     metrics.certificate_watched("metrics", files.cert)
-                    served = await serve_metrics(endpoints.metrics_host, endpoints.metrics_port, metrics,
-                                                 AccessReviewer(api), ReloadingTls(files, "metrics"), routes=routes)
+                    request_header = await read_request_header(api) if routes is not None else None
+                    served = await serve_metrics(
+                        endpoints.metrics_host, endpoints.metrics_port, metrics,
+                        AccessReviewer(api, request_header=request_header),
+                        ReloadingTls(files, "metrics", request_header.client_ca if request_header else None),
+                        routes=routes)
                 stack.push_async_callback(served.close)
                 certificate = f"from {endpoints.metrics_cert_dir}" if endpoints.metrics_cert_dir else "self-signed"
                 how = ("unauthenticated" if endpoints.metrics_insecure

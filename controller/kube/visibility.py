@@ -3,7 +3,8 @@
 `visibility_routes` adds `GET /apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/NAME/pendingworkloads`
 and `.../namespaces/NS/localqueues/NAME/pendingworkloads` to the operator's HTTPS server (the one of
 /metrics); each request is authenticated and authorized by the API server (TokenReview, then a
-SubjectAccessReview for `get` on the `pendingworkloads` subresource) before the pure
+SubjectAccessReview for `get` on the `pendingworkloads` subresource; or, when kube-apiserver's aggregator
+calls with its front-proxy client certificate, the user its X-Remote-User headers name) before the pure
 controller.core.admission.pending_workloads answers from the cache. `queued_in` says which workloads
 wait in which ClusterQueue. Called by controller.kube.metrics.serve_metrics.
 """
@@ -29,6 +30,7 @@ from controller.core.admission.pending_workloads import (
     waits_for_quota,
 )
 from controller.core.admission.workloads import WorkloadInfo
+from controller.core.request_headers import RemoteUser, RequestHeaderConfig, common_name, remote_user
 from controller.kube.authorizing import AccessReviewer
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,19 @@ def queued_in(cache: ClusterCache) -> list[tuple[WorkloadInfo, str]]:
     return out
 
 
+def asserted_user(request: web.Request, config: RequestHeaderConfig | None) -> RemoteUser | str | None:
+    """The user the request's headers assert when its client certificate was verified against the
+    request-header CA (or why it is refused); None without such a certificate, so the headers of a
+    request without one are never read."""
+    if config is None or request.transport is None:
+        return None
+    # getpeercert() is empty unless the handshake verified the certificate against the loaded CA.
+    cert = request.transport.get_extra_info("peercert")
+    if not cert:
+        return None
+    return remote_user(common_name(cert.get("subject", ())), request.headers.items(), config)
+
+
 def status(code: int, reason: str, message: str) -> web.Response:
     """A refusal as a Kubernetes Status, as kubectl and client libraries read it."""
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
@@ -67,7 +82,8 @@ def visibility_routes(app: web.Application, queued: Queued, reviewer: AccessRevi
     async def answer(request: web.Request, attributes: dict[str, str], rows: Callable[[], list[Any]],
                      exists: bool, what: str) -> web.Response:
         if reviewer is not None:
-            verdict = await reviewer.review_resource(request.headers.get("Authorization"), attributes)
+            verdict = await reviewer.review_resource(request.headers.get("Authorization"), attributes,
+                                                     asserted_user(request, reviewer.request_header))
             if not verdict.allowed:
                 log.info("Visibility request from %s refused %d %s: %s", request.remote, verdict.status,
                          verdict.reason, verdict.message)

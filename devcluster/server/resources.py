@@ -127,6 +127,8 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _b("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
     _b("apps", "v1", "deployments", "Deployment", True, ("deploy",), status=True, cats=("all",)),
     _b("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), status=True),
+    # Stored only: no aggregator here, so an APIService is never called (nor its status set).
+    _b("apiregistration.k8s.io", "v1", "apiservices", "APIService", False, status=True),
     ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
                  verbs=("create",)),
     ResourceType("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False,

@@ -46,6 +46,7 @@ REPO = HERE.parents[1]
 KUBERNETES_VERSION = "v1.37.2"
 KWOK_MODULE = "sigs.k8s.io/kwok/cmd/kwok"
 KWOK_VERSION = "v0.8.0"
+FRONT_PROXY_CLIENT = "front-proxy-client"
 PINNED_FILES = ("go.mod", "go.sum", "main.go")
 # JobSet's controller is built from its own module (its go.mod pins an older Kubernetes client than
 # the control plane's): jobset/go.mod names it as a tool, so go.sum pins every dependency. It has its
@@ -169,8 +170,10 @@ def ensure_jobset(cache_root: Path) -> tuple[Path, Path]:
 
 
 def write_certificates(pki: Path) -> None:
-    """A CA, the apiserver's serving cert (loopback names), an admin client cert in system:masters and
-    the service-account signing key pair, all EC P-256, as PEM files in `pki`."""
+    """A CA, the apiserver's serving cert (loopback names), an admin client cert in system:masters, the
+    service-account signing key pair, and the front-proxy CA with the aggregator's client cert (CN
+    front-proxy-client: kube-apiserver calls APIServices with it and publishes that CA in
+    kube-system/extension-apiserver-authentication), all EC P-256, as PEM files in `pki`."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -214,6 +217,15 @@ def write_certificates(pki: Path) -> None:
     (pki / "admin.crt").write_bytes(issue(admin_name, admin_key, ca_name, ca_key, False,
                                           [ExtendedKeyUsageOID.CLIENT_AUTH], []))
     (pki / "admin.key").write_bytes(key_pem(admin_key))
+    proxy_ca_key = ec.generate_private_key(ec.SECP256R1())
+    proxy_ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tasq-realcluster-front-proxy-ca")])
+    (pki / "front-proxy-ca.crt").write_bytes(issue(proxy_ca_name, proxy_ca_key, proxy_ca_name, proxy_ca_key,
+                                                   True, [], []))
+    proxy_key = ec.generate_private_key(ec.SECP256R1())
+    (pki / "front-proxy-client.crt").write_bytes(issue(
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, FRONT_PROXY_CLIENT)]), proxy_key, proxy_ca_name,
+        proxy_ca_key, False, [ExtendedKeyUsageOID.CLIENT_AUTH], []))
+    (pki / "front-proxy-client.key").write_bytes(key_pem(proxy_key))
     sa_key = ec.generate_private_key(ec.SECP256R1())
     (pki / "sa.key").write_bytes(key_pem(sa_key))
     (pki / "sa.pub").write_bytes(sa_key.public_key().public_bytes(
@@ -647,6 +659,13 @@ def component_argv(realcluster: Path, kwok: Path, workdir: Path, ports: Mapping[
             f"--cert-dir={workdir / 'apiserver-certs'}",
             f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",
+            # the aggregator's identity towards APIServices, as kubeadm sets it up
+            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
@@ -806,6 +825,10 @@ def control_plane(args: argparse.Namespace) -> Iterator[Processes]:
                  processes)
         args.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
         args.kubeconfig.write_text(kubeconfig_text(workdir / "pki", server))
+        if args.front_proxy_dir is not None:  # for tests that call an APIService's server as the aggregator
+            args.front_proxy_dir.mkdir(parents=True, exist_ok=True)
+            for name in ("front-proxy-ca.crt", "front-proxy-client.crt", "front-proxy-client.key"):
+                shutil.copyfile(workdir / "pki" / name, args.front_proxy_dir / name)
         if args.control is not None:
             serve_control(processes, api, args.control)
         processes.check()
@@ -847,6 +870,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--control", type=Path, default=None, metavar="FILE",
                         help="serve the control endpoint (POST /restart?component=kube-apiserver|etcd"
                              "[&signal=TERM|KILL][&down=SECONDS]) on loopback and write its URL to FILE")
+    parser.add_argument("--front-proxy-dir", type=Path, default=None, metavar="DIR",
+                        help="copy the aggregator's client certificate and key (front-proxy-client.crt/.key) "
+                             "and its CA here, to call an APIService's server as kube-apiserver does")
     parser.add_argument("--cache-dir", type=Path,
                         default=Path(os.environ.get("TASQ_REALCLUSTER_CACHE")
                                      or Path.home() / ".cache" / "tasq" / "realcluster"),

@@ -6,7 +6,8 @@ no quota keeps every Workload pending; the answers list them in Kueue's order wi
 the ClusterQueue and in each LocalQueue, paged by limit/offset, and refuse an account without the
 shipped viewer role (config/rbac/pending_workloads_viewer_role.yaml). The kubectl plugin
 (`kubectl tasq`, found by the real kubectl on PATH) lists the same positions, and stops and resumes a
-Workload.
+Workload. On the real cluster, a request made as kube-apiserver's aggregator makes it (its front-proxy
+client certificate and X-Remote-User) gets the list for that user; the headers alone get a 401.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ import os
 import ssl
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import RealCluster
 from tests.e2e.conftest import KUBECTL, Kubectl, wait_for
 from tests.e2e.test_metrics import REPO, Tasq, tasq  # noqa: F401  (the fixture)
 
@@ -203,3 +207,50 @@ def test_the_plugin_names_a_workload_that_does_not_exist(kubeconfig: Path, names
     assert proc.returncode == 1
     assert f'workload "ghost" not found in namespace "{namespace}"' in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def get_as_aggregator(server: Tasq, path: str, headers: dict[str, str],
+                      client_cert: tuple[Path, Path] | None) -> tuple[int, Any]:
+    """GET `path` as kube-apiserver's aggregator does: its client certificate (when given) and the
+    user in X-Remote-* headers, no token."""
+    context = ssl.create_default_context(cadata=server.ca_pem.decode())
+    if client_cert is not None:
+        context.load_cert_chain(*client_cert)
+    request = urllib.request.Request(f"https://127.0.0.1:{server.metrics_port}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as answer:
+            status, text = int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read().decode()
+    return status, json.loads(text) if text.startswith("{") else text
+
+
+# Real cluster only: the devcluster has no aggregator, hence no extension-apiserver-authentication
+# ConfigMap nor front-proxy CA; hack/realcluster/up gives kube-apiserver both, as kubeadm does.
+@pytest.mark.real
+def test_the_aggregators_client_certificate_and_remote_user_get_the_pending_list(
+        tasq: Tasq, kubectl: Kubectl, namespace: str, tmp_path: Path,  # noqa: F811
+        realcluster: RealCluster) -> None:
+    cq = f"vis-{namespace}"
+    kubectl("apply", "-f", str(VIEWER_ROLES))
+    apply(kubectl, tmp_path, QUEUES.format(cq=cq, ns=namespace) + "---\n" + "---\n".join(
+        WORKLOAD.format(name=n, ns=namespace, queue=q, priority=p) for n, q, p in WORKLOADS))
+    viewer = f"aggregated-viewer-{namespace}"
+    kubectl("create", "clusterrolebinding", f"{viewer}-binding", "--clusterrole=tasq-pending-workloads-cq-viewer",
+            f"--user={viewer}")
+    cert = (realcluster.front_proxy / "front-proxy-client.crt", realcluster.front_proxy / "front-proxy-client.key")
+    path = f"{API}/clusterqueues/{cq}/pendingworkloads"
+    as_viewer = {"X-Remote-User": viewer, "X-Remote-Group": "system:authenticated"}
+    assert "Accepting aggregator client certificates (allowed names: front-proxy-client" in tasq.log.read_text()
+
+    def listed() -> Any:
+        status, body = get_as_aggregator(tasq, path, as_viewer, cert)
+        return body if status == 200 and len(body["items"]) == len(WORKLOADS) else None
+    body = wait_for(listed, 60, "the pending list for the user the aggregator names", logs=tasq.output)
+    assert [i["metadata"]["name"] for i in body["items"]] == ["w-top", "w-mid", "w-blue-low", "w-low"]
+
+    status, body = get_as_aggregator(tasq, path, as_viewer, None)
+    assert (status, body["reason"]) == (401, "Unauthorized"), body
+    status, body = get_as_aggregator(tasq, path, {"X-Remote-User": f"nobody-{namespace}"}, cert)
+    assert status == 403 and f'user "nobody-{namespace}" may not get' in body["message"], body
+    assert "Traceback" not in tasq.output()

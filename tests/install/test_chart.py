@@ -29,6 +29,7 @@ from controller.api import constants as c
 from controller.api.configuration import RequeuingStrategy, WaitForPodsReady, parse_configuration
 from controller.api.features import DEFAULTS, parse_feature_gates
 from controller.commands import run
+from controller.core.admission.pending_workloads import VISIBILITY_GROUP, VISIBILITY_VERSION
 from tests.install.test_config import CERT_MANAGER, KUBERNETES_VERSION, rendered
 from webhooks.certificates import write_serving_files
 
@@ -91,7 +92,7 @@ MATRIX: dict[str, dict[str, Any]] = {
     "defaults": {},
     "a self-provided certificate": SELF_PROVIDED,
     "without webhooks": {"webhooks": {"enabled": False}},
-    "without metrics": {"metrics": {"enabled": False}},
+    "without metrics": {"metrics": {"enabled": False}, "visibility": {"apiService": {"enabled": False}}},
     "one replica": {"replicaCount": 1},
     "three replicas, a digest, json logs, gates": {
         "replicaCount": 3, "image": {"repository": "registry.example/tasq", "digest": "sha256:" + "a" * 64},
@@ -253,8 +254,10 @@ def test_a_pdb_and_anti_affinity_come_with_more_than_one_replica(replicas: int, 
 def test_a_release_in_another_namespace_names_it_everywhere() -> None:
     objects = render(namespace="batch-admission")
     for obj in objects:
-        if "namespace" in obj["metadata"]:
+        if "namespace" in obj["metadata"] and obj["metadata"]["name"] != AUTH_READER_BINDING:
             assert obj["metadata"]["namespace"] == "batch-admission"
+    assert one(objects, "RoleBinding", AUTH_READER_BINDING)["metadata"]["namespace"] == "kube-system"
+    assert one(objects, "APIService")["spec"]["service"]["namespace"] == "batch-admission"
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         for hook in one(objects, kind)["webhooks"]:
             assert hook["clientConfig"]["service"]["namespace"] == "batch-admission"
@@ -279,6 +282,8 @@ def test_a_self_provided_certificate_puts_its_ca_in_every_webhook_and_crd_and_as
     for crd in (d for d in objects if d["kind"] == "CustomResourceDefinition"):
         assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] == CA_BUNDLE
         assert "cert-manager.io/inject-ca-from" not in crd["metadata"]["annotations"]
+    apiservice = one(objects, "APIService")
+    assert apiservice["spec"]["caBundle"] == CA_BUNDLE and "annotations" not in apiservice["metadata"]
 
 
 @real
@@ -294,6 +299,10 @@ def test_a_self_provided_certificate_puts_its_ca_in_every_webhook_and_crd_and_as
     pytest.param({"featureGates": {"ElasticJobsViaWorkloadSlices": True}}, "ElasticJobsViaWorkloadSlices",
                  id="a gate tasq does not have"),
     pytest.param({"logging": {"format": "yaml"}}, "format", id="an unknown log format"),
+    pytest.param({"metrics": {"enabled": False}}, "visibility.apiService.enabled needs metrics.enabled",
+                 id="the APIService without the metrics port it is served on"),
+    pytest.param({"visibility": {"apiService": {"enable": True}}}, "'enable' not allowed",
+                 id="a misspelt APIService flag"),
 ])
 def test_values_that_cannot_work_are_refused_naming_the_value(values: dict[str, Any], words: str) -> None:
     proc = helm("template", "tasq", str(CHART), *values_flags(values), check=False)
@@ -314,3 +323,44 @@ def test_monitoring_renders_the_rules_and_dashboard_of_config_prometheus() -> No
     assert one(objects, "Certificate")["spec"]["issuerRef"] == {"kind": "ClusterIssuer", "name": "corp-ca"}
     assert not [d for d in objects if d["kind"] == "Issuer"]
     assert c.METRICS_READER_ROLE in {d["metadata"]["name"] for d in objects if d["kind"] == "ClusterRole"}
+
+
+AUTH_READER_BINDING = "tasq-extension-apiserver-authentication-reader"
+
+
+@real
+@pytest.mark.parametrize(("values", "port"), [
+    pytest.param({}, 8443, id="defaults"),
+    pytest.param({"metrics": {"port": 9444}}, 9444, id="another metrics port"),
+])
+def test_the_apiservice_points_at_the_port_the_visibility_api_is_served_on(values: dict[str, Any],
+                                                                          port: int) -> None:
+    """The aggregator calls the Service and port the APIService names: that port must lead to the
+    container port `--metrics-port` serves, with the CA cert-manager injects; tasq may read the
+    request-header ConfigMap in kube-system."""
+    objects = render(values)
+    apiservice = one(objects, "APIService", "v1beta1.visibility.kueue.x-k8s.io")
+    spec = apiservice["spec"]
+    assert (spec["group"], spec["version"]) == (VISIBILITY_GROUP, VISIBILITY_VERSION)
+    assert apiservice["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/tasq-serving-cert"
+    service = one(objects, "Service", spec["service"]["name"])
+    assert spec["service"]["namespace"] == service["metadata"]["namespace"] == NAMESPACE
+    (service_port,) = [p for p in service["spec"]["ports"] if p["port"] == spec["service"]["port"] == port]
+    container = manager(objects)
+    (target,) = [p for p in container["ports"] if p["name"] == service_port["targetPort"]]
+    assert f"--metrics-port={target['containerPort']}" in container["args"]
+    assert f"{service['metadata']['name']}.{NAMESPACE}.svc" in one(objects, "Certificate")["spec"]["dnsNames"]
+    binding = one(objects, "RoleBinding", AUTH_READER_BINDING)
+    assert binding["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": container_account(objects),
+                                    "namespace": NAMESPACE}]
+
+
+def container_account(objects: list[dict[str, Any]]) -> str:
+    return str(one(objects, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"])
+
+
+@real
+def test_without_the_apiservice_nothing_of_it_is_installed() -> None:
+    objects = render({"visibility": {"apiService": {"enabled": False}}})
+    assert not [d for d in objects if d["kind"] == "APIService" or d["metadata"]["name"] == AUTH_READER_BINDING]

@@ -20,6 +20,8 @@ import yaml
 
 from controller.api import constants as c
 from controller.api.crds import crd_json_schema
+from controller.core.admission.pending_workloads import VISIBILITY_GROUP, VISIBILITY_VERSION
+from controller.core.request_headers import CONFIG_MAP_NAMESPACE
 from webhooks.configurations import CERT_MANAGER_INJECT_CA, CERTIFICATE_NAME, in_cluster_conversion
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +47,8 @@ def _ids(base: str) -> list[str]:
     return [f"{d['kind']}/{d['metadata']['name']}" for d in rendered(base)]
 
 
-@pytest.mark.parametrize("base", ["default", "crd", "rbac", "manager", "webhook", "certmanager", "prometheus"])
+@pytest.mark.parametrize("base", ["default", "crd", "rbac", "manager", "webhook", "certmanager", "prometheus",
+                                  "visibility"])
 def test_every_base_renders(base: str) -> None:
     assert rendered(base)
 
@@ -55,11 +58,12 @@ def test_default_holds_the_whole_install() -> None:
     assert kinds == sorted({"Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
                             "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service",
                             "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Issuer",
-                            "Certificate", "PodDisruptionBudget", "ConfigMap"})
+                            "Certificate", "PodDisruptionBudget", "ConfigMap", "APIService"})
     namespaced = [d for d in rendered("default") if d["kind"] not in {
         "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
-        "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}]
-    assert {d["metadata"]["namespace"] for d in namespaced} == {c.TASQ_NAMESPACE}
+        "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "APIService"}]
+    elsewhere = {d["metadata"]["name"] for d in namespaced if d["metadata"]["namespace"] != c.TASQ_NAMESPACE}
+    assert elsewhere == {"tasq-extension-apiserver-authentication-reader"}  # kube-system, as it must
 
 
 @pytest.mark.parametrize("obj", rendered("default"), ids=_ids("default"))
@@ -182,3 +186,33 @@ def test_every_crd_converts_through_the_webhook_service_with_the_injected_ca() -
         assert crd["metadata"]["annotations"][CERT_MANAGER_INJECT_CA] == f"{c.TASQ_NAMESPACE}/{CERTIFICATE_NAME}"
     service = next(d for d in rendered("default") if d["kind"] == "Service" and d["metadata"]["name"] == c.WEBHOOK_SERVICE)
     assert service["metadata"]["namespace"] == crds[0]["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["namespace"]
+
+
+def test_the_apiservice_reaches_the_visibility_handlers_on_the_metrics_service() -> None:
+    """The aggregator calls the APIService's Service and port, which must lead to the container port
+    `--metrics-port` serves (where controller.kube.visibility answers), with the CA of the serving
+    certificate, which must name that Service; tasq may read the request-header ConfigMap."""
+    objects = rendered("default")
+    (apiservice,) = [d for d in objects if d["kind"] == "APIService"]
+    spec = apiservice["spec"]
+    assert apiservice["metadata"]["name"] == f"{spec['version']}.{spec['group']}"
+    assert (spec["group"], spec["version"]) == (VISIBILITY_GROUP, VISIBILITY_VERSION)
+    assert apiservice["metadata"]["annotations"][CERT_MANAGER_INJECT_CA] == f"{c.TASQ_NAMESPACE}/{CERTIFICATE_NAME}"
+    assert "insecureSkipTLSVerify" not in spec
+    ref = spec["service"]
+    service = next(d for d in objects if d["kind"] == "Service" and d["metadata"]["name"] == ref["name"])
+    assert service["metadata"]["namespace"] == ref["namespace"]
+    (port,) = [p for p in service["spec"]["ports"] if p["port"] == ref["port"]]
+    deployment = next(d for d in objects if d["kind"] == "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    (target,) = [p for p in container["ports"] if p["name"] == port["targetPort"]]
+    assert f"--metrics-port={target['containerPort']}" in container["args"]
+    certificate = next(d for d in objects if d["kind"] == "Certificate")
+    assert f"{ref['name']}.{ref['namespace']}.svc" in certificate["spec"]["dnsNames"]
+    binding = next(d for d in objects if d["metadata"]["name"] == "tasq-extension-apiserver-authentication-reader")
+    assert binding["metadata"]["namespace"] == CONFIG_MAP_NAMESPACE
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": "extension-apiserver-authentication-reader"}
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account,
+                                    "namespace": deployment["metadata"]["namespace"]}]

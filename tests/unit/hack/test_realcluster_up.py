@@ -78,3 +78,31 @@ def test_jobset_has_a_cache_key_of_its_own(up: ModuleType, monkeypatch: pytest.M
     monkeypatch.setattr(up, "run_go", lambda args, **_: "go version go1.26.8 linux/amd64")
     assert up.cache_key(up.JOBSET_PINNED_FILES, "") != up.cache_key()
     assert up.cache_key(up.JOBSET_PINNED_FILES, "") == up.cache_key(up.JOBSET_PINNED_FILES, "")
+
+
+def test_kube_apiserver_calls_apiservices_with_a_front_proxy_client_cert_it_publishes_the_ca_of(
+        up: ModuleType, tmp_path: Path) -> None:
+    """The aggregator's client certificate is signed by the front-proxy CA (not the cluster CA, whose
+    certificates name users), carries the one allowed name, and every flag names a file written."""
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    up.write_certificates(pki)
+    client = x509.load_pem_x509_certificate((pki / "front-proxy-client.crt").read_bytes())
+    proxy_ca = x509.load_pem_x509_certificate((pki / "front-proxy-ca.crt").read_bytes())
+    cluster_ca = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    client.verify_directly_issued_by(proxy_ca)
+    assert proxy_ca.subject != cluster_ca.subject
+    assert client.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == up.FRONT_PROXY_CLIENT
+    assert ExtendedKeyUsageOID.CLIENT_AUTH in client.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    argv = up.component_argv(Path("/bin/realcluster"), Path("/bin/kwok"), tmp_path,
+                             {"etcd": 1, "etcd-peer": 2, "apiserver": 3, "kwok": 4})["kube-apiserver"]
+    flags = dict(arg.removeprefix("--").split("=", 1) for arg in argv if arg.startswith("--requestheader-")
+                 or arg.startswith("--proxy-client-"))
+    assert flags["requestheader-allowed-names"] == up.FRONT_PROXY_CLIENT
+    assert flags["requestheader-username-headers"] == "X-Remote-User"
+    for key in ("requestheader-client-ca-file", "proxy-client-cert-file", "proxy-client-key-file"):
+        assert Path(flags[key]).is_file(), key
+    assert Path(flags["requestheader-client-ca-file"]).read_bytes() == (pki / "front-proxy-ca.crt").read_bytes()

@@ -21,6 +21,7 @@ from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.api import constants as c
+from controller.kube.api import ApiError, KubeApi
 from controller.kube.authorizing import AccessReviewer
 from controller.kube.metrics import (
     BuildInfo,
@@ -32,6 +33,7 @@ from controller.kube.metrics import (
     kueue_wait_buckets,
     priority_class_of,
     queued_seconds,
+    read_request_header,
     serve_metrics,
     serve_probes,
     serving_endpoints,
@@ -359,3 +361,43 @@ def test_preemptions_and_evictions_are_counted_with_kueues_labels() -> None:
     assert got[("kueue_evicted_workloads_total", (("cluster_queue", "low-cq"), ("priority_class", ""),
                                                   ("reason", "Preempted"), ("replica_role", "standalone"),
                                                   ("underlying_cause", "")))] == 1
+
+
+class ConfigMapApi(KubeApi):
+    """Answers GET of one ConfigMap with `data`, or fails as `error` says."""
+
+    def __init__(self, data: dict[str, str] | None = None, error: ApiError | None = None) -> None:
+        self.data, self.error, self.asked = data, error, ""
+
+    async def request(self, method: str, url: str, body: Any = None, content_type: str = "application/json",
+                      query: Any = None) -> dict[str, Any]:
+        self.asked = f"{method} {url}"
+        if self.error is not None:
+            raise self.error
+        return {"kind": "ConfigMap", "data": self.data}
+
+
+FRONT_PROXY_DATA = {"requestheader-client-ca-file": "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n",
+                    "requestheader-allowed-names": '["front-proxy-client"]',
+                    "requestheader-username-headers": '["X-Remote-User"]'}
+
+
+async def test_request_header_settings_are_read_from_kube_system(caplog: pytest.LogCaptureFixture) -> None:
+    api = ConfigMapApi(FRONT_PROXY_DATA)
+    config = await read_request_header(api)
+    assert api.asked == "GET /api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication"
+    assert config is not None and config.allowed_names == ("front-proxy-client",)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+@pytest.mark.parametrize(("api", "why"), [
+    (ConfigMapApi(error=ApiError(403, 'configmaps "extension-apiserver-authentication" is forbidden')),
+     "cannot read ConfigMap kube-system/extension-apiserver-authentication: "),
+    (ConfigMapApi({"client-ca-file": "x"}), "has no requestheader-client-ca-file"),
+], ids=["no RBAC to read it", "kube-apiserver runs without requestheader flags"])
+async def test_unreadable_request_header_settings_refuse_the_aggregator_with_a_warning(
+        api: ConfigMapApi, why: str, caplog: pytest.LogCaptureFixture) -> None:
+    assert await read_request_header(api) is None
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and why in warnings[0]
+    assert warnings[0].startswith("Requests through the APIService (aggregator client certificates) are refused")
