@@ -96,8 +96,17 @@ def stored_versions(kubectl: Kubectl) -> dict[str, list[str]]:
 
 
 def without_tasq_crds(kubectl: Kubectl) -> None:
-    """No tasq CRD left (the real control plane starts with the current ones installed)."""
+    """No tasq CRD left (the real control plane starts with the current ones installed). Objects other
+    modules left keep the finalizers tasq put on them (resource-in-use, as Kueue's), which only a
+    running tasq removes: they are removed here, or deleting the CRD waits on them for ever."""
     for spec in KINDS:
+        listed = kubectl("get", spec.crd_name, "-A", "-o", "json", check=False)
+        for obj in (json.loads(listed.stdout).get("items") or []) if listed.returncode == 0 else []:
+            meta = obj["metadata"]
+            if meta.get("finalizers"):
+                where = ["-n", meta["namespace"]] if meta.get("namespace") else []
+                kubectl("patch", spec.crd_name, meta["name"], *where, "--type=merge",
+                        "-p", '{"metadata":{"finalizers":null}}', check=False)
         kubectl("delete", "crd", spec.crd_name, "--ignore-not-found", "--wait", timeout=120)
 
 
