@@ -22,11 +22,9 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
-from devcluster.simulated.nodes import parse_shape, topology_nodes
-from tests.e2e.conftest import Kubectl, install_operator_cluster, wait_for
+from tests.e2e.conftest import Kubectl, wait_for
 from tests.e2e.test_operator_clusters import (
     GPU,
-    RACK,
     Process,
     condition,
     get,
@@ -35,11 +33,10 @@ from tests.e2e.test_operator_clusters import (
     workload_of,
 )
 from tests.e2e.test_preemption import (
-    POOL,
-    RACKS,
     SETUP,
     OverCommitWatch,
     cluster_queue,
+    install_rack_pool,
     is_admitted,
     job,
     local_queue,
@@ -54,9 +51,7 @@ pytestmark = pytest.mark.e2e
 def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) -> Iterator[None]:
     """CRDs, the GPU nodes (`hack/realcluster/up` made them on the real control plane), the topology,
     the flavor over racks b1-r1 and b1-r2, the PriorityClasses."""
-    nodes = [] if cluster == "real" else topology_nodes(parse_shape("2x4x4x8"), "gpu-")
-    close = install_operator_cluster(request, cluster, kubectl, nodes, SETUP)
-    kubectl("label", "nodes", "-l", f"{RACK} in ({','.join(RACKS)})", "--overwrite", f"{POOL}=gpu")
+    close = install_rack_pool(request, cluster, kubectl, SETUP)
     yield
     close()
 

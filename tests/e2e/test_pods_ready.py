@@ -24,16 +24,14 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
-from devcluster.simulated.nodes import parse_shape, topology_nodes
-from tests.e2e.conftest import Kubectl, install_operator_cluster
-from tests.e2e.test_operator_clusters import RACK, Process, condition, get, leading_tasq, pods_of, workload_of
+from tests.e2e.conftest import Kubectl
+from tests.e2e.test_operator_clusters import Process, condition, get, leading_tasq, pods_of, workload_of
 from tests.e2e.test_preemption import (
-    POOL,
-    RACKS,
     SETUP,
     OverCommitWatch,
     cluster_queue,
     events,
+    install_rack_pool,
     is_admitted,
     job,
     local_queue,
@@ -60,9 +58,7 @@ waitForPodsReady:
 
 @pytest.fixture(scope="module")
 def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) -> Iterator[None]:
-    nodes = [] if cluster == "real" else topology_nodes(parse_shape("2x4x4x8"), "gpu-")
-    close = install_operator_cluster(request, cluster, kubectl, nodes, SETUP)
-    kubectl("label", "nodes", "-l", f"{RACK} in ({','.join(RACKS)})", "--overwrite", f"{POOL}=gpu")
+    close = install_rack_pool(request, cluster, kubectl, SETUP)
     yield
     close()
 

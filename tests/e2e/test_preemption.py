@@ -116,13 +116,21 @@ def job(name: str, namespace: str, queue: str, pods: int, gpus: int, priority: s
                  "template": {"metadata": template_meta, "spec": spec}}})
 
 
+def install_rack_pool(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl,
+                      setup: str) -> Callable[[], None]:
+    """The GPU nodes (`hack/realcluster/up` made them on the real control plane), `setup` applied,
+    racks b1-r1 and b1-r2 labelled into the flavor's pool; returns what undoes the install."""
+    nodes = [] if cluster == "real" else topology_nodes(parse_shape("2x4x4x8"), "gpu-")
+    close = install_operator_cluster(request, cluster, kubectl, nodes, setup)
+    kubectl("label", "nodes", "-l", f"{RACK} in ({','.join(RACKS)})", "--overwrite", f"{POOL}=gpu")
+    return close
+
+
 @pytest.fixture(scope="module")
 def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) -> Iterator[None]:
     """CRDs, the GPU nodes (`hack/realcluster/up` made them on the real control plane), the topology,
     the flavor over racks b1-r1 and b1-r2, the PriorityClasses."""
-    nodes = [] if cluster == "real" else topology_nodes(parse_shape("2x4x4x8"), "gpu-")
-    close = install_operator_cluster(request, cluster, kubectl, nodes, SETUP)
-    kubectl("label", "nodes", "-l", f"{RACK} in ({','.join(RACKS)})", "--overwrite", f"{POOL}=gpu")
+    close = install_rack_pool(request, cluster, kubectl, SETUP)
     yield
     close()
 
