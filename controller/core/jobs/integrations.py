@@ -8,12 +8,16 @@ webhook routes (webhooks.configurations).
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from controller.core.jobs.batch_job import BATCH_JOB
-from controller.core.jobs.framework import GenericJob
+from controller.core.jobs.framework import ComposableJob, GenericJob
 from controller.core.jobs.jobset import JOBSET
+from controller.core.jobs.pod_group import POD_GROUP
 
 INTEGRATIONS: Final[tuple[GenericJob, ...]] = (JOBSET, BATCH_JOB)
 """In the order a pod's owner is looked up: a JobSet's pods are claimed by their JobSet (by its name
 label) before the batch/v1 Job that controls them, which the JobSet integration manages."""
+
+COMPOSABLE_INTEGRATIONS: Final[tuple[ComposableJob[Any], ...]] = (POD_GROUP,)
+"""The composable kinds (many objects, one Workload): plain pod groups."""

@@ -1,4 +1,4 @@
-"""The pod-group reconciler against an in-memory API that keeps kube-apiserver's rule for gated pods
+"""The generic job reconciler driving plain pod groups (a composable kind) against an in-memory API that keeps kube-apiserver's rule for gated pods
 (scheduling gates may only be removed): a group waits until complete, a disagreeing group gets
 Events and no Workload, an admission starts its pods, their end finishes the Workload, an eviction
 deletes them and then releases the reservation."""
@@ -14,7 +14,7 @@ from controller.api import constants as c
 from controller.cache.cluster import KIND_POD, ClusterCache
 from controller.kube.api import PODS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
-from controller.kube.pod_group_reconciling import PodGroupReconciler
+from controller.kube.job_reconciling import JobReconciler
 from devcluster.server.patching import merge_patch as merge
 from tests.builders.cluster import make_pod
 from tests.builders.jobs import H100
@@ -81,17 +81,17 @@ def gated(name: str, total: str = "3", **annotations: str) -> dict[str, Any]:
     return pod.build()
 
 
-def setup() -> tuple[PodRulesApi, ClusterCache, Events, PodGroupReconciler]:
+def setup() -> tuple[PodRulesApi, ClusterCache, Events, JobReconciler]:
     api, cache, events = PodRulesApi(), ClusterCache(), Events()
-    return api, cache, events, PodGroupReconciler(cache, api, events)
+    return api, cache, events, JobReconciler(cache, api, events)
 
 
 def add_pod(api: PodRulesApi, cache: ClusterCache, pod: dict[str, Any]) -> None:
     cache.upsert(KIND_POD, api.put(PODS, pod))
 
 
-def step(reconciler: PodGroupReconciler) -> None:
-    asyncio.run(reconciler.reconcile("default/g"))
+def step(reconciler: JobReconciler) -> None:
+    asyncio.run(reconciler.reconcile("default/g", c.KIND_POD))
 
 
 def admit(api: PodRulesApi, cache: ClusterCache, assignment: Mapping[str, Any]) -> None:
