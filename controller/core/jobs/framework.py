@@ -10,10 +10,11 @@ Called by controller.kube.job_reconciling (through controller.core.jobs.integrat
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from controller.api import constants as c
 from controller.api.views import OwnerRef
@@ -60,6 +61,42 @@ class PodSetRunInfo:
     annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     scheduling_gates: tuple[str, ...] = ()
+
+
+class WebhookAction(enum.Enum):
+    """What an integration's admission webhook does to its kind's objects (webhooks.handlers holds
+    one handler per action, so a kind names actions, never handler code)."""
+
+    SUSPEND = "suspend"
+    """Mutating: a queued object is created suspended (`spec.suspend`), started once admitted."""
+    MANAGE_POD = "manage-pod"
+    """Mutating: a queued plain pod is created behind the admission and topology gates, labelled
+    and finalized as Kueue's managed pods are."""
+    VALIDATE = "validate"
+    """Validating: the kind's own rules (webhooks.validation) on CREATE, and on UPDATE what may not change."""
+    VALIDATE_RUNNING_JOB = "validate-running-job"
+    """Validating: as VALIDATE, plus what a running (admitted) Job may not change."""
+    VALIDATE_GROUP_MEMBER = "validate-group-member"
+    """Validating: as VALIDATE, plus on CREATE the conflicts with the pods of its group the process knows."""
+
+    @property
+    def mutating(self) -> bool:
+        return self in (WebhookAction.SUSPEND, WebhookAction.MANAGE_POD)
+
+
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+"""An admission request's operation, as a webhook rule names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookRule:
+    """One admission webhook an integration needs on its kind, for objects naming a queue: its
+    handler id (the URL path), what it does and on which operations. The webhook configurations
+    and the handler registrations are built from these (webhooks.configurations, webhooks.handlers)."""
+
+    handler_id: str
+    action: WebhookAction
+    operations: tuple[Operation, ...] = ("CREATE", "UPDATE")
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +341,8 @@ class GenericJob(Protocol):
     pod group) maps each of its objects to the one owner key (`owner_key`) the reconciler works on."""
 
     gvk: GroupVersionKind
+    webhooks: tuple[WebhookRule, ...]
+    """The admission webhooks its queued objects go through (defaulting, then validation)."""
 
     def owner_key(self, obj: Mapping[str, Any]) -> str | None:
         """`namespace/name` of the Workload owner this object belongs to (itself for a Job; the
@@ -404,6 +443,8 @@ class ComposableJob(Protocol[Group]):
     Stateless: one instance per kind."""
 
     gvk: GroupVersionKind
+    webhooks: tuple[WebhookRule, ...]
+    """The admission webhooks its queued members go through (defaulting, then validation)."""
 
     def member_key(self, obj: Mapping[str, Any]) -> str | None:
         """`namespace/<Workload name>` of the group this object is a member of; None when it takes no part."""

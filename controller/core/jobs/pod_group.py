@@ -31,6 +31,8 @@ from controller.core.jobs.framework import (
     GroupVersionKind,
     MemberWrite,
     PodSetRunInfo,
+    WebhookAction,
+    WebhookRule,
     workload_name_for_owner,
     workload_priority_class_of,
 )
@@ -480,14 +482,15 @@ def excess_pods(group: PodGroup) -> list[Mapping[str, Any]]:
 def finalizer_done(pod: Mapping[str, Any], workload_exists: bool, workload_finished: bool) -> bool:
     """The pod's finalizer may go: the Workload finished; or it is gone while the pod had started
     (so it had been admitted: nothing will record the pod's end any more); or the pod can no longer
-    count for it (failed, or deleted before it was bound); or it ended while being deleted (an
-    eviction, a deactivation, an excess pod). A succeeded member keeps it until the Workload has
-    recorded the group's end; a gated one of a group still forming keeps it."""
+    count for it: failed, or being deleted without having succeeded (an eviction, a deactivation,
+    an excess pod, a user's deletion: it cannot add to the group's successes, and while its kubelet
+    stops it the pod stays listed, so the reservation still waits for it). A succeeded member keeps
+    it until the Workload has recorded the group's end; a gated one of a group still forming keeps it."""
     if not has_finalizer(pod):
         return False
     gone = not workload_exists and not admission_gated(pod)
-    return (workload_finished or gone or not runnable_or_succeeded(pod)
-            or (being_deleted(pod) and terminated(pod)))
+    succeeded = str((pod.get("status") or {}).get("phase") or "") == "Succeeded"
+    return workload_finished or gone or not runnable_or_succeeded(pod) or (being_deleted(pod) and not succeeded)
 
 
 def finalizer_patch(pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -523,6 +526,9 @@ class PodGroupJob:
     on; deletion, since pods cannot be suspended). See the module's functions for each rule."""
 
     gvk: GroupVersionKind = POD_GVK
+    webhooks: tuple[WebhookRule, ...] = (
+        WebhookRule(c.WEBHOOK_MUTATE_QUEUED_POD, WebhookAction.MANAGE_POD, ("CREATE",)),
+        WebhookRule(c.WEBHOOK_VALIDATE_QUEUED_POD, WebhookAction.VALIDATE_GROUP_MEMBER))
 
     def member_key(self, obj: Mapping[str, Any]) -> str | None:
         return workload_key(obj)
@@ -558,8 +564,11 @@ class PodGroupJob:
         return [MemberWrite(pod_name(p)) for p in pods_to_stop(group)]
 
     def release_writes(self, group: PodGroup, workload_exists: bool, workload_finished: bool) -> list[MemberWrite]:
+        """Each pod's whose finalizer is done (`finalizer_done`); every pod's once all of them are
+        being deleted (the group is given up: its Workload, which they own, goes only after them)."""
+        given_up = all(being_deleted(p) for p in group.pods)
         return [MemberWrite(pod_name(p), finalizer_patch(p)) for p in group.pods
-                if finalizer_done(p, workload_exists, workload_finished)]
+                if finalizer_done(p, workload_exists, workload_finished or given_up)]
 
     def finished(self, group: PodGroup) -> Finished | None:
         return finished(group)

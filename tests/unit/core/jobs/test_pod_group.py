@@ -356,8 +356,10 @@ def finalized(name: str, phase: str = "Running", *, gated: bool = False, deletin
     pytest.param(finalized("p", "Failed"), True, False, True, id="failed: it counts for nothing any more"),
     pytest.param(finalized("p", "Pending", gated=True, deleting=True), True, False, True,
                  id="deleted before it was bound"),
-    pytest.param(finalized("p", "Running", deleting=True), True, False, False, id="being deleted, still running"),
-    pytest.param(finalized("p", "Succeeded", deleting=True), True, False, True, id="deleted and ended"),
+    pytest.param(finalized("p", "Running", deleting=True), True, False, True,
+                 id="being deleted: it can no longer succeed for the group"),
+    pytest.param(finalized("p", "Succeeded", deleting=True), True, False, False,
+                 id="a succeeded pod being deleted keeps it until the Workload counts it"),
     pytest.param(finalized("p", "Pending", gated=True), False, False, False,
                  id="gated, no Workload yet: the group is still forming"),
     pytest.param(finalized("p"), False, False, True, id="started and its Workload is gone"),
@@ -366,8 +368,9 @@ def finalized(name: str, phase: str = "Running", *, gated: bool = False, deletin
 def test_a_pod_s_finalizer_goes_once_its_end_is_recorded_or_no_longer_matters(
         pod: dict[str, Any], exists: bool, finished: bool, done: bool) -> None:
     assert pod_group.finalizer_done(pod, exists, finished) is done
-    writes = pod_group.POD_GROUP.release_writes(pod_group.assemble([pod]), exists, finished)
-    assert [w.name for w in writes] == (["p"] if done else [])
+    with_a_running_peer = pod_group.assemble([pod, finalized("q")])
+    writes = pod_group.POD_GROUP.release_writes(with_a_running_peer, exists, finished)
+    assert [w.name for w in writes if w.name == "p"] == (["p"] if done else [])
 
 
 def test_the_finalizer_patch_keeps_other_finalizers_and_is_conditional_on_the_version() -> None:
@@ -415,3 +418,14 @@ def test_the_adapter_starts_through_per_pod_patches_and_stops_through_deletions(
     assert pod_group.POD_GROUP.waiting(group) is None
     assert pod_group.POD_GROUP.waiting(pod_group.POD_GROUP.load(pods[:1])) == (
         "pod group default/g: 1 of 2 pods exist; the Workload is created once all do")
+
+
+def test_a_group_whose_pods_are_all_being_deleted_lets_every_finalizer_go() -> None:
+    # The Workload is owned by its pods: a succeeded pod holding on would keep it, and so itself, for ever.
+    done = finalized("p0", "Succeeded", deleting=True)
+    running = finalized("p1", deleting=True)
+    assert [w.name for w in pod_group.POD_GROUP.release_writes(pod_group.assemble([done, running]), True, False)] == [
+        "p0", "p1"]
+    staying = finalized("p2")
+    assert [w.name for w in pod_group.POD_GROUP.release_writes(
+        pod_group.assemble([done, running, staying]), True, False)] == ["p1"]
