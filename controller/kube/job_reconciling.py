@@ -81,6 +81,8 @@ class JobReconciler:
     Workload (`spec.active: false`) the same way, then release its reservation; mark the Workload
     Finished when the object ends; delete it when the object is gone. A reconcile that fails in any
     way (refused, a dropped connection, a bug) is re-queued with backoff (controller.kube.requeuing).
+    A composable kind's job (a pod group, keyed by its Workload) goes through the same states with
+    writes to each member instead of a suspend flag (`_reconcile_group`).
     `notify(key, kind)` on any change of the object, its Workload or its pods; `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
