@@ -15,6 +15,7 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.core.jobs import pod_group
+from controller.core.jobs.integrations import POD_GROUP
 
 JsonPatch = list[dict[str, Any]]
 
@@ -74,7 +75,7 @@ def _add_to_map(pod: Mapping[str, Any], field: str, entries: Mapping[str, str]) 
 
 
 def manage_pod(pod: Any) -> JsonPatch:
-    """A plain pod naming a queue (no integrated kind controls it: `pod_group.is_managed`) is
+    """A plain pod naming a queue (no integrated kind controls it: `PodGroupJob.is_managed`) is
     created behind Kueue's admission gate and the topology gate, labelled `kueue.x-k8s.io/managed`,
     with Kueue's pod finalizer of the same name, and, in a group, annotated with its role hash
     (Kueue's webhook does the same; the topology gate is added to every such pod because a gate can
@@ -82,7 +83,7 @@ def manage_pod(pod: Any) -> JsonPatch:
     The job reconciler removes the admission gate on admission, and the topology gate too where the
     pod set has no topology assignment; it removes the finalizer once the pod's end is recorded or
     no longer matters (`pod_group.finalizer_done`)."""
-    if not isinstance(pod, Mapping) or not isinstance(pod.get("metadata"), Mapping) or not pod_group.is_managed(pod):
+    if not isinstance(pod, Mapping) or not isinstance(pod.get("metadata"), Mapping) or not POD_GROUP.is_managed(pod):
         return []
     spec = pod.get("spec")
     if not isinstance(spec, Mapping):

@@ -17,9 +17,8 @@ from typing import Any, Final
 import kopf
 
 from controller.api import constants as c
-from controller.core.jobs import pod_group
 from controller.core.jobs.framework import GroupVersionKind, WebhookAction
-from controller.core.jobs.integrations import ALL_INTEGRATIONS
+from controller.core.jobs.integrations import ALL_INTEGRATIONS, POD_GROUP
 from webhooks import defaulting, running_jobs
 from webhooks.validation import FieldError, validate, validate_update
 from webhooks.validation.pods import conflicts_with_group
@@ -104,7 +103,7 @@ def _pod_validator(gvk: GroupVersionKind, group_members: GroupMembers | None) ->
     async def validate_queued_pod(body: kopf.Body, **kwargs: Any) -> None:
         operation, pod = kwargs.get("operation"), dict(body)
         extra: list[FieldError] = []
-        key = pod_group.workload_key(pod)
+        key = POD_GROUP.member_key(pod)
         if operation == "CREATE" and group_members is not None and key is not None:
             extra = conflicts_with_group(pod, group_members(key))
         check(gvk.kind, gvk.group, operation, body, kwargs.get("old"), extra)

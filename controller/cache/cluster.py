@@ -38,9 +38,8 @@ from controller.core.admission.quota import ClusterQueueQuota, CohortQuota, Quot
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo, flavor_infos
 from controller.core.admission.workloads import WorkloadInfo, parse_timestamp, workload_info
-from controller.core.jobs import pod_group
 from controller.core.jobs.framework import GenericJob, workload_owner_refs
-from controller.core.jobs.integrations import INTEGRATIONS
+from controller.core.jobs.integrations import INTEGRATIONS, POD_GROUP
 from controller.core.topology import Usage, workload_key_of
 from controller.core.ungating.planning import PodState, UngatingInput, pod_rank
 
@@ -298,7 +297,7 @@ class ClusterCache:
     def _track_group_member(self, key: str, pod: Mapping[str, Any]) -> None:
         """File a plain pod tasq manages under its group's Workload key (a pod whose labels no longer
         make it one leaves its group)."""
-        group = pod_group.workload_key(pod)
+        group = POD_GROUP.member_key(pod)
         before = self._group_of_pod.get(key)
         if before is not None and before != group:
             self._forget_group_member(key)

@@ -51,7 +51,7 @@ from controller.core.jobs.framework import (
     workload_owner_refs,
     workload_priority_class_of,
 )
-from controller.core.jobs.integrations import INTEGRATIONS
+from controller.core.jobs.integrations import INTEGRATIONS, POD_GROUP
 
 SIMULATION_START = datetime(2026, 1, 1, tzinfo=UTC)
 """The simulated clock's origin: never the wall clock, so output is reproducible."""
@@ -171,7 +171,7 @@ class Simulation:
             elif key[0] == c.KIND_POD:
                 self._pods[key] = PodView.from_dict(obj)
                 self._queued_pods.pop(key, None)
-                if pod_group.workload_key(obj) is not None:
+                if POD_GROUP.member_key(obj) is not None:
                     self._queued_pods[key] = obj
             elif key[0] in _MODELS:
                 self._models[key] = _MODELS[key[0]].model_validate(obj)
@@ -298,7 +298,7 @@ class Simulation:
         reconciler creates it); incomplete or disagreeing groups get none."""
         groups: dict[str, list[Mapping[str, Any]]] = {}
         for pod in self._queued_pods.values():
-            key = pod_group.workload_key(pod)
+            key = POD_GROUP.member_key(pod)
             if key is not None and not (pod.get("spec") or {}).get("nodeName"):
                 groups.setdefault(key, []).append(pod)
         out = []

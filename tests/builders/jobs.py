@@ -65,6 +65,7 @@ class Trainer:
 
     gvk = TRAINER_GVK
     webhooks: tuple[fw.WebhookRule, ...] = ()  # the reconciler and simulation tests send it through none
+    pod_owner_kinds: frozenset[tuple[str, str]] = frozenset({(TRAINER_GVK.group, TRAINER_GVK.kind)})
 
     def owner_key(self, obj: Mapping[str, Any]) -> str | None:
         return object_key(obj)

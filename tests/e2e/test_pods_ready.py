@@ -2,7 +2,8 @@
 as a process (Kueue's v1beta2 Configuration: an 8 s timeout, blockAdmission, a backoff of 2 s then
 4 s, at most 2 requeues), only the real kubectl to drive and observe it. A gang whose pods never
 become ready carries `devcluster.tasq.io/not-ready: "true"` (the devcluster's kubelet and the real
-cluster's kwok stage both run such a pod with Ready=False).
+cluster's kwok stage both run such a pod with Ready=False), whether a Job or a plain pod group made
+it.
 
 The flavor `two-racks` holds racks b1-r1 and b1-r2, 8 GPUs per node, 64 in all:
 
@@ -24,8 +25,8 @@ from typing import Any
 import pytest
 
 from controller.api import constants as c
-from tests.e2e.conftest import Kubectl
-from tests.e2e.test_operator_clusters import Process, condition, get, leading_tasq, pods_of, workload_of
+from tests.e2e.conftest import Kubectl, wait_for
+from tests.e2e.test_operator_clusters import RACK, Process, condition, get, leading_tasq, pods_of, workload_of
 from tests.e2e.test_preemption import (
     SETUP,
     OverCommitWatch,
@@ -84,6 +85,20 @@ def stuck_job(name: str, namespace: str, queue: str, pods: int) -> str:
     manifest = json.loads(job(name, namespace, queue, pods, 8, "e2e-low"))
     manifest["spec"]["template"]["metadata"]["annotations"] = {c.ANNOTATION_DEVCLUSTER_NOT_READY: "true"}
     return json.dumps(manifest)
+
+
+def stuck_pod_group(name: str, namespace: str, queue: str, pods: int) -> str:
+    """A plain pod group (Kueue's group labels) of `pods` x 8 GPUs, in one rack, whose pods run but
+    never become ready: the Job's pod template, one pod per member."""
+    template = json.loads(job(name, namespace, queue, pods, 8, "e2e-low"))["spec"]["template"]
+    return "\n---\n".join(json.dumps({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{name}-{i}", "namespace": namespace,
+                     "labels": {c.LABEL_QUEUE_NAME: queue, c.LABEL_POD_GROUP_NAME: name},
+                     "annotations": {c.ANNOTATION_DEVCLUSTER_NOT_READY: "true",
+                                     c.ANNOTATION_POD_GROUP_TOTAL_COUNT: str(pods),
+                                     c.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: RACK}},
+        "spec": template["spec"]}) for i in range(pods))
 
 
 def gpus_admitted(kubectl: Kubectl, cq: str) -> int:
@@ -195,4 +210,52 @@ def test_with_block_admission_the_second_gang_waits_until_the_first_is_ready(
         watch.until(functools.partial(running_pods, kubectl, namespace, "second", 2), 60, "second running")
     except AssertionError as e:
         raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
+    assert watch.checks > 5 and not watch.problems
+
+
+def group_workload(kubectl: Kubectl, namespace: str, name: str) -> dict[str, Any] | None:
+    proc = kubectl("get", "workload", name, "-n", namespace, "-o", "json", check=False)
+    return dict(json.loads(proc.stdout)) if proc.returncode == 0 else None
+
+
+def test_a_pod_group_never_ready_is_evicted_by_the_timeout_and_its_pods_deleted(
+        tasq: Process, cluster: str, kubectl: Kubectl, namespace: str) -> None:
+    # 32 GPUs of quota. The plain pod group "stuck-group" (2 pods x 8 GPUs, one rack) is admitted and
+    # its pods are ungated and run, never ready. After 8 s its Workload is evicted (PodsReadyTimeout,
+    # with its Event): pods cannot be suspended, so tasq deletes them (and lets Kueue's finalizer go)
+    # and the quota comes back.
+    kubectl("apply", "-f", "-", stdin=cluster_queue("group-ready-q", 32, {}))
+    kubectl("apply", "-f", "-", stdin=local_queue(namespace, "lq", "group-ready-q"))
+    if cluster == "real":  # the ServiceAccount admission plugin refuses pods until the controller made it
+        wait_for(lambda: kubectl("get", "serviceaccount", "default", "-n", namespace, check=False).returncode == 0,
+                 30, "the default ServiceAccount")
+    watch = OverCommitWatch(kubectl, namespace, {"group-ready-q": 32})
+    try:
+        kubectl("create", "-f", "-", stdin=stuck_pod_group("stuck-group", namespace, "lq", 2))
+        first = watch.until(lambda: (wl := group_workload(kubectl, namespace, "stuck-group")) and is_admitted(wl) and wl,
+                            60, "the group's Workload admitted")
+        admitted_at = time.monotonic()
+        pods = watch.until(lambda: (p := [pod for pod in get(kubectl, "pods", "-n", namespace)["items"]
+                                          if pod["metadata"]["name"].startswith("stuck-group-")
+                                          and (pod.get("status") or {}).get("phase") == "Running"])
+                           and len(p) == 2 and p, 60, "the group's pods running")
+        assert all(condition(p, "Ready")["status"] == "False" for p in pods)  # type: ignore[index]
+        assert all(not p["spec"].get("schedulingGates") for p in pods)  # ungated by tasq
+
+        # the eviction deletes the pods, the Workload's owners, so the Workload soon goes with them:
+        # its Event stays
+        evicted = watch.until(lambda: events(kubectl, namespace, c.EVENT_REASON_EVICTED_PODS_READY_TIMEOUT), 60,
+                              "the group evicted by the PodsReady timeout")
+        assert time.monotonic() - admitted_at >= TIMEOUT_S - 1.5  # whole-second timestamps
+        assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["message"]) for e in evicted] == [
+            ("Workload", "stuck-group", f"Exceeded the PodsReady timeout {namespace}/{first['metadata']['name']}")]
+        watch.until(lambda: not [p for p in get(kubectl, "pods", "-n", namespace)["items"]
+                                 if p["metadata"]["name"].startswith("stuck-group-")], 60, "the group's pods deleted")
+        watch.until(lambda: gpus_admitted(kubectl, "group-ready-q") == 0, 30, "the group's GPUs released")
+        wl = group_workload(kubectl, namespace, "stuck-group")
+        assert wl is None or not is_admitted(wl), wl  # gone with its pods, or at least not admitted
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
+    finally:
+        kubectl("delete", "pods", "-n", namespace, "-l", f"{c.LABEL_POD_GROUP_NAME}=stuck-group", "--wait=false")
     assert watch.checks > 5 and not watch.problems

@@ -15,6 +15,7 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.core.jobs import pod_group
+from controller.core.jobs.integrations import POD_GROUP
 from webhooks.validation.errors import ROOT, FieldError, FieldPath, forbidden, invalid, required
 from webhooks.validation.formats import dns_subdomain
 
@@ -76,7 +77,7 @@ def _group_metadata(pod: Mapping[str, Any]) -> list[FieldError]:
 
 def validate_pod(pod: Mapping[str, Any]) -> list[FieldError]:
     """Every error in a pod's tasq metadata; none for a pod tasq does not manage."""
-    if not isinstance(pod, Mapping) or not pod_group.is_managed(pod):
+    if not isinstance(pod, Mapping) or not POD_GROUP.is_managed(pod):
         return []
     labels = _map(pod, "labels")
     errs = dns_subdomain(LABELS.key(c.LABEL_QUEUE_NAME), labels.get(c.LABEL_QUEUE_NAME))
@@ -99,7 +100,7 @@ def conflicts_with_group(pod: Mapping[str, Any], members: Sequence[Mapping[str, 
     """Every conflict of a well-formed grouped pod with the runnable pods already in its group (the
     pod itself left out), each message naming this pod and the one it disagrees with; none for a
     single pod or one `validate_pod` refuses (its own errors come first)."""
-    if validate_pod(pod) or not pod_group.is_managed(pod) or pod_group.group_name(pod) is None:
+    if validate_pod(pod) or not POD_GROUP.is_managed(pod) or pod_group.group_name(pod) is None:
         return []
     name = pod_group.pod_name(pod)
     others = [m for m in members if pod_group.pod_name(m) != name and pod_group.runnable_or_succeeded(m)]

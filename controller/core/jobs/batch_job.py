@@ -83,6 +83,7 @@ class BatchJob(SingleObjectJob):
     webhooks: tuple[WebhookRule, ...] = (
         WebhookRule(c.WEBHOOK_MUTATE_JOB, WebhookAction.SUSPEND, ("CREATE",)),
         WebhookRule(c.WEBHOOK_VALIDATE_JOB, WebhookAction.VALIDATE_RUNNING_JOB))
+    pod_owner_kinds: frozenset[tuple[str, str]] = frozenset({(JOB_GVK.group, JOB_GVK.kind)})
 
     def pod_owner_key(self, namespace: str, labels: Mapping[str, str], owners: Sequence[OwnerRef]) -> str | None:
         """The Job the pod's controller reference names."""

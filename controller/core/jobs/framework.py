@@ -343,6 +343,9 @@ class GenericJob(Protocol):
     gvk: GroupVersionKind
     webhooks: tuple[WebhookRule, ...]
     """The admission webhooks its queued objects go through (defaulting, then validation)."""
+    pod_owner_kinds: frozenset[tuple[str, str]]
+    """(API group, kind) of the pod controllers this integration claims: a queued pod such a
+    controller controls is this kind's, never a plain pod of its own (Kueue skips it the same way)."""
 
     def owner_key(self, obj: Mapping[str, Any]) -> str | None:
         """`namespace/name` of the Workload owner this object belongs to (itself for a Job; the

@@ -4,8 +4,8 @@ The operator watches each single-object integration's kind (controller.kube.watc
 wakes the job reconciler for it (controller.kube.routing), the reconciler picks its adapter by kind
 (controller.kube.job_reconciling); the webhook configurations and the handler registrations are
 built from every integration's webhook rules (webhooks.configurations, webhooks.handlers). Adding a
-kind is one adapter module (with its webhook rules), its validator in webhooks.validation and one
-entry here.
+kind is one adapter module (with its webhook rules and the pod controllers it claims), its
+validator in webhooks.validation and one entry here.
 """
 
 from __future__ import annotations
@@ -15,11 +15,18 @@ from typing import Any, Final
 from controller.core.jobs.batch_job import BATCH_JOB
 from controller.core.jobs.framework import ComposableJob, GenericJob
 from controller.core.jobs.jobset import JOBSET
-from controller.core.jobs.pod_group import POD_GROUP
+from controller.core.jobs.pod_group import PodGroupJob
 
 INTEGRATIONS: Final[tuple[GenericJob, ...]] = (JOBSET, BATCH_JOB)
 """In the order a pod's owner is looked up: a JobSet's pods are claimed by their JobSet (by its name
 label) before the batch/v1 Job that controls them, which the JobSet integration manages."""
+
+INTEGRATED_POD_OWNERS: Final = frozenset(kind for integration in INTEGRATIONS for kind in integration.pod_owner_kinds)
+"""(API group, kind) of every pod controller a single-object integration claims: a queued pod one
+of them controls is not a plain pod."""
+
+POD_GROUP: Final = PodGroupJob(INTEGRATED_POD_OWNERS)
+"""The plain-pod integration, told which pods the other integrations claim."""
 
 COMPOSABLE_INTEGRATIONS: Final[tuple[ComposableJob[Any], ...]] = (POD_GROUP,)
 """The composable kinds (many objects, one Workload): plain pod groups."""

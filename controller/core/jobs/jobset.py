@@ -112,6 +112,9 @@ class JobSet:
     webhooks: tuple[WebhookRule, ...] = (
         WebhookRule(c.WEBHOOK_MUTATE_JOBSET, WebhookAction.SUSPEND, ("CREATE",)),
         WebhookRule(c.WEBHOOK_VALIDATE_JOBSET, WebhookAction.VALIDATE))
+    pod_owner_kinds: frozenset[tuple[str, str]] = frozenset({(JOBSET_GVK.group, JOBSET_GVK.kind)})
+    """Its pods' controllers are its child Jobs (claimed by the Job integration); a pod the JobSet
+    controlled itself would be its too."""
 
     def owner_key(self, obj: Mapping[str, Any]) -> str | None:
         meta = obj.get("metadata") or {}

@@ -5,9 +5,9 @@ belongs to (Kueue's `pod-group-name` label and total-count annotation, or the co
 labels; a pod with only the queue label is a group of one), the group's pod sets by role hash, the
 Workload built once the group is complete, the patch that starts one pod of an admitted group, when
 the group is finished, which pods an eviction stops, which pods are excess and when a pod's
-finalizer may go. `POD_GROUP` is the composable-job adapter over them (`framework.ComposableJob`),
-listed by controller.core.jobs.integrations and driven by the generic reconciler
-(controller.kube.job_reconciling); the cache and the Pod webhooks call the functions too.
+finalizer may go. `PodGroupJob` is the composable-job adapter over them (`framework.ComposableJob`),
+built and listed by controller.core.jobs.integrations (`POD_GROUP`) and driven by the generic
+reconciler (controller.kube.job_reconciling); the cache and the Pod webhooks ask that instance too.
 """
 
 from __future__ import annotations
@@ -37,9 +37,6 @@ from controller.core.jobs.framework import (
     workload_priority_class_of,
 )
 
-INTEGRATED_OWNERS: Final = frozenset({("batch", c.KIND_JOB), ("jobset.x-k8s.io", "JobSet")})
-"""(API group, kind) of the controllers whose pods are theirs, not plain pods (Kueue skips a pod
-whose controller is an integration it runs; their Workload is the owner's)."""
 GROUP_NAME_LABELS: Final = (c.LABEL_POD_GROUP_NAME, c.LABEL_COSCHEDULING_NAME, c.LABEL_SCHEDULING_POD_GROUP)
 """The labels that name a pod's group, Kueue's first (a pod carrying two is named by the first)."""
 TASQ_GATES: Final = frozenset({c.SCHEDULING_GATE_ADMISSION, c.SCHEDULING_GATE_TOPOLOGY})
@@ -88,9 +85,10 @@ def _controller_owner(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def is_managed(pod: Mapping[str, Any]) -> bool:
-    """tasq manages the pod as a plain pod: it names a queue and no integrated kind controls it."""
-    return queue_name(pod) is not None and _controller_owner(pod) not in INTEGRATED_OWNERS
+def is_managed(pod: Mapping[str, Any], integrated_owners: frozenset[tuple[str, str]]) -> bool:
+    """tasq manages the pod as a plain pod: it names a queue and its controller is none of
+    `integrated_owners` ((API group, kind) the other integrations claim: their pods are theirs)."""
+    return queue_name(pod) is not None and _controller_owner(pod) not in integrated_owners
 
 
 def group_name(pod: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -114,9 +112,10 @@ def workload_name(pod: Mapping[str, Any]) -> str:
     return named[1] if named is not None else workload_name_for_pod(pod_name(pod))
 
 
-def workload_key(pod: Mapping[str, Any]) -> str | None:
-    """`namespace/<Workload name>` for a managed pod, the key its group is reconciled by; else None."""
-    if not is_managed(pod):
+def workload_key(pod: Mapping[str, Any], integrated_owners: frozenset[tuple[str, str]]) -> str | None:
+    """`namespace/<Workload name>` for a managed pod (`is_managed`), the key its group is reconciled
+    by; else None."""
+    if not is_managed(pod, integrated_owners):
         return None
     return f"{_meta(pod).get('namespace') or 'default'}/{workload_name(pod)}"
 
@@ -523,15 +522,23 @@ class PodGroupJob:
     """The plain-pod integration as a composable job (`framework.ComposableJob`): a group (or a
     single pod) is the job, its members the pods the cache files under the group's Workload key;
     run and stop are writes to each pod (gates off and the flavors' nodeSelector and tolerations
-    on; deletion, since pods cannot be suspended). See the module's functions for each rule."""
+    on; deletion, since pods cannot be suspended). See the module's functions for each rule.
+    `integrated_owners` are the pod controllers the other integrations claim: the registry
+    (controller.core.jobs.integrations) composes them from its adapters and builds the one instance."""
 
     gvk: GroupVersionKind = POD_GVK
     webhooks: tuple[WebhookRule, ...] = (
         WebhookRule(c.WEBHOOK_MUTATE_QUEUED_POD, WebhookAction.MANAGE_POD, ("CREATE",)),
         WebhookRule(c.WEBHOOK_VALIDATE_QUEUED_POD, WebhookAction.VALIDATE_GROUP_MEMBER))
 
+    def __init__(self, integrated_owners: frozenset[tuple[str, str]]) -> None:
+        self.integrated_owners = integrated_owners
+
+    def is_managed(self, pod: Mapping[str, Any]) -> bool:
+        return is_managed(pod, self.integrated_owners)
+
     def member_key(self, obj: Mapping[str, Any]) -> str | None:
-        return workload_key(obj)
+        return workload_key(obj, self.integrated_owners)
 
     def owns_workload(self, owners: Sequence[OwnerRef]) -> bool:
         """Every owner is a Pod (a Job's or a JobSet's Workload is theirs)."""
@@ -582,5 +589,3 @@ class PodGroupJob:
     def event_object(self, group: PodGroup) -> Mapping[str, Any]:
         return group.members[0] if group.members else group.pods[0]
 
-
-POD_GROUP: Final = PodGroupJob()

@@ -15,6 +15,7 @@ from controller.api import constants as c
 from controller.api.workload import Admission
 from controller.core.jobs import pod_group
 from controller.core.jobs.framework import Finished, PodSetRunInfo
+from controller.core.jobs.integrations import POD_GROUP
 from tests.builders.cluster import PodBuilder, make_pod
 
 QUEUE = "team-a"
@@ -57,12 +58,12 @@ def test_a_queued_pod_is_plain_unless_an_integrated_kind_controls_it(owner: dict
     pod = member("p").build()
     if owner is not None:
         pod["metadata"]["ownerReferences"] = [{"name": "o", "uid": "u", **owner}]
-    assert pod_group.is_managed(pod) is managed
+    assert POD_GROUP.is_managed(pod) is managed
 
 
 def test_a_pod_without_a_queue_is_never_managed_whatever_its_group_labels() -> None:
-    assert not pod_group.is_managed(member("p", queue=None).build())
-    assert pod_group.workload_key(member("p", queue=None).build()) is None
+    assert not POD_GROUP.is_managed(member("p", queue=None).build())
+    assert POD_GROUP.member_key(member("p", queue=None).build()) is None
 
 
 @pytest.mark.parametrize(("labels", "expected"), [
@@ -81,7 +82,7 @@ def test_the_group_name_comes_from_kueue_s_label_first_then_the_coscheduling_spe
 
 
 def test_a_group_s_workload_is_named_after_the_group_a_single_pod_s_as_kueue_names_it() -> None:
-    assert pod_group.workload_key(member("p", group="train").build()) == "default/train"
+    assert POD_GROUP.member_key(member("p", group="train").build()) == "default/train"
     single = member("lonely", group="", total=None).build()
     name = pod_group.workload_name(single)
     assert name.startswith("pod-lonely-") and len(name) == len("pod-lonely-") + 5
@@ -325,16 +326,16 @@ def test_a_started_pod_is_kept_over_an_older_gated_one_when_the_group_has_too_ma
     started = [member(f"p{i}", total=2, created=f"2026-01-01T00:00:0{i}Z").on("n1").build() for i in (1, 2)]
     group = pod_group.assemble([old, *started])
     assert [pod_group.pod_name(p) for p in group.members] == ["p1", "p2"]
-    assert [w.name for w in pod_group.POD_GROUP.excess_writes(group)] == ["p0"]
-    assert all(w.deletes for w in pod_group.POD_GROUP.excess_writes(group))
+    assert [w.name for w in POD_GROUP.excess_writes(group)] == ["p0"]
+    assert all(w.deletes for w in POD_GROUP.excess_writes(group))
 
 
 def test_an_excess_pod_already_being_deleted_is_not_deleted_again() -> None:
     pods = [member(f"p{i}", total=2, created=f"2026-01-01T00:00:0{i}Z").build() for i in range(2)]
     late = member("p2", total=2, created="2026-01-01T00:00:02Z").set(
         "metadata.deletionTimestamp", "2026-01-01T00:01:00Z").build()
-    assert pod_group.POD_GROUP.excess_writes(pod_group.assemble([*pods, late])) == []
-    assert [w.name for w in pod_group.POD_GROUP.excess_writes(pod_group.assemble(
+    assert POD_GROUP.excess_writes(pod_group.assemble([*pods, late])) == []
+    assert [w.name for w in POD_GROUP.excess_writes(pod_group.assemble(
         [*pods, member("p3", total=2, created="2026-01-01T00:00:03Z").build()]))] == ["p3"]
 
 
@@ -369,7 +370,7 @@ def test_a_pod_s_finalizer_goes_once_its_end_is_recorded_or_no_longer_matters(
         pod: dict[str, Any], exists: bool, finished: bool, done: bool) -> None:
     assert pod_group.finalizer_done(pod, exists, finished) is done
     with_a_running_peer = pod_group.assemble([pod, finalized("q")])
-    writes = pod_group.POD_GROUP.release_writes(with_a_running_peer, exists, finished)
+    writes = POD_GROUP.release_writes(with_a_running_peer, exists, finished)
     assert [w.name for w in writes if w.name == "p"] == (["p"] if done else [])
 
 
@@ -402,21 +403,21 @@ def test_pods_ready_counts_ready_and_succeeded_members_against_what_the_admissio
              for i in range(4 - ready_count - succeeded)]
     role = pod_group.role_hash(pods[0])
     adm = admission({"name": role, **({"count": count} if count is not None else {})})
-    assert pod_group.POD_GROUP.pods_ready(pod_group.assemble(pods), adm) is expected
+    assert POD_GROUP.pods_ready(pod_group.assemble(pods), adm) is expected
 
 
 def test_the_adapter_starts_through_per_pod_patches_and_stops_through_deletions() -> None:
     pods = [member(f"p{i}", total=2, created=f"2026-01-01T00:00:0{i}Z").gate(c.SCHEDULING_GATE_ADMISSION).build()
             for i in range(2)]
-    group = pod_group.POD_GROUP.load(pods)
+    group = POD_GROUP.load(pods)
     role = pod_group.role_hash(pods[0])
-    runs = pod_group.POD_GROUP.run_writes(group, admission({"name": role}), [PodSetRunInfo(role, None)])
+    runs = POD_GROUP.run_writes(group, admission({"name": role}), [PodSetRunInfo(role, None)])
     assert [(w.name, w.deletes) for w in runs] == [("p0", False), ("p1", False)]
     assert runs[0].patch == pod_group.start_patch(pods[0], PodSetRunInfo(role, None))
-    assert pod_group.POD_GROUP.run_writes(group, admission({"name": role}), []) == []  # no info: nothing
-    assert [(w.name, w.deletes) for w in pod_group.POD_GROUP.stop_writes(group)] == [("p0", True), ("p1", True)]
-    assert pod_group.POD_GROUP.waiting(group) is None
-    assert pod_group.POD_GROUP.waiting(pod_group.POD_GROUP.load(pods[:1])) == (
+    assert POD_GROUP.run_writes(group, admission({"name": role}), []) == []  # no info: nothing
+    assert [(w.name, w.deletes) for w in POD_GROUP.stop_writes(group)] == [("p0", True), ("p1", True)]
+    assert POD_GROUP.waiting(group) is None
+    assert POD_GROUP.waiting(POD_GROUP.load(pods[:1])) == (
         "pod group default/g: 1 of 2 pods exist; the Workload is created once all do")
 
 
@@ -424,8 +425,8 @@ def test_a_group_whose_pods_are_all_being_deleted_lets_every_finalizer_go() -> N
     # The Workload is owned by its pods: a succeeded pod holding on would keep it, and so itself, for ever.
     done = finalized("p0", "Succeeded", deleting=True)
     running = finalized("p1", deleting=True)
-    assert [w.name for w in pod_group.POD_GROUP.release_writes(pod_group.assemble([done, running]), True, False)] == [
+    assert [w.name for w in POD_GROUP.release_writes(pod_group.assemble([done, running]), True, False)] == [
         "p0", "p1"]
     staying = finalized("p2")
-    assert [w.name for w in pod_group.POD_GROUP.release_writes(
+    assert [w.name for w in POD_GROUP.release_writes(
         pod_group.assemble([done, running, staying]), True, False)] == ["p1"]
