@@ -15,7 +15,8 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.core.jobs import pod_group
-from controller.core.jobs.integrations import POD_GROUP
+from controller.core.jobs.framework import controller_kind
+from controller.core.jobs.integrations import INTEGRATED_KINDS, POD_GROUP
 
 JsonPatch = list[dict[str, Any]]
 
@@ -27,9 +28,10 @@ def _mapping(obj: Any, key: str) -> Mapping[str, Any] | None:
 
 def suspend_job(job: Any) -> JsonPatch:
     """A Job carrying the queue label is created suspended, so only admission starts it
-    (Kueue's rule; the label's value is checked by the validating webhook)."""
+    (Kueue's rule; the label's value is checked by the validating webhook), unless an integrated
+    kind controls it (a JobSet's child Job: its JobSet is suspended and admitted as a whole)."""
     labels = _mapping(_mapping(job, "metadata"), "labels")
-    if labels is None or c.LABEL_QUEUE_NAME not in labels:
+    if labels is None or c.LABEL_QUEUE_NAME not in labels or controller_kind(job) in INTEGRATED_KINDS:
         return []
     spec = job.get("spec")
     if spec is None:

@@ -32,6 +32,7 @@ from controller.core.jobs.framework import (
     Finished,
     GenericJob,
     MemberWrite,
+    controller_kind,
     missing_priority_class,
     pod_set_infos,
     stopped,
@@ -96,6 +97,9 @@ class JobReconciler:
         self.adapters: Mapping[str, GenericJob] = {job.gvk.kind: job for job in cache.integrations}
         """Kind -> its adapter (the cache's integrations): every read, patch and manifest of an
         integrated object comes from its adapter; this module holds the state machine and the writes."""
+        self.integrated_kinds = frozenset((job.gvk.group, job.gvk.kind) for job in cache.integrations)
+        """(API group, kind) of every single-object integration: an object one of them controls (a
+        JobSet's child Job) is its controller's job, never reconciled as one of its own."""
         self.composables: Mapping[str, ComposableJob[Any]] = {job.gvk.kind: job for job in composables}
         """Kind -> the adapter of a composable kind (a pod group): its owner key is its Workload's key."""
         self.applied: Applied = applied if applied is not None else cache.upsert
@@ -144,7 +148,7 @@ class JobReconciler:
             return
         if job is None:
             return
-        if not adapter.queue_name(job):
+        if not adapter.queue_name(job) or controller_kind(job) in self.integrated_kinds:
             return
         finished = adapter.finished(job)
         if entry is None:

@@ -113,6 +113,17 @@ class MemberWrite:
         return self.patch is None
 
 
+def controller_kind(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(API group, kind) of the object's controller (its owner reference marked controller), if any:
+    an object an integrated kind controls (a JobSet's child Job, a Job's pod) is that kind's, never
+    a job of its own (Kueue skips such an object too)."""
+    meta = obj.get("metadata")
+    for ref in (meta.get("ownerReferences") if isinstance(meta, Mapping) else None) or []:
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return (str(ref.get("apiVersion") or "").rpartition("/")[0], str(ref.get("kind") or ""))
+    return None
+
+
 def workload_name_for_owner(name: str, kind: str, group: str) -> str:
     """Kueue's Workload name for an owner of any kind: `<kind lowercased>-<name>` cut to leave room
     for `-<hash5>`, the hash of the owner's kind, group and name keeping it unique."""

@@ -21,6 +21,10 @@ INTEGRATIONS: Final[tuple[GenericJob, ...]] = (JOBSET, BATCH_JOB)
 """In the order a pod's owner is looked up: a JobSet's pods are claimed by their JobSet (by its name
 label) before the batch/v1 Job that controls them, which the JobSet integration manages."""
 
+INTEGRATED_KINDS: Final = frozenset((integration.gvk.group, integration.gvk.kind) for integration in INTEGRATIONS)
+"""(API group, kind) of every single-object integration: an object one of them controls (a JobSet's
+child Job carrying the queue label) belongs to its controller, not queued on its own."""
+
 INTEGRATED_POD_OWNERS: Final = frozenset(kind for integration in INTEGRATIONS for kind in integration.pod_owner_kinds)
 """(API group, kind) of every pod controller a single-object integration claims: a queued pod one
 of them controls is not a plain pod."""

@@ -33,6 +33,7 @@ from controller.core.jobs.framework import (
     PodSetRunInfo,
     WebhookAction,
     WebhookRule,
+    controller_kind,
     workload_name_for_owner,
     workload_priority_class_of,
 )
@@ -76,19 +77,10 @@ def queue_name(pod: Mapping[str, Any]) -> str | None:
     return str(value) if value else None
 
 
-def _controller_owner(pod: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(API group, kind) of the pod's controller, if it has one."""
-    for ref in _meta(pod).get("ownerReferences") or []:
-        if isinstance(ref, Mapping) and ref.get("controller"):
-            api_version = str(ref.get("apiVersion") or "")
-            return (api_version.rpartition("/")[0], str(ref.get("kind") or ""))
-    return None
-
-
 def is_managed(pod: Mapping[str, Any], integrated_owners: frozenset[tuple[str, str]]) -> bool:
     """tasq manages the pod as a plain pod: it names a queue and its controller is none of
     `integrated_owners` ((API group, kind) the other integrations claim: their pods are theirs)."""
-    return queue_name(pod) is not None and _controller_owner(pod) not in integrated_owners
+    return queue_name(pod) is not None and controller_kind(pod) not in integrated_owners
 
 
 def group_name(pod: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -593,3 +593,21 @@ def test_without_wait_for_pods_ready_no_pods_ready_condition_is_written() -> Non
     api = JobRulesApi(started, admitted_workload(job))
     reconcile(api)
     assert api.writes == []
+
+
+@pytest.mark.parametrize(("controller", "gets_a_workload"), [
+    pytest.param(None, True, id="a Job of its own"),
+    pytest.param({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet"}, False,
+                 id="a JobSet's child Job: its JobSet's Workload covers it"),
+    pytest.param({"apiVersion": "example.com/v1", "kind": "Pipeline"}, True,
+                 id="a Job of a controller tasq does not integrate"),
+])
+def test_a_queued_job_an_integrated_kind_controls_gets_no_workload_of_its_own(
+        controller: dict[str, str] | None, gets_a_workload: bool) -> None:
+    job = authored("bare")  # the queue label copied from a replicatedJob's template
+    job["spec"]["suspend"] = True
+    if controller is not None:
+        job["metadata"]["ownerReferences"] = [{**controller, "name": "js", "uid": "u-js", "controller": True}]
+    api = JobRulesApi(job)
+    reconcile(api)
+    assert [w for w, _ in api.writes] == (["create workloads"] if gets_a_workload else [])

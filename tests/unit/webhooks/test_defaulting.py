@@ -34,6 +34,17 @@ def test_queued_jobs_are_created_suspended(job: dict[str, Any], suspend: bool | 
     assert out.get("spec", {}).get("suspend") is suspend
 
 
+def test_a_queued_job_a_jobset_controls_is_left_to_its_jobset() -> None:
+    # the queue label reached the child Job from its replicatedJob's template: the JobSet controller
+    # suspends and resumes it with the JobSet, which alone is queued
+    child = make_job("js-workers-0").queue("q").set("spec.suspend", False).obj()
+    child["metadata"]["ownerReferences"] = [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                                             "name": "js", "uid": "u", "controller": True}]
+    assert suspend_job(child) == []
+    child["metadata"]["ownerReferences"][0]["controller"] = False  # owned, not controlled: queued itself
+    assert applied(child, suspend_job(child))["spec"]["suspend"] is True
+
+
 def test_an_already_suspended_job_needs_no_patch() -> None:
     assert suspend_job(make_job("j").queue("q").set("spec.suspend", True).obj()) == []
 
