@@ -10,8 +10,8 @@ every node, and a node joining costs the next assignment one slot's update.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +26,8 @@ FIT_CAP = 1 << 20
 """Per-node pod counts are capped here so domain sums (float64 bincount) stay exact below 2^53."""
 REFRESH_SHARE = 8
 """Past slots / REFRESH_SHARE changed nodes, a full recount is cheaper than patching them one by one."""
+MAX_CHANGED = 4096
+"""Changed slots a ShapeCounts remembers for its kept choices before it starts over (a new generation)."""
 
 ShapeKey = tuple[Signature, tuple[tuple[str, int], ...]]
 
@@ -43,7 +45,7 @@ def fits_of(free: Int64Array, want: Int64Array, candidate: npt.NDArray[np.bool_]
     for j, w in enumerate(want.tolist()):
         if w > 0:
             np.minimum(fit, free[:, j] // w, out=fit)
-    np.clip(fit, 0, FIT_CAP, out=fit)
+    np.maximum(fit, 0, out=fit)  # already at most FIT_CAP (its start); np.clip costs more on small arrays
     fit[~candidate] = 0
     return fit
 
@@ -64,6 +66,13 @@ class ShapeCounts:
     registry: object
     log: ChangeLog
     log_at: int
+    changed: list[int] = field(default_factory=list)
+    """Slots whose fit changed since `generation` began, in order (a slot once per patch that
+    changed it): `assigning` keeps choices valid while only their own slot changed."""
+    generation: int = 0
+    """Bumped when a slot moved between domains or `changed` restarted: every kept choice is void."""
+    choices: dict[Hashable, object] = field(default_factory=dict)
+    """Placements `assigning` keeps for this shape (opaque here), by its own key."""
 
 
 def shape_counts(topology: FlavorTopology, usage: Usage, requests: Mapping[str, int],
@@ -144,17 +153,56 @@ def _apply(topology: FlavorTopology, usage: Usage, entry: ShapeCounts,
             entry.counts[level] = np.concatenate([entry.counts[level],
                                                   np.zeros(len(keys.keys) - have, dtype=np.int64)])
     slots = np.fromiter(before, dtype=np.int64, count=len(before))
-    rows = topology.rows_in(usage.registry)[slots]
-    free = topology.allocatable_at(slots, entry.resources) - usage.used_matrix(rows, entry.resources)
-    new = fits_of(free, entry.want, entry.mask.mask[slots])
-    old = entry.fit[slots]
-    for i, slot in enumerate(slots.tolist()):
+    new = _fits_now(topology, usage, entry, slots)
+    counts = entry.counts
+    # Python ints and the tree's per-slot domain tuples: one admission changes a row or two, and
+    # numpy scalar reads and writes cost more than the arithmetic.
+    changed = entry.changed
+    if len(changed) + len(before) > MAX_CHANGED:
+        changed.clear()
+        entry.generation += 1
+    for slot, old, fit in zip(before, entry.fit[slots].tolist(), new, strict=True):
+        now = topology.slot_domains(slot)
         logged = before[slot]
-        now = [int(topology.domain_of(level)[slot]) for level in range(len(topology.levels))]
-        was = list(logged) if logged is not None else now
-        for level in range(len(topology.levels)):
-            if was[level] >= 0:
-                entry.counts[level][was[level]] -= int(old[i])
-            if now[level] >= 0:
-                entry.counts[level][now[level]] += int(new[i])
+        was = logged if logged is not None else now
+        if was == now:
+            if fit != old:
+                changed.append(slot)
+                for level, d in enumerate(now):
+                    if d >= 0:
+                        counts[level][d] += fit - old
+            continue
+        entry.generation += 1
+        for level, d in enumerate(was):
+            if d >= 0:
+                counts[level][d] -= old
+        for level, d in enumerate(now):
+            if d >= 0:
+                counts[level][d] += fit
     entry.fit[slots] = new
+
+
+SMALL_PATCH = 8
+"""Up to this many changed slots, their fits are computed in Python ints, not numpy arrays."""
+
+
+def _fits_now(topology: FlavorTopology, usage: Usage, entry: ShapeCounts, slots: Int64Array) -> list[int]:
+    """The shape's fit on each of `slots` now, as `fits_of` computes it. An admission changes a
+    row or two: for a few slots, numpy's per-call cost is most of the work, so they are read as
+    Python ints (the same floor divisions, cap, floor at 0 and candidacy)."""
+    rows = topology.rows_in(usage.registry)[slots]
+    if slots.shape[0] > SMALL_PATCH:
+        free = topology.allocatable_at(slots, entry.resources) - usage.used_matrix(rows, entry.resources)
+        fits: list[int] = fits_of(free, entry.want, entry.mask.mask[slots]).tolist()
+        return fits
+    want = entry.want.tolist()
+    candidate = entry.mask.mask[slots].tolist()
+    out = []
+    for slot, row, ok in zip(slots.tolist(), rows.tolist(), candidate, strict=True):
+        fit = FIT_CAP
+        alloc = topology.allocatable_of(slot, entry.resources)
+        for a, u, w in zip(alloc, usage.used_of(row, entry.resources), want, strict=True):
+            if w > 0:
+                fit = min(fit, (a - u) // w)
+        out.append(max(fit, 0) if ok else 0)
+    return out
