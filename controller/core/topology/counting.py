@@ -26,6 +26,8 @@ FIT_CAP = 1 << 20
 """Per-node pod counts are capped here so domain sums (float64 bincount) stay exact below 2^53."""
 REFRESH_SHARE = 8
 """Past slots / REFRESH_SHARE changed nodes, a full recount is cheaper than patching them one by one."""
+SMALL_PATCH = 8
+"""Up to this many changed slots, their fits are computed one by one in Python ints (`_fit_now`)."""
 MAX_CHANGED = 4096
 """Changed slots a ShapeCounts remembers for its kept choices before it starts over (a new generation)."""
 
@@ -152,16 +154,22 @@ def _apply(topology: FlavorTopology, usage: Usage, entry: ShapeCounts,
         if have < len(keys.keys):
             entry.counts[level] = np.concatenate([entry.counts[level],
                                                   np.zeros(len(keys.keys) - have, dtype=np.int64)])
-    slots = np.fromiter(before, dtype=np.int64, count=len(before))
-    new = _fits_now(topology, usage, entry, slots)
+    if len(before) > SMALL_PATCH:
+        slots = np.fromiter(before, dtype=np.int64, count=len(before))
+        olds: list[int] = entry.fit[slots].tolist()
+        news = _fits_now(topology, usage, entry, slots)
+        entry.fit[slots] = news
+    else:
+        olds = [int(entry.fit[slot]) for slot in before]
+        news = [_fit_now(topology, usage, entry, slot) for slot in before]
+        for slot, fit in zip(before, news, strict=True):
+            entry.fit[slot] = fit
     counts = entry.counts
-    # Python ints and the tree's per-slot domain tuples: one admission changes a row or two, and
-    # numpy scalar reads and writes cost more than the arithmetic.
     changed = entry.changed
     if len(changed) + len(before) > MAX_CHANGED:
         changed.clear()
         entry.generation += 1
-    for slot, old, fit in zip(before, entry.fit[slots].tolist(), new, strict=True):
+    for slot, old, fit in zip(before, olds, news, strict=True):
         now = topology.slot_domains(slot)
         logged = before[slot]
         was = logged if logged is not None else now
@@ -179,30 +187,26 @@ def _apply(topology: FlavorTopology, usage: Usage, entry: ShapeCounts,
         for level, d in enumerate(now):
             if d >= 0:
                 counts[level][d] += fit
-    entry.fit[slots] = new
-
-
-SMALL_PATCH = 8
-"""Up to this many changed slots, their fits are computed in Python ints, not numpy arrays."""
 
 
 def _fits_now(topology: FlavorTopology, usage: Usage, entry: ShapeCounts, slots: Int64Array) -> list[int]:
-    """The shape's fit on each of `slots` now, as `fits_of` computes it. An admission changes a
-    row or two: for a few slots, numpy's per-call cost is most of the work, so they are read as
-    Python ints (the same floor divisions, cap, floor at 0 and candidacy)."""
+    """The shape's fit on each of `slots` now (`fits_of` over their free capacity)."""
     rows = topology.rows_in(usage.registry)[slots]
-    if slots.shape[0] > SMALL_PATCH:
-        free = topology.allocatable_at(slots, entry.resources) - usage.used_matrix(rows, entry.resources)
-        fits: list[int] = fits_of(free, entry.want, entry.mask.mask[slots]).tolist()
-        return fits
-    want = entry.want.tolist()
-    candidate = entry.mask.mask[slots].tolist()
-    out = []
-    for slot, row, ok in zip(slots.tolist(), rows.tolist(), candidate, strict=True):
-        fit = FIT_CAP
-        alloc = topology.allocatable_of(slot, entry.resources)
-        for a, u, w in zip(alloc, usage.used_of(row, entry.resources), want, strict=True):
-            if w > 0:
-                fit = min(fit, (a - u) // w)
-        out.append(max(fit, 0) if ok else 0)
-    return out
+    free = topology.allocatable_at(slots, entry.resources) - usage.used_matrix(rows, entry.resources)
+    fits: list[int] = fits_of(free, entry.want, entry.mask.mask[slots]).tolist()
+    return fits
+
+
+def _fit_now(topology: FlavorTopology, usage: Usage, entry: ShapeCounts, slot: int) -> int:
+    """One slot's fit now, as `fits_of` computes it, in Python ints: an admission changes a row or
+    two, and for so few numpy's per-call cost is most of the work (the same floor divisions, cap,
+    floor at 0 and candidacy)."""
+    if not entry.mask.mask[slot]:
+        return 0
+    fit = FIT_CAP
+    row = int(topology.rows_in(usage.registry)[slot])
+    alloc = topology.allocatable_of(slot, entry.resources)
+    for a, u, w in zip(alloc, usage.used_of(row, entry.resources), entry.want.tolist(), strict=True):
+        if w > 0:
+            fit = min(fit, (a - u) // w)
+    return max(fit, 0)
