@@ -304,6 +304,10 @@ class _AcceptingApi:
 
     async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
                           patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        if "status" not in patch:  # a ClusterQueue's or ResourceFlavor's resource-in-use finalizer
+            held = self.cache.cluster_queues.get(name) or self.cache.flavors.get(name)
+            current = held.to_dict() if held is not None else {"metadata": {"name": name}}
+            return {**current, "metadata": {**current["metadata"], **patch.get("metadata", {})}}
         entry = self.cache.workloads.get(f"{namespace}/{name}")
         current = entry.obj.to_dict() if entry is not None else {"metadata": {"name": name}}
         return {**current, "status": patch["status"]}

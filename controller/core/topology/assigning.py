@@ -5,7 +5,9 @@ slice plan -> node fits -> domain counts (in pods and in the plan's units) -> ch
 start level (BestFit / balanced / spread / least-free) -> descend level by level -> spread over
 nodes -> the remainder of an uneven slice split -> slices. Pod sets sharing a pod-set group are
 placed together in one domain (`_place_group`). Each pod set sees what the earlier ones took; any
-failure returns a value and nothing is kept (the Usage is never mutated).
+failure returns a value and nothing is kept (the Usage is never mutated). A pod set placed whole on
+one node is kept with its shape's counts and placed there again without a search while nothing
+but that node changed (`_recall`): a backlog of one shape is admitted node by node.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ Computed in full once per (tree epoch, usage lineage), then brought up to date b
 the nodes that changed since: slots the tree logged (node added, changed, moved or removed) and
 rows the Usage logged (pods bound or gone, reservations made or released), on this Usage or a
 relative it was cloned from or into. An assignment then reads per-domain sums instead of scanning
-every node, and a node joining costs the next assignment one slot's update.
+every node, and a node joining costs the next assignment one slot's update. Each count also
+lists the slots whose fit changed (`ShapeCounts.changed`), which tells `assigning` whether a
+placement it kept is still the one a search would find.
 """
 
 from __future__ import annotations
