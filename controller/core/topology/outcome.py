@@ -72,8 +72,10 @@ class TopologyAssignment:
 
     def to_dict(self) -> dict[str, Any]:
         """Kueue's compact v1beta2 TopologyAssignment of these slices (O(slices x levels)): a fresh
-        copy of the encoding kept for the same levels and slices (`_encoded`)."""
+        copy of the encoding kept for the same levels and slices (`_encoded`) when they are few."""
         key = tuple((_values_of(self.levels, s.node_labels), s.count) for s in self.slices)
+        if len(key) > SLICES_KEPT:
+            return encode(self.levels, [AssignedDomain(values, count) for values, count in key]).to_dict()
         fresh: dict[str, Any] = marshal.loads(_encoded(self.levels, key))
         return fresh
 
@@ -84,6 +86,9 @@ def _values_of(levels: tuple[str, ...], labels: Mapping[str, str]) -> tuple[str,
 
 ENCODINGS_KEPT = 4096
 """Distinct assignments whose encoding is kept (least recently used out)."""
+SLICES_KEPT = 64
+"""Only assignments of at most this many slices are kept: a large one is rarely made twice, and
+4,096 of them could hold hundreds of megabytes."""
 
 
 @lru_cache(maxsize=ENCODINGS_KEPT)
