@@ -61,16 +61,23 @@ def check(kind: str, group: str, operation: str | None, body: Mapping[str, Any],
         raise kopf.AdmissionError(denial_message(kind, group, _name(body), errors), code=DENIAL_CODE)
 
 
-def _patch_with(patch: kopf.Patch, ops: defaulting.JsonPatch) -> None:
-    """Hand the JSON patch to kopf, which sends the difference it makes to the reviewed object."""
-    if not ops:
-        return
+class JsonPatchFn:
+    """A transform of kopf's `Patch.fns` (it patches the reviewed object in place) that also carries
+    its RFC 6902 operations, so `webhooks.reviewing` sends them as they are instead of diffing a copy."""
 
-    def transform(body: Any) -> None:  # kopf's RawBody: the reviewed object, patched in place
-        new = defaulting.applied(body, ops)
+    def __init__(self, ops: defaulting.JsonPatch) -> None:
+        self.ops = ops
+
+    def __call__(self, body: Any) -> None:  # kopf's RawBody
+        new = defaulting.applied(body, self.ops)
         body.clear()
         body.update(new)
-    patch.fns.append(transform)
+
+
+def _patch_with(patch: kopf.Patch, ops: defaulting.JsonPatch) -> None:
+    """Hand the JSON patch to the reviewer (kopf's Patch: a transform of the reviewed object)."""
+    if ops:
+        patch.fns.append(JsonPatchFn(ops))
 
 
 async def _mutate_job(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
