@@ -5,7 +5,7 @@ a kopf registry (each handler's path, mutating or validating, resource and subre
 answers each decoded review as kopf's engine would (same handlers chosen, same verdict, denial
 message and code, same patched object), minus its per-review cost: no deep copy and diff of the
 object (a handler's JSON patch is sent as it built it), no cause, memo or per-handler progress
-bookkeeping. It is a kopf `WebhookFn`: `webhooks.serving.AdmissionServer` serves it.
+bookkeeping. Called as kopf calls its `WebhookFn`; `webhooks.serving.AdmissionServer` serves it.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _patch_ops(patch: kopf.Patch, body: Mapping[str, Any]) -> list[Any]:
         return []
     if not dict(patch) and all(isinstance(fn, JsonPatchFn) for fn in patch.fns):
         return [op for fn in patch.fns if isinstance(fn, JsonPatchFn) for op in fn.ops]
-    changed = copy.deepcopy(dict(body))
+    changed: Any = copy.deepcopy(dict(body))
     patch._apply_patch(changed, (), dict(patch))  # kopf's merge-patch step, then the transforms
     for fn in patch.fns:
         fn(changed)

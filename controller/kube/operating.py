@@ -4,8 +4,8 @@ handler under one kopf operator.
 `Operator(api_client, OperatorOptions(...))` wires them, every change routed to the loops it
 concerns by one `EventRouter`; `run(stop)` primes the cache from the API, starts the loops (which
 act only while `leading` is set) and runs kopf (`run_kopf`: standalone, no posting of kopf's own
-Events) until `stop` is set. With `admission`, the same kopf also serves the admission webhooks on
-every replica, leader or not. Used by `serve_tasq` (`tasq run`, `tasq dev`, `tasq demo`), the e2e
+Events) until `stop` is set. With `admission`, the admission webhooks are served beside it on every
+replica, leader or not (`serve_operator`; their queued-pod check reads this cache). Used by `serve_tasq` (`tasq run`, `tasq dev`, `tasq demo`), the e2e
 tests and bench/operator.py.
 """
 
@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -45,8 +45,7 @@ from controller.kube.routing import EventRouter, Loop
 from controller.kube.ungating import TopologyUngater
 from controller.kube.visibility import cache_routes
 from controller.kube.watching import prime, register_watches
-from controller.kube.webhooking import ReviewMemories, add_admission
-from webhooks.serving import AdmissionServer
+from controller.kube.webhooking import ReviewMemories, WebhookServer
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +86,7 @@ class Operator:
     `router` is the one route of every change, watched or written by a loop, to the loops it concerns."""
 
     def __init__(self, api_client: client.ApiClient, options: OperatorOptions | None = None, *,
-                 admission: AdmissionServer | None = None) -> None:
+                 admission: WebhookServer | None = None) -> None:
         options = options if options is not None else OperatorOptions()
         self.api_client = api_client
         self.api = KubeApi(api_client)
@@ -126,8 +125,6 @@ class Operator:
         self.ready = asyncio.Event()
         self.admission_server = admission
         register_watches(self.registry, self.router)
-        if admission is not None:
-            self.settings_hooks.append(add_admission(self.registry, admission, self.cache.group_members))
         self._register_login_and_settings()
 
     def _wake_admission(self, kind: str, obj: Mapping[str, Any]) -> None:
@@ -312,16 +309,20 @@ async def _campaign_when_allowed(operator: Operator, elector: LeaderElector | No
 
 
 def can_act(operator: Operator, elector: LeaderElector | None) -> bool:
-    """What /readyz reports: the cache is primed and kopf runs, and the replica leads or stands by
-    (reads a Lease held by another live replica); never while its Lease or a CRD is out of reach."""
-    return operator.ready.is_set() and (elector is None or bool(elector.can_act))
+    """What /readyz reports: the cache is primed and kopf runs, the webhooks (if served) are, and the
+    replica leads or stands by (reads a Lease held by another live replica); never while its Lease
+    or a CRD is out of reach."""
+    webhooks = operator.admission_server
+    return (operator.ready.is_set() and (webhooks is None or webhooks.failure is None)
+            and (elector is None or bool(elector.can_act)))
 
 
 async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, options: OperatorOptions, *,
-                         admission: AdmissionServer | None = None) -> None:
+                         admission: WebhookServer | None = None) -> None:
     """The whole operator until `stop`: leader election (`options.elector`; resigned as soon as
     `stop` is set), metrics and probes as `options.endpoints` say, then `Operator.run`. With
-    `admission`, its kopf also serves the admission webhooks."""
+    `admission`, the admission webhooks are served beside it (until `Operator.run` returns, which
+    drains them first), the queued-pod check reading the operator's cache."""
     operator = Operator(api_client, options, admission=admission)
     if options.started is not None:
         options.started(operator)
@@ -330,10 +331,30 @@ async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, opti
                                  operator.metrics, functools.partial(cache_routes, cache=operator.cache)):
         electing = asyncio.create_task(_campaign_when_allowed(operator, elector, options.campaign_after, stop),
                                        name="tasq-leader-election")
+        webhooks = None if admission is None else asyncio.create_task(
+            admission.serve_reviews(operator.cache.group_members), name="tasq-webhooks")
         try:
-            await operator.run(stop)
+            await _run_beside(operator.run(stop), webhooks)
         finally:
             if not stop.is_set():  # once set, it resigns by itself: a cancel would cut its release short
                 electing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await electing
+
+
+async def _run_beside(main: Coroutine[Any, Any, None], webhooks: asyncio.Task[None] | None) -> None:
+    """Run `main`; the webhook server beside it is stopped once it returns, and its failure (on the
+    operator's loop: a server that cannot listen) stops `main` and is raised."""
+    running = asyncio.create_task(main, name="tasq-operator")
+    try:
+        await asyncio.wait({running} if webhooks is None else {running, webhooks}, return_when=asyncio.FIRST_COMPLETED)
+        if webhooks is not None and webhooks.done():
+            running.cancel()
+            webhooks.result()
+        await running
+    finally:
+        for task in (running, webhooks):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

@@ -28,7 +28,7 @@ from controller.api import constants as c
 from controller.api.crds import KINDS
 from webhooks.handlers import GroupMembers, register_handlers
 from webhooks.reviewing import Reviewer
-from webhooks.serving import answer
+from webhooks.serving import ReviewFn, answer
 
 _uids = itertools.count(1)
 
@@ -65,7 +65,7 @@ def review(obj: Mapping[str, Any], operation: str = "CREATE", old: Mapping[str, 
 class Admission:
     """tasq's handlers as the webhook server calls them (`Reviewer`), or behind kopf's admission engine."""
 
-    fn: kopf.WebhookFn
+    fn: ReviewFn
 
     def __init__(self, group_members: GroupMembers | None = None, *, kopf_engine: bool = False) -> None:
         if not kopf_engine:
