@@ -10,7 +10,7 @@ on by default, its visibility server off as it wants certificates under /visibil
 created 32 at a time, then a paced run. Each Job: 2 pods x 1 GPU requiring one rack.
 Per scenario: creates/s through the webhooks, Jobs/s (created to admitted), p50/p99 Job create ->
 Workload Admitted (seen on a watch), operator CPU ms per Job (its processes' utime+stime), its peak
-RSS (VmHWM), and API requests per Job (kube-apiserver's flow-control counter for the
+RSS (VmHWM, summed over its processes), and API requests per Job (kube-apiserver's flow-control counter for the
 `service-accounts` FlowSchema, which only the operator's ServiceAccount uses here).
 Usage: `.venv/bin/python bench/vs_kueue.py [--bursts 200,1000] [--paced 4:200] [--only kueue|tasq]`.
 """
@@ -218,11 +218,12 @@ class Operator:
         return total / os.sysconf("SC_CLK_TCK")
 
     def peak_rss_mib(self) -> float:
+        """The sum of its processes' peaks (tasq serves its webhooks from a child process)."""
         peak = 0
         for pid in self.pids():
             with contextlib.suppress(OSError, StopIteration):
                 line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("VmHWM:"))
-                peak = max(peak, int(line.split()[1]))
+                peak += int(line.split()[1])
         return peak / 1024
 
     def stop(self) -> None:
