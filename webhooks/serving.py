@@ -96,16 +96,18 @@ def _metadata_problems(path: str, metadata: Any) -> list[str]:
 
 
 def _depth_exceeds(obj: Any, limit: int) -> bool:
-    """Whether any value nests more than `limit` levels deep (a cheap pass: no paths built)."""
-    stack: list[tuple[Any, int]] = [(obj, 0)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > limit:
-            return True
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values() if isinstance(v, (dict, list)) or depth >= limit)
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value if isinstance(v, (dict, list)) or depth >= limit)
+    """Whether any value nests more than `limit` levels deep: a pass over the containers level by
+    level (no paths built); a non-empty container at depth `limit` holds values deeper than it."""
+    level = [obj] if isinstance(obj, (dict, list)) else []
+    depth = 0
+    while level:
+        if depth == limit:
+            return any(level)
+        below: list[Any] = []
+        for value in level:
+            below += [v for v in (value.values() if isinstance(value, dict) else value) if isinstance(v, (dict, list))]
+        level = below
+        depth += 1
     return False
 
 
