@@ -198,7 +198,11 @@ async def https_row(name: str, tls: TlsFiles, where: str, fn: Any, creates: int,
             await asyncio.sleep(0.05)
         latencies, wall = queue.get(timeout=5)
         proc.join(10)
-        return summary(name, latencies, wall)
+        row = summary(name, latencies, wall)
+        if where == "process" and server.pid is not None:
+            status = Path(f"/proc/{server.pid}/status").read_text().splitlines()
+            row += f"  (child peak RSS {int(next(x for x in status if x.startswith('VmHWM:')).split()[1]) // 1024} MiB)"
+        return row
     finally:
         for task in (hog, serving):
             if task is not None:
