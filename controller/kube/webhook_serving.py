@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from controller.kube.logs import configure_logging
+from controller.kube.logs import JsonFormatter, configure_logging
 from webhooks.handlers import GroupMembers
 from webhooks.reviewing import Reviewer
 from webhooks.serving import AdmissionServer, TlsFiles
@@ -173,11 +173,21 @@ class WebhookProcess:
                         for path, status, seconds in answers:
                             self.observe(path, status, seconds)
                 case ("members", int(ask), list(keys)):
-                    found = {key: [dict(pod) for pod in group_members(key)] if group_members else []
-                             for key in keys}
-                    await _send(writer, ("members", ask, found))
+                    await _send(writer, ("members", ask, {key: _members_of(group_members, key) for key in keys}))
                 case _:
                     log.warning("Ignoring an unexpected message from the webhook process: %.100r", message)
+
+
+def _members_of(group_members: GroupMembers | None, key: str) -> list[dict[str, Any]]:
+    """The pods of group `key` as the child gets them (none when they cannot be read: the
+    reconciler still refuses a group whose pods disagree, with an Event)."""
+    if group_members is None:
+        return []
+    try:
+        return [dict(pod) for pod in group_members(key)]
+    except Exception:
+        log.exception("Cannot read the pods of group %s for the webhook process", key)
+        return []
 
 
 def _joined(process: multiprocessing.process.BaseProcess, timeout: float) -> int | None:
@@ -192,8 +202,6 @@ def _joined(process: multiprocessing.process.BaseProcess, timeout: float) -> int
 
 def _logging_of_this_process() -> tuple[str, str]:
     """(level, format) as `configure_logging` took them here, for the child to log the same way."""
-    from controller.kube.logs import JsonFormatter
-
     root = logging.getLogger()
     level = logging.getLevelName(root.getEffectiveLevel()).lower()
     json_lines = any(isinstance(h.formatter, JsonFormatter) for h in root.handlers)

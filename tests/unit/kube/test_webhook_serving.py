@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 
 from controller.api import constants as c
-from controller.kube.webhook_serving import WebhookProcess
+from controller.kube.webhook_serving import WebhookProcess, _members_of
 from tests.builders.cluster import make_pod
 from tests.unit.webhooks.manifests import valid_job
 from tests.unit.webhooks.reviews import review
@@ -40,7 +40,7 @@ class Operator:
 
     def group_members(self, key: str) -> Sequence[Mapping[str, Any]]:
         self.asked.append(key)
-        return [queued_pod("a", "2")] if key == "default/g" or key.endswith("/g") else []
+        return [queued_pod("a", "2")] if key.endswith("/g") else []
 
     def observe(self, path: str, status: int, seconds: float) -> None:
         assert 0 <= seconds < 10
@@ -131,3 +131,12 @@ async def test_a_dead_process_is_reported_and_restarted_on_the_same_port(
     assert process.url == url and process.restarts == 1
     status, answer, _ = await post(process, ca, c.WEBHOOK_MUTATE_JOB, review(valid_job().obj()))
     assert status == 200 and answer["response"]["allowed"] is True
+
+
+def test_a_group_the_operator_cannot_read_is_sent_empty_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(key: str) -> Sequence[Mapping[str, Any]]:
+        raise KeyError(key)
+    assert _members_of(broken, "default/g") == []
+    assert "Cannot read the pods of group default/g" in caplog.text
+    assert _members_of(None, "default/g") == []
+    assert _members_of(Operator().group_members, "default/g")[0]["metadata"]["name"] == "a"
