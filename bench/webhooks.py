@@ -89,7 +89,7 @@ def review(i: int, kind: str = "Pod") -> dict[str, Any]:
 
 
 def webhook_fn() -> kopf.WebhookFn:
-    """kopf's admission engine with tasq's handlers, as the operator binds it (no cluster needed)."""
+    """kopf's admission engine with tasq's handlers, as the operator bound it before (no cluster needed)."""
     registry = kopf.OperatorRegistry()
     register_handlers(registry)
     insights = references.Insights()

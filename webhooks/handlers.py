@@ -6,7 +6,7 @@ rule's action (`ACTIONS`: suspend a queued object, gate and finalize a queued pl
 validate, with a running Job's or a group member's extra checks; `webhooks.defaulting`,
 `webhooks.validation`, `webhooks.running_jobs`); then the topology gate on pods of admitted pod sets
 and the validators of tasq's kinds. Handler ids are the URL paths the webhook configurations call.
-Called by controller.kube.webhooking and tests.
+Called by webhooks.reviewing (the registry is its handler table) and tests.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ SERVED_VERSIONS: dict[str, tuple[str, ...]] = {
 
 def register_handlers(registry: kopf.OperatorRegistry, group_members: GroupMembers | None = None) -> None:
     """Add every admission handler to `registry` (each webhook path is its handler id). They are
-    coroutines only so kopf calls them on its loop instead of a thread: they never await.
+    coroutines only so a caller runs them on its loop instead of a thread: they never await.
     `group_members`: where the queued-pod validator finds a new pod's group (None: not checked)."""
     for job in ALL_INTEGRATIONS:
         gvk = job.gvk
