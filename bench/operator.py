@@ -9,8 +9,8 @@ created by a client in another process (so it does not compete for the operator'
 per second or all at once (`0` in `--rates`). Latency is from just before a Job's create request
 to the return of the operator's Admitted status write (CLOCK_MONOTONIC, one clock for both
 processes). Also per Job: the operator thread's CPU time (`time.thread_time`, far less sensitive
-to the machine's load than latency) and the API requests it sent, both counted once the trailing
-Events are posted. `--profile FILE` writes a cProfile of the operator thread.
+to the machine's load than latency) and the API requests it sent, by kind, and its Events (posted,
+count bumps, repeats not written), all counted once the trailing Events are posted. `--profile FILE` writes a cProfile of the operator thread.
 Results in bench/RESULTS.md under `## operator`.
 Usage: `.venv/bin/python bench/operator.py [--nodes N] [--jobs N] [--rates 50,0] [--profile FILE]`.
 """
@@ -217,6 +217,7 @@ def scenario(running: OperatorThread, kubeconfig: Path, namespace: str, jobs: in
     assert operator is not None
     cycles_before, calls_before = operator.admission.cycles, operator.api.calls
     calls_by_before = operator.api.calls_by.copy()
+    events_before = (operator.recorder.posted, operator.recorder.bumped, operator.recorder.dropped)
     stale_before = operator.cache.stale_events
     cpu_before = running.cpu_seconds()
     begin = time.monotonic()
@@ -248,7 +249,10 @@ def scenario(running: OperatorThread, kubeconfig: Path, namespace: str, jobs: in
     cpu_ms = (running.cpu_seconds() - cpu_before) * 1000 / jobs
     calls = (operator.api.calls - calls_before) / jobs
     by_kind = operator.api.calls_by - calls_by_before
-    print("  requests per Job: " + ", ".join(f"{kind} {n / jobs:.2f}" for kind, n in by_kind.most_common()),
+    events = [(now - before) / jobs for now, before in zip(
+        (operator.recorder.posted, operator.recorder.bumped, operator.recorder.dropped), events_before, strict=True)]
+    print("  requests per Job: " + ", ".join(f"{kind} {n / jobs:.2f}" for kind, n in by_kind.most_common())
+          + "; Events per Job posted {:.2f}, count bumps {:.2f}, repeats not written {:.2f}".format(*events),
           flush=True)
     arrival = f"{rate:g}/s" if rate > 0 else "burst"
     if not latencies:
