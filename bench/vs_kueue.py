@@ -11,7 +11,9 @@ created 32 at a time, then a paced run. Each Job: 2 pods x 1 GPU requiring one r
 Per scenario: creates/s through the webhooks, Jobs/s (created to admitted), p50/p99 Job create ->
 Workload Admitted (seen on a watch), operator CPU ms per Job (its processes' utime+stime), its peak
 RSS (VmHWM), and API requests per Job (kube-apiserver's flow-control counter for the
-`service-accounts` FlowSchema, which only the operator's ServiceAccount uses here).
+`service-accounts` FlowSchema, which only the operator's ServiceAccount uses here); then every
+client's writes per Job by verb and resource (`apiserver_request_total`), which say where the two
+operators' requests differ (the other clients do the same work for both).
 Usage: `.venv/bin/python bench/vs_kueue.py [--bursts 200,1000] [--paced 4:200] [--only kueue|tasq]`.
 """
 
@@ -345,15 +347,28 @@ def job(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
-def flow_control_requests(admin: Path) -> float:
-    """kube-apiserver's dispatched requests of the operator's FlowSchema, so far."""
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def flow_control_requests(admin: Path) -> tuple[float, dict[str, float]]:
+    """kube-apiserver's dispatched requests of the operator's FlowSchema so far, and every client's
+    requests by verb and resource (`apiserver_request_total`: the operator's and the Job
+    controller's, scheduler's and kwok's together, which do the same work for either operator)."""
     text = kubectl(admin, "get", "--raw", "/metrics")
     total = 0.0
+    by_kind: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith("apiserver_flowcontrol_dispatched_requests_total{") and \
                 f'flow_schema="{FLOW_SCHEMA}"' in line:
             total += float(line.rsplit(" ", 1)[1])
-    return total
+        elif line.startswith("apiserver_request_total{"):
+            labels = dict(LABEL.findall(line))
+            if labels.get("verb") in ("WATCH", "LIST", "GET"):
+                continue  # reads: informers and probes, not the per-Job writes compared here
+            resource = labels.get("resource", "?") + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+            kind = f"{labels.get('verb', '?')} {resource}"
+            by_kind[kind] = by_kind.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
+    return total, by_kind
 
 
 @dataclass
@@ -368,6 +383,8 @@ class Row:
     peak_rss_mib: float
     requests_per_job: float
     admitted: int
+    writes_by_kind: dict[str, float] = field(default_factory=dict)
+    """Every client's writes per Job by verb and resource (see `flow_control_requests`)."""
     load: float = field(default_factory=lambda: os.getloadavg()[0])
 
 
@@ -448,10 +465,11 @@ def scenario(admin: Path, operator: Operator, label: str, index: int, count: int
     kubectl(admin, "create", "namespace", namespace)
     kubectl(admin, "apply", "-f", "-", stdin=local_queue(namespace))
     time.sleep(2)
-    requests_before, cpu_before = flow_control_requests(admin), operator.cpu_seconds()
+    (requests_before, by_kind_before), cpu_before = flow_control_requests(admin), operator.cpu_seconds()
     create_s, sent, admitted = asyncio.run(drive(admin, namespace, count, rate))
     time.sleep(3)  # the trailing status writes and Events are part of each Job's cost
-    requests = flow_control_requests(admin) - requests_before
+    requests_after, by_kind_after = flow_control_requests(admin)
+    requests = requests_after - requests_before
     cpu = operator.cpu_seconds() - cpu_before
     latencies = [admitted[name] - sent[name] for name in sent if name in admitted]
     last = max(admitted.values(), default=time.monotonic())
@@ -459,7 +477,9 @@ def scenario(admin: Path, operator: Operator, label: str, index: int, count: int
               len(latencies) / max(1e-9, last - min(sent.values())),
               statistics.median(latencies) * 1000 if latencies else float("nan"),
               percentile(latencies, 0.99) * 1000 if latencies else float("nan"),
-              cpu * 1000 / count, operator.peak_rss_mib(), requests / count, len(latencies))
+              cpu * 1000 / count, operator.peak_rss_mib(), requests / count, len(latencies),
+              {kind: (n - by_kind_before.get(kind, 0.0)) / count for kind, n in by_kind_after.items()
+               if n > by_kind_before.get(kind, 0.0)})
     log(f"{operator.name} {label}: {row}")
     kubectl(admin, "delete", "namespace", namespace, "--wait=true", "--timeout=600s")
     return row
@@ -496,6 +516,10 @@ def report(results: dict[str, list[Row]]) -> None:
         for row in rows:
             cells = " | ".join(fmt.format(getattr(row, attr)) for _, attr, fmt in COLUMNS)
             print(f"| {row.scenario} | {row.jobs} | {row.admitted} | {cells} | {row.load:.1f} |")
+    for name, rows in results.items():
+        for row in rows:
+            print(f"{name} {row.scenario}, every client's writes per Job: " + ", ".join(
+                f"{kind} {n:.2f}" for kind, n in sorted(row.writes_by_kind.items(), key=lambda kv: -kv[1])))
     if {"kueue", "tasq"} <= results.keys():
         print("\ntasq / Kueue\n| scenario | " + " | ".join(c[0] for c in COLUMNS) + " |")
         print("|---|" + "---:|" * len(COLUMNS))
