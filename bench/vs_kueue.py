@@ -11,7 +11,8 @@ created 32 at a time, then a paced run. Each Job: 2 pods x 1 GPU requiring one r
 Per scenario: creates/s through the webhooks, Jobs/s (created to admitted), p50/p99 Job create ->
 Workload Admitted (seen on a watch), operator CPU ms per Job (its processes' utime+stime), its peak
 RSS (VmHWM), and API requests per Job (kube-apiserver's flow-control counter for the
-`service-accounts` FlowSchema, which only the operator's ServiceAccount uses here); then every
+`service-accounts` FlowSchema, which only the operator's ServiceAccount uses here, counted once they
+have settled after the last admission: `settled_requests`); then every
 client's writes per Job by verb and resource (`apiserver_request_total`), which say where the two
 operators' requests differ (the other clients do the same work for both).
 Usage: `.venv/bin/python bench/vs_kueue.py [--bursts 200,1000] [--paced 4:200] [--only kueue|tasq]`.
@@ -371,6 +372,31 @@ def flow_control_requests(admin: Path) -> tuple[float, dict[str, float]]:
     return total, by_kind
 
 
+SETTLE_POLL_S = 3.0
+SETTLED_REQUESTS = 3
+"""The operator's requests have settled when no more than this many came in one poll (its lease
+renewals and a queue status write go on while idle)."""
+SETTLE_LIMIT_S = 180.0
+
+
+def settled_requests(admin: Path) -> tuple[float, dict[str, float]]:
+    """`flow_control_requests` once the trailing writes are done: the Events, pod ungates and
+    statuses that follow the last admission are part of each Job's cost, and an operator that
+    posts its Events one at a time behind a queue (client-go's recorder) can trail by many
+    seconds, so a fixed wait would count one operator's trailing writes and not the other's."""
+    deadline = time.monotonic() + SETTLE_LIMIT_S
+    time.sleep(SETTLE_POLL_S)
+    last = flow_control_requests(admin)
+    while time.monotonic() < deadline:
+        time.sleep(SETTLE_POLL_S)
+        now = flow_control_requests(admin)
+        if now[0] - last[0] <= SETTLED_REQUESTS:
+            return now
+        last = now
+    log(f"requests still coming {SETTLE_LIMIT_S:.0f} s after the last admission; counted so far")
+    return last
+
+
 @dataclass
 class Row:
     scenario: str
@@ -467,8 +493,7 @@ def scenario(admin: Path, operator: Operator, label: str, index: int, count: int
     time.sleep(2)
     (requests_before, by_kind_before), cpu_before = flow_control_requests(admin), operator.cpu_seconds()
     create_s, sent, admitted = asyncio.run(drive(admin, namespace, count, rate))
-    time.sleep(3)  # the trailing status writes and Events are part of each Job's cost
-    requests_after, by_kind_after = flow_control_requests(admin)
+    requests_after, by_kind_after = settled_requests(admin)
     requests = requests_after - requests_before
     cpu = operator.cpu_seconds() - cpu_before
     latencies = [admitted[name] - sent[name] for name in sent if name in admitted]
