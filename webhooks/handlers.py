@@ -94,6 +94,7 @@ GroupMembers = Callable[[str], Sequence[Mapping[str, Any]]]
 
 
 Handler = Callable[..., Coroutine[Any, Any, None]]
+"""A kopf admission handler (body, patch and kopf's other keyword arguments)."""
 
 
 def _pod_validator(gvk: GroupVersionKind, group_members: GroupMembers | None) -> Handler:
