@@ -7,7 +7,7 @@ whatever their chunking. No time passes: the backoff's sleep is a recording stan
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -35,7 +35,7 @@ class ScriptedSource:
     """A WatchSource answering each watch request with the next of `watches` and each list with the
     page `pages` has for its token (or the next of `list_errors` first); records what was asked."""
 
-    def __init__(self, watches: list[Answer], pages: Mapping[str, ListPage] | None = None,
+    def __init__(self, watches: Sequence[Answer], pages: Mapping[str, ListPage] | None = None,
                  list_errors: list[ApiError] | None = None) -> None:
         self.watches, self.pages, self.list_errors = list(watches), dict(pages or {}), list(list_errors or [])
         self.watched_from: list[str] = []
@@ -140,7 +140,8 @@ async def test_a_stream_without_a_version_lists_first() -> None:
 async def test_failures_back_off_doubling_up_to_the_cap_and_a_delivering_watch_resets_it(
         caplog: pytest.LogCaptureFixture) -> None:
     dropped = ApiError(0, "GET /api/v1/nodes: ServerDisconnectedError")
-    source = ScriptedSource([dropped] * 8 + [[bookmark(9)], dropped])
+    answers: list[Answer] = [dropped] * 8
+    source = ScriptedSource([*answers, [bookmark(9)], dropped])
     harness = Harness(source)
     with caplog.at_level(logging.INFO, logger="controller.kube.streaming"):
         await harness.run("1")
