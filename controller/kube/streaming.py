@@ -14,9 +14,10 @@ Built by controller.kube.operating, which replaced kopf's watches with these.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlencode
@@ -67,7 +68,7 @@ class WatchSource(Protocol):
 
     async def list_page(self, resource: tuple[str, str], token: str) -> ListPage: ...
 
-    def watch(self, resource: tuple[str, str], since: str) -> AsyncIterator[dict[str, Any]]: ...
+    def watch(self, resource: tuple[str, str], since: str) -> AsyncGenerator[dict[str, Any], None]: ...
 
 
 class ApiWatchSource:
@@ -87,7 +88,7 @@ class ApiWatchSource:
         return ListPage([{"apiVersion": version, "kind": kind, **item} for item in answer.get("items") or []],
                         str(meta.get("resourceVersion") or ""), str(meta.get("continue") or ""))
 
-    async def watch(self, resource: tuple[str, str], since: str) -> AsyncIterator[dict[str, Any]]:
+    async def watch(self, resource: tuple[str, str], since: str) -> AsyncGenerator[dict[str, Any], None]:
         query = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_TIMEOUT_S),
                  **({"resourceVersion": since} if since else {})}
         url = f"{path(*resource)}?{urlencode(query)}"
@@ -200,26 +201,33 @@ class WatchStream:
         """One watch request from `version`, its events applied; whether it delivered anything
         (an event or a bookmark), which resets the backoff. Raises Relist on 410."""
         delivered = False
-        async for event in self.source.watch(self.resource, self.version):
-            kind = event.get("type")
-            obj = event.get("object")
-            if not isinstance(obj, Mapping):
-                continue
-            if kind == "ERROR":
-                code = int(obj.get("code") or 0)
-                if code == STATUS_GONE:
-                    raise Relist()
-                raise ApiError(code, str(obj.get("message") or obj))
-            if not delivered:
-                delivered = True
-                self._recovered()
-            version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-            if kind != "BOOKMARK":
-                self.apply(self.router, self.kind, str(kind) if kind else None, obj)
-                self.events += 1
-            if version:
-                self.version = version
+        # Closed as soon as this ends (a 410, an error, cancellation): its connection goes back at once.
+        async with contextlib.aclosing(self.source.watch(self.resource, self.version)) as events:
+            async for event in events:
+                delivered = self._take(event, delivered)
         return delivered
+
+    def _take(self, event: Mapping[str, Any], delivered: bool) -> bool:
+        """Apply one watch event (a bookmark only moves the version); whether anything has been
+        delivered so far. Raises Relist on a 410 ERROR event, ApiError on another."""
+        kind = event.get("type")
+        obj = event.get("object")
+        if not isinstance(obj, Mapping):
+            return delivered
+        if kind == "ERROR":
+            code = int(obj.get("code") or 0)
+            if code == STATUS_GONE:
+                raise Relist()
+            raise ApiError(code, str(obj.get("message") or obj))
+        if not delivered:
+            self._recovered()
+        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        if kind != "BOOKMARK":
+            self.apply(self.router, self.kind, str(kind) if kind else None, obj)
+            self.events += 1
+        if version:
+            self.version = version
+        return True
 
     def _failed(self, e: ApiError, delay: float) -> None:
         """Say what went wrong: once at WARNING while the same failure repeats; a refusal only an

@@ -7,7 +7,7 @@ whatever their chunking. No time passes: the backoff's sleep is a recording stan
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -40,6 +40,8 @@ class ScriptedSource:
         self.watches, self.pages, self.list_errors = list(watches), dict(pages or {}), list(list_errors or [])
         self.watched_from: list[str] = []
         self.listed: list[str] = []
+        self.closed = 0
+        """Watch requests closed (a 410 or an error leaves none open)."""
 
     async def list_page(self, resource: tuple[str, str], token: str) -> ListPage:
         self.listed.append(token)
@@ -47,15 +49,18 @@ class ScriptedSource:
             raise self.list_errors.pop(0)
         return self.pages[token]
 
-    async def watch(self, resource: tuple[str, str], since: str) -> AsyncIterator[dict[str, Any]]:
+    async def watch(self, resource: tuple[str, str], since: str) -> AsyncGenerator[dict[str, Any], None]:
         if not self.watches:
             raise ScriptOver()
         self.watched_from.append(since)
         answer = self.watches.pop(0)
         if isinstance(answer, ApiError):
             raise answer
-        for event in answer:
-            yield event
+        try:
+            for event in answer:
+                yield event
+        finally:
+            self.closed += 1
 
 
 def node(name: str, rv: int, *, unschedulable: bool = False) -> dict[str, Any]:
@@ -128,6 +133,7 @@ async def test_a_410_lists_again_page_by_page_deleting_what_vanished_and_watches
     assert sorted(harness.cache.nodes) == ["b", "c"] and harness.cache.nodes["b"].unschedulable
     # "b" at the version the cache had woke nobody; the new "c", the deleted "a", the changed "b" did
     assert harness.woken == ["c", "a", "b"] and harness.stream.relists == 1
+    assert source.closed == 2
 
 
 async def test_a_stream_without_a_version_lists_first() -> None:
