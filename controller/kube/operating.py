@@ -1,12 +1,13 @@
-"""The operator process: cache, watches, admission loop, job reconciler, ungater and node-failure
-handler under one kopf operator.
+"""The operator process: cache, watch streams, admission loop, job reconciler, ungater and
+node-failure handler, beside one kopf operator.
 
 `Operator(api_client, OperatorOptions(...))` wires them, every change routed to the loops it
 concerns by one `EventRouter`; `run(stop)` primes the cache from the API, starts the loops (which
-act only while `leading` is set) and runs kopf (`run_kopf`: standalone, no posting of kopf's own
-Events) until `stop` is set. With `admission`, the admission webhooks are served beside it on every
-replica, leader or not (`serve_operator`; their queued-pod check reads this cache). Used by `serve_tasq` (`tasq run`, `tasq dev`, `tasq demo`), the e2e
-tests and bench/operator.py.
+act only while `leading` is set) and one watch stream per watched resource (controller.kube.streaming),
+and runs kopf (`run_kopf`: standalone, no posting of kopf's own Events) until `stop` is set. With
+`admission`, the admission webhooks are served beside it on every replica, leader or not
+(`serve_operator`; their queued-pod check reads this cache). Used by `serve_tasq` (`tasq run`,
+`tasq dev`, `tasq demo`), the e2e tests and bench/operator.py.
 """
 
 from __future__ import annotations
@@ -40,17 +41,16 @@ from controller.kube.leading import LeaderElector
 from controller.kube.metrics import BuildInfo, Endpoints, Metrics, serving_endpoints
 from controller.kube.node_failing import NodeFailureHandler
 from controller.kube.routing import EventRouter, Loop
+from controller.kube.streaming import ApiWatchSource, WatchStream
 from controller.kube.ungating import TopologyUngater
 from controller.kube.visibility import cache_routes
-from controller.kube.watching import prime, register_watches
+from controller.kube.watching import prime, watch_streams
 from controller.kube.webhooking import ReviewMemories, WebhookServer
 
 log = logging.getLogger(__name__)
 
 WEBHOOK_DRAIN_S = 1.0
 """How long a stopping replica keeps answering webhooks (each answer closing its connection)."""
-WATCH_SERVER_TIMEOUT_S = 10
-"""How long one watch request lasts before kopf re-watches from its last resourceVersion."""
 
 SettingsHook = Callable[[kopf.OperatorSettings], None]
 
@@ -120,7 +120,8 @@ class Operator:
         self.settings_hooks: list[SettingsHook] = []
         self.ready = asyncio.Event()
         self.admission_server = admission
-        register_watches(self.registry, self.router)
+        self.watch_source = ApiWatchSource(self.api)
+        self.streams: list[WatchStream] = watch_streams(self.router, self.watch_source)
         self._register_login_and_settings()
 
     def _wake_admission(self, kind: str, obj: Mapping[str, Any]) -> None:
@@ -182,17 +183,17 @@ class Operator:
         @kopf.on.startup(registry=self.registry)
         def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
             settings.posting.enabled = False
-            # Short watches: a stream that goes quiet (a proxy, an API server restart) is replaced
-            # within seconds, resuming from its last resourceVersion, rather than after minutes.
-            settings.watching.server_timeout = WATCH_SERVER_TIMEOUT_S
-            settings.watching.client_timeout = WATCH_SERVER_TIMEOUT_S + 5
-            settings.watching.connect_timeout = 10
             for hook in self.settings_hooks:
                 hook(settings)
 
-    async def _prime_or_stop(self, stop: asyncio.Event) -> bool:
-        """Prime the cache; False when `stop` came first (priming waits while a CRD is missing)."""
-        priming = asyncio.create_task(prime(self.router, self.api), name="tasq-prime")
+    def watch_problems(self) -> list[str]:
+        """What keeps a watch stream from listing or watching its resource (403, a missing CRD)."""
+        return [stream.problem for stream in self.streams if stream.problem is not None]
+
+    async def _prime_or_stop(self, stop: asyncio.Event) -> dict[str, str | None] | None:
+        """Prime the cache: each resource's list version; None when `stop` came first (priming waits
+        while a CRD is missing)."""
+        priming = asyncio.create_task(prime(self.router, self.watch_source), name="tasq-prime")
         stopping = asyncio.create_task(stop.wait())
         try:
             await asyncio.wait({priming, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -203,9 +204,8 @@ class Operator:
                 with contextlib.suppress(asyncio.CancelledError):
                     await priming
         if priming.cancelled():
-            return False
-        priming.result()  # its error, if it failed
-        return True
+            return None
+        return priming.result()  # or its error, if it failed
 
     async def _drain_then_stop(self, stop: asyncio.Event, kopf_stop: asyncio.Event) -> None:
         """Stop kopf once `stop` is set; a replica serving webhooks first answers for WEBHOOK_DRAIN_S
@@ -221,9 +221,12 @@ class Operator:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Prime, start the loops and kopf, and return once `stop` is set (everything stopped)."""
-        if not await self._prime_or_stop(stop):
+        versions = await self._prime_or_stop(stop)
+        if versions is None:
             return
-        tasks = [asyncio.create_task(self.admission.run(self.leading), name="tasq-admission"),
+        tasks = [*(asyncio.create_task(stream.run(versions[stream.kind]), name=f"tasq-watch-{stream.resource[1]}")
+                   for stream in self.streams),
+                 asyncio.create_task(self.admission.run(self.leading), name="tasq-admission"),
                  asyncio.create_task(self.jobs.run(self.leading), name="tasq-jobs"),
                  asyncio.create_task(self.ungater.run(), name="tasq-ungater"),
                  asyncio.create_task(self.node_failures.run(self.leading), name="tasq-node-failures")]
@@ -299,11 +302,12 @@ async def _campaign_when_allowed(operator: Operator, elector: LeaderElector | No
 
 
 def can_act(operator: Operator, elector: LeaderElector | None) -> bool:
-    """What /readyz reports: the cache is primed and kopf runs, the webhooks (if served) are, and the
-    replica leads or stands by (reads a Lease held by another live replica); never while its Lease
-    or a CRD is out of reach."""
+    """What /readyz reports: the cache is primed, kopf runs, every watch stream can list and watch,
+    the webhooks (if served) are, and the replica leads or stands by (reads a Lease held by another
+    live replica); never while its Lease, a CRD or a watched resource is out of reach."""
     webhooks = operator.admission_server
-    return (operator.ready.is_set() and (webhooks is None or webhooks.failure is None)
+    return (operator.ready.is_set() and not operator.watch_problems()
+            and (webhooks is None or webhooks.failure is None)
             and (elector is None or bool(elector.can_act)))
 
 
