@@ -25,7 +25,7 @@ import pytest
 from controller.api import constants as c
 from controller.api.workload import Workload
 from devcluster.simulated.nodes import parse_shape, topology_nodes
-from tests.e2e.conftest import Kubectl, install_operator_cluster, wait_for
+from tests.e2e.conftest import Kubectl, install_operator_cluster
 from tests.e2e.test_operator_clusters import (
     BLOCK,
     GPU,
@@ -107,11 +107,9 @@ def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
 
 
 @pytest.fixture(autouse=True)
-def jobs_removed(tasq: Process, kubectl: Kubectl, namespace: str) -> Iterator[None]:
+def queue(jobs_removed: None, kubectl: Kubectl, namespace: str) -> None:
+    """The test's LocalQueue "lq" (its Jobs removed after it)."""
     kubectl("apply", "-f", "-", stdin=local_queue(namespace, "lq", "nodefail"))
-    yield
-    kubectl("delete", "jobs", "--all", "-n", namespace, "--cascade=foreground", "--wait=false")
-    wait_for(lambda: not get(kubectl, "pods", "-n", namespace)["items"], 90, f"the pods of {namespace} gone")
 
 
 def now() -> str:

@@ -38,7 +38,7 @@ from tests.e2e.test_preemption import (
     running_pods,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("jobs_removed")]
 
 TIMEOUT_S = 8
 CONFIG = f"""
@@ -71,12 +71,6 @@ def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
     (workdir / "config.yaml").write_text(CONFIG)
     with leading_tasq(kubeconfig, kubectl, workdir, ("--config", str(workdir / "config.yaml"))) as proc:
         yield proc
-
-
-@pytest.fixture(autouse=True)
-def jobs_removed(tasq: Process, kubectl: Kubectl, namespace: str) -> Iterator[None]:
-    yield
-    kubectl("delete", "jobs", "--all", "-n", namespace, "--cascade=foreground", "--wait=false")
 
 
 def stuck_job(name: str, namespace: str, queue: str, pods: int) -> str:

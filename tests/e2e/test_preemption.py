@@ -24,7 +24,7 @@ import pytest
 
 from controller.api import constants as c
 from devcluster.simulated.nodes import parse_shape, topology_nodes
-from tests.e2e.conftest import Kubectl, install_operator_cluster, wait_for
+from tests.e2e.conftest import Kubectl, install_operator_cluster
 from tests.e2e.test_operator_clusters import (
     BLOCK,
     GPU,
@@ -33,12 +33,11 @@ from tests.e2e.test_operator_clusters import (
     Process,
     condition,
     get,
-    leading_tasq,
     pods_of,
     workload_of,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("jobs_removed")]
 
 POOL = "e2e.tasq.io/preemption-pool"
 HOLD = "e2e.tasq.io/hold"
@@ -133,22 +132,6 @@ def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) ->
     close = install_rack_pool(request, cluster, kubectl, SETUP)
     yield
     close()
-
-
-@pytest.fixture(scope="module")
-def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
-    """One `tasq run --local-webhooks` for the module, leading, its webhooks registered."""
-    with leading_tasq(kubeconfig, kubectl, tmp_path_factory.mktemp("tasq")) as proc:
-        yield proc
-
-
-@pytest.fixture(autouse=True)
-def jobs_removed(tasq: Process, kubectl: Kubectl, namespace: str) -> Iterator[None]:
-    """After each test its Jobs are deleted and their pods gone: the next test has both racks free."""
-    yield
-    kubectl("delete", "jobs", "--all", "-n", namespace, "--cascade=foreground", "--wait=false")
-    wait_for(lambda: not get(kubectl, "pods", "-n", namespace)["items"], 90, f"the pods of {namespace} gone")
 
 
 class OverCommitWatch:
