@@ -4,7 +4,9 @@ Pure: `webhook_configurations(client)` builds both objects for a local URL with 
 (`local_client`, `tasq dev` / `tasq run --local-webhooks`) or for the in-cluster Service
 (`service_client`, the static config/webhook/ YAML a unit test keeps equal to this). Every webhook
 fails closed but is scoped tightly: never kube-system or tasq's own namespace, pods only with
-tasq's label or the queue label, Jobs only with the queue label. `crd_conversion(client)` is the CRDs'
+tasq's label or the queue label, an integrated kind's objects only with the queue label. The
+integrated kinds' routes come from the registry (controller.core.jobs.integrations: each adapter's
+webhook rules); the topology gate on admitted pods and tasq's own kinds are listed here. `crd_conversion(client)` is the CRDs'
 `spec.conversion` pointing at the same server's /convert (config/crd's patch is kept equal to
 `in_cluster_conversion`). Called by controller.kube.webhooking and tests.
 """
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from controller.api import constants as c
+from controller.core.jobs.integrations import ALL_INTEGRATIONS
 
 ADMISSION_API_VERSION: Final = "admissionregistration.k8s.io/v1"
 TIMEOUT_SECONDS: Final = 10
@@ -84,17 +87,21 @@ _CREATE_UPDATE: Final = ("CREATE", "UPDATE")
 # v1beta1 request is checked whether or not the API server converted it (matchPolicy Equivalent).
 _KUEUE_VERSIONS: Final = (c.VERSION_V1BETA2, c.VERSION_V1BETA1)
 
-MUTATING_ROUTES: Final = (
-    Route(c.WEBHOOK_MUTATE_JOB, "batch", ("v1",), "jobs", _CREATE, _QUEUED),
-    Route(c.WEBHOOK_MUTATE_JOBSET, c.JOBSET_GROUP, (c.JOBSET_VERSION,), c.PLURAL_JOBSETS, _CREATE, _QUEUED),
-    Route(c.WEBHOOK_MUTATE_POD, "", ("v1",), "pods", _CREATE, _TASQ_PODS),
-    Route(c.WEBHOOK_MUTATE_QUEUED_POD, "", ("v1",), "pods", _CREATE, _QUEUED),
-)
+
+
+def integration_routes(mutating: bool) -> tuple[Route, ...]:
+    """The routes of every integrated kind's mutating (or validating) webhook rules, for its
+    queued objects only, in the registry's order."""
+    return tuple(Route(rule.handler_id, job.gvk.group, (job.gvk.version,), job.gvk.plural, rule.operations, _QUEUED)
+                 for job in ALL_INTEGRATIONS for rule in job.webhooks if rule.action.mutating == mutating)
+
+
+TOPOLOGY_GATE_ROUTE: Final = Route(c.WEBHOOK_MUTATE_POD, "", ("v1",), "pods", _CREATE, _TASQ_PODS)
+"""The pods of a pod set admitted with a topology assignment (any integration's, by tasq's label)
+get the topology gate if their template did not carry it."""
+MUTATING_ROUTES: Final = (*integration_routes(True), TOPOLOGY_GATE_ROUTE)
 VALIDATING_ROUTES: Final = (
-    Route(c.WEBHOOK_VALIDATE_JOB, "batch", ("v1",), "jobs", _CREATE_UPDATE, _QUEUED),
-    Route(c.WEBHOOK_VALIDATE_JOBSET, c.JOBSET_GROUP, (c.JOBSET_VERSION,), c.PLURAL_JOBSETS, _CREATE_UPDATE,
-          _QUEUED),
-    Route(c.WEBHOOK_VALIDATE_QUEUED_POD, "", ("v1",), "pods", _CREATE_UPDATE, _QUEUED),
+    *integration_routes(False),
     Route(c.WEBHOOK_VALIDATE_TOPOLOGY, c.GROUP, (*_KUEUE_VERSIONS, c.VERSION_V1ALPHA1), c.PLURAL_TOPOLOGIES,
           _CREATE_UPDATE),
     Route(c.WEBHOOK_VALIDATE_RESOURCE_FLAVOR, c.GROUP, _KUEUE_VERSIONS, c.PLURAL_RESOURCE_FLAVORS, _CREATE_UPDATE),

@@ -76,16 +76,23 @@ def _add_to_map(pod: Mapping[str, Any], field: str, entries: Mapping[str, str]) 
 def manage_pod(pod: Any) -> JsonPatch:
     """A plain pod naming a queue (no integrated kind controls it: `pod_group.is_managed`) is
     created behind Kueue's admission gate and the topology gate, labelled `kueue.x-k8s.io/managed`,
-    and, in a group, annotated with its role hash (Kueue's webhook does the same; the topology gate
-    is added to every such pod because a gate can only be removed later, never added, and admission
-    may give any pod set a topology assignment). The pod-group reconciler removes the admission gate
-    on admission, and the topology gate too where the pod set has no topology assignment."""
+    with Kueue's pod finalizer of the same name, and, in a group, annotated with its role hash
+    (Kueue's webhook does the same; the topology gate is added to every such pod because a gate can
+    only be removed later, never added, and admission may give any pod set a topology assignment).
+    The job reconciler removes the admission gate on admission, and the topology gate too where the
+    pod set has no topology assignment; it removes the finalizer once the pod's end is recorded or
+    no longer matters (`pod_group.finalizer_done`)."""
     if not isinstance(pod, Mapping) or not isinstance(pod.get("metadata"), Mapping) or not pod_group.is_managed(pod):
         return []
     spec = pod.get("spec")
     if not isinstance(spec, Mapping):
         return []
     ops = _add_to_map(pod, "labels", {c.LABEL_MANAGED: c.LABEL_MANAGED_VALUE})
+    finalizers = pod["metadata"].get("finalizers")
+    if finalizers is None:
+        ops.append({"op": "add", "path": "/metadata/finalizers", "value": [pod_group.POD_FINALIZER]})
+    elif isinstance(finalizers, list) and pod_group.POD_FINALIZER not in finalizers:
+        ops.append({"op": "add", "path": "/metadata/finalizers/-", "value": pod_group.POD_FINALIZER})
     if pod_group.group_name(pod) is not None:
         ops += _add_to_map(pod, "annotations", {c.ANNOTATION_ROLE_HASH: pod_group.role_hash(pod)})
     gates = spec.get("schedulingGates")

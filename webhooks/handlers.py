@@ -1,10 +1,12 @@
 """The kopf admission handlers: thin adapters from AdmissionReviews to the pure rules.
 
-`register_handlers(registry)` adds to a kopf registry the mutating handlers (suspend queued Jobs and
-JobSets, gate pods of admitted pod sets, gate queued plain pods; `webhooks.defaulting`) and the
-validating ones (Jobs, JobSets, queued pods and tasq's kinds on CREATE and UPDATE;
-`webhooks.validation` and `webhooks.running_jobs`). Handler ids are
-the URL paths the webhook configurations call. Called by controller.kube.webhooking and tests.
+`register_handlers(registry)` adds to a kopf registry, for every integrated kind in the registry
+(controller.core.jobs.integrations), one handler per webhook rule its adapter names, built from the
+rule's action (`ACTIONS`: suspend a queued object, gate and finalize a queued plain pod;
+validate, with a running Job's or a group member's extra checks; `webhooks.defaulting`,
+`webhooks.validation`, `webhooks.running_jobs`); then the topology gate on pods of admitted pod sets
+and the validators of tasq's kinds. Handler ids are the URL paths the webhook configurations call.
+Called by controller.kube.webhooking and tests.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import kopf
 
 from controller.api import constants as c
 from controller.core.jobs import pod_group
+from controller.core.jobs.framework import GroupVersionKind, WebhookAction
+from controller.core.jobs.integrations import ALL_INTEGRATIONS
 from webhooks import defaulting, running_jobs
 from webhooks.validation import FieldError, validate, validate_update
 from webhooks.validation.pods import conflicts_with_group
@@ -73,16 +77,8 @@ def _patch_with(patch: kopf.Patch, ops: defaulting.JsonPatch) -> None:
     patch.fns.append(transform)
 
 
-async def _mutate_job(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-    _patch_with(patch, defaulting.suspend_job(dict(body)))
-
-
-async def _mutate_jobset(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-    _patch_with(patch, defaulting.suspend_job(dict(body)))  # a JobSet suspends by spec.suspend as a Job does
-
-
-async def _validate_jobset(body: kopf.Body, **kwargs: Any) -> None:
-    check(c.KIND_JOBSET, c.JOBSET_GROUP, kwargs.get("operation"), body, kwargs.get("old"))
+async def _suspend(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    _patch_with(patch, defaulting.suspend_job(dict(body)))  # a Job and a JobSet both suspend by spec.suspend
 
 
 async def _mutate_pod(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
@@ -97,28 +93,59 @@ GroupMembers = Callable[[str], Sequence[Mapping[str, Any]]]
 """The pods a process knows in one group, by its Workload key (`namespace/name`): the operator's cache."""
 
 
-def _pod_validator(group_members: GroupMembers | None) -> Callable[..., Coroutine[Any, Any, None]]:
+Handler = Callable[..., Coroutine[Any, Any, None]]
+"""A kopf admission handler (body, patch and kopf's other keyword arguments)."""
+
+
+def _pod_validator(gvk: GroupVersionKind, group_members: GroupMembers | None) -> Handler:
     """Queued pods: their own metadata and, where the process keeps a cache, on creation the
     conflicts with the pods of their group it holds (a process serving webhooks only checks the
-    first; the pod-group reconciler refuses such a group with an Event either way)."""
+    first; the job reconciler refuses such a group with an Event either way)."""
     async def validate_queued_pod(body: kopf.Body, **kwargs: Any) -> None:
         operation, pod = kwargs.get("operation"), dict(body)
         extra: list[FieldError] = []
         key = pod_group.workload_key(pod)
         if operation == "CREATE" and group_members is not None and key is not None:
             extra = conflicts_with_group(pod, group_members(key))
-        check(c.KIND_POD, "", operation, body, kwargs.get("old"), extra)
+        check(gvk.kind, gvk.group, operation, body, kwargs.get("old"), extra)
     return validate_queued_pod
 
 
-async def _validate_job(body: kopf.Body, **kwargs: Any) -> None:
-    old, operation = kwargs.get("old"), kwargs.get("operation")
-    extra = running_jobs.validate_running_update(dict(old), dict(body)) \
-        if operation == "UPDATE" and old is not None else []
-    check(c.KIND_JOB, "batch", operation, body, old, extra)
+def _running_job_validator(gvk: GroupVersionKind, group_members: GroupMembers | None) -> Handler:
+    del group_members
+
+    async def validate_job(body: kopf.Body, **kwargs: Any) -> None:
+        old, operation = kwargs.get("old"), kwargs.get("operation")
+        extra = running_jobs.validate_running_update(dict(old), dict(body)) \
+            if operation == "UPDATE" and old is not None else []
+        check(gvk.kind, gvk.group, operation, body, old, extra)
+    return validate_job
 
 
-def _validator(kind: str) -> Callable[..., Coroutine[Any, Any, None]]:
+def _kind_validator(gvk: GroupVersionKind, group_members: GroupMembers | None) -> Handler:
+    del group_members
+
+    async def validate_kind(body: kopf.Body, **kwargs: Any) -> None:
+        check(gvk.kind, gvk.group, kwargs.get("operation"), body, kwargs.get("old"))
+    return validate_kind
+
+
+def _fixed(handler: Handler) -> Callable[[GroupVersionKind, GroupMembers | None], Handler]:
+    return lambda gvk, group_members: handler
+
+
+ACTIONS: Final[Mapping[WebhookAction, Callable[[GroupVersionKind, GroupMembers | None], Handler]]] = {
+    WebhookAction.SUSPEND: _fixed(_suspend),
+    WebhookAction.MANAGE_POD: _fixed(_mutate_queued_pod),
+    WebhookAction.VALIDATE: _kind_validator,
+    WebhookAction.VALIDATE_RUNNING_JOB: _running_job_validator,
+    WebhookAction.VALIDATE_GROUP_MEMBER: _pod_validator,
+}
+"""Each webhook action an integration's rule may name -> the handler for a kind (its identity, and
+where a group's members are found)."""
+
+
+def _validator(kind: str) -> Handler:
     async def handler(body: kopf.Body, **kwargs: Any) -> None:
         check(kind, c.GROUP, kwargs.get("operation"), body, kwargs.get("old"))
     handler.__name__ = f"validate_{kind.lower()}"
@@ -135,20 +162,18 @@ def register_handlers(registry: kopf.OperatorRegistry, group_members: GroupMembe
     """Add every admission handler to `registry` (each webhook path is its handler id). They are
     coroutines only so kopf calls them on its loop instead of a thread: they never await.
     `group_members`: where the queued-pod validator finds a new pod's group (None: not checked)."""
-    kopf.on.mutate("batch", "v1", "jobs", id=c.WEBHOOK_MUTATE_JOB, operations=["CREATE"],
-                   registry=registry)(_mutate_job)
+    for job in ALL_INTEGRATIONS:
+        gvk = job.gvk
+        for rule in job.webhooks:
+            handler = ACTIONS[rule.action](gvk, group_members)
+            if rule.action.mutating:
+                kopf.on.mutate(gvk.group, gvk.version, gvk.plural, id=rule.handler_id, operations=list(rule.operations),
+                               registry=registry)(handler)
+            else:
+                kopf.on.validate(gvk.group, gvk.version, gvk.plural, id=rule.handler_id,
+                                 operations=list(rule.operations), registry=registry)(handler)
     kopf.on.mutate("", "v1", "pods", id=c.WEBHOOK_MUTATE_POD, operations=["CREATE"],
                    registry=registry)(_mutate_pod)
-    kopf.on.mutate("", "v1", "pods", id=c.WEBHOOK_MUTATE_QUEUED_POD, operations=["CREATE"],
-                   registry=registry)(_mutate_queued_pod)
-    kopf.on.validate("", "v1", "pods", id=c.WEBHOOK_VALIDATE_QUEUED_POD, operations=_CREATE_UPDATE,
-                     registry=registry)(_pod_validator(group_members))
-    kopf.on.validate("batch", "v1", "jobs", id=c.WEBHOOK_VALIDATE_JOB, operations=_CREATE_UPDATE,
-                     registry=registry)(_validate_job)
-    kopf.on.mutate(c.JOBSET_GROUP, c.JOBSET_VERSION, c.PLURAL_JOBSETS, id=c.WEBHOOK_MUTATE_JOBSET,
-                   operations=["CREATE"], registry=registry)(_mutate_jobset)
-    kopf.on.validate(c.JOBSET_GROUP, c.JOBSET_VERSION, c.PLURAL_JOBSETS, id=c.WEBHOOK_VALIDATE_JOBSET,
-                     operations=_CREATE_UPDATE, registry=registry)(_validate_jobset)
     for plural, handler_id, kind in TASQ_KINDS:
         # One registration per served version: kopf otherwise knows only the preferred one and
         # refuses reviews of the others (a Kueue manifest's Topology is v1alpha1).

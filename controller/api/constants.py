@@ -257,6 +257,8 @@ EVENT_REASON_PREEMPTED_WORKLOAD: Final = "PreemptedWorkload"
 EVENT_REASON_NODE_REPLACED: Final = "NodeReplaced"
 EVENT_REASON_EVICTED_NODE_FAILURES: Final = "EvictedDueToNodeFailures"
 EVENT_REASON_ERR_WORKLOAD_COMPOSE: Final = "ErrWorkloadCompose"
+EVENT_REASON_EXCESS_PODS_DELETED: Final = "ExcessPodsDeleted"
+"""Pods of a group beyond its total count were deleted (Kueue deletes them rather than leave them gated)."""
 EVENT_REASON_WORKLOAD_PRIORITY_CLASS_NOT_FOUND: Final = "WorkloadPriorityClassNotFound"
 EVENT_COMPONENT: Final = "tasq-controller"
 

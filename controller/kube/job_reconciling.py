@@ -1,8 +1,10 @@
 """The generic job reconciler: a queue-labelled object of an integrated kind, its Workload, and the
-object following it (stopped, started, restored, finished). Each kind is a pure adapter
-(controller.core.jobs `GenericJob`, picked by kind from the cache's integrations); this module owns
-the state machine and the writes. Leader only; started by controller.kube.operating, whose
-EventRouter wakes it and takes every object and Workload it writes.
+object following it (stopped, started, restored, finished). Each kind is a pure adapter, picked by
+kind: a single-object kind's (controller.core.jobs `GenericJob`: a Job, a JobSet) from the cache's
+integrations, a composable kind's (`ComposableJob`: a plain pod group, whose members the cache
+files under the group's Workload key) from the registry; this module owns the state machine and
+the writes for both. Leader only; started by controller.kube.operating, whose EventRouter wakes it
+and takes every object and Workload it writes.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,14 +28,17 @@ from controller.core.admission.conditions import (
 )
 from controller.core.admission.pods_ready import mark_pods_ready
 from controller.core.jobs.framework import (
+    ComposableJob,
     Finished,
     GenericJob,
+    MemberWrite,
     missing_priority_class,
     pod_set_infos,
     stopped,
     workload_manifest,
     workload_owner_refs,
 )
+from controller.core.jobs.integrations import COMPOSABLE_INTEGRATIONS
 from controller.kube.api import WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor
@@ -44,6 +49,8 @@ from controller.kube.statuses import write_workload_status
 log = logging.getLogger(__name__)
 
 PARALLEL_RECONCILES = 16
+PARALLEL_MEMBER_WRITES = 16
+"""Writes to the members of one composable job (pod patches, deletions) in flight at once."""
 
 
 def _integrated_resource(adapter: GenericJob) -> tuple[str, str]:
@@ -74,11 +81,14 @@ class JobReconciler:
     Workload (`spec.active: false`) the same way, then release its reservation; mark the Workload
     Finished when the object ends; delete it when the object is gone. A reconcile that fails in any
     way (refused, a dropped connection, a bug) is re-queued with backoff (controller.kube.requeuing).
+    A composable kind's job (a pod group, keyed by its Workload) goes through the same states with
+    writes to each member instead of a suspend flag (`_reconcile_group`).
     `notify(key, kind)` on any change of the object, its Workload or its pods; `run()` until cancelled."""
 
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
                  applied: Applied | None = None, evictor: Evictor | None = None,
-                 pods_ready: WaitForPodsReady | None = None) -> None:
+                 pods_ready: WaitForPodsReady | None = None,
+                 composables: Sequence[ComposableJob[Any]] = COMPOSABLE_INTEGRATIONS) -> None:
         self.cache = cache
         self.pods_ready = pods_ready
         """waitForPodsReady's settings (None: off): a running admitted object's readiness (its
@@ -86,6 +96,8 @@ class JobReconciler:
         self.adapters: Mapping[str, GenericJob] = {job.gvk.kind: job for job in cache.integrations}
         """Kind -> its adapter (the cache's integrations): every read, patch and manifest of an
         integrated object comes from its adapter; this module holds the state machine and the writes."""
+        self.composables: Mapping[str, ComposableJob[Any]] = {job.gvk.kind: job for job in composables}
+        """Kind -> the adapter of a composable kind (a pod group): its owner key is its Workload's key."""
         self.applied: Applied = applied if applied is not None else cache.upsert
         """Where every Job and Workload this reconciler wrote goes (the operator's
         `EventRouter.applied`): into the cache at once, so the next reconcile sees it and the
@@ -105,6 +117,7 @@ class JobReconciler:
         for the Job controller to acknowledge the suspension (`_stopped_for_good`)."""
         self._refused: set[tuple[str, str]] = set()
         """(Job uid, what is missing) already reported: one Event, not one per change."""
+        self._member_writes = asyncio.Semaphore(PARALLEL_MEMBER_WRITES)
 
     def notify(self, key: str, kind: str = c.KIND_JOB) -> None:
         """The owner `key` of `kind` (a Job), or its Workload or one of its pods, changed."""
@@ -118,6 +131,9 @@ class JobReconciler:
     async def reconcile(self, key: str, kind: str = c.KIND_JOB) -> None:
         """Phase dispatch for one owner (`key` of the integrated `kind`, a Job by default): decide
         from the cache which single step it needs."""
+        if kind in self.composables:
+            await self._reconcile_group(self.composables[kind], key)
+            return
         adapter = self.adapters[kind]
         owner = (kind, key)
         job = self.cache.owners.get(kind, {}).get(key)
@@ -149,7 +165,7 @@ class JobReconciler:
                 # else an event of it or of its pods brings it back
                 await self._start(adapter, job, entry, admission)
             elif self.pods_ready is not None and not adapter.is_suspended(job):
-                await self._record_pods_ready(adapter, job, entry)
+                await self._record_pods_ready(adapter.pods_ready(job), entry)
         elif not adapter.is_suspended(job) and finished is None and not was_admitted(entry.obj):
             await self._discard_workload(entry)
         elif not entry.expecting and finished is None:
@@ -228,6 +244,11 @@ class JobReconciler:
         workload_classes = {name: wpc.value for name, wpc in self.cache.workload_priority_classes.items()}
         manifest = workload_manifest(adapter, job, classes, default, workload_classes)
         manifest["metadata"].pop("creationTimestamp", None)
+        await self._create(manifest, job)
+
+    async def _create(self, manifest: dict[str, Any], about: Mapping[str, Any]) -> None:
+        """Create the Workload `manifest`; the CreatedWorkload Event goes on `about` (the object, or
+        the group's first member). One already there is left (its watch event follows)."""
         namespace = manifest["metadata"]["namespace"]
         try:
             created = await retrying(lambda: self.api.create(WORKLOADS, namespace, manifest))
@@ -236,7 +257,7 @@ class JobReconciler:
                 return  # already there; its watch event follows
             raise
         self.applied(c.KIND_WORKLOAD, created)
-        self.recorder.emit(job, c.EVENT_REASON_CREATED_WORKLOAD,
+        self.recorder.emit(about, c.EVENT_REASON_CREATED_WORKLOAD,
                            f"Created Workload: {namespace}/{manifest['metadata']['name']}")
 
     async def _start(self, adapter: GenericJob, job: dict[str, Any], entry: WorkloadEntry, admission: Admission) -> None:
@@ -333,6 +354,11 @@ class JobReconciler:
         current = self.cache.owners.get(owner[0], {}).get(owner[1], job)
         if adapter.pods_left(current) > 0 or self.cache.live_pods_of.get(owner):
             return  # a pod in its grace period still runs: a Job or pod event brings it back
+        await self._release_deactivated(entry)
+
+    async def _release_deactivated(self, entry: WorkloadEntry) -> None:
+        """The deactivated Workload's job is stopped and its pods are gone: release its reservation
+        in one status write (Kueue's Deactivated eviction)."""
         now = datetime.now(UTC)
         cluster_queue = entry.admission.cluster_queue if entry.admission is not None else None
         model = entry.obj.model_copy(deep=True)
@@ -353,11 +379,10 @@ class JobReconciler:
         if self.evictor.metrics is not None and cluster_queue is not None:
             self.evictor.metrics.evicted(cluster_queue, c.REASON_DEACTIVATED)
 
-    async def _record_pods_ready(self, adapter: GenericJob, job: Mapping[str, Any], entry: WorkloadEntry) -> None:
-        """PodsReady from the adapter's `pods_ready`, written only when it changes
+    async def _record_pods_ready(self, ready: bool, entry: WorkloadEntry) -> None:
+        """PodsReady from the adapter's `pods_ready` (`ready`), written only when it changes
         (controller.core.admission.pods_ready.mark_pods_ready: WaitForStart, Started,
         WaitForRecovery, Recovered)."""
-        ready = adapter.pods_ready(job)
         now = datetime.now(UTC)
         wrote = [False]
 
@@ -388,3 +413,119 @@ class JobReconciler:
             if not e.not_found:
                 raise
 
+
+    # -- composable kinds (a pod group): many members, one Workload ---------------------------------
+
+    async def _reconcile_group(self, adapter: ComposableJob[Any], key: str) -> None:
+        """Phase dispatch for one composable job (`key`: its Workload's): the same states as a
+        single object's, with run and stop done by writes to each member. Members whose end the
+        Workload no longer needs lose their finalizer first; excess members are deleted; then: no
+        Workload yet -> refuse a disagreeing group, wait for a missing member, or create it;
+        admitted -> stop an evicted or deactivated group (its members deleted) and release the
+        reservation once none is left, mark it Finished when the group is, or start the members
+        the admission covers and record PodsReady."""
+        members = self.cache.group_members(key)
+        entry = self.cache.workloads.get(key)
+        if entry is not None and not adapter.owns_workload(workload_owner_refs(entry.obj)):
+            return  # a Workload of another integration
+        if not members:
+            if entry is not None and entry.admission is not None and is_terminating(entry.obj):
+                await self.evictor.release(entry)  # evicted and its members gone (unless GC took it first)
+            elif entry is not None and entry.admission is not None and not entry.active:
+                await self._release_deactivated(entry)
+            return  # else its Workload goes with its members (the garbage collector)
+        group = adapter.load(members)
+        namespace = key.partition("/")[0]
+        released = adapter.release_writes(group, entry is not None, entry is not None and entry.finished)
+        if await self._write_members(adapter, namespace, released):
+            return  # the finalizers' removal brings the group back
+        if entry is None:
+            await self._create_group_workload(adapter, group)
+            return
+        excess = adapter.excess_writes(group)
+        if excess and await self._write_members(adapter, namespace, excess):
+            self.recorder.emit(adapter.event_object(group), c.EVENT_REASON_EXCESS_PODS_DELETED,
+                               f"Deleted {len(excess)} pods beyond the group's count: "
+                               + ", ".join(w.name for w in excess), c.EVENT_TYPE_WARNING)
+        if entry.finished:
+            return
+        if (admission := entry.admission) is None:
+            return
+        if is_terminating(entry.obj) or not entry.active:
+            await self._stop_group(adapter, group, entry)
+        elif (finish := adapter.finished(group)) is not None:
+            await self._finish(entry, finish)
+        else:
+            await self._start_group(adapter, group, entry, admission)
+            if self.pods_ready is not None:
+                await self._record_pods_ready(adapter.pods_ready(group, admission), entry)
+
+    async def _create_group_workload(self, adapter: ComposableJob[Any], group: Any) -> None:
+        """Refuse a group whose members disagree (an Event per conflict, once); wait while members
+        are missing (a member's event brings the group back); then create its Workload."""
+        refusals = adapter.refusals(group)
+        if refusals:
+            for member, message in refusals:
+                uid = str((member.get("metadata") or {}).get("uid") or "")
+                if (uid, message) not in self._refused:
+                    self._refused.add((uid, message))
+                    self.recorder.emit(member, c.EVENT_REASON_ERR_WORKLOAD_COMPOSE, message, c.EVENT_TYPE_WARNING)
+            return
+        waiting = adapter.waiting(group)
+        if waiting is not None:
+            log.debug("%s", waiting)
+            return
+        classes, default = self.cache.priority_values()
+        workload_classes = {name: wpc.value for name, wpc in self.cache.workload_priority_classes.items()}
+        await self._create(adapter.workload_manifest(group, classes, default, workload_classes),
+                           adapter.event_object(group))
+
+    async def _start_group(self, adapter: ComposableJob[Any], group: Any, entry: WorkloadEntry,
+                           admission: Admission) -> None:
+        """Start every member the admission covers that has not started (the adapter's run writes)."""
+        flavors = {name: flavor.spec.to_dict() for name, flavor in self.cache.flavors.items()}
+        todo = adapter.run_writes(group, admission, pod_set_infos(entry.info.name, admission, flavors))
+        if await self._write_members(adapter, entry.info.namespace, todo):
+            self.recorder.emit(entry.obj.to_dict(), c.EVENT_REASON_STARTED,
+                               f"Admitted by clusterQueue {admission.cluster_queue}: {len(todo)} pods ungated")
+
+    async def _stop_group(self, adapter: ComposableJob[Any], group: Any, entry: WorkloadEntry) -> None:
+        """Carry out a decided eviction or a deactivation: delete the running members; once none
+        is left in the cache (a deleted pod counts until its deletion is seen, or its end while a
+        finalizer holds it), release the reservation. A restart in between redoes what is left."""
+        stop = adapter.stop_writes(group)
+        if stop:
+            await self._write_members(adapter, entry.info.namespace, stop)
+            evicted = entry.obj.condition(c.CONDITION_EVICTED)
+            message = (evicted.message if evicted is not None and is_terminating(entry.obj)
+                       else deactivation_message(entry.obj) if not entry.active else "The workload is evicted")
+            self.recorder.emit(entry.obj.to_dict(), c.EVENT_REASON_STOPPED, message)
+            return  # the members' deletions bring the group back here
+        if adapter.pods_left(group) > 0:
+            return
+        if is_terminating(entry.obj):
+            await self.evictor.release(entry)
+        else:
+            await self._release_deactivated(entry)
+
+    async def _write_members(self, adapter: ComposableJob[Any], namespace: str, writes: Sequence[MemberWrite]) -> bool:
+        """Send the member writes in parallel (a member already gone is skipped; a conflict fails
+        the reconcile, retried from the cache the watch refreshes meanwhile); each patched member
+        goes to the cache. True when there were any."""
+        resource = (adapter.gvk.api_version, adapter.gvk.plural)
+
+        async def write(item: MemberWrite) -> None:
+            async with self._member_writes:
+                try:
+                    if item.patch is None:
+                        await retrying(lambda: self.api.delete(resource, namespace, item.name))
+                        return
+                    patch = item.patch
+                    patched = await retrying(lambda: self.api.merge_patch(resource, namespace, item.name, patch))
+                except ApiError as e:
+                    if e.not_found:
+                        return
+                    raise
+            self.applied(adapter.gvk.kind, patched)
+        await asyncio.gather(*(write(w) for w in writes))
+        return bool(writes)

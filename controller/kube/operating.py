@@ -29,7 +29,6 @@ from controller.api.features import FeatureGates
 from controller.api.meta import object_key
 from controller.api.views import owner_refs
 from controller.cache.cluster import KIND_NODE, KIND_POD, ClusterCache, OwnerKey
-from controller.core.jobs import pod_group
 from controller.core.topology.node_failures import NODE_FAILURE_DELAY
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
@@ -40,7 +39,6 @@ from controller.kube.job_reconciling import JobReconciler
 from controller.kube.leading import LeaderElector
 from controller.kube.metrics import BuildInfo, Endpoints, Metrics, serving_endpoints
 from controller.kube.node_failing import NodeFailureHandler
-from controller.kube.pod_group_reconciling import PodGroupReconciler
 from controller.kube.routing import EventRouter, Loop
 from controller.kube.ungating import TopologyUngater
 from controller.kube.visibility import cache_routes
@@ -104,8 +102,6 @@ class Operator:
                                        applied=self.router.applied, evictor=self.evictor, pods_ready=pods_ready)
         self.jobs = JobReconciler(self.cache, self.api, self.recorder, applied=self.router.applied,
                                   evictor=self.evictor, pods_ready=pods_ready)
-        self.pod_groups = PodGroupReconciler(self.cache, self.api, self.recorder, applied=self.router.applied,
-                                             evictor=self.evictor)
         self.node_failures = NodeFailureHandler(self.cache, self.api, self.recorder, self.router.applied,
                                                 self.metrics, delay=options.node_failure_delay)
         if options.elector is not None:
@@ -138,14 +134,15 @@ class Operator:
         """The changed integrated object (a Job), the one owning the changed Workload, or the one
         owning the changed pod while it waits for its pods to go (suspended, or with no Workload
         yet): its last pod's deletion may come after its status stopped counting it. A running
-        object's pods wake nobody. A plain pod tasq manages, or a Workload its pods own, wakes the
-        pod-group reconciler instead."""
-        if kind == KIND_POD and (group := pod_group.workload_key(obj)) is not None:
-            self.pod_groups.notify(group)
-            return
-        if kind == c.KIND_WORKLOAD and _pod_owned(obj):
-            self.pod_groups.notify(object_key(obj))
-            return
+        object's pods wake nobody. A member of a composable kind (a plain pod tasq manages), or a
+        Workload such members own, wakes its group (keyed by its Workload) instead."""
+        for composable in self.jobs.composables.values():
+            if kind == composable.gvk.kind and (group := composable.member_key(obj)) is not None:
+                self.jobs.notify(group, composable.gvk.kind)
+                return
+            if kind == c.KIND_WORKLOAD and composable.owns_workload(owner_refs(obj)):
+                self.jobs.notify(object_key(obj), composable.gvk.kind)
+                return
         owner: OwnerKey | None
         if kind == KIND_POD:
             meta = obj.get("metadata") or {}
@@ -231,14 +228,13 @@ class Operator:
             return
         tasks = [asyncio.create_task(self.admission.run(self.leading), name="tasq-admission"),
                  asyncio.create_task(self.jobs.run(self.leading), name="tasq-jobs"),
-                 asyncio.create_task(self.pod_groups.run(self.leading), name="tasq-pod-groups"),
                  asyncio.create_task(self.ungater.run(), name="tasq-ungater"),
                  asyncio.create_task(self.node_failures.run(self.leading), name="tasq-node-failures")]
         for kind, objects in self.cache.owners.items():
             for key in list(objects):
                 self.jobs.notify(key, kind)
         for key in list(self.cache.group_pods):
-            self.pod_groups.notify(key)
+            self.jobs.notify(key, KIND_POD)
         for key in list(self.cache.workloads):
             namespace, name = key.split("/", 1)
             self.ungater.notify(namespace, name)
@@ -267,12 +263,6 @@ class Operator:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-
-
-def _pod_owned(workload: Mapping[str, Any]) -> bool:
-    """A Workload (wire form) every owner of which is a Pod: the plain-pod integration's."""
-    owners = (workload.get("metadata") or {}).get("ownerReferences") or []
-    return bool(owners) and all(isinstance(o, Mapping) and o.get("kind") == c.KIND_POD for o in owners)
 
 
 async def _elect_until(elector: LeaderElector, stop: asyncio.Event) -> None:

@@ -30,7 +30,8 @@ class Loop(enum.Enum):
     ADMISSION = "admission loop"
     """Runs an admission cycle, then refreshes the ClusterQueue and LocalQueue statuses."""
     JOBS = "Job reconciler"
-    """Reconciles the Job: the one changed, or the one owning the changed Workload."""
+    """Reconciles the integrated object (a Job, a JobSet) or pod group: the one changed, or the one
+    owning the changed Workload or pod."""
     UNGATER = "TopologyUngater"
     """Looks at the Workload's pods: the Workload changed, or the Workload owning the changed pod."""
     NODE_FAILURES = "node-failure handler"

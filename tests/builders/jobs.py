@@ -64,6 +64,7 @@ class Trainer:
     `status.outcome` when it ends; its pods carry the label `trainer: <name>` and no owner reference."""
 
     gvk = TRAINER_GVK
+    webhooks: tuple[fw.WebhookRule, ...] = ()  # the reconciler and simulation tests send it through none
 
     def owner_key(self, obj: Mapping[str, Any]) -> str | None:
         return object_key(obj)

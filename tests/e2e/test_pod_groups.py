@@ -1,8 +1,9 @@
 """Plain pod groups through kubectl on either control plane running `tasq run --local-webhooks`:
 pods labelled with a queue and a group (Kueue's labels, or the coscheduling plugin's) are stored
 behind the admission gate, wait while their group is incomplete, once admitted are released
-together into the domain their Workload was given, and finish it when they all succeed; a pod
-disagreeing with its group is refused.
+together into the domain their Workload was given, and finish it when they all succeed (Kueue's
+pod finalizer then comes off); a pod disagreeing with its group is refused; a pod beyond its
+group's count is deleted with an Event; a deactivated group's pods are deleted and its quota freed.
 
 Nodes: Kueue's TAS guide kind cluster (8 workers of 8 CPUs, 7 one-CPU pods each) and its queues
 (tas-cluster-queue, LocalQueue tas-user-queue in `default`):
@@ -51,6 +52,8 @@ def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     with leading_tasq(kubeconfig, kubectl, tmp_path_factory.mktemp("tasq")) as proc:
         yield proc
+        # while tasq still runs: it lets the pods' finalizers go as they are deleted
+        kubectl("delete", "pods", "-n", NAMESPACE, "-l", f"{c.LABEL_MANAGED}=true", "--wait=true", "--timeout=60s")
 
 
 def group_pods(prefix: str, count: int, labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
@@ -208,9 +211,54 @@ def test_a_group_whose_pods_all_succeed_finishes_its_workload(tasq: Process, kub
     def finished() -> dict[str, Any] | None:
         cond = condition(workload(kubectl, "done"), "Finished")
         return cond if cond and cond["status"] == "True" else None
+    stored = pods_named(kubectl, "done")  # Kueue's finalizer holds each pod until the Workload records its end
+    assert all(c.LABEL_MANAGED in (p["metadata"].get("finalizers") or []) for p in stored), stored
     cond = wait_for(finished, 90, "the group's Workload Finished", logs=lambda: f"{states(kubectl)}\n{tasq.tail()}")
     assert (cond["reason"], cond["message"]) == ("Succeeded", "Pods succeeded: 3/3.")
     assert {(p.get("status") or {}).get("phase") for p in pods_named(kubectl, "done")} == {"Succeeded"}
+    wait_for(lambda: not any(c.LABEL_MANAGED in (p["metadata"].get("finalizers") or [])
+                             for p in pods_named(kubectl, "done")), 30, "the finished pods' finalizers removed",
+             logs=lambda: f"{states(kubectl)}\n{tasq.tail()}")
+    assert len(pods_named(kubectl, "done")) == 3  # finished pods stay (only their finalizer went)
+
+
+def test_a_pod_beyond_its_group_s_count_is_deleted_with_an_event(tasq: Process, kubectl: Kubectl) -> None:
+    meta = ({c.LABEL_POD_GROUP_NAME: "extra"}, {c.ANNOTATION_POD_GROUP_TOTAL_COUNT: "2"})
+    kubectl("apply", "-f", "-", stdin=group_pods("extra", 2, *meta))
+    logs = lambda: f"{states(kubectl)}\n{tasq.tail()}"  # noqa: E731
+    wait_for(lambda: running(kubectl, "extra", 2), 90, "the group of 2 running", logs=logs)
+    third = list(yaml.safe_load_all(group_pods("extra", 3, *meta)))[2]
+    kubectl("create", "-f", "-", stdin=yaml.safe_dump(third))
+    wait_for(lambda: sorted(p["metadata"]["name"] for p in pods_named(kubectl, "extra")) == ["extra-0", "extra-1"],
+             60, "the third pod of a group of 2 deleted", logs=logs)
+    assert running(kubectl, "extra", 2)  # the started pods stay
+    events = [e for e in get(kubectl, "events", "-n", NAMESPACE)["items"] if e.get("reason") == "ExcessPodsDeleted"]
+    assert any("extra-2" in e.get("message", "") for e in events), events
+
+
+def test_a_deactivated_group_has_its_pods_deleted_and_its_quota_freed(tasq: Process, kubectl: Kubectl) -> None:
+    # a ClusterQueue of 4 CPUs: a group of 4 runs; deactivated, its pods go and its admission is
+    # released, so a second group of 4 is admitted on the same quota
+    kubectl("apply", "-f", "-", stdin=queue_of_cpus("pg-off", 4))
+
+    def group(prefix: str) -> str:
+        pods = list(yaml.safe_load_all(group_pods(prefix, 4, {c.LABEL_POD_GROUP_NAME: prefix},
+                                                  {c.ANNOTATION_POD_GROUP_TOTAL_COUNT: "4"})))
+        for pod in pods:
+            pod["metadata"]["labels"][c.LABEL_QUEUE_NAME] = "pg-off"
+        return yaml.safe_dump_all(pods)
+    logs = lambda: f"{states(kubectl)}\n{tasq.tail()}"  # noqa: E731
+    wait_for(lambda: kubectl("apply", "-f", "-", stdin=group("first"), check=False).returncode == 0, 30,
+             "the first group created (the LocalQueue known)")
+    wait_for(lambda: running(kubectl, "first", 4), 90, "the first group running", logs=logs)
+    kubectl("apply", "-f", "-", stdin=group("second"))
+    time.sleep(2)
+    assert admitted(kubectl, "second") is None  # no quota left for it
+    kubectl("patch", "workload", "first", "-n", NAMESPACE, "--type=merge", "-p", '{"spec": {"active": false}}')
+    wait_for(lambda: pods_named(kubectl, "first") == [], 60, "the deactivated group's pods deleted", logs=logs)
+    wait_for(lambda: running(kubectl, "second", 4), 90, "the second group running on the freed quota", logs=logs)
+    first = workload(kubectl, "first")  # gone with its last owner, or released and inactive
+    assert first is None or not (first.get("status") or {}).get("admission"), first
 
 
 def test_a_preempted_group_has_its_pods_deleted_and_the_preemptor_runs_in_their_place(

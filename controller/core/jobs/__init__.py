@@ -1,8 +1,8 @@
 """The job framework: one pure adapter per integrated kind, and the registry listing them.
 
-`framework.GenericJob` is what each adapter implements (`batch_job.BatchJob` for batch/v1 Jobs);
-`integrations.INTEGRATIONS` lists them. `pod_group` holds the plain-pod integration's transforms (a
-composable kind: many pods, one Workload), driven by controller.kube.pod_group_reconciling. Pure (no
+`framework.GenericJob` is what each single-object adapter implements (`batch_job.BatchJob` for
+batch/v1 Jobs, `jobset.JobSet`), `framework.ComposableJob` what a composable one does
+(`pod_group.PodGroupJob`: many pods, one Workload); `integrations` lists them. Pure (no
 clock, no API): controller.kube.job_reconciling drives the adapters, and the watch list, the
 router's wakes and the webhook rules derive from the registry.
 """

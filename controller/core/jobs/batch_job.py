@@ -23,6 +23,8 @@ from controller.core.jobs.framework import (
     GroupVersionKind,
     PodSetRunInfo,
     SingleObjectJob,
+    WebhookAction,
+    WebhookRule,
     template_restore_patch,
     template_run_patch,
     workload_manifest,
@@ -78,6 +80,9 @@ class BatchJob(SingleObjectJob):
     """The batch/v1 Job as a `GenericJob` (see the module docstring)."""
 
     gvk: GroupVersionKind = JOB_GVK
+    webhooks: tuple[WebhookRule, ...] = (
+        WebhookRule(c.WEBHOOK_MUTATE_JOB, WebhookAction.SUSPEND, ("CREATE",)),
+        WebhookRule(c.WEBHOOK_VALIDATE_JOB, WebhookAction.VALIDATE_RUNNING_JOB))
 
     def pod_owner_key(self, namespace: str, labels: Mapping[str, str], owners: Sequence[OwnerRef]) -> str | None:
         """The Job the pod's controller reference names."""

@@ -1,7 +1,8 @@
 """The job framework's contract: what the generic reconciler asks of each integrated kind.
 
-`GenericJob` is the Protocol one pure adapter per kind implements (Kueue's GenericJob, with the
-object passed in rather than wrapped); the shared pure types and transforms every kind uses live
+`GenericJob` is the Protocol one pure adapter per single-object kind implements (Kueue's GenericJob,
+with the object passed in rather than wrapped); `ComposableJob` the one for a kind whose Workload
+belongs to a group of objects read from the cache (Kueue's ComposableJob: a pod group); the shared pure types and transforms every kind uses live
 here too: Kueue's Workload naming for any owner kind, the pod-set infos an admission gives
 (`pod_set_infos`), a merge patch of one pod template from such an info, and its restore.
 Called by controller.kube.job_reconciling (through controller.core.jobs.integrations) and the adapters.
@@ -9,10 +10,11 @@ Called by controller.kube.job_reconciling (through controller.core.jobs.integrat
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from controller.api import constants as c
 from controller.api.views import OwnerRef
@@ -59,6 +61,56 @@ class PodSetRunInfo:
     annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     scheduling_gates: tuple[str, ...] = ()
+
+
+class WebhookAction(enum.Enum):
+    """What an integration's admission webhook does to its kind's objects (webhooks.handlers holds
+    one handler per action, so a kind names actions, never handler code)."""
+
+    SUSPEND = "suspend"
+    """Mutating: a queued object is created suspended (`spec.suspend`), started once admitted."""
+    MANAGE_POD = "manage-pod"
+    """Mutating: a queued plain pod is created behind the admission and topology gates, labelled
+    and finalized as Kueue's managed pods are."""
+    VALIDATE = "validate"
+    """Validating: the kind's own rules (webhooks.validation) on CREATE, and on UPDATE what may not change."""
+    VALIDATE_RUNNING_JOB = "validate-running-job"
+    """Validating: as VALIDATE, plus what a running (admitted) Job may not change."""
+    VALIDATE_GROUP_MEMBER = "validate-group-member"
+    """Validating: as VALIDATE, plus on CREATE the conflicts with the pods of its group the process knows."""
+
+    @property
+    def mutating(self) -> bool:
+        return self in (WebhookAction.SUSPEND, WebhookAction.MANAGE_POD)
+
+
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+"""An admission request's operation, as a webhook rule names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookRule:
+    """One admission webhook an integration needs on its kind, for objects naming a queue: its
+    handler id (the URL path), what it does and on which operations. The webhook configurations
+    and the handler registrations are built from these (webhooks.configurations, webhooks.handlers)."""
+
+    handler_id: str
+    action: WebhookAction
+    operations: tuple[Operation, ...] = ("CREATE", "UPDATE")
+
+
+@dataclass(frozen=True, slots=True)
+class MemberWrite:
+    """One write to one member of a composable job (pods cannot be suspended, so a group runs and
+    stops by writes to each member): a merge patch of the member, or, with `patch` None, its
+    deletion. `name`: the member's name (in the group's namespace)."""
+
+    name: str
+    patch: Mapping[str, Any] | None = None
+
+    @property
+    def deletes(self) -> bool:
+        return self.patch is None
 
 
 def workload_name_for_owner(name: str, kind: str, group: str) -> str:
@@ -289,6 +341,8 @@ class GenericJob(Protocol):
     pod group) maps each of its objects to the one owner key (`owner_key`) the reconciler works on."""
 
     gvk: GroupVersionKind
+    webhooks: tuple[WebhookRule, ...]
+    """The admission webhooks its queued objects go through (defaulting, then validation)."""
 
     def owner_key(self, obj: Mapping[str, Any]) -> str | None:
         """`namespace/name` of the Workload owner this object belongs to (itself for a Job; the
@@ -374,4 +428,78 @@ class GenericJob(Protocol):
     def suspension_acknowledged(self, obj: Mapping[str, Any]) -> bool:
         """The object's controller has acted on its suspension (no pod it made before is missing
         from its counters)."""
+        ...
+
+
+Group = TypeVar("Group")
+"""A composable kind's view of one group, as its adapter assembles it from the members."""
+
+
+class ComposableJob(Protocol[Group]):
+    """One composable kind (Kueue's ComposableJob), as the generic reconciler drives it: several
+    objects (members) form one job, keyed by its Workload's `namespace/name` (`member_key`); the
+    reconciler reads the members from the cache, the adapter assembles them (`load`) and answers
+    every question about the group with a value or the per-member writes it needs, never writing.
+    Stateless: one instance per kind."""
+
+    gvk: GroupVersionKind
+    webhooks: tuple[WebhookRule, ...]
+    """The admission webhooks its queued members go through (defaulting, then validation)."""
+
+    def member_key(self, obj: Mapping[str, Any]) -> str | None:
+        """`namespace/<Workload name>` of the group this object is a member of; None when it takes no part."""
+        ...
+
+    def owns_workload(self, owners: Sequence[OwnerRef]) -> bool:
+        """A Workload with these owner references is this kind's (not another integration's)."""
+        ...
+
+    def load(self, members: Sequence[Mapping[str, Any]]) -> Group:
+        """The group the members (every object the cache files under one key) form."""
+        ...
+
+    def refusals(self, group: Group) -> list[tuple[Mapping[str, Any], str]]:
+        """(member, message) for each member that disagrees with its group: no Workload is built."""
+        ...
+
+    def waiting(self, group: Group) -> str | None:
+        """Why the group cannot have its Workload yet (members missing), None once it can."""
+        ...
+
+    def workload_manifest(self, group: Group, priority_classes: Mapping[str, int], default_priority: int,
+                          workload_priority_classes: Mapping[str, int]) -> dict[str, Any]:
+        """The Workload built from a complete group."""
+        ...
+
+    def excess_writes(self, group: Group) -> list[MemberWrite]:
+        """The writes that remove members beyond the group's count (never started ones first)."""
+        ...
+
+    def run_writes(self, group: Group, admission: Admission, infos: Sequence[PodSetRunInfo]) -> list[MemberWrite]:
+        """The writes that start the members the admission covers and that have not started."""
+        ...
+
+    def stop_writes(self, group: Group) -> list[MemberWrite]:
+        """The writes that stop the group (an eviction, a deactivation): each running member's."""
+        ...
+
+    def release_writes(self, group: Group, workload_exists: bool, workload_finished: bool) -> list[MemberWrite]:
+        """The writes that let members go whose end the Workload no longer needs to see (their
+        finalizer removed): every member's once the Workload finished, a started member's once
+        its Workload is gone, a member's that can no longer count for it."""
+        ...
+
+    def finished(self, group: Group) -> Finished | None:
+        ...
+
+    def pods_left(self, group: Group) -> int:
+        """Members that may still run on a node: the reservation is released only once none is."""
+        ...
+
+    def pods_ready(self, group: Group, admission: Admission) -> bool:
+        """Every member the admission started is ready or succeeded (waitForPodsReady's PodsReady)."""
+        ...
+
+    def event_object(self, group: Group) -> Mapping[str, Any]:
+        """The member Events about the group as a whole are recorded on."""
         ...

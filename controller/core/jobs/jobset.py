@@ -19,6 +19,8 @@ from controller.core.jobs.framework import (
     Finished,
     GroupVersionKind,
     PodSetRunInfo,
+    WebhookAction,
+    WebhookRule,
     queue_name_of,
     template_restore_patch,
     template_run_patch,
@@ -107,6 +109,9 @@ class JobSet:
     """The JobSet as a `GenericJob` (see the module docstring)."""
 
     gvk: GroupVersionKind = JOBSET_GVK
+    webhooks: tuple[WebhookRule, ...] = (
+        WebhookRule(c.WEBHOOK_MUTATE_JOBSET, WebhookAction.SUSPEND, ("CREATE",)),
+        WebhookRule(c.WEBHOOK_VALIDATE_JOBSET, WebhookAction.VALIDATE))
 
     def owner_key(self, obj: Mapping[str, Any]) -> str | None:
         meta = obj.get("metadata") or {}

@@ -4,8 +4,10 @@ Pure transforms over pods in their wire form (dicts): which pods tasq manages, w
 belongs to (Kueue's `pod-group-name` label and total-count annotation, or the coscheduling plugin's
 labels; a pod with only the queue label is a group of one), the group's pod sets by role hash, the
 Workload built once the group is complete, the patch that starts one pod of an admitted group, when
-the group is finished and which pods an eviction stops. Called by the pod-group reconciler
-(controller.kube.pod_group_reconciling), the cache and the Pod webhooks.
+the group is finished, which pods an eviction stops, which pods are excess and when a pod's
+finalizer may go. `POD_GROUP` is the composable-job adapter over them (`framework.ComposableJob`),
+listed by controller.core.jobs.integrations and driven by the generic reconciler
+(controller.kube.job_reconciling); the cache and the Pod webhooks call the functions too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from controller.api import constants as c
-from controller.api.views import TERMINAL_PHASES
+from controller.api.views import TERMINAL_PHASES, OwnerRef
 from controller.api.workload import DEFAULT_POD_SET_NAME, MAX_POD_SETS, Admission
 from controller.core.admission.workloads import (
     priority_of,
@@ -26,7 +28,11 @@ from controller.core.admission.workloads import (
 )
 from controller.core.jobs.framework import (
     Finished,
+    GroupVersionKind,
+    MemberWrite,
     PodSetRunInfo,
+    WebhookAction,
+    WebhookRule,
     workload_name_for_owner,
     workload_priority_class_of,
 )
@@ -37,6 +43,10 @@ whose controller is an integration it runs; their Workload is the owner's)."""
 GROUP_NAME_LABELS: Final = (c.LABEL_POD_GROUP_NAME, c.LABEL_COSCHEDULING_NAME, c.LABEL_SCHEDULING_POD_GROUP)
 """The labels that name a pod's group, Kueue's first (a pod carrying two is named by the first)."""
 TASQ_GATES: Final = frozenset({c.SCHEDULING_GATE_ADMISSION, c.SCHEDULING_GATE_TOPOLOGY})
+POD_GVK: Final = GroupVersionKind("", "v1", c.KIND_POD, "pods")
+POD_FINALIZER: Final = c.LABEL_MANAGED
+"""Kueue's finalizer on a managed pod (it shares the managed label's key): the pod's end state stays
+readable until the group's Workload has recorded it."""
 _ROLE_HASH_LENGTH: Final = 8
 
 
@@ -190,6 +200,12 @@ def _creation_order(pod: Mapping[str, Any]) -> tuple[str, str]:
     return (str(_meta(pod).get("creationTimestamp") or ""), pod_name(pod))
 
 
+def _keeping_order(pod: Mapping[str, Any]) -> tuple[bool, str, str]:
+    """Which runnable pods a group keeps when it has more than its total (Kueue's preference): a
+    started pod (no admission gate) before a gated one, then the oldest."""
+    return (admission_gated(pod), *_creation_order(pod))
+
+
 @dataclass(frozen=True, slots=True)
 class GroupConflict:
     """A pod that disagrees with its group: the pod, the field path and what conflicts."""
@@ -205,8 +221,8 @@ class GroupConflict:
 @dataclass(frozen=True, slots=True)
 class PodGroup:
     """The pods of one group as the cache holds them. `members`: the runnable or succeeded pods
-    the Workload counts (the oldest `total` of them, in creation order); `extra`: runnable pods
-    beyond the total (never started); `pods`: every pod of the group (failed ones included)."""
+    the Workload counts (`total` of them: started ones first, then the oldest); `extra`: runnable
+    pods beyond the total (the excess, deleted); `pods`: every pod of the group (failed ones included)."""
 
     namespace: str
     workload_name: str
@@ -240,12 +256,15 @@ def assemble(pods: Sequence[Mapping[str, Any]]) -> PodGroup:
     conflicts: list[GroupConflict] = []
     for pod in active[1:]:
         conflicts.extend(group_conflicts(pod, [first]))
-    keep = active if total is None else active[:total]
+    keep = active if total is None else sorted(active, key=_keeping_order)[:total]
+    kept = {id(p) for p in keep}
+    keep = [p for p in active if id(p) in kept]  # members in creation order
     return PodGroup(
         namespace=str(_meta(first).get("namespace") or "default"), workload_name=workload_name(first) if first else "",
         single=group_name(first) is None if first else True, total=total,
         min_count=cosched_min if cosched_min is not None and total is not None and cosched_min < total else None,
-        members=tuple(keep), extra=tuple(active[len(keep):]), pods=tuple(ordered), conflicts=tuple(conflicts))
+        members=tuple(keep), extra=tuple(p for p in active if id(p) not in kept), pods=tuple(ordered),
+        conflicts=tuple(conflicts))
 
 
 def _topology_key(pod: Mapping[str, Any]) -> Any:
@@ -444,3 +463,124 @@ def pods_to_stop(group: PodGroup) -> list[Mapping[str, Any]]:
 def pods_left(group: PodGroup) -> int:
     """Pods of the group that may still run on a node: not terminated (being deleted included)."""
     return sum(1 for p in group.pods if not terminated(p))
+
+
+def being_deleted(pod: Mapping[str, Any]) -> bool:
+    return bool(_meta(pod).get("deletionTimestamp"))
+
+
+def has_finalizer(pod: Mapping[str, Any]) -> bool:
+    return POD_FINALIZER in (_meta(pod).get("finalizers") or [])
+
+
+def excess_pods(group: PodGroup) -> list[Mapping[str, Any]]:
+    """The runnable pods beyond the group's total count that are not being deleted yet (Kueue
+    deletes them, the newest gated ones first, rather than leave them gated for ever)."""
+    return [p for p in group.extra if not being_deleted(p)]
+
+
+def finalizer_done(pod: Mapping[str, Any], workload_exists: bool, workload_finished: bool) -> bool:
+    """The pod's finalizer may go: the Workload finished; or it is gone while the pod had started
+    (so it had been admitted: nothing will record the pod's end any more); or the pod can no longer
+    count for it: failed, or being deleted without having succeeded (an eviction, a deactivation,
+    an excess pod, a user's deletion: it cannot add to the group's successes, and while its kubelet
+    stops it the pod stays listed, so the reservation still waits for it). A succeeded member keeps
+    it until the Workload has recorded the group's end; a gated one of a group still forming keeps it."""
+    if not has_finalizer(pod):
+        return False
+    gone = not workload_exists and not admission_gated(pod)
+    succeeded = str((pod.get("status") or {}).get("phase") or "") == "Succeeded"
+    return workload_finished or gone or not runnable_or_succeeded(pod) or (being_deleted(pod) and not succeeded)
+
+
+def finalizer_patch(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod merge patch removing Kueue's finalizer (the list is replaced whole; the
+    resourceVersion makes it conditional, so a finalizer added meanwhile is never dropped)."""
+    rest = [f for f in _meta(pod).get("finalizers") or [] if f != POD_FINALIZER]
+    return {"metadata": {"resourceVersion": _meta(pod).get("resourceVersion"), "finalizers": rest or None}}
+
+
+def ready_or_succeeded(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") == "Succeeded":
+        return True
+    return any(isinstance(cond, Mapping) and cond.get("type") == "Ready" and cond.get("status") == "True"
+               for cond in status.get("conditions") or [])
+
+
+def pods_ready(group: PodGroup, admission: Admission) -> bool:
+    """waitForPodsReady's PodsReady for a group: as many members ready (or succeeded) as the
+    admission started, per pod set its admitted count (all of its members without one)."""
+    by_role: dict[str, int] = {}
+    for pod in group.members:
+        by_role[pod_set_name(pod)] = by_role.get(pod_set_name(pod), 0) + 1
+    wanted = sum(min(n, psa.count) if (psa := admission.assignment(name)) is not None and psa.count is not None
+                 else n for name, n in by_role.items())
+    return sum(1 for p in group.members if ready_or_succeeded(p)) >= wanted
+
+
+class PodGroupJob:
+    """The plain-pod integration as a composable job (`framework.ComposableJob`): a group (or a
+    single pod) is the job, its members the pods the cache files under the group's Workload key;
+    run and stop are writes to each pod (gates off and the flavors' nodeSelector and tolerations
+    on; deletion, since pods cannot be suspended). See the module's functions for each rule."""
+
+    gvk: GroupVersionKind = POD_GVK
+    webhooks: tuple[WebhookRule, ...] = (
+        WebhookRule(c.WEBHOOK_MUTATE_QUEUED_POD, WebhookAction.MANAGE_POD, ("CREATE",)),
+        WebhookRule(c.WEBHOOK_VALIDATE_QUEUED_POD, WebhookAction.VALIDATE_GROUP_MEMBER))
+
+    def member_key(self, obj: Mapping[str, Any]) -> str | None:
+        return workload_key(obj)
+
+    def owns_workload(self, owners: Sequence[OwnerRef]) -> bool:
+        """Every owner is a Pod (a Job's or a JobSet's Workload is theirs)."""
+        return bool(owners) and all(ref.kind == c.KIND_POD for ref in owners)
+
+    def load(self, members: Sequence[Mapping[str, Any]]) -> PodGroup:
+        return assemble(members)
+
+    def refusals(self, group: PodGroup) -> list[tuple[Mapping[str, Any], str]]:
+        by_name = {pod_name(p): p for p in group.pods}
+        return [(by_name.get(conflict.pod, group.pods[0]),
+                 f"{conflict}: no Workload is created for group {group.workload_name}") for conflict in group.conflicts]
+
+    def waiting(self, group: PodGroup) -> str | None:
+        return None if group.complete else group.waiting_message
+
+    def workload_manifest(self, group: PodGroup, priority_classes: Mapping[str, int], default_priority: int,
+                          workload_priority_classes: Mapping[str, int]) -> dict[str, Any]:
+        return workload_from_pod_group(group, priority_classes, default_priority, workload_priority_classes)
+
+    def excess_writes(self, group: PodGroup) -> list[MemberWrite]:
+        return [MemberWrite(pod_name(p)) for p in excess_pods(group)]
+
+    def run_writes(self, group: PodGroup, admission: Admission, infos: Sequence[PodSetRunInfo]) -> list[MemberWrite]:
+        by_name = {info.name: info for info in infos}
+        return [MemberWrite(pod_name(p), start_patch(p, by_name[pod_set_name(p)]))
+                for p in pods_to_start(group, admission) if pod_set_name(p) in by_name]
+
+    def stop_writes(self, group: PodGroup) -> list[MemberWrite]:
+        return [MemberWrite(pod_name(p)) for p in pods_to_stop(group)]
+
+    def release_writes(self, group: PodGroup, workload_exists: bool, workload_finished: bool) -> list[MemberWrite]:
+        """Each pod's whose finalizer is done (`finalizer_done`); every pod's once all of them are
+        being deleted (the group is given up: its Workload, which they own, goes only after them)."""
+        given_up = all(being_deleted(p) for p in group.pods)
+        return [MemberWrite(pod_name(p), finalizer_patch(p)) for p in group.pods
+                if finalizer_done(p, workload_exists, workload_finished or given_up)]
+
+    def finished(self, group: PodGroup) -> Finished | None:
+        return finished(group)
+
+    def pods_left(self, group: PodGroup) -> int:
+        return pods_left(group)
+
+    def pods_ready(self, group: PodGroup, admission: Admission) -> bool:
+        return pods_ready(group, admission)
+
+    def event_object(self, group: PodGroup) -> Mapping[str, Any]:
+        return group.members[0] if group.members else group.pods[0]
+
+
+POD_GROUP: Final = PodGroupJob()

@@ -63,11 +63,10 @@ async def test_an_elector_campaigns_only_once_allowed() -> None:
     await asyncio.wait_for(campaign, 1)
 
 
-async def test_a_queued_plain_pod_and_a_workload_its_pods_own_wake_the_pod_group_reconciler_alone() -> None:
+async def test_a_queued_plain_pod_and_a_workload_its_pods_own_wake_their_group_in_the_job_reconciler() -> None:
     async with client.ApiClient() as api_client:
         operator = Operator(api_client)
         woken: list[tuple[str, str]] = []
-        operator.pod_groups.notify = lambda key: woken.append(("groups", key))  # type: ignore[method-assign]
         operator.jobs.notify = lambda key, kind=c.KIND_JOB: woken.append((kind, key))  # type: ignore[method-assign]
         pod = make_pod("p0").label(c.LABEL_QUEUE_NAME, "q").label(c.LABEL_POD_GROUP_NAME, "g").build()
         operator._wake_jobs(KIND_POD, pod)
@@ -75,4 +74,4 @@ async def test_a_queued_plain_pod_and_a_workload_its_pods_own_wake_the_pod_group
             {"apiVersion": "v1", "kind": "Pod", "name": "p0", "uid": "u"}]}}
         operator._wake_jobs(c.KIND_WORKLOAD, workload)
         operator._wake_jobs(KIND_POD, make_pod("unqueued").build())  # nobody's: wakes nobody
-        assert woken == [("groups", "default/g"), ("groups", "default/g")]
+        assert woken == [(KIND_POD, "default/g"), (KIND_POD, "default/g")]

@@ -6,14 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import kopf
 import pytest
 import yaml
 
 from controller.api import constants as c
 from controller.api.crds import KINDS
 from controller.api.selectors import label_selector_matches
-from controller.core.jobs.framework import GenericJob
-from controller.core.jobs.integrations import INTEGRATIONS
+from controller.core.jobs.framework import ComposableJob, GenericJob
+from controller.core.jobs.integrations import ALL_INTEGRATIONS
 from webhooks.configurations import (
     EXCLUDED_NAMESPACES,
     MUTATING_ROUTES,
@@ -23,6 +24,7 @@ from webhooks.configurations import (
     local_client,
     webhook_configurations,
 )
+from webhooks.handlers import register_handlers
 
 REPO = Path(__file__).resolve().parents[3]
 STATIC = REPO / "config" / "webhook" / "manifests.yaml"
@@ -145,8 +147,8 @@ def test_tasq_kinds_are_validated_on_create_and_update_in_every_served_version()
     assert rules[c.PLURAL_WORKLOADS]["resources"] == [c.PLURAL_WORKLOADS, f"{c.PLURAL_WORKLOADS}/status"]
 
 
-@pytest.mark.parametrize("job", INTEGRATIONS, ids=lambda job: job.gvk.kind)
-def test_every_integrated_kind_has_a_mutating_and_a_validating_route(job: GenericJob) -> None:
+@pytest.mark.parametrize("job", ALL_INTEGRATIONS, ids=lambda job: job.gvk.kind)
+def test_every_integrated_kind_has_a_mutating_and_a_validating_route(job: GenericJob | ComposableJob[Any]) -> None:
     """Adding a kind to the registry without its webhook routes would let its objects run unsuspended
     and unchecked: each integrated kind is defaulted on CREATE and validated on CREATE and UPDATE."""
     def served(routes: tuple[Route, ...], operations: set[str]) -> bool:
@@ -154,3 +156,16 @@ def test_every_integrated_kind_has_a_mutating_and_a_validating_route(job: Generi
                    and operations <= set(r.operations) for r in routes)
     assert served(MUTATING_ROUTES, {"CREATE"})
     assert served(VALIDATING_ROUTES, {"CREATE", "UPDATE"})
+
+
+def test_every_route_has_its_handler_registered_and_every_handler_its_route() -> None:
+    """The configurations and the handler registrations are both built from the registry's
+    webhook rules (plus the topology gate and tasq's kinds): kube-apiserver never calls a path
+    nothing answers, and no handler waits for a call that never comes."""
+    registry = kopf.OperatorRegistry()
+    register_handlers(registry)
+    registered = {h.id for h in registry._webhooks.get_all_handlers()}
+    routed = {r.handler_id for r in (*MUTATING_ROUTES, *VALIDATING_ROUTES)}
+    assert registered == routed
+    for job in ALL_INTEGRATIONS:
+        assert {rule.handler_id for rule in job.webhooks} <= routed, job.gvk.kind

@@ -124,3 +124,16 @@ def test_a_grouped_pod_gets_its_role_hash_and_a_label_key_with_a_slash_is_escape
     assert {"op": "add", "path": "/metadata/labels/kueue.x-k8s.io~1managed", "value": "true"} in ops
     assert applied(pod, ops)["metadata"]["annotations"] == {c.ANNOTATION_ROLE_HASH: role_hash(pod)}
     assert jsonpatch.apply_patch(pod, ops) == applied(pod, ops)  # a valid RFC 6902 patch
+
+
+@pytest.mark.parametrize(("finalizers", "expected"), [
+    pytest.param(None, [c.LABEL_MANAGED], id="none yet: the list is created"),
+    pytest.param(["example.com/keep"], ["example.com/keep", c.LABEL_MANAGED], id="after another's"),
+    pytest.param([c.LABEL_MANAGED], [c.LABEL_MANAGED], id="never twice"),
+])
+def test_a_queued_plain_pod_gets_kueue_s_pod_finalizer_once(finalizers: list[str] | None,
+                                                            expected: list[str]) -> None:
+    pod = queued_pod().obj() if finalizers is None else queued_pod().set("metadata.finalizers", finalizers).obj()
+    ops = manage_pod(pod)
+    assert applied(pod, ops)["metadata"]["finalizers"] == expected
+    assert jsonpatch.apply_patch(pod, ops) == applied(pod, ops)

@@ -316,3 +316,116 @@ def test_started_pods_never_exceed_what_the_admission_gives_any_pod_set(
         expected = len(mine) if role not in counts else min(len(mine), counts[role])
         assert sum(1 for p in chosen if pod_group.role_hash(p) == name) == expected
     assert all(p in group.members for p in chosen)
+
+
+# -- the adapter: excess pods, finalizers, readiness ---------------------------------------------------
+
+def test_a_started_pod_is_kept_over_an_older_gated_one_when_the_group_has_too_many() -> None:
+    old = member("p0", total=2, created="2026-01-01T00:00:00Z").gate(c.SCHEDULING_GATE_ADMISSION).build()
+    started = [member(f"p{i}", total=2, created=f"2026-01-01T00:00:0{i}Z").on("n1").build() for i in (1, 2)]
+    group = pod_group.assemble([old, *started])
+    assert [pod_group.pod_name(p) for p in group.members] == ["p1", "p2"]
+    assert [w.name for w in pod_group.POD_GROUP.excess_writes(group)] == ["p0"]
+    assert all(w.deletes for w in pod_group.POD_GROUP.excess_writes(group))
+
+
+def test_an_excess_pod_already_being_deleted_is_not_deleted_again() -> None:
+    pods = [member(f"p{i}", total=2, created=f"2026-01-01T00:00:0{i}Z").build() for i in range(2)]
+    late = member("p2", total=2, created="2026-01-01T00:00:02Z").set(
+        "metadata.deletionTimestamp", "2026-01-01T00:01:00Z").build()
+    assert pod_group.POD_GROUP.excess_writes(pod_group.assemble([*pods, late])) == []
+    assert [w.name for w in pod_group.POD_GROUP.excess_writes(pod_group.assemble(
+        [*pods, member("p3", total=2, created="2026-01-01T00:00:03Z").build()]))] == ["p3"]
+
+
+def finalized(name: str, phase: str = "Running", *, gated: bool = False, deleting: bool = False) -> dict[str, Any]:
+    pod = member(name).set("metadata.finalizers", [pod_group.POD_FINALIZER, "example.com/keep"])
+    if gated:
+        pod.gate(c.SCHEDULING_GATE_ADMISSION)
+    else:
+        pod.on("n1")
+    if deleting:
+        pod.set("metadata.deletionTimestamp", "2026-01-01T00:01:00Z")
+    return with_phase(pod, phase)
+
+
+@pytest.mark.parametrize(("pod", "exists", "finished", "done"), [
+    pytest.param(finalized("p", "Succeeded"), True, False, False, id="succeeded: kept until the Workload records it"),
+    pytest.param(finalized("p", "Succeeded"), True, True, True, id="the Workload finished: every pod's goes"),
+    pytest.param(finalized("p"), True, True, True, id="even a running one's once the Workload finished"),
+    pytest.param(finalized("p", "Failed"), True, False, True, id="failed: it counts for nothing any more"),
+    pytest.param(finalized("p", "Pending", gated=True, deleting=True), True, False, True,
+                 id="deleted before it was bound"),
+    pytest.param(finalized("p", "Running", deleting=True), True, False, True,
+                 id="being deleted: it can no longer succeed for the group"),
+    pytest.param(finalized("p", "Succeeded", deleting=True), True, False, False,
+                 id="a succeeded pod being deleted keeps it until the Workload counts it"),
+    pytest.param(finalized("p", "Pending", gated=True), False, False, False,
+                 id="gated, no Workload yet: the group is still forming"),
+    pytest.param(finalized("p"), False, False, True, id="started and its Workload is gone"),
+    pytest.param(with_phase(member("p"), "Succeeded"), True, True, False, id="no finalizer: nothing to remove"),
+])
+def test_a_pod_s_finalizer_goes_once_its_end_is_recorded_or_no_longer_matters(
+        pod: dict[str, Any], exists: bool, finished: bool, done: bool) -> None:
+    assert pod_group.finalizer_done(pod, exists, finished) is done
+    with_a_running_peer = pod_group.assemble([pod, finalized("q")])
+    writes = pod_group.POD_GROUP.release_writes(with_a_running_peer, exists, finished)
+    assert [w.name for w in writes if w.name == "p"] == (["p"] if done else [])
+
+
+def test_the_finalizer_patch_keeps_other_finalizers_and_is_conditional_on_the_version() -> None:
+    pod = finalized("p")
+    pod["metadata"]["resourceVersion"] = "12"
+    assert pod_group.finalizer_patch(pod) == {"metadata": {"resourceVersion": "12", "finalizers": ["example.com/keep"]}}
+    pod["metadata"]["finalizers"] = [pod_group.POD_FINALIZER]
+    assert pod_group.finalizer_patch(pod)["metadata"]["finalizers"] is None  # the merge patch drops the list
+
+
+def ready(name: str, created: str) -> dict[str, Any]:
+    pod = member(name, total=4, created=created).on("n1").build()
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    return pod
+
+
+@pytest.mark.parametrize(("ready_count", "succeeded", "count", "expected"), [
+    (4, 0, None, True),
+    (3, 0, None, False),  # one started pod not ready yet
+    (2, 2, None, True),  # succeeded pods were ready
+    (3, 0, 3, True),  # partial admission: 3 admitted, 3 ready
+    (2, 0, 3, False),
+])
+def test_pods_ready_counts_ready_and_succeeded_members_against_what_the_admission_started(
+        ready_count: int, succeeded: int, count: int | None, expected: bool) -> None:
+    pods = [ready(f"p{i}", f"2026-01-01T00:00:0{i}Z") for i in range(ready_count)]
+    pods += [with_phase(member(f"s{i}", total=4).on("n1"), "Succeeded") for i in range(succeeded)]
+    pods += [member(f"w{i}", total=4, created="2026-01-01T00:00:09Z").on("n1").build()
+             for i in range(4 - ready_count - succeeded)]
+    role = pod_group.role_hash(pods[0])
+    adm = admission({"name": role, **({"count": count} if count is not None else {})})
+    assert pod_group.POD_GROUP.pods_ready(pod_group.assemble(pods), adm) is expected
+
+
+def test_the_adapter_starts_through_per_pod_patches_and_stops_through_deletions() -> None:
+    pods = [member(f"p{i}", total=2, created=f"2026-01-01T00:00:0{i}Z").gate(c.SCHEDULING_GATE_ADMISSION).build()
+            for i in range(2)]
+    group = pod_group.POD_GROUP.load(pods)
+    role = pod_group.role_hash(pods[0])
+    runs = pod_group.POD_GROUP.run_writes(group, admission({"name": role}), [PodSetRunInfo(role, None)])
+    assert [(w.name, w.deletes) for w in runs] == [("p0", False), ("p1", False)]
+    assert runs[0].patch == pod_group.start_patch(pods[0], PodSetRunInfo(role, None))
+    assert pod_group.POD_GROUP.run_writes(group, admission({"name": role}), []) == []  # no info: nothing
+    assert [(w.name, w.deletes) for w in pod_group.POD_GROUP.stop_writes(group)] == [("p0", True), ("p1", True)]
+    assert pod_group.POD_GROUP.waiting(group) is None
+    assert pod_group.POD_GROUP.waiting(pod_group.POD_GROUP.load(pods[:1])) == (
+        "pod group default/g: 1 of 2 pods exist; the Workload is created once all do")
+
+
+def test_a_group_whose_pods_are_all_being_deleted_lets_every_finalizer_go() -> None:
+    # The Workload is owned by its pods: a succeeded pod holding on would keep it, and so itself, for ever.
+    done = finalized("p0", "Succeeded", deleting=True)
+    running = finalized("p1", deleting=True)
+    assert [w.name for w in pod_group.POD_GROUP.release_writes(pod_group.assemble([done, running]), True, False)] == [
+        "p0", "p1"]
+    staying = finalized("p2")
+    assert [w.name for w in pod_group.POD_GROUP.release_writes(
+        pod_group.assemble([done, running, staying]), True, False)] == ["p1"]

@@ -1,4 +1,4 @@
-"""The pod-group reconciler against an in-memory API that keeps kube-apiserver's rule for gated pods
+"""The generic job reconciler driving plain pod groups (a composable kind) against an in-memory API that keeps kube-apiserver's rule for gated pods
 (scheduling gates may only be removed): a group waits until complete, a disagreeing group gets
 Events and no Workload, an admission starts its pods, their end finishes the Workload, an eviction
 deletes them and then releases the reservation."""
@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.configuration import WaitForPodsReady
 from controller.cache.cluster import KIND_POD, ClusterCache
 from controller.kube.api import PODS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
-from controller.kube.pod_group_reconciling import PodGroupReconciler
+from controller.kube.job_reconciling import JobReconciler
 from devcluster.server.patching import merge_patch as merge
 from tests.builders.cluster import make_pod
 from tests.builders.jobs import H100
@@ -81,17 +82,17 @@ def gated(name: str, total: str = "3", **annotations: str) -> dict[str, Any]:
     return pod.build()
 
 
-def setup() -> tuple[PodRulesApi, ClusterCache, Events, PodGroupReconciler]:
+def setup(pods_ready: WaitForPodsReady | None = None) -> tuple[PodRulesApi, ClusterCache, Events, JobReconciler]:
     api, cache, events = PodRulesApi(), ClusterCache(), Events()
-    return api, cache, events, PodGroupReconciler(cache, api, events)
+    return api, cache, events, JobReconciler(cache, api, events, pods_ready=pods_ready)
 
 
 def add_pod(api: PodRulesApi, cache: ClusterCache, pod: dict[str, Any]) -> None:
     cache.upsert(KIND_POD, api.put(PODS, pod))
 
 
-def step(reconciler: PodGroupReconciler) -> None:
-    asyncio.run(reconciler.reconcile("default/g"))
+def step(reconciler: JobReconciler) -> None:
+    asyncio.run(reconciler.reconcile("default/g", c.KIND_POD))
 
 
 def admit(api: PodRulesApi, cache: ClusterCache, assignment: Mapping[str, Any]) -> None:
@@ -215,3 +216,87 @@ def test_an_eviction_deletes_the_pods_then_releases_the_reservation_once_they_ar
     assert released.admission is None
     quota = released.condition(c.CONDITION_QUOTA_RESERVED)
     assert quota is not None and quota.status == "False"
+
+
+def admitted_group(pods_ready: WaitForPodsReady | None = None, total: str = "3",
+                   ) -> tuple[PodRulesApi, ClusterCache, Events, JobReconciler]:
+    """A group of `total` pods with Kueue's finalizer, its Workload admitted and its pods started."""
+    api, cache, events, reconciler = setup(pods_ready)
+    for i in range(int(total)):
+        pod = gated(f"p{i}", total=total)
+        pod["metadata"]["finalizers"] = [c.LABEL_MANAGED]
+        add_pod(api, cache, pod)
+    step(reconciler)
+    role = cache.workloads["default/g"].obj.spec.pod_sets[0].name
+    admit(api, cache, {"name": role, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": total}})
+    step(reconciler)
+    for i in range(int(total)):  # the watch brings the started pods back
+        cache.upsert(KIND_POD, copy.deepcopy(api.objects[("pods", f"p{i}")]))
+    return api, cache, events, reconciler
+
+
+def set_phase(api: PodRulesApi, cache: ClusterCache, name: str, phase: str, ready: bool = False) -> None:
+    pod = api.objects[("pods", name)]
+    pod["status"]["phase"] = phase
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+    add_pod(api, cache, pod)
+
+
+def test_a_pod_beyond_the_group_s_count_is_deleted_with_a_warning_and_the_group_runs_on() -> None:
+    api, cache, events, reconciler = admitted_group()
+    add_pod(api, cache, gated("p7"))  # a fourth pod of a group of three, never to be admitted
+    step(reconciler)
+    assert ("delete", "p7") in api.writes
+    assert ("p0", c.EVENT_REASON_EXCESS_PODS_DELETED, "Deleted 1 pods beyond the group's count: p7") in events.seen
+    assert all(("delete", f"p{i}") not in api.writes for i in range(3))  # the started ones stay
+
+
+def test_a_deactivated_group_has_its_pods_deleted_then_its_reservation_released() -> None:
+    api, cache, events, reconciler = admitted_group()
+    wl = api.objects[("workloads", "g")]
+    wl["spec"]["active"] = False
+    cache.upsert(c.KIND_WORKLOAD, api.put(WORKLOADS, wl))
+    step(reconciler)
+    assert sorted(w for w in api.writes if w[0] == "delete") == [("delete", "p0"), ("delete", "p1"), ("delete", "p2")]
+    assert any(e[:2] == ("g", c.EVENT_REASON_STOPPED) for e in events.seen)
+    assert cache.workloads["default/g"].admission is not None  # its pods are still in the cache: quota held
+    for i in range(3):
+        cache.delete(KIND_POD, {"metadata": {"namespace": "default", "name": f"p{i}"}})
+    step(reconciler)
+    released = cache.workloads["default/g"].obj
+    assert released.admission is None
+    assert ("g", c.EVENT_REASON_EVICTED_DEACTIVATED) in [e[:2] for e in events.seen]
+
+
+def test_succeeded_pods_keep_their_finalizer_until_the_workload_records_the_group_s_end() -> None:
+    api, cache, _events, reconciler = admitted_group()
+    for i in range(2):
+        set_phase(api, cache, f"p{i}", "Succeeded")
+    step(reconciler)
+    assert all(api.objects[("pods", f"p{i}")]["metadata"].get("finalizers") == [c.LABEL_MANAGED] for i in range(3))
+    set_phase(api, cache, "p2", "Succeeded")
+    step(reconciler)  # the Workload finishes
+    assert cache.workloads["default/g"].finished
+    step(reconciler)  # then every finalizer goes
+    assert [api.objects[("pods", f"p{i}")]["metadata"].get("finalizers") for i in range(3)] == [None] * 3
+
+
+def test_a_failed_pod_loses_its_finalizer_at_once_so_its_replacement_can_take_its_place() -> None:
+    api, cache, _events, reconciler = admitted_group()
+    set_phase(api, cache, "p1", "Failed")
+    step(reconciler)
+    assert api.objects[("pods", "p1")]["metadata"].get("finalizers") is None
+    assert api.objects[("pods", "p0")]["metadata"].get("finalizers") == [c.LABEL_MANAGED]
+
+
+def test_with_wait_for_pods_ready_the_group_s_readiness_becomes_its_workload_s_pods_ready() -> None:
+    api, cache, _events, reconciler = admitted_group(WaitForPodsReady())
+    for i in range(3):
+        set_phase(api, cache, f"p{i}", "Running", ready=i < 2)
+    step(reconciler)
+    cond = cache.workloads["default/g"].obj.condition(c.CONDITION_PODS_READY)
+    assert cond is not None and cond.status == "False"
+    set_phase(api, cache, "p2", "Running", ready=True)
+    step(reconciler)
+    cond = cache.workloads["default/g"].obj.condition(c.CONDITION_PODS_READY)
+    assert cond is not None and cond.status == "True"
