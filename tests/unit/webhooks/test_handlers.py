@@ -1,4 +1,4 @@
-"""The admission handlers behind kopf's admission engine: patches, 422 denials with every field
+"""The admission handlers as the webhook server answers with them: patches, 422 denials with every field
 error, UPDATE rules, dryRun, and a fuzz showing they answer every Job, Pod and Workload."""
 
 from __future__ import annotations
