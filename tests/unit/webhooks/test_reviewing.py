@@ -21,6 +21,7 @@ from tests.builders.cluster import make_pod
 from tests.unit.webhooks.manifests import valid_job, valid_workload
 from tests.unit.webhooks.reviews import Admission, patch_of, patched, review
 from tests.unit.webhooks.test_handlers import json_values
+from tests.unit.webhooks.test_robustness import value_paths
 from webhooks.configurations import MUTATING_ROUTES, VALIDATING_ROUTES
 from webhooks.handlers import GroupMembers, register_handlers
 from webhooks.reviewing import Reviewer, handler_table
@@ -48,21 +49,13 @@ SAMPLES = [
 ]
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix] if prefix else []
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
-    for key, child in items:
-        out.extend(_paths(child, (*prefix, key)))
-    return out
-
-
 @st.composite
 def reviews(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     """(path, review): a sample, perhaps with one field replaced by any JSON, under any operation
     and subresource, posted to any of tasq's paths (mostly not the one that serves its kind)."""
     doc = copy.deepcopy(draw(st.sampled_from(SAMPLES)))
     if draw(st.booleans()):
-        path = draw(st.sampled_from([p for p in _paths(doc) if p[0] not in ("apiVersion", "kind")]))
+        path = draw(st.sampled_from([p for p in value_paths(doc) if p[0] not in ("apiVersion", "kind")]))
         holder: Any = doc
         for key in path[:-1]:
             holder = holder[key]
