@@ -2,15 +2,15 @@
 
 A bare devcluster (no simulated components: pods are never created, only admission is timed) runs
 in a subprocess, seeded with `--nodes` GPU nodes (block > rack > host, 8 GPUs each). This process
-runs the operator on its own thread and event loop; the scenarios start once kopf has replayed its
-initial listing (the startup time is printed). Each scenario's `--jobs` queue-labelled, suspended
+runs the operator on its own thread and event loop; the scenarios start once it is ready (the
+startup time and RSS are printed). Each scenario's `--jobs` queue-labelled, suspended
 Jobs (4 pods x 8 GPUs; half require a rack, a quarter prefer a block, a quarter unconstrained) are
 created by a client in another process (so it does not compete for the operator's GIL), at a rate
 per second or all at once (`0` in `--rates`). Latency is from just before a Job's create request
 to the return of the operator's Admitted status write (CLOCK_MONOTONIC, one clock for both
 processes). Also per Job: the operator thread's CPU time (`time.thread_time`, far less sensitive
-to the machine's load than latency) and the API requests it sent, both counted once the trailing
-Events are posted. `--profile FILE` writes a cProfile of the operator thread.
+to the machine's load than latency) and the API requests it sent, by kind, and its Events (posted,
+count bumps, repeats not written), all counted once the trailing Events are posted. `--profile FILE` writes a cProfile of the operator thread.
 Results in bench/RESULTS.md under `## operator`.
 Usage: `.venv/bin/python bench/operator.py [--nodes N] [--jobs N] [--rates 50,0] [--profile FILE]`.
 """
@@ -217,7 +217,9 @@ def scenario(running: OperatorThread, kubeconfig: Path, namespace: str, jobs: in
     assert operator is not None
     cycles_before, calls_before = operator.admission.cycles, operator.api.calls
     calls_by_before = operator.api.calls_by.copy()
+    events_before = (operator.recorder.posted, operator.recorder.bumped, operator.recorder.dropped)
     stale_before = operator.cache.stale_events
+    relists_before = sum(stream.relists for stream in operator.streams)
     cpu_before = running.cpu_seconds()
     begin = time.monotonic()
     receiving, sending = multiprocessing.get_context("spawn").Pipe(duplex=False)
@@ -248,8 +250,12 @@ def scenario(running: OperatorThread, kubeconfig: Path, namespace: str, jobs: in
     cpu_ms = (running.cpu_seconds() - cpu_before) * 1000 / jobs
     calls = (operator.api.calls - calls_before) / jobs
     by_kind = operator.api.calls_by - calls_by_before
-    print("  requests per Job: " + ", ".join(f"{kind} {n / jobs:.2f}" for kind, n in by_kind.most_common()),
-          flush=True)
+    events = [(now - before) / jobs for now, before in zip(
+        (operator.recorder.posted, operator.recorder.bumped, operator.recorder.dropped), events_before, strict=True)]
+    relists = sum(stream.relists for stream in operator.streams) - relists_before
+    print("  requests per Job: " + ", ".join(f"{kind} {n / jobs:.2f}" for kind, n in by_kind.most_common())
+          + "; Events per Job posted {:.2f}, count bumps {:.2f}, repeats not written {:.2f}".format(*events)
+          + f"; relists {relists}", flush=True)
     arrival = f"{rate:g}/s" if rate > 0 else "burst"
     if not latencies:
         return f"{arrival:<10} {jobs:>6} {0:>9}  (nothing admitted)"
@@ -295,12 +301,8 @@ def main() -> int:
             ready = time.monotonic() - started
             operator = running.operator
             assert operator is not None
-            # kopf lists every watched resource again when it starts and hands each object to the
-            # watch handlers, which find it already primed: the scenarios start once that is over.
-            while operator.cache.stale_events < args.nodes and time.monotonic() - started < 300:
-                time.sleep(0.05)
-            print(f"operator ready in {ready:.1f} s (priming {args.nodes} nodes), kopf's initial listing "
-                  f"replayed by {time.monotonic() - started:.1f} s; process RSS {rss_before:.0f} -> {rss_mib():.0f} MiB")
+            print(f"operator ready in {ready:.1f} s (priming {args.nodes} nodes; its watch streams go on from "
+                  f"the priming lists); process RSS {rss_before:.0f} -> {rss_mib():.0f} MiB")
             print(f"{'arrival':<10} {'jobs':>6} {'admitted':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} "
                   f"{'cycles':>7} {'wall s':>8} {'cpu ms/job':>8} {'calls/job':>6} {'RSS MiB':>8} {'stale':>7}")
             try:

@@ -10,8 +10,11 @@ on by default, its visibility server off as it wants certificates under /visibil
 created 32 at a time, then a paced run. Each Job: 2 pods x 1 GPU requiring one rack.
 Per scenario: creates/s through the webhooks, Jobs/s (created to admitted), p50/p99 Job create ->
 Workload Admitted (seen on a watch), operator CPU ms per Job (its processes' utime+stime), its peak
-RSS (VmHWM), and API requests per Job (kube-apiserver's flow-control counter for the
-`service-accounts` FlowSchema, which only the operator's ServiceAccount uses here).
+RSS (VmHWM, summed over its processes), and API requests per Job (kube-apiserver's flow-control counter for the
+`service-accounts` FlowSchema, which only the operator's ServiceAccount uses here, counted once they
+have settled after the last admission: `settled_requests`); then every
+client's writes per Job by verb and resource (`apiserver_request_total`), which say where the two
+operators' requests differ (the other clients do the same work for both).
 Usage: `.venv/bin/python bench/vs_kueue.py [--bursts 200,1000] [--paced 4:200] [--only kueue|tasq]`.
 """
 
@@ -218,11 +221,12 @@ class Operator:
         return total / os.sysconf("SC_CLK_TCK")
 
     def peak_rss_mib(self) -> float:
+        """The sum of its processes' peaks (tasq serves its webhooks from a child process)."""
         peak = 0
         for pid in self.pids():
             with contextlib.suppress(OSError, StopIteration):
                 line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("VmHWM:"))
-                peak = max(peak, int(line.split()[1]))
+                peak += int(line.split()[1])
         return peak / 1024
 
     def stop(self) -> None:
@@ -345,15 +349,62 @@ def job(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
-def flow_control_requests(admin: Path) -> float:
-    """kube-apiserver's dispatched requests of the operator's FlowSchema, so far."""
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def flow_control_requests(admin: Path) -> tuple[float, dict[str, float]]:
+    """kube-apiserver's dispatched requests of the operator's FlowSchema so far, and every client's
+    requests by verb and resource (`apiserver_request_total`: the operator's and the Job
+    controller's, scheduler's and kwok's together, which do the same work for either operator)."""
     text = kubectl(admin, "get", "--raw", "/metrics")
     total = 0.0
+    by_kind: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith("apiserver_flowcontrol_dispatched_requests_total{") and \
                 f'flow_schema="{FLOW_SCHEMA}"' in line:
             total += float(line.rsplit(" ", 1)[1])
-    return total
+        elif line.startswith("apiserver_request_total{"):
+            labels = dict(LABEL.findall(line))
+            if labels.get("verb") in ("WATCH", "LIST", "GET"):
+                continue  # reads: informers and probes, not the per-Job writes compared here
+            resource = labels.get("resource", "?") + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+            kind = f"{labels.get('verb', '?')} {resource}"
+            by_kind[kind] = by_kind.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
+    return total, by_kind
+
+
+SETTLE_POLL_S = 3.0
+SETTLED_REQUESTS = 3
+"""The operator's requests have settled when no more than this many came in one poll beyond its
+idle rate (lease renewals and watch requests go on while idle)."""
+SETTLE_LIMIT_S = 180.0
+IDLE_SAMPLE_S = 6.0
+
+
+def idle_rate(admin: Path) -> float:
+    """The operator's requests per second with nothing to do (lease renewals, watch requests)."""
+    before = flow_control_requests(admin)[0]
+    time.sleep(IDLE_SAMPLE_S)
+    return (flow_control_requests(admin)[0] - before) / IDLE_SAMPLE_S
+
+
+def settled_requests(admin: Path, idle_per_s: float) -> tuple[float, dict[str, float]]:
+    """`flow_control_requests` once the trailing writes are done: the Events, pod ungates and
+    statuses that follow the last admission are part of each Job's cost, and an operator that
+    posts its Events one at a time behind a queue (client-go's recorder) can trail by many
+    seconds, so a fixed wait would count one operator's trailing writes and not the other's.
+    Settled: a poll saw no more than the idle rate's requests and `SETTLED_REQUESTS`."""
+    deadline = time.monotonic() + SETTLE_LIMIT_S
+    time.sleep(SETTLE_POLL_S)
+    last = flow_control_requests(admin)
+    while time.monotonic() < deadline:
+        time.sleep(SETTLE_POLL_S)
+        now = flow_control_requests(admin)
+        if now[0] - last[0] <= idle_per_s * SETTLE_POLL_S + SETTLED_REQUESTS:
+            return now
+        last = now
+    log(f"requests still coming {SETTLE_LIMIT_S:.0f} s after the last admission; counted so far")
+    return last
 
 
 @dataclass
@@ -368,6 +419,10 @@ class Row:
     peak_rss_mib: float
     requests_per_job: float
     admitted: int
+    idle_requests_per_s: float = 0.0
+    """The operator's requests per second before the scenario, with nothing to do."""
+    writes_by_kind: dict[str, float] = field(default_factory=dict)
+    """Every client's writes per Job by verb and resource (see `flow_control_requests`)."""
     load: float = field(default_factory=lambda: os.getloadavg()[0])
 
 
@@ -448,10 +503,11 @@ def scenario(admin: Path, operator: Operator, label: str, index: int, count: int
     kubectl(admin, "create", "namespace", namespace)
     kubectl(admin, "apply", "-f", "-", stdin=local_queue(namespace))
     time.sleep(2)
-    requests_before, cpu_before = flow_control_requests(admin), operator.cpu_seconds()
+    idle_per_s = idle_rate(admin)
+    (requests_before, by_kind_before), cpu_before = flow_control_requests(admin), operator.cpu_seconds()
     create_s, sent, admitted = asyncio.run(drive(admin, namespace, count, rate))
-    time.sleep(3)  # the trailing status writes and Events are part of each Job's cost
-    requests = flow_control_requests(admin) - requests_before
+    requests_after, by_kind_after = settled_requests(admin, idle_per_s)
+    requests = requests_after - requests_before
     cpu = operator.cpu_seconds() - cpu_before
     latencies = [admitted[name] - sent[name] for name in sent if name in admitted]
     last = max(admitted.values(), default=time.monotonic())
@@ -459,7 +515,9 @@ def scenario(admin: Path, operator: Operator, label: str, index: int, count: int
               len(latencies) / max(1e-9, last - min(sent.values())),
               statistics.median(latencies) * 1000 if latencies else float("nan"),
               percentile(latencies, 0.99) * 1000 if latencies else float("nan"),
-              cpu * 1000 / count, operator.peak_rss_mib(), requests / count, len(latencies))
+              cpu * 1000 / count, operator.peak_rss_mib(), requests / count, len(latencies),
+              idle_per_s, {kind: (n - by_kind_before.get(kind, 0.0)) / count for kind, n in by_kind_after.items()
+                           if n > by_kind_before.get(kind, 0.0)})
     log(f"{operator.name} {label}: {row}")
     kubectl(admin, "delete", "namespace", namespace, "--wait=true", "--timeout=600s")
     return row
@@ -496,6 +554,10 @@ def report(results: dict[str, list[Row]]) -> None:
         for row in rows:
             cells = " | ".join(fmt.format(getattr(row, attr)) for _, attr, fmt in COLUMNS)
             print(f"| {row.scenario} | {row.jobs} | {row.admitted} | {cells} | {row.load:.1f} |")
+    for name, rows in results.items():
+        for row in rows:
+            print(f"{name} {row.scenario}, idle {row.idle_requests_per_s:.2f} requests/s; every client's writes per Job: " + ", ".join(
+                f"{kind} {n:.2f}" for kind, n in sorted(row.writes_by_kind.items(), key=lambda kv: -kv[1])))
     if {"kueue", "tasq"} <= results.keys():
         print("\ntasq / Kueue\n| scenario | " + " | ".join(c[0] for c in COLUMNS) + " |")
         print("|---|" + "---:|" * len(COLUMNS))

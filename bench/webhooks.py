@@ -1,11 +1,13 @@
-"""Benchmark of the Pod admission webhook: throughput and latency percentiles.
+"""Benchmark of the admission webhooks: throughput and latency percentiles, before and after.
 
-Rows: `engine` answers Pod AdmissionReviews in-process (`webhooks.serving.answer` over
-kopf's admission engine with tasq's handlers: the CPU cost per review), `https` posts them over TLS to
-the real `AdmissionServer` from a client in another process (as kube-apiserver would), at several
-concurrencies; a last `engine` row validates queued Jobs (64-pod template, a topology annotation)
-for comparison. Every Pod review gates a pod (a JSON patch in the answer); the server logs each request at
-INFO into /dev/null, as in production. Run: `.venv/bin/python bench/webhooks.py [--requests N]`.
+Rows: `engine` answers reviews in-process, through kopf's admission engine (`kopf`, how tasq answered
+them before) or tasq's direct `Reviewer`: the CPU cost per review (Pod: a pod gated; Job create: the
+mutating then the validating review of a queued Job, as kube-apiserver sends them). `https` rows post
+Job creates (both reviews, one after the other) over TLS from a client in another process, as
+kube-apiserver does, at concurrency 8, to a server on this process's event loop (`loop`) or to the
+webhook process (`process`, `controller.kube.webhook_serving`); `busy` runs a stand-in for a busy
+operator on this loop meanwhile (Python work in 20 ms slices, all the time). The server logs every
+request at INFO into /dev/null, as in production. Run: `.venv/bin/python bench/webhooks.py [--creates N]`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncGenerator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,8 +40,10 @@ from kopf._core.reactor import inventory
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from controller.api import constants as c  # noqa: E402
+from controller.kube.webhook_serving import WebhookProcess  # noqa: E402
 from webhooks.certificates import write_serving_files  # noqa: E402
 from webhooks.handlers import register_handlers  # noqa: E402
+from webhooks.reviewing import Reviewer  # noqa: E402
 from webhooks.serving import AdmissionServer, TlsFiles, answer  # noqa: E402
 
 
@@ -86,7 +89,7 @@ def review(i: int, kind: str = "Pod") -> dict[str, Any]:
 
 
 def webhook_fn() -> kopf.WebhookFn:
-    """kopf's admission engine with tasq's handlers, as the operator binds it (no cluster needed)."""
+    """kopf's admission engine with tasq's handlers, as the operator bound it before (no cluster needed)."""
     registry = kopf.OperatorRegistry()
     register_handlers(registry)
     insights = references.Insights()
@@ -104,104 +107,142 @@ def webhook_fn() -> kopf.WebhookFn:
 def summary(name: str, latencies_s: list[float], wall_s: float) -> str:
     ms = sorted(x * 1000 for x in latencies_s)
     p = statistics.quantiles(ms, n=100, method="inclusive")
-    return (f"{name:<22} {len(ms):>7} {len(ms) / wall_s:>9.0f} {statistics.median(ms):>8.2f} {p[94]:>8.2f} "
+    return (f"{name:<44} {len(ms):>7} {len(ms) / wall_s:>9.0f} {statistics.median(ms):>8.2f} {p[94]:>8.2f} "
             f"{p[98]:>8.2f} {ms[-1]:>8.2f}")
 
 
-async def engine_row(requests: int, name: str, kind: str, handler_id: str) -> str:
-    """Sequential reviews in-process; each must be allowed (Pods: with the gate's patch)."""
-    fn = webhook_fn()
-    bodies = [review(i, kind) for i in range(requests)]
-    for body in bodies[:200]:  # warm-up
-        await answer(fn, body, handler_id)
+def reviews_of(kind: str, count: int) -> list[list[tuple[str, bytes]]]:
+    """Per object, the (path, encoded review) kube-apiserver sends for its creation, in order."""
+    if kind == "Pod":
+        return [[(c.WEBHOOK_MUTATE_POD, json.dumps(review(i)).encode())] for i in range(count)]
+    return [[(c.WEBHOOK_MUTATE_JOB, json.dumps(review(i, "Job")).encode()),
+             (c.WEBHOOK_VALIDATE_JOB, json.dumps(review(i, "Job")).encode())] for i in range(count)]
+
+
+async def engine_row(fn: Any, count: int, name: str, kind: str) -> str:
+    """Sequential creates in-process (decode, answer, encode each review); each review must be
+    allowed, a mutating one with a patch."""
+    creates = reviews_of(kind, count)
+
+    async def create(reviews: list[tuple[str, bytes]]) -> None:
+        for path, raw in reviews:
+            status, out = await answer(fn, json.loads(raw), path)
+            json.dumps(out)
+            assert status == 200 and out["response"]["allowed"], out
+            assert not path.startswith("mutate") or out["response"]["patch"], out
+    for reviews in creates[:200]:  # warm-up
+        await create(reviews)
     latencies = []
     started = time.perf_counter()
-    for body in bodies:
+    for reviews in creates:
         t = time.perf_counter()
-        status, out = await answer(fn, body, handler_id)
+        await create(reviews)
         latencies.append(time.perf_counter() - t)
-        assert status == 200 and out["response"]["allowed"] and (kind != "Pod" or out["response"]["patch"]), out
     return summary(name, latencies, time.perf_counter() - started)
 
 
-def client(url: str, ca: str, requests: int, concurrency: int, out: Any) -> None:
-    """The kube-apiserver stand-in: `concurrency` keep-alive connections posting Pod reviews."""
+def client(url: str, ca: str, creates: int, concurrency: int, out: Any) -> None:
+    """The kube-apiserver stand-in: `concurrency` keep-alive connections creating Jobs (the mutating
+    then the validating review of each)."""
     async def run() -> tuple[list[float], float]:
         import ssl
         context = ssl.create_default_context(cafile=ca)
-        bodies = [json.dumps(review(i)).encode() for i in range(requests)]
+        bodies = reviews_of("Job", creates)
         latencies: list[float] = []
         connector = aiohttp.TCPConnector(limit=concurrency, ssl=context)
         async with aiohttp.ClientSession(connector=connector) as session:
-            async def post(body: bytes) -> None:
+            async def create(reviews: list[tuple[str, bytes]]) -> None:
                 t = time.perf_counter()
-                async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
-                    answer_ = await resp.json()
-                    assert resp.status == 200 and answer_["response"]["allowed"], answer_
+                for path, body in reviews:
+                    async with session.post(f"{url}/{path}", data=body,
+                                            headers={"Content-Type": "application/json"}) as resp:
+                        answer_ = await resp.json()
+                        assert resp.status == 200 and answer_["response"]["allowed"], answer_
                 latencies.append(time.perf_counter() - t)
-            for body in bodies[:100]:  # warm-up: connections and TLS sessions
-                await post(body)
+            for reviews in bodies[:50]:  # warm-up: connections and TLS sessions
+                await create(reviews)
             latencies.clear()
             queue = list(bodies)
             started = time.perf_counter()
 
             async def worker() -> None:
                 while queue:
-                    await post(queue.pop())
+                    await create(queue.pop())
             await asyncio.gather(*(worker() for _ in range(concurrency)))
             return latencies, time.perf_counter() - started
     out.put(asyncio.run(run()))
 
 
-async def https_rows(requests: int, concurrencies: list[int]) -> list[str]:
+async def busy_operator(slice_s: float = 0.02) -> None:
+    """A stand-in for an operator busy with a burst: Python work on this loop in `slice_s` slices."""
+    while True:
+        until = time.perf_counter() + slice_s
+        while time.perf_counter() < until:
+            sum(range(200))
+        await asyncio.sleep(0)
+
+
+async def https_row(name: str, tls: TlsFiles, where: str, fn: Any, creates: int, concurrency: int,
+                    busy: bool) -> str:
+    """Job creates/s through a server on this loop (`fn` answering) or in the webhook process."""
+    server: Any = WebhookProcess(tls) if where == "process" else AdmissionServer(tls, reload_interval=10.0)
+    serving = asyncio.create_task(server.serve_reviews(None) if where == "process" else server.serve(fn))
+    hog = asyncio.create_task(busy_operator()) if busy else None
+    try:
+        await server.wait_listening()
+        queue = multiprocessing.get_context("spawn").Queue()
+        proc = multiprocessing.get_context("spawn").Process(
+            target=client, args=(server.url, str(tls.ca), creates, concurrency, queue))
+        proc.start()
+        while proc.is_alive() and queue.empty():
+            await asyncio.sleep(0.05)
+        latencies, wall = queue.get(timeout=5)
+        proc.join(10)
+        row = summary(name, latencies, wall)
+        if where == "process" and server.pid is not None:
+            status = Path(f"/proc/{server.pid}/status").read_text().splitlines()
+            row += f"  (child peak RSS {int(next(x for x in status if x.startswith('VmHWM:')).split()[1]) // 1024} MiB)"
+        return row
+    finally:
+        for task in (hog, serving):
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(*(t for t in (hog, serving) if t is not None), return_exceptions=True)
+
+
+async def https_rows(creates: int, concurrency: int) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         write_serving_files(directory, datetime.now(UTC))
         tls = TlsFiles(directory / c.WEBHOOK_CERT_FILE, directory / c.WEBHOOK_KEY_FILE, directory / c.WEBHOOK_CA_FILE)
-        server = AdmissionServer(tls, reload_interval=10.0)
-        serving = server(webhook_fn())
-        assert isinstance(serving, AsyncGenerator)  # AdmissionServer.__call__ is an async generator
-        await anext(serving)
-        reloader = asyncio.ensure_future(anext(serving))
         rows = []
-        try:
-            ctx = multiprocessing.get_context("spawn")
-            for concurrency in concurrencies:
-                queue = ctx.Queue()
-                proc = ctx.Process(target=client, args=(f"{server.url}/{c.WEBHOOK_MUTATE_POD}", str(tls.ca),
-                                                        requests, concurrency, queue))
-                proc.start()
-                while proc.is_alive() and queue.empty():
-                    await asyncio.sleep(0.05)
-                latencies, wall = queue.get(timeout=5)
-                proc.join(10)
-                rows.append(summary(f"https concurrency {concurrency}", latencies, wall))
-        finally:
-            reloader.cancel()
-            await asyncio.gather(reloader, return_exceptions=True)
-            await serving.aclose()
+        for busy in (False, True):
+            for name, where, fn in (("kopf", "loop", webhook_fn()), ("reviewer", "loop", Reviewer()),
+                                    ("reviewer", "process", None)):
+                label = f"https Job creates {name}, {where}{', busy' if busy else ''}"
+                rows.append(await https_row(label, tls, where, fn, creates, concurrency, busy))
+                print(rows[-1], flush=True)
         return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=5000, help="reviews per row (default 5000)")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--creates", type=int, default=2000, help="objects created per row (default 2000)")
+    parser.add_argument("--concurrency", type=int, default=8, help="the https client's connections (default 8)")
     args = parser.parse_args()
     handler = logging.FileHandler(os.devnull)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     logging.getLogger("webhooks.serving").setLevel(logging.INFO)
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    load = os.getloadavg()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}, "
-          f"kopf {kopf.__version__ if hasattr(kopf, '__version__') else '?'}; load average {load[0]:.1f}",
-          file=sys.stdout)
-    print(f"{'row':<22} {'reviews':>7} {'per s':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
-    print(asyncio.run(engine_row(args.requests, "engine (in-process)", "Pod", c.WEBHOOK_MUTATE_POD)))
-    for row in asyncio.run(https_rows(args.requests, args.concurrency)):
-        print(row)
-    print(asyncio.run(engine_row(args.requests, "engine: validate Job", "Job", c.WEBHOOK_VALIDATE_JOB)))
+          f"kopf {kopf.__version__ if hasattr(kopf, '__version__') else '?'}; load average {os.getloadavg()[0]:.1f}")
+    print(f"{'row':<44} {'creates':>7} {'per s':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    for name, fn in (("kopf", webhook_fn()), ("reviewer", Reviewer())):
+        for kind in ("Pod", "Job"):
+            print(asyncio.run(engine_row(fn, args.creates, f"engine {name}: {kind} create{'' if kind == 'Job' else ' (gate)'}",
+                                         kind)), flush=True)
+    asyncio.run(https_rows(args.creates, args.concurrency))
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 

@@ -7,7 +7,8 @@ fixture (it starts its own devcluster, e.g. through `tasq dev`). `known_differen
 devcluster only: a real-Kubernetes behaviour devcluster leaves out of scope (devcluster/README.md lists
 each). The `realcluster` fixture starts one real control plane per test module (`realcluster_kubeconfig`
 is its admin kubeconfig); `RealCluster.restart` restarts its kube-apiserver or etcd. A module marked
-`jobset` gets JobSet's CRD and controller on it too (`up --jobset`).
+`jobset` gets JobSet's CRD and controller on it too (`up --jobset`). It also loads the hypothesis
+profile every property test runs with (no per-example deadline).
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests assert results, never speed: hypothesis's default 200 ms deadline per example (and
+# its too-slow health check) fail pure tests when the shared machine is loaded.
+settings.register_profile("tasq", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("tasq")
 
 REPO = Path(__file__).resolve().parents[1]
 UP = REPO / "hack" / "realcluster" / "up"

@@ -6,7 +6,7 @@ rule's action (`ACTIONS`: suspend a queued object, gate and finalize a queued pl
 validate, with a running Job's or a group member's extra checks; `webhooks.defaulting`,
 `webhooks.validation`, `webhooks.running_jobs`); then the topology gate on pods of admitted pod sets
 and the validators of tasq's kinds. Handler ids are the URL paths the webhook configurations call.
-Called by controller.kube.webhooking and tests.
+Called by webhooks.reviewing (the registry is its handler table) and tests.
 """
 
 from __future__ import annotations
@@ -64,16 +64,23 @@ def check(kind: str, group: str, operation: str | None, body: Mapping[str, Any],
         raise kopf.AdmissionError(denial_message(kind, group, _name(body), errors), code=DENIAL_CODE)
 
 
-def _patch_with(patch: kopf.Patch, ops: defaulting.JsonPatch) -> None:
-    """Hand the JSON patch to kopf, which sends the difference it makes to the reviewed object."""
-    if not ops:
-        return
+class JsonPatchFn:
+    """A transform of kopf's `Patch.fns` (it patches the reviewed object in place) that also carries
+    its RFC 6902 operations, so `webhooks.reviewing` sends them as they are instead of diffing a copy."""
 
-    def transform(body: Any) -> None:  # kopf's RawBody: the reviewed object, patched in place
-        new = defaulting.applied(body, ops)
+    def __init__(self, ops: defaulting.JsonPatch) -> None:
+        self.ops = ops
+
+    def __call__(self, body: Any) -> None:  # kopf's RawBody
+        new = defaulting.applied(body, self.ops)
         body.clear()
         body.update(new)
-    patch.fns.append(transform)
+
+
+def _patch_with(patch: kopf.Patch, ops: defaulting.JsonPatch) -> None:
+    """Hand the JSON patch to the reviewer (kopf's Patch: a transform of the reviewed object)."""
+    if ops:
+        patch.fns.append(JsonPatchFn(ops))
 
 
 async def _suspend(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
@@ -159,7 +166,7 @@ SERVED_VERSIONS: dict[str, tuple[str, ...]] = {
 
 def register_handlers(registry: kopf.OperatorRegistry, group_members: GroupMembers | None = None) -> None:
     """Add every admission handler to `registry` (each webhook path is its handler id). They are
-    coroutines only so kopf calls them on its loop instead of a thread: they never await.
+    coroutines only so a caller runs them on its loop instead of a thread: they never await.
     `group_members`: where the queued-pod validator finds a new pod's group (None: not checked)."""
     for job in ALL_INTEGRATIONS:
         gvk = job.gvk

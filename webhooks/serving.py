@@ -1,14 +1,14 @@
-"""The HTTPS admission server kopf runs tasq's webhook handlers behind.
+"""The HTTPS admission server tasq's webhook handlers are answered behind.
 
-`AdmissionServer` is a kopf webhook server (`settings.admission.server`): it serves POST /<handler
-id> over TLS with a certificate and key read from files, and swaps in a new TLS context when the
-files change (`ReloadingTls`, also used by the metrics server), so the next handshake uses the new
-certificate without a restart. A path that names no webhook gets a 404, a malformed AdmissionReview
-a 400, and the server keeps serving; every request is logged with the object it reviews. POST
-/convert answers CRD ConversionReviews with a converter (`controller.api.conversion.convert` unless
-another is given; `webhooks.converting`). While
+`AdmissionServer` serves POST /<handler id> with a review function (`webhooks.reviewing.Reviewer`;
+any kopf `WebhookFn` too: it is also a kopf webhook server) over TLS with a certificate and key read
+from files, and swaps in a new TLS context when the files change (`ReloadingTls`, also used by the
+metrics server), so the next handshake uses the new certificate without a restart. A path that names
+no webhook gets a 404, a malformed AdmissionReview a 400, and the server keeps serving; every request
+is logged with the object it reviews. POST /convert answers CRD ConversionReviews with a converter
+(`controller.api.conversion.convert` unless another is given; `webhooks.converting`). While
 `draining` (a stopping replica) every answer closes its connection. Started by
-controller.kube.webhooking; tests run it directly.
+controller.kube.webhooking and the webhook process; tests run it directly.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -33,7 +33,8 @@ from kopf._core.engines.admission import WebhookError
 from controller.api.conversion import convert
 from webhooks.configurations import CONVERSION_PATH, MUTATING_ROUTES, VALIDATING_ROUTES
 from webhooks.converting import Converter, answer_conversion
-from webhooks.handlers import DENIAL_CODE, denial_message
+from webhooks.handlers import DENIAL_CODE, GroupMembers, denial_message
+from webhooks.reviewing import Reviewer
 from webhooks.validation.errors import ROOT, FieldError, FieldPath
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,9 @@ MAX_CONVERSION_BYTES: Final = 256 * 1024 * 1024
 """A ConversionReview may carry a whole list (kube-apiserver sends what one list read needs)."""
 INLINE_CONVERSIONS: Final = 16
 """Reviews with more objects are converted in a worker thread, so the loop keeps serving meanwhile."""
+ReviewFn = Callable[..., Awaitable[Mapping[str, Any]]]
+"""Answers one decoded AdmissionReview, called as kopf calls its `WebhookFn`: `fn(review, webhook=path,
+headers=...)`; raises kopf's WebhookError for a review it cannot route."""
 HANDLER_IDS: Final = frozenset(route.handler_id for route in (*MUTATING_ROUTES, *VALIDATING_ROUTES))
 """The paths the webhook configurations call; kopf would answer `allowed: true` on any other."""
 
@@ -92,16 +96,18 @@ def _metadata_problems(path: str, metadata: Any) -> list[str]:
 
 
 def _depth_exceeds(obj: Any, limit: int) -> bool:
-    """Whether any value nests more than `limit` levels deep (a cheap pass: no paths built)."""
-    stack: list[tuple[Any, int]] = [(obj, 0)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > limit:
-            return True
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values() if isinstance(v, (dict, list)) or depth >= limit)
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value if isinstance(v, (dict, list)) or depth >= limit)
+    """Whether any value nests more than `limit` levels deep: a pass over the containers level by
+    level (no paths built); a non-empty container at depth `limit` holds values deeper than it."""
+    level = [obj] if isinstance(obj, (dict, list)) else []
+    depth = 0
+    while level:
+        if depth == limit:
+            return any(level)
+        below: list[Any] = []
+        for value in level:
+            below += [v for v in (value.values() if isinstance(value, dict) else value) if isinstance(v, (dict, list))]
+        level = below
+        depth += 1
     return False
 
 
@@ -141,11 +147,11 @@ def _denied_as_too_deep(review: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-async def answer(fn: kopf.WebhookFn, review: Any, webhook: str | None,
+async def answer(fn: ReviewFn, review: Any, webhook: str | None,
                  headers: Mapping[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     """(HTTP status, body) for one decoded request body: 400 with the problems when it is not an
-    AdmissionReview kopf can route, a denial for an object too deep for kopf, 500 when a handler
-    fails unexpectedly, else kopf's review."""
+    AdmissionReview that can be routed, a denial for an object too deep, 500 when the review function
+    fails unexpectedly, else its review."""
     problems = review_problems(review)
     if problems:
         return 400, {"message": "; ".join(problems)}
@@ -157,7 +163,7 @@ async def answer(fn: kopf.WebhookFn, review: Any, webhook: str | None,
     started = time.perf_counter()
     try:
         response = await fn(review, webhook=webhook or None, headers=dict(headers or {}))
-    except WebhookError as e:  # a review kopf cannot route (e.g. a resource without handlers)
+    except WebhookError as e:  # a review that cannot be routed (e.g. a resource without handlers)
         logger.warning("Admission %s: cannot serve: %s", what, e)
         return 400, {"message": str(e)}
     except Exception:
@@ -282,6 +288,8 @@ class AdmissionServer:
         self.draining = False
         """Set while stopping: every answer closes its connection, so a client keeping one alive
         opens its next elsewhere (another replica) instead of meeting a closed socket."""
+        self.failure: str | None = None
+        """Why the webhooks are not served (never set here: a server on the operator's loop fails with it)."""
         self.observe: Callable[[str, int, float], None] | None = None
         """Called with (path, HTTP status, seconds) after each answer (the operator's metrics)."""
 
@@ -300,7 +308,19 @@ class AdmissionServer:
     async def wait_listening(self) -> None:
         await self._listening.wait()
 
-    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+    async def serve_reviews(self, group_members: GroupMembers | None) -> None:
+        """Serve tasq's handlers (`Reviewer`) on this process's loop until cancelled; `group_members`:
+        where a new queued pod's group is found (None: not checked)."""
+        await self.serve(Reviewer(group_members))
+
+    async def serve(self, fn: ReviewFn) -> None:
+        """Serve `fn` until cancelled (without kopf: `tasq run`'s webhook process, the operator)."""
+        async for _ in self(fn):
+            pass
+
+    async def __call__(self, fn: ReviewFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+        """Serve `fn`; yields the client config once listening (kopf's webhook-server protocol),
+        then re-reads the certificate files every `reload_interval` s."""
         app = web.Application(client_max_size=MAX_CONVERSION_BYTES)
 
         async def serve(request: web.Request) -> web.Response:
@@ -336,7 +356,7 @@ class AdmissionServer:
             self._listening.clear()
             await runner.cleanup()
 
-    async def _serve(self, fn: kopf.WebhookFn, request: web.Request) -> web.Response:
+    async def _serve(self, fn: ReviewFn, request: web.Request) -> web.Response:
         """One request: 404 for a path that names no webhook (never an answer kopf would make up),
         400 when the body is not JSON, else what `answer` says."""
         webhook = request.match_info.get("id", "")

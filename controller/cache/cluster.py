@@ -164,6 +164,8 @@ class ClusterCache:
     stale_events: int = 0
     """Objects offered to `upsert` at a version already applied (kopf's initial listing after the
     priming read, the watch echoing the operator's own writes): skipped."""
+    unchanged_nodes: int = 0
+    """Node versions whose view equals the one held (a status beat): recorded, nothing woken."""
     primed: int = 0
     """Objects the priming read put here (controller.kube.watching sets it)."""
     malformed: dict[tuple[str, str], Refusal] = field(default_factory=dict)
@@ -232,17 +234,20 @@ class ClusterCache:
 
     def upsert(self, kind: str, obj: Mapping[str, Any]) -> bool:
         """An object was added or changed; False when this version, or a newer one, was already
-        applied, or when it does not parse (then `malformed` says why and nothing changed). The
+        applied, when it does not parse (then `malformed` says why and nothing changed), or when it is
+        a Node whose view equals the one held (its version is recorded). The
         operator applies its own writes as the API answers them, so the watch may deliver older
         versions afterwards: resourceVersions are compared as the integers both kube-apiserver
         (etcd revisions) and the devcluster issue; other forms only by equality."""
         key = object_key(obj)
-        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        meta = obj.get("metadata") or {}
+        version = str(meta.get("resourceVersion") or "")
         known = self._versions.get((kind, key))
         if version and known is not None and (
                 version == known or (version.isdigit() and known.isdigit() and int(version) < int(known))):
             self.stale_events += 1
             return False
+        obj = _compact(obj, meta)
         handlers = self._handlers[kind]
         try:
             parsed = handlers.parse(obj)
@@ -252,11 +257,19 @@ class ClusterCache:
             return False
         self.malformed.pop((kind, key), None)
         self._versions[(kind, key)] = version
+        if kind == KIND_NODE and self.nodes.get(key) == parsed:
+            # A node's status beats (heartbeats, images, addresses) change nothing the view keeps.
+            self.unchanged_nodes += 1
+            return False
         if handlers.upsert(key, parsed):
             self.generation += 1
         if kind == KIND_POD:
             self._track_group_member(key, obj)
         return True
+
+    def keys_of(self, kind: str) -> set[str]:
+        """The keys of every object of `kind` the cache holds (a relist deletes those it lacks)."""
+        return {key for (k, key) in self._versions if k == kind}
 
     def delete(self, kind: str, obj: Mapping[str, Any]) -> None:
         """An object is gone."""
@@ -594,6 +607,14 @@ class ClusterCache:
         ranking = {ps.name: (ps.topology_request, ps.count) for ps in entry.obj.spec.pod_sets}
         pods = [_pod_state(self.pods[p], ranking) for p in sorted(self.pods_of.get(key, ())) if p in self.pods]
         return UngatingInput(namespace=namespace, workload=workload, slices=slices, pods=pods)
+
+
+def _compact(obj: Mapping[str, Any], meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`obj` without its managedFields, which tasq never reads (often the largest part of an object
+    kept whole: Jobs, plain pods, Workloads' metadata)."""
+    if "managedFields" not in meta:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
 
 
 def _storing(store: dict[str, dict[str, Any]]) -> Callable[[str, dict[str, Any]], bool]:

@@ -516,7 +516,8 @@ class AdmissionLoop:
                 queue = (self.cache.local_queues if local else self.cache.cluster_queues).get(key)
                 before = queue.status.conditions if queue is not None and queue.status is not None else []
                 try:
-                    await write_queue_status(self.api, local, key, stamp_conditions(status, before, datetime.now(UTC)))
+                    await write_queue_status(self.api, local, key, stamp_conditions(status, before, datetime.now(UTC)),
+                                             queue.to_dict() if queue is not None else None)
                     self._queue_status[(local, key)] = status
                 except Exception as e:  # refused, no answer, or a bug: the loop must go on
                     ok = False
@@ -536,7 +537,8 @@ class AdmissionLoop:
             cohort = self.cache.cohorts[name]
             before = cohort.status.conditions if cohort.status is not None else []
             try:
-                await write_cohort_status(self.api, name, stamp_conditions(status, before, datetime.now(UTC)))
+                await write_cohort_status(self.api, name, stamp_conditions(status, before, datetime.now(UTC)),
+                                          cohort.to_dict())
                 self._cohort_status[name] = status
             except Exception as e:  # refused, no answer, or a bug: the loop must go on
                 ok = False

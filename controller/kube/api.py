@@ -46,10 +46,12 @@ class ApiError(Exception):
     back: the connection was refused or dropped, the request timed out, TLS failed) and a message.
     Callers ask `conflict`, `not_found` or `transient`, never for status numbers."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, retry_after_s: float | None = None) -> None:
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
+        self.retry_after_s = retry_after_s
+        """The wait the server asked for before the same request again (its Retry-After), if any."""
 
     @property
     def conflict(self) -> bool:
@@ -95,9 +97,14 @@ def api_error(error: Exception, request: str) -> ApiError:
     return ApiError(0, f"{request}: {type(error).__name__}{': ' + detail if detail else ''}")
 
 
-def refused(status: int, text: str) -> ApiError:
-    """The ApiError for an answer outside 2xx: its status and the Status object's message."""
-    return ApiError(status, _message(text))
+def refused(status: int, text: str, retry_after: str | None = None) -> ApiError:
+    """The ApiError for an answer outside 2xx: its status, the Status object's message and the
+    Retry-After header's seconds (an HTTP date is not waited for, as client-go does not)."""
+    seconds: float | None = None
+    if retry_after is not None:
+        with contextlib.suppress(ValueError):
+            seconds = max(float(int(retry_after)), 0.0)
+    return ApiError(status, _message(text), seconds)
 
 
 async def connect(kubeconfig: Path | None) -> client.ApiClient:
@@ -207,7 +214,7 @@ class KubeApi:
             raise api_error(e, f"{method} {url}") from e
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
         if not 200 <= response.status < 300:
-            raise refused(response.status, text)
+            raise refused(response.status, text, response.headers.get("Retry-After"))
         try:
             return json.loads(text) if text else {}
         except ValueError as e:  # a proxy's error page, say
@@ -280,7 +287,7 @@ class KubeApi:
         except TRANSPORT_ERRORS as e:
             raise api_error(e, f"PATCH {url}") from e
         if not 200 <= response.status < 300:
-            raise refused(response.status, raw.decode("utf-8", "replace"))
+            raise refused(response.status, raw.decode("utf-8", "replace"), response.headers.get("Retry-After"))
 
     async def close_raw(self) -> None:
         """Close `patch_raw`'s session (not the ApiClient's connections); it is made again when needed."""
@@ -320,7 +327,9 @@ class KubeApi:
 
 
 async def retrying(write: Callable[[], Awaitable[T]], attempts: int = RETRIES) -> T:
-    """Run `write`, retrying transient failures (5xx, 429, no answer) with doubling backoff."""
+    """Run `write`, retrying transient failures (5xx, 429, no answer) with doubling backoff, or after
+    the server's Retry-After when that is longer (kube-apiserver answers 503 with Retry-After: 1
+    while it swaps the storage of a CRD that just changed, and 429 when it sheds load)."""
     delay = BACKOFF_S
     for attempt in range(attempts):
         try:
@@ -328,7 +337,8 @@ async def retrying(write: Callable[[], Awaitable[T]], attempts: int = RETRIES) -
         except ApiError as e:
             if not e.transient or attempt == attempts - 1:
                 raise
-        await asyncio.sleep(delay)
+            wait = max(delay, e.retry_after_s or 0.0)
+        await asyncio.sleep(wait)
         delay *= 2
     raise AssertionError("unreachable: the last attempt returns or raises")
 

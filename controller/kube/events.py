@@ -1,9 +1,11 @@
 """Kubernetes Events about Jobs and Workloads (`kubectl describe` shows them).
 
-`EventRecorder.post` creates a core/v1 Event naming the object, reason and message (`emit` does it
-in the background); a failure to post, whatever it is, is logged once and never raised (an Event is
-a courtesy, the status is the record), so no background task ends with an exception. Called by the
-admission loop and the job reconciler.
+`EventRecorder.emit` asks controller.core.event_correlation what a repeat deserves (as Kubernetes'
+recorder: the same object, type, reason and message again is a count bump, written at most every
+30 s, never a new Event; an object's Events past a burst are rate-limited) and then, in the
+background, `post`s a new core/v1 Event or patches the count of the one posted; a failure, whatever
+it is, is logged once and never raised (an Event is a courtesy, the status is the record), so no
+background task ends with an exception. Called by the admission loop, the reconcilers and eviction.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from controller.api import constants as c
 from controller.api.meta import format_time
+from controller.core.event_correlation import Bump, Create, EventCorrelator
 from controller.kube.api import EVENTS, TRANSPORT_ERRORS, ApiError, KubeApi
 
 log = logging.getLogger(__name__)
@@ -29,9 +32,16 @@ three Events each Job brings (they follow a little later)."""
 
 
 class EventRecorder:
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: KubeApi, correlator: EventCorrelator | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.api = api
+        self.correlator = correlator if correlator is not None else EventCorrelator()
+        self.clock = clock
         self.posted = 0
+        self.bumped = 0
+        """Count bumps written (repeats of a posted Event)."""
+        self.dropped = 0
+        """Emits that wrote nothing: repeats held for the next bump, or an object's rate spent."""
         self._sending: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
         self._serial = itertools.count()
@@ -42,30 +52,62 @@ class EventRecorder:
         return len(self._sending)
 
     def emit(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = c.EVENT_TYPE_NORMAL) -> None:
-        """`post` in the background, `PARALLEL_POSTS` at a time: a status write or a Job start
-        never waits for its Event."""
-        task = asyncio.create_task(self._post_in_turn(obj, reason, message, type_))
+        """Decide now (so repeats are judged in the order they happen), write in the background,
+        `PARALLEL_POSTS` at a time: a status write or a Job start never waits for its Event."""
+        message = message[:1024]
+        decision = self.correlator.decide(_identity(obj), type_, reason, message, self.clock())
+        if not isinstance(decision, (Create, Bump)):
+            self.dropped += 1
+            return
+        task = asyncio.create_task(self._write_in_turn(obj, reason, message, type_, decision))
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
-    async def _post_in_turn(self, obj: Mapping[str, Any], reason: str, message: str, type_: str) -> None:
+    async def _write_in_turn(self, obj: Mapping[str, Any], reason: str, message: str, type_: str,
+                             decision: Create | Bump) -> None:
         if self._slots is None:  # created on the loop that posts
             self._slots = asyncio.Semaphore(PARALLEL_POSTS)
         async with self._slots:
-            await self.post(obj, reason, message, type_)
+            if isinstance(decision, Bump) and await self._bump(obj, reason, decision):
+                return
+            name = await self.post(obj, reason, message, type_)
+            if name is None:
+                self.correlator.forget(decision.series)
+            else:
+                self.correlator.named(decision.series, name, self.clock())
+
+    async def _bump(self, obj: Mapping[str, Any], reason: str, bump: Bump) -> bool:
+        """Patch the posted Event's count and lastTimestamp; False when it is gone (the API
+        server's TTL removed it: the caller posts a new one). A failure is logged, never raised."""
+        namespace = _namespace(obj)
+        patch = {"count": bump.count, "lastTimestamp": format_time(datetime.now(UTC))}
+        try:
+            await self.api.merge_patch(EVENTS, namespace, bump.name, patch)
+        except ApiError as e:
+            if e.not_found:
+                self.correlator.forget(bump.series)
+                return False
+            _log_failure(obj, reason, e)
+            return True
+        except Exception as e:  # no answer, or a bug: logged, never raised
+            _log_failure(obj, reason, e)
+            return True
+        self.bumped += 1
+        return True
 
     async def post(self, obj: Mapping[str, Any], reason: str, message: str,
-                   type_: str = c.EVENT_TYPE_NORMAL) -> None:
-        """One Event about `obj` (an object as read from the API: apiVersion, kind, metadata)."""
+                   type_: str = c.EVENT_TYPE_NORMAL) -> str | None:
+        """One Event about `obj` (an object as read from the API: apiVersion, kind, metadata);
+        its name, None when it could not be posted (logged)."""
         meta = obj.get("metadata") or {}
-        namespace = str(meta.get("namespace") or "default")
+        namespace = _namespace(obj)
         now = format_time(datetime.now(UTC))
+        name = f"{meta.get('name', '')}.{time.time_ns():x}{next(self._serial) % 4096:03x}"
         event = {
             "apiVersion": "v1", "kind": "Event",
             # Unique per object as Kubernetes' recorders make them (its name, a time in hex); the
             # serial separates two Events of one object in the same nanosecond.
-            "metadata": {"name": f"{meta.get('name', '')}.{time.time_ns():x}{next(self._serial) % 4096:03x}",
-                         "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace},
             "involvedObject": {"apiVersion": obj.get("apiVersion", ""), "kind": obj.get("kind", ""),
                                "name": meta.get("name", ""), "namespace": namespace, "uid": meta.get("uid", ""),
                                "resourceVersion": meta.get("resourceVersion", "")},
@@ -76,8 +118,25 @@ class EventRecorder:
         }
         try:
             await self.api.create(EVENTS, namespace, event)
-            self.posted += 1
         except Exception as e:  # refused, no answer (a dropped connection), or a bug: logged, never raised
-            detail = str(e) if isinstance(e, ApiError) else f"{type(e).__name__}: {e}".rstrip(": ")
-            log.warning("cannot post event %s on %s %s/%s: %s", reason, obj.get("kind"), namespace,
-                        meta.get("name"), detail, exc_info=not isinstance(e, (ApiError, *TRANSPORT_ERRORS)))
+            _log_failure(obj, reason, e)
+            return None
+        self.posted += 1
+        return name
+
+
+def _namespace(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "default")
+
+
+def _identity(obj: Mapping[str, Any]) -> str:
+    """The object an Event is about: its uid, else kind, namespace and name."""
+    meta = obj.get("metadata") or {}
+    return str(meta.get("uid") or f"{obj.get('kind', '')}/{meta.get('namespace', '')}/{meta.get('name', '')}")
+
+
+def _log_failure(obj: Mapping[str, Any], reason: str, error: Exception) -> None:
+    meta = obj.get("metadata") or {}
+    detail = str(error) if isinstance(error, ApiError) else f"{type(error).__name__}: {error}".rstrip(": ")
+    log.warning("cannot post event %s on %s %s/%s: %s", reason, obj.get("kind"), _namespace(obj),
+                meta.get("name"), detail, exc_info=not isinstance(error, (ApiError, *TRANSPORT_ERRORS)))

@@ -2,7 +2,7 @@
 
 `tasq run` starts one `LeaderElector` per process; the admission loop, the Job reconciler and the
 TopologyUngater wait on its `leading` event. The holder renews every retry period with the Lease's resourceVersion (a 409
-is a lost race); a holder that cannot renew within the renew deadline stops leading; a clean shutdown
+is a lost race), from the Lease as it last wrote it (no read first unless that fails); a holder that cannot renew within the renew deadline stops leading; a clean shutdown
 clears holderIdentity so a successor takes over at its next retry instead of after the lease duration.
 A standby sleeps only until the holder's lease runs out when that comes before its next retry. A Lease
 it may not touch (403) or whose namespace is missing is logged at WARNING with the fix, and `can_act`
@@ -68,6 +68,8 @@ class LeaderElector:
         self.clock, self.sleep = clock, sleep
         self.leading = asyncio.Event()
         self._renewed_at: datetime | None = None
+        self._held: dict[str, Any] | None = None
+        """The Lease as this replica last wrote it (the leader's next renewal starts from it)."""
         self.namespace_fix = namespace_fix or f"create it: kubectl create namespace {namespace}"
         self.blocked: str | None = None
         """Why this replica cannot take part in the election, with the fix; None while it can."""
@@ -182,7 +184,20 @@ class LeaderElector:
         return self._renewed_at is None or (now - self._renewed_at).total_seconds() > self.renew_deadline_s
 
     async def _acquire_or_renew(self, now: datetime) -> _Attempt:
-        """Create the Lease if missing; take it if free or expired; renew it if ours (with its resourceVersion)."""
+        """Create the Lease if missing; take it if free or expired; renew it if ours (with its
+        resourceVersion). A leader renews the Lease as it last wrote it, without reading it first
+        (one request per round, as client-go's elector does); a conflict, or any failure, falls
+        back to reading it."""
+        if self.is_leader and self._held is not None:
+            held = self._held.get("spec") or {}
+            body = self._body(_resource_version(self._held), self.identity, now, acquire=held.get("acquireTime"),
+                              transitions=int(held.get("leaseTransitions") or 0))
+            self._held = None
+            try:
+                self._held = await self.api.replace(LEASES, self.namespace, self.name, body)
+                return _Attempt.HELD
+            except ApiError as e:
+                log.debug("renewing Lease %s/%s as last written failed (%s); reading it", self.namespace, self.name, e)
         try:
             lease = await self.api.get(LEASES, self.namespace, self.name)
         except ApiError as e:
@@ -201,7 +216,7 @@ class LeaderElector:
         body = self._body(_resource_version(lease), self.identity, now,
                           acquire=spec.get("acquireTime") if ours else _micro_time(now), transitions=transitions)
         try:
-            await self.api.replace(LEASES, self.namespace, self.name, body)
+            self._held = await self.api.replace(LEASES, self.namespace, self.name, body)
         except ApiError as e:
             if e.conflict and not ours:
                 return _Attempt.TAKEN
@@ -210,7 +225,8 @@ class LeaderElector:
 
     async def _create(self, now: datetime) -> _Attempt:
         try:
-            await self.api.create(LEASES, self.namespace, self._body(None, self.identity, now, _micro_time(now), 0))
+            self._held = await self.api.create(LEASES, self.namespace,
+                                               self._body(None, self.identity, now, _micro_time(now), 0))
         except ApiError as e:
             if e.conflict:
                 return _Attempt.TAKEN

@@ -1,12 +1,13 @@
-"""The operator process: cache, watches, admission loop, job reconciler, ungater and node-failure
-handler under one kopf operator.
+"""The operator process: cache, watch streams, admission loop, job reconciler, ungater and
+node-failure handler, beside one kopf operator.
 
 `Operator(api_client, OperatorOptions(...))` wires them, every change routed to the loops it
 concerns by one `EventRouter`; `run(stop)` primes the cache from the API, starts the loops (which
-act only while `leading` is set) and runs kopf (`run_kopf`: standalone, no posting of kopf's own
-Events) until `stop` is set. With `admission`, the same kopf also serves the admission webhooks on
-every replica, leader or not. Used by `serve_tasq` (`tasq run`, `tasq dev`, `tasq demo`), the e2e
-tests and bench/operator.py.
+act only while `leading` is set) and one watch stream per watched resource (controller.kube.streaming),
+and runs kopf (`run_kopf`: standalone, no posting of kopf's own Events) until `stop` is set. With
+`admission`, the admission webhooks are served beside it on every replica, leader or not
+(`serve_operator`; their queued-pod check reads this cache). Used by `serve_tasq` (`tasq run`,
+`tasq dev`, `tasq demo`), the e2e tests and bench/operator.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -40,18 +41,16 @@ from controller.kube.leading import LeaderElector
 from controller.kube.metrics import BuildInfo, Endpoints, Metrics, serving_endpoints
 from controller.kube.node_failing import NodeFailureHandler
 from controller.kube.routing import EventRouter, Loop
+from controller.kube.streaming import ApiWatchSource, WatchStream
 from controller.kube.ungating import TopologyUngater
 from controller.kube.visibility import cache_routes
-from controller.kube.watching import prime, register_watches
-from controller.kube.webhooking import ReviewMemories, add_admission
-from webhooks.serving import AdmissionServer
+from controller.kube.watching import prime, watch_streams
+from controller.kube.webhooking import ReviewMemories, WebhookServer
 
 log = logging.getLogger(__name__)
 
 WEBHOOK_DRAIN_S = 1.0
 """How long a stopping replica keeps answering webhooks (each answer closing its connection)."""
-WATCH_SERVER_TIMEOUT_S = 10
-"""How long one watch request lasts before kopf re-watches from its last resourceVersion."""
 
 SettingsHook = Callable[[kopf.OperatorSettings], None]
 
@@ -85,7 +84,7 @@ class Operator:
     `router` is the one route of every change, watched or written by a loop, to the loops it concerns."""
 
     def __init__(self, api_client: client.ApiClient, options: OperatorOptions | None = None, *,
-                 admission: AdmissionServer | None = None) -> None:
+                 admission: WebhookServer | None = None) -> None:
         options = options if options is not None else OperatorOptions()
         self.api_client = api_client
         self.api = KubeApi(api_client)
@@ -121,9 +120,8 @@ class Operator:
         self.settings_hooks: list[SettingsHook] = []
         self.ready = asyncio.Event()
         self.admission_server = admission
-        register_watches(self.registry, self.router)
-        if admission is not None:
-            self.settings_hooks.append(add_admission(self.registry, admission, self.cache.group_members))
+        self.watch_source = ApiWatchSource(self.api)
+        self.streams: list[WatchStream] = watch_streams(self.router, self.watch_source)
         self._register_login_and_settings()
 
     def _wake_admission(self, kind: str, obj: Mapping[str, Any]) -> None:
@@ -185,17 +183,17 @@ class Operator:
         @kopf.on.startup(registry=self.registry)
         def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
             settings.posting.enabled = False
-            # Short watches: a stream that goes quiet (a proxy, an API server restart) is replaced
-            # within seconds, resuming from its last resourceVersion, rather than after minutes.
-            settings.watching.server_timeout = WATCH_SERVER_TIMEOUT_S
-            settings.watching.client_timeout = WATCH_SERVER_TIMEOUT_S + 5
-            settings.watching.connect_timeout = 10
             for hook in self.settings_hooks:
                 hook(settings)
 
-    async def _prime_or_stop(self, stop: asyncio.Event) -> bool:
-        """Prime the cache; False when `stop` came first (priming waits while a CRD is missing)."""
-        priming = asyncio.create_task(prime(self.router, self.api), name="tasq-prime")
+    def watch_problems(self) -> list[str]:
+        """What keeps a watch stream from listing or watching its resource (403, a missing CRD)."""
+        return [stream.problem for stream in self.streams if stream.problem is not None]
+
+    async def _prime_or_stop(self, stop: asyncio.Event) -> dict[str, str | None] | None:
+        """Prime the cache: each resource's list version; None when `stop` came first (priming waits
+        while a CRD is missing)."""
+        priming = asyncio.create_task(prime(self.router, self.watch_source), name="tasq-prime")
         stopping = asyncio.create_task(stop.wait())
         try:
             await asyncio.wait({priming, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -206,9 +204,8 @@ class Operator:
                 with contextlib.suppress(asyncio.CancelledError):
                     await priming
         if priming.cancelled():
-            return False
-        priming.result()  # its error, if it failed
-        return True
+            return None
+        return priming.result()  # or its error, if it failed
 
     async def _drain_then_stop(self, stop: asyncio.Event, kopf_stop: asyncio.Event) -> None:
         """Stop kopf once `stop` is set; a replica serving webhooks first answers for WEBHOOK_DRAIN_S
@@ -224,9 +221,12 @@ class Operator:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Prime, start the loops and kopf, and return once `stop` is set (everything stopped)."""
-        if not await self._prime_or_stop(stop):
+        versions = await self._prime_or_stop(stop)
+        if versions is None:
             return
-        tasks = [asyncio.create_task(self.admission.run(self.leading), name="tasq-admission"),
+        tasks = [*(asyncio.create_task(stream.run(versions[stream.kind]), name=f"tasq-watch-{stream.resource[1]}")
+                   for stream in self.streams),
+                 asyncio.create_task(self.admission.run(self.leading), name="tasq-admission"),
                  asyncio.create_task(self.jobs.run(self.leading), name="tasq-jobs"),
                  asyncio.create_task(self.ungater.run(), name="tasq-ungater"),
                  asyncio.create_task(self.node_failures.run(self.leading), name="tasq-node-failures")]
@@ -302,16 +302,21 @@ async def _campaign_when_allowed(operator: Operator, elector: LeaderElector | No
 
 
 def can_act(operator: Operator, elector: LeaderElector | None) -> bool:
-    """What /readyz reports: the cache is primed and kopf runs, and the replica leads or stands by
-    (reads a Lease held by another live replica); never while its Lease or a CRD is out of reach."""
-    return operator.ready.is_set() and (elector is None or bool(elector.can_act))
+    """What /readyz reports: the cache is primed, kopf runs, every watch stream can list and watch,
+    the webhooks (if served) are, and the replica leads or stands by (reads a Lease held by another
+    live replica); never while its Lease, a CRD or a watched resource is out of reach."""
+    webhooks = operator.admission_server
+    return (operator.ready.is_set() and not operator.watch_problems()
+            and (webhooks is None or webhooks.failure is None)
+            and (elector is None or bool(elector.can_act)))
 
 
 async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, options: OperatorOptions, *,
-                         admission: AdmissionServer | None = None) -> None:
+                         admission: WebhookServer | None = None) -> None:
     """The whole operator until `stop`: leader election (`options.elector`; resigned as soon as
     `stop` is set), metrics and probes as `options.endpoints` say, then `Operator.run`. With
-    `admission`, its kopf also serves the admission webhooks."""
+    `admission`, the admission webhooks are served beside it (until `Operator.run` returns, which
+    drains them first), the queued-pod check reading the operator's cache."""
     operator = Operator(api_client, options, admission=admission)
     if options.started is not None:
         options.started(operator)
@@ -320,10 +325,30 @@ async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, opti
                                  operator.metrics, functools.partial(cache_routes, cache=operator.cache)):
         electing = asyncio.create_task(_campaign_when_allowed(operator, elector, options.campaign_after, stop),
                                        name="tasq-leader-election")
+        webhooks = None if admission is None else asyncio.create_task(
+            admission.serve_reviews(operator.cache.group_members), name="tasq-webhooks")
         try:
-            await operator.run(stop)
+            await _run_beside(operator.run(stop), webhooks)
         finally:
             if not stop.is_set():  # once set, it resigns by itself: a cancel would cut its release short
                 electing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await electing
+
+
+async def _run_beside(main: Coroutine[Any, Any, None], webhooks: asyncio.Task[None] | None) -> None:
+    """Run `main`; the webhook server beside it is stopped once it returns, and its failure (on the
+    operator's loop: a server that cannot listen) stops `main` and is raised."""
+    running = asyncio.create_task(main, name="tasq-operator")
+    try:
+        await asyncio.wait({running} if webhooks is None else {running, webhooks}, return_when=asyncio.FIRST_COMPLETED)
+        if webhooks is not None and webhooks.done():
+            running.cancel()
+            webhooks.result()
+        await running
+    finally:
+        for task in (running, webhooks):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

@@ -1,8 +1,9 @@
-"""tasq's whole process on one event loop: the operator and, optionally, its admission webhooks.
+"""tasq's whole process: the operator on one event loop and, optionally, its admission webhooks.
 
-`serve_tasq` runs `serve_operator` with its `OperatorOptions` (with `Webhooks`, its kopf also serves
-the webhooks) and `publish_webhooks` side by side until `stop` is set or either ends; `ready` is
-set once both serve. SIGINT/SIGTERM set `stop` (`embedding.run_kopf` keeps it so), which stops
+`serve_tasq` runs `serve_operator` with its `OperatorOptions` (with `Webhooks`, the webhooks are
+served beside it by a supervised process of their own, `WebhookProcess`, or on the operator's loop
+with `own_process=False`) and `publish_webhooks` side by side until `stop` is set or either ends;
+`ready` is set once both serve. SIGINT/SIGTERM set `stop` (`embedding.run_kopf` keeps it so), which stops
 every part. Used by `tasq run`, `tasq dev` and `tasq demo`.
 """
 
@@ -18,19 +19,22 @@ from pathlib import Path
 from kubernetes.aio import client
 
 from controller.kube.operating import Operator, OperatorOptions, serve_operator
-from controller.kube.webhooking import local_tls, publish_webhooks, serving_files
+from controller.kube.webhook_serving import WebhookProcess
+from controller.kube.webhooking import WebhookServer, local_tls, publish_webhooks, serving_files
 from webhooks.serving import AdmissionServer
 
 
 @dataclass(frozen=True)
 class Webhooks:
     """How to serve the webhooks: `cert_dir` holds tls.crt/tls.key/ca.crt (a mounted Secret), or,
-    with `local`, a fresh CA is generated and the configurations point at 127.0.0.1:`port`."""
+    with `local`, a fresh CA is generated and the configurations point at 127.0.0.1:`port`.
+    `own_process`: served by a child process (off the operator's event loop), else on that loop."""
 
     local: bool = False
     cert_dir: Path | None = None
     addr: str = "127.0.0.1"
     port: int = 0
+    own_process: bool = True
 
 
 async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, options: OperatorOptions | None = None, *,
@@ -48,7 +52,7 @@ async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, options:
             started(operator)
 
     with contextlib.ExitStack() as scratch:
-        server = None
+        server: WebhookServer | None = None
         if webhooks is not None:
             if webhooks.local:
                 directory = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="tasq-webhooks-")))
@@ -56,7 +60,8 @@ async def serve_tasq(api_client: client.ApiClient, stop: asyncio.Event, options:
             else:
                 assert webhooks.cert_dir is not None
                 tls = serving_files(webhooks.cert_dir)
-            server = AdmissionServer(tls, addr=webhooks.addr, port=webhooks.port)
+            server = (WebhookProcess(tls, addr=webhooks.addr, port=webhooks.port) if webhooks.own_process
+                      else AdmissionServer(tls, addr=webhooks.addr, port=webhooks.port))
         # With local webhooks the CRDs' conversion is registered only once the server listens; until
         # then this replica must not write (an object stored as v1beta1 would lose renamed fields).
         hold = hooks_ready if webhooks is not None and webhooks.local else options.campaign_after

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.api.workload import Workload
+from controller.core.merge_patch import changes
 from controller.kube.api import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES, WORKLOADS, ApiError, KubeApi, retrying
 
 CONFLICT_ATTEMPTS = 8
@@ -59,15 +60,24 @@ async def write_workload_status(api: KubeApi, workload: Workload,
     raise ApiError(409, f"workload {namespace}/{name}: still conflicting after {CONFLICT_ATTEMPTS} fresh reads")
 
 
-async def write_queue_status(api: KubeApi, kind_local: bool, key: str, status: Mapping[str, Any]) -> None:
-    """Merge-patch one queue's status (tasq is its only writer: no resourceVersion needed)."""
+async def write_queue_status(api: KubeApi, kind_local: bool, key: str, status: Mapping[str, Any],
+                             current: Mapping[str, Any] | None = None) -> None:
+    """Merge-patch one queue's status (tasq is its only writer: no resourceVersion needed); none
+    is sent when `current`, the queue as cached, has it already (after a restart or a failover)."""
+    patch = {"status": status}
+    if current is not None and not changes(current, patch):
+        return
     if kind_local:
         namespace, name = key.split("/", 1)
-        await retrying(lambda: api.merge_patch(LOCAL_QUEUES, namespace, name, {"status": status}, "status"))
+        await retrying(lambda: api.merge_patch(LOCAL_QUEUES, namespace, name, patch, "status"))
     else:
-        await retrying(lambda: api.merge_patch(CLUSTER_QUEUES, None, key, {"status": status}, "status"))
+        await retrying(lambda: api.merge_patch(CLUSTER_QUEUES, None, key, patch, "status"))
 
 
-async def write_cohort_status(api: KubeApi, name: str, status: Mapping[str, Any]) -> None:
-    """Merge-patch one Cohort's status (its conditions; tasq is their only writer)."""
+async def write_cohort_status(api: KubeApi, name: str, status: Mapping[str, Any],
+                              current: Mapping[str, Any] | None = None) -> None:
+    """Merge-patch one Cohort's status (its conditions; tasq is their only writer); none is sent
+    when `current`, the Cohort as cached, has it already."""
+    if current is not None and not changes(current, {"status": status}):
+        return
     await retrying(lambda: api.merge_patch(COHORTS, None, name, {"status": status}, "status"))

@@ -1,14 +1,13 @@
-"""Watches that feed the cache: the watched resources, a priming list, kopf event handlers.
+"""Watches that feed the cache: the watched resources, a priming list, one stream per resource.
 
-`prime` lists every watched resource once at start (so the first admission cycle sees the whole
-cluster, admitted Workloads included; the primed state is then frozen out of the garbage
-collector's full passes); a resource it may not list (403) or that is not served (404: a CRD not
-installed) is logged at WARNING with the fix and listed again until it works; `register_watches`
-adds one `@kopf.on.event` handler per resource to a kopf registry. Both go through the operator's
-`EventRouter` (controller.kube.routing): the cache takes each object, and the loops its kind
-concerns are woken.
-Event handlers write nothing on the objects (no kopf annotations or finalizers), and kopf is told
-to keep no diff base (`NoDiffBaseStorage`).
+`prime` lists every watched resource once at start (paginated; so the first admission cycle sees the
+whole cluster, admitted Workloads included; the primed state is then frozen out of the garbage
+collector's full passes) and returns each list's resourceVersion; a resource it may not list (403)
+or that is not served (404: a CRD not installed) is logged at WARNING with the fix and listed again
+until it works. `watch_streams` then makes one `WatchStream` (controller.kube.streaming) per resource,
+each watching on from its priming version. Both go through the operator's `EventRouter`
+(controller.kube.routing, `apply_event`): the cache takes each object, and the loops its kind
+concerns are woken. Nothing is written on the watched objects.
 """
 
 from __future__ import annotations
@@ -17,17 +16,15 @@ import asyncio
 import functools
 import gc
 import logging
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-import kopf
 
 from controller.api import constants as c
 from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS
 from controller.core.jobs.integrations import INTEGRATIONS
-from controller.kube.api import ApiError, KubeApi, retrying
+from controller.kube.api import ApiError, retrying
 from controller.kube.routing import EventRouter
+from controller.kube.streaming import Sleep, WatchSource, WatchStream
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +47,7 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
 
 OPTIONAL_KINDS: frozenset[str] = frozenset(job.gvk.kind for job in INTEGRATIONS if job.gvk.group not in ("", "batch"))
 """Integrated kinds served by a CRD of their own project (JobSet): a cluster without the CRD is
-normal, so priming skips them (kopf watches them once the CRD appears) instead of waiting."""
+normal, so priming skips them (their stream lists them once the CRD appears) instead of waiting."""
 
 PRIME_ATTEMPTS = 10
 """Tries per resource when priming (doubling from 0.05 s: about 50 s in all) before giving up."""
@@ -62,32 +59,54 @@ def _api_version(group: str, version: str) -> str:
     return f"{group}/{version}" if group else version
 
 
-async def prime(router: EventRouter, api: KubeApi) -> None:
-    """List every watched resource into the cache (each object routed as a change)."""
+async def prime(router: EventRouter, source: WatchSource) -> dict[str, str | None]:
+    """List every watched resource into the cache (each object routed as a change); kind -> the
+    list's resourceVersion to watch from (None: an optional kind not served, its stream lists it)."""
     cache = router.cache
     listed = 0
+    versions: dict[str, str | None] = {}
     for kind, (group, version, plural) in RESOURCES.items():
         resource = (_api_version(group, version), plural)
-        objects = await (_list_if_served(api, resource) if kind in OPTIONAL_KINDS else _list_once_allowed(api, resource))
+        if kind in OPTIONAL_KINDS:
+            answer = await _list_if_served(source, resource)
+        else:
+            answer = await _list_once_allowed(source, resource)
+        if answer is None:
+            versions[kind] = None
+            continue
+        objects, versions[kind] = answer
         for obj in objects:
             if router.applied(kind, {**obj, "kind": kind}):
                 listed += 1
-    # A refused (malformed) object is refused again when kopf replays it: not counted as primed.
     cache.primed = cache.stale_events + listed
     # What was just primed (every node's view, the topology trees built from them) lives as long as
     # the process: moved out of the collector's reach, so its full passes stop walking it. At
     # 10,000 nodes each such pass took 0.3-0.6 s, several times in a burst of admissions.
     gc.freeze()
+    return versions
 
 
-async def _list_once_allowed(api: KubeApi, resource: tuple[str, str]) -> list[dict[str, Any]]:
+async def list_all(source: WatchSource, resource: tuple[str, str]) -> tuple[list[dict[str, Any]], str]:
+    """Every object of `resource`, page after page, and the list's resourceVersion."""
+    objects: list[dict[str, Any]] = []
+    token, version = "", ""
+    while True:
+        page = await source.list_page(resource, token)
+        objects.extend(page.items)
+        version = page.resource_version or version
+        token = page.next_token
+        if not token:
+            return objects, version
+
+
+async def _list_once_allowed(source: WatchSource, resource: tuple[str, str]) -> tuple[list[dict[str, Any]], str]:
     """Every object of `resource`; while the API refuses the list for a reason only its
     administrator can remove (see `blocking_problem`), say so once and try again."""
     reported: str | None = None
     while True:
         try:
             # A real apiserver answers 429 "storage is (re)initializing" for a while after a CRD appears.
-            objects = await retrying(functools.partial(api.list, resource), attempts=PRIME_ATTEMPTS)
+            answer = await retrying(functools.partial(list_all, source, resource), attempts=PRIME_ATTEMPTS)
         except ApiError as e:
             problem = blocking_problem(resource, e)
             if problem is None:
@@ -99,19 +118,19 @@ async def _list_once_allowed(api: KubeApi, resource: tuple[str, str]) -> list[di
             continue
         if reported is not None:
             log.warning("%s: listed now; tasq goes on starting", _plural(resource))
-        return objects
+        return answer
 
 
-async def _list_if_served(api: KubeApi, resource: tuple[str, str]) -> list[dict[str, Any]]:
-    """Every object of an optional integrated kind's resource; none, said once at the default level,
+async def _list_if_served(source: WatchSource, resource: tuple[str, str]) -> tuple[list[dict[str, Any]], str] | None:
+    """Every object of an optional integrated kind's resource; None, said once at the default level,
     when the API server does not serve it (its project's CRD is not installed)."""
     try:
-        return await retrying(functools.partial(api.list, resource), attempts=PRIME_ATTEMPTS)
+        return await retrying(functools.partial(list_all, source, resource), attempts=PRIME_ATTEMPTS)
     except ApiError as e:
         if not e.not_found:
-            return await _list_once_allowed(api, resource)
+            return await _list_once_allowed(source, resource)
     log.info("%s is not served (its CRD is not installed): none managed until it appears", _plural(resource))
-    return []
+    return None
 
 
 def blocking_problem(resource: tuple[str, str], e: ApiError) -> str | None:
@@ -137,69 +156,16 @@ def _plural(resource: tuple[str, str]) -> str:
 
 
 def apply_event(router: EventRouter, kind: str, event_type: str | None, obj: Mapping[str, Any]) -> None:
-    """One watch event into the cache through the router (kopf's initial listing has no type: an ADDED)."""
+    """One watch event into the cache through the router (a relisted object comes as ADDED)."""
     obj = {**obj, "kind": kind}
-    cache = router.cache
     if event_type == "DELETED":
         router.deleted(kind, obj)
-    elif not router.applied(kind, obj) and not router.refused(kind, obj) and cache.stale_events == cache.primed:
-        # kopf has replayed its own initial listing (each object one the cache had): the state kopf
-        # keeps per object lives as long as they do, frozen like the primed cache.
-        gc.freeze()
+    else:
+        router.applied(kind, obj)
 
 
-class NoDiffBaseStorage(kopf.DiffBaseStorage):
-    """kopf's diff-base storage for an operator with event handlers only: no essence kept.
-
-    kopf builds every event's "essence" (a deep copy of the object without system fields, cleared
-    of its progress annotations) to diff it for change handlers, even when there are none: at
-    10,000 nodes and 1,000 arriving Jobs that was about a third of kopf's per-event time. tasq
-    registers only `on.event` handlers (plus webhooks), which never read it, so the essence is an
-    empty one, nothing is read from or stored on the objects. A create/update/resume/field handler
-    added to the same registry would need kopf's default storage back.
-    """
-
-    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
-        del body, extra_fields
-        return {}
-
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        del body
-        return None
-
-    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
-        del body, patch, essence
-
-
-_OPTIONAL_GROUPS = frozenset(RESOURCES[kind][0] for kind in OPTIONAL_KINDS)
-_KOPF_UNRESOLVED = "Unresolved resources cannot be served"
-
-
-class _OptionalKindsUnresolved(logging.Filter):
-    """Drops kopf's warning when only optional integrated kinds lack their CRD: priming already said
-    so at INFO (`_list_if_served`), and most clusters have no JobSet, so it is no problem to warn of."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if not message.startswith(_KOPF_UNRESOLVED):
-            return True
-        groups = set(re.findall(r"group='([^']*)'", message))
-        return not groups or not groups <= _OPTIONAL_GROUPS
-
-
-def register_watches(registry: kopf.OperatorRegistry, router: EventRouter) -> None:
-    """One kopf event handler per watched resource, all feeding `router`; kopf keeps no diff base."""
-    observation = logging.getLogger("kopf._core.reactor.observation")
-    if not any(isinstance(f, _OptionalKindsUnresolved) for f in observation.filters):
-        observation.addFilter(_OptionalKindsUnresolved())
-    @kopf.on.startup(registry=registry)
-    def keep_no_diff_base(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.persistence.diffbase_storage = NoDiffBaseStorage()
-
-    for kind, (group, version, plural) in RESOURCES.items():
-        async def handler(event: kopf.RawEvent, kind: str = kind, **_: Any) -> None:
-            obj = event.get("object")
-            if isinstance(obj, Mapping):
-                apply_event(router, kind, event.get("type"), obj)
-
-        kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(handler)
+def watch_streams(router: EventRouter, source: WatchSource, *, sleep: Sleep = asyncio.sleep) -> list[WatchStream]:
+    """One stream per watched resource (`WatchStream.run` with the version `prime` returned for it)."""
+    return [WatchStream(kind, (_api_version(group, version), plural), source, router, apply=apply_event,
+                        problem_of=blocking_problem, optional=kind in OPTIONAL_KINDS, sleep=sleep)
+            for kind, (group, version, plural) in RESOURCES.items()]

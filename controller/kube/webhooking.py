@@ -1,8 +1,8 @@
-"""Serving tasq's admission webhooks from the operator, and registering them for a local control plane.
+"""Serving tasq's admission webhooks, and registering them for a local control plane.
 
-`add_admission(registry, server)` puts the handlers of `webhooks.handlers.register_handlers` into a
-kopf registry (the operator's: one kopf per process) behind an `AdmissionServer` (TLS from files,
-reloaded on change); `serve_admission(client, server, stop)` runs them alone. For `tasq dev` and
+A `WebhookServer` is an `AdmissionServer` on the caller's loop (TLS from files, reloaded on change)
+or a `controller.kube.webhook_serving.WebhookProcess`; `serve_admission(client, server, stop)` runs
+one alone, without an operator. For `tasq dev` and
 `tasq run --local-webhooks`, `local_tls` writes a CA and a 127.0.0.1 certificate and `publish_webhooks`
 applies the configurations (URL + caBundle) once the server listens, through the door
 (`controller.kube.api.KubeApi`). Replicas share them: each configuration lists the servers
@@ -23,10 +23,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-import kopf
 from kopf._core.reactor.inventory import ResourceMemories
 from kubernetes.aio.client import ApiClient
 
@@ -41,11 +40,26 @@ from controller.kube.api import (
     KubeApi,
     retrying,
 )
-from controller.kube.embedding import connection_info, run_kopf
 from webhooks.certificates import write_serving_files
 from webhooks.configurations import EXCLUDED_NAMESPACES, crd_conversion, local_client, webhook_configurations
-from webhooks.handlers import GroupMembers, register_handlers
+from webhooks.handlers import GroupMembers
 from webhooks.serving import AdmissionServer, TlsFiles
+
+
+class WebhookServer(Protocol):
+    """What the operator and the registration read of a webhook server, wherever it runs."""
+
+    tls: TlsFiles
+    observe: Callable[[str, int, float], None] | None
+    draining: bool
+    failure: str | None
+
+    @property
+    def url(self) -> str: ...
+
+    async def wait_listening(self) -> None: ...
+
+    async def serve_reviews(self, group_members: GroupMembers | None) -> None: ...
 
 
 def serving_files(directory: Path) -> TlsFiles:
@@ -293,7 +307,7 @@ async def refuse_kueue_crds(api: KubeApi, crds: tuple[str, ...] = CONVERTED_CRDS
 
 
 @asynccontextmanager
-async def registered_webhooks(api: KubeApi, server: AdmissionServer,
+async def registered_webhooks(api: KubeApi, server: WebhookServer,
                               excluded: tuple[str, ...] = EXCLUDED_NAMESPACES) -> AsyncIterator[None]:
     """While inside: the configurations and the CRDs' conversion point at `server` (registered once it
     listens, so the API server never calls a port nobody serves); on exit this server leaves them
@@ -313,16 +327,6 @@ async def registered_webhooks(api: KubeApi, server: AdmissionServer,
             await release_conversion(api, server.url)
 
 
-class DenialsLoggedOnce(logging.Filter):
-    """kopf logs every denial (an AdmissionError) as an ERROR of the handler; a denial is a normal
-    answer, which the server already logs at INFO with the object, so kopf's line is dropped.
-    Unexpected handler exceptions are logged by kopf with other words and stay."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not (message.startswith("Webhook ") and " failed permanently: " in message)
-
-
 class ReviewMemories(ResourceMemories):
     """kopf keeps a memo per object uid for every UPDATE review and forgets it only on a watched
     deletion; an admission-only operator watches nothing, so that would grow with every Job and
@@ -332,40 +336,7 @@ class ReviewMemories(ResourceMemories):
         return await super().recall_memo(raw_body, memobase=memobase, ephemeral=True)
 
 
-def add_admission(registry: kopf.OperatorRegistry, server: AdmissionServer,
-                  group_members: GroupMembers | None = None) -> Callable[[kopf.OperatorSettings], None]:
-    """Add the admission handlers to `registry`; returns what the settings need (serve them on
-    `server`, no configurations managed by kopf: tasq writes its own, tightly scoped ones). Also
-    keeps kopf from logging each denial a second time. `group_members`: the operator's cache, where
-    a new queued pod's group is checked (an admission-only process has none)."""
-    register_handlers(registry, group_members)
-    objects = logging.getLogger("kopf.objects")
-    if not any(isinstance(f, DenialsLoggedOnce) for f in objects.filters):
-        objects.addFilter(DenialsLoggedOnce())
-
-    def configure(settings: kopf.OperatorSettings) -> None:
-        settings.admission.server = server
-        settings.admission.managed = None
-    return configure
-
-
-def admission_registry(client: ApiClient, server: AdmissionServer) -> kopf.OperatorRegistry:
-    """A kopf registry with only the admission handlers, a login from `client`, and `server` configured."""
-    registry = kopf.OperatorRegistry()
-    configure_admission = add_admission(registry, server)
-
-    @kopf.on.login(registry=registry)
-    def login(**_: Any) -> kopf.ConnectionInfo:
-        return connection_info(client)
-
-    @kopf.on.startup(registry=registry)
-    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        configure_admission(settings)
-        settings.posting.enabled = False  # verdicts go to the caller and the log, not to Events
-    return registry
-
-
-async def publish_webhooks(client: ApiClient, server: AdmissionServer, stop: asyncio.Event, *,
+async def publish_webhooks(client: ApiClient, server: WebhookServer, stop: asyncio.Event, *,
                            register_local: bool = False, ready: asyncio.Event | None = None) -> None:
     """Until `stop`: once `server` listens, `ready` is set and, with `register_local`, the
     configurations point at it (`registered_webhooks`: released again on the way out)."""
@@ -386,15 +357,18 @@ async def publish_webhooks(client: ApiClient, server: AdmissionServer, stop: asy
 
 async def serve_admission(client: ApiClient, server: AdmissionServer, stop: asyncio.Event, *,
                           register_local: bool = False, ready: asyncio.Event | None = None) -> None:
-    """Serve only the webhooks until `stop` is set (or kopf fails: its error is raised), published
-    as `publish_webhooks` says."""
-    parts = [asyncio.create_task(run_kopf(admission_registry(client, server), stop, memories=ReviewMemories())),
-             asyncio.create_task(publish_webhooks(client, server, stop, register_local=register_local, ready=ready))]
+    """Serve only the webhooks (no cache: a queued pod's group is not checked) on this loop until
+    `stop` is set (or serving fails: its error is raised), published as `publish_webhooks` says."""
+    serving = asyncio.create_task(server.serve_reviews(None))
+    publishing = asyncio.create_task(publish_webhooks(client, server, stop, register_local=register_local,
+                                                      ready=ready))
     try:
-        await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({serving, publishing}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stop.set()
-        results = await asyncio.gather(*parts, return_exceptions=True)
+        await asyncio.gather(publishing, return_exceptions=True)  # released while still serving
+        serving.cancel()
+        results = await asyncio.gather(serving, publishing, return_exceptions=True)
     for result in results:
         if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
             raise result

@@ -426,6 +426,7 @@ class ApiServer:
             return clone(obj) if copy else obj
         stored = self.store.put(r.storage_key, await self._to_storage(r, obj))
         self._after_create(r, stored)
+        await self.collector.collect_if_ownerless(r, stored)  # created (201), then collected
         return await self._out(r, stored, copy)
 
     def _decode(self, r: ResourceType, namespace: str, body: Mapping[str, Any], copy: bool = True) -> dict[str, Any]:

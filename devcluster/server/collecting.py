@@ -100,6 +100,18 @@ class GarbageCollector:
             stored = await self._finish_foreground(r, stored)
         return stored
 
+    async def collect_if_ownerless(self, r: ResourceType, obj: dict[str, Any]) -> None:
+        """A just-created object whose every owner is gone is deleted, as kube-controller-manager's
+        GC deletes a dependent whose owners are all absent: a controller acting on a stale view (a Job
+        controller creating pods for a Job deleted meanwhile) leaves nothing behind."""
+        refs = obj["metadata"].get("ownerReferences") or []
+        if not refs or any(self.store.by_uid(str(ref.get("uid"))) is not None for ref in refs):
+            return
+        finalizers = obj["metadata"].get("finalizers") or []
+        policy = (POLICY_ORPHAN if FINALIZER_ORPHAN in finalizers else
+                  POLICY_FOREGROUND if FINALIZER_FOREGROUND in finalizers else POLICY_BACKGROUND)
+        await self.delete_object(r, obj, policy)
+
     async def _delete_namespace(self, r: ResourceType, ns: dict[str, Any]) -> dict[str, Any]:
         """Namespace deletion: Terminating, delete its content, remove it once empty."""
         name = ns["metadata"]["name"]

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
 from devcluster.cluster import DevCluster
 from devcluster.simulated.components import Components
 from devcluster.simulated.nodes import create_nodes, parse_shape, topology_nodes
 from tests.e2e.conftest import apply_yaml, kubeconfig, kubectl, namespace  # noqa: F401 (fixtures)
+from tests.retrying_client import new_client
 
 SAMPLE_TOPOLOGY = "2x4x4x8"  # `tasq dev`'s default, as hack/realcluster/up creates it
 NODE_PREFIX = "gpu-"
@@ -52,7 +53,7 @@ def devcluster() -> Iterator[DevCluster]:
 
 @pytest.fixture(scope="module")
 def api_client(kubeconfig: Path) -> Iterator[client.ApiClient]:  # noqa: F811 (the imported fixture)
-    with config.new_client_from_config(config_file=str(kubeconfig)) as api:  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
+    with new_client(kubeconfig) as api:
         yield api
 
 

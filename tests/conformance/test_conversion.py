@@ -34,44 +34,28 @@ CRD_NAME = f"{PLURAL}.{GROUP}"
 
 
 class Gadgets:
-    """The CustomObjectsApi calls on Gadgets of one namespace, in a version, typed as dicts. A 503 with
-    Retry-After is retried as client-go does: kube-apiserver answers so while it swaps a CRD's storage
-    after the CRD changed (the old storage is torn down under requests still in flight)."""
+    """The CustomObjectsApi calls on Gadgets of one namespace, in a version, typed as dicts."""
 
     def __init__(self, custom: client.CustomObjectsApi, namespace: str) -> None:
         self.custom = custom
         self.namespace = namespace
 
-    @staticmethod
-    def _retrying(call: Callable[[], object]) -> dict[str, Any]:
-        for attempt in range(10):
-            try:
-                return cast(dict[str, Any], call())
-            except client.ApiException as e:
-                retry_after = (e.headers or {}).get("Retry-After")
-                if e.status != 503 or retry_after is None or attempt == 9:
-                    raise
-                time.sleep(float(retry_after))
-        raise AssertionError("unreachable")
-
     def create(self, version: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._retrying(lambda: self.custom.create_namespaced_custom_object(
+        return cast(dict[str, Any], self.custom.create_namespaced_custom_object(
             GROUP, version, self.namespace, PLURAL, body))
 
     def get(self, version: str, name: str) -> dict[str, Any]:
-        return self._retrying(lambda: self.custom.get_namespaced_custom_object(
-            GROUP, version, self.namespace, PLURAL, name))
+        return cast(dict[str, Any], self.custom.get_namespaced_custom_object(GROUP, version, self.namespace, PLURAL, name))
 
     def list(self, version: str) -> dict[str, Any]:
-        return self._retrying(lambda: self.custom.list_namespaced_custom_object(
-            GROUP, version, self.namespace, PLURAL))
+        return cast(dict[str, Any], self.custom.list_namespaced_custom_object(GROUP, version, self.namespace, PLURAL))
 
     def patch(self, version: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._retrying(lambda: self.custom.patch_namespaced_custom_object(
+        return cast(dict[str, Any], self.custom.patch_namespaced_custom_object(
             GROUP, version, self.namespace, PLURAL, name, body))
 
     def delete(self, version: str, name: str) -> dict[str, Any]:
-        return self._retrying(lambda: self.custom.delete_namespaced_custom_object(
+        return cast(dict[str, Any], self.custom.delete_namespaced_custom_object(
             GROUP, version, self.namespace, PLURAL, name))
 
 

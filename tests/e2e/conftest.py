@@ -4,8 +4,9 @@ The cluster is the devcluster, or with `--cluster=real` the real control plane (
 Tests isolate themselves with the `namespace` fixture (a fresh namespace each) so a module can
 share one server. `DevCluster.call` runs in-process API coroutines on the server's own loop; a test
 that asks for the `devcluster` fixture runs on the devcluster only. `install_operator_cluster`
-gives the operator's tests the same CRDs, nodes and queues on either cluster; `restart_apiserver`
-restarts either cluster's API server.
+gives the operator's tests the same CRDs, nodes and queues on either cluster, `tasq` runs the
+operator on what a module's `installed` fixture set up and `jobs_removed` clears a test's Jobs;
+`restart_apiserver` restarts either cluster's API server.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -26,6 +27,9 @@ from controller.commands.crds import DEFAULT_DIR
 from devcluster.cluster import DevCluster
 from devcluster.simulated.components import Components
 from tests.conftest import RealCluster
+
+if TYPE_CHECKING:
+    from tests.e2e.test_operator_clusters import Process
 
 REPO = Path(__file__).resolve().parents[2]
 KUBECTL = Path(sys.executable).parent / "kubectl"
@@ -168,3 +172,24 @@ def install_operator_cluster(request: pytest.FixtureRequest, cluster: str, kubec
         close()
         raise
     return close
+
+
+@pytest.fixture(scope="module")
+def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    """One `tasq run --local-webhooks` for the module, leading, its webhooks registered, once the
+    module's own `installed` fixture set its cluster up; a module that runs tasq otherwise (other flags,
+    more checks) defines its own `tasq`."""
+    from tests.e2e.test_operator_clusters import leading_tasq  # that module imports this one
+    with leading_tasq(kubeconfig, kubectl, tmp_path_factory.mktemp("tasq")) as proc:
+        yield proc
+
+
+@pytest.fixture
+def jobs_removed(tasq: Process, kubectl: Kubectl, namespace: str) -> Iterator[None]:
+    """After the test its Jobs are deleted and their pods gone, so that the module's next test has the
+    nodes free (`pytest.mark.usefixtures("jobs_removed")`)."""
+    yield
+    kubectl("delete", "jobs", "--all", "-n", namespace, "--cascade=foreground", "--wait=false")
+    wait_for(lambda: not kubectl("get", "pods", "-n", namespace, "-o", "name").stdout.strip(), 90,
+             f"the pods of {namespace} gone")

@@ -9,6 +9,7 @@ tests (test_apiserver_restart_operator.py) build on this.
 from __future__ import annotations
 
 import subprocess
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -48,10 +49,19 @@ def test_a_restart_drops_the_connections_of_the_server(
     watcher = subprocess.Popen([str(KUBECTL), "--kubeconfig", str(kubectl.kubeconfig), "get", "configmaps", "-n",
                                 namespace, "--watch", "--request-timeout=0"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
+    printed: list[str] = []
+    assert watcher.stdout is not None
+    reader = threading.Thread(target=lambda: printed.extend(watcher.stdout or ()), daemon=True)
+    reader.start()
     try:
-        assert watcher.stdout is not None
-        assert "cm" in watcher.stdout.readline() + watcher.stdout.readline()  # the header, then the row
+        wait_for(lambda: any(line.startswith("cm ") for line in printed), 60, "the listed ConfigMap printed")
+        # kubectl lists, prints, then opens its watch: a change it prints proves the watch is open (a
+        # restart before that would leave kubectl watching the restarted server, never dropped)
+        kubectl("create", "-f", "-", stdin=configmap_yaml("watched", namespace))
+        wait_for(lambda: any(line.startswith("watched ") for line in printed), 60, "the watch printing a change")
         restart_apiserver("kube-apiserver")
         watcher.wait(timeout=60)
     finally:
         watcher.kill()
+        watcher.wait()
+        reader.join(timeout=10)

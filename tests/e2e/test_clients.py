@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import urllib3
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 from kubernetes.aio import client as aclient
 from kubernetes.aio import config as aconfig
 from kubernetes.aio import watch as awatch
@@ -26,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from devcluster.cluster import DevCluster
 from devcluster.server.apiserver import FRESH_WAIT_SECONDS
 from tests.client_models import as_body, present
+from tests.retrying_client import new_client
 
 pytestmark = pytest.mark.e2e
 
@@ -46,7 +47,7 @@ WIDGETS_CRD = {
 
 @pytest.fixture(scope="module")
 def api_client(kubeconfig: Path) -> Iterator[client.ApiClient]:
-    with config.new_client_from_config(config_file=str(kubeconfig)) as api:  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
+    with new_client(kubeconfig) as api:
         yield api
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
 from controller.api import constants as c
 from controller.api.topology_assignment import TopologyAssignment, read_v1beta1
@@ -26,6 +26,7 @@ from tests.builders.operator import gpu_nodes
 from tests.e2e.conftest import Kubectl, install_operator_cluster
 from tests.e2e.test_operator import BLOCK, RACK, SETUP, condition, get, job, wait_for, workload_of
 from tests.e2e.test_operator_run import Process, lease_holder
+from tests.retrying_client import new_client
 
 pytestmark = pytest.mark.e2e
 
@@ -81,7 +82,7 @@ def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
 
 @pytest.fixture(scope="module")
 def custom(kubeconfig: Path) -> Iterator[client.CustomObjectsApi]:
-    with config.new_client_from_config(config_file=str(kubeconfig)) as api:  # type: ignore[no-untyped-call]  # kubernetes' config loaders are unannotated
+    with new_client(kubeconfig) as api:
         yield client.CustomObjectsApi(api)
 
 

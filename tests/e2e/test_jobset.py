@@ -25,7 +25,8 @@ from devcluster.simulated.jobsets import jobset_crd
 from devcluster.simulated.nodes import parse_shape, topology_nodes
 from tests.builders.kueue_examples import EXAMPLES, kind_workers
 from tests.e2e.conftest import Kubectl, install_operator_cluster, wait_for
-from tests.e2e.test_operator_clusters import Process, condition, get, leading_tasq
+from tests.e2e.test_kueue_examples import admitted, bound_pods, pod_states, workload_of
+from tests.e2e.test_operator_clusters import Process, condition, get
 
 pytestmark = [pytest.mark.e2e, pytest.mark.jobset]
 
@@ -127,13 +128,6 @@ def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl,
     close()
 
 
-@pytest.fixture(scope="module")
-def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
-    with leading_tasq(kubeconfig, kubectl, tmp_path_factory.mktemp("tasq")) as proc:
-        yield proc
-
-
 @pytest.fixture
 def clean(kubectl: Kubectl) -> Iterator[None]:
     """Each test's JobSets deleted afterwards, their Jobs and pods with them, so the next test has
@@ -152,34 +146,6 @@ def create(kubectl: Kubectl, obj: dict[str, Any] | Path) -> str:
     return str(created["metadata"]["name"])
 
 
-def workload_of(kubectl: Kubectl, name: str) -> dict[str, Any] | None:
-    for wl in get(kubectl, "workloads", "-n", NAMESPACE)["items"]:
-        if any(ref["kind"] == "JobSet" and ref["name"] == name for ref in wl["metadata"].get("ownerReferences", [])):
-            return dict(wl)
-    return None
-
-
-def admitted(kubectl: Kubectl, name: str) -> dict[str, Any] | None:
-    wl = workload_of(kubectl, name)
-    cond = condition(wl, "Admitted")
-    return wl if cond and cond["status"] == "True" else None
-
-
-def running_pods(kubectl: Kubectl, name: str, count: int) -> list[dict[str, Any]] | None:
-    """The JobSet's pods once there are `count`, each bound and running."""
-    pods: list[dict[str, Any]] = get(kubectl, "pods", "-n", NAMESPACE, "-l", f"{JOBSET_NAME}={name}")["items"]
-    if len(pods) == count and all(p["spec"].get("nodeName") and (p.get("status") or {}).get("phase") == "Running"
-                                  for p in pods):
-        return pods
-    return None
-
-
-def pod_states(kubectl: Kubectl) -> str:
-    return "\n".join(f"{p['metadata']['name']} {(p.get('status') or {}).get('phase')} {p['spec'].get('nodeName')} "
-                     f"{[g['name'] for g in p['spec'].get('schedulingGates') or []]}"
-                     for p in get(kubectl, "pods", "-n", NAMESPACE)["items"])
-
-
 def domains(kubectl: Kubectl, pods: list[dict[str, Any]], level: str) -> set[tuple[str, ...]]:
     """The blocks (level BLOCK) or (block, rack) pairs (level RACK) the pods run in."""
     labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in get(kubectl, "nodes")["items"]}
@@ -190,8 +156,8 @@ def domains(kubectl: Kubectl, pods: list[dict[str, Any]], level: str) -> set[tup
 def test_kueues_required_rack_example_runs_its_pods_in_one_rack(tasq: Process, kubectl: Kubectl, clean: None) -> None:
     name = create(kubectl, EXAMPLES / "jobs" / "sample-jobset-tas-required.yaml")
     try:
-        wl = wait_for(lambda: admitted(kubectl, name), 90, "the JobSet's Workload admitted")
-        pods = wait_for(lambda: running_pods(kubectl, name, 4), 90, "the JobSet's 4 pods running",
+        wl = wait_for(lambda: admitted(kubectl, name, "JobSet"), 90, "the JobSet's Workload admitted")
+        pods = wait_for(lambda: bound_pods(kubectl, name, 4, JOBSET_NAME), 90, "the JobSet's 4 pods running",
                         logs=lambda: pod_states(kubectl))
     except AssertionError as e:
         raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
@@ -210,8 +176,8 @@ def test_a_leader_and_workers_group_runs_in_one_block(tasq: Process, kubectl: Ku
     # set alone would fit anywhere, the group keeps it in the workers' block.
     name = create(kubectl, leader_and_workers("group"))
     try:
-        wl = wait_for(lambda: admitted(kubectl, name), 90, "the JobSet's Workload admitted")
-        pods = wait_for(lambda: running_pods(kubectl, name, 7), 90, "the JobSet's 7 pods running",
+        wl = wait_for(lambda: admitted(kubectl, name, "JobSet"), 90, "the JobSet's Workload admitted")
+        pods = wait_for(lambda: bound_pods(kubectl, name, 7, JOBSET_NAME), 90, "the JobSet's 7 pods running",
                         logs=lambda: pod_states(kubectl))
     except AssertionError as e:
         raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
@@ -224,10 +190,10 @@ def test_a_jobset_waiting_for_quota_has_no_pods(tasq: Process, kubectl: Kubectl,
     # small-cluster-queue has 4 CPUs: the first JobSet (1 + 1 x 3 pods) takes them, the second waits
     first = create(kubectl, leader_and_workers("first", "small-queue", workers=1, group=False))
     try:
-        wait_for(lambda: running_pods(kubectl, first, 4), 90, "the first JobSet's 4 pods running",
+        wait_for(lambda: bound_pods(kubectl, first, 4, JOBSET_NAME), 90, "the first JobSet's 4 pods running",
                  logs=lambda: pod_states(kubectl))
         second = create(kubectl, leader_and_workers("second", "small-queue", workers=1, group=False))
-        waiting = wait_for(lambda: (cond := condition(workload_of(kubectl, second), "QuotaReserved"))
+        waiting = wait_for(lambda: (cond := condition(workload_of(kubectl, second, "JobSet"), "QuotaReserved"))
                            and cond["status"] == "False" and cond, 60, "the second JobSet waiting")
     except AssertionError as e:
         raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
@@ -251,8 +217,8 @@ def test_each_jobs_pods_fill_one_slice_in_rank_order(tasq: Process, kubectl: Kub
         c.ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY: c.LABEL_HOSTNAME, c.ANNOTATION_PODSET_SLICE_SIZE: "4"}
     name = create(kubectl, body)
     try:
-        wait_for(lambda: admitted(kubectl, name), 90, "the JobSet's Workload admitted")
-        pods = wait_for(lambda: running_pods(kubectl, name, 8), 90, "the JobSet's 8 pods running",
+        wait_for(lambda: admitted(kubectl, name, "JobSet"), 90, "the JobSet's Workload admitted")
+        pods = wait_for(lambda: bound_pods(kubectl, name, 8, JOBSET_NAME), 90, "the JobSet's 8 pods running",
                         logs=lambda: pod_states(kubectl))
     except AssertionError as e:
         raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
@@ -273,22 +239,22 @@ def test_a_preempted_jobset_stops_waits_and_runs_again(tasq: Process, kubectl: K
     low_body["metadata"]["labels"][c.LABEL_PRIORITY_CLASS] = "low"
     low = create(kubectl, low_body)
     try:
-        wait_for(lambda: running_pods(kubectl, low, 4), 90, "the low JobSet's 4 pods running",
+        wait_for(lambda: bound_pods(kubectl, low, 4, JOBSET_NAME), 90, "the low JobSet's 4 pods running",
                  logs=lambda: pod_states(kubectl))
         high_body = leader_and_workers("high", "preempting-queue", workers=1, group=False)
         high_body["metadata"]["labels"][c.LABEL_PRIORITY_CLASS] = "high"
         high = create(kubectl, high_body)
-        wait_for(lambda: running_pods(kubectl, high, 4), 120, "the high JobSet's 4 pods running",
+        wait_for(lambda: bound_pods(kubectl, high, 4, JOBSET_NAME), 120, "the high JobSet's 4 pods running",
                  logs=lambda: pod_states(kubectl))
-        evicted = wait_for(lambda: (wl := workload_of(kubectl, low)) and condition(wl, "Evicted") and wl, 30,
+        evicted = wait_for(lambda: (wl := workload_of(kubectl, low, "JobSet")) and condition(wl, "Evicted") and wl, 30,
                            "the low JobSet's Workload evicted")
         wait_for(lambda: not get(kubectl, "pods", "-n", NAMESPACE, "-l", f"{JOBSET_NAME}={low}")["items"], 60,
                  "the low JobSet's pods gone")
         assert get(kubectl, "jobset", low, "-n", NAMESPACE)["spec"]["suspend"] is True
         assert (condition(evicted, "Evicted") or {}).get("reason") == "Preempted"
         kubectl("delete", "jobset", high, "-n", NAMESPACE, "--wait=true", "--cascade=foreground", timeout=120)
-        wait_for(lambda: running_pods(kubectl, low, 4), 120, "the low JobSet's 4 pods running again",
+        wait_for(lambda: bound_pods(kubectl, low, 4, JOBSET_NAME), 120, "the low JobSet's 4 pods running again",
                  logs=lambda: pod_states(kubectl))
     except AssertionError as e:
         raise AssertionError(f"{e}\n--- tasq run:\n{tasq.tail()}") from None
-    assert admitted(kubectl, low) is not None
+    assert admitted(kubectl, low, "JobSet") is not None

@@ -27,7 +27,7 @@ from controller.api import constants as c
 from devcluster.simulated.nodes import parse_shape, topology_nodes
 from tests.builders.kueue_examples import EXAMPLES, kind_workers
 from tests.e2e.conftest import Kubectl, install_operator_cluster, wait_for
-from tests.e2e.test_operator_clusters import PodWatch, Process, condition, get, leading_tasq
+from tests.e2e.test_operator_clusters import PodWatch, Process, condition, get
 
 pytestmark = pytest.mark.e2e
 
@@ -51,14 +51,6 @@ def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) ->
     close()
 
 
-@pytest.fixture(scope="module")
-def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
-    """One `tasq run --local-webhooks` for the module, leading, its webhooks registered."""
-    with leading_tasq(kubeconfig, kubectl, tmp_path_factory.mktemp("tasq")) as proc:
-        yield proc
-
-
 def create_example(kubectl: Kubectl, path: str) -> str:
     """`kubectl create -f` of an example Job (they use generateName): the Job's name."""
     created = json.loads(kubectl("create", "-f", str(EXAMPLES / path), "-o", "json").stdout)
@@ -66,22 +58,24 @@ def create_example(kubectl: Kubectl, path: str) -> str:
     return str(created["metadata"]["name"])
 
 
-def workload_of(kubectl: Kubectl, job_name: str) -> dict[str, Any] | None:
+def workload_of(kubectl: Kubectl, name: str, kind: str = "Job") -> dict[str, Any] | None:
+    """The Workload of the Job (or the JobSet, with `kind`) `name` in NAMESPACE (test_jobset.py's too)."""
     for wl in get(kubectl, "workloads", "-n", NAMESPACE)["items"]:
-        if any(ref["kind"] == "Job" and ref["name"] == job_name for ref in wl["metadata"].get("ownerReferences", [])):
+        if any(ref["kind"] == kind and ref["name"] == name for ref in wl["metadata"].get("ownerReferences", [])):
             return dict(wl)
     return None
 
 
-def admitted(kubectl: Kubectl, job_name: str) -> dict[str, Any] | None:
-    wl = workload_of(kubectl, job_name)
+def admitted(kubectl: Kubectl, name: str, kind: str = "Job") -> dict[str, Any] | None:
+    wl = workload_of(kubectl, name, kind)
     cond = condition(wl, "Admitted")
     return wl if cond and cond["status"] == "True" else None
 
 
-def bound_pods(kubectl: Kubectl, job_name: str, count: int) -> list[dict[str, Any]] | None:
-    """The Job's pods once there are `count` of them, each bound to a node and running."""
-    pods: list[dict[str, Any]] = get(kubectl, "pods", "-n", NAMESPACE, "-l", f"{c.LABEL_JOB_NAME}={job_name}")["items"]
+def bound_pods(kubectl: Kubectl, name: str, count: int, label: str = c.LABEL_JOB_NAME) -> list[dict[str, Any]] | None:
+    """The pods labelled `label`=`name` (the Job's, or a JobSet's with its label) once there are
+    `count` of them, each bound to a node and running."""
+    pods: list[dict[str, Any]] = get(kubectl, "pods", "-n", NAMESPACE, "-l", f"{label}={name}")["items"]
     if len(pods) == count and all(p["spec"].get("nodeName") and (p.get("status") or {}).get("phase") == "Running"
                                   for p in pods):
         return pods

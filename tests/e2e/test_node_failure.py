@@ -24,12 +24,9 @@ import pytest
 
 from controller.api import constants as c
 from controller.api.workload import Workload
-from devcluster.simulated.nodes import parse_shape, topology_nodes
-from tests.e2e.conftest import Kubectl, install_operator_cluster, wait_for
+from tests.e2e.conftest import Kubectl
 from tests.e2e.test_operator_clusters import (
-    BLOCK,
     GPU,
-    HOST,
     RACK,
     TASQ,
     Process,
@@ -37,9 +34,17 @@ from tests.e2e.test_operator_clusters import (
     get,
     leading_tasq,
     pods_of,
+    rack_topology,
     workload_of,
 )
-from tests.e2e.test_preemption import OverCommitWatch, events, is_admitted, local_queue, running_pods
+from tests.e2e.test_preemption import (
+    OverCommitWatch,
+    events,
+    install_rack_pool,
+    is_admitted,
+    local_queue,
+    running_pods,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -47,18 +52,7 @@ POOL = "e2e.tasq.io/nodefail-pool"
 RACKS = ("b2-r1", "b2-r2")
 QUOTA = 64
 
-SETUP = f"""
-apiVersion: kueue.x-k8s.io/v1alpha1
-kind: Topology
-metadata: {{name: racks}}
-spec:
-  levels: [{{nodeLabel: {BLOCK}}}, {{nodeLabel: {RACK}}}, {{nodeLabel: {HOST}}}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {{name: nodefail-racks}}
-spec: {{nodeLabels: {{{POOL}: gpu}}, topologyName: racks}}
----
+SETUP = rack_topology("nodefail-racks", POOL) + f"""---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {{name: nodefail}}
@@ -89,12 +83,8 @@ def gang(name: str, namespace: str, pods: int, rack: str) -> str:
 def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) -> Iterator[None]:
     """CRDs, the GPU nodes (`hack/realcluster/up` made them on the real control plane), the topology,
     the flavor over racks b2-r1 and b2-r2 and its ClusterQueue."""
-    nodes = [] if cluster == "real" else topology_nodes(parse_shape("2x4x4x8"), "gpu-")
-    kubectl_label = f"{RACK} in ({','.join(RACKS)})"
-    close = install_operator_cluster(request, cluster, kubectl, nodes, SETUP)
-    kubectl("label", "nodes", "-l", kubectl_label, "--overwrite", f"{POOL}=gpu")
+    close = install_rack_pool(request, cluster, kubectl, SETUP, POOL, RACKS)
     yield
-    kubectl("label", "nodes", "-l", kubectl_label, f"{POOL}-")
     close()
 
 
@@ -107,11 +97,9 @@ def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
 
 
 @pytest.fixture(autouse=True)
-def jobs_removed(tasq: Process, kubectl: Kubectl, namespace: str) -> Iterator[None]:
+def queue(jobs_removed: None, kubectl: Kubectl, namespace: str) -> None:
+    """The test's LocalQueue "lq" (its Jobs removed after it)."""
     kubectl("apply", "-f", "-", stdin=local_queue(namespace, "lq", "nodefail"))
-    yield
-    kubectl("delete", "jobs", "--all", "-n", namespace, "--cascade=foreground", "--wait=false")
-    wait_for(lambda: not get(kubectl, "pods", "-n", namespace)["items"], 90, f"the pods of {namespace} gone")
 
 
 def now() -> str:

@@ -39,7 +39,12 @@ POOL = "e2e.tasq.io/pool"
 LEASE_NAMESPACE = "tasq-e2e"
 GPU = "nvidia.com/gpu"
 
-SETUP = f"""
+
+
+def rack_topology(flavor: str, pool: str) -> str:
+    """The Topology `racks` (block > rack > host) and the ResourceFlavor `flavor` over it, of the nodes
+    labelled `pool`=gpu (a flavor with a topology needs a nodeLabel); the operator modules' set-up."""
+    return f"""
 apiVersion: kueue.x-k8s.io/v1alpha1
 kind: Topology
 metadata: {{name: racks}}
@@ -48,9 +53,12 @@ spec:
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
-metadata: {{name: pool}}
-spec: {{nodeLabels: {{{POOL}: gpu}}, topologyName: racks}}
+metadata: {{name: {flavor}}}
+spec: {{nodeLabels: {{{pool}: gpu}}, topologyName: racks}}
 """
+
+
+SETUP = rack_topology("pool", POOL)
 
 
 def cluster_queue(name: str, gpus: int) -> str:

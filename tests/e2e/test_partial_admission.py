@@ -16,19 +16,17 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from controller.api import constants as c
-from tests.e2e.conftest import Kubectl, wait_for
+from tests.e2e.conftest import Kubectl
 from tests.e2e.test_operator_clusters import (
     GPU,
     Process,
     condition,
     get,
-    leading_tasq,
     pods_of,
     workload_of,
 )
@@ -44,7 +42,7 @@ from tests.e2e.test_preemption import (
     running_pods,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("jobs_removed")]
 
 
 @pytest.fixture(scope="module")
@@ -54,20 +52,6 @@ def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) ->
     close = install_rack_pool(request, cluster, kubectl, SETUP)
     yield
     close()
-
-
-@pytest.fixture(scope="module")
-def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
-    with leading_tasq(kubeconfig, kubectl, tmp_path_factory.mktemp("tasq")) as proc:
-        yield proc
-
-
-@pytest.fixture(autouse=True)
-def jobs_removed(tasq: Process, kubectl: Kubectl, namespace: str) -> Iterator[None]:
-    yield
-    kubectl("delete", "jobs", "--all", "-n", namespace, "--cascade=foreground", "--wait=false")
-    wait_for(lambda: not get(kubectl, "pods", "-n", namespace)["items"], 90, f"the pods of {namespace} gone")
 
 
 def partial_job(name: str, namespace: str, queue: str, pods: int, min_pods: int, gpus: int) -> str:

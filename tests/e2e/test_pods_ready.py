@@ -1,5 +1,5 @@
 """waitForPodsReady end to end on either control plane: `tasq run --local-webhooks --config FILE`
-as a process (Kueue's v1beta2 Configuration: an 8 s timeout, blockAdmission, a backoff of 2 s then
+as a process (Kueue's v1beta2 Configuration: a 15 s timeout, blockAdmission, a backoff of 2 s then
 4 s, at most 2 requeues), only the real kubectl to drive and observe it. A gang whose pods never
 become ready carries `devcluster.tasq.io/not-ready: "true"` (the devcluster's kubelet and the real
 cluster's kwok stage both run such a pod with Ready=False), whether a Job or a plain pod group made
@@ -39,9 +39,11 @@ from tests.e2e.test_preemption import (
     running_pods,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("jobs_removed")]
 
-TIMEOUT_S = 8
+TIMEOUT_S = 15
+"""The PodsReady timeout: long enough for a gang to be admitted, run and be marked ready by the test
+on a loaded machine (at 8 s the block-admission test's first gang was evicted before that)."""
 CONFIG = f"""
 apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -74,12 +76,6 @@ def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
         yield proc
 
 
-@pytest.fixture(autouse=True)
-def jobs_removed(tasq: Process, kubectl: Kubectl, namespace: str) -> Iterator[None]:
-    yield
-    kubectl("delete", "jobs", "--all", "-n", namespace, "--cascade=foreground", "--wait=false")
-
-
 def stuck_job(name: str, namespace: str, queue: str, pods: int) -> str:
     """A gang of `pods` x 8 GPUs whose pods run but never become ready."""
     manifest = json.loads(job(name, namespace, queue, pods, 8, "e2e-low"))
@@ -110,7 +106,7 @@ def gpus_admitted(kubectl: Kubectl, cq: str) -> int:
 def test_a_gang_never_ready_is_evicted_requeued_with_backoff_then_deactivated_and_the_waiting_gang_runs(
         tasq: Process, kubectl: Kubectl, namespace: str) -> None:
     # 32 GPUs of quota. "stuck" (4 x 8 GPUs) is admitted, its pods never ready; "waiting" (4 x 8,
-    # runs 3 s) waits for quota. After 8 s stuck is evicted (PodsReadyTimeout, requeue 1 after 2 s),
+    # runs 3 s) waits for quota. After 15 s stuck is evicted (PodsReadyTimeout, requeue 1 after 2 s),
     # its GPUs freed: waiting is admitted and runs. stuck comes back, times out again (requeue 2,
     # 4 s), and at its third timeout, past backoffLimitCount 2, it is deactivated.
     kubectl("apply", "-f", "-", stdin=cluster_queue("ready-q", 32, {}))

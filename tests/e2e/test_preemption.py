@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,52 +24,39 @@ import pytest
 
 from controller.api import constants as c
 from devcluster.simulated.nodes import parse_shape, topology_nodes
-from tests.e2e.conftest import Kubectl, install_operator_cluster, wait_for
+from tests.e2e.conftest import Kubectl, install_operator_cluster
 from tests.e2e.test_operator_clusters import (
-    BLOCK,
     GPU,
-    HOST,
     RACK,
     Process,
     condition,
     get,
-    leading_tasq,
     pods_of,
+    rack_topology,
     workload_of,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("jobs_removed")]
 
 POOL = "e2e.tasq.io/preemption-pool"
 HOLD = "e2e.tasq.io/hold"
 """A finalizer the test puts on a pod to keep it terminating, then takes off."""
 RACKS = ("b1-r1", "b1-r2")
 
-SETUP = f"""
-apiVersion: kueue.x-k8s.io/v1alpha1
-kind: Topology
-metadata: {{name: racks}}
-spec:
-  levels: [{{nodeLabel: {BLOCK}}}, {{nodeLabel: {RACK}}}, {{nodeLabel: {HOST}}}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {{name: two-racks}}
-spec: {{nodeLabels: {{{POOL}: gpu}}, topologyName: racks}}
----
+SETUP = rack_topology("two-racks", POOL) + """---
 apiVersion: scheduling.k8s.io/v1
 kind: PriorityClass
-metadata: {{name: e2e-low}}
+metadata: {name: e2e-low}
 value: 10
 ---
 apiVersion: scheduling.k8s.io/v1
 kind: PriorityClass
-metadata: {{name: e2e-medium}}
+metadata: {name: e2e-medium}
 value: 100
 ---
 apiVersion: scheduling.k8s.io/v1
 kind: PriorityClass
-metadata: {{name: e2e-high}}
+metadata: {name: e2e-high}
 value: 1000
 """
 
@@ -116,14 +103,20 @@ def job(name: str, namespace: str, queue: str, pods: int, gpus: int, priority: s
                  "template": {"metadata": template_meta, "spec": spec}}})
 
 
-def install_rack_pool(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl,
-                      setup: str) -> Callable[[], None]:
+def install_rack_pool(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl, setup: str,
+                      pool: str = POOL, racks: Sequence[str] = RACKS) -> Callable[[], None]:
     """The GPU nodes (`hack/realcluster/up` made them on the real control plane), `setup` applied,
-    racks b1-r1 and b1-r2 labelled into the flavor's pool; returns what undoes the install."""
+    `racks` (b1-r1 and b1-r2) labelled into the flavor's `pool`; returns what undoes the install
+    (the labels too)."""
     nodes = [] if cluster == "real" else topology_nodes(parse_shape("2x4x4x8"), "gpu-")
     close = install_operator_cluster(request, cluster, kubectl, nodes, setup)
-    kubectl("label", "nodes", "-l", f"{RACK} in ({','.join(RACKS)})", "--overwrite", f"{POOL}=gpu")
-    return close
+    selector = f"{RACK} in ({','.join(racks)})"
+    kubectl("label", "nodes", "-l", selector, "--overwrite", f"{pool}=gpu")
+
+    def undo() -> None:
+        kubectl("label", "nodes", "-l", selector, f"{pool}-")
+        close()
+    return undo
 
 
 @pytest.fixture(scope="module")
@@ -133,22 +126,6 @@ def installed(request: pytest.FixtureRequest, cluster: str, kubectl: Kubectl) ->
     close = install_rack_pool(request, cluster, kubectl, SETUP)
     yield
     close()
-
-
-@pytest.fixture(scope="module")
-def tasq(installed: None, kubeconfig: Path, kubectl: Kubectl,
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
-    """One `tasq run --local-webhooks` for the module, leading, its webhooks registered."""
-    with leading_tasq(kubeconfig, kubectl, tmp_path_factory.mktemp("tasq")) as proc:
-        yield proc
-
-
-@pytest.fixture(autouse=True)
-def jobs_removed(tasq: Process, kubectl: Kubectl, namespace: str) -> Iterator[None]:
-    """After each test its Jobs are deleted and their pods gone: the next test has both racks free."""
-    yield
-    kubectl("delete", "jobs", "--all", "-n", namespace, "--cascade=foreground", "--wait=false")
-    wait_for(lambda: not get(kubectl, "pods", "-n", namespace)["items"], 90, f"the pods of {namespace} gone")
 
 
 class OverCommitWatch:

@@ -44,5 +44,9 @@ def test_a_flavor_and_a_queue_in_use_stay_terminating_until_nothing_uses_them(
                     logs=lambda: json.dumps(workload_of(kubectl, namespace, "late")))
     assert 'ClusterQueue "team" is terminating' in late["message"]  # a queue being deleted admits nothing new
     wait_for(lambda: condition(workload_of(kubectl, namespace, "long"), "Finished"), 60, "the Job finished")
-    wait_for(lambda: found(kubectl, "clusterqueue", "team") is None, 30, "the queue's deletion completed")
-    wait_for(lambda: found(kubectl, "resourceflavor", "h100") is None, 30, "the flavor's deletion completed")
+    # generous: on a loaded 2-core machine the finished Workload's release and the finalizer's removal
+    # each wait for the operator's next turn
+    wait_for(lambda: found(kubectl, "clusterqueue", "team") is None, 90, "the queue's deletion completed",
+             logs=lambda: json.dumps(found(kubectl, "clusterqueue", "team")))
+    wait_for(lambda: found(kubectl, "resourceflavor", "h100") is None, 90, "the flavor's deletion completed",
+             logs=lambda: json.dumps(found(kubectl, "resourceflavor", "h100")))

@@ -6,7 +6,7 @@ Every request tasq sends goes through one of two doors, each read here from the 
   reconciler's `_integrated_resource(adapter)`, which stands for every integrated kind
   (controller.core.jobs.integrations);
   `functools.partial(api.merge_patch, ...)` counts the same;
-- kopf's watches, one per entry of `controller.kube.watching.RESOURCES` (list + watch), plus the
+- the watch streams, one per entry of `controller.kube.watching.RESOURCES` (list + watch), plus the
   CRD observer kopf runs in every operator (list + watch customresourcedefinitions).
 The typed `kubernetes.aio` clients (`read_namespaced_lease`, `patch_namespaced_pod`...) would be a
 third; a test checks that no module uses them.
@@ -166,7 +166,7 @@ def test_the_code_is_read_through_every_door() -> None:
     assert ("batch", "jobs", "patch") in derived  # KubeApi method call on an integrated kind's resource
     assert ("coordination.k8s.io", "leases", "update") in derived  # KubeApi.replace
     assert ("", "pods", "patch") in derived  # KubeApi.patch_raw
-    assert ("", "nodes", "watch") in derived  # kopf watch
+    assert ("", "nodes", "watch") in derived  # a watch stream
     assert ("authentication.k8s.io", "tokenreviews", "create") in derived  # KubeApi.create, metrics scrapes
 
 

@@ -248,9 +248,10 @@ def _round(state: AdmissionState, heads: list[tuple[str, str]]) -> list[Decision
 def borrows(snap: AdmissionSnapshot, fit: WorkloadFit) -> bool:
     """Whether charging the fit takes its ClusterQueue above nominal quota for some flavor/resource."""
     for (flavor, resource), amount in fit.quota_usage.items():
-        avail = snap.quota.availability(fit.cluster_queue, flavor, resource)
-        if amount and avail.used + amount > avail.nominal:
-            return True
+        if amount:
+            used, nominal = snap.quota.used_and_nominal(fit.cluster_queue, flavor, resource)
+            if used + amount > nominal:
+                return True
     return False
 
 

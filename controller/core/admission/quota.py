@@ -350,6 +350,11 @@ class QuotaLedger:
     def _usage(self, node: Node) -> dict[FlavorResource, int]:
         return (self.cohort_used if node[0] else self.used).setdefault(node[1], {})
 
+    def used_and_nominal(self, queue: str, flavor: str, resource: str) -> tuple[int, int]:
+        """(used, nominal) of a ClusterQueue for one flavor/resource, as `availability` reports them,
+        without walking its cohorts (whether an admission borrows needs only these)."""
+        return self.used.get(queue, {}).get((flavor, resource), 0), self.queues[queue].quota(flavor, resource).nominal
+
     def availability(self, queue: str, flavor: str, resource: str) -> Availability:
         """Kueue's `available`: from the root down the queue's path, each node adds what it keeps
         unused to what its parent can give it (capped by its borrowingLimit)."""

@@ -5,7 +5,9 @@ slice plan -> node fits -> domain counts (in pods and in the plan's units) -> ch
 start level (BestFit / balanced / spread / least-free) -> descend level by level -> spread over
 nodes -> the remainder of an uneven slice split -> slices. Pod sets sharing a pod-set group are
 placed together in one domain (`_place_group`). Each pod set sees what the earlier ones took; any
-failure returns a value and nothing is kept (the Usage is never mutated).
+failure returns a value and nothing is kept (the Usage is never mutated). A pod set placed whole on
+one node is kept with its shape's counts and placed there again without a search while nothing
+but that node changed (`_recall`): a backlog of one shape is admitted node by node.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from controller.core.topology.candidacy import (
     reason_sort_key,
     resource_reason,
 )
-from controller.core.topology.counting import domain_sums, fits_of, request_vector, shape_counts
+from controller.core.topology.counting import ShapeCounts, domain_sums, fits_of, request_vector, shape_counts
 from controller.core.topology.outcome import (
     AssignmentFailure,
     AssignmentOutcome,
@@ -41,7 +43,8 @@ from controller.core.topology.tree import FlavorTopology
 from controller.core.topology.usage import Usage
 
 Int64Array = npt.NDArray[np.int64]
-
+MAX_KEPT = 16
+"""Placements kept per shape's counts (`_keep`): one per pod count, mode and level in use."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +79,18 @@ class _Workspace:
         self.topology, self.usage = topology, usage
         self.taken: dict[int, dict[str, int]] = {}
 
-    def view(self, ps: PodSetRequest) -> tuple[Int64Array, list[Int64Array], CandidateMask]:
-        """(fit per slot, pods per domain per level, candidacy mask) for this pod set now. The
-        arrays are shared with the kept counts unless patched here: never mutate them."""
-        entry = shape_counts(self.topology, self.usage, ps.requests,
-                             Signature.of(ps.node_selector, ps.affinity_terms, ps.tolerations))
+    def counts(self, ps: PodSetRequest) -> ShapeCounts:
+        """The kept counts of the pod set's shape, brought up to date for the Usage."""
+        return shape_counts(self.topology, self.usage, ps.requests,
+                            Signature.of(ps.node_selector, ps.affinity_terms, ps.tolerations))
+
+    def view(self, ps: PodSetRequest,
+             entry: ShapeCounts | None = None) -> tuple[Int64Array, list[Int64Array], CandidateMask]:
+        """(fit per slot, pods per domain per level, candidacy mask) for this pod set now (from
+        `entry`, its kept counts, when the caller has them). The arrays are shared with the kept
+        counts unless patched here: never mutate them."""
+        if entry is None:
+            entry = self.counts(ps)
         if not self.taken:
             return entry.fit, entry.counts, entry.mask
         slots = np.fromiter(self.taken, dtype=np.int64, count=len(self.taken))
@@ -183,7 +193,13 @@ def _place_podset(ws: _Workspace, ps: PodSetRequest, balanced: bool) -> _Placed 
     assert not isinstance(plan, AssignmentFailure)  # checked by `assign`
     if ps.count < plan.size:
         plan = _plain(topology, plan.start)
-    fit, pods, mask = ws.view(ps)
+    entry = ws.counts(ps)
+    key = _keepable(ws, ps, plan, balanced)
+    if key is not None:
+        recalled = _recall(entry, key, ps.count)
+        if recalled is not None:
+            return recalled
+    fit, pods, mask = ws.view(ps, entry)
     units = unit_counts(topology, pods, plan)
     chosen = _choose_start(topology, pods, units, plan, ps, balanced)
     if isinstance(chosen, AssignmentFailure):
@@ -192,7 +208,10 @@ def _place_podset(ws: _Workspace, ps: PodSetRequest, balanced: bool) -> _Placed 
     per_slot = _spread_over_nodes(topology, fit, lowest)
     remainder = ps.count - int(chosen.takes.sum())
     if remainder == 0:
-        return per_slot, _slices(topology, lowest)
+        assignment = _slices(topology, lowest)
+        if key is not None and len(per_slot) == 1:
+            _keep(entry, key, per_slot, assignment)
+        return per_slot, assignment
     left = fit.copy()
     for slot, n in per_slot.items():
         left[slot] -= n
@@ -201,6 +220,61 @@ def _place_podset(ws: _Workspace, ps: PodSetRequest, balanced: bool) -> _Placed 
     for slot, n in extra[0].items():
         per_slot[slot] = per_slot.get(slot, 0) + n
     return per_slot, _slices(topology, lowest, extra[1])
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A pod set placed whole on one node (`slot`, whose fit for the shape was `fit`), as the
+    shape's counts stood when `changed` held `seen` slots in `generation`."""
+
+    slot: int
+    fit: int
+    seen: int
+    generation: int
+    assignment: TopologyAssignment
+
+
+_KeptKey = tuple[int, str, SlicePlan]
+"""What a kept placement depends on besides the counts: pods, mode and the slice plan."""
+
+
+def _keepable(ws: _Workspace, ps: PodSetRequest, plan: SlicePlan, balanced: bool) -> _KeptKey | None:
+    """The key a placement of this pod set is kept under, or None when it is not kept: only a pod
+    set placed on the kept counts themselves (the call's first), in plain pods (no slices), and not
+    split by balanced placement. Its choice is then a chain of BestFit picks (the tightest domain
+    holding every pod, at each level down to one node), which stays the same while nothing changes
+    but that node's own fit, shrinking and still holding the pods (`_recall`)."""
+    if ws.taken or plan.size != 1 or plan.layered or (balanced and ps.topology.mode == "preferred"):
+        return None
+    return ps.count, ps.topology.mode, plan
+
+
+def _recall(entry: ShapeCounts, key: _KeptKey, count: int) -> _Placed | None:
+    """The kept placement for `key` if it is still what a fresh one would be: no slot moved between
+    domains and none changed but its node, whose fit has not grown and still holds `count` (every
+    domain on its path then shrank by the same pods, and each stays the tightest holding them);
+    the reference moves to now. None otherwise."""
+    kept = entry.choices.get(key)
+    if not isinstance(kept, _Kept) or kept.generation != entry.generation:
+        return None
+    changed = entry.changed
+    for i in range(kept.seen, len(changed)):
+        if changed[i] != kept.slot:
+            return None
+    fit = int(entry.fit[kept.slot])
+    if not count <= fit <= kept.fit:
+        return None
+    entry.choices[key] = replace(kept, fit=fit, seen=len(changed))
+    return {kept.slot: count}, kept.assignment
+
+
+def _keep(entry: ShapeCounts, key: _KeptKey, per_slot: PerSlot, assignment: TopologyAssignment) -> None:
+    """Keep a placement on one node for `_recall` (at most MAX_KEPT per shape, oldest out)."""
+    (slot,) = per_slot
+    entry.choices.pop(key, None)
+    if len(entry.choices) >= MAX_KEPT:
+        del entry.choices[next(iter(entry.choices))]
+    entry.choices[key] = _Kept(slot, int(entry.fit[slot]), len(entry.changed), entry.generation, assignment)
 
 
 def _place_remainder(topology: FlavorTopology, left: Int64Array, start: _Chosen,
@@ -439,8 +513,18 @@ def _fewest(ids: Int64Array, counts: Int64Array, rank: Int64Array,
     """The fewest domains holding `n`: most free first (count desc, label values asc) while none
     holds what is left, then the tightest one that does. None when all of them hold fewer than `n`.
     Every domain with room holds at least one pod, so the prefix is among the first `n`."""
-    ids = ids[counts[ids] > 0]
-    if ids.shape[0] == 0 or int(counts[ids].sum()) < n:
+    at = counts[ids]
+    ids = ids[at > 0]
+    if ids.shape[0] == 0:
+        return None
+    at = counts[ids]
+    if int(at.max()) >= n:
+        # The most free domain holds `n` alone: the prefix is empty and the choice is the
+        # tightest domain holding `n` (the same answer as below, without ordering anything).
+        last = _best_fit(ids, counts, rank, n)
+        assert last is not None
+        return np.asarray([last], dtype=np.int64), np.asarray([n], dtype=np.int64)
+    if int(at.sum()) < n:
         return None
     order = _first_in_order(ids, -counts[ids], rank, min(max(n, 1), ids.shape[0]))
     cumulative = np.cumsum(counts[order])

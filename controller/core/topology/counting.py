@@ -5,13 +5,15 @@ Computed in full once per (tree epoch, usage lineage), then brought up to date b
 the nodes that changed since: slots the tree logged (node added, changed, moved or removed) and
 rows the Usage logged (pods bound or gone, reservations made or released), on this Usage or a
 relative it was cloned from or into. An assignment then reads per-domain sums instead of scanning
-every node, and a node joining costs the next assignment one slot's update.
+every node, and a node joining costs the next assignment one slot's update. Each count also
+lists the slots whose fit changed (`ShapeCounts.changed`), which tells `assigning` whether a
+placement it kept is still the one a search would find.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +28,10 @@ FIT_CAP = 1 << 20
 """Per-node pod counts are capped here so domain sums (float64 bincount) stay exact below 2^53."""
 REFRESH_SHARE = 8
 """Past slots / REFRESH_SHARE changed nodes, a full recount is cheaper than patching them one by one."""
+SMALL_PATCH = 8
+"""Up to this many changed slots, their fits are computed one by one in Python ints (`_fit_now`)."""
+MAX_CHANGED = 4096
+"""Changed slots a ShapeCounts remembers for its kept choices before it starts over (a new generation)."""
 
 ShapeKey = tuple[Signature, tuple[tuple[str, int], ...]]
 
@@ -43,7 +49,7 @@ def fits_of(free: Int64Array, want: Int64Array, candidate: npt.NDArray[np.bool_]
     for j, w in enumerate(want.tolist()):
         if w > 0:
             np.minimum(fit, free[:, j] // w, out=fit)
-    np.clip(fit, 0, FIT_CAP, out=fit)
+    np.maximum(fit, 0, out=fit)  # already at most FIT_CAP (its start); np.clip costs more on small arrays
     fit[~candidate] = 0
     return fit
 
@@ -64,6 +70,13 @@ class ShapeCounts:
     registry: object
     log: ChangeLog
     log_at: int
+    changed: list[int] = field(default_factory=list)
+    """Slots whose fit changed since `generation` began, in order (a slot once per patch that
+    changed it): `assigning` keeps choices valid while only their own slot changed."""
+    generation: int = 0
+    """Bumped when a slot moved between domains or `changed` restarted: every kept choice is void."""
+    choices: dict[Hashable, object] = field(default_factory=dict)
+    """Placements `assigning` keeps for this shape (opaque here), by its own key."""
 
 
 def shape_counts(topology: FlavorTopology, usage: Usage, requests: Mapping[str, int],
@@ -143,18 +156,59 @@ def _apply(topology: FlavorTopology, usage: Usage, entry: ShapeCounts,
         if have < len(keys.keys):
             entry.counts[level] = np.concatenate([entry.counts[level],
                                                   np.zeros(len(keys.keys) - have, dtype=np.int64)])
-    slots = np.fromiter(before, dtype=np.int64, count=len(before))
+    if len(before) > SMALL_PATCH:
+        slots = np.fromiter(before, dtype=np.int64, count=len(before))
+        olds: list[int] = entry.fit[slots].tolist()
+        news = _fits_now(topology, usage, entry, slots)
+        entry.fit[slots] = news
+    else:
+        olds = [int(entry.fit[slot]) for slot in before]
+        news = [_fit_now(topology, usage, entry, slot) for slot in before]
+        for slot, fit in zip(before, news, strict=True):
+            entry.fit[slot] = fit
+    counts = entry.counts
+    changed = entry.changed
+    if len(changed) + len(before) > MAX_CHANGED:
+        changed.clear()
+        entry.generation += 1
+    for slot, old, fit in zip(before, olds, news, strict=True):
+        now = topology.slot_domains(slot)
+        logged = before[slot]
+        was = logged if logged is not None else now
+        if was == now:
+            if fit != old:
+                changed.append(slot)
+                for level, d in enumerate(now):
+                    if d >= 0:
+                        counts[level][d] += fit - old
+            continue
+        entry.generation += 1
+        for level, d in enumerate(was):
+            if d >= 0:
+                counts[level][d] -= old
+        for level, d in enumerate(now):
+            if d >= 0:
+                counts[level][d] += fit
+
+
+def _fits_now(topology: FlavorTopology, usage: Usage, entry: ShapeCounts, slots: Int64Array) -> list[int]:
+    """The shape's fit on each of `slots` now (`fits_of` over their free capacity)."""
     rows = topology.rows_in(usage.registry)[slots]
     free = topology.allocatable_at(slots, entry.resources) - usage.used_matrix(rows, entry.resources)
-    new = fits_of(free, entry.want, entry.mask.mask[slots])
-    old = entry.fit[slots]
-    for i, slot in enumerate(slots.tolist()):
-        logged = before[slot]
-        now = [int(topology.domain_of(level)[slot]) for level in range(len(topology.levels))]
-        was = list(logged) if logged is not None else now
-        for level in range(len(topology.levels)):
-            if was[level] >= 0:
-                entry.counts[level][was[level]] -= int(old[i])
-            if now[level] >= 0:
-                entry.counts[level][now[level]] += int(new[i])
-    entry.fit[slots] = new
+    fits: list[int] = fits_of(free, entry.want, entry.mask.mask[slots]).tolist()
+    return fits
+
+
+def _fit_now(topology: FlavorTopology, usage: Usage, entry: ShapeCounts, slot: int) -> int:
+    """One slot's fit now, as `fits_of` computes it, in Python ints: an admission changes a row or
+    two, and for so few numpy's per-call cost is most of the work (the same floor divisions, cap,
+    floor at 0 and candidacy)."""
+    if not entry.mask.mask[slot]:
+        return 0
+    fit = FIT_CAP
+    row = int(topology.rows_in(usage.registry)[slot])
+    alloc = topology.allocatable_of(slot, entry.resources)
+    for a, u, w in zip(alloc, usage.used_of(row, entry.resources), entry.want.tolist(), strict=True):
+        if w > 0:
+            fit = min(fit, (a - u) // w)
+    return max(fit, 0)

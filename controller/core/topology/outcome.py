@@ -8,8 +8,10 @@ passes `placement` to `Usage.reserve`.
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from controller.api.quantity import Resources
@@ -69,13 +71,34 @@ class TopologyAssignment:
         return sum(s.count for s in self.slices)
 
     def to_dict(self) -> dict[str, Any]:
-        """Kueue's compact v1beta2 TopologyAssignment of these slices (O(slices x levels))."""
-        return encode(self.levels, [AssignedDomain(_values_of(self.levels, s.node_labels), s.count)
-                                    for s in self.slices]).to_dict()
+        """Kueue's compact v1beta2 TopologyAssignment of these slices (O(slices x levels)): a fresh
+        copy of the encoding kept for the same levels and slices (`_encoded`) when they are few."""
+        key = tuple((_values_of(self.levels, s.node_labels), s.count) for s in self.slices)
+        if len(key) > SLICES_KEPT:
+            return encode(self.levels, [AssignedDomain(values, count) for values, count in key]).to_dict()
+        fresh: dict[str, Any] = marshal.loads(_encoded(self.levels, key))
+        return fresh
 
 
 def _values_of(levels: tuple[str, ...], labels: Mapping[str, str]) -> tuple[str, ...]:
     return labels.level_values if isinstance(labels, DomainLabels) else tuple(labels[level] for level in levels)
+
+
+ENCODINGS_KEPT = 4096
+"""Distinct assignments whose encoding is kept (least recently used out)."""
+SLICES_KEPT = 64
+"""Only assignments of at most this many slices are kept: a large one is rarely made twice, and
+4,096 of them could hold hundreds of megabytes."""
+
+
+@lru_cache(maxsize=ENCODINGS_KEPT)
+def _encoded(levels: tuple[str, ...], slices: tuple[tuple[tuple[str, ...], int], ...]) -> bytes:
+    """The wire form of slices (values per level, pods), kept serialised: a cycle admitting a
+    backlog of one shape places many Workloads on the same few nodes, i.e. encodes the same
+    assignment again and again, and building the compact form (models, prefixes) was a fifth of
+    each admission's cost. `marshal` (dicts, lists, strings and ints only) gives each caller its own
+    copy several times faster than walking the value in Python."""
+    return marshal.dumps(encode(levels, [AssignedDomain(values, count) for values, count in slices]).to_dict())
 
 
 @dataclass(frozen=True, slots=True)

@@ -389,6 +389,11 @@ class FlavorTopology:
             self._rows = (registry, rows, slot_of_row)
         return self._rows
 
+    def slot_domains(self, slot: int) -> tuple[int, ...]:
+        """A slot's domain id per level (-1 at every level when it has no place in the tree), as
+        `domain_of` holds them, read as Python ints."""
+        return self._slot_domains[slot] or self._nowhere
+
     def slots_in(self, domain: int) -> list[int]:
         """The slots of a lowest-level domain."""
         return self._slots_in[domain]
@@ -413,6 +418,12 @@ class FlavorTopology:
     def lone_slots(self) -> Int64Array:
         """lone[domain] per lowest-level domain: its slot when it holds exactly one, else -1."""
         return self._lone[: len(self._slots_in)]
+
+    def allocatable_of(self, slot: int, resources: Sequence[str]) -> list[int]:
+        """One slot's allocatable in milli per resource, as Python ints (0 for a resource it lacks)."""
+        row = self._alloc[slot].tolist()
+        cols = self._resource_col
+        return [row[col] if (col := cols.get(r)) is not None else 0 for r in resources]
 
     def allocatable_at(self, slots: Int64Array, resources: Sequence[str]) -> Int64Array:
         """[len(slots) x len(resources)] allocatable in milli of some slots."""

@@ -325,6 +325,14 @@ class Usage:
             n, at = at.base, at.parent
         return rows
 
+    def used_of(self, row: int, resources: Sequence[str]) -> list[int]:
+        """One row's used milli per resource, as Python ints (rows or resources never seen: 0)."""
+        if row >= self._used.shape[0]:
+            return [0] * len(resources)
+        line = self._used[row].tolist()
+        cols = self.registry.cols
+        return [line[col] if (col := cols.get(r)) is not None and col < len(line) else 0 for r in resources]
+
     def used_matrix(self, rows: Int64Array, resources: Sequence[str]) -> Int64Array:
         """[len(rows) x len(resources)] used milli; rows or resources never seen read as zero."""
         out = np.zeros((rows.shape[0], len(resources)), dtype=np.int64)

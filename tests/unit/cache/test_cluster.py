@@ -83,7 +83,45 @@ def test_the_same_version_delivered_twice_is_applied_once(cache: ClusterCache) -
     assert cache.upsert(KIND_NODE, versioned(node, 7)) is True
     assert cache.upsert(KIND_NODE, versioned(node, 7)) is False
     assert cache.generation == before + 1
-    assert cache.stale_events == 1  # counted: kopf's listing replays every primed object this way
+    assert cache.stale_events == 1  # counted: the watch echoes the operator's own writes this way
+
+
+def test_a_node_version_that_changes_nothing_the_view_keeps_is_recorded_without_a_change(
+        cache: ClusterCache) -> None:
+    node = make_node("h9").labels({RACK: "r3", "gpu": "yes"}).obj()
+    assert cache.upsert(KIND_NODE, versioned(node, 7)) is True
+    before = cache.generation
+    beat = versioned(node, 8)
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-11-27T09:00:00Z"
+    assert cache.upsert(KIND_NODE, beat) is False
+    assert (cache.generation, cache.unchanged_nodes, cache.stale_events) == (before, 1, 0)
+    assert cache.upsert(KIND_NODE, versioned(node, 8)) is False  # that version is now the one held
+    assert cache.stale_events == 1
+    beat["spec"]["unschedulable"] = True
+    assert cache.upsert(KIND_NODE, versioned(beat, 9)) is True and cache.nodes["h9"].unschedulable
+
+
+def test_managed_fields_are_dropped_as_objects_arrive(cache: ClusterCache) -> None:
+    managed = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {}}}]
+    job = make_job("train").queue("lq").obj()
+    job["metadata"]["managedFields"] = managed
+    pod = make_pod("p1").obj()
+    pod["metadata"]["labels"] = {c.LABEL_MANAGED: "true", c.LABEL_QUEUE_NAME: "lq"}
+    pod["metadata"]["managedFields"] = managed
+    assert cache.upsert(c.KIND_JOB, job) and cache.upsert(KIND_POD, pod)
+    assert "managedFields" not in cache.jobs["default/train"]["metadata"]
+    assert cache.jobs["default/train"]["metadata"]["labels"] == job["metadata"]["labels"]
+    assert [m["metadata"].get("managedFields") for members in cache.group_pods.values() for m in members.values()] \
+        == [None]
+    assert job["metadata"]["managedFields"] == managed  # the caller's object is left as it was
+
+
+def test_the_keys_of_a_kind_are_those_held(cache: ClusterCache) -> None:
+    cache.upsert(KIND_POD, versioned(make_pod("p1").obj(), 3))
+    assert "h1" in cache.keys_of(KIND_NODE) and "default/p1" not in cache.keys_of(KIND_NODE)
+    assert cache.keys_of(KIND_POD) == {"default/p1"}
+    cache.delete(KIND_POD, make_pod("p1").obj())
+    assert cache.keys_of(KIND_POD) == set()
 
 
 def test_an_older_version_arriving_after_a_newer_one_is_ignored(cache: ClusterCache) -> None:

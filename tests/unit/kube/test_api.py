@@ -95,8 +95,8 @@ def test_an_api_error_passes_the_mapping_unchanged() -> None:
 
 @dataclass
 class ScriptedServer:
-    """An HTTP/1.1 server that plays `script` one request at a time: ("answer", status, body) or
-    ("drop",) (read the request, then close the connection without a word, as a kube-apiserver going
+    """An HTTP/1.1 server that plays `script` one request at a time: ("answer", status, body), ("answer",
+    status, body, headers) or ("drop",) (read the request, then close the connection without a word, as a kube-apiserver going
     away does). `seen` notes (connection number, method, path) of every request read."""
 
     script: list[tuple[Any, ...]]
@@ -117,9 +117,10 @@ class ScriptedServer:
                 action = self.script.pop(0)
                 if action[0] == "drop":
                     return
-                _, status, body = action
+                _, status, body, *more = action
                 payload = body if isinstance(body, bytes) else json.dumps(body).encode()
-                writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+                extra = "".join(f"{name}: {value}\r\n" for name, value in (more[0] if more else {}).items())
+                writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{extra}"
                              f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -201,6 +202,40 @@ async def test_retrying_gives_up_after_its_attempts_with_the_last_error(
     with pytest.raises(ApiError) as failed:
         await retrying(lambda: api.delete(WORKLOADS, "ns", "wl"), attempts=3)
     assert (failed.value.status, failed.value.message, len(server.seen)) == (500, "etcd down 2", 3)
+
+
+async def test_retrying_waits_as_long_as_retry_after_asks_when_that_is_longer_than_its_backoff(
+        scripted: tuple[ScriptedServer, KubeApi], monkeypatch: pytest.MonkeyPatch) -> None:
+    # kube-apiserver swapping a changed CRD's storage: 503 "apiserver is shutting down", Retry-After: 1
+    # (then the same from the pod patch path); a 503 that names no wait is retried after the backoff
+    server, api = scripted
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await real_sleep(0)
+    monkeypatch.setattr("controller.kube.api.asyncio.sleep", sleep)
+    shutting_down = {"kind": "Status", "message": "apiserver is shutting down", "code": 503}
+    server.script = [("answer", 503, shutting_down, {"Retry-After": "1"}), ("answer", 503, shutting_down),
+                     ("answer", 201, {"created": True})]
+    assert await retrying(lambda: api.create(WORKLOADS, "ns", {"metadata": {"name": "wl"}})) == {"created": True}
+    server.script = [("answer", 503, shutting_down, {"Retry-After": "2"}), ("answer", 200, {})]
+    await retrying(lambda: api.patch_raw(PODS, "ns", "p", b"{}"))
+    assert waits == [1.0, 0.1, 2.0]  # Retry-After, the second backoff (0.05 s doubled), Retry-After
+
+
+@pytest.mark.parametrize(("retry_after", "seconds"), [
+    ("1", 1.0),                                   # kube-apiserver's answer during a CRD storage swap
+    ("0", 0.0),
+    ("-3", 0.0),                                  # never a negative wait
+    ("Fri, 27 Nov 2026 08:41:50 GMT", None),      # an HTTP date: not waited for, as client-go does not
+    (None, None),
+])
+def test_the_retry_after_header_is_read_as_whole_seconds(retry_after: str | None, seconds: float | None) -> None:
+    error = refused(503, '{"kind": "Status", "message": "apiserver is shutting down"}', retry_after)
+    assert (error.status, error.message, error.transient, error.retry_after_s) == (
+        503, "apiserver is shutting down", True, seconds)
 
 
 async def test_a_server_that_is_not_listening_is_a_transient_error() -> None:

@@ -65,3 +65,64 @@ def test_a_posted_event_names_its_object() -> None:
 
     (event,) = api.created
     assert event["involvedObject"]["uid"] == "u1" and event["reason"] == "Started"
+
+
+class EventsApi:
+    """Creates and count patches as the API server would take them; `gone` names Events it expired."""
+
+    def __init__(self) -> None:
+        self.created: list[Mapping[str, Any]] = []
+        self.patched: list[tuple[str, Mapping[str, Any]]] = []
+        self.gone: set[str] = set()
+
+    async def create(self, resource: tuple[str, str], namespace: str | None, obj: Mapping[str, Any]) -> dict[str, Any]:
+        self.created.append(obj)
+        return dict(obj)
+
+    async def merge_patch(self, resource: tuple[str, str], namespace: str | None, name: str,
+                          patch: Mapping[str, Any]) -> dict[str, Any]:
+        if name in self.gone:
+            raise ApiError(404, f'events "{name}" not found')
+        self.patched.append((name, patch))
+        return dict(patch)
+
+
+def emit_at(recorder: EventRecorder, now: list[float], times: list[float], message: str = "suspended") -> None:
+    async def scenario() -> None:
+        for at in times:
+            now[0] = at
+            recorder.emit(JOB, "Stopped", message)
+            while recorder.unsent:
+                await asyncio.sleep(0)
+    asyncio.run(scenario())
+
+
+def test_the_same_event_again_patches_the_count_of_the_one_posted() -> None:
+    api, now = EventsApi(), [0.0]
+    recorder = EventRecorder(api, clock=lambda: now[0])  # type: ignore[arg-type]
+    emit_at(recorder, now, [0, 1, 2, 40])
+
+    (event,) = api.created
+    ((name, patch),) = api.patched
+    assert name == event["metadata"]["name"] and patch["count"] == 4 and "lastTimestamp" in patch
+    assert (recorder.posted, recorder.bumped, recorder.dropped) == (1, 1, 2)
+
+
+def test_a_repeat_of_an_event_the_api_server_expired_is_posted_anew() -> None:
+    api, now = EventsApi(), [0.0]
+    recorder = EventRecorder(api, clock=lambda: now[0])  # type: ignore[arg-type]
+    emit_at(recorder, now, [0])
+    api.gone.add(api.created[0]["metadata"]["name"])
+    emit_at(recorder, now, [40, 80])
+
+    assert len(api.created) == 2 and api.created[1]["count"] == 1
+    assert api.patched[-1][0] == api.created[1]["metadata"]["name"]  # the next repeat bumps the new one
+
+
+def test_an_event_that_could_not_be_created_is_created_on_its_next_occurrence() -> None:
+    api, now = RaisingApi(ApiError(503, "unavailable")), [0.0]
+    recorder = EventRecorder(api, clock=lambda: now[0])  # type: ignore[arg-type]
+    emit_at(recorder, now, [0])
+    api.error = None
+    emit_at(recorder, now, [1])
+    assert len(api.created) == 1 and recorder.posted == 1

@@ -103,6 +103,15 @@ def admit(api: PodRulesApi, cache: ClusterCache, assignment: Mapping[str, Any]) 
     cache.upsert(c.KIND_WORKLOAD, api.put(WORKLOADS, wl))
 
 
+def created_group(api: PodRulesApi, cache: ClusterCache, reconciler: JobReconciler,
+                  pods: list[dict[str, Any]]) -> str:
+    """Adds the group's gated `pods`, lets the reconciler create its Workload; the pod set's name."""
+    for pod in pods:
+        add_pod(api, cache, pod)
+    step(reconciler)
+    return cache.workloads["default/g"].obj.spec.pod_sets[0].name
+
+
 def test_a_group_waits_for_its_last_pod_then_gets_one_workload() -> None:
     api, cache, events, reconciler = setup()
     for name in ("p0", "p1"):
@@ -137,10 +146,7 @@ def test_an_admission_starts_every_pod_with_the_flavor_and_keeps_the_topology_ga
     cache.upsert(c.KIND_RESOURCE_FLAVOR, {"apiVersion": c.API_VERSION, "kind": c.KIND_RESOURCE_FLAVOR,
                                           "metadata": {"name": "h100"}, "spec": H100})
     rack = {"kueue.x-k8s.io/podset-required-topology": "rack"}
-    for i in range(3):
-        add_pod(api, cache, gated(f"p{i}", **rack))
-    step(reconciler)
-    role = cache.workloads["default/g"].obj.spec.pod_sets[0].name
+    role = created_group(api, cache, reconciler, [gated(f"p{i}", **rack) for i in range(3)])
     admit(api, cache, {"name": role, "flavors": {"cpu": "h100"}, "resourceUsage": {"cpu": "3"},
                        "topologyAssignment": {"levels": ["rack"], "slices": [
                            {"domainCount": 1, "podCounts": {"universal": 3}, "valuesPerLevel": [{"universal": "r1"}]}]}})
@@ -159,10 +165,7 @@ def test_an_admission_starts_every_pod_with_the_flavor_and_keeps_the_topology_ga
 
 def test_a_partial_admission_starts_only_the_admitted_count_and_no_topology_gate_stays_without_topology() -> None:
     api, cache, _, reconciler = setup()
-    for i in range(3):
-        add_pod(api, cache, gated(f"p{i}"))
-    step(reconciler)
-    role = cache.workloads["default/g"].obj.spec.pod_sets[0].name
+    role = created_group(api, cache, reconciler, [gated(f"p{i}") for i in range(3)])
     admit(api, cache, {"name": role, "count": 2, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "2"}})
     step(reconciler)
     gates = {i: [g["name"] for g in api.objects[("pods", f"p{i}")]["spec"].get("schedulingGates") or []]
@@ -172,10 +175,7 @@ def test_a_partial_admission_starts_only_the_admitted_count_and_no_topology_gate
 
 def test_the_workload_finishes_when_every_pod_succeeded() -> None:
     api, cache, _events, reconciler = setup()
-    for i in range(3):
-        add_pod(api, cache, gated(f"p{i}"))
-    step(reconciler)
-    role = cache.workloads["default/g"].obj.spec.pod_sets[0].name
+    role = created_group(api, cache, reconciler, [gated(f"p{i}") for i in range(3)])
     admit(api, cache, {"name": role, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "3"}})
     step(reconciler)
     for i in range(3):
@@ -195,10 +195,7 @@ def test_the_workload_finishes_when_every_pod_succeeded() -> None:
 
 def test_an_eviction_deletes_the_pods_then_releases_the_reservation_once_they_are_gone() -> None:
     api, cache, events, reconciler = setup()
-    for i in range(3):
-        add_pod(api, cache, gated(f"p{i}"))
-    step(reconciler)
-    role = cache.workloads["default/g"].obj.spec.pod_sets[0].name
+    role = created_group(api, cache, reconciler, [gated(f"p{i}") for i in range(3)])
     admit(api, cache, {"name": role, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "3"}})
     step(reconciler)
     wl = api.objects[("workloads", "g")]
@@ -222,12 +219,10 @@ def admitted_group(pods_ready: WaitForPodsReady | None = None, total: str = "3",
                    ) -> tuple[PodRulesApi, ClusterCache, Events, JobReconciler]:
     """A group of `total` pods with Kueue's finalizer, its Workload admitted and its pods started."""
     api, cache, events, reconciler = setup(pods_ready)
-    for i in range(int(total)):
-        pod = gated(f"p{i}", total=total)
+    pods = [gated(f"p{i}", total=total) for i in range(int(total))]
+    for pod in pods:
         pod["metadata"]["finalizers"] = [c.LABEL_MANAGED]
-        add_pod(api, cache, pod)
-    step(reconciler)
-    role = cache.workloads["default/g"].obj.spec.pod_sets[0].name
+    role = created_group(api, cache, reconciler, pods)
     admit(api, cache, {"name": role, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": total}})
     step(reconciler)
     for i in range(int(total)):  # the watch brings the started pods back

@@ -113,7 +113,7 @@ async def test_a_leader_that_cannot_renew_stops_after_the_renew_deadline(
     clock, events = FakeClock(), list[str]()
     a = elector(api_client, "a", clock, events)
     await a.step()
-    cluster.faults.inject(ERROR, "get", "leases", count=None)  # every read of the Lease answers 500 from now on
+    cluster.faults.inject(ERROR, resource="leases", count=None)  # every request for the Lease answers 500 from now on
     clock.advance(10)
     await a.step()
     assert a.is_leader  # 10 s without renewal: still within the 10 s deadline
@@ -167,6 +167,7 @@ async def test_a_renewal_that_hangs_past_the_deadline_stops_leading_in_the_same_
         clock.advance(5)  # the clock moves on while the request hangs
         await asyncio.sleep(10)
     monkeypatch.setattr(a.api, "get", hangs)
+    monkeypatch.setattr(a.api, "replace", hangs)
     await a.step()
     assert (a.is_leader, events) == (False, ["a started", "a stopped"])
 
@@ -246,13 +247,13 @@ async def test_every_lease_read_and_write_goes_through_the_door(api_client: ApiC
     a, b = elector(api_client, "a", clock), elector(api_client, "b", clock)
     await a.step()  # no Lease yet: created
     clock.advance(5)
-    await a.step()  # renewed
+    await a.step()  # renewed from the Lease as a wrote it: no read
     await b.step()  # held by a: only read
     assert await a.release()
     lease = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE}"
     assert isinstance(a.api, RecordingApi) and isinstance(b.api, RecordingApi)
     assert a.api.seen == [("GET", lease), ("POST", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"),
-                          ("GET", lease), ("PUT", lease), ("GET", lease), ("PUT", lease)]
+                          ("PUT", lease), ("GET", lease), ("PUT", lease)]
     assert b.api.seen == [("GET", lease)]
 
 
@@ -293,3 +294,26 @@ async def test_an_api_server_out_of_reach_for_the_renew_deadline_is_logged_once_
     assert a.is_leader
     assert caplog.records[-1].getMessage() == f"a gets answers about Lease {NS}/{LEASE} again"
     assert len(caplog.records) == 2
+
+
+async def test_a_leader_renews_with_one_write_and_reads_the_lease_only_when_that_write_conflicts(
+        api_client: ApiClient) -> None:
+    clock = FakeClock()
+    a = elector(api_client, "a", clock)
+    await a.step()  # acquired: read (404), create
+    assert isinstance(a.api, RecordingApi)
+    a.api.seen.clear()
+    for _ in range(3):
+        clock.advance(2)
+        await a.step()
+    assert [method for method, _ in a.api.seen] == ["PUT", "PUT", "PUT"]
+    # someone else writes the Lease (an administrator's edit): the renewal from a's copy conflicts
+    lease = await KubeApi(api_client).get(LEASES, NS, LEASE)
+    lease["metadata"].setdefault("labels", {})["edited"] = "yes"
+    await KubeApi(api_client).replace(LEASES, NS, LEASE, lease)
+    a.api.seen.clear()
+    clock.advance(2)
+    await a.step()
+    assert [method for method, _ in a.api.seen] == ["PUT", "GET", "PUT"] and a.is_leader
+    spec = await lease_spec(api_client)
+    assert (spec.holder_identity, spec.renew_time, spec.lease_transitions) == ("a", clock.now, 0)

@@ -1,7 +1,7 @@
 """Watch events into the cache through the router: changes wake their loops, versions already
-applied are skipped, the state is frozen out of the garbage collector once kopf has replayed the
-primed objects; kopf keeps no diff base; priming waits out a missing CRD or a forbidden list,
-saying once what to do."""
+applied are skipped; priming lists page by page, returns each list's version and freezes what it
+primed out of the garbage collector; it waits out a missing CRD or a forbidden list, saying once
+what to do; one stream per watched resource."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import kopf
 import pytest
 
 from controller.cache.cluster import KIND_NODE, ClusterCache
 from controller.kube import watching
 from controller.kube.api import ApiError
 from controller.kube.routing import EventRouter, Loop
-from controller.kube.watching import NoDiffBaseStorage, apply_event, prime
+from controller.kube.streaming import ListPage
+from controller.kube.watching import apply_event, prime, watch_streams
 from tests.builders.cluster import make_node
 
 
@@ -27,10 +27,7 @@ def node(name: str, rv: int) -> dict[str, Any]:
     return obj
 
 
-def test_replayed_objects_are_skipped_and_the_state_frozen_once_the_replay_is_over(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    freezes: list[int] = []
-    monkeypatch.setattr(gc, "freeze", lambda: freezes.append(1))
+def test_echoes_are_skipped_and_changes_and_deletions_wake_the_loops_a_node_concerns() -> None:
     changes: list[tuple[str, str]] = []
 
     def woken(loop: Loop) -> Callable[[str, Mapping[str, Any]], None]:
@@ -38,29 +35,21 @@ def test_replayed_objects_are_skipped_and_the_state_frozen_once_the_replay_is_ov
 
     cache = ClusterCache()
     router = EventRouter(cache, {loop: woken(loop) for loop in Loop})
-    for name in ("a", "b"):  # what the priming read put in the cache
-        cache.upsert(KIND_NODE, node(name, 1))
-    cache.primed = 2
-    apply_event(router, KIND_NODE, None, node("a", 1))  # kopf's listing: one it had
-    assert (changes, freezes) == ([], [])
-    apply_event(router, KIND_NODE, None, node("b", 1))  # the last one: replay over
-    assert (changes, freezes) == ([], [1])
-    apply_event(router, KIND_NODE, "MODIFIED", node("a", 2))
-    apply_event(router, KIND_NODE, "MODIFIED", node("a", 2))  # an echo, after the replay
+    cache.upsert(KIND_NODE, node("a", 1))  # what the priming read put in the cache
+    apply_event(router, KIND_NODE, "ADDED", node("a", 1))  # a relist: one it had
+    assert changes == []
+    beat = node("a", 2)
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-11-27T09:00:00Z"
+    apply_event(router, KIND_NODE, "MODIFIED", beat)  # a status beat: nothing the cache keeps
+    assert changes == [] and cache.unchanged_nodes == 1
+    cordoned = node("a", 3)
+    cordoned["spec"]["unschedulable"] = True
+    apply_event(router, KIND_NODE, "MODIFIED", cordoned)
+    apply_event(router, KIND_NODE, "MODIFIED", cordoned)  # an echo
     # a node concerns admission and the Workloads placed on it
-    assert (changes, freezes) == ([("ADMISSION", "a"), ("NODE_FAILURES", "a")], [1])
-    apply_event(router, KIND_NODE, "DELETED", node("a", 2))
+    assert changes == [("ADMISSION", "a"), ("NODE_FAILURES", "a")] and cache.nodes["a"].unschedulable
+    apply_event(router, KIND_NODE, "DELETED", cordoned)
     assert changes[-2:] == [("ADMISSION", "a"), ("NODE_FAILURES", "a")] and "a" not in cache.nodes
-
-
-def test_kopf_is_given_an_empty_essence_and_nothing_is_stored_on_the_object() -> None:
-    storage = NoDiffBaseStorage()
-    body = kopf.Body({"metadata": {"name": "n", "annotations": {}}, "spec": {"x": 1}})
-    assert storage.build(body=body) == {}
-    assert storage.fetch(body=body) is None
-    patch = kopf.Patch()
-    storage.store(body=body, patch=patch, essence={})
-    assert not patch
 
 
 def quiet_router() -> EventRouter:
@@ -68,19 +57,24 @@ def quiet_router() -> EventRouter:
     return EventRouter(ClusterCache(), {loop: lambda kind, obj: None for loop in Loop})
 
 
-class ListingApi:
-    """A KubeApi stand-in whose `list` answers from `refusals` (status codes, in order) for one
-    resource before answering with nothing."""
+class ListingSource:
+    """A WatchSource stand-in whose `list_page` answers from `refusals` (status codes, in order) for
+    one resource before answering with `pages` of it (nothing for the others)."""
 
-    def __init__(self, plural: str, refusals: list[int]) -> None:
-        self.plural, self.refusals = plural, refusals
+    def __init__(self, plural: str, refusals: list[int], pages: dict[str, ListPage] | None = None) -> None:
+        self.plural, self.refusals, self.pages = plural, refusals, pages or {}
         self.lists: list[str] = []
 
-    async def list(self, resource: tuple[str, str]) -> list[dict[str, Any]]:
+    async def list_page(self, resource: tuple[str, str], token: str) -> ListPage:
         self.lists.append(resource[1])
         if resource[1] == self.plural and self.refusals:
             raise ApiError(self.refusals.pop(0), f"refused {resource[1]}")
-        return []
+        if resource[1] == self.plural and token in self.pages:
+            return self.pages[token]
+        return ListPage([], "7", "")
+
+    def watch(self, resource: tuple[str, str], since: str) -> Any:
+        raise AssertionError("priming does not watch")
 
 
 @pytest.mark.parametrize(("plural", "status", "says"), [
@@ -92,9 +86,9 @@ class ListingApi:
 async def test_priming_waits_out_a_refusal_only_an_administrator_can_fix_saying_once_what_to_do(
         plural: str, status: int, says: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(watching, "BLOCKED_RETRY_S", 0)
-    api = ListingApi(plural, [status] * 3)
+    api = ListingSource(plural, [status] * 3)
     with caplog.at_level(logging.WARNING, logger="controller.kube.watching"):
-        await prime(quiet_router(), api)  # type: ignore[arg-type]  # a stand-in for KubeApi
+        await prime(quiet_router(), api)
     assert api.lists.count(plural) == 4
     assert [r.getMessage() for r in caplog.records] == [
         f"tasq cannot start, so it does not report ready: {says}",
@@ -104,7 +98,7 @@ async def test_priming_waits_out_a_refusal_only_an_administrator_can_fix_saying_
 
 async def test_priming_gives_up_on_a_refusal_that_no_waiting_fixes() -> None:
     with pytest.raises(ApiError, match="400: refused pods"):
-        await prime(quiet_router(), ListingApi("pods", [400]))  # type: ignore[arg-type]  # a stand-in for KubeApi
+        await prime(quiet_router(), ListingSource("pods", [400]))
 
 
 def test_a_malformed_object_is_logged_with_its_field_path_and_reported_to_no_loop(
@@ -121,14 +115,25 @@ def test_a_malformed_object_is_logged_with_its_field_path_and_reported_to_no_loo
     assert "Node a (resourceVersion 3) refused" in record.getMessage() and "lots" in record.getMessage()
 
 
-@pytest.mark.parametrize(("message", "kept"), [
-    ("Unresolved resources cannot be served (try creating their CRDs): "
-     "Selector(group='jobset.x-k8s.io', version='v1alpha2', any_name='jobsets')", False),
-    ("Unresolved resources cannot be served (try creating their CRDs): "
-     "Selector(group='kueue.x-k8s.io', version='v1beta2', any_name='workloads'), "
-     "Selector(group='jobset.x-k8s.io', version='v1alpha2', any_name='jobsets')", True),
-    ("something else entirely", True),
-], ids=["only-jobset-missing", "tasqs-own-crd-missing-too", "another-warning"])
-def test_kopfs_unresolved_warning_is_dropped_only_for_optional_kinds(message: str, kept: bool) -> None:
-    record = logging.LogRecord("kopf._core.reactor.observation", logging.WARNING, __file__, 1, message, None, None)
-    assert watching._OptionalKindsUnresolved().filter(record) is kept
+async def test_priming_follows_the_pages_and_returns_each_lists_version_to_watch_from(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    freezes: list[int] = []
+    monkeypatch.setattr(gc, "freeze", lambda: freezes.append(1))
+    router = quiet_router()
+    source = ListingSource("nodes", [], {"": ListPage([node("a", 3)], "40", "next"),
+                                         "next": ListPage([node("b", 4)], "41", "")})
+    versions = await prime(router, source)
+    assert sorted(router.cache.nodes) == ["a", "b"] and router.cache.primed == 2
+    assert versions[KIND_NODE] == "41" and versions["Pod"] == "7"
+    assert freezes == [1]
+
+
+async def test_an_optional_kind_not_served_is_primed_as_none_and_its_stream_lists_it_later() -> None:
+    optional = sorted(watching.OPTIONAL_KINDS)
+    assert optional, "the JobSet integration is optional"
+    _, _, plural = watching.RESOURCES[optional[0]]
+    versions = await prime(quiet_router(), ListingSource(plural, [404]))
+    assert versions[optional[0]] is None
+    streams = {stream.kind: stream for stream in watch_streams(quiet_router(), ListingSource(plural, []))}
+    assert set(streams) == set(watching.RESOURCES)
+    assert streams[optional[0]].optional and not streams[KIND_NODE].optional

@@ -1,6 +1,6 @@
-"""The webhook side of the operator: review memos that are not kept, local TLS files, denials
-logged once, and the local webhook configurations and CRD conversion written through the door and
-shared by replicas (against the devcluster)."""
+"""The webhook side of the operator: review memos that are not kept, local TLS files, and the local
+webhook configurations and CRD conversion written through the door and shared by replicas (against
+the devcluster)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ from controller.kube.api import (
 )
 from controller.kube.webhooking import (
     CONVERTED_CRDS,
-    DenialsLoggedOnce,
     ReviewMemories,
     joined,
     left,
@@ -58,18 +57,6 @@ def test_local_tls_writes_the_three_files(tmp_path: Path) -> None:
     assert (tls.cert.name, tls.key.name) == (c.WEBHOOK_CERT_FILE, c.WEBHOOK_KEY_FILE)
     assert tls.ca is not None and tls.ca.read_bytes().startswith(b"-----BEGIN CERTIFICATE-----")
     tls.context()  # the pair loads
-
-
-def _record(level: int, message: str) -> logging.LogRecord:
-    return logging.LogRecord("kopf.objects", level, __file__, 1, message, None, None)
-
-
-def test_kopfs_denial_lines_are_dropped_but_handler_crashes_stay() -> None:
-    drop = DenialsLoggedOnce()
-    assert not drop.filter(_record(logging.ERROR, "Webhook 'validate-batch-v1-job' failed permanently: Job.batch ..."))
-    assert drop.filter(_record(logging.ERROR, "Webhook 'validate-batch-v1-job' failed with an exception and will "
-                                              "stop now: boom"))
-    assert drop.filter(_record(logging.ERROR, "Handler 'x' failed permanently: y"))
 
 
 @pytest.fixture

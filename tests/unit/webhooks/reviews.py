@@ -1,9 +1,10 @@
-"""AdmissionReviews for tests, and tasq's handlers run through kopf's own admission engine.
+"""AdmissionReviews for tests, and tasq's handlers answering them as the webhook server does.
 
 `review(obj, "CREATE")` builds the AdmissionReview v1 kube-apiserver would send for `obj`;
-`Admission().admit(handler_id, review)` answers it exactly as the webhook server does (kopf's
-`serve_admission_request` with the handlers of `register_handlers`, behind `serving.answer`), without a cluster. Used by
-the handler and server tests and by bench/webhooks.py.
+`Admission().admit(handler_id, review)` answers it exactly as the webhook server does
+(`webhooks.reviewing.Reviewer` behind `serving.answer`), without a cluster; `Admission(kopf_engine=True)`
+answers through kopf's own admission engine instead (`serve_admission_request` with the handlers of
+`register_handlers`), the oracle the reviewer is held to. Used by the handler, reviewer and server tests.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from kopf._core.reactor import inventory
 from controller.api import constants as c
 from controller.api.crds import KINDS
 from webhooks.handlers import GroupMembers, register_handlers
-from webhooks.serving import answer
+from webhooks.reviewing import Reviewer
+from webhooks.serving import ReviewFn, answer
 
 _uids = itertools.count(1)
 
@@ -61,9 +63,14 @@ def review(obj: Mapping[str, Any], operation: str = "CREATE", old: Mapping[str, 
 
 
 class Admission:
-    """tasq's handlers behind kopf's admission engine, as the webhook server calls them."""
+    """tasq's handlers as the webhook server calls them (`Reviewer`), or behind kopf's admission engine."""
 
-    def __init__(self, group_members: GroupMembers | None = None) -> None:
+    fn: ReviewFn
+
+    def __init__(self, group_members: GroupMembers | None = None, *, kopf_engine: bool = False) -> None:
+        if not kopf_engine:
+            self.fn = Reviewer(group_members)
+            return
         self.registry = kopf.OperatorRegistry()
         register_handlers(self.registry, group_members)
         insights = references.Insights()

@@ -1,4 +1,4 @@
-"""The admission handlers behind kopf's admission engine: patches, 422 denials with every field
+"""The admission handlers as the webhook server answers with them: patches, 422 denials with every field
 error, UPDATE rules, dryRun, and a fuzz showing they answer every Job, Pod and Workload."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from tests.unit.webhooks.manifests import (
     valid_workload,
 )
 from tests.unit.webhooks.reviews import Admission, patch_of, patched, review
+from tests.unit.webhooks.test_robustness import value_paths
 from webhooks.handlers import DENIAL_CODE, denial_message
 from webhooks.serving import IDENTITY_FIELDS
 from webhooks.validation import FieldError, validate, validate_update
@@ -220,19 +221,11 @@ SAMPLES = [
 ]
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix] if prefix else []
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
-    for key, child in items:
-        out.extend(_paths(child, (*prefix, key)))
-    return out
-
-
 @st.composite
 def corrupted(draw: st.DrawFn) -> tuple[str | None, str | None, dict[str, Any], dict[str, Any]]:
     """(validating id, mutating id, a valid sample, the sample with one field replaced by any JSON)."""
     validating, mutating, doc = draw(st.sampled_from(SAMPLES))
-    path = draw(st.sampled_from([p for p in _paths(doc) if p[0] not in ("apiVersion", "kind")]))
+    path = draw(st.sampled_from([p for p in value_paths(doc) if p[0] not in ("apiVersion", "kind")]))
     out = copy.deepcopy(doc)
     holder: Any = out
     for key in path[:-1]:

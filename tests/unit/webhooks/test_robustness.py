@@ -53,12 +53,12 @@ json_values = st.recursive(
     max_leaves=8)
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+def value_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Every path to a value inside `node` (dict keys and list indexes)."""
     out = [prefix] if prefix else []
     items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
     for key, child in items:
-        out.extend(_paths(child, (*prefix, key)))
+        out.extend(value_paths(child, (*prefix, key)))
     return out
 
 
@@ -75,7 +75,7 @@ def _replaced(doc: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[st
 def corrupted(draw: st.DrawFn, docs: list[dict[str, Any]] = DOCS) -> tuple[dict[str, Any], dict[str, Any]]:
     """(a valid sample, the same sample with one field replaced by arbitrary JSON or YAML)."""
     doc = draw(st.sampled_from(docs))
-    path = draw(st.sampled_from(_paths(doc)))
+    path = draw(st.sampled_from(value_paths(doc)))
     return doc, _replaced(doc, path, draw(json_values))
 
 

@@ -1,4 +1,5 @@
-"""The result types of the topology engine: a slice's labels are a read-only mapping shared per domain."""
+"""The result types of the topology engine: a slice's labels are a read-only mapping shared per domain,
+and an assignment's wire form is Kueue's compact encoding, a fresh copy each time."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 
 import pytest
 
+from controller.api.topology_assignment import AssignedDomain, encode
 from controller.api.topology_assignment import TopologyAssignment as WireAssignment
 from controller.core.topology import Usage, assign
 from controller.core.topology.outcome import DomainLabels, Slice, TopologyAssignment
@@ -62,3 +64,25 @@ def test_results_naming_the_same_host_share_its_labels() -> None:
     again = expect_success(assign(topo, Usage(), [make_podset(4).require(RACK).build()])).assignments[0]
     assert [s.node_labels for s in first.slices] == [{BLOCK: "b1", RACK: "r1", HOST: h} for h in ("x1", "x2")]
     assert all(a.node_labels is b.node_labels for a, b in zip(first.slices, again.slices, strict=True))
+
+
+def test_an_assignment_written_again_is_an_equal_copy_of_its_own() -> None:
+    ta = TopologyAssignment(LEVELS, (Slice(LABELS, 2), Slice(DomainLabels(LEVELS, ("b1", "r1", "x2")), 1)))
+    first = ta.to_dict()
+    first["slices"][0]["podCounts"]["individual"].append(99)  # a caller changing its copy
+    first["levels"].clear()
+    again = ta.to_dict()
+    assert again == encode(LEVELS, [AssignedDomain(("b1", "r1", "x1"), 2),
+                                    AssignedDomain(("b1", "r1", "x2"), 1)]).to_dict()
+    assert again["levels"] == list(LEVELS) and again["slices"][0]["podCounts"] == {"individual": [2, 1]}
+
+
+def test_an_assignment_of_many_slices_is_written_as_one_of_few() -> None:
+    # 100 hosts named apart (no shared prefix to compact), more than the encodings kept are made of.
+    slices = tuple(Slice(DomainLabels(LEVELS, ("b1", f"r{i % 3}", f"{chr(97 + i % 26)}{i}")), 1 + i % 2)
+                   for i in range(100))
+    ta = TopologyAssignment(LEVELS, slices)
+    fresh = encode(LEVELS, [AssignedDomain(s.node_labels.level_values, s.count)  # type: ignore[attr-defined]
+                            for s in slices]).to_dict()
+    assert ta.to_dict() == fresh
+    assert sum(d.count for d in WireAssignment.model_validate(ta.to_dict()).domains()) == 150

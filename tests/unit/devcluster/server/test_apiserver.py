@@ -234,6 +234,23 @@ async def test_jobs_orphan_their_pods_by_default_as_batch_v1_does(api: ApiServer
     assert await pod_names(api) == ["j-0"]
 
 
+async def test_a_pod_created_for_a_job_deleted_meanwhile_is_collected_as_the_real_gc_does(api: ApiServer) -> None:
+    # a Job controller acting on its view from before the deletion creates one more pod: the create
+    # succeeds, then the pod is collected (its only owner is gone); a pod whose owner lives stays
+    jobs, pods = res(api, "batch/v1", "jobs"), res(api, "v1", "pods")
+    job = await api.create(jobs, "default", make_job("gone", suspend=False))
+    kept = await api.create(jobs, "default", make_job("kept", suspend=False))
+    await api.delete(jobs, "default", "gone", propagation="Foreground")
+    for name, owner in (("gone-0", job), ("kept-0", kept)):
+        pod = make_pod(name).build()
+        pod["metadata"].pop("uid")
+        pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": owner["metadata"]["name"],
+                                               "uid": owner["metadata"]["uid"]}]
+        created = await api.create(pods, "default", pod)
+        assert created["metadata"]["name"] == name
+    assert await pod_names(api) == ["kept-0"]
+
+
 async def test_namespace_deletion_removes_its_content_then_itself(api: ApiServer) -> None:
     nss, cms = res(api, "v1", "namespaces"), res(api, "v1", "configmaps")
     await api.create(nss, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
