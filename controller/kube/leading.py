@@ -86,6 +86,16 @@ class LeaderElector:
         return self.is_leader or (self.blocked is None and self._standing_by)
 
     @property
+    def not_acting(self) -> str | None:
+        """Why this replica can neither lead nor stand by (what /readyz says); None when it can."""
+        if self.can_act:
+            return None
+        if self.blocked is not None:
+            return self.blocked
+        lease = f"the leader Lease {self.namespace}/{self.name} has not been read yet"
+        return f"{lease} (last failure: {self._last_failure})" if self._last_failure else lease
+
+    @property
     def is_leader(self) -> bool:
         return self.leading.is_set()
 

@@ -383,15 +383,18 @@ async def _start(app: web.Application, host: str, port: int, tls: ReloadingTls |
     return RunningServer(runner, int(runner.addresses[0][1]), "https" if tls is not None else "http")
 
 
-async def serve_probes(host: str, port: int, ready: Callable[[], bool]) -> RunningServer:
-    """Serve /healthz (the process answers) and /readyz (200 when `ready()`, else 503) over plain
-    HTTP, unauthenticated (the kubelet probes them). Port 0 picks a free port."""
+async def serve_probes(host: str, port: int, not_ready: Callable[[], list[str]]) -> RunningServer:
+    """Serve /healthz (the process answers) and /readyz over plain HTTP, unauthenticated (the kubelet
+    probes them): 200 "ok" when `not_ready()` names nothing, else 503 with one line per reason (what
+    keeps the process from acting, and the fix where there is one). Port 0 picks a free port."""
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
-        ok = ready()
-        return web.Response(status=200 if ok else 503, text="ok" if ok else "not ready")
+        reasons = not_ready()
+        if not reasons:
+            return web.Response(text="ok")
+        return web.Response(status=503, text="not ready:\n" + "".join(f"- {reason}\n" for reason in reasons))
 
     app = web.Application()
     app.router.add_get(c.PROBE_PATH_HEALTHZ, healthz)
@@ -491,7 +494,7 @@ async def read_request_header(api: KubeApi) -> RequestHeaderConfig | None:
 
 
 @contextlib.asynccontextmanager
-async def serving_endpoints(endpoints: Endpoints, api: KubeApi, ready: Callable[[], bool],
+async def serving_endpoints(endpoints: Endpoints, api: KubeApi, not_ready: Callable[[], list[str]],
                             metrics: Metrics, routes: Routes | None = None) -> AsyncIterator[tuple[RunningServer | None, RunningServer | None]]:
     """While inside: (metrics server, probe server) as `endpoints` say (None where no port is given);
     both closed on exit. `routes` adds to the metrics server (the visibility API)."""
@@ -499,7 +502,7 @@ async def serving_endpoints(endpoints: Endpoints, api: KubeApi, ready: Callable[
         async with contextlib.AsyncExitStack() as stack:
             probes = served = None
             if endpoints.probe_port is not None:
-                probes = await serve_probes(endpoints.probe_host, endpoints.probe_port, ready)
+                probes = await serve_probes(endpoints.probe_host, endpoints.probe_port, not_ready)
                 stack.push_async_callback(probes.close)
                 log.info("Probes (/healthz, /readyz) on http://%s:%d", endpoints.probe_host, probes.port)
             if endpoints.metrics_port is not None:

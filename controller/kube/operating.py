@@ -122,6 +122,8 @@ class Operator:
         self.admission_server = admission
         self.watch_source = ApiWatchSource(self.api)
         self.streams: list[WatchStream] = watch_streams(self.router, self.watch_source)
+        self.priming_problems: dict[str, str] = {}
+        """What refuses a priming list (resource plural -> the problem with its fix), until it succeeds."""
         self._register_login_and_settings()
 
     def _wake_admission(self, kind: str, obj: Mapping[str, Any]) -> None:
@@ -187,13 +189,15 @@ class Operator:
                 hook(settings)
 
     def watch_problems(self) -> list[str]:
-        """What keeps a watch stream from listing or watching its resource (403, a missing CRD)."""
-        return [stream.problem for stream in self.streams if stream.problem is not None]
+        """What keeps priming or a watch stream from listing or watching its resource (403, a missing
+        CRD)."""
+        return [*self.priming_problems.values(),
+                *(stream.problem for stream in self.streams if stream.problem is not None)]
 
     async def _prime_or_stop(self, stop: asyncio.Event) -> dict[str, str | None] | None:
         """Prime the cache: each resource's list version; None when `stop` came first (priming waits
         while a CRD is missing)."""
-        priming = asyncio.create_task(prime(self.router, self.watch_source), name="tasq-prime")
+        priming = asyncio.create_task(prime(self.router, self.watch_source, self.priming_problems), name="tasq-prime")
         stopping = asyncio.create_task(stop.wait())
         try:
             await asyncio.wait({priming, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -301,14 +305,20 @@ async def _campaign_when_allowed(operator: Operator, elector: LeaderElector | No
     await _elect_until(elector, stop)
 
 
-def can_act(operator: Operator, elector: LeaderElector | None) -> bool:
-    """What /readyz reports: the cache is primed, kopf runs, every watch stream can list and watch,
-    the webhooks (if served) are, and the replica leads or stands by (reads a Lease held by another
-    live replica); never while its Lease, a CRD or a watched resource is out of reach."""
+def not_ready(operator: Operator, elector: LeaderElector | None) -> list[str]:
+    """What /readyz reports: why this replica cannot act, one reason per line (none when it can):
+    the cache is not primed yet, a watch stream cannot list or watch, the webhooks (if served) are
+    down, or the replica neither leads nor stands by (reads a Lease held by another live replica)."""
+    reasons: list[str] = []
+    if not operator.ready.is_set():
+        reasons.append("the cache is not primed yet (the first list of the watched resources has not completed)")
+    reasons.extend(operator.watch_problems())
     webhooks = operator.admission_server
-    return (operator.ready.is_set() and not operator.watch_problems()
-            and (webhooks is None or webhooks.failure is None)
-            and (elector is None or bool(elector.can_act)))
+    if webhooks is not None and webhooks.failure is not None:
+        reasons.append(f"admission webhooks are not served: {webhooks.failure}")
+    if elector is not None and (why := elector.not_acting) is not None:
+        reasons.append(why)
+    return reasons
 
 
 async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, options: OperatorOptions, *,
@@ -321,7 +331,7 @@ async def serve_operator(api_client: client.ApiClient, stop: asyncio.Event, opti
     if options.started is not None:
         options.started(operator)
     elector = options.elector
-    async with serving_endpoints(options.endpoints, operator.api, functools.partial(can_act, operator, elector),
+    async with serving_endpoints(options.endpoints, operator.api, functools.partial(not_ready, operator, elector),
                                  operator.metrics, functools.partial(cache_routes, cache=operator.cache)):
         electing = asyncio.create_task(_campaign_when_allowed(operator, elector, options.campaign_after, stop),
                                        name="tasq-leader-election")

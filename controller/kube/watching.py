@@ -59,18 +59,22 @@ def _api_version(group: str, version: str) -> str:
     return f"{group}/{version}" if group else version
 
 
-async def prime(router: EventRouter, source: WatchSource) -> dict[str, str | None]:
+async def prime(router: EventRouter, source: WatchSource, blocked: dict[str, str] | None = None,
+                ) -> dict[str, str | None]:
     """List every watched resource into the cache (each object routed as a change); kind -> the
-    list's resourceVersion to watch from (None: an optional kind not served, its stream lists it)."""
+    list's resourceVersion to watch from (None: an optional kind not served, its stream lists it).
+    While a list is refused for a reason only an administrator can remove, `blocked` holds it under
+    the resource's plural (what /readyz says), until the list succeeds."""
+    blocked = {} if blocked is None else blocked
     cache = router.cache
     listed = 0
     versions: dict[str, str | None] = {}
     for kind, (group, version, plural) in RESOURCES.items():
         resource = (_api_version(group, version), plural)
         if kind in OPTIONAL_KINDS:
-            answer = await _list_if_served(source, resource)
+            answer = await _list_if_served(source, resource, blocked)
         else:
-            answer = await _list_once_allowed(source, resource)
+            answer = await _list_once_allowed(source, resource, blocked)
         if answer is None:
             versions[kind] = None
             continue
@@ -99,9 +103,11 @@ async def list_all(source: WatchSource, resource: tuple[str, str]) -> tuple[list
             return objects, version
 
 
-async def _list_once_allowed(source: WatchSource, resource: tuple[str, str]) -> tuple[list[dict[str, Any]], str]:
+async def _list_once_allowed(source: WatchSource, resource: tuple[str, str], blocked: dict[str, str],
+                             ) -> tuple[list[dict[str, Any]], str]:
     """Every object of `resource`; while the API refuses the list for a reason only its
-    administrator can remove (see `blocking_problem`), say so once and try again."""
+    administrator can remove (see `blocking_problem`), say so once, keep it in `blocked` and try
+    again."""
     reported: str | None = None
     while True:
         try:
@@ -114,21 +120,24 @@ async def _list_once_allowed(source: WatchSource, resource: tuple[str, str]) -> 
             if problem != reported:
                 log.warning("tasq cannot start, so it does not report ready: %s", problem)
                 reported = problem
+            blocked[resource[1]] = problem
             await asyncio.sleep(BLOCKED_RETRY_S)
             continue
+        blocked.pop(resource[1], None)
         if reported is not None:
             log.warning("%s: listed now; tasq goes on starting", _plural(resource))
         return answer
 
 
-async def _list_if_served(source: WatchSource, resource: tuple[str, str]) -> tuple[list[dict[str, Any]], str] | None:
+async def _list_if_served(source: WatchSource, resource: tuple[str, str], blocked: dict[str, str],
+                          ) -> tuple[list[dict[str, Any]], str] | None:
     """Every object of an optional integrated kind's resource; None, said once at the default level,
     when the API server does not serve it (its project's CRD is not installed)."""
     try:
         return await retrying(functools.partial(list_all, source, resource), attempts=PRIME_ATTEMPTS)
     except ApiError as e:
         if not e.not_found:
-            return await _list_once_allowed(source, resource)
+            return await _list_once_allowed(source, resource, blocked)
     log.info("%s is not served (its CRD is not installed): none managed until it appears", _plural(resource))
     return None
 

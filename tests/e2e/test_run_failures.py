@@ -1,5 +1,5 @@
 """`tasq run` that cannot act says so: a missing Lease namespace, a forbidden Lease and a missing CRD
-each give one log line with the fix at the default level (no -v) and /readyz 503; once the cause is
+each give one log line with the fix at the default level (no -v) and /readyz 503 naming it; once the cause is
 removed the same process becomes the leader and /readyz 200. `--create-namespace` makes the Lease's
 namespace itself.
 
@@ -53,13 +53,13 @@ class Tasq:
              "--retry-period", "0.5", "--renew-deadline", "4", "--lease-duration", "5", *extra],
             stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
-    def readyz(self) -> int | None:
-        """/readyz's HTTP status; None while nothing listens."""
+    def readyz(self) -> tuple[int, str] | None:
+        """/readyz's HTTP status and text; None while nothing listens."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{c.PROBE_PATH_READYZ}", timeout=2) as answer:
-                return int(answer.status)
+                return int(answer.status), answer.read().decode()
         except urllib.error.HTTPError as e:
-            return e.code
+            return e.code, e.read().decode()
         except OSError:
             return None
 
@@ -98,13 +98,16 @@ def lease_holder(kubectl: Kubectl, namespace: str) -> str:
 
 
 def blocked_then_ready(tasq: Tasq, says: str, fix: Callable[[], object]) -> None:
-    """`tasq` logs `says` once at WARNING and answers /readyz 503; after `fix()` it answers 200."""
+    """`tasq` logs `says` once at WARNING and answers /readyz 503 saying it too; after `fix()` it
+    answers 200."""
     wait_for(lambda: any(says in line for line in tasq.warnings()), 60, f"a WARNING saying {says!r}", tasq.output)
-    wait_for(lambda: tasq.readyz() == 503, 30, "/readyz 503", tasq.output)
+    answer = wait_for(lambda: (ready := tasq.readyz()) is not None and ready[0] == 503 and says in ready[1] and ready,
+                      30, f"/readyz 503 saying {says!r}", lambda: f"{tasq.readyz()}\n{tasq.output()}")
+    assert answer[1].startswith("not ready:\n- "), answer
     assert tasq.proc.poll() is None, tasq.output()
     assert sum(says in line for line in tasq.warnings()) == 1, tasq.output()
     fix()
-    wait_for(lambda: tasq.readyz() == 200, 60, "/readyz 200 once fixed", tasq.output)
+    wait_for(lambda: tasq.readyz() == (200, "ok"), 60, "/readyz 200 once fixed", tasq.output)
 
 
 def test_a_missing_lease_namespace_is_logged_with_the_fix_and_tasq_is_unready_until_it_exists(
@@ -125,7 +128,7 @@ def test_create_namespace_makes_the_lease_namespace_and_leads(
     lease_ns = f"lease-created-{next(_lease_namespaces)}"
     tasq = Tasq(kubeconfig, tmp_path / "tasq.log", lease_ns, "--create-namespace")
     run.append(tasq)
-    wait_for(lambda: tasq.readyz() == 200, 60, "/readyz 200", tasq.output)
+    wait_for(lambda: tasq.readyz() == (200, "ok"), 60, "/readyz 200", tasq.output)
     assert lease_holder(kubectl, lease_ns) == "solo"
     assert [line.split(": ", 1)[1] for line in tasq.warnings()] == [
         f"created namespace {lease_ns} for the leader-election Lease"]

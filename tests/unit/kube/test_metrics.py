@@ -252,18 +252,19 @@ async def test_insecure_metrics_are_plain_and_open() -> None:
 
 
 async def test_probes_answer_on_their_own_plain_port_without_metrics() -> None:
-    ready = {"now": False}
-    server = await serve_probes("127.0.0.1", 0, lambda: ready["now"])
+    reasons = ["the cache is not primed yet", "forbidden to list nodes; grant it"]
+    server = await serve_probes("127.0.0.1", 0, lambda: reasons)
     base = f"http://127.0.0.1:{server.port}"
     try:
         async with aiohttp.ClientSession() as http:
             async with http.get(base + "/healthz") as r:
                 assert r.status == 200
             async with http.get(base + "/readyz") as r:
-                assert r.status == 503
-            ready["now"] = True
+                assert (r.status, await r.text()) == (
+                    503, "not ready:\n- the cache is not primed yet\n- forbidden to list nodes; grant it\n")
+            reasons.clear()
             async with http.get(base + "/readyz") as r:
-                assert r.status == 200
+                assert (r.status, await r.text()) == (200, "ok")
             async with http.get(base + "/metrics") as r:
                 assert r.status == 404
     finally:
@@ -273,7 +274,7 @@ async def test_probes_answer_on_their_own_plain_port_without_metrics() -> None:
 async def test_the_endpoints_serve_https_metrics_and_plain_probes_on_two_ports() -> None:
     api = ReviewingApi()
     endpoints = Endpoints(metrics_host="127.0.0.1", metrics_port=0, probe_host="127.0.0.1", probe_port=0)
-    async with serving_endpoints(endpoints, api, lambda: True, Metrics()) as (metrics_server, probes):
+    async with serving_endpoints(endpoints, api, lambda: [], Metrics()) as (metrics_server, probes):
         assert metrics_server is not None and probes is not None
         assert metrics_server.port != probes.port and metrics_server.scheme == "https"
         async with aiohttp.ClientSession() as http:
@@ -288,7 +289,7 @@ async def test_the_endpoints_serve_https_metrics_and_plain_probes_on_two_ports()
 async def test_unauthenticated_metrics_are_refused_off_loopback() -> None:
     endpoints = Endpoints(metrics_host="0.0.0.0", metrics_port=0, metrics_insecure=True)
     with pytest.raises(ValueError, match="loopback"):
-        async with serving_endpoints(endpoints, ReviewingApi(), lambda: True, Metrics()):
+        async with serving_endpoints(endpoints, ReviewingApi(), lambda: [], Metrics()):
             pass
 
 

@@ -87,9 +87,18 @@ async def test_priming_waits_out_a_refusal_only_an_administrator_can_fix_saying_
         plural: str, status: int, says: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(watching, "BLOCKED_RETRY_S", 0)
     api = ListingSource(plural, [status] * 3)
+    held: list[tuple[str, str]] = []
+
+    class Blocked(dict[str, str]):
+        def __setitem__(self, key: str, value: str) -> None:
+            held.append((key, value))
+            super().__setitem__(key, value)
+    blocked = Blocked()
     with caplog.at_level(logging.WARNING, logger="controller.kube.watching"):
-        await prime(quiet_router(), api)
+        await prime(quiet_router(), api, blocked)
     assert api.lists.count(plural) == 4
+    assert held == [(plural, says)] * 3  # what /readyz said meanwhile
+    assert blocked == {}  # listed at last: nothing holds it back any more
     assert [r.getMessage() for r in caplog.records] == [
         f"tasq cannot start, so it does not report ready: {says}",
         f"{plural}{'.kueue.x-k8s.io' if status == 404 else ''}: listed now; tasq goes on starting"]
