@@ -12,6 +12,7 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.configuration import WaitForPodsReady
+from controller.api.workload import Workload
 from controller.cache.cluster import KIND_POD, ClusterCache
 from controller.kube.api import PODS, WORKLOADS, ApiError, KubeApi
 from controller.kube.events import EventRecorder
@@ -193,6 +194,19 @@ def test_the_workload_finishes_when_every_pod_succeeded() -> None:
         "True", c.REASON_SUCCEEDED, "Pods succeeded: 3/3.")
 
 
+def pods_deleted_then_released(api: PodRulesApi, cache: ClusterCache, reconciler: JobReconciler) -> Workload:
+    """Asserts the group's three pods were deleted while its quota stays held, then lets their
+    deletions arrive: the Workload, its reservation released."""
+    assert sorted(w for w in api.writes if w[0] == "delete") == [("delete", "p0"), ("delete", "p1"), ("delete", "p2")]
+    assert cache.workloads["default/g"].admission is not None  # its pods are still in the cache: quota held
+    for i in range(3):
+        cache.delete(KIND_POD, {"metadata": {"namespace": "default", "name": f"p{i}"}})
+    step(reconciler)
+    released = cache.workloads["default/g"].obj
+    assert released.admission is None
+    return released
+
+
 def test_an_eviction_deletes_the_pods_then_releases_the_reservation_once_they_are_gone() -> None:
     api, cache, events, reconciler = setup()
     role = created_group(api, cache, reconciler, [gated(f"p{i}") for i in range(3)])
@@ -203,14 +217,8 @@ def test_an_eviction_deletes_the_pods_then_releases_the_reservation_once_they_ar
                                        "message": "Preempted to accommodate a workload"})
     cache.upsert(c.KIND_WORKLOAD, api.put(WORKLOADS, wl))
     step(reconciler)
-    assert sorted(w for w in api.writes if w[0] == "delete") == [("delete", "p0"), ("delete", "p1"), ("delete", "p2")]
     assert ("g", c.EVENT_REASON_STOPPED, "Preempted to accommodate a workload") in events.seen
-    assert cache.workloads["default/g"].admission is not None  # its pods are still in the cache: quota held
-    for i in range(3):
-        cache.delete(KIND_POD, {"metadata": {"namespace": "default", "name": f"p{i}"}})
-    step(reconciler)
-    released = cache.workloads["default/g"].obj
-    assert released.admission is None
+    released = pods_deleted_then_released(api, cache, reconciler)
     quota = released.condition(c.CONDITION_QUOTA_RESERVED)
     assert quota is not None and quota.status == "False"
 
@@ -252,14 +260,8 @@ def test_a_deactivated_group_has_its_pods_deleted_then_its_reservation_released(
     wl["spec"]["active"] = False
     cache.upsert(c.KIND_WORKLOAD, api.put(WORKLOADS, wl))
     step(reconciler)
-    assert sorted(w for w in api.writes if w[0] == "delete") == [("delete", "p0"), ("delete", "p1"), ("delete", "p2")]
     assert any(e[:2] == ("g", c.EVENT_REASON_STOPPED) for e in events.seen)
-    assert cache.workloads["default/g"].admission is not None  # its pods are still in the cache: quota held
-    for i in range(3):
-        cache.delete(KIND_POD, {"metadata": {"namespace": "default", "name": f"p{i}"}})
-    step(reconciler)
-    released = cache.workloads["default/g"].obj
-    assert released.admission is None
+    pods_deleted_then_released(api, cache, reconciler)
     assert ("g", c.EVENT_REASON_EVICTED_DEACTIVATED) in [e[:2] for e in events.seen]
 
 
