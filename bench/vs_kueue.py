@@ -15,7 +15,10 @@ RSS (VmHWM, summed over its processes), and API requests per Job (kube-apiserver
 have settled after the last admission: `settled_requests`); then every
 client's writes per Job by verb and resource (`apiserver_request_total`), which say where the two
 operators' requests differ (the other clients do the same work for both).
-Usage: `.venv/bin/python bench/vs_kueue.py [--bursts 200,1000] [--paced 4:200] [--only kueue|tasq]`.
+With `--profile DIR` tasq's operator process runs under cProfile (stats written to DIR/tasq-operator.prof
+when it stops; its webhook child is not profiled) and each row also gives the CPU of tasq's main process
+alone, so the webhook child's share is the difference.
+Usage: `.venv/bin/python bench/vs_kueue.py [--bursts 200,1000] [--paced 4:200] [--only kueue|tasq] [--profile DIR]`.
 """
 
 from __future__ import annotations
@@ -212,9 +215,10 @@ class Operator:
             out += frontier
         return out
 
-    def cpu_seconds(self) -> float:
+    def cpu_seconds(self, main_only: bool = False) -> float:
+        """utime+stime of the operator's processes (of its main process alone with `main_only`)."""
         total = 0
-        for pid in self.pids():
+        for pid in [self.proc.pid] if main_only else self.pids():
             with contextlib.suppress(OSError):
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                 total += int(fields[11]) + int(fields[12])
@@ -269,10 +273,12 @@ def start_kueue(admin: Path, operator_config: Path, work: Path) -> Operator:
     return Operator("kueue", proc, logfile)
 
 
-def start_tasq(admin: Path, operator_config: Path, work: Path) -> Operator:
+def start_tasq(admin: Path, operator_config: Path, work: Path, profile: Path | None = None) -> Operator:
     logfile = (work / "tasq.log").open("wb")
     tasq = Path(sys.executable).parent / "tasq"
-    proc = subprocess.Popen([str(tasq), "run", "--kubeconfig", str(operator_config), "--local-webhooks",
+    # cProfile writes its stats when the script ends, which `tasq run` does on SIGTERM (`stop`).
+    profiled = [] if profile is None else [sys.executable, "-m", "cProfile", "-o", str(profile / "tasq-operator.prof")]
+    proc = subprocess.Popen([*profiled, str(tasq), "run", "--kubeconfig", str(operator_config), "--local-webhooks",
                              "--create-namespace", "--metrics-port", str(free_port()), "--metrics-host",
                              "127.0.0.1", "--probe-port", str(free_port()), "--probe-host", "127.0.0.1"],
                             stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -419,6 +425,8 @@ class Row:
     peak_rss_mib: float
     requests_per_job: float
     admitted: int
+    main_cpu_ms_per_job: float = 0.0
+    """The operator's main process alone (tasq: without its webhook child)."""
     idle_requests_per_s: float = 0.0
     """The operator's requests per second before the scenario, with nothing to do."""
     writes_by_kind: dict[str, float] = field(default_factory=dict)
@@ -505,10 +513,12 @@ def scenario(admin: Path, operator: Operator, label: str, index: int, count: int
     time.sleep(2)
     idle_per_s = idle_rate(admin)
     (requests_before, by_kind_before), cpu_before = flow_control_requests(admin), operator.cpu_seconds()
+    main_cpu_before = operator.cpu_seconds(main_only=True)
     create_s, sent, admitted = asyncio.run(drive(admin, namespace, count, rate))
     requests_after, by_kind_after = settled_requests(admin, idle_per_s)
     requests = requests_after - requests_before
     cpu = operator.cpu_seconds() - cpu_before
+    main_cpu = operator.cpu_seconds(main_only=True) - main_cpu_before
     latencies = [admitted[name] - sent[name] for name in sent if name in admitted]
     last = max(admitted.values(), default=time.monotonic())
     row = Row(label, count, count / create_s if rate == 0 else rate,
@@ -516,20 +526,21 @@ def scenario(admin: Path, operator: Operator, label: str, index: int, count: int
               statistics.median(latencies) * 1000 if latencies else float("nan"),
               percentile(latencies, 0.99) * 1000 if latencies else float("nan"),
               cpu * 1000 / count, operator.peak_rss_mib(), requests / count, len(latencies),
-              idle_per_s, {kind: (n - by_kind_before.get(kind, 0.0)) / count for kind, n in by_kind_after.items()
+              main_cpu * 1000 / count, idle_per_s, {kind: (n - by_kind_before.get(kind, 0.0)) / count for kind, n in by_kind_after.items()
                            if n > by_kind_before.get(kind, 0.0)})
     log(f"{operator.name} {label}: {row}")
     kubectl(admin, "delete", "namespace", namespace, "--wait=true", "--timeout=600s")
     return row
 
 
-def run_operator(name: str, scenarios: list[tuple[str, int, float]]) -> list[Row]:
+def run_operator(name: str, scenarios: list[tuple[str, int, float]], profile: Path | None = None) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix=f"vs-kueue-{name}-") as tmp:
         work = Path(tmp)
         with real_cluster(work, crds=(name == "tasq")) as admin:
             kubectl(admin, "label", "nodes", "--all", f"{POOL}=gpu")
             operator_config = service_account_kubeconfig(admin, work)
-            operator = (start_kueue if name == "kueue" else start_tasq)(admin, operator_config, work)
+            operator = (start_kueue(admin, operator_config, work) if name == "kueue"
+                        else start_tasq(admin, operator_config, work, profile))
             try:
                 log(f"{name}: serving after {wait_until_serving(admin, operator):.1f} s")
                 return [scenario(admin, operator, label, i, count, rate)
@@ -556,7 +567,8 @@ def report(results: dict[str, list[Row]]) -> None:
             print(f"| {row.scenario} | {row.jobs} | {row.admitted} | {cells} | {row.load:.1f} |")
     for name, rows in results.items():
         for row in rows:
-            print(f"{name} {row.scenario}, idle {row.idle_requests_per_s:.2f} requests/s; every client's writes per Job: " + ", ".join(
+            print(f"{name} {row.scenario}, main process {row.main_cpu_ms_per_job:.1f} CPU ms/Job, "
+                  f"idle {row.idle_requests_per_s:.2f} requests/s; every client's writes per Job: " + ", ".join(
                 f"{kind} {n:.2f}" for kind, n in sorted(row.writes_by_kind.items(), key=lambda kv: -kv[1])))
     if {"kueue", "tasq"} <= results.keys():
         print("\ntasq / Kueue\n| scenario | " + " | ".join(c[0] for c in COLUMNS) + " |")
@@ -574,14 +586,18 @@ def main() -> int:
     parser.add_argument("--bursts", default="200,1000", help="burst sizes (Jobs created 32 at a time)")
     parser.add_argument("--paced", default="4:200", help="RATE:JOBS of the paced run ('' for none)")
     parser.add_argument("--only", choices=("kueue", "tasq"), default=None, help="run one operator only")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="run tasq's operator process under cProfile; stats into this folder")
     args = parser.parse_args()
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
     scenarios = [(f"{n} burst", int(n), 0.0) for n in args.bursts.split(",") if n]
     if args.paced:
         rate, count = args.paced.split(":")
         scenarios.append((f"paced {rate}/s", int(count), float(rate)))
     if args.only != "tasq":
         kueue_binary()
-    results = {name: run_operator(name, scenarios) for name in ("kueue", "tasq") if args.only in (None, name)}
+    results = {name: run_operator(name, scenarios, args.profile) for name in ("kueue", "tasq") if args.only in (None, name)}
     report(results)
     return 0
 

@@ -267,6 +267,8 @@ class Operator:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            log.info("watch events since start, by kind: %s", ", ".join(
+                f"{kind} {outcome} {n}" for (kind, outcome), n in sorted(self.router.watched.items())) or "none")
 
 
 async def _elect_until(elector: LeaderElector, stop: asyncio.Event) -> None:

@@ -11,6 +11,7 @@ Operator (controller.kube.operating) builds it. docs/architecture.md says the sa
 
 from __future__ import annotations
 
+import collections
 import enum
 import logging
 from collections.abc import Callable, Mapping
@@ -81,6 +82,9 @@ class EventRouter:
             raise ValueError(f"EventRouter: no waker for {', '.join(missing)}")
         self.cache = cache
         self.wakers = dict(wakers)
+        self.watched: collections.Counter[tuple[str, str]] = collections.Counter()
+        """Watch events so far by (kind, outcome): counted by the watch handlers
+        (controller.kube.watching), logged when the operator stops."""
 
     def applied(self, kind: str, obj: Mapping[str, Any]) -> bool:
         """`obj` as the API has it (a watch event, or the answer to our own write) into the cache,

@@ -164,13 +164,22 @@ def _plural(resource: tuple[str, str]) -> str:
     return f"{plural}.{group}" if group else plural
 
 
+WATCHED_NEWS = "new"
+"""A watch event carrying a version the cache did not hold."""
+WATCHED_ECHO = "already cached"
+"""A watch event carrying a version the cache already held: the echo of one of tasq's own writes (the
+cache took the write's answer) or an object a relist saw again."""
+WATCHED_DELETED = "deleted"
+
+
 def apply_event(router: EventRouter, kind: str, event_type: str | None, obj: Mapping[str, Any]) -> None:
     """One watch event into the cache through the router (a relisted object comes as ADDED)."""
     obj = {**obj, "kind": kind}
     if event_type == "DELETED":
         router.deleted(kind, obj)
+        router.watched[(kind, WATCHED_DELETED)] += 1
     else:
-        router.applied(kind, obj)
+        router.watched[(kind, WATCHED_NEWS if router.applied(kind, obj) else WATCHED_ECHO)] += 1
 
 
 def watch_streams(router: EventRouter, source: WatchSource, *, sleep: Sleep = asyncio.sleep) -> list[WatchStream]:
