@@ -5,7 +5,9 @@ plugins register the cluster events that concern them. `EventRouter.applied(kind
 object into the cache (a watch event, or what the API answered one of our writes with) and, when
 the cache did not already hold that version, wakes those loops; an object the cache refuses as
 malformed wakes nobody and is reported (logged at WARNING, naming each field path); `deleted` does
-the same for a deletion. The watch handlers (controller.kube.watching) and every loop that writes use it; the
+the same for a deletion. A pod change wakes the admission loop only when it changes what the pod
+takes from its node (`pod_usage`): admission reads pods through that alone, and most pod events
+(created gated, ungated, Running, Ready) leave it as it was. The watch handlers (controller.kube.watching) and every loop that writes use it; the
 Operator (controller.kube.operating) builds it. docs/architecture.md says the same in words.
 """
 
@@ -20,6 +22,7 @@ from typing import Any
 
 from controller.api import constants as c
 from controller.api.meta import object_key
+from controller.api.views import PodView
 from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS, ClusterCache
 from controller.core.jobs.integrations import INTEGRATIONS
 
@@ -65,6 +68,22 @@ WAKES: Mapping[str, frozenset[Loop]] = MappingProxyType({
 })
 """Kind -> the loops a change of it wakes. A kind missing here is not watched."""
 
+PodUsage = tuple[str, str, str, tuple[tuple[str, int], ...], str | None]
+"""What a pod takes from its node, as the cache's Usage counts it: (uid, namespace/name, node,
+requests, its Workload by the topology-workload annotation)."""
+
+
+def pod_usage(view: PodView | None) -> PodUsage | None:
+    """What `view` takes from its node as the cache's Usage counts it (`add_bound_pod`: a pod bound
+    to a node and not terminated, converting its Workload's reservation); None when it takes
+    nothing (not bound, terminated, or not held). Two versions of a pod with equal values leave
+    the Usage, and so every admission decision, as they were."""
+    if view is None or not view.node_name or view.terminal:
+        return None
+    return (view.uid, view.key, view.node_name, tuple(sorted(view.requests.items())),
+            view.annotations.get(c.ANNOTATION_TOPOLOGY_WORKLOAD))
+
+
 Waker = Callable[[str, Mapping[str, Any]], None]
 """Wakes one loop for a changed object: (kind, object)."""
 
@@ -90,9 +109,12 @@ class EventRouter:
         """`obj` as the API has it (a watch event, or the answer to our own write) into the cache,
         waking the loops `WAKES` lists for `kind`; False, waking nobody, when the cache already
         held this version or a newer one (the watch echoing a write we applied, a stale answer) or
-        refused it as malformed (then why is logged: see `refused`)."""
+        refused it as malformed (then why is logged: see `refused`). A pod whose `pod_usage` did not
+        change wakes the others but not the admission loop."""
+        before = pod_usage(self.cache.pods.get(object_key(obj))) if kind == KIND_POD else None
         if self.cache.upsert(kind, obj):
-            self.wake(kind, obj)
+            same_usage = kind == KIND_POD and pod_usage(self.cache.pods.get(object_key(obj))) == before
+            self.wake(kind, obj, _NOT_ADMISSION if same_usage else _EVERY_LOOP)
             return True
         if self.refused(kind, obj):
             log.warning("%s", self.cache.malformed[(kind, object_key(obj))].message)
@@ -105,13 +127,20 @@ class EventRouter:
         return refusal is not None and refusal.version == str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
     def deleted(self, kind: str, obj: Mapping[str, Any]) -> None:
-        """`obj` is gone: out of the cache, and the loops `WAKES` lists for `kind` woken."""
+        """`obj` is gone: out of the cache, and the loops `WAKES` lists for `kind` woken (for a pod
+        that took nothing from its node, all but the admission loop)."""
+        took = kind == KIND_POD and pod_usage(self.cache.pods.get(object_key(obj))) is not None
         self.cache.delete(kind, obj)
-        self.wake(kind, obj)
+        self.wake(kind, obj, _NOT_ADMISSION if kind == KIND_POD and not took else _EVERY_LOOP)
 
-    def wake(self, kind: str, obj: Mapping[str, Any]) -> None:
-        """Wake the loops a change of `obj` (of `kind`) concerns, without touching the cache."""
-        concerned = WAKES[kind]
+    def wake(self, kind: str, obj: Mapping[str, Any], among: frozenset[Loop] | None = None) -> None:
+        """Wake the loops a change of `obj` (of `kind`) concerns (only those also in `among`, when
+        given), without touching the cache."""
+        concerned = WAKES[kind] if among is None else WAKES[kind] & among
         for loop in Loop:  # in the enum's order, so a test sees the same order every time
             if loop in concerned:
                 self.wakers[loop](kind, obj)
+
+
+_EVERY_LOOP: frozenset[Loop] = frozenset(Loop)
+_NOT_ADMISSION: frozenset[Loop] = frozenset(Loop) - {Loop.ADMISSION}

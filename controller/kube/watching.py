@@ -167,8 +167,9 @@ def _plural(resource: tuple[str, str]) -> str:
 WATCHED_NEWS = "new"
 """A watch event carrying a version the cache did not hold."""
 WATCHED_ECHO = "already cached"
-"""A watch event carrying a version the cache already held: the echo of one of tasq's own writes (the
-cache took the write's answer) or an object a relist saw again."""
+"""A watch event that changed nothing in the cache: a version it already held (the echo of one of
+tasq's own writes, whose answer it took, or an object a relist saw again), a Node whose view did not
+change (a status beat), or an object refused as malformed."""
 WATCHED_DELETED = "deleted"
 
 

@@ -1,7 +1,8 @@
 """The one route of a change: each kind wakes exactly the loops the table lists, whether the change
 is a watch event or our own write; a version the cache already holds (the watch echoing our write,
-a stale answer) wakes nobody; one the cache refuses as malformed wakes nobody and is reported; the
-Operator's wakers find the Job or Workload concerned."""
+a stale answer) wakes nobody; one the cache refuses as malformed wakes nobody and is reported; a pod
+change wakes admission only when it changes what the pod takes from its node; the Operator's wakers
+find the Job or Workload concerned."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ OBJECTS: dict[str, Callable[[], dict[str, Any]]] = {
     KIND_PRIORITY_CLASS: lambda: {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                                   "metadata": {"name": "high"}, "value": 100},
     KIND_NODE: lambda: make_node("h1").obj(),
-    KIND_POD: lambda: make_pod("p").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "w").obj(),
+    KIND_POD: lambda: make_pod("p").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "w").on("h1").obj(),
     c.KIND_WORKLOAD: lambda: make_workload("w").queue("lq").pod_set("main", 1, {"cpu": 1}).obj(),
     c.KIND_JOB: lambda: make_job("train").queue("lq").obj(),
     c.KIND_JOBSET: lambda: {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
@@ -147,6 +148,84 @@ def test_a_malformed_answer_wakes_nobody_keeps_the_version_before_and_is_reporte
         and "spec.podSets.0.count" in record.getMessage()
 
 
+def _gated() -> dict[str, Any]:
+    pod = make_pod("p").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, "w").requests(cpu=1).obj()
+    pod["spec"]["schedulingGates"] = [{"name": c.SCHEDULING_GATE_TOPOLOGY}]
+    return pod
+
+
+def _ungated() -> dict[str, Any]:
+    pod = _gated()
+    pod["spec"]["schedulingGates"] = []
+    pod["spec"]["nodeSelector"] = {"example.com/rack": "r1"}
+    return pod
+
+
+def _bound(phase: str = "Pending") -> Callable[[], dict[str, Any]]:
+    def make() -> dict[str, Any]:
+        pod = _ungated()
+        pod["spec"]["nodeName"] = "h1"
+        pod["status"]["phase"] = phase
+        return pod
+    return make
+
+
+def _resized() -> dict[str, Any]:
+    pod = _bound("Running")()
+    pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    return pod
+
+
+def _renamed_annotation() -> dict[str, Any]:
+    pod = _bound("Running")()
+    pod["metadata"]["annotations"][c.ANNOTATION_TOPOLOGY_WORKLOAD] = "other"
+    return pod
+
+
+# (before, after): the lifecycle of a Job's pod, one step at a time; whether the step changes what the
+# pod takes from its node (so may change an admission decision) and wakes the admission loop.
+POD_STEPS = [
+    pytest.param(None, _gated, False, id="created gated: takes no node"),
+    pytest.param(_gated, _ungated, False, id="ungated into its slice, not yet bound"),
+    pytest.param(_ungated, _bound(), True, id="bound to a node by the scheduler"),
+    pytest.param(_bound(), _bound("Running"), False, id="bound pod starts running"),
+    pytest.param(_bound("Running"), _resized, True, id="a bound pod's requests change"),
+    pytest.param(_bound("Running"), _renamed_annotation, True, id="a bound pod names another Workload"),
+    pytest.param(_bound("Running"), _bound("Succeeded"), True, id="a bound pod ends: its node is freed"),
+    pytest.param(_bound("Succeeded"), _bound("Failed"), False, id="an ended pod changes again"),
+]
+
+
+@pytest.mark.parametrize(("before", "after", "wakes_admission"), POD_STEPS)
+def test_a_pod_change_wakes_admission_only_when_what_it_takes_from_its_node_changes(
+        before: Callable[[], dict[str, Any]] | None, after: Callable[[], dict[str, Any]], wakes_admission: bool) -> None:
+    woken = Woken()
+    cache = ClusterCache()
+    router = woken.router(cache)
+    if before is not None:
+        router.applied(KIND_POD, versioned(before(), 5))
+    woken.calls.clear()
+    generation = cache.generation
+    assert router.applied(KIND_POD, versioned(after(), 6))
+    assert woken.loops() == ({ADMISSION, JOBS, UNGATER} if wakes_admission else {JOBS, UNGATER})
+    assert cache.generation > generation  # the cache holds the new version either way
+
+
+@pytest.mark.parametrize(("pod", "wakes_admission"), [
+    pytest.param(_bound("Running"), True, id="a running pod's deletion frees its node"),
+    pytest.param(_bound("Succeeded"), False, id="an ended pod's deletion frees nothing"),
+    pytest.param(_gated, False, id="a gated pod's deletion frees nothing"),
+])
+def test_a_pod_deletion_wakes_admission_only_when_the_pod_took_a_node(
+        pod: Callable[[], dict[str, Any]], wakes_admission: bool) -> None:
+    woken = Woken()
+    router = woken.router()
+    router.applied(KIND_POD, versioned(pod(), 5))
+    woken.calls.clear()
+    router.deleted(KIND_POD, versioned(pod(), 5))
+    assert woken.loops() == ({ADMISSION, JOBS, UNGATER} if wakes_admission else {JOBS, UNGATER})
+
+
 def test_a_router_missing_a_waker_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="no waker for Job reconciler"):
         EventRouter(ClusterCache(), {Loop.ADMISSION: lambda kind, obj: None, Loop.UNGATER: lambda kind, obj: None})
@@ -176,7 +255,7 @@ async def test_the_operators_wakers_find_the_job_and_workload_concerned() -> Non
         assert list(woken) == [(c.KIND_JOB, "ns/train")]
         assert not operator.admission._wake.is_set() and not operator.ungater._due
 
-        pod = versioned(make_pod("p", namespace="ns").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, name).obj(), 7)
+        pod = versioned(make_pod("p", namespace="ns").annotation(c.ANNOTATION_TOPOLOGY_WORKLOAD, name).on("h1").obj(), 7)
         assert operator.router.applied(KIND_POD, pod)
         assert set(operator.ungater._due) == {("ns", name)}
         assert operator.admission._wake.is_set()

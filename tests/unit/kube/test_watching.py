@@ -1,6 +1,6 @@
 """Watch events into the cache through the router: changes wake their loops, versions already
 applied are skipped; priming lists page by page, returns each list's version and freezes what it
-primed out of the garbage collector; it waits out a missing CRD or a forbidden list, saying once
+primed out of the garbage collector; watch events are counted by kind and outcome; it waits out a missing CRD or a forbidden list, saying once
 what to do; one stream per watched resource."""
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ def test_echoes_are_skipped_and_changes_and_deletions_wake_the_loops_a_node_conc
     assert changes == [("ADMISSION", "a"), ("NODE_FAILURES", "a")] and cache.nodes["a"].unschedulable
     apply_event(router, KIND_NODE, "DELETED", cordoned)
     assert changes[-2:] == [("ADMISSION", "a"), ("NODE_FAILURES", "a")] and "a" not in cache.nodes
+    # counted by outcome (the operator logs them when it stops)
+    assert router.watched == {(KIND_NODE, watching.WATCHED_ECHO): 3, (KIND_NODE, watching.WATCHED_NEWS): 1,
+                              (KIND_NODE, watching.WATCHED_DELETED): 1}
 
 
 def quiet_router() -> EventRouter:
