@@ -7,7 +7,7 @@ of cluster as a ServiceAccount bound to cluster-admin (webhooks on 127.0.0.1 wit
 certificate; Kueue with its own CRDs and webhook configurations from the module, batch/job only, TAS
 on by default, its visibility server off as it wants certificates under /visibility; tasq with `--local-webhooks`), both at their shipped log levels (Kueue
 `--zap-log-level=2` as its manager.yaml, tasq `info`), and runs the same scenarios: bursts of Jobs
-created 32 at a time, then a paced run. Each Job: 2 pods x 1 GPU requiring one rack.
+created 32 at a time, and a paced run (run first). Each Job: 2 pods x 1 GPU requiring one rack.
 Per scenario: creates/s through the webhooks, Jobs/s (created to admitted), p50/p99 Job create ->
 Workload Admitted (seen on a watch), operator CPU ms per Job (its processes' utime+stime), its peak
 RSS (VmHWM, summed over its processes), and API requests per Job (kube-apiserver's flow-control counter for the
@@ -498,7 +498,9 @@ async def drive(admin: Path, namespace: str, count: int, rate: float) -> tuple[f
     return create_s, sent, admitted
 
 
-def scenario(admin: Path, operator: Operator, label: str, index: int, count: int, rate: float) -> Row:
+def scenario(admin: Path, operator: Operator, label: str, index: int, count: int, rate: float,
+             final: bool = False) -> Row:
+    """One scenario in a namespace of its own, deleted after (but for the last: its cluster goes)."""
     namespace = f"s{index}"
     kubectl(admin, "create", "namespace", namespace)
     kubectl(admin, "apply", "-f", "-", stdin=local_queue(namespace))
@@ -519,7 +521,8 @@ def scenario(admin: Path, operator: Operator, label: str, index: int, count: int
               idle_per_s, {kind: (n - by_kind_before.get(kind, 0.0)) / count for kind, n in by_kind_after.items()
                            if n > by_kind_before.get(kind, 0.0)})
     log(f"{operator.name} {label}: {row}")
-    kubectl(admin, "delete", "namespace", namespace, "--wait=true", "--timeout=600s")
+    if not final:  # the next scenario starts once the cluster has deleted this one's Jobs and pods
+        kubectl(admin, "delete", "namespace", namespace, "--wait=true", "--timeout=600s")
     return row
 
 
@@ -532,7 +535,7 @@ def run_operator(name: str, scenarios: list[tuple[str, int, float]]) -> list[Row
             operator = (start_kueue if name == "kueue" else start_tasq)(admin, operator_config, work)
             try:
                 log(f"{name}: serving after {wait_until_serving(admin, operator):.1f} s")
-                return [scenario(admin, operator, label, i, count, rate)
+                return [scenario(admin, operator, label, i, count, rate, final=i == len(scenarios) - 1)
                         for i, (label, count, rate) in enumerate(scenarios)]
             finally:
                 operator.stop()
@@ -575,10 +578,12 @@ def main() -> int:
     parser.add_argument("--paced", default="4:200", help="RATE:JOBS of the paced run ('' for none)")
     parser.add_argument("--only", choices=("kueue", "tasq"), default=None, help="run one operator only")
     args = parser.parse_args()
-    scenarios = [(f"{n} burst", int(n), 0.0) for n in args.bursts.split(",") if n]
+    # The paced run first, then the bursts by size: the largest namespace, slowest to delete, is last
+    # and never waited for.
+    scenarios = sorted(((f"{n} burst", int(n), 0.0) for n in args.bursts.split(",") if n), key=lambda s: s[1])
     if args.paced:
         rate, count = args.paced.split(":")
-        scenarios.append((f"paced {rate}/s", int(count), float(rate)))
+        scenarios.insert(0, (f"paced {rate}/s", int(count), float(rate)))
     if args.only != "tasq":
         kueue_binary()
     results = {name: run_operator(name, scenarios) for name in ("kueue", "tasq") if args.only in (None, name)}
