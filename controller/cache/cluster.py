@@ -81,6 +81,10 @@ class WorkloadEntry:
     restoring: Admission | None = None
     expecting: bool = False
     evicting_for: str | None = None
+    held_read: tuple[Workload, float | None, bool] | None = None
+    """What `admission_state` reads of an admitted one's object, kept with the object it was read
+    from: (that model, when QuotaReserved turned True, whether it is terminating). Every cycle
+    reads every admitted Workload; only a new version of the object is read again."""
 
     @property
     def finished(self) -> bool:
@@ -355,7 +359,7 @@ class ClusterCache:
         nodes replaced) is released and reserved as it now reads; a pending one's spec is re-read."""
         entry = self.workloads.get(key)
         previous = entry.admission if entry is not None else None
-        if entry is None:
+        if entry is None:  # `workloads` thus iterates in `seq` order (an entry keeps its place and seq)
             self._seq += 1
             entry = self.workloads[key] = WorkloadEntry(wl, self._info(wl, self._seq))
         else:
@@ -509,7 +513,7 @@ class ClusterCache:
         another replica): quota from `status.admission`, hosts named by slices, and nodes of the
         rack/block slices placed as the topology engine would; then the workload's bound pods are
         counted again so each converts its share of the reservation exactly once."""
-        for key, entry in sorted(self.workloads.items(), key=lambda kv: kv[1].info.seq):
+        for key, entry in self.workloads.items():  # in arrival (`seq`) order: see `_upsert_workload`
             if entry.restoring is None:
                 continue
             admission, entry.restoring = entry.restoring, None
@@ -573,15 +577,20 @@ class ClusterCache:
         snapshot = self.snapshot()
         self._restore(snapshot)
         state = AdmissionState(snapshot)
-        for key, entry in sorted(self.workloads.items(), key=lambda kv: kv[1].info.seq):
+        for key, entry in self.workloads.items():  # in arrival (`seq`) order: see `_upsert_workload`
             if entry.fit is not None:
                 state.admitted[key] = entry.fit
                 state.workloads[key] = entry.info
                 state.queue_of[key] = entry.fit.cluster_queue
-                reserved = entry.obj.condition(c.CONDITION_QUOTA_RESERVED)
-                if reserved is not None and reserved.status == "True":
-                    state.admitted_at[key] = parse_timestamp(reserved.last_transition_time, entry.info.created)
-                if entry.evicting_for is not None or is_terminating(entry.obj):
+                read = entry.held_read
+                if read is None or read[0] is not entry.obj:
+                    reserved = entry.obj.condition(c.CONDITION_QUOTA_RESERVED)
+                    since = (parse_timestamp(reserved.last_transition_time, entry.info.created)
+                             if reserved is not None and reserved.status == "True" else None)
+                    read = entry.held_read = (entry.obj, since, is_terminating(entry.obj))
+                if read[1] is not None:
+                    state.admitted_at[key] = read[1]
+                if entry.evicting_for is not None or read[2]:
                     state.mark_evicting(key, entry.evicting_for)
             elif not entry.finished and entry.active and (now is None or not in_backoff(entry.obj, now)):
                 state.submit(entry.info)

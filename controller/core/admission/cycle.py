@@ -107,21 +107,28 @@ class AdmissionState:
     """Quota reservation time (seconds) of admitted workloads, where known."""
     now: float | None = None
     """When this state decides (seconds), given by the caller: stamps `admitted_at` of its admissions."""
+    _resolved: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(namespace, queue name) -> the ClusterQueue it resolved to: the snapshot's queues and
+    namespaces are fixed for a state's life, and a backlog of thousands names a handful of queues."""
 
     def submit(self, wl: WorkloadInfo) -> Pending | None:
         """Queue a new workload in its ClusterQueue; a Pending when it cannot be queued at all."""
-        self.workloads[wl.key] = wl
-        cq_name, problem = resolve_cluster_queue(self.snapshot, wl)
-        if problem is not None:
-            self.pending[wl.key] = problem
-            return problem
-        assert cq_name is not None
+        key = wl.key
+        self.workloads[key] = wl
+        cq_name = self._resolved.get((wl.namespace, wl.queue_name))
+        if cq_name is None:
+            cq_name, problem = resolve_cluster_queue(self.snapshot, wl)
+            if problem is not None:
+                self.pending[key] = problem
+                return problem
+            assert cq_name is not None
+            self._resolved[(wl.namespace, wl.queue_name)] = cq_name
         cq = self.snapshot.cluster_queues[cq_name]
-        self.queue_of[wl.key] = cq_name
+        self.queue_of[key] = cq_name
         # Workloads of one shape fail alike, so a parked head parks its shape; where preemption may
         # make room, how much depends on the priority too, so that is part of the shape there.
         shape = (wl.shape, wl.priority) if cq.preemption.enabled else wl.shape
-        self.queues.ensure(cq_name, cq.queueing_strategy).push(wl.key, wl.order_key(), shape)
+        self.queues.ensure(cq_name, cq.queueing_strategy).push(key, wl.order_key(), shape)
         return None
 
     def release(self, key: str, requeue: bool = False) -> bool:

@@ -274,6 +274,24 @@ def test_an_evicted_workloads_pods_are_not_ungated_while_its_reservation_stays(c
     assert cache.ungating_input("default", "a") is None  # its pods are being deleted: none is released
 
 
+
+def test_each_cycle_reads_an_admitted_workloads_latest_version_for_its_reservation_time_and_eviction(
+        cache: ClusterCache) -> None:
+    wl = admitted_on_hosts("a", {"h1": 1, "h3": 1})
+    wl["status"]["conditions"][0]["lastTransitionTime"] = "2026-01-01T00:00:10Z"
+    cache.upsert(c.KIND_WORKLOAD, wl)
+    first = cache.admission_state()
+    assert (first.admitted_at, first.evicting) == ({"default/a": 1767225610.0}, {})
+    # The same object again: the same reading. Then a new version, evicted and re-reserved later.
+    assert cache.admission_state().admitted_at == {"default/a": 1767225610.0}
+    again = admitted_on_hosts("a", {"h1": 1, "h3": 1}, rv=2)
+    again["status"]["conditions"][0]["lastTransitionTime"] = "2026-01-01T00:00:20Z"
+    again["status"]["conditions"].append({"type": c.CONDITION_EVICTED, "status": "True", "reason": c.REASON_PREEMPTED,
+                                          "message": "for b", "lastTransitionTime": "2026-01-01T00:00:30Z"})
+    cache.upsert(c.KIND_WORKLOAD, again)
+    later = cache.admission_state()
+    assert (later.admitted_at, later.evicting) == ({"default/a": 1767225620.0}, {"default/a": None})
+
 # -- parsed once ------------------------------------------------------------------------------------
 
 def test_a_malformed_workload_update_is_refused_whole_and_the_previous_version_stays(cache: ClusterCache) -> None:
