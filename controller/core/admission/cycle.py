@@ -2,7 +2,7 @@
 
 `AdmissionState` carries what lives between cycles; `run_cycle` is one Kueue scheduling round and
 `run_until_quiet` repeats it until no queue has a head (`rounds` hands them out one at a time).
-Decisions are values: `Admit` (the full `status.admission`), `Pending` (reason + quantitative
+Decisions are values: `Admit` (the fit, and the full `status.admission` built from it), `Pending` (reason + quantitative
 message) or `Preempt`. Pure. Called by `tasq simulate` (controller.core.simulating), the benchmarks
 and the operator's admission loop (controller.kube.admitting, on the state
 `ClusterCache.admission_state` hands it).
@@ -50,8 +50,19 @@ from controller.core.admission.workloads import WorkloadInfo
 class Admit:
     key: str
     cluster_queue: str
-    admission: dict[str, Any]
-    """The Workload's `status.admission`."""
+    fit: WorkloadFit
+    """What was admitted (its quota and nodes are held in the state)."""
+    _admission: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def admission(self) -> dict[str, Any]:
+        """The Workload's `status.admission`, built at its first read (by whoever writes it) and
+        the same dict after: the cycle itself never reads it, and a cycle admitting thousands built
+        thousands of nested dicts up front, each one more object for the collector to traverse."""
+        if self._admission is None:
+            object.__setattr__(self, "_admission", self.fit.admission())
+        assert self._admission is not None
+        return self._admission
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,7 +318,7 @@ def _settle(state: AdmissionState, cq_name: str, key: str, result: WorkloadFit |
             state.admitted_at[key] = state.now
         state.pending.pop(key, None)
         queue.remove(key)
-        return Admit(key, cq_name, result.admission())
+        return Admit(key, cq_name, result)
     state._no_fit[(cq_name, state.workloads[key].shape)] = result
     queue.park(key)
     if cq.preemption.enabled:
