@@ -398,8 +398,12 @@ class ClusterCache:
     # Flavors, topologies and queues: rare changes, so the parts built from them are rebuilt.
 
     def _upsert_flavor(self, key: str, flavor: ResourceFlavor) -> bool:
+        before = self.flavors.get(key)
         self.flavors[key] = flavor
-        self._flavor_infos = None
+        # The trees are built from the spec alone: tasq's own finalizer patch (metadata) must not
+        # rebuild every flavor's tree, a second or more at 10,000 nodes in one turn of the loop.
+        if before is None or before.spec != flavor.spec:
+            self._flavor_infos = None
         return True
 
     def _delete_flavor(self, key: str) -> None:

@@ -215,6 +215,17 @@ def test_a_node_change_patches_the_flavor_tree_in_place(cache: ClusterCache) -> 
     assert tree.slot_of("h4") is None and tree.slot_of("h5") is not None and tree.slot_of("x1") is None
 
 
+
+def test_a_flavor_update_rebuilds_the_trees_only_when_its_spec_changed(cache: ClusterCache) -> None:
+    infos = cache.snapshot().flavors
+    finalized = make_flavor("gpu").node_label("gpu", "yes").topology_name("dc").obj()
+    finalized["metadata"]["finalizers"] = [c.FINALIZER_RESOURCE_IN_USE]
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, finalized)
+    assert cache.snapshot().flavors is infos
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, make_flavor("gpu").node_label("gpu", "no").topology_name("dc").obj())
+    rebuilt = cache.snapshot().flavors["gpu"].topology
+    assert cache.snapshot().flavors is not infos and rebuilt is not None and rebuilt.node_count == 0
+
 def test_a_cluster_queue_change_rebuilds_the_ledger_with_every_held_admission(cache: ClusterCache) -> None:
     cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h1": 1}))
     cache.admission_state()
