@@ -81,10 +81,10 @@ class WorkloadEntry:
     restoring: Admission | None = None
     expecting: bool = False
     evicting_for: str | None = None
-    held_read: tuple[Workload, float | None, bool] | None = None
-    """What `admission_state` reads of an admitted one's object, kept with the object it was read
-    from: (that model, when QuotaReserved turned True, whether it is terminating). Every cycle
-    reads every admitted Workload; only a new version of the object is read again."""
+    held_read: tuple[float | None, bool] | None = None
+    """What `admission_state` read of an admitted one's object: (when QuotaReserved turned True,
+    whether it is terminating). Every cycle reads every admitted Workload; this is forgotten when a
+    new version of the object comes, so only that one is read again."""
 
     @property
     def finished(self) -> bool:
@@ -363,7 +363,7 @@ class ClusterCache:
             self._seq += 1
             entry = self.workloads[key] = WorkloadEntry(wl, self._info(wl, self._seq))
         else:
-            entry.obj = wl
+            entry.obj, entry.held_read = wl, None
             if entry.fit is None and entry.restoring is None:
                 entry.info = self._info(wl, entry.info.seq)
         owner = self.owner_of_workload(wl)
@@ -587,14 +587,14 @@ class ClusterCache:
                 state.workloads[key] = entry.info
                 state.queue_of[key] = entry.fit.cluster_queue
                 read = entry.held_read
-                if read is None or read[0] is not entry.obj:
+                if read is None:
                     reserved = entry.obj.condition(c.CONDITION_QUOTA_RESERVED)
                     since = (parse_timestamp(reserved.last_transition_time, entry.info.created)
                              if reserved is not None and reserved.status == "True" else None)
-                    read = entry.held_read = (entry.obj, since, is_terminating(entry.obj))
-                if read[1] is not None:
-                    state.admitted_at[key] = read[1]
-                if entry.evicting_for is not None or read[2]:
+                    read = entry.held_read = (since, is_terminating(entry.obj))
+                if read[0] is not None:
+                    state.admitted_at[key] = read[0]
+                if entry.evicting_for is not None or read[1]:
                     state.mark_evicting(key, entry.evicting_for)
             elif not entry.finished and entry.active and (now is None or not in_backoff(entry.obj, now)):
                 state.submit(entry.info)

@@ -2,10 +2,10 @@
 
 `AdmissionState` carries what lives between cycles; `run_cycle` is one Kueue scheduling round and
 `run_until_quiet` repeats it until no queue has a head (`rounds` hands them out one at a time).
-Decisions are values: `Admit` (the fit, and the full `status.admission` built from it), `Pending` (reason + quantitative
-message) or `Preempt`. Pure. Called by `tasq simulate` (controller.core.simulating), the benchmarks
-and the operator's admission loop (controller.kube.admitting, on the state
-`ClusterCache.admission_state` hands it).
+Decisions are values: `Admit` (the fit, and the full `status.admission` built from it), `Pending`
+(reason + quantitative message) or `Preempt`. Pure. Called by `tasq simulate`
+(controller.core.simulating), the benchmarks and the operator's admission loop
+(controller.kube.admitting, on the state `ClusterCache.admission_state` hands it).
 
 Preemption, the contract with whoever carries it out:
 - A head that does not fit, in a ClusterQueue whose `spec.preemption` allows it, gets a victim search
