@@ -1,20 +1,19 @@
 """Benchmark of the admission webhooks: throughput and latency percentiles, before and after.
 
-Rows: `engine` answers reviews in-process, through kopf's admission engine (`kopf`, how tasq answered
-them before) or tasq's direct `Reviewer`: the CPU cost per review (Pod: a pod gated; Job create: the
-mutating then the validating review of a queued Job, as kube-apiserver sends them). `https` rows post
+Rows: `engine` answers reviews in-process with tasq's `Reviewer` (its handler table): the CPU cost per
+review (Pod: a pod gated; Job create: the mutating then the validating review of a queued Job, as
+kube-apiserver sends them; kopf's admission engine, which answered them before, is gone). `https` rows post
 Job creates (both reviews, one after the other) over TLS from a client in another process, as
 kube-apiserver does, at concurrency 8, to a server on this process's event loop (`loop`) or to the
 webhook process (`process`, `controller.kube.webhook_serving`); `busy` runs a stand-in for a busy
-operator on this loop meanwhile (Python work in 20 ms slices, all the time). The server logs every
-request at INFO into /dev/null, as in production. Run: `.venv/bin/python bench/webhooks.py [--creates N]`.
+operator on this loop meanwhile (Python work in 20 ms slices, all the time). `process` rows print the
+child's peak RSS. The server logs every request at INFO into /dev/null, as in production. Run: `.venv/bin/python bench/webhooks.py [--creates N]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import json
 import logging
 import multiprocessing
@@ -29,11 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import kopf
-from kopf._cogs.structs import ephemera, references
-from kopf._core.engines import admission
-from kopf._core.engines.indexing import OperatorIndexers
-from kopf._core.reactor import inventory
 
 # Run as a script, this file's directory comes first on sys.path and this module's own name would
 # hide the `webhooks` package: drop the directory before importing it.
@@ -42,7 +36,6 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 from controller.api import constants as c  # noqa: E402
 from controller.kube.webhook_serving import WebhookProcess  # noqa: E402
 from webhooks.certificates import write_serving_files  # noqa: E402
-from webhooks.handlers import register_handlers  # noqa: E402
 from webhooks.reviewing import Reviewer  # noqa: E402
 from webhooks.serving import AdmissionServer, TlsFiles, answer  # noqa: E402
 
@@ -86,22 +79,6 @@ def review(i: int, kind: str = "Pod") -> dict[str, Any]:
         "name": obj["metadata"]["name"], "operation": "CREATE",
         "userInfo": {"username": "system:serviceaccount:kube-system:job-controller"},
         "object": obj, "oldObject": None, "dryRun": False}}
-
-
-def webhook_fn() -> kopf.WebhookFn:
-    """kopf's admission engine with tasq's handlers, as the operator bound it before (no cluster needed)."""
-    registry = kopf.OperatorRegistry()
-    register_handlers(registry)
-    insights = references.Insights()
-    insights.webhook_resources.update({
-        references.Resource(group="", version="v1", plural="pods", kind="Pod", namespaced=True, verbs=frozenset({"create"})),
-        references.Resource(group="batch", version="v1", plural="jobs", kind="Job", namespaced=True,
-                            verbs=frozenset({"create"}))})
-    fn: kopf.WebhookFn = functools.partial(
-        admission.serve_admission_request, settings=kopf.OperatorSettings(), registry=registry, insights=insights,
-        memories=inventory.ResourceMemories(), memobase=ephemera.AnyMemo(kopf.Memo()),
-        indices=OperatorIndexers().indices)
-    return fn
 
 
 def summary(name: str, latencies_s: list[float], wall_s: float) -> str:
@@ -217,8 +194,7 @@ async def https_rows(creates: int, concurrency: int) -> list[str]:
         tls = TlsFiles(directory / c.WEBHOOK_CERT_FILE, directory / c.WEBHOOK_KEY_FILE, directory / c.WEBHOOK_CA_FILE)
         rows = []
         for busy in (False, True):
-            for name, where, fn in (("kopf", "loop", webhook_fn()), ("reviewer", "loop", Reviewer()),
-                                    ("reviewer", "process", None)):
+            for name, where, fn in (("reviewer", "loop", Reviewer()), ("reviewer", "process", None)):
                 label = f"https Job creates {name}, {where}{', busy' if busy else ''}"
                 rows.append(await https_row(label, tls, where, fn, creates, concurrency, busy))
                 print(rows[-1], flush=True)
@@ -234,14 +210,13 @@ def main() -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     logging.getLogger("webhooks.serving").setLevel(logging.INFO)
-    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}, "
-          f"kopf {kopf.__version__ if hasattr(kopf, '__version__') else '?'}; load average {os.getloadavg()[0]:.1f}")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}; "
+          f"load average {os.getloadavg()[0]:.1f}")
     print(f"{'row':<44} {'creates':>7} {'per s':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
-    for name, fn in (("kopf", webhook_fn()), ("reviewer", Reviewer())):
-        for kind in ("Pod", "Job"):
-            print(asyncio.run(engine_row(fn, args.creates, f"engine {name}: {kind} create{'' if kind == 'Job' else ' (gate)'}",
-                                         kind)), flush=True)
+    for kind in ("Pod", "Job"):
+        print(asyncio.run(engine_row(Reviewer(), args.creates,
+                                     f"engine reviewer: {kind} create{'' if kind == 'Job' else ' (gate)'}", kind)),
+              flush=True)
     asyncio.run(https_rows(args.creates, args.concurrency))
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 

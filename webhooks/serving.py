@@ -1,8 +1,7 @@
 """The HTTPS admission server tasq's webhook handlers are answered behind.
 
-`AdmissionServer` serves POST /<handler id> with a review function (`webhooks.reviewing.Reviewer`;
-any kopf `WebhookFn` too: it is also a kopf webhook server) over TLS with a certificate and key read
-from files, and swaps in a new TLS context when the files change (`ReloadingTls`, also used by the
+`AdmissionServer` serves POST /<handler id> with a review function (`webhooks.reviewing.Reviewer`,
+or any function called the same way) over TLS with a certificate and key read from files, and swaps in a new TLS context when the files change (`ReloadingTls`, also used by the
 metrics server), so the next handshake uses the new certificate without a restart. A path that names
 no webhook gets a 404, a malformed AdmissionReview a 400, and the server keeps serving; every request
 is logged with the object it reviews. POST /convert answers CRD ConversionReviews with a converter
@@ -24,24 +23,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import kopf
 from aiohttp import web
-
-# kopf raises these for a review it cannot serve; it does not export the class at its top level.
-from kopf._core.engines.admission import WebhookError
 
 from controller.api.conversion import convert
 from webhooks.configurations import CONVERSION_PATH, MUTATING_ROUTES, VALIDATING_ROUTES
 from webhooks.converting import Converter, answer_conversion
 from webhooks.handlers import DENIAL_CODE, GroupMembers, denial_message
-from webhooks.reviewing import Reviewer
+from webhooks.reviewing import Reviewer, UnroutableReview
 from webhooks.validation.errors import ROOT, FieldError, FieldPath
 
 logger = logging.getLogger(__name__)
 
 REVIEW_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
-MAX_OBJECT_DEPTH: Final = 64  # a Workload's pod template nests about 15 levels; kopf copies recursively
+MAX_OBJECT_DEPTH: Final = 64  # a Workload's pod template nests about 15 levels; the rules and encoders recurse
 IDENTITY_FIELDS: Final = ("name", "generateName", "namespace", "uid")
 MAX_REVIEW_BYTES: Final = 8 * 1024 * 1024  # kube-apiserver's own request limit is 3 MiB
 MAX_CONVERSION_BYTES: Final = 256 * 1024 * 1024
@@ -49,14 +44,14 @@ MAX_CONVERSION_BYTES: Final = 256 * 1024 * 1024
 INLINE_CONVERSIONS: Final = 16
 """Reviews with more objects are converted in a worker thread, so the loop keeps serving meanwhile."""
 ReviewFn = Callable[..., Awaitable[Mapping[str, Any]]]
-"""Answers one decoded AdmissionReview, called as kopf calls its `WebhookFn`: `fn(review, webhook=path,
-headers=...)`; raises kopf's WebhookError for a review it cannot route."""
+"""Answers one decoded AdmissionReview: `fn(review, webhook=path, headers=...)`; raises
+`UnroutableReview` for a review it cannot route."""
 HANDLER_IDS: Final = frozenset(route.handler_id for route in (*MUTATING_ROUTES, *VALIDATING_ROUTES))
-"""The paths the webhook configurations call; kopf would answer `allowed: true` on any other."""
+"""The paths the webhook configurations call; any other is a 404 (never an allowing answer)."""
 
 
 def review_problems(review: Any) -> list[str]:
-    """What makes a request body not an AdmissionReview kopf can answer (empty: well-formed)."""
+    """What makes a request body not an AdmissionReview the handlers can answer (empty: well-formed)."""
     if not isinstance(review, Mapping):
         return ["the body must be a JSON object"]
     problems = []
@@ -87,8 +82,8 @@ def review_problems(review: Any) -> list[str]:
 
 
 def _metadata_problems(path: str, metadata: Any) -> list[str]:
-    """kube-apiserver always sends a decoded ObjectMeta; kopf fails on one whose identity fields
-    are not strings (it keys its memory by uid), so such a review is malformed here."""
+    """kube-apiserver always sends a decoded ObjectMeta, whose identity fields are strings: a
+    review with others did not come from it and is malformed here."""
     if not isinstance(metadata, Mapping):
         return [f"{path} must be an object"]
     return [f"{path}.{field} must be a string" for field in IDENTITY_FIELDS
@@ -129,7 +124,7 @@ def too_deep(obj: Any, limit: int = MAX_OBJECT_DEPTH) -> FieldPath | None:
 
 
 def _denied_as_too_deep(review: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A 422 denial for an object nested deeper than kopf can copy (kube-apiserver passes such
+    """A 422 denial for an object nested deeper than the rules walk (kube-apiserver passes such
     values in fields that keep unknown content), naming where; None for an ordinary object."""
     request = review["request"]
     for key in ("object", "oldObject"):
@@ -163,7 +158,7 @@ async def answer(fn: ReviewFn, review: Any, webhook: str | None,
     started = time.perf_counter()
     try:
         response = await fn(review, webhook=webhook or None, headers=dict(headers or {}))
-    except WebhookError as e:  # a review that cannot be routed (e.g. a resource without handlers)
+    except UnroutableReview as e:  # a review that cannot be routed (e.g. a resource without handlers)
         logger.warning("Admission %s: cannot serve: %s", what, e)
         return 400, {"message": str(e)}
     except Exception:
@@ -270,7 +265,7 @@ class ReloadingTls:
 
 
 class AdmissionServer:
-    """A kopf webhook server over TLS from files, reloading them when they change (see module).
+    """The webhook server over TLS from files, reloading them when they change (see module).
     `handler_ids` are the paths it answers (every configured webhook by default); others get 404."""
 
     def __init__(self, tls: TlsFiles, *, addr: str = "127.0.0.1", port: int = 0, host: str | None = None,
@@ -314,13 +309,13 @@ class AdmissionServer:
         await self.serve(Reviewer(group_members))
 
     async def serve(self, fn: ReviewFn) -> None:
-        """Serve `fn` until cancelled (without kopf: `tasq run`'s webhook process, the operator)."""
+        """Serve `fn` until cancelled (`tasq run`'s webhook process, the operator's loop, tests)."""
         async for _ in self(fn):
             pass
 
-    async def __call__(self, fn: ReviewFn) -> AsyncIterator[kopf.WebhookClientConfig]:
-        """Serve `fn`; yields the client config once listening (kopf's webhook-server protocol),
-        then re-reads the certificate files every `reload_interval` s."""
+    async def __call__(self, fn: ReviewFn) -> AsyncIterator[dict[str, str]]:
+        """Serve `fn`; yields the client config once listening ({"url", "caBundle"}), then re-reads
+        the certificate files every `reload_interval` s."""
         app = web.Application(client_max_size=MAX_CONVERSION_BYTES)
 
         async def serve(request: web.Request) -> web.Response:
@@ -348,7 +343,7 @@ class AdmissionServer:
                 self.port = int(server.sockets[0].getsockname()[1])
             logger.info("Serving admission webhooks at %s", self.url)
             self._listening.set()
-            yield kopf.WebhookClientConfig(url=self.url, caBundle=self.tls.ca_bundle())
+            yield {"url": self.url, "caBundle": self.tls.ca_bundle()}
             while True:
                 await asyncio.sleep(self.reload_interval)
                 self.reload_if_changed()
@@ -357,7 +352,7 @@ class AdmissionServer:
             await runner.cleanup()
 
     async def _serve(self, fn: ReviewFn, request: web.Request) -> web.Response:
-        """One request: 404 for a path that names no webhook (never an answer kopf would make up),
+        """One request: 404 for a path that names no webhook (never an allowing answer made up),
         400 when the body is not JSON, else what `answer` says."""
         webhook = request.match_info.get("id", "")
         if webhook not in self.handler_ids:
