@@ -27,7 +27,14 @@ from tests.unit.webhooks.manifests import (
 from tests.unit.webhooks.reviews import Admission, patch_of, patched, review
 from tests.unit.webhooks.test_robustness import value_paths
 from webhooks.configurations import MUTATING_ROUTES, VALIDATING_ROUTES, Route
-from webhooks.handlers import ANY_SUBRESOURCE, DENIAL_CODE, AdmissionRequest, Denial, denial_message, handler_table
+from webhooks.handlers import (
+    ANY_SUBRESOURCE,
+    DENIAL_CODE,
+    AdmissionRequest,
+    Denial,
+    denial_message,
+    handler_table,
+)
 from webhooks.serving import IDENTITY_FIELDS
 from webhooks.validation import FieldError, validate, validate_update
 
