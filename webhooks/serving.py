@@ -52,31 +52,31 @@ HANDLER_IDS: Final = frozenset(route.handler_id for route in (*MUTATING_ROUTES, 
 
 def review_problems(review: Any) -> list[str]:
     """What makes a request body not an AdmissionReview the handlers can answer (empty: well-formed)."""
-    if not isinstance(review, Mapping):
+    if not isinstance(review, (dict, Mapping)):
         return ["the body must be a JSON object"]
     problems = []
     if review.get("apiVersion") not in REVIEW_VERSIONS or review.get("kind") != "AdmissionReview":
         problems.append(f"apiVersion/kind must be one of {', '.join(REVIEW_VERSIONS)} / AdmissionReview")
     request = review.get("request")
-    if not isinstance(request, Mapping):
+    if not isinstance(request, (dict, Mapping)):
         return [*problems, "request must be an object"]
     if not isinstance(request.get("uid"), str) or not request.get("uid"):
         problems.append("request.uid must be a non-empty string")
     resource = request.get("resource")
-    if not isinstance(resource, Mapping) or not all(
+    if not isinstance(resource, (dict, Mapping)) or not all(
             isinstance(resource.get(k), str) for k in ("group", "version", "resource")):
         problems.append("request.resource must have string group, version and resource")
     if request.get("operation") not in OPERATIONS:
         problems.append(f"request.operation must be one of {', '.join(OPERATIONS)}")
-    if not isinstance(request.get("userInfo"), Mapping):
+    if not isinstance(request.get("userInfo"), (dict, Mapping)):
         problems.append("request.userInfo must be an object")
     new, old = request.get("object"), request.get("oldObject")
-    if not isinstance(new, Mapping) and not isinstance(old, Mapping):
+    if not isinstance(new, (dict, Mapping)) and not isinstance(old, (dict, Mapping)):
         problems.append("request.object or request.oldObject must be an object")
     for key, value in (("object", new), ("oldObject", old)):
-        if value is not None and not isinstance(value, Mapping):
+        if value is not None and not isinstance(value, (dict, Mapping)):
             problems.append(f"request.{key} must be an object or null")
-        elif isinstance(value, Mapping):
+        elif isinstance(value, (dict, Mapping)):
             problems.extend(_metadata_problems(f"request.{key}.metadata", value.get("metadata", {})))
     return problems
 
@@ -84,7 +84,7 @@ def review_problems(review: Any) -> list[str]:
 def _metadata_problems(path: str, metadata: Any) -> list[str]:
     """kube-apiserver always sends a decoded ObjectMeta, whose identity fields are strings: a
     review with others did not come from it and is malformed here."""
-    if not isinstance(metadata, Mapping):
+    if not isinstance(metadata, (dict, Mapping)):
         return [f"{path} must be an object"]
     return [f"{path}.{field} must be a string" for field in IDENTITY_FIELDS
             if metadata.get(field) is not None and not isinstance(metadata.get(field), str)]
@@ -116,7 +116,7 @@ def too_deep(obj: Any, limit: int = MAX_OBJECT_DEPTH) -> FieldPath | None:
         value, path, depth = stack.pop()
         if depth > limit:
             return path
-        if isinstance(value, Mapping):
+        if isinstance(value, (dict, Mapping)):
             stack.extend((v, path.child(str(k)), depth + 1) for k, v in value.items())
         elif isinstance(value, list):
             stack.extend((v, path.index(i), depth + 1) for i, v in enumerate(value))
@@ -132,7 +132,7 @@ def _denied_as_too_deep(review: Mapping[str, Any]) -> dict[str, Any] | None:
         if path is None:
             continue
         shown = path.text if len(path.text) <= 120 else path.text[:120] + "..."
-        kind = request.get("kind") if isinstance(request.get("kind"), Mapping) else {}
+        kind = request.get("kind") if isinstance(request.get("kind"), (dict, Mapping)) else {}
         error = FieldError(shown, f"Invalid value: must not be nested more than {MAX_OBJECT_DEPTH} levels deep")
         message = denial_message(str(kind.get("kind") or request["resource"]["resource"]),
                                  str(request["resource"]["group"]), str(request.get("name") or ""), [error])
@@ -150,7 +150,7 @@ async def answer(fn: ReviewFn, review: Any, webhook: str | None,
     problems = review_problems(review)
     if problems:
         return 400, {"message": "; ".join(problems)}
-    what = describe(review)
+    what = _Described(review)  # built only for a line the log level lets through
     deep = _denied_as_too_deep(review)
     if deep is not None:
         logger.info("Admission %s: denied %s", what, deep["response"]["status"]["message"])
@@ -175,15 +175,27 @@ async def answer(fn: ReviewFn, review: Any, webhook: str | None,
     return 200, dict(response)
 
 
+class _Described:
+    """`describe(review)`, computed when a log line formats it (most answers are not logged)."""
+
+    __slots__ = ("review",)
+
+    def __init__(self, review: Mapping[str, Any]) -> None:
+        self.review = review
+
+    def __str__(self) -> str:
+        return describe(self.review)
+
+
 def describe(review: Mapping[str, Any]) -> str:
     """`CREATE Job ns/name uid=...` for the logs (from a well-formed review)."""
     request = review["request"]
-    obj = request.get("object") if isinstance(request.get("object"), Mapping) else request.get("oldObject")
-    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
-    metadata = metadata if isinstance(metadata, Mapping) else {}
+    obj = request.get("object") if isinstance(request.get("object"), (dict, Mapping)) else request.get("oldObject")
+    metadata = obj.get("metadata") if isinstance(obj, (dict, Mapping)) else None
+    metadata = metadata if isinstance(metadata, (dict, Mapping)) else {}
     name = request.get("name") or metadata.get("name") or metadata.get("generateName") or ""
     namespace = request.get("namespace") or metadata.get("namespace") or ""
-    kind = request.get("kind", {}).get("kind") if isinstance(request.get("kind"), Mapping) else None
+    kind = request.get("kind", {}).get("kind") if isinstance(request.get("kind"), (dict, Mapping)) else None
     where = f"{namespace}/{name}" if namespace else str(name)
     dry = " dryRun" if request.get("dryRun") else ""
     return f"{request['operation']} {kind or request['resource']['resource']} {where} uid={request['uid']}{dry}"
