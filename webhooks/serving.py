@@ -282,8 +282,11 @@ class AdmissionServer:
 
     def __init__(self, tls: TlsFiles, *, addr: str = "127.0.0.1", port: int = 0, host: str | None = None,
                  reload_interval: float = 10.0, handler_ids: frozenset[str] = HANDLER_IDS,
-                 converter: Converter | None = convert) -> None:
+                 converter: Converter | None = convert, reuse_port: bool = False) -> None:
         self.tls = tls
+        self.reuse_port = reuse_port
+        """Listen with SO_REUSEPORT: other servers may listen on the same port (the kernel spreads
+        new connections among them)."""
         self.converter = converter
         self.addr = addr
         self.port = port
@@ -348,7 +351,8 @@ class AdmissionServer:
         runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self.addr, self.port, ssl_context=self._reloading.front())
+            site = web.TCPSite(runner, self.addr, self.port, ssl_context=self._reloading.front(),
+                               reuse_port=self.reuse_port or None)
             await site.start()
             server = site._server
             if isinstance(server, asyncio.base_events.Server) and server.sockets:

@@ -79,6 +79,7 @@ class ChildConfig:
     reload_interval: float
     log_level: str
     log_format: str
+    reuse_port: bool = False
 
     def to_json(self) -> str:
         """The child's command-line argument."""
@@ -98,8 +99,10 @@ class WebhookProcess:
     """A supervised child process serving the webhooks (see module)."""
 
     def __init__(self, tls: TlsFiles, *, addr: str = "127.0.0.1", port: int = 0, host: str | None = None,
-                 reload_interval: float = 10.0) -> None:
+                 reload_interval: float = 10.0, reuse_port: bool = False) -> None:
         self.tls = tls
+        self.reuse_port = reuse_port
+        """The child listens with SO_REUSEPORT (`bench/webhooks.py` runs two children on one port)."""
         self.addr = addr
         self.port = port
         self.host = host or addr
@@ -153,7 +156,7 @@ class WebhookProcess:
     async def _run_child(self, group_members: GroupMembers | None) -> int | None:
         """One child from start to exit: its exit code (cancelled: it is stopped first)."""
         level, fmt = _logging_of_this_process()
-        config = ChildConfig(self.tls, self.addr, self.port, self.reload_interval, level, fmt)
+        config = ChildConfig(self.tls, self.addr, self.port, self.reload_interval, level, fmt, self.reuse_port)
         ours, theirs = socket.socketpair()
         try:
             process = await asyncio.create_subprocess_exec(
@@ -283,7 +286,8 @@ async def _child(config: ChildConfig, sock: socket.socket) -> None:
     """Serve; report the port, then each answer; answer the parent's messages; end when the parent
     says stop or goes away, or when serving fails (the exit code says so to the parent)."""
     reader, writer = await asyncio.open_connection(sock=sock)
-    server = AdmissionServer(config.tls, addr=config.addr, port=config.port, reload_interval=config.reload_interval)
+    server = AdmissionServer(config.tls, addr=config.addr, port=config.port, reload_interval=config.reload_interval,
+                             reuse_port=config.reuse_port)
     answers: list[tuple[str, int, float]] = []
     server.observe = lambda path, status, seconds: answers.append((path, status, seconds))
     pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
