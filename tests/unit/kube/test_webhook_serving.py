@@ -22,7 +22,7 @@ import aiohttp
 import pytest
 
 from controller.api import constants as c
-from controller.kube.webhook_serving import WebhookProcess, _members_of
+from controller.kube.webhook_serving import ChildConfig, WebhookProcess, _members_of
 from tests.builders.cluster import make_pod
 from tests.unit.webhooks.manifests import valid_job, valid_workload
 from tests.unit.webhooks.reviews import review
@@ -171,3 +171,11 @@ def test_the_child_never_loads_kopf_a_client_or_numpy_even_while_answering() -> 
     statuses, loaded = json.loads(out.stdout)
     assert statuses == [200, 200, 200, 200]
     assert "webhooks" in loaded and not {"kopf", "kubernetes", "numpy", "jsonpatch"} & set(loaded), loaded
+
+
+@pytest.mark.parametrize("ca", [Path("/certs/ca.crt"), None], ids=["with a CA file", "without one"])
+def test_the_childs_configuration_survives_its_command_line(ca: Path | None) -> None:
+    """The child gets its configuration as a command-line argument, not pickled: every field comes back."""
+    config = ChildConfig(TlsFiles(Path("/certs/tls.crt"), Path("/certs/tls.key"), ca), "0.0.0.0", 9443, 2.5,
+                         "debug", "json", reuse_port=True)
+    assert ChildConfig.from_json(config.to_json()) == config
