@@ -25,7 +25,7 @@ from controller.api.workload import (
     PriorityClassRef,
     Workload,
 )
-from controller.core.topology import SliceLayer, TopologyRequest
+from controller.core.topology.request import SliceLayer, TopologyRequest
 
 
 def topology_request_to_dict(request: TopologyRequest) -> dict[str, Any]:
