@@ -1,0 +1,138 @@
+"""Where the operator's memory goes and how long the garbage collector stops it, at start and in a burst.
+
+Runs bench/operator.py's set-up (a bare devcluster subprocess with `--nodes` GPU nodes, the operator
+on its own thread) and one burst of `--jobs` Jobs, and prints per phase (imported, primed, after the
+burst): the process's RSS and peak RSS (VmHWM), the collector's passes by generation with the longest
+pause (timed with `gc.callbacks` in the operator's process: the pause is what the event loop waits)
+and, with `--trace`, tracemalloc's traced and peak bytes and the top allocation sites by line (the
+tracer slows everything about 3x: its times say nothing, its bytes do).
+Results in bench/RESULTS.md under `## operator` ("Memory and collector pauses").
+Usage: `.venv/bin/python bench/heap.py [--nodes N] [--jobs N] [--trace] [--top N]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("bench_operator", HERE / "operator.py")
+assert _spec is not None and _spec.loader is not None
+bench_operator = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_operator)
+
+
+def client_process(*args: object) -> None:
+    """bench/operator.py's Job-creating client, importable by the spawned process (from this file)."""
+    _create_jobs(*args)
+
+
+_create_jobs, bench_operator.client_process = bench_operator.client_process, client_process
+
+
+def status_mib(field_name: str) -> float:
+    """A /proc/self/status field (VmRSS, VmHWM) in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@dataclass
+class Pauses:
+    """The collector's passes seen by `gc.callbacks`: count and longest pause per generation."""
+
+    count: list[int] = field(default_factory=lambda: [0, 0, 0])
+    longest: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    total: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    _started: float = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        took = time.perf_counter() - self._started
+        generation = info["generation"]
+        self.count[generation] += 1
+        self.total[generation] += took
+        self.longest[generation] = max(self.longest[generation], took)
+
+    def take(self) -> str:
+        said = ", ".join(f"gen{g} {self.count[g]} passes (longest {self.longest[g] * 1000:.0f} ms, "
+                         f"total {self.total[g] * 1000:.0f} ms)" for g in range(3))
+        self.count, self.longest, self.total = [0, 0, 0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
+        return said
+
+
+def report(phase: str, pauses: Pauses, trace: bool, top: int) -> None:
+    print(f"{phase}: RSS {status_mib('VmRSS'):.0f} MiB, peak {status_mib('VmHWM'):.0f} MiB; "
+          f"frozen {gc.get_freeze_count()} objects; {pauses.take()}", flush=True)
+    if not trace:
+        return
+    current, peak = tracemalloc.get_traced_memory()
+    print(f"  traced {current / 2**20:.1f} MiB, peak {peak / 2**20:.1f} MiB", flush=True)
+    tracemalloc.reset_peak()
+    snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+    for stat in snapshot.statistics("lineno")[:top]:
+        frame = stat.traceback[0]
+        name = os.path.relpath(frame.filename, HERE.parent) if frame.filename.startswith(str(HERE.parent)) \
+            else "/".join(Path(frame.filename).parts[-3:])
+        print(f"  {stat.size / 2**20:7.1f} MiB {stat.count:>8} blocks  {name}:{frame.lineno}", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--jobs", type=int, default=1_000)
+    parser.add_argument("--trace", action="store_true", help="tracemalloc's bytes and top allocation sites")
+    parser.add_argument("--top", type=int, default=15)
+    args = parser.parse_args()
+    pauses = Pauses()
+    gc.callbacks.append(pauses)
+    if args.trace:
+        tracemalloc.start()
+    print(f"heap, {args.nodes} nodes, a burst of {args.jobs} Jobs; {bench_operator.machine()}", flush=True)
+    report("imported", pauses, args.trace, args.top)
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        server = subprocess.Popen([sys.executable, "-c", bench_operator.SERVER, str(kubeconfig), str(args.nodes),
+                                   str(bench_operator.NODES_PER_RACK), str(bench_operator.RACKS_PER_BLOCK)],
+                                  cwd=bench_operator.REPO)
+        try:
+            deadline = time.monotonic() + 600
+            while not kubeconfig.exists():
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("the devcluster did not start")
+                time.sleep(0.1)
+            import asyncio
+            asyncio.run(bench_operator.setup(kubeconfig, ["s0"]))
+            pauses.take()
+            started = time.monotonic()
+            running = bench_operator.OperatorThread(kubeconfig).start()
+            report(f"primed in {time.monotonic() - started:.1f} s", pauses, args.trace, args.top)
+            try:
+                row = bench_operator.scenario(running, kubeconfig, "s0", args.jobs, 0)
+                print(row, flush=True)
+                report("after the burst", pauses, args.trace, args.top)
+            finally:
+                running.stop()
+        finally:
+            server.terminate()
+            server.wait(30)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except RuntimeError as e:
+        sys.exit(f"bench/heap.py: {e}")
