@@ -73,9 +73,19 @@ class Pauses:
         return said
 
 
+def _freezes() -> int:
+    """How often the operator's collector hook froze survivors (controller.kube.collecting), if it has one."""
+    try:
+        from controller.kube import collecting
+    except ImportError:
+        return 0
+    return collecting.install().freezes
+
+
 def report(phase: str, pauses: Pauses, trace: bool, top: int) -> None:
     print(f"{phase}: RSS {status_mib('VmRSS'):.0f} MiB, peak {status_mib('VmHWM'):.0f} MiB; "
-          f"frozen {gc.get_freeze_count()} objects; {pauses.take()}", flush=True)
+          f"frozen {gc.get_freeze_count()} objects ({_freezes()} freezes after a slow full pass); {pauses.take()}",
+          flush=True)
     if not trace:
         return
     current, peak = tracemalloc.get_traced_memory()
