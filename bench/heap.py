@@ -3,8 +3,8 @@
 Runs bench/operator.py's set-up (a bare devcluster subprocess with `--nodes` GPU nodes, the operator
 on its own thread) and one burst of `--jobs` Jobs, and prints per phase (imported, primed, after the
 burst): the process's RSS and peak RSS (VmHWM), the collector's passes by generation with the longest
-pause (timed with `gc.callbacks` in the operator's process: the pause is what the event loop waits)
-and, with `--trace`, tracemalloc's traced and peak bytes and the top allocation sites by line (the
+pause (timed with `gc.callbacks` in the operator's process: the pause is what the event loop waits;
+its CPU time, `time.thread_time`, is the part the machine's load does not inflate) and, with `--trace`, tracemalloc's traced and peak bytes and the top allocation sites by line (the
 tracer slows everything about 3x: its times say nothing, its bytes do).
 Results in bench/RESULTS.md under `## operator` ("Memory and collector pauses").
 Usage: `.venv/bin/python bench/heap.py [--nodes N] [--jobs N] [--trace] [--top N]`.
@@ -54,22 +54,26 @@ class Pauses:
     count: list[int] = field(default_factory=lambda: [0, 0, 0])
     longest: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
     total: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    longest_cpu: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
     _started: float = 0.0
+    _started_cpu: float = 0.0
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._started = time.perf_counter()
+            self._started, self._started_cpu = time.perf_counter(), time.thread_time()
             return
-        took = time.perf_counter() - self._started
+        took, cpu = time.perf_counter() - self._started, time.thread_time() - self._started_cpu
         generation = info["generation"]
         self.count[generation] += 1
         self.total[generation] += took
-        self.longest[generation] = max(self.longest[generation], took)
+        if took > self.longest[generation]:
+            self.longest[generation], self.longest_cpu[generation] = took, cpu
 
     def take(self) -> str:
-        said = ", ".join(f"gen{g} {self.count[g]} passes (longest {self.longest[g] * 1000:.0f} ms, "
-                         f"total {self.total[g] * 1000:.0f} ms)" for g in range(3))
-        self.count, self.longest, self.total = [0, 0, 0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
+        said = ", ".join(f"gen{g} {self.count[g]} passes (longest {self.longest[g] * 1000:.0f} ms, of it CPU "
+                         f"{self.longest_cpu[g] * 1000:.0f} ms; total {self.total[g] * 1000:.0f} ms)" for g in range(3))
+        self.count, self.total = [0, 0, 0], [0.0, 0.0, 0.0]
+        self.longest, self.longest_cpu = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
         return said
 
 
