@@ -7,7 +7,9 @@ pause (timed with `gc.callbacks` in the operator's process: the pause is what th
 its CPU time, `time.thread_time`, is the part the machine's load does not inflate) and, with `--trace`, tracemalloc's traced and peak bytes and the top allocation sites by line (the
 tracer slows everything about 3x: its times say nothing, its bytes do).
 Results in bench/RESULTS.md under `## operator` ("Memory and collector pauses").
-Usage: `.venv/bin/python bench/heap.py [--nodes N] [--jobs N] [--trace] [--top N]`.
+With `--sizes`, the cache's bytes and objects by part after the burst. Last, the RSS once glibc's free
+pages are handed back (`malloc_trim`): what the process held but no longer used.
+Usage: `.venv/bin/python bench/heap.py [--nodes N] [--jobs N] [--trace] [--top N] [--sizes]`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,6 +89,52 @@ def _freezes() -> int:
     return collecting.install().freezes
 
 
+def deep_size(root: object, seen: set[int]) -> tuple[int, int]:
+    """Bytes and objects reachable from `root` not already in `seen` (classes, modules and functions
+    not followed: they are the program's, not the data's)."""
+    size = count = 0
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, type | types.ModuleType | types.FunctionType):
+            continue
+        seen.add(id(obj))
+        size += sys.getsizeof(obj)
+        count += 1
+        stack.extend(gc.get_referents(obj))
+    return size, count
+
+
+def cache_sizes(running: object) -> None:
+    """The operator's cache by attribute: bytes and objects reachable from each (shared ones counted
+    once, under the first attribute that reaches them), then the rest of the operator."""
+    operator = getattr(running, "operator", None)
+    if operator is None:
+        return
+    cache = operator.cache
+    seen: set[int] = set()
+    parts = []
+    for name in ("nodes", "pods", "owners", "workloads", "usage", "_flavor_infos", "_ledger", "_versions",
+                 "cluster_queues", "local_queues", "namespaces"):
+        size, count = deep_size(getattr(cache, name), seen)
+        parts.append(f"{name} {size / 2**20:.1f} MiB ({count} objects)")
+    size, count = deep_size(operator, seen)
+    parts.append(f"the rest of the operator {size / 2**20:.1f} MiB ({count} objects)")
+    print("  cache: " + ", ".join(parts), flush=True)
+    entries = list(cache.workloads.values())
+    seen = set()
+    split = []
+    for name, part in (("metadata", lambda e: e.obj.metadata), ("spec", lambda e: e.obj.spec),
+                       ("status", lambda e: e.obj.status), ("the model's own", lambda e: e.obj),
+                       ("info", lambda e: e.info), ("fit", lambda e: e.fit)):
+        size = count = 0
+        for entry in entries:
+            more, n = deep_size(part(entry), seen)
+            size, count = size + more, count + n
+        split.append(f"{name} {size / 2**20:.1f} MiB ({count} objects)")
+    print(f"  its {len(entries)} Workloads: " + ", ".join(split), flush=True)
+
+
 def report(phase: str, pauses: Pauses, trace: bool, top: int) -> None:
     print(f"{phase}: RSS {status_mib('VmRSS'):.0f} MiB, peak {status_mib('VmHWM'):.0f} MiB; "
           f"frozen {gc.get_freeze_count()} objects ({_freezes()} freezes after a slow full pass); {pauses.take()}",
@@ -109,6 +158,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1_000)
     parser.add_argument("--trace", action="store_true", help="tracemalloc's bytes and top allocation sites")
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--sizes", action="store_true", help="the cache's bytes by part after the burst")
     args = parser.parse_args()
     pauses = Pauses()
     gc.callbacks.append(pauses)
@@ -137,6 +187,11 @@ def main() -> int:
                 row = bench_operator.scenario(running, kubeconfig, "s0", args.jobs, 0)
                 print(row, flush=True)
                 report("after the burst", pauses, args.trace, args.top)
+                if args.sizes:
+                    cache_sizes(running)
+                from controller.kube import collecting
+                collecting.release_free_memory()
+                print(f"  after handing glibc's free pages back: RSS {status_mib('VmRSS'):.0f} MiB", flush=True)
             finally:
                 running.stop()
         finally:
