@@ -9,7 +9,7 @@ tracer slows everything about 3x: its times say nothing, its bytes do).
 Results in bench/RESULTS.md under `## operator` ("Memory and collector pauses").
 With `--sizes`, the cache's bytes and objects by part after the burst. Last, the RSS once glibc's free
 pages are handed back (`malloc_trim`): what the process held but no longer used.
-Usage: `.venv/bin/python bench/heap.py [--nodes N] [--jobs N] [--trace] [--top N] [--sizes]`.
+Usage: `.venv/bin/python bench/heap.py [--nodes N] [--jobs N] [--trace [--frames N]] [--top N] [--sizes]`.
 """
 
 from __future__ import annotations
@@ -145,11 +145,16 @@ def report(phase: str, pauses: Pauses, trace: bool, top: int) -> None:
     print(f"  traced {current / 2**20:.1f} MiB, peak {peak / 2**20:.1f} MiB", flush=True)
     tracemalloc.reset_peak()
     snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
-    for stat in snapshot.statistics("lineno")[:top]:
-        frame = stat.traceback[0]
-        name = os.path.relpath(frame.filename, HERE.parent) if frame.filename.startswith(str(HERE.parent)) \
-            else "/".join(Path(frame.filename).parts[-3:])
-        print(f"  {stat.size / 2**20:7.1f} MiB {stat.count:>8} blocks  {name}:{frame.lineno}", flush=True)
+    for stat in snapshot.statistics("traceback" if tracemalloc.get_traceback_limit() > 1 else "lineno")[:top]:
+        where = " < ".join(f"{_short(frame.filename)}:{frame.lineno}" for frame in reversed(stat.traceback))
+        print(f"  {stat.size / 2**20:7.1f} MiB {stat.count:>8} blocks  {where}", flush=True)
+
+
+def _short(filename: str) -> str:
+    """A source file's name relative to the repository (or its last three parts elsewhere)."""
+    if filename.startswith(str(HERE.parent)) and ".venv" not in filename:
+        return os.path.relpath(filename, HERE.parent)
+    return "/".join(Path(filename).parts[-2:])
 
 
 def main() -> int:
@@ -158,12 +163,13 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1_000)
     parser.add_argument("--trace", action="store_true", help="tracemalloc's bytes and top allocation sites")
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--frames", type=int, default=1, help="with --trace: frames kept per allocation site")
     parser.add_argument("--sizes", action="store_true", help="the cache's bytes by part after the burst")
     args = parser.parse_args()
     pauses = Pauses()
     gc.callbacks.append(pauses)
     if args.trace:
-        tracemalloc.start()
+        tracemalloc.start(args.frames)
     print(f"heap, {args.nodes} nodes, a burst of {args.jobs} Jobs; {bench_operator.machine()}", flush=True)
     report("imported", pauses, args.trace, args.top)
     with tempfile.TemporaryDirectory() as tmp:
