@@ -7,7 +7,9 @@ of cluster as a ServiceAccount bound to cluster-admin (webhooks on 127.0.0.1 wit
 certificate; Kueue with its own CRDs and webhook configurations from the module, batch/job only, TAS
 on by default, its visibility server off as it wants certificates under /visibility; tasq with `--local-webhooks`), both at their shipped log levels (Kueue
 `--zap-log-level=2` as its manager.yaml, tasq `info`), and runs the same scenarios: bursts of Jobs
-created 32 at a time, then a paced run. Each Job: 2 pods x 1 GPU requiring one rack.
+created 32 at a time, and a paced run (run first); `--held` bursts go into a LocalQueue on hold, so
+they time the webhooks and Workload creation with no admission competing for the CPU. Each Job: 2
+pods x 1 GPU requiring one rack.
 Per scenario: creates/s through the webhooks, Jobs/s (created to admitted), p50/p99 Job create ->
 Workload Admitted (seen on a watch), operator CPU ms per Job (its processes' utime+stime), its peak
 RSS (VmHWM, summed over its processes), and API requests per Job (kube-apiserver's flow-control counter for the
@@ -15,7 +17,8 @@ RSS (VmHWM, summed over its processes), and API requests per Job (kube-apiserver
 have settled after the last admission: `settled_requests`); then every
 client's writes per Job by verb and resource (`apiserver_request_total`), which say where the two
 operators' requests differ (the other clients do the same work for both).
-Usage: `.venv/bin/python bench/vs_kueue.py [--bursts 200,1000] [--paced 4:200] [--only kueue|tasq]`.
+Usage: `.venv/bin/python bench/vs_kueue.py [--bursts 200,1000] [--paced 4:200] [--held 1000]
+[--only kueue|tasq]`.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import yaml
 from kubernetes.aio import client
@@ -302,12 +305,14 @@ spec:
 """
 
 
-def local_queue(namespace: str) -> str:
+def local_queue(namespace: str, held: bool = False) -> str:
+    """The scenario's LocalQueue; `held`: stopPolicy Hold, so that nothing is admitted from it."""
+    hold = ", stopPolicy: Hold" if held else ""
     return f"""\
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
 metadata: {{name: lq, namespace: {namespace}}}
-spec: {{clusterQueue: cq}}
+spec: {{clusterQueue: cq{hold}}}
 """
 
 
@@ -335,6 +340,16 @@ def wait_until_serving(admin: Path, operator: Operator, timeout: float = 300) ->
 
 
 # -- the scenarios ---------------------------------------------------------------------------------
+
+class Scenario(NamedTuple):
+    """What one scenario creates: `jobs` Jobs at `rate` a second (0: CREATE_CONCURRENCY at a time)
+    into a LocalQueue that admits them, or is `held`."""
+
+    label: str
+    jobs: int
+    rate: float
+    held: bool
+
 
 def job(name: str, namespace: str) -> dict[str, Any]:
     return {
@@ -431,8 +446,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def drive(admin: Path, namespace: str, count: int, rate: float) -> tuple[float, dict[str, float], dict[str, float]]:
-    """Create the Jobs (rate 0: CREATE_CONCURRENCY at a time) while watching the Workloads;
+async def drive(admin: Path, namespace: str, count: int, rate: float,
+                held: bool = False) -> tuple[float, dict[str, float], dict[str, float]]:
+    """Create the Jobs (rate 0: CREATE_CONCURRENCY at a time) while watching the Workloads, then
+    wait for their admissions (`held`: none come, so not);
     (create seconds, job -> send time, job -> admitted time), monotonic clock."""
     api_client = await connect(admin)
     api = KubeApi(api_client)
@@ -490,7 +507,7 @@ async def drive(admin: Path, namespace: str, count: int, rate: float) -> tuple[f
     await asyncio.gather(*(one(i) for i in range(count)))
     create_s = time.monotonic() - start
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(all_admitted.wait(), 900)
+        await asyncio.wait_for(all_admitted.wait(), 0 if held else 900)
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await watcher
@@ -498,14 +515,16 @@ async def drive(admin: Path, namespace: str, count: int, rate: float) -> tuple[f
     return create_s, sent, admitted
 
 
-def scenario(admin: Path, operator: Operator, label: str, index: int, count: int, rate: float) -> Row:
+def scenario(admin: Path, operator: Operator, plan: Scenario, index: int, final: bool = False) -> Row:
+    """One scenario in a namespace of its own, deleted after (but for the last: its cluster goes)."""
+    label, count, rate, held = plan
     namespace = f"s{index}"
     kubectl(admin, "create", "namespace", namespace)
-    kubectl(admin, "apply", "-f", "-", stdin=local_queue(namespace))
+    kubectl(admin, "apply", "-f", "-", stdin=local_queue(namespace, held))
     time.sleep(2)
     idle_per_s = idle_rate(admin)
     (requests_before, by_kind_before), cpu_before = flow_control_requests(admin), operator.cpu_seconds()
-    create_s, sent, admitted = asyncio.run(drive(admin, namespace, count, rate))
+    create_s, sent, admitted = asyncio.run(drive(admin, namespace, count, rate, held))
     requests_after, by_kind_after = settled_requests(admin, idle_per_s)
     requests = requests_after - requests_before
     cpu = operator.cpu_seconds() - cpu_before
@@ -519,11 +538,12 @@ def scenario(admin: Path, operator: Operator, label: str, index: int, count: int
               idle_per_s, {kind: (n - by_kind_before.get(kind, 0.0)) / count for kind, n in by_kind_after.items()
                            if n > by_kind_before.get(kind, 0.0)})
     log(f"{operator.name} {label}: {row}")
-    kubectl(admin, "delete", "namespace", namespace, "--wait=true", "--timeout=600s")
+    if not final:  # the next scenario starts once the cluster has deleted this one's Jobs and pods
+        kubectl(admin, "delete", "namespace", namespace, "--wait=true", "--timeout=600s")
     return row
 
 
-def run_operator(name: str, scenarios: list[tuple[str, int, float]]) -> list[Row]:
+def run_operator(name: str, scenarios: list[Scenario]) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix=f"vs-kueue-{name}-") as tmp:
         work = Path(tmp)
         with real_cluster(work, crds=(name == "tasq")) as admin:
@@ -532,8 +552,8 @@ def run_operator(name: str, scenarios: list[tuple[str, int, float]]) -> list[Row
             operator = (start_kueue if name == "kueue" else start_tasq)(admin, operator_config, work)
             try:
                 log(f"{name}: serving after {wait_until_serving(admin, operator):.1f} s")
-                return [scenario(admin, operator, label, i, count, rate)
-                        for i, (label, count, rate) in enumerate(scenarios)]
+                return [scenario(admin, operator, plan, i, final=i == len(scenarios) - 1)
+                        for i, plan in enumerate(scenarios)]
             finally:
                 operator.stop()
                 shutil.copy(work / f"{name}.log", Path(tempfile.gettempdir()) / f"vs-kueue-{name}.log")
@@ -573,12 +593,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--bursts", default="200,1000", help="burst sizes (Jobs created 32 at a time)")
     parser.add_argument("--paced", default="4:200", help="RATE:JOBS of the paced run ('' for none)")
+    parser.add_argument("--held", default="", help="burst sizes into a held LocalQueue (stopPolicy Hold): "
+                        "the webhooks and Workload creation alone, nothing admitted")
     parser.add_argument("--only", choices=("kueue", "tasq"), default=None, help="run one operator only")
     args = parser.parse_args()
-    scenarios = [(f"{n} burst", int(n), 0.0) for n in args.bursts.split(",") if n]
+    # The held bursts and the paced run first, then the bursts by size: the largest namespace,
+    # slowest to delete, is last and never waited for.
+    scenarios = [Scenario(f"{n} held", int(n), 0.0, True) for n in args.held.split(",") if n]
     if args.paced:
         rate, count = args.paced.split(":")
-        scenarios.append((f"paced {rate}/s", int(count), float(rate)))
+        scenarios.append(Scenario(f"paced {rate}/s", int(count), float(rate), False))
+    scenarios += sorted((Scenario(f"{n} burst", int(n), 0.0, False) for n in args.bursts.split(",") if n),
+                        key=lambda s: s.jobs)
     if args.only != "tasq":
         kueue_binary()
     results = {name: run_operator(name, scenarios) for name in ("kueue", "tasq") if args.only in (None, name)}
