@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import gc
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,9 +92,16 @@ def freeze_young() -> None:
 def release_free_memory() -> None:
     """Hand the C allocator's free pages back to the system (glibc's `malloc_trim`; nothing elsewhere):
     after priming, the decoded list pages are freed but glibc keeps their pages mapped."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return
-    trim = getattr(ctypes.CDLL(name), "malloc_trim", None)
+    trim = _malloc_trim()
     if trim is not None:
         trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim`, looked up once (`find_library` runs ldconfig); None without glibc."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    trim: Callable[[int], int] | None = getattr(ctypes.CDLL(name), "malloc_trim", None)
+    return trim
