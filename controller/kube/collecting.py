@@ -1,11 +1,9 @@
 """The garbage collector's policy in the operator process: full passes kept short by freezing survivors.
 
-CPython's full (generation 2) pass walks every tracked object not frozen, so its pause grows with the
-cache (0.3-0.8 s at 10,000 nodes with 1,000 Jobs cached). `install()` (called by controller.kube.operating
-as the operator starts; once per process) adds a `gc.callbacks` hook: when a full pass took longer
-than FREEZE_AFTER_S (`freeze_due`), everything that survived it is frozen (`gc.freeze()`), so the
-next full pass walks only what was allocated since. `freeze_young()` is what priming calls after each
-list page. Also read by bench/heap.py (the pauses and freezes it counts).
+A full pass walks every unfrozen object, so its pause grows with the cache (up to 0.8 s at 10,000 nodes
+in a 1,000-Job burst, bench/heap.py). `install()` (by controller.kube.operating, once per process) adds
+a `gc.callbacks` hook that freezes what survived a full pass slower than FREEZE_AFTER_S (`freeze_due`);
+priming calls `freeze_young()` after each list page. bench/heap.py reads the hook's counts.
 """
 
 from __future__ import annotations
