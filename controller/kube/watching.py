@@ -4,8 +4,9 @@
 the first admission cycle sees the whole cluster, admitted Workloads included; each page's objects
 are frozen out of the garbage collector's full passes, controller.kube.collecting) and returns each
 list's resourceVersion; a resource it may not list (403) or that is not served (404: a CRD not
-installed) is logged at WARNING with the fix and listed again until it works. `watch_streams` then makes one `WatchStream` (controller.kube.streaming) per resource,
-each watching on from its priming version. Both go through the operator's `EventRouter`
+installed) is logged at WARNING with the fix and listed again until it works. `watch_streams` then
+makes one `WatchStream` (controller.kube.streaming) per resource, each watching on from its priming
+version. Both go through the operator's `EventRouter`
 (controller.kube.routing, `apply_event`): the cache takes each object, and the loops its kind
 concerns are woken. Nothing is written on the watched objects.
 """
