@@ -1,20 +1,21 @@
 """Benchmark of the admission webhooks: throughput and latency percentiles, before and after.
 
-Rows: `engine` answers reviews in-process, through kopf's admission engine (`kopf`, how tasq answered
-them before) or tasq's direct `Reviewer`: the CPU cost per review (Pod: a pod gated; Job create: the
-mutating then the validating review of a queued Job, as kube-apiserver sends them). `https` rows post
+Rows: `engine` answers reviews in-process with tasq's `Reviewer` (its handler table): the CPU cost per
+review (Pod: a pod gated; Job create: the mutating then the validating review of a queued Job, as
+kube-apiserver sends them; kopf's admission engine, which answered them before, is gone). `https` rows post
 Job creates (both reviews, one after the other) over TLS from a client in another process, as
 kube-apiserver does, at concurrency 8, to a server on this process's event loop (`loop`) or to the
-webhook process (`process`, `controller.kube.webhook_serving`); `busy` runs a stand-in for a busy
-operator on this loop meanwhile (Python work in 20 ms slices, all the time). The server logs every
-request at INFO into /dev/null, as in production. Run: `.venv/bin/python bench/webhooks.py [--creates N]`.
+webhook process (`process`, `controller.kube.webhook_serving`; `process x2`: two of them on one port,
+SO_REUSEPORT); `busy` runs a stand-in for a busy operator on this loop meanwhile (Python work in 20 ms
+slices, all the time). `process` rows print the children's CPU per create and peak RSS. The server
+logs every request at INFO into /dev/null, as in production. Run: `.venv/bin/python bench/webhooks.py
+[--creates N]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import json
 import logging
 import multiprocessing
@@ -29,11 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import kopf
-from kopf._cogs.structs import ephemera, references
-from kopf._core.engines import admission
-from kopf._core.engines.indexing import OperatorIndexers
-from kopf._core.reactor import inventory
 
 # Run as a script, this file's directory comes first on sys.path and this module's own name would
 # hide the `webhooks` package: drop the directory before importing it.
@@ -42,9 +38,11 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 from controller.api import constants as c  # noqa: E402
 from controller.kube.webhook_serving import WebhookProcess  # noqa: E402
 from webhooks.certificates import write_serving_files  # noqa: E402
-from webhooks.handlers import register_handlers  # noqa: E402
 from webhooks.reviewing import Reviewer  # noqa: E402
 from webhooks.serving import AdmissionServer, TlsFiles, answer  # noqa: E402
+
+WARM_UP = 50
+"""Creates the https client makes before it starts counting (connections, TLS sessions)."""
 
 
 def pod(i: int) -> dict[str, Any]:
@@ -86,22 +84,6 @@ def review(i: int, kind: str = "Pod") -> dict[str, Any]:
         "name": obj["metadata"]["name"], "operation": "CREATE",
         "userInfo": {"username": "system:serviceaccount:kube-system:job-controller"},
         "object": obj, "oldObject": None, "dryRun": False}}
-
-
-def webhook_fn() -> kopf.WebhookFn:
-    """kopf's admission engine with tasq's handlers, as the operator bound it before (no cluster needed)."""
-    registry = kopf.OperatorRegistry()
-    register_handlers(registry)
-    insights = references.Insights()
-    insights.webhook_resources.update({
-        references.Resource(group="", version="v1", plural="pods", kind="Pod", namespaced=True, verbs=frozenset({"create"})),
-        references.Resource(group="batch", version="v1", plural="jobs", kind="Job", namespaced=True,
-                            verbs=frozenset({"create"}))})
-    fn: kopf.WebhookFn = functools.partial(
-        admission.serve_admission_request, settings=kopf.OperatorSettings(), registry=registry, insights=insights,
-        memories=inventory.ResourceMemories(), memobase=ephemera.AnyMemo(kopf.Memo()),
-        indices=OperatorIndexers().indices)
-    return fn
 
 
 def summary(name: str, latencies_s: list[float], wall_s: float) -> str:
@@ -159,7 +141,7 @@ def client(url: str, ca: str, creates: int, concurrency: int, out: Any) -> None:
                         answer_ = await resp.json()
                         assert resp.status == 200 and answer_["response"]["allowed"], answer_
                 latencies.append(time.perf_counter() - t)
-            for reviews in bodies[:50]:  # warm-up: connections and TLS sessions
+            for reviews in bodies[:WARM_UP]:  # warm-up: connections and TLS sessions
                 await create(reviews)
             latencies.clear()
             queue = list(bodies)
@@ -182,32 +164,56 @@ async def busy_operator(slice_s: float = 0.02) -> None:
         await asyncio.sleep(0)
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _peak_rss_mib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return int(next(x for x in status if x.startswith("VmHWM:")).split()[1]) // 1024
+
+
 async def https_row(name: str, tls: TlsFiles, where: str, fn: Any, creates: int, concurrency: int,
-                    busy: bool) -> str:
-    """Job creates/s through a server on this loop (`fn` answering) or in the webhook process."""
-    server: Any = WebhookProcess(tls) if where == "process" else AdmissionServer(tls, reload_interval=10.0)
-    serving = asyncio.create_task(server.serve_reviews(None) if where == "process" else server.serve(fn))
-    hog = asyncio.create_task(busy_operator()) if busy else None
+                    busy: bool, children: int = 1) -> str:
+    """Job creates/s through a server on this loop (`fn` answering) or in `children` webhook
+    processes listening on one port (SO_REUSEPORT when more than one); for processes, their CPU per
+    create (the client's warm-up creates included) and each one's peak RSS."""
+    servers: list[Any] = []
+    tasks: list[asyncio.Task[None]] = []
+    if where == "process":
+        for _ in range(children):
+            port = servers[0].port if servers else 0
+            servers.append(WebhookProcess(tls, port=port, reuse_port=children > 1))
+            tasks.append(asyncio.create_task(servers[-1].serve_reviews(None)))
+            await servers[-1].wait_listening()
+    else:
+        servers.append(AdmissionServer(tls, reload_interval=10.0))
+        tasks.append(asyncio.create_task(servers[0].serve(fn)))
+        await servers[0].wait_listening()
+    if busy:
+        tasks.append(asyncio.create_task(busy_operator()))
     try:
-        await server.wait_listening()
+        pids = [server.pid for server in servers if where == "process"]
+        cpu_before = sum(_cpu_s(pid) for pid in pids)
         queue = multiprocessing.get_context("spawn").Queue()
         proc = multiprocessing.get_context("spawn").Process(
-            target=client, args=(server.url, str(tls.ca), creates, concurrency, queue))
+            target=client, args=(servers[0].url, str(tls.ca), creates, concurrency, queue))
         proc.start()
         while proc.is_alive() and queue.empty():
             await asyncio.sleep(0.05)
         latencies, wall = queue.get(timeout=5)
         proc.join(10)
         row = summary(name, latencies, wall)
-        if where == "process" and server.pid is not None:
-            status = Path(f"/proc/{server.pid}/status").read_text().splitlines()
-            row += f"  (child peak RSS {int(next(x for x in status if x.startswith('VmHWM:')).split()[1]) // 1024} MiB)"
+        if pids:
+            cpu_ms = (sum(_cpu_s(pid) for pid in pids) - cpu_before) * 1000 / (creates + WARM_UP)
+            row += f"  (child CPU {cpu_ms:.2f} ms/create, peak RSS {'+'.join(str(_peak_rss_mib(p)) for p in pids)} MiB)"
         return row
     finally:
-        for task in (hog, serving):
-            if task is not None:
-                task.cancel()
-        await asyncio.gather(*(t for t in (hog, serving) if t is not None), return_exceptions=True)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def https_rows(creates: int, concurrency: int) -> list[str]:
@@ -217,10 +223,9 @@ async def https_rows(creates: int, concurrency: int) -> list[str]:
         tls = TlsFiles(directory / c.WEBHOOK_CERT_FILE, directory / c.WEBHOOK_KEY_FILE, directory / c.WEBHOOK_CA_FILE)
         rows = []
         for busy in (False, True):
-            for name, where, fn in (("kopf", "loop", webhook_fn()), ("reviewer", "loop", Reviewer()),
-                                    ("reviewer", "process", None)):
-                label = f"https Job creates {name}, {where}{', busy' if busy else ''}"
-                rows.append(await https_row(label, tls, where, fn, creates, concurrency, busy))
+            for where, children in (("loop", 1), ("process", 1), ("process", 2)):
+                label = f"https Job creates {where}{' x2' if children > 1 else ''}{', busy' if busy else ''}"
+                rows.append(await https_row(label, tls, where, Reviewer(), creates, concurrency, busy, children))
                 print(rows[-1], flush=True)
         return rows
 
@@ -234,14 +239,13 @@ def main() -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     logging.getLogger("webhooks.serving").setLevel(logging.INFO)
-    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}, "
-          f"kopf {kopf.__version__ if hasattr(kopf, '__version__') else '?'}; load average {os.getloadavg()[0]:.1f}")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}; "
+          f"load average {os.getloadavg()[0]:.1f}")
     print(f"{'row':<44} {'creates':>7} {'per s':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
-    for name, fn in (("kopf", webhook_fn()), ("reviewer", Reviewer())):
-        for kind in ("Pod", "Job"):
-            print(asyncio.run(engine_row(fn, args.creates, f"engine {name}: {kind} create{'' if kind == 'Job' else ' (gate)'}",
-                                         kind)), flush=True)
+    for kind in ("Pod", "Job"):
+        print(asyncio.run(engine_row(Reviewer(), args.creates,
+                                     f"engine reviewer: {kind} create{'' if kind == 'Job' else ' (gate)'}", kind)),
+              flush=True)
     asyncio.run(https_rows(args.creates, args.concurrency))
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 

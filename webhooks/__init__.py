@@ -1,6 +1,7 @@
-"""Admission webhooks: pure rules, kopf handlers and the TLS server that serves them.
+"""Admission webhooks: pure rules, tasq's handler table and the TLS server that answers with it.
 
 Pure: `validation` (shared with `tasq simulate`), `defaulting`, `running_jobs`, `configurations`.
-Runtime: `handlers` (kopf adapters; only they turn errors into denials), `serving` (HTTPS, reloads
-its certificate files), `certificates` (a local CA). Wired into the operator by controller.kube.webhooking.
+Runtime: `handlers` (the table; only handlers turn errors into denials), `reviewing` (answers reviews
+with the table), `serving` (HTTPS, reloads its certificate files), `certificates` (a local CA).
+Wired into the operator by controller.kube.webhooking and controller.kube.webhook_serving.
 """

@@ -22,8 +22,8 @@ JsonPatch = list[dict[str, Any]]
 
 
 def _mapping(obj: Any, key: str) -> Mapping[str, Any] | None:
-    value = obj.get(key) if isinstance(obj, Mapping) else None
-    return value if isinstance(value, Mapping) else None
+    value = obj.get(key) if isinstance(obj, (dict, Mapping)) else None
+    return value if isinstance(value, (dict, Mapping)) else None
 
 
 def suspend_job(job: Any) -> JsonPatch:
@@ -36,7 +36,7 @@ def suspend_job(job: Any) -> JsonPatch:
     spec = job.get("spec")
     if spec is None:
         return [{"op": "add", "path": "/spec", "value": {"suspend": True}}]
-    if not isinstance(spec, Mapping) or spec.get("suspend") is True:
+    if not isinstance(spec, (dict, Mapping)) or spec.get("suspend") is True:
         return []
     return [{"op": "add", "path": "/spec/suspend", "value": True}]
 
@@ -51,14 +51,14 @@ def gate_pod(pod: Any) -> JsonPatch:
     spec = pod.get("spec")
     if spec is None:
         return [{"op": "add", "path": "/spec", "value": {"schedulingGates": [gate]}}]
-    if not isinstance(spec, Mapping):
+    if not isinstance(spec, (dict, Mapping)):
         return []
     gates = spec.get("schedulingGates")
     if gates is None:
         return [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}]
     if not isinstance(gates, list):
         return []
-    if any(isinstance(g, Mapping) and g.get("name") == c.SCHEDULING_GATE_TOPOLOGY for g in gates):
+    if any(isinstance(g, (dict, Mapping)) and g.get("name") == c.SCHEDULING_GATE_TOPOLOGY for g in gates):
         return []
     return [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
 
@@ -85,10 +85,10 @@ def manage_pod(pod: Any) -> JsonPatch:
     The job reconciler removes the admission gate on admission, and the topology gate too where the
     pod set has no topology assignment; it removes the finalizer once the pod's end is recorded or
     no longer matters (`pod_group.finalizer_done`)."""
-    if not isinstance(pod, Mapping) or not isinstance(pod.get("metadata"), Mapping) or not POD_GROUP.is_managed(pod):
+    if not isinstance(pod, (dict, Mapping)) or not isinstance(pod.get("metadata"), (dict, Mapping)) or not POD_GROUP.is_managed(pod):
         return []
     spec = pod.get("spec")
-    if not isinstance(spec, Mapping):
+    if not isinstance(spec, (dict, Mapping)):
         return []
     ops = _add_to_map(pod, "labels", {c.LABEL_MANAGED: c.LABEL_MANAGED_VALUE})
     finalizers = pod["metadata"].get("finalizers")
@@ -101,7 +101,7 @@ def manage_pod(pod: Any) -> JsonPatch:
     gates = spec.get("schedulingGates")
     if gates is not None and not isinstance(gates, list):
         return ops
-    have = {g.get("name") for g in gates or [] if isinstance(g, Mapping)}
+    have = {g.get("name") for g in gates or [] if isinstance(g, (dict, Mapping))}
     missing = [{"name": n} for n in (c.SCHEDULING_GATE_ADMISSION, c.SCHEDULING_GATE_TOPOLOGY) if n not in have]
     if gates is None:
         ops.append({"op": "add", "path": "/spec/schedulingGates", "value": missing})

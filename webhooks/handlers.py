@@ -1,20 +1,20 @@
-"""The kopf admission handlers: thin adapters from AdmissionReviews to the pure rules.
+"""tasq's admission handlers as a table of its own: thin adapters from a review's request to the pure rules.
 
-`register_handlers(registry)` adds to a kopf registry, for every integrated kind in the registry
-(controller.core.jobs.integrations), one handler per webhook rule its adapter names, built from the
-rule's action (`ACTIONS`: suspend a queued object, gate and finalize a queued plain pod;
-validate, with a running Job's or a group member's extra checks; `webhooks.defaulting`,
-`webhooks.validation`, `webhooks.running_jobs`); then the topology gate on pods of admitted pod sets
-and the validators of tasq's kinds. Handler ids are the URL paths the webhook configurations call.
-Called by webhooks.reviewing (the registry is its handler table) and tests.
+`handler_table(group_members)` lists, for every integrated kind in the registry
+(controller.core.jobs.integrations), one `Handler` per webhook rule its adapter names, built from the
+rule's action (`ACTIONS`: suspend a queued object, gate and finalize a queued plain pod; validate,
+with a running Job's or a group member's extra checks; `webhooks.defaulting`, `webhooks.validation`,
+`webhooks.running_jobs`); then the topology gate on pods of admitted pod sets and the validators of
+tasq's kinds. Each handler reads an `AdmissionRequest` and returns its verdict as a value: a `Denial`
+(message and code) or the RFC 6902 operations it asks for (empty: allowed as it is). A handler's
+path is the URL path the webhook configurations call. Read by webhooks.reviewing and tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
-
-import kopf
 
 from controller.api import constants as c
 from controller.core.jobs.framework import GroupVersionKind, WebhookAction
@@ -25,6 +25,7 @@ from webhooks.validation.pods import conflicts_with_group
 
 DENIAL_CODE: Final = 422  # kube-apiserver's code for an invalid object (StatusReasonInvalid)
 _CREATE_UPDATE: Final = ("CREATE", "UPDATE")
+ANY_SUBRESOURCE: Final = "*"
 
 # The validated kinds of tasq's group: (plural, handler id, Kind as kube-apiserver names it).
 TASQ_KINDS: Final = (
@@ -35,6 +36,50 @@ TASQ_KINDS: Final = (
     (c.PLURAL_WORKLOADS, c.WEBHOOK_VALIDATE_WORKLOAD, c.KIND_WORKLOAD),
     (c.PLURAL_COHORTS, c.WEBHOOK_VALIDATE_COHORT, c.KIND_COHORT),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionRequest:
+    """What a handler reads of a review: the operation, the object (the new one; the old one on a
+    DELETE without it) and, on an UPDATE, the old one."""
+
+    operation: str
+    obj: Mapping[str, Any]
+    old: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Denial:
+    """A handler's refusal: the status message kube-apiserver shows the user, and its HTTP code."""
+
+    message: str
+    code: int = DENIAL_CODE
+
+
+Verdict = Denial | defaulting.JsonPatch
+"""A handler's answer: a denial, or the JSON patch it asks for (empty: allowed unchanged)."""
+
+HandlerFn = Callable[[AdmissionRequest], Verdict]
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    """One admission handler: its path, the resource it serves, mutating or validating, on which
+    operations (the configurations' rule) and subresource (ANY_SUBRESOURCE, or None: the main
+    resource only), and the function."""
+
+    path: str
+    group: str
+    version: str
+    plural: str
+    mutating: bool
+    operations: tuple[str, ...]
+    subresource: str | None
+    fn: HandlerFn
+
+    @property
+    def resource(self) -> tuple[str, str, str]:
+        return (self.group, self.version, self.plural)
 
 
 def denial_message(kind: str, group: str, name: str, errors: list[FieldError]) -> str:
@@ -53,94 +98,69 @@ def _name(body: Mapping[str, Any]) -> str:
     return name if isinstance(name, str) else ""
 
 
-def check(kind: str, group: str, operation: str | None, body: Mapping[str, Any],
-          old: Mapping[str, Any] | None, extra: list[FieldError] | None = None) -> None:
-    """Deny with every error (code 422) or return: the one place a verdict becomes an exception,
-    because kopf reads a denial from the handler's AdmissionError."""
-    new = dict(body)
-    errors = validate_update(dict(old), new) if operation == "UPDATE" and old is not None else validate(new)
+def check(kind: str, group: str, request: AdmissionRequest, extra: list[FieldError] | None = None) -> Verdict:
+    """A denial with every error (code 422), or allowed unchanged: the one place errors become a verdict."""
+    body, old = request.obj, request.old
+    errors = validate_update(old, body) if request.operation == "UPDATE" and old is not None else validate(body)
     errors += extra or []
     if errors:
-        raise kopf.AdmissionError(denial_message(kind, group, _name(body), errors), code=DENIAL_CODE)
+        return Denial(denial_message(kind, group, _name(body), errors))
+    return []
 
 
-class JsonPatchFn:
-    """A transform of kopf's `Patch.fns` (it patches the reviewed object in place) that also carries
-    its RFC 6902 operations, so `webhooks.reviewing` sends them as they are instead of diffing a copy."""
-
-    def __init__(self, ops: defaulting.JsonPatch) -> None:
-        self.ops = ops
-
-    def __call__(self, body: Any) -> None:  # kopf's RawBody
-        new = defaulting.applied(body, self.ops)
-        body.clear()
-        body.update(new)
+def _suspend(request: AdmissionRequest) -> Verdict:
+    return defaulting.suspend_job(request.obj)  # a Job and a JobSet both suspend by spec.suspend
 
 
-def _patch_with(patch: kopf.Patch, ops: defaulting.JsonPatch) -> None:
-    """Hand the JSON patch to the reviewer (kopf's Patch: a transform of the reviewed object)."""
-    if ops:
-        patch.fns.append(JsonPatchFn(ops))
+def _mutate_pod(request: AdmissionRequest) -> Verdict:
+    return defaulting.gate_pod(request.obj)
 
 
-async def _suspend(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-    _patch_with(patch, defaulting.suspend_job(dict(body)))  # a Job and a JobSet both suspend by spec.suspend
-
-
-async def _mutate_pod(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-    _patch_with(patch, defaulting.gate_pod(dict(body)))
-
-
-async def _mutate_queued_pod(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-    _patch_with(patch, defaulting.manage_pod(dict(body)))
+def _mutate_queued_pod(request: AdmissionRequest) -> Verdict:
+    return defaulting.manage_pod(request.obj)
 
 
 GroupMembers = Callable[[str], Sequence[Mapping[str, Any]]]
 """The pods a process knows in one group, by its Workload key (`namespace/name`): the operator's cache."""
 
 
-Handler = Callable[..., Coroutine[Any, Any, None]]
-"""A kopf admission handler (body, patch and kopf's other keyword arguments)."""
-
-
-def _pod_validator(gvk: GroupVersionKind, group_members: GroupMembers | None) -> Handler:
+def _pod_validator(gvk: GroupVersionKind, group_members: GroupMembers | None) -> HandlerFn:
     """Queued pods: their own metadata and, where the process keeps a cache, on creation the
     conflicts with the pods of their group it holds (a process serving webhooks only checks the
     first; the job reconciler refuses such a group with an Event either way)."""
-    async def validate_queued_pod(body: kopf.Body, **kwargs: Any) -> None:
-        operation, pod = kwargs.get("operation"), dict(body)
+    def validate_queued_pod(request: AdmissionRequest) -> Verdict:
         extra: list[FieldError] = []
-        key = POD_GROUP.member_key(pod)
-        if operation == "CREATE" and group_members is not None and key is not None:
-            extra = conflicts_with_group(pod, group_members(key))
-        check(gvk.kind, gvk.group, operation, body, kwargs.get("old"), extra)
+        key = POD_GROUP.member_key(request.obj)
+        if request.operation == "CREATE" and group_members is not None and key is not None:
+            extra = conflicts_with_group(request.obj, group_members(key))
+        return check(gvk.kind, gvk.group, request, extra)
     return validate_queued_pod
 
 
-def _running_job_validator(gvk: GroupVersionKind, group_members: GroupMembers | None) -> Handler:
+def _running_job_validator(gvk: GroupVersionKind, group_members: GroupMembers | None) -> HandlerFn:
     del group_members
 
-    async def validate_job(body: kopf.Body, **kwargs: Any) -> None:
-        old, operation = kwargs.get("old"), kwargs.get("operation")
-        extra = running_jobs.validate_running_update(dict(old), dict(body)) \
-            if operation == "UPDATE" and old is not None else []
-        check(gvk.kind, gvk.group, operation, body, old, extra)
+    def validate_job(request: AdmissionRequest) -> Verdict:
+        old = request.old
+        extra = running_jobs.validate_running_update(old, request.obj) \
+            if request.operation == "UPDATE" and old is not None else []
+        return check(gvk.kind, gvk.group, request, extra)
     return validate_job
 
 
-def _kind_validator(gvk: GroupVersionKind, group_members: GroupMembers | None) -> Handler:
+def _kind_validator(gvk: GroupVersionKind, group_members: GroupMembers | None) -> HandlerFn:
     del group_members
 
-    async def validate_kind(body: kopf.Body, **kwargs: Any) -> None:
-        check(gvk.kind, gvk.group, kwargs.get("operation"), body, kwargs.get("old"))
+    def validate_kind(request: AdmissionRequest) -> Verdict:
+        return check(gvk.kind, gvk.group, request)
     return validate_kind
 
 
-def _fixed(handler: Handler) -> Callable[[GroupVersionKind, GroupMembers | None], Handler]:
-    return lambda gvk, group_members: handler
+def _fixed(fn: HandlerFn) -> Callable[[GroupVersionKind, GroupMembers | None], HandlerFn]:
+    return lambda gvk, group_members: fn
 
 
-ACTIONS: Final[Mapping[WebhookAction, Callable[[GroupVersionKind, GroupMembers | None], Handler]]] = {
+ACTIONS: Final[Mapping[WebhookAction, Callable[[GroupVersionKind, GroupMembers | None], HandlerFn]]] = {
     WebhookAction.SUSPEND: _fixed(_suspend),
     WebhookAction.MANAGE_POD: _fixed(_mutate_queued_pod),
     WebhookAction.VALIDATE: _kind_validator,
@@ -151,9 +171,9 @@ ACTIONS: Final[Mapping[WebhookAction, Callable[[GroupVersionKind, GroupMembers |
 where a group's members are found)."""
 
 
-def _validator(kind: str) -> Handler:
-    async def handler(body: kopf.Body, **kwargs: Any) -> None:
-        check(kind, c.GROUP, kwargs.get("operation"), body, kwargs.get("old"))
+def _validator(kind: str) -> HandlerFn:
+    def handler(request: AdmissionRequest) -> Verdict:
+        return check(kind, c.GROUP, request)
     handler.__name__ = f"validate_{kind.lower()}"
     return handler
 
@@ -164,27 +184,21 @@ SERVED_VERSIONS: dict[str, tuple[str, ...]] = {
 """Versions each kind is served in (as the CRDs declare them); the others: v1beta2 and v1beta1."""
 
 
-def register_handlers(registry: kopf.OperatorRegistry, group_members: GroupMembers | None = None) -> None:
-    """Add every admission handler to `registry` (each webhook path is its handler id). They are
-    coroutines only so a caller runs them on its loop instead of a thread: they never await.
+def handler_table(group_members: GroupMembers | None = None) -> tuple[Handler, ...]:
+    """Every admission handler, in a fixed order (each webhook path is its handler id; a kind of
+    tasq's group has one entry per served version, as each version is a resource of its own).
     `group_members`: where the queued-pod validator finds a new pod's group (None: not checked)."""
+    table: list[Handler] = []
     for job in ALL_INTEGRATIONS:
         gvk = job.gvk
         for rule in job.webhooks:
-            handler = ACTIONS[rule.action](gvk, group_members)
-            if rule.action.mutating:
-                kopf.on.mutate(gvk.group, gvk.version, gvk.plural, id=rule.handler_id, operations=list(rule.operations),
-                               registry=registry)(handler)
-            else:
-                kopf.on.validate(gvk.group, gvk.version, gvk.plural, id=rule.handler_id,
-                                 operations=list(rule.operations), registry=registry)(handler)
-    kopf.on.mutate("", "v1", "pods", id=c.WEBHOOK_MUTATE_POD, operations=["CREATE"],
-                   registry=registry)(_mutate_pod)
+            table.append(Handler(rule.handler_id, gvk.group, gvk.version, gvk.plural, rule.action.mutating,
+                                 tuple(rule.operations), None, ACTIONS[rule.action](gvk, group_members)))
+    table.append(Handler(c.WEBHOOK_MUTATE_POD, "", "v1", "pods", True, ("CREATE",), None, _mutate_pod))
     for plural, handler_id, kind in TASQ_KINDS:
-        # One registration per served version: kopf otherwise knows only the preferred one and
-        # refuses reviews of the others (a Kueue manifest's Topology is v1alpha1).
+        fn = _validator(kind)
         for version in SERVED_VERSIONS.get(plural, (c.VERSION_V1BETA2, c.VERSION_V1BETA1)):
-            # "*": a Workload's status writes come to the same path (the configuration routes them here)
-            kopf.on.validate(c.GROUP, version, plural, id=handler_id, operations=_CREATE_UPDATE,
-                             subresource="*" if plural == c.PLURAL_WORKLOADS else None,
-                             registry=registry)(_validator(kind))
+            # a Workload's status writes come to the same path (the configuration routes them here)
+            subresource = ANY_SUBRESOURCE if plural == c.PLURAL_WORKLOADS else None
+            table.append(Handler(handler_id, c.GROUP, version, plural, False, _CREATE_UPDATE, subresource, fn))
+    return tuple(table)

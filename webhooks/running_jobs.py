@@ -28,7 +28,7 @@ IMMUTABLE_WHILE_RUNNING: Final = "field is immutable while the Job is not suspen
 
 def _get(obj: Any, *keys: str) -> Any:
     for key in keys:
-        if not isinstance(obj, Mapping):
+        if not isinstance(obj, (dict, Mapping)):
             return None
         obj = obj.get(key)
     return obj

@@ -1,8 +1,7 @@
 """The HTTPS admission server tasq's webhook handlers are answered behind.
 
-`AdmissionServer` serves POST /<handler id> with a review function (`webhooks.reviewing.Reviewer`;
-any kopf `WebhookFn` too: it is also a kopf webhook server) over TLS with a certificate and key read
-from files, and swaps in a new TLS context when the files change (`ReloadingTls`, also used by the
+`AdmissionServer` serves POST /<handler id> with a review function (`webhooks.reviewing.Reviewer`,
+or any function called the same way) over TLS with a certificate and key read from files, and swaps in a new TLS context when the files change (`ReloadingTls`, also used by the
 metrics server), so the next handshake uses the new certificate without a restart. A path that names
 no webhook gets a 404, a malformed AdmissionReview a 400, and the server keeps serving; every request
 is logged with the object it reviews. POST /convert answers CRD ConversionReviews with a converter
@@ -24,24 +23,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import kopf
 from aiohttp import web
-
-# kopf raises these for a review it cannot serve; it does not export the class at its top level.
-from kopf._core.engines.admission import WebhookError
 
 from controller.api.conversion import convert
 from webhooks.configurations import CONVERSION_PATH, MUTATING_ROUTES, VALIDATING_ROUTES
 from webhooks.converting import Converter, answer_conversion
 from webhooks.handlers import DENIAL_CODE, GroupMembers, denial_message
-from webhooks.reviewing import Reviewer
+from webhooks.reviewing import Reviewer, UnroutableReview
 from webhooks.validation.errors import ROOT, FieldError, FieldPath
 
 logger = logging.getLogger(__name__)
 
 REVIEW_VERSIONS: Final = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
-MAX_OBJECT_DEPTH: Final = 64  # a Workload's pod template nests about 15 levels; kopf copies recursively
+MAX_OBJECT_DEPTH: Final = 64  # a Workload's pod template nests about 15 levels; the rules and encoders recurse
 IDENTITY_FIELDS: Final = ("name", "generateName", "namespace", "uid")
 MAX_REVIEW_BYTES: Final = 8 * 1024 * 1024  # kube-apiserver's own request limit is 3 MiB
 MAX_CONVERSION_BYTES: Final = 256 * 1024 * 1024
@@ -49,47 +44,47 @@ MAX_CONVERSION_BYTES: Final = 256 * 1024 * 1024
 INLINE_CONVERSIONS: Final = 16
 """Reviews with more objects are converted in a worker thread, so the loop keeps serving meanwhile."""
 ReviewFn = Callable[..., Awaitable[Mapping[str, Any]]]
-"""Answers one decoded AdmissionReview, called as kopf calls its `WebhookFn`: `fn(review, webhook=path,
-headers=...)`; raises kopf's WebhookError for a review it cannot route."""
+"""Answers one decoded AdmissionReview: `fn(review, webhook=path, headers=...)`; raises
+`UnroutableReview` for a review it cannot route."""
 HANDLER_IDS: Final = frozenset(route.handler_id for route in (*MUTATING_ROUTES, *VALIDATING_ROUTES))
-"""The paths the webhook configurations call; kopf would answer `allowed: true` on any other."""
+"""The paths the webhook configurations call; any other is a 404 (never an allowing answer)."""
 
 
 def review_problems(review: Any) -> list[str]:
-    """What makes a request body not an AdmissionReview kopf can answer (empty: well-formed)."""
-    if not isinstance(review, Mapping):
+    """What makes a request body not an AdmissionReview the handlers can answer (empty: well-formed)."""
+    if not isinstance(review, (dict, Mapping)):
         return ["the body must be a JSON object"]
     problems = []
     if review.get("apiVersion") not in REVIEW_VERSIONS or review.get("kind") != "AdmissionReview":
         problems.append(f"apiVersion/kind must be one of {', '.join(REVIEW_VERSIONS)} / AdmissionReview")
     request = review.get("request")
-    if not isinstance(request, Mapping):
+    if not isinstance(request, (dict, Mapping)):
         return [*problems, "request must be an object"]
     if not isinstance(request.get("uid"), str) or not request.get("uid"):
         problems.append("request.uid must be a non-empty string")
     resource = request.get("resource")
-    if not isinstance(resource, Mapping) or not all(
+    if not isinstance(resource, (dict, Mapping)) or not all(
             isinstance(resource.get(k), str) for k in ("group", "version", "resource")):
         problems.append("request.resource must have string group, version and resource")
     if request.get("operation") not in OPERATIONS:
         problems.append(f"request.operation must be one of {', '.join(OPERATIONS)}")
-    if not isinstance(request.get("userInfo"), Mapping):
+    if not isinstance(request.get("userInfo"), (dict, Mapping)):
         problems.append("request.userInfo must be an object")
     new, old = request.get("object"), request.get("oldObject")
-    if not isinstance(new, Mapping) and not isinstance(old, Mapping):
+    if not isinstance(new, (dict, Mapping)) and not isinstance(old, (dict, Mapping)):
         problems.append("request.object or request.oldObject must be an object")
     for key, value in (("object", new), ("oldObject", old)):
-        if value is not None and not isinstance(value, Mapping):
+        if value is not None and not isinstance(value, (dict, Mapping)):
             problems.append(f"request.{key} must be an object or null")
-        elif isinstance(value, Mapping):
+        elif isinstance(value, (dict, Mapping)):
             problems.extend(_metadata_problems(f"request.{key}.metadata", value.get("metadata", {})))
     return problems
 
 
 def _metadata_problems(path: str, metadata: Any) -> list[str]:
-    """kube-apiserver always sends a decoded ObjectMeta; kopf fails on one whose identity fields
-    are not strings (it keys its memory by uid), so such a review is malformed here."""
-    if not isinstance(metadata, Mapping):
+    """kube-apiserver always sends a decoded ObjectMeta, whose identity fields are strings: a
+    review with others did not come from it and is malformed here."""
+    if not isinstance(metadata, (dict, Mapping)):
         return [f"{path} must be an object"]
     return [f"{path}.{field} must be a string" for field in IDENTITY_FIELDS
             if metadata.get(field) is not None and not isinstance(metadata.get(field), str)]
@@ -121,7 +116,7 @@ def too_deep(obj: Any, limit: int = MAX_OBJECT_DEPTH) -> FieldPath | None:
         value, path, depth = stack.pop()
         if depth > limit:
             return path
-        if isinstance(value, Mapping):
+        if isinstance(value, (dict, Mapping)):
             stack.extend((v, path.child(str(k)), depth + 1) for k, v in value.items())
         elif isinstance(value, list):
             stack.extend((v, path.index(i), depth + 1) for i, v in enumerate(value))
@@ -129,7 +124,7 @@ def too_deep(obj: Any, limit: int = MAX_OBJECT_DEPTH) -> FieldPath | None:
 
 
 def _denied_as_too_deep(review: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A 422 denial for an object nested deeper than kopf can copy (kube-apiserver passes such
+    """A 422 denial for an object nested deeper than the rules walk (kube-apiserver passes such
     values in fields that keep unknown content), naming where; None for an ordinary object."""
     request = review["request"]
     for key in ("object", "oldObject"):
@@ -137,7 +132,7 @@ def _denied_as_too_deep(review: Mapping[str, Any]) -> dict[str, Any] | None:
         if path is None:
             continue
         shown = path.text if len(path.text) <= 120 else path.text[:120] + "..."
-        kind = request.get("kind") if isinstance(request.get("kind"), Mapping) else {}
+        kind = request.get("kind") if isinstance(request.get("kind"), (dict, Mapping)) else {}
         error = FieldError(shown, f"Invalid value: must not be nested more than {MAX_OBJECT_DEPTH} levels deep")
         message = denial_message(str(kind.get("kind") or request["resource"]["resource"]),
                                  str(request["resource"]["group"]), str(request.get("name") or ""), [error])
@@ -155,7 +150,7 @@ async def answer(fn: ReviewFn, review: Any, webhook: str | None,
     problems = review_problems(review)
     if problems:
         return 400, {"message": "; ".join(problems)}
-    what = describe(review)
+    what = _Described(review)  # built only for a line the log level lets through
     deep = _denied_as_too_deep(review)
     if deep is not None:
         logger.info("Admission %s: denied %s", what, deep["response"]["status"]["message"])
@@ -163,7 +158,7 @@ async def answer(fn: ReviewFn, review: Any, webhook: str | None,
     started = time.perf_counter()
     try:
         response = await fn(review, webhook=webhook or None, headers=dict(headers or {}))
-    except WebhookError as e:  # a review that cannot be routed (e.g. a resource without handlers)
+    except UnroutableReview as e:  # a review that cannot be routed (e.g. a resource without handlers)
         logger.warning("Admission %s: cannot serve: %s", what, e)
         return 400, {"message": str(e)}
     except Exception:
@@ -180,15 +175,27 @@ async def answer(fn: ReviewFn, review: Any, webhook: str | None,
     return 200, dict(response)
 
 
+class _Described:
+    """`describe(review)`, computed when a log line formats it (most answers are not logged)."""
+
+    __slots__ = ("review",)
+
+    def __init__(self, review: Mapping[str, Any]) -> None:
+        self.review = review
+
+    def __str__(self) -> str:
+        return describe(self.review)
+
+
 def describe(review: Mapping[str, Any]) -> str:
     """`CREATE Job ns/name uid=...` for the logs (from a well-formed review)."""
     request = review["request"]
-    obj = request.get("object") if isinstance(request.get("object"), Mapping) else request.get("oldObject")
-    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
-    metadata = metadata if isinstance(metadata, Mapping) else {}
+    obj = request.get("object") if isinstance(request.get("object"), (dict, Mapping)) else request.get("oldObject")
+    metadata = obj.get("metadata") if isinstance(obj, (dict, Mapping)) else None
+    metadata = metadata if isinstance(metadata, (dict, Mapping)) else {}
     name = request.get("name") or metadata.get("name") or metadata.get("generateName") or ""
     namespace = request.get("namespace") or metadata.get("namespace") or ""
-    kind = request.get("kind", {}).get("kind") if isinstance(request.get("kind"), Mapping) else None
+    kind = request.get("kind", {}).get("kind") if isinstance(request.get("kind"), (dict, Mapping)) else None
     where = f"{namespace}/{name}" if namespace else str(name)
     dry = " dryRun" if request.get("dryRun") else ""
     return f"{request['operation']} {kind or request['resource']['resource']} {where} uid={request['uid']}{dry}"
@@ -270,13 +277,16 @@ class ReloadingTls:
 
 
 class AdmissionServer:
-    """A kopf webhook server over TLS from files, reloading them when they change (see module).
+    """The webhook server over TLS from files, reloading them when they change (see module).
     `handler_ids` are the paths it answers (every configured webhook by default); others get 404."""
 
     def __init__(self, tls: TlsFiles, *, addr: str = "127.0.0.1", port: int = 0, host: str | None = None,
                  reload_interval: float = 10.0, handler_ids: frozenset[str] = HANDLER_IDS,
-                 converter: Converter | None = convert) -> None:
+                 converter: Converter | None = convert, reuse_port: bool = False) -> None:
         self.tls = tls
+        self.reuse_port = reuse_port
+        """Listen with SO_REUSEPORT: other servers may listen on the same port (the kernel spreads
+        new connections among them)."""
         self.converter = converter
         self.addr = addr
         self.port = port
@@ -314,13 +324,13 @@ class AdmissionServer:
         await self.serve(Reviewer(group_members))
 
     async def serve(self, fn: ReviewFn) -> None:
-        """Serve `fn` until cancelled (without kopf: `tasq run`'s webhook process, the operator)."""
+        """Serve `fn` until cancelled (`tasq run`'s webhook process, the operator's loop, tests)."""
         async for _ in self(fn):
             pass
 
-    async def __call__(self, fn: ReviewFn) -> AsyncIterator[kopf.WebhookClientConfig]:
-        """Serve `fn`; yields the client config once listening (kopf's webhook-server protocol),
-        then re-reads the certificate files every `reload_interval` s."""
+    async def __call__(self, fn: ReviewFn) -> AsyncIterator[dict[str, str]]:
+        """Serve `fn`; yields the client config once listening ({"url", "caBundle"}), then re-reads
+        the certificate files every `reload_interval` s."""
         app = web.Application(client_max_size=MAX_CONVERSION_BYTES)
 
         async def serve(request: web.Request) -> web.Response:
@@ -341,14 +351,15 @@ class AdmissionServer:
         runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self.addr, self.port, ssl_context=self._reloading.front())
+            site = web.TCPSite(runner, self.addr, self.port, ssl_context=self._reloading.front(),
+                               reuse_port=self.reuse_port or None)
             await site.start()
             server = site._server
             if isinstance(server, asyncio.base_events.Server) and server.sockets:
                 self.port = int(server.sockets[0].getsockname()[1])
             logger.info("Serving admission webhooks at %s", self.url)
             self._listening.set()
-            yield kopf.WebhookClientConfig(url=self.url, caBundle=self.tls.ca_bundle())
+            yield {"url": self.url, "caBundle": self.tls.ca_bundle()}
             while True:
                 await asyncio.sleep(self.reload_interval)
                 self.reload_if_changed()
@@ -357,7 +368,7 @@ class AdmissionServer:
             await runner.cleanup()
 
     async def _serve(self, fn: ReviewFn, request: web.Request) -> web.Response:
-        """One request: 404 for a path that names no webhook (never an answer kopf would make up),
+        """One request: 404 for a path that names no webhook (never an allowing answer made up),
         400 when the body is not JSON, else what `answer` says."""
         webhook = request.match_info.get("id", "")
         if webhook not in self.handler_ids:

@@ -110,7 +110,7 @@ LABEL_SCHEDULING_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
 POD_CONDITION_TERMINATION_TARGET: Final = "TerminationTarget"
 """The pod condition Kueue sets (reason: why) on each pod of a group it stops before deleting it."""
 
-# tasq's admission webhooks: kopf handler ids, which are also the URL paths the configurations
+# tasq's admission webhooks: handler paths (webhooks.handlers), which are the URL paths the configurations
 # call (`https://HOST:PORT/<id>`), and the objects of a real-cluster install (config/webhook/).
 WEBHOOK_MUTATE_JOB: Final = "mutate-batch-v1-job"
 WEBHOOK_MUTATE_POD: Final = "mutate-core-v1-pod"

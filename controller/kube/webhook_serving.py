@@ -1,9 +1,11 @@
 """The admission webhooks in a process of their own, off the operator's event loop, supervised.
 
 `WebhookProcess` stands where an `AdmissionServer` would (same `url`, `tls`, `observe`, `draining`,
-`wait_listening`): `serve_reviews(group_members)` starts a spawned child serving every review with
-`webhooks.reviewing.Reviewer` and restarts it, on the same port, whenever it dies (logged at ERROR;
-`failure` says why until it listens again, which /readyz reports). Parent and child talk over a
+`wait_listening`): `serve_reviews(group_members)` starts a child (`python -m
+controller.kube.webhook_serving`, a fresh interpreter that imports only what serving needs: no kopf,
+no client, no numpy) serving every review with `webhooks.reviewing.Reviewer`, and restarts it, on
+the same port, whenever it dies (logged at ERROR; `failure` says why until it listens again, which
+/readyz reports). Parent and child talk over a
 socket pair: the child reports where it listens and each answer (the operator's webhook metrics),
 and asks for the pods of a queued pod's group, which only the operator's cache knows; the parent
 passes on draining and the end. Used by controller.kube.process (`tasq run`, `tasq dev`).
@@ -15,8 +17,8 @@ import asyncio
 import contextlib
 import contextvars
 import itertools
+import json
 import logging
-import multiprocessing
 import os
 import pickle
 import signal
@@ -24,7 +26,8 @@ import socket
 import struct
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from controller.kube.logs import JsonFormatter, configure_logging
@@ -44,6 +47,9 @@ MEMBERS_TIMEOUT_S: Final = 2.0
 FLUSH_S: Final = 0.2
 """How often the child sends the answers it observed (one message per batch)."""
 _HEADER: Final = struct.Struct("!I")
+CHILD_MODULE: Final = "controller.kube.webhook_serving"
+"""Run as the child's main module, in an interpreter of its own (not forked, not spawned by
+multiprocessing, which would import the parent's main module there too)."""
 
 Observe = Callable[[str, int, float], None]
 
@@ -74,14 +80,30 @@ class ChildConfig:
     reload_interval: float
     log_level: str
     log_format: str
+    reuse_port: bool = False
+
+    def to_json(self) -> str:
+        """The child's command-line argument."""
+        fields = asdict(self)
+        fields["tls"] = {name: None if path is None else str(path) for name, path in fields["tls"].items()}
+        return json.dumps(fields)
+
+    @staticmethod
+    def from_json(text: str) -> ChildConfig:
+        fields = json.loads(text)
+        tls = fields.pop("tls")
+        return ChildConfig(TlsFiles(Path(tls["cert"]), Path(tls["key"]), Path(tls["ca"]) if tls["ca"] else None),
+                           **fields)
 
 
 class WebhookProcess:
     """A supervised child process serving the webhooks (see module)."""
 
     def __init__(self, tls: TlsFiles, *, addr: str = "127.0.0.1", port: int = 0, host: str | None = None,
-                 reload_interval: float = 10.0) -> None:
+                 reload_interval: float = 10.0, reuse_port: bool = False) -> None:
         self.tls = tls
+        self.reuse_port = reuse_port
+        """The child listens with SO_REUSEPORT (`bench/webhooks.py` runs two children on one port)."""
         self.addr = addr
         self.port = port
         self.host = host or addr
@@ -135,12 +157,12 @@ class WebhookProcess:
     async def _run_child(self, group_members: GroupMembers | None) -> int | None:
         """One child from start to exit: its exit code (cancelled: it is stopped first)."""
         level, fmt = _logging_of_this_process()
-        config = ChildConfig(self.tls, self.addr, self.port, self.reload_interval, level, fmt)
+        config = ChildConfig(self.tls, self.addr, self.port, self.reload_interval, level, fmt, self.reuse_port)
         ours, theirs = socket.socketpair()
-        process = multiprocessing.get_context("spawn").Process(
-            target=child_main, args=(config, theirs), name="tasq-webhooks", daemon=True)
         try:
-            process.start()
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", CHILD_MODULE,
+                str(theirs.fileno()), config.to_json(), pass_fds=(theirs.fileno(),), stdin=asyncio.subprocess.DEVNULL)
         finally:
             theirs.close()
         self.pid = process.pid
@@ -150,11 +172,11 @@ class WebhookProcess:
             self.draining = True
         try:
             await self._converse(reader, writer, group_members)
-            return await asyncio.to_thread(_joined, process, STOP_TIMEOUT_S)
+            return await _joined(process, STOP_TIMEOUT_S)
         except asyncio.CancelledError:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await _send(writer, ("stop",))
-            await asyncio.shield(asyncio.to_thread(_joined, process, STOP_TIMEOUT_S))
+            await asyncio.shield(_joined(process, STOP_TIMEOUT_S))
             raise
         finally:
             self._writer = None
@@ -190,14 +212,15 @@ def _members_of(group_members: GroupMembers | None, key: str) -> list[dict[str, 
         return []
 
 
-def _joined(process: multiprocessing.process.BaseProcess, timeout: float) -> int | None:
-    """Wait for `process` to exit (killed after `timeout`); its exit code."""
-    process.join(timeout)
-    if process.is_alive():
+async def _joined(process: asyncio.subprocess.Process, timeout: float) -> int | None:
+    """Wait for `process` to exit (killed after `timeout`); its exit code (-N: killed by signal N)."""
+    try:
+        return await asyncio.wait_for(process.wait(), timeout)
+    except TimeoutError:
         log.warning("The webhook process did not stop within %.0f s: killed", timeout)
-        process.kill()
-        process.join()
-    return process.exitcode
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        return await process.wait()
 
 
 def _logging_of_this_process() -> tuple[str, str]:
@@ -250,7 +273,7 @@ class ChildReviewer:
 
 
 def child_main(config: ChildConfig, sock: socket.socket) -> None:
-    """The child's entry point (spawned): serve until the parent says stop or goes away."""
+    """The child's entry point: serve until the parent says stop or goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches the parent, which stops us
     configure_logging(config.log_level, config.log_format, force=True)
     try:
@@ -264,7 +287,8 @@ async def _child(config: ChildConfig, sock: socket.socket) -> None:
     """Serve; report the port, then each answer; answer the parent's messages; end when the parent
     says stop or goes away, or when serving fails (the exit code says so to the parent)."""
     reader, writer = await asyncio.open_connection(sock=sock)
-    server = AdmissionServer(config.tls, addr=config.addr, port=config.port, reload_interval=config.reload_interval)
+    server = AdmissionServer(config.tls, addr=config.addr, port=config.port, reload_interval=config.reload_interval,
+                             reuse_port=config.reuse_port)
     answers: list[tuple[str, int, float]] = []
     server.observe = lambda path, status, seconds: answers.append((path, status, seconds))
     pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -318,3 +342,7 @@ async def _flush_every(writer: asyncio.StreamWriter, answers: list[tuple[str, in
             batch = answers[:]
             answers.clear()
             await _send(writer, ("answered", batch))
+
+
+if __name__ == "__main__":  # the child: python -m controller.kube.webhook_serving FD CONFIG
+    child_main(ChildConfig.from_json(sys.argv[2]), socket.socket(fileno=int(sys.argv[1])))

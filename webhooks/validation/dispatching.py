@@ -43,7 +43,7 @@ def _v1beta1_workload(obj: Mapping[str, Any]) -> list[FieldError]:
     """v1beta1's own rule, on a field conversion folds into priorityClassRef (or drops, when the
     source is unknown): a priorityClassName needs a priority."""
     spec = obj.get("spec")
-    if isinstance(spec, Mapping) and spec.get("priorityClassName") is not None and spec.get("priority") is None:
+    if isinstance(spec, (dict, Mapping)) and spec.get("priorityClassName") is not None and spec.get("priority") is None:
         return [required(ROOT.child("spec").child("priority"), "priority should not be nil when priorityClassName is set")]
     return []
 
@@ -58,7 +58,7 @@ on the object as written, before it is converted."""
 def _with_spoke_errors(obj: Any, hub_errors: list[FieldError]) -> list[FieldError]:
     """The version's own errors, then the hub's on other fields (a field both name is said once, in
     the words of the version the object was written in)."""
-    rule = SPOKE_RULES.get((str(obj.get("kind")), str(obj.get("apiVersion")))) if isinstance(obj, Mapping) else None
+    rule = SPOKE_RULES.get((str(obj.get("kind")), str(obj.get("apiVersion")))) if isinstance(obj, (dict, Mapping)) else None
     own = rule(obj) if rule is not None else []
     said = {e.path for e in own}
     return own + [e for e in hub_errors if e.path not in said]
@@ -66,7 +66,7 @@ def _with_spoke_errors(obj: Any, hub_errors: list[FieldError]) -> list[FieldErro
 
 def _hub(obj: Any) -> Any:
     """A tasq object as v1beta2 (an object in another served version converted; else unchanged)."""
-    if not isinstance(obj, Mapping) or obj.get("apiVersion") in (
+    if not isinstance(obj, (dict, Mapping)) or obj.get("apiVersion") in (
             c.API_VERSION, c.JOB_API_VERSION, c.CORE_API_VERSION, f"{c.JOBSET_GROUP}/{c.JOBSET_VERSION}"):
         return obj
     return convert(obj, c.API_VERSION)
@@ -74,7 +74,7 @@ def _hub(obj: Any) -> Any:
 
 def _rules(obj: Any) -> tuple[list[FieldError], tuple[Validator, UpdateValidator | None] | None]:
     """Which rules apply: (type errors, (create, update) or None when tasq has no rules)."""
-    if not isinstance(obj, Mapping):
+    if not isinstance(obj, (dict, Mapping)):
         return [wrong_type(ROOT.child("object"), obj, "an object")], None
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     shape_errs = [wrong_type(ROOT.child(field), value, "a string")
@@ -118,6 +118,6 @@ def validate_update(old: Any, new: Any) -> list[FieldError]:
     hub, old_hub = _hub(new), _hub(old)
     if isinstance(hub, ConversionFailure):
         return [invalid_omitted(ROOT.child(hub.field) if hub.field else ROOT, hub.message)]
-    if update is None or not isinstance(old_hub, Mapping):
+    if update is None or not isinstance(old_hub, (dict, Mapping)):
         return _with_spoke_errors(new, create(hub))
     return _with_spoke_errors(new, update(old_hub, hub))

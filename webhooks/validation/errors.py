@@ -20,7 +20,14 @@ class FieldPath:
     text: str
 
     def child(self, name: str) -> FieldPath:
-        return FieldPath(f"{self.text}.{name}" if self.text else name)
+        """The path of field `name` below this one (the same object for the same path, from a
+        bounded table: the validators name the same fields on every object they read)."""
+        found = _CHILDREN.get((self.text, name))
+        if found is None:
+            found = FieldPath(f"{self.text}.{name}" if self.text else name)
+            if len(_CHILDREN) < _CHILDREN_MAX:
+                _CHILDREN[(self.text, name)] = found
+        return found
 
     def index(self, i: int) -> FieldPath:
         return FieldPath(f"{self.text}[{i}]")
@@ -31,6 +38,11 @@ class FieldPath:
     def __str__(self) -> str:
         return self.text
 
+
+_CHILDREN: dict[tuple[str, str], FieldPath] = {}
+_CHILDREN_MAX: Final = 4096
+"""Paths kept by (parent, field); beyond this many, new ones are built each time (names can come
+from the data, e.g. a walk of an object's keys, so the table must not grow with it)."""
 
 ROOT = FieldPath("")
 SPEC = ROOT.child("spec")

@@ -44,7 +44,7 @@ def validate_resource_flavor(obj: Mapping[str, Any]) -> list[FieldError]:
     taints = shapes.sequence(spec, "nodeTaints", SPEC.child("nodeTaints"), errs)
     errs.extend(placement.taints(SPEC.child("nodeTaints"), taints, MAX_TAINTS))
     for i, taint in enumerate(taints or []):
-        if isinstance(taint, Mapping):  # placement.taints reported the other items
+        if isinstance(taint, (dict, Mapping)):  # placement.taints reported the other items
             shapes.timestamp(taint, "timeAdded", SPEC.child("nodeTaints").index(i).child("timeAdded"), errs)
     errs.extend(placement.tolerations(SPEC.child("tolerations"),
                                       shapes.sequence(spec, "tolerations", SPEC.child("tolerations"), errs),
@@ -66,7 +66,7 @@ def validate_resource_flavor_update(old: Mapping[str, Any], new: Mapping[str, An
     """Kueue: once a flavor has a topology its spec is frozen (both forms here, not only topologyName)."""
     errs = validate_resource_flavor(new)
     old_spec = shapes.lookup(old, "spec")
-    had_topology = isinstance(old_spec, Mapping) and (
+    had_topology = isinstance(old_spec, (dict, Mapping)) and (
         old_spec.get("topologyName") is not None or old_spec.get("topology") is not None)
     if had_topology and old_spec != shapes.lookup(new, "spec"):
         errs.append(invalid_omitted(SPEC, "field is immutable once the flavor has a topology "

@@ -36,7 +36,7 @@ def _group_member(annotations: Mapping[str, str]) -> dict[str, Any]:
 
 def _replicated_job(path: FieldPath, rjob: Any, errs: list[FieldError]) -> Mapping[str, str]:
     """One replicatedJob's checks; returns its pod template's annotations (for the group rule)."""
-    if not isinstance(rjob, Mapping):
+    if not isinstance(rjob, (dict, Mapping)):
         errs.append(invalid(path, rjob, "must be an object"))
         return {}
     replicas = shapes.integer(rjob, "replicas", path.child("replicas"), errs)

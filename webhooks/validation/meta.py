@@ -73,4 +73,4 @@ def owner_references(refs: Any) -> list[FieldError]:
     return [required(path.index(i).child(key), "must not be empty")
             for i, ref in enumerate(refs if isinstance(refs, list) else ())
             for key in OWNER_REFERENCE_FIELDS
-            if ref is None or (isinstance(ref, Mapping) and ref.get(key) in (None, ""))]
+            if ref is None or (isinstance(ref, (dict, Mapping)) and ref.get(key) in (None, ""))]

@@ -36,7 +36,7 @@ _NATIVE_DOMAIN: Final = "kubernetes.io/"
 def _items(value: Any, path: FieldPath) -> Iterator[tuple[FieldPath, Mapping[str, Any]]]:
     """The object items of a list with their paths; other shapes are the schema's or pod_template's to report."""
     for i, item in enumerate(value if isinstance(value, list) else ()):
-        if isinstance(item, Mapping):
+        if isinstance(item, (dict, Mapping)):
             yield path.index(i), item
 
 
@@ -56,14 +56,14 @@ def _amount(value: Any) -> Any:
 
 def _amounts(resources: Mapping[str, Any], kind: str) -> dict[str, tuple[Any, Any]]:
     raw = resources.get(kind)
-    return {name: (value, amount) for name, value in (raw.items() if isinstance(raw, Mapping) else ())
+    return {name: (value, amount) for name, value in (raw.items() if isinstance(raw, (dict, Mapping)) else ())
             if isinstance(name, str) and (amount := _amount(value)) is not None}
 
 
 def container_resources(path: FieldPath, resources: Any) -> list[FieldError]:
     """Extended resources and hugepages request exactly their limit (a limit is required), extended
     amounts are whole numbers, and hugepages come with cpu or memory."""
-    if not isinstance(resources, Mapping):
+    if not isinstance(resources, (dict, Mapping)):
         return []
     errs: list[FieldError] = []
     limits, requests = _amounts(resources, "limits"), _amounts(resources, "requests")
@@ -148,11 +148,11 @@ def _term(path: FieldPath, term: Mapping[str, Any]) -> list[FieldError]:
 
 def node_affinity(path: FieldPath, affinity: Any) -> list[FieldError]:
     """Required terms and preferred ones (weight 1-100); an empty term is allowed (it matches no node)."""
-    if not isinstance(affinity, Mapping):
+    if not isinstance(affinity, (dict, Mapping)):
         return []
     errs: list[FieldError] = []
     required_terms = affinity.get(REQUIRED_AFFINITY)
-    if isinstance(required_terms, Mapping):
+    if isinstance(required_terms, (dict, Mapping)):
         terms_path = path.child(REQUIRED_AFFINITY).child("nodeSelectorTerms")
         for term_path, term in _items(required_terms.get("nodeSelectorTerms"), terms_path):
             errs.extend(_term(term_path, term))
@@ -161,7 +161,7 @@ def node_affinity(path: FieldPath, affinity: Any) -> list[FieldError]:
         if isinstance(weight, int) and not 1 <= weight <= 100:
             errs.append(invalid(item_path.child("weight"), weight, "must be in the range 1-100"))
         preference = preferred.get("preference")
-        if isinstance(preference, Mapping):
+        if isinstance(preference, (dict, Mapping)):
             errs.extend(_term(item_path.child("preference"), preference))
     return errs
 
@@ -169,7 +169,7 @@ def node_affinity(path: FieldPath, affinity: Any) -> list[FieldError]:
 def pod_spec(path: FieldPath, spec: Any, *, is_pod: bool) -> list[FieldError]:
     """Every rule above on one pod spec at `path`; `is_pod` adds a Pod's own rules (its restart
     policy, no nodeName while scheduling gates remain), which a Job's template does not have."""
-    if not isinstance(spec, Mapping):
+    if not isinstance(spec, (dict, Mapping)):
         return []
     errs: list[FieldError] = []
     for kind in ("initContainers", "containers"):
@@ -181,7 +181,7 @@ def pod_spec(path: FieldPath, spec: Any, *, is_pod: bool) -> list[FieldError]:
     errs.extend(scheduling_gates(path.child("schedulingGates"), gates))
     affinity = spec.get("affinity")
     errs.extend(node_affinity(path.child("affinity").child("nodeAffinity"),
-                              affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None))
+                              affinity.get("nodeAffinity") if isinstance(affinity, (dict, Mapping)) else None))
     if is_pod:
         policy = spec.get("restartPolicy")
         if isinstance(policy, str) and policy and policy not in POD_RESTART_POLICIES:
@@ -195,7 +195,7 @@ def job_restart_policy(path: FieldPath, spec: Any, pod_failure_policy: bool) -> 
     """A Job's template restarts OnFailure or Never (Never with a podFailurePolicy). Absent reads as
     Always: the API server defaults it before validating (and before any webhook sees the Job), and
     `tasq simulate` reads undefaulted manifests, so both refuse it with the same message."""
-    if not isinstance(spec, Mapping):
+    if not isinstance(spec, (dict, Mapping)):
         return []
     policy = spec.get("restartPolicy") or "Always"
     if policy == "Always":

@@ -158,7 +158,7 @@ def _layers(path: FieldPath, raw: Any, count: int | None, errs: list[FieldError]
     seen: dict[str, int] = {}
     for i, layer in enumerate(raw):
         item = path.index(i)
-        if not isinstance(layer, Mapping):
+        if not isinstance(layer, (dict, Mapping)):
             errs.append(invalid(item, layer, "must be an object with \"topology\" and \"size\""))
             sizes.append(None)
             continue

@@ -27,8 +27,8 @@ _BOTH = (f"both the {c.ANNOTATION_POD_GROUP_TOTAL_COUNT!r} annotation and the {c
 
 def _map(pod: Mapping[str, Any], field: str) -> Mapping[str, Any]:
     meta = pod.get("metadata")
-    value = meta.get(field) if isinstance(meta, Mapping) else None
-    return value if isinstance(value, Mapping) else {}
+    value = meta.get(field) if isinstance(meta, (dict, Mapping)) else None
+    return value if isinstance(value, (dict, Mapping)) else {}
 
 
 def _positive(path: FieldPath, value: Any, what: str) -> list[FieldError]:
@@ -77,7 +77,7 @@ def _group_metadata(pod: Mapping[str, Any]) -> list[FieldError]:
 
 def validate_pod(pod: Mapping[str, Any]) -> list[FieldError]:
     """Every error in a pod's tasq metadata; none for a pod tasq does not manage."""
-    if not isinstance(pod, Mapping) or not POD_GROUP.is_managed(pod):
+    if not isinstance(pod, (dict, Mapping)) or not POD_GROUP.is_managed(pod):
         return []
     labels = _map(pod, "labels")
     errs = dns_subdomain(LABELS.key(c.LABEL_QUEUE_NAME), labels.get(c.LABEL_QUEUE_NAME))
@@ -90,7 +90,7 @@ def validate_pod(pod: Mapping[str, Any]) -> list[FieldError]:
 def validate_pod_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
     """`validate_pod`, and a grouped pod keeps its group (its Workload is the group's)."""
     errs = validate_pod(new)
-    before = pod_group.group_name(old) if isinstance(old, Mapping) else None
+    before = pod_group.group_name(old) if isinstance(old, (dict, Mapping)) else None
     if before is not None and pod_group.group_name(new) != before:
         errs.append(invalid(LABELS.key(before[0]), _map(new, "labels").get(before[0]), "field is immutable"))
     return errs

@@ -3,6 +3,8 @@
 Validators take raw dicts (so they can report every error, even on objects no model would
 parse); these readers return the value when it has the expected shape, or None after
 appending a FieldError. Absent (None) values are not errors here: callers decide what is required.
+The validators test for objects with `isinstance(v, (dict, Mapping))`: a decoded JSON object is a
+dict, matched before the Mapping ABC's slower check (the webhooks run them on every review).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def mapping(parent: Mapping[str, Any] | None, key: str, path: FieldPath,
     value = None if parent is None else parent.get(key)
     if value is None:
         return None
-    if not isinstance(value, Mapping):
+    if not isinstance(value, (dict, Mapping)):
         errs.append(wrong_type(path, value, "an object"))
         return None
     return value
@@ -151,7 +153,7 @@ def objects(items: list[Any] | None, path: FieldPath,
     """The object items of a list with their paths; non-object items reported and skipped."""
     out = []
     for i, item in enumerate(items or []):
-        if not isinstance(item, Mapping):
+        if not isinstance(item, (dict, Mapping)):
             errs.append(wrong_type(path.index(i), item, "an object"))
             continue
         out.append((path.index(i), item))
@@ -161,7 +163,7 @@ def objects(items: list[Any] | None, path: FieldPath,
 def lookup(obj: Any, *keys: str) -> Any:
     """`obj[k1][k2]...` for update comparisons, None when any step is absent or not an object."""
     for key in keys:
-        if not isinstance(obj, Mapping):
+        if not isinstance(obj, (dict, Mapping)):
             return None
         obj = obj.get(key)
     return obj

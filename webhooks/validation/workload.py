@@ -143,7 +143,7 @@ def _assignments_cover_pod_sets(obj: Mapping[str, Any]) -> list[FieldError]:
     spec has (a partial admission would leave a pod set without a flavor)."""
     pod_set_items = shapes.lookup(obj, "spec", "podSets")
     assignments = shapes.lookup(obj, "status", "admission", "podSetAssignments")
-    if not _reserved_condition(obj) or not isinstance(shapes.lookup(obj, "status", "admission"), Mapping):
+    if not _reserved_condition(obj) or not isinstance(shapes.lookup(obj, "status", "admission"), (dict, Mapping)):
         return []
     want = len(pod_set_items) if isinstance(pod_set_items, list) else 0
     have = len(assignments) if isinstance(assignments, list) else 0
@@ -211,7 +211,7 @@ def _priority_class_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> li
     path = SPEC.child("priorityClassRef")
     if (before is None) != (after is None):
         return [invalid(path, after, "priorityClassRef is immutable while workload quota reserved")]
-    if not isinstance(before, Mapping) or not isinstance(after, Mapping):
+    if not isinstance(before, (dict, Mapping)) or not isinstance(after, (dict, Mapping)):
         return []
     errs = [invalid(path.child(key), after.get(key), f"priorityClassRef.{key} is immutable while workload quota "
                                                      "reserved")
@@ -227,11 +227,11 @@ def _priority_class_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> li
 def _without_topology(admission: Any) -> Any:
     """The admission with each pod set assignment's topologyAssignment (and delayedTopologyRequest)
     left out: what Kueue, with TopologyAwareScheduling, keeps immutable."""
-    if not isinstance(admission, Mapping) or not isinstance(admission.get("podSetAssignments"), list):
+    if not isinstance(admission, (dict, Mapping)) or not isinstance(admission.get("podSetAssignments"), list):
         return admission
     return {**admission, "podSetAssignments": [
         {k: v for k, v in psa.items() if k not in ("topologyAssignment", "delayedTopologyRequest")}
-        if isinstance(psa, Mapping) else psa for psa in admission["podSetAssignments"]]}
+        if isinstance(psa, (dict, Mapping)) else psa for psa in admission["podSetAssignments"]]}
 
 
 def _admission_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:

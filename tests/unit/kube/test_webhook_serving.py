@@ -1,6 +1,7 @@
 """The webhook process: it serves reviews over HTTPS from a child process, reports each answer to
 the operator's metrics, asks the operator for a queued pod's group, drains when told, and is
-restarted on the same port when it dies, saying why until it listens again."""
+restarted on the same port when it dies, saying why until it listens again; it never loads kopf,
+a client or numpy."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import json
 import os
 import signal
 import ssl
+import subprocess
+import sys
+import textwrap
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,9 +22,9 @@ import aiohttp
 import pytest
 
 from controller.api import constants as c
-from controller.kube.webhook_serving import WebhookProcess, _members_of
+from controller.kube.webhook_serving import ChildConfig, WebhookProcess, _members_of
 from tests.builders.cluster import make_pod
-from tests.unit.webhooks.manifests import valid_job
+from tests.unit.webhooks.manifests import valid_job, valid_workload
 from tests.unit.webhooks.reviews import review
 from webhooks.certificates import CertificateAuthority, write_serving_files
 from webhooks.serving import TlsFiles
@@ -140,3 +144,38 @@ def test_a_group_the_operator_cannot_read_is_sent_empty_and_logged(caplog: pytes
     assert "Cannot read the pods of group default/g" in caplog.text
     assert _members_of(None, "default/g") == []
     assert _members_of(Operator().group_members, "default/g")[0]["metadata"]["name"] == "a"
+
+
+def test_the_child_never_loads_kopf_a_client_or_numpy_even_while_answering() -> None:
+    """What the child runs (its module, then Job, Pod and Workload reviews answered), in a fresh
+    interpreter: none of kopf, the kubernetes client, numpy or jsonpatch is ever imported (each
+    costs the process memory it never uses; a package's __init__ counts, which import-linter misses)."""
+    probe = textwrap.dedent("""
+        import asyncio, json, sys
+        import controller.kube.webhook_serving as serving
+        from webhooks.serving import answer
+        reviews = json.loads(sys.stdin.read())
+        async def ask(keys):
+            return {key: () for key in keys}
+        async def main():
+            fn = serving.ChildReviewer(ask)
+            return [(await answer(fn, body, path))[0] for path, body in reviews]
+        statuses = asyncio.run(main())
+        print(json.dumps([statuses, sorted({m.split(".")[0] for m in sys.modules})]))
+        """)
+    bodies = [(c.WEBHOOK_MUTATE_JOB, review(valid_job().obj())), (c.WEBHOOK_VALIDATE_JOB, review(valid_job().obj())),
+              (c.WEBHOOK_VALIDATE_QUEUED_POD, review(queued_pod("b", "3"))),
+              (c.WEBHOOK_VALIDATE_WORKLOAD, review(valid_workload().obj()))]
+    out = subprocess.run([sys.executable, "-c", probe], input=json.dumps(bodies), capture_output=True, text=True,
+                         check=True, timeout=120)
+    statuses, loaded = json.loads(out.stdout)
+    assert statuses == [200, 200, 200, 200]
+    assert "webhooks" in loaded and not {"kopf", "kubernetes", "numpy", "jsonpatch"} & set(loaded), loaded
+
+
+@pytest.mark.parametrize("ca", [Path("/certs/ca.crt"), None], ids=["with a CA file", "without one"])
+def test_the_childs_configuration_survives_its_command_line(ca: Path | None) -> None:
+    """The child gets its configuration as a command-line argument, not pickled: every field comes back."""
+    config = ChildConfig(TlsFiles(Path("/certs/tls.crt"), Path("/certs/tls.key"), ca), "0.0.0.0", 9443, 2.5,
+                         "debug", "json", reuse_port=True)
+    assert ChildConfig.from_json(config.to_json()) == config

@@ -3,8 +3,9 @@
 `review(obj, "CREATE")` builds the AdmissionReview v1 kube-apiserver would send for `obj`;
 `Admission().admit(handler_id, review)` answers it exactly as the webhook server does
 (`webhooks.reviewing.Reviewer` behind `serving.answer`), without a cluster; `Admission(kopf_engine=True)`
-answers through kopf's own admission engine instead (`serve_admission_request` with the handlers of
-`register_handlers`), the oracle the reviewer is held to. Used by the handler, reviewer and server tests.
+answers through kopf's own admission engine instead (`serve_admission_request`, the same handler
+table registered with kopf's decorators by `register_with_kopf`), the oracle the reviewer is held
+to. Used by the handler, reviewer, configuration and server tests.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import copy
 import functools
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jsonpatch
@@ -26,7 +27,8 @@ from kopf._core.reactor import inventory
 
 from controller.api import constants as c
 from controller.api.crds import KINDS
-from webhooks.handlers import GroupMembers, register_handlers
+from webhooks import defaulting
+from webhooks.handlers import AdmissionRequest, Denial, GroupMembers, Handler, HandlerFn, handler_table
 from webhooks.reviewing import Reviewer
 from webhooks.serving import ReviewFn, answer
 
@@ -62,17 +64,46 @@ def review(obj: Mapping[str, Any], operation: str = "CREATE", old: Mapping[str, 
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
+def _kopf_handler(fn: HandlerFn) -> Any:
+    """`fn` as a kopf admission handler: a denial raised as kopf's AdmissionError, a JSON patch
+    applied to kopf's patched copy (kopf then sends the diff)."""
+    async def handler(body: kopf.Body, patch: kopf.Patch, old: kopf.Body | None, operation: str, **_: Any) -> None:
+        verdict = fn(AdmissionRequest(operation, dict(body), dict(old) if old is not None else None))
+        if isinstance(verdict, Denial):
+            raise kopf.AdmissionError(verdict.message, code=verdict.code)
+        if verdict:
+            def transform(raw: Any, ops: defaulting.JsonPatch = verdict) -> None:
+                new = defaulting.applied(raw, ops)
+                raw.clear()
+                raw.update(new)
+            patch.fns.append(transform)
+    return handler
+
+
+def register_with_kopf(registry: kopf.OperatorRegistry, handlers: Sequence[Handler]) -> None:
+    """Each handler of tasq's table registered with kopf's decorators, as tasq registered them
+    before it had a table of its own."""
+    for h in handlers:
+        on = kopf.on.mutate if h.mutating else kopf.on.validate
+        operations: Any = list(h.operations)  # kopf types them as literals; the table as strings
+        on(h.group, h.version, h.plural, id=h.path, operations=operations, subresource=h.subresource,
+           registry=registry)(_kopf_handler(h.fn))
+
+
 class Admission:
-    """tasq's handlers as the webhook server calls them (`Reviewer`), or behind kopf's admission engine."""
+    """tasq's handlers as the webhook server calls them (`Reviewer`), or behind kopf's admission engine.
+    `handlers`: another table than `handler_table(group_members)`."""
 
     fn: ReviewFn
 
-    def __init__(self, group_members: GroupMembers | None = None, *, kopf_engine: bool = False) -> None:
+    def __init__(self, group_members: GroupMembers | None = None, *, kopf_engine: bool = False,
+                 handlers: Sequence[Handler] | None = None) -> None:
+        table = handler_table(group_members) if handlers is None else handlers
         if not kopf_engine:
-            self.fn = Reviewer(group_members)
+            self.fn = Reviewer(handlers=table)
             return
         self.registry = kopf.OperatorRegistry()
-        register_handlers(self.registry, group_members)
+        register_with_kopf(self.registry, table)
         insights = references.Insights()
         insights.webhook_resources.update(
             references.Resource(group=g, version=v, plural=p, kind=k, namespaced=ns, verbs=frozenset({"create"}))

@@ -1,5 +1,6 @@
 """The admission handlers as the webhook server answers with them: patches, 422 denials with every field
-error, UPDATE rules, dryRun, and a fuzz showing they answer every Job, Pod and Workload."""
+error, UPDATE rules, dryRun, and a fuzz showing they answer every Job, Pod and Workload; the handler
+table against the configurations' routes, and verdicts as values."""
 
 from __future__ import annotations
 
@@ -25,7 +26,15 @@ from tests.unit.webhooks.manifests import (
 )
 from tests.unit.webhooks.reviews import Admission, patch_of, patched, review
 from tests.unit.webhooks.test_robustness import value_paths
-from webhooks.handlers import DENIAL_CODE, denial_message
+from webhooks.configurations import MUTATING_ROUTES, VALIDATING_ROUTES, Route
+from webhooks.handlers import (
+    ANY_SUBRESOURCE,
+    DENIAL_CODE,
+    AdmissionRequest,
+    Denial,
+    denial_message,
+    handler_table,
+)
 from webhooks.serving import IDENTITY_FIELDS
 from webhooks.validation import FieldError, validate, validate_update
 
@@ -279,3 +288,35 @@ def test_a_v1beta1_cluster_queue_is_validated_as_v1beta2(hooks: Admission) -> No
     assert response["allowed"] is True and not response.get("warnings"), response
     denied_paths(admit(hooks, c.WEBHOOK_VALIDATE_CLUSTER_QUEUE, v1.set("spec.cohort", "Bad_Name").obj()),
                  "spec.cohortName")
+
+
+# ---------------------------------------------------------------- the table
+
+
+@pytest.mark.parametrize("route", [*MUTATING_ROUTES, *VALIDATING_ROUTES], ids=lambda route: route.handler_id)
+def test_the_table_serves_each_route_as_the_configuration_sends_it(route: Route) -> None:
+    """kube-apiserver calls a path for each version of the route's resource (its status writes too,
+    where the route includes them): the table has one handler there for each, of the route's kind
+    (mutating or validating), on the route's operations, and none elsewhere for that path."""
+    mutating = route in MUTATING_ROUTES
+    found = [h for h in handler_table() if h.path == route.handler_id]
+    assert sorted(h.resource for h in found) == sorted((route.group, v, route.plural) for v in route.versions)
+    for handler in found:
+        assert handler.mutating is mutating and handler.operations == tuple(route.operations)
+        assert handler.subresource == (ANY_SUBRESOURCE if route.with_status else None)
+
+
+def test_a_handler_answers_with_a_value_a_denial_or_its_patch() -> None:
+    """Verdicts are values: a validator's Denial carries the message and code the review sends, a
+    mutating handler the operations (none for an object it leaves alone)."""
+    table = {(h.path, h.resource): h.fn for h in handler_table()}
+    jobs = ("batch", "v1", "jobs")
+    invalid = valid_job().annotate(c.ANNOTATION_REQUIRE_TOPOLOGY, "").obj()
+    verdict = table[(c.WEBHOOK_VALIDATE_JOB, jobs)](AdmissionRequest("CREATE", invalid))
+    assert isinstance(verdict, Denial) and verdict.code == DENIAL_CODE
+    assert verdict.message == denial_message(c.KIND_JOB, "batch", invalid["metadata"]["name"], validate(invalid))
+    assert table[(c.WEBHOOK_VALIDATE_JOB, jobs)](AdmissionRequest("CREATE", valid_job().obj())) == []
+    queued = valid_job().set("spec.suspend", False).obj()
+    assert table[(c.WEBHOOK_MUTATE_JOB, jobs)](AdmissionRequest("CREATE", queued)) == [
+        {"op": "add", "path": "/spec/suspend", "value": True}]
+    assert table[(c.WEBHOOK_MUTATE_JOB, jobs)](AdmissionRequest("CREATE", valid_job().set("metadata.labels", {}).obj())) == []
