@@ -640,7 +640,8 @@ def condition_of(cache: ClusterCache, key: str, type_: str) -> tuple[str, str] |
 async def test_hold_on_a_local_queue_admits_nothing_more_and_leaves_what_runs_running() -> None:
     cache = cluster(workloads=1)
     api = RecordingApi(cache)
-    loop = AdmissionLoop(cache, api, RecordedEvents(api), applied=cache.upsert)  # type: ignore[arg-type]
+    loop = AdmissionLoop(cache, api, RecordedEvents(api), applied=cache.upsert,  # type: ignore[arg-type]
+                         queue_status_interval_s=0.0)
     await loop.cycle()
     await settle(loop)
     stop(cache, api, c.KIND_LOCAL_QUEUE, "Hold")
@@ -651,8 +652,9 @@ async def test_hold_on_a_local_queue_admits_nothing_more_and_leaves_what_runs_ru
     waiting = cache.workloads["default/late"].obj.condition(c.CONDITION_QUOTA_RESERVED)
     assert waiting is not None and (waiting.status, waiting.reason, waiting.message) == (
         "False", c.REASON_INADMISSIBLE, 'LocalQueue "lq" in namespace "default" is stopped (stopPolicy Hold)')
-    _, lqs = queue_statuses(queue_inputs(cache), {})
-    assert lqs["default/lq"]["conditions"][0]["reason"] == c.REASON_STOPPED
+    written = loop._queue_status[(True, "default/lq")]  # as the cycle's queue status write counted it
+    assert (written["pendingWorkloads"], written["admittedWorkloads"]) == (0, 1)  # held: in no queue, as Kueue's
+    assert written["conditions"][0]["reason"] == c.REASON_STOPPED
 
 
 async def test_hold_and_drain_on_a_local_queue_evicts_its_admitted_workloads_once_then_requeues_them_on_restart() -> None:
