@@ -177,11 +177,6 @@ class ClusterQueue(KubeObject):
         """Hold or HoldAndDrain: the queue admits nothing new."""
         return self.spec.stop_policy in (c.STOP_POLICY_HOLD, c.STOP_POLICY_HOLD_AND_DRAIN)
 
-    @property
-    def draining(self) -> bool:
-        """HoldAndDrain: the queue's admitted Workloads are evicted too."""
-        return self.spec.stop_policy == c.STOP_POLICY_HOLD_AND_DRAIN
-
     def condition(self, type_: str) -> Condition | None:
         return find_condition(self.status.conditions, type_) if self.status else None
 
@@ -242,11 +237,6 @@ class LocalQueue(KubeObject):
     def stopped(self) -> bool:
         """Hold or HoldAndDrain: none of the queue's Workloads is admitted."""
         return self.spec.stop_policy in (c.STOP_POLICY_HOLD, c.STOP_POLICY_HOLD_AND_DRAIN)
-
-    @property
-    def draining(self) -> bool:
-        """HoldAndDrain: the queue's admitted Workloads are evicted too."""
-        return self.spec.stop_policy == c.STOP_POLICY_HOLD_AND_DRAIN
 
     def condition(self, type_: str) -> Condition | None:
         return find_condition(self.status.conditions, type_) if self.status else None

@@ -121,15 +121,13 @@ def restarts(workloads: Iterable[StandingWorkload], stops: QueueStops) -> list[R
     (ClusterQueueStopped); by key. A queue still stopped, or gone, requeues nothing."""
     out = []
     for wl in workloads:
-        if wl.released_by is None or wl.finished or wl.local_queue not in stops.local_queues:
-            continue
-        if wl.released_by == c.REASON_LOCAL_QUEUE_STOPPED and wl.local_queue not in stops.local_policies:
-            out.append(Restart(wl.key, c.REASON_LOCAL_QUEUE_RESTARTED,
-                               f"{local_queue_text(wl.local_queue)} runs again after being stopped"))
+        if wl.released_by not in RESTARTED_AFTER or wl.finished or wl.local_queue not in stops.local_queues:
             continue
         cq = stops.local_queues[wl.local_queue]
-        if wl.released_by == c.REASON_CLUSTER_QUEUE_STOPPED and cq in stops.cluster_queues \
-                and cq not in stops.cluster_policies:
-            out.append(Restart(wl.key, c.REASON_CLUSTER_QUEUE_RESTARTED,
-                               f"ClusterQueue \"{cq}\" runs again after being stopped"))
+        if wl.released_by == c.REASON_LOCAL_QUEUE_STOPPED:
+            runs, queue = wl.local_queue not in stops.local_policies, local_queue_text(wl.local_queue)
+        else:
+            runs, queue = cq in stops.cluster_queues and cq not in stops.cluster_policies, f"ClusterQueue \"{cq}\""
+        if runs:
+            out.append(Restart(wl.key, RESTARTED_AFTER[wl.released_by], f"{queue} runs again after being stopped"))
     return sorted(out, key=lambda r: r.key)
