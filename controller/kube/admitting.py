@@ -7,9 +7,9 @@ patch (resourceVersion-checked, retried), posts Events (Admitted; a pending caus
 cause), starts the eviction of every victim of a `Preempt` decision and of every admitted Workload
 of a queue stopped with HoldAndDrain (controller.kube.evicting; the Job reconciler carries it on),
 requeues what such a drain released once its queue runs again, and refreshes the ClusterQueue,
-LocalQueue and Cohort statuses. One cycle at a time; its writes run beside the next cycles (at most one in flight per Workload), each
-written Workload handed to the operator's EventRouter. A failed cycle or write is tried again with backoff
-(controller.kube.requeuing); an admission whose write failed is given back in the cache before the
+LocalQueue and Cohort statuses. One cycle at a time; its writes run beside the next cycles (at most
+one in flight per Workload), each written Workload handed to the operator's EventRouter. A failed
+cycle or write is tried again with backoff (controller.kube.requeuing); an admission whose write failed is given back in the cache before the
 next cycle, and one whose answer was lost is read back first. Started by controller.kube.operating.
 """
 
