@@ -273,6 +273,11 @@ class BacklogRow:
     admitted: int
     cpu_s: float
     """Process CPU time of the whole cycle (less noisy than wall time on a shared machine)."""
+    gc_s: float
+    """Wall time the garbage collector ran during the cycle (its pauses are part of `cpu_s`)."""
+    waited_s: float | None
+    """Time the process was runnable but not running (the kernel's run-queue wait, from
+    /proc/self/schedstat; None where that file does not exist): wall = CPU + this on a busy machine."""
 
     @property
     def total_s(self) -> float:
@@ -286,6 +291,9 @@ def backlog_cycle(n: int, all_fit: bool) -> BacklogRow:
     cache = backlog_cache(n, all_fit)
     cache.snapshot()  # the static parts (flavor trees, quotas) are built once, not per cycle
     gc.collect()
+    collecting = _GcTimer()
+    gc.callbacks.append(collecting)
+    q0 = _run_queue_wait()
     c0, t0 = time.process_time(), time.perf_counter()
     state = cache.admission_state()
     t1 = time.perf_counter()
@@ -295,8 +303,33 @@ def backlog_cycle(n: int, all_fit: bool) -> BacklogRow:
     reasons = [state.pending.get(key) or explain(state, key, memo) for key in state.waiting()]
     waiting = {key: q for key in state.waiting() if (q := state.queue_of.get(key)) is not None}
     t3, c3 = time.perf_counter(), time.process_time()
+    q3 = _run_queue_wait()
+    gc.callbacks.remove(collecting)
     assert len(reasons) == len(waiting) == n - sum(isinstance(d, Admit) for d in decisions)
-    return BacklogRow(n, t1 - t0, t2 - t1, t3 - t2, sum(isinstance(d, Admit) for d in decisions), c3 - c0)
+    return BacklogRow(n, t1 - t0, t2 - t1, t3 - t2, sum(isinstance(d, Admit) for d in decisions), c3 - c0,
+                      collecting.total, None if q0 is None or q3 is None else q3 - q0)
+
+
+def _run_queue_wait() -> float | None:
+    """Seconds this process has waited on the kernel's run queue (runnable, no core free), or None."""
+    try:
+        with open("/proc/self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class _GcTimer:
+    """A gc callback adding up the wall time of every collection while it is registered."""
+
+    def __init__(self) -> None:
+        self.total, self._started = 0.0, 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.total += time.perf_counter() - self._started
 
 
 class _AcceptingApi:
@@ -373,21 +406,23 @@ def backlog(sizes: list[int]) -> None:
           f"load average {os.getloadavg()[0]:.1f}")
     print(f"{BACKLOG_SHAPE.nodes} nodes, {BACKLOG_QUEUES} ClusterQueues; one admission cycle, seconds")
     print()
-    print("| scenario | workloads | admitted | state | decide | reasons | cycle | cycle CPU | exponent | stall "
-          "| of which GC | stall, GC off |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| scenario | workloads | admitted | state | decide | reasons | cycle | cycle CPU | GC in cycle "
+          "| waited for a core | exponent | stall | of which GC | stall, GC off |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for all_fit in (False, True):
         prev: BacklogRow | None = None
         for n in sizes:
             row = backlog_cycle(n, all_fit)
             slope = "" if prev is None else f"{math.log(row.total_s / prev.total_s) / math.log(n / prev.waiting):.2f}"
             print(f"| {'all fit' if all_fit else 'few fit'} | {n:,} | {row.admitted:,} | {row.state_s:.3f} | "
-                  f"{row.decide_s:.3f} | {row.reasons_s:.3f} | {row.total_s:.3f} | {row.cpu_s:.3f} | {slope} | "
+                  f"{row.decide_s:.3f} | {row.reasons_s:.3f} | {row.total_s:.3f} | {row.cpu_s:.3f} | {row.gc_s:.3f} | "
+                  f"{'' if row.waited_s is None else f'{row.waited_s:.3f}'} | {slope} | "
                   f"{'{:.3f} | {:.3f}'.format(*longest_stall(n, all_fit, True))} | "
                   f"{longest_stall(n, all_fit, False)[0]:.3f} |", flush=True)
             prev = row
     print(f"\nload average at the end {os.getloadavg()[0]:.1f}; cycle CPU: the process's CPU time over the "
-          "cycle; exponent: log-log slope of the cycle against the row above; stall: the longest the operator's event loop went without a turn while "
+          "cycle; GC in cycle: the garbage collector's share of it; waited for a core: time the process was "
+          "runnable but not running (the kernel's run-queue wait; wall is about CPU plus this); exponent: log-log slope of the cycle against the row above; stall: the longest the operator's event loop went without a turn while "
           "AdmissionLoop.cycle ran on the same backlog (its status writes answered at once, in-process), "
           "with the longest garbage collection during that run, and the stall again with the collector off")
 

@@ -86,6 +86,10 @@ class WorkloadEntry:
     restoring: Admission | None = None
     expecting: bool = False
     evicting_for: str | None = None
+    held_read: tuple[float | None, bool] | None = None
+    """What `admission_state` read of an admitted one's object: (when QuotaReserved turned True,
+    whether it is terminating). Every cycle reads every admitted Workload; this is forgotten when a
+    new version of the object comes, so only that one is read again."""
 
     @property
     def finished(self) -> bool:
@@ -360,11 +364,11 @@ class ClusterCache:
         nodes replaced) is released and reserved as it now reads; a pending one's spec is re-read."""
         entry = self.workloads.get(key)
         previous = entry.admission if entry is not None else None
-        if entry is None:
+        if entry is None:  # `workloads` thus iterates in `seq` order (an entry keeps its place and seq)
             self._seq += 1
             entry = self.workloads[key] = WorkloadEntry(wl, self._info(wl, self._seq))
         else:
-            entry.obj = wl
+            entry.obj, entry.held_read = wl, None
             if entry.fit is None and entry.restoring is None:
                 entry.info = self._info(wl, entry.info.seq)
         owner = self.owner_of_workload(wl)
@@ -399,8 +403,12 @@ class ClusterCache:
     # Flavors, topologies and queues: rare changes, so the parts built from them are rebuilt.
 
     def _upsert_flavor(self, key: str, flavor: ResourceFlavor) -> bool:
+        before = self.flavors.get(key)
         self.flavors[key] = flavor
-        self._flavor_infos = None
+        # The trees are built from the spec alone: tasq's own finalizer patch (metadata) must not
+        # rebuild every flavor's tree, a second or more at 10,000 nodes in one turn of the loop.
+        if before is None or before.spec != flavor.spec:
+            self._flavor_infos = None
         return True
 
     def _delete_flavor(self, key: str) -> None:
@@ -514,7 +522,7 @@ class ClusterCache:
         another replica): quota from `status.admission`, hosts named by slices, and nodes of the
         rack/block slices placed as the topology engine would; then the workload's bound pods are
         counted again so each converts its share of the reservation exactly once."""
-        for key, entry in sorted(self.workloads.items(), key=lambda kv: kv[1].info.seq):
+        for key, entry in self.workloads.items():  # in arrival (`seq`) order: see `_upsert_workload`
             if entry.restoring is None:
                 continue
             admission, entry.restoring = entry.restoring, None
@@ -579,15 +587,20 @@ class ClusterCache:
         snapshot = self.snapshot()
         self._restore(snapshot)
         state = AdmissionState(snapshot)
-        for key, entry in sorted(self.workloads.items(), key=lambda kv: kv[1].info.seq):
+        for key, entry in self.workloads.items():  # in arrival (`seq`) order: see `_upsert_workload`
             if entry.fit is not None:
                 state.admitted[key] = entry.fit
                 state.workloads[key] = entry.info
                 state.queue_of[key] = entry.fit.cluster_queue
-                reserved = entry.obj.condition(c.CONDITION_QUOTA_RESERVED)
-                if reserved is not None and reserved.status == "True":
-                    state.admitted_at[key] = parse_timestamp(reserved.last_transition_time, entry.info.created)
-                if entry.evicting_for is not None or is_terminating(entry.obj):
+                read = entry.held_read
+                if read is None:
+                    reserved = entry.obj.condition(c.CONDITION_QUOTA_RESERVED)
+                    since = (parse_timestamp(reserved.last_transition_time, entry.info.created)
+                             if reserved is not None and reserved.status == "True" else None)
+                    read = entry.held_read = (since, is_terminating(entry.obj))
+                if read[0] is not None:
+                    state.admitted_at[key] = read[0]
+                if entry.evicting_for is not None or read[1]:
                     state.mark_evicting(key, entry.evicting_for)
             elif not entry.finished and entry.active and (now is None or not in_backoff(entry.obj, now)):
                 state.submit(entry.info)

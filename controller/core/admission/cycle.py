@@ -2,10 +2,10 @@
 
 `AdmissionState` carries what lives between cycles; `run_cycle` is one Kueue scheduling round and
 `run_until_quiet` repeats it until no queue has a head (`rounds` hands them out one at a time).
-Decisions are values: `Admit` (the full `status.admission`), `Pending` (reason + quantitative
-message) or `Preempt`. Pure. Called by `tasq simulate` (controller.core.simulating), the benchmarks
-and the operator's admission loop (controller.kube.admitting, on the state
-`ClusterCache.admission_state` hands it).
+Decisions are values: `Admit` (the fit, and the full `status.admission` built from it), `Pending`
+(reason + quantitative message) or `Preempt`. Pure. Called by `tasq simulate`
+(controller.core.simulating), the benchmarks and the operator's admission loop
+(controller.kube.admitting, on the state `ClusterCache.admission_state` hands it).
 
 Preemption, the contract with whoever carries it out:
 - A head that does not fit, in a ClusterQueue whose `spec.preemption` allows it, gets a victim search
@@ -50,8 +50,19 @@ from controller.core.admission.workloads import WorkloadInfo
 class Admit:
     key: str
     cluster_queue: str
-    admission: dict[str, Any]
-    """The Workload's `status.admission`."""
+    fit: WorkloadFit
+    """What was admitted (its quota and nodes are held in the state)."""
+    _admission: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def admission(self) -> dict[str, Any]:
+        """The Workload's `status.admission`, built at its first read (by whoever writes it) and
+        the same dict after: the cycle itself never reads it, and a cycle admitting thousands built
+        thousands of nested dicts up front, each one more object for the collector to traverse."""
+        if self._admission is None:
+            object.__setattr__(self, "_admission", self.fit.admission())
+        assert self._admission is not None
+        return self._admission
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,21 +118,28 @@ class AdmissionState:
     """Quota reservation time (seconds) of admitted workloads, where known."""
     now: float | None = None
     """When this state decides (seconds), given by the caller: stamps `admitted_at` of its admissions."""
+    _resolved: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(namespace, queue name) -> the ClusterQueue it resolved to: the snapshot's queues and
+    namespaces are fixed for a state's life, and a backlog of thousands names a handful of queues."""
 
     def submit(self, wl: WorkloadInfo) -> Pending | None:
         """Queue a new workload in its ClusterQueue; a Pending when it cannot be queued at all."""
-        self.workloads[wl.key] = wl
-        cq_name, problem = resolve_cluster_queue(self.snapshot, wl)
-        if problem is not None:
-            self.pending[wl.key] = problem
-            return problem
-        assert cq_name is not None
+        key = wl.key
+        self.workloads[key] = wl
+        cq_name = self._resolved.get((wl.namespace, wl.queue_name))
+        if cq_name is None:
+            cq_name, problem = resolve_cluster_queue(self.snapshot, wl)
+            if problem is not None:
+                self.pending[key] = problem
+                return problem
+            assert cq_name is not None
+            self._resolved[(wl.namespace, wl.queue_name)] = cq_name
         cq = self.snapshot.cluster_queues[cq_name]
-        self.queue_of[wl.key] = cq_name
+        self.queue_of[key] = cq_name
         # Workloads of one shape fail alike, so a parked head parks its shape; where preemption may
         # make room, how much depends on the priority too, so that is part of the shape there.
         shape = (wl.shape, wl.priority) if cq.preemption.enabled else wl.shape
-        self.queues.ensure(cq_name, cq.queueing_strategy).push(wl.key, wl.order_key(), shape)
+        self.queues.ensure(cq_name, cq.queueing_strategy).push(key, wl.order_key(), shape)
         return None
 
     def release(self, key: str, requeue: bool = False) -> bool:
@@ -305,7 +323,7 @@ def _settle(state: AdmissionState, cq_name: str, key: str, result: WorkloadFit |
             state.admitted_at[key] = state.now
         state.pending.pop(key, None)
         queue.remove(key)
-        return Admit(key, cq_name, result.admission())
+        return Admit(key, cq_name, result)
     state._no_fit[(cq_name, state.workloads[key].shape)] = result
     queue.park(key)
     if cq.preemption.enabled:

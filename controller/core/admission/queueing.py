@@ -23,51 +23,65 @@ class ClusterQueueQueue:
     Workloads of one shape (their pod sets' signature) fail alike while capacity only shrinks, so
     a head that does not fit parks its whole shape until `requeue` (something was released).
 
+    A shape is known inside by a small integer (`_ids`, given at its first push): a signature is a
+    tuple of dataclasses whose hash is computed anew on every lookup, and the queue looked shapes
+    up several times per admission.
+
     Heaps use lazy deletion: a `shapes` entry is live only while `members` maps its key to the same
-    (order, shape). `tops` holds one live entry per unparked shape that has members: the one whose
-    order `listed` records for that shape; any other entry of the shape is stale and dropped when
-    it surfaces. A live entry whose shape's top moved on (its workload was admitted or removed) is
-    moved to the new top when it surfaces, so each admission costs O(log n), not a pass over every
-    entry pushed for the shape.
+    (order, shape id). `tops` holds one live entry per unparked shape that has members: the one
+    whose order `listed` records for that shape; any other entry of the shape is stale and dropped
+    when it surfaces. A live entry whose shape's top moved on (its workload was admitted or removed)
+    is moved to the new top when it surfaces, so each admission costs O(log n), not a pass over
+    every entry pushed for the shape.
     """
 
     strategy: str = c.QUEUEING_BEST_EFFORT_FIFO
-    members: dict[str, tuple[OrderKey, Hashable]] = field(default_factory=dict)
-    shapes: dict[Hashable, list[tuple[OrderKey, str]]] = field(default_factory=dict)
-    tops: list[tuple[OrderKey, int, Hashable]] = field(default_factory=list)
-    listed: dict[Hashable, OrderKey] = field(default_factory=dict)
-    """Shape -> the order of its live entry in `tops` (absent: none, e.g. parked or empty)."""
-    parked: set[Hashable] = field(default_factory=set)
+    members: dict[str, tuple[OrderKey, int]] = field(default_factory=dict)
+    shapes: dict[int, list[tuple[OrderKey, str]]] = field(default_factory=dict)
+    tops: list[tuple[OrderKey, int]] = field(default_factory=list)
+    listed: dict[int, OrderKey] = field(default_factory=dict)
+    """Shape id -> the order of its live entry in `tops` (absent: none, e.g. parked or empty)."""
+    parked: set[int] = field(default_factory=set)
     blocked_by: str | None = None
     """StrictFIFO: the head that did not fit; it blocks the queue until capacity changes."""
     _ids: dict[Hashable, int] = field(default_factory=dict)
-    """A stable small integer per shape so `tops` never compares shapes themselves."""
+    """Shape -> its id (ids are never reused: a shape keeps its id while the queue lives)."""
 
     def push(self, key: str, order: OrderKey, shape: Hashable = None) -> None:
-        self.members[key] = (order, shape)
-        heapq.heappush(self.shapes.setdefault(shape, []), (order, key))
-        if shape not in self.parked:
-            self._list(shape, order)
+        sid = self._ids.get(shape)
+        if sid is None:
+            sid = self._ids[shape] = len(self._ids)
+        self.members[key] = (order, sid)
+        heap = self.shapes.get(sid)
+        if heap is None:
+            heap = self.shapes[sid] = []
+        heapq.heappush(heap, (order, key))
+        if sid not in self.parked:
+            self._list(sid, order)
         if self.blocked_by is not None and order < self.members[self.blocked_by][0]:
             self.blocked_by = None  # a new, higher-priority workload goes before the blocked head
 
-    def _list(self, shape: Hashable, order: OrderKey) -> None:
+    def _list(self, sid: int, order: OrderKey) -> None:
         """Make `order` the shape's live entry in `tops` unless its live entry already comes first."""
-        listed = self.listed.get(shape)
+        listed = self.listed.get(sid)
         if listed is None or order < listed:
-            self.listed[shape] = order
-            heapq.heappush(self.tops, (order, self._ids.setdefault(shape, len(self._ids)), shape))
+            self.listed[sid] = order
+            heapq.heappush(self.tops, (order, sid))
 
     def remove(self, key: str) -> None:
         self.members.pop(key, None)
         if self.blocked_by == key:
             self.blocked_by = None
 
-    def _shape_top(self, shape: Hashable) -> tuple[OrderKey, str] | None:
-        heap = self.shapes.get(shape, [])
+    def _shape_top(self, sid: int) -> tuple[OrderKey, str] | None:
+        heap = self.shapes.get(sid)
+        if heap is None:
+            return None
+        members = self.members
         while heap:
             order, key = heap[0]
-            if self.members.get(key) == (order, shape):
+            entry = members.get(key)
+            if entry is not None and entry[1] == sid and entry[0] == order:
                 return order, key
             heapq.heappop(heap)
         return None
@@ -76,20 +90,21 @@ class ClusterQueueQueue:
         """The workload to try now, or None when the queue is empty, fully parked or blocked."""
         if self.blocked_by is not None:
             return None
-        while self.tops:
-            order, sid, shape = self.tops[0]
-            if self.listed.get(shape) != order or shape in self.parked:
-                heapq.heappop(self.tops)  # stale, or parked: `requeue` lists the shape again
-                if self.listed.get(shape) == order:
-                    del self.listed[shape]
+        tops, listed = self.tops, self.listed
+        while tops:
+            order, sid = tops[0]
+            if listed.get(sid) != order or sid in self.parked:
+                heapq.heappop(tops)  # stale, or parked: `requeue` lists the shape again
+                if listed.get(sid) == order:
+                    del listed[sid]
                 continue
-            top = self._shape_top(shape)
+            top = self._shape_top(sid)
             if top is None:
-                heapq.heappop(self.tops)
-                del self.listed[shape]
+                heapq.heappop(tops)
+                del listed[sid]
             elif top[0] != order:
-                self.listed[shape] = top[0]
-                heapq.heapreplace(self.tops, (top[0], sid, shape))
+                listed[sid] = top[0]
+                heapq.heapreplace(tops, (top[0], sid))
             else:
                 return top[1]
         return None
@@ -108,10 +123,10 @@ class ClusterQueueQueue:
         """Capacity changed: every parked shape is eligible again and the block is lifted."""
         self.blocked_by = None
         parked, self.parked = self.parked, set()
-        for shape in parked:
-            top = self._shape_top(shape)
+        for sid in parked:
+            top = self._shape_top(sid)
             if top is not None:
-                self._list(shape, top[0])
+                self._list(sid, top[0])
 
     def pending(self) -> list[str]:
         """Every pending key in queue order (for reports; not on the hot path)."""

@@ -115,13 +115,12 @@ class WorkloadInfo:
     pod_sets: tuple[PodSetInfo, ...]
     shape: tuple[Any, ...] = field(default=(), compare=False)
     """The pod sets' signatures (computed once): workloads of one shape fit or fail alike."""
+    key: str = field(default="", compare=False)
+    """`namespace/name` (computed once: admission reads it several times per Workload)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(ps.signature() for ps in self.pod_sets))
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
     def order_key(self) -> tuple[int, float, int, str]:
         """Queue order: priority descending, then creation time, then arrival, then name."""

@@ -228,8 +228,7 @@ class Usage:
                 self._used[row, col] = min(int(self._used[row, col]) + milli, MILLI_CAP)
             self._touched(row)
             held[row] = cols
-        self._reservations[workload_key] = held
-        self._converted[workload_key] = set()
+        self._reservations[workload_key] = held  # (`release` forgot its converted pods: none yet)
 
     def release(self, workload_key: str) -> None:
         """Drop what is left of a workload's reservation (it finished, or was evicted)."""

@@ -215,6 +215,17 @@ def test_a_node_change_patches_the_flavor_tree_in_place(cache: ClusterCache) -> 
     assert tree.slot_of("h4") is None and tree.slot_of("h5") is not None and tree.slot_of("x1") is None
 
 
+
+def test_a_flavor_update_rebuilds_the_trees_only_when_its_spec_changed(cache: ClusterCache) -> None:
+    infos = cache.snapshot().flavors
+    finalized = make_flavor("gpu").node_label("gpu", "yes").topology_name("dc").obj()
+    finalized["metadata"]["finalizers"] = [c.FINALIZER_RESOURCE_IN_USE]
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, finalized)
+    assert cache.snapshot().flavors is infos
+    cache.upsert(c.KIND_RESOURCE_FLAVOR, make_flavor("gpu").node_label("gpu", "no").topology_name("dc").obj())
+    rebuilt = cache.snapshot().flavors["gpu"].topology
+    assert cache.snapshot().flavors is not infos and rebuilt is not None and rebuilt.node_count == 0
+
 def test_a_cluster_queue_change_rebuilds_the_ledger_with_every_held_admission(cache: ClusterCache) -> None:
     cache.upsert(c.KIND_WORKLOAD, admitted_on_hosts("a", {"h1": 1}))
     cache.admission_state()
@@ -273,6 +284,24 @@ def test_an_evicted_workloads_pods_are_not_ungated_while_its_reservation_stays(c
     assert "default/a" in state.admitted and state.evicting == {"default/a": None}  # held until its pods are gone
     assert cache.ungating_input("default", "a") is None  # its pods are being deleted: none is released
 
+
+
+def test_each_cycle_reads_an_admitted_workloads_latest_version_for_its_reservation_time_and_eviction(
+        cache: ClusterCache) -> None:
+    wl = admitted_on_hosts("a", {"h1": 1, "h3": 1})
+    wl["status"]["conditions"][0]["lastTransitionTime"] = "2026-01-01T00:00:10Z"
+    cache.upsert(c.KIND_WORKLOAD, wl)
+    first = cache.admission_state()
+    assert (first.admitted_at, first.evicting) == ({"default/a": 1767225610.0}, {})
+    # The same object again: the same reading. Then a new version, evicted and re-reserved later.
+    assert cache.admission_state().admitted_at == {"default/a": 1767225610.0}
+    again = admitted_on_hosts("a", {"h1": 1, "h3": 1}, rv=2)
+    again["status"]["conditions"][0]["lastTransitionTime"] = "2026-01-01T00:00:20Z"
+    again["status"]["conditions"].append({"type": c.CONDITION_EVICTED, "status": "True", "reason": c.REASON_PREEMPTED,
+                                          "message": "for b", "lastTransitionTime": "2026-01-01T00:00:30Z"})
+    cache.upsert(c.KIND_WORKLOAD, again)
+    later = cache.admission_state()
+    assert (later.admitted_at, later.evicting) == ({"default/a": 1767225620.0}, {"default/a": None})
 
 # -- parsed once ------------------------------------------------------------------------------------
 
