@@ -37,7 +37,12 @@ from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
 from controller.core.admission.pods_ready import in_backoff
 from controller.core.admission.quota import ClusterQueueQuota, CohortQuota, QuotaLedger
 from controller.core.admission.restoring import domain_holdings
-from controller.core.admission.snapshot import AdmissionSnapshot, FlavorInfo, flavor_infos
+from controller.core.admission.snapshot import (
+    AdmissionSnapshot,
+    FlavorInfo,
+    flavor_infos,
+    stopped_local_queues,
+)
 from controller.core.admission.workloads import WorkloadInfo, parse_timestamp, workload_info
 from controller.core.jobs.framework import GenericJob, workload_owner_refs
 from controller.core.jobs.integrations import INTEGRATIONS, POD_GROUP
@@ -566,7 +571,8 @@ class ClusterCache:
             cluster_queues=self._quotas,
             local_queues={key: lq.spec.cluster_queue for key, lq in self.local_queues.items()},
             flavors=self._flavor_infos, namespaces=self.namespaces, quota=self._ledger, usage=self.usage,
-            features=self.features)
+            features=self.features,
+            stopped_local_queues=stopped_local_queues(self.local_queues.values()))
 
     def reserved_snapshot(self) -> AdmissionSnapshot:
         """The live snapshot with every admission seen in a Workload status reserved (`_restore`):
