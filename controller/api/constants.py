@@ -209,6 +209,13 @@ REASON_REACTIVATED: Final = "Reactivated"
 REASON_REQUEUING_LIMIT_EXCEEDED: Final = "RequeuingLimitExceeded"
 # Evicted because a node of its topology assignment failed and no replacement exists (Kueue's).
 REASON_NODE_FAILURES: Final = "NodeFailures"
+# Evicted because its LocalQueue or ClusterQueue is stopped with HoldAndDrain (Evicted reasons; the
+# Requeued=False reason once its reservation is released), and the Requeued=True reasons once that
+# queue runs again (Kueue's).
+REASON_LOCAL_QUEUE_STOPPED: Final = "LocalQueueStopped"
+REASON_CLUSTER_QUEUE_STOPPED: Final = "ClusterQueueStopped"
+REASON_LOCAL_QUEUE_RESTARTED: Final = "LocalQueueRestarted"
+REASON_CLUSTER_QUEUE_RESTARTED: Final = "ClusterQueueRestarted"
 # The preemptor's QuotaReserved=False detail while its victims are being evicted (tasq's).
 REASON_PREEMPTING: Final = "Preempting"
 # ClusterQueue / LocalQueue Active condition reasons (Kueue's).
@@ -224,9 +231,12 @@ REASON_PARENT_NOT_FOUND: Final = "ParentNotFound"
 # Queueing strategies.
 QUEUEING_BEST_EFFORT_FIFO: Final = "BestEffortFIFO"
 QUEUEING_STRICT_FIFO: Final = "StrictFIFO"
-# ClusterQueue policies admission reads: stopPolicy "None" admits; whenCanBorrow TryNextFlavor
-# looks for a flavor that fits without borrowing first.
+# Queue policies admission reads: stopPolicy "None" (or unset) admits, "Hold" admits nothing new,
+# "HoldAndDrain" also evicts what is admitted (a ClusterQueue's or a LocalQueue's); whenCanBorrow
+# TryNextFlavor looks for a flavor that fits without borrowing first.
 STOP_POLICY_NONE: Final = "None"
+STOP_POLICY_HOLD: Final = "Hold"
+STOP_POLICY_HOLD_AND_DRAIN: Final = "HoldAndDrain"
 FUNGIBILITY_TRY_NEXT_FLAVOR: Final = "TryNextFlavor"
 # ClusterQueue spec.preemption policies (Kueue's; Never is the default of each).
 PREEMPTION_NEVER: Final = "Never"
@@ -256,6 +266,10 @@ EVENT_REASON_PREEMPTED_WORKLOAD: Final = "PreemptedWorkload"
 # A failed node of a topology assignment: replaced (tasq's), or the Workload evicted (Kueue's).
 EVENT_REASON_NODE_REPLACED: Final = "NodeReplaced"
 EVENT_REASON_EVICTED_NODE_FAILURES: Final = "EvictedDueToNodeFailures"
+# A Workload evicted because its LocalQueue or ClusterQueue is stopped with HoldAndDrain (tasq's,
+# named as the other evictions' Events).
+EVENT_REASON_EVICTED_LOCAL_QUEUE_STOPPED: Final = "EvictedDueToLocalQueueStopped"
+EVENT_REASON_EVICTED_CLUSTER_QUEUE_STOPPED: Final = "EvictedDueToClusterQueueStopped"
 EVENT_REASON_ERR_WORKLOAD_COMPOSE: Final = "ErrWorkloadCompose"
 EVENT_REASON_EXCESS_PODS_DELETED: Final = "ExcessPodsDeleted"
 """Pods of a group beyond its total count were deleted (Kueue deletes them rather than leave them gated)."""

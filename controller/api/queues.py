@@ -174,7 +174,8 @@ class ClusterQueue(KubeObject):
 
     @property
     def stopped(self) -> bool:
-        return self.spec.stop_policy in ("Hold", "HoldAndDrain")
+        """Hold or HoldAndDrain: the queue admits nothing new."""
+        return self.spec.stop_policy in (c.STOP_POLICY_HOLD, c.STOP_POLICY_HOLD_AND_DRAIN)
 
     def condition(self, type_: str) -> Condition | None:
         return find_condition(self.status.conditions, type_) if self.status else None
@@ -231,6 +232,11 @@ class LocalQueue(KubeObject):
     """Which ClusterQueue the queue feeds."""
     status: LocalQueueStatus | None = None
     """The queue's Workloads and usage, as the controller last wrote them."""
+
+    @property
+    def stopped(self) -> bool:
+        """Hold or HoldAndDrain: none of the queue's Workloads is admitted."""
+        return self.spec.stop_policy in (c.STOP_POLICY_HOLD, c.STOP_POLICY_HOLD_AND_DRAIN)
 
     def condition(self, type_: str) -> Condition | None:
         return find_condition(self.status.conditions, type_) if self.status else None

@@ -6,8 +6,9 @@ namespace and name, as `kubectl apply` does); `run` rebuilds the snapshot, keeps
 admissions and cycles until quiet. Step i happens at `start + i` simulated seconds, so the same
 input always gives the same output. A `Preempt` decision evicts its victims at once (a simulation
 has no pods to wait for): Kueue's conditions on each victim, its quota released, the victim back in
-its queue, and `preemptions` records who preempted whom and why. Pure; `tasq simulate` reads the
-files and prints.
+its queue, and `preemptions` records who preempted whom and why. A queue stopped with HoldAndDrain
+evicts its admitted Workloads the same way before each run (controller.core.admission.draining), and
+one that runs again requeues them. Pure; `tasq simulate` reads the files and prints.
 """
 
 from __future__ import annotations
@@ -30,15 +31,20 @@ from controller.api.topology import Topology
 from controller.api.views import NodeView, PodView
 from controller.api.workload import Admission, Workload
 from controller.core.admission.conditions import (
+    is_evicted,
     is_terminating,
     mark_admitted,
+    mark_evicted,
     mark_eviction_done,
     mark_finished,
     mark_pending,
     mark_preempted,
+    mark_queue_restarted,
     preemption_message,
+    released_by_drain,
 )
 from controller.core.admission.cycle import AdmissionState, Admit, Pending, Preempt, explain, rounds
+from controller.core.admission.draining import QueueStops, StandingWorkload, drains, restarts
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import AdmissionSnapshot, build_snapshot
@@ -203,6 +209,7 @@ class Simulation:
         """Phases: sync workloads from Jobs/Workloads, rebuild the snapshot with the still-admitted
         ones re-reserved, queue the rest, cycle until quiet, write statuses."""
         self._sync_workloads()
+        self._apply_stop_policies()
         state = self._rebuild()
         for tracked in sorted(self.tracked.values(), key=lambda t: t.info.seq):
             if self.admitting and tracked.finished is None and tracked.fit is None:
@@ -246,6 +253,27 @@ class Simulation:
             state.release(victim.key, requeue=True)
             self.preemptions.append(PreemptionRecord(self.step, victim.key, victim.cluster_queue, decision.key,
                                                      decision.cluster_queue, victim.reason, decision.message))
+
+    def _apply_stop_policies(self) -> None:
+        """Queues stopped with HoldAndDrain evict their admitted Workloads at once (no pods to wait
+        for: Evicted=True, then released, held by the queue), and a Workload a drain released whose
+        queue runs again gets Requeued=True, as the operator's admission loop does."""
+        stops = QueueStops.of({f"{lq.namespace or 'default'}/{lq.name}": lq for lq in self.models_of(LocalQueue)},
+                              {cq.name: cq for cq in self.models_of(ClusterQueue)})
+        standing = []
+        for key, tracked in self.tracked.items():
+            admission = tracked.model.reserved_admission
+            standing.append(StandingWorkload(key, f"{tracked.info.namespace}/{tracked.info.queue_name}",
+                                             admission.cluster_queue if admission is not None else None,
+                                             is_evicted(tracked.model), tracked.finished is not None,
+                                             released_by_drain(tracked.model)))
+        for drain in drains(standing, stops):
+            tracked = self.tracked[drain.key]
+            mark_evicted(tracked.model, drain.reason, drain.message, self.now)
+            mark_eviction_done(tracked.model, self.now)
+            tracked.fit, tracked.restoring = None, None
+        for restart in restarts(standing, stops):
+            mark_queue_restarted(self.tracked[restart.key].model, restart.reason, restart.message, self.now)
 
     def _priority_classes(self) -> tuple[dict[str, int], int]:
         classes: dict[str, int] = {}

@@ -4,11 +4,12 @@ Only while leading. A cycle runs the pure core's rounds (`rounds`) on `ClusterCa
 (so admissions are reserved in the cache at once; a long cycle lets the event loop run between
 rounds), then writes every decision as a Workload status
 patch (resourceVersion-checked, retried), posts Events (Admitted; a pending cause once per new
-cause), starts the eviction of every victim of a `Preempt` decision (controller.kube.evicting; the
-Job reconciler carries it on) and refreshes the ClusterQueue, LocalQueue and Cohort statuses. One
-cycle at a time; its writes run beside the next cycles (at most one in flight per Workload), each
-written Workload handed to the operator's EventRouter. A failed cycle or write is tried again with backoff
-(controller.kube.requeuing); an admission whose write failed is given back in the cache before the
+cause), starts the eviction of every victim of a `Preempt` decision and of every admitted Workload
+of a queue stopped with HoldAndDrain (controller.kube.evicting; the Job reconciler carries it on),
+requeues what such a drain released once its queue runs again, and refreshes the ClusterQueue,
+LocalQueue and Cohort statuses. One cycle at a time; its writes run beside the next cycles (at most
+one in flight per Workload), each written Workload handed to the operator's EventRouter. A failed
+cycle or write is tried again with backoff (controller.kube.requeuing); an admission whose write failed is given back in the cache before the
 next cycle, and one whose answer was lost is read back first. Started by controller.kube.operating.
 """
 
@@ -29,12 +30,17 @@ from controller.api.configuration import WaitForPodsReady
 from controller.api.workload import Admission, Workload, admission_of
 from controller.cache.cluster import ClusterCache, WorkloadEntry
 from controller.core.admission.conditions import (
+    DRAIN_REASONS,
     is_evicted,
+    is_terminating,
     mark_admitted,
     mark_pending,
+    mark_queue_restarted,
     quota_reserved_message,
+    released_by_drain,
 )
 from controller.core.admission.cycle import AdmissionState, Admit, Decision, Pending, Preempt, explain, rounds
+from controller.core.admission.draining import Drain, QueueStops, Restart, StandingWorkload, drains, restarts
 from controller.core.admission.pods_ready import (
     holds_admission,
     mark_requeued,
@@ -118,6 +124,10 @@ class AdmissionLoop:
         """Consecutive failures per Workload key (its status write) and of the cycle itself."""
         self._stretch = 0.0
         """When the cycle last took the event loop (see `_give_turn`)."""
+        self._stops_seen: tuple[tuple[str, str], ...] | None = None
+        """The stopped queues at the last full stop-policy sweep (None: sweep all at the next cycle)."""
+        self._drained: set[str] = set()
+        """Workloads a drain evicted or released and not requeued yet (`_sweep_stopped_queues`)."""
 
     def notify(self) -> None:
         self._wake.set()
@@ -157,6 +167,7 @@ class AdmissionLoop:
         self.cycles += 1
         started = self._stretch = time.perf_counter()
         now = datetime.now(UTC)
+        self._sweep_stopped_queues()
         blocked = self._sweep_pods_ready(now) if self.pods_ready is not None else None
         state = self.cache.admission_state(now.timestamp())
         state.now = now.timestamp()
@@ -201,6 +212,77 @@ class AdmissionLoop:
         self._queues_due = waiting
         if self._queue_writer is None or self._queue_writer.done():
             self._queue_writer = asyncio.create_task(self._write_queues_while_due())
+
+    def _sweep_stopped_queues(self) -> None:
+        """Stop policies' phase before each cycle (controller.core.admission.draining): start the
+        eviction (`Evictor.drain`) of every admitted Workload of a queue stopped with HoldAndDrain,
+        and the Requeued=True write of every Workload a drain released whose queue runs again. Every
+        Workload is looked at while some queue drains, after a queue stopped or ran again, and at the
+        first cycle; otherwise only those a drain evicted or released (`_drained`), so a cluster
+        with no stopped queue pays nothing per Workload."""
+        stops = QueueStops.of(self.cache.local_queues, self.cache.cluster_queues)
+        seen = stops.fingerprint()
+        if stops.draining or seen != self._stops_seen:
+            self._stops_seen = seen
+            keys: list[str] | set[str] = list(self.cache.workloads)
+        elif not self._drained:
+            return
+        else:
+            keys = set(self._drained)
+        standing = []
+        for key in keys:
+            entry = self.cache.workloads.get(key)
+            drained = entry is not None and not entry.finished and _drained(entry)
+            if drained:
+                self._drained.add(key)
+            else:
+                self._drained.discard(key)
+            if entry is not None and (drained or entry.admission is not None):
+                standing.append(_standing(entry))
+        for drain in drains(standing, stops):
+            if drain.key not in self._writing:  # else a cycle after that write decides again
+                self._start_write(drain.key, self._drain_written(drain))
+        for restart in restarts(standing, stops):
+            if restart.key not in self._writing:
+                self._start_write(restart.key, self._restart_written(restart))
+
+    async def _drain_written(self, drain: Drain) -> str:
+        """Write one drain's eviction (`Evictor.drain`); a failure is decided again after a backoff."""
+        async with self._slots:
+            try:
+                wrote = await self.evictor.drain(drain)
+            except Exception as e:  # refused, no answer, or a bug: decided again later
+                self._stops_seen = None
+                delay = self._backoff.failed(drain.key)
+                log_failure(log, f"evicting {drain.key} ({drain.reason})", e, delay)
+                self._again_later(delay)
+                return drain.key
+        self._backoff.succeeded(drain.key)
+        if wrote:
+            self._drained.add(drain.key)
+        return drain.key
+
+    async def _restart_written(self, restart: Restart) -> str:
+        """Write Requeued=True for a Workload a drain released (`mark_queue_restarted`); a failure is
+        written again after a backoff."""
+        entry = self.cache.workloads.get(restart.key)
+        if entry is None:
+            return restart.key
+        now = datetime.now(UTC)
+        async with self._slots:
+            try:
+                written = await write_workload_status(
+                    self.api, entry.obj, lambda model: mark_queue_restarted(model, restart.reason, restart.message, now))
+            except Exception as e:  # refused, no answer, or a bug: written again later
+                delay = self._backoff.failed(restart.key)
+                log_failure(log, f"requeueing {restart.key} ({restart.reason})", e, delay)
+                self._again_later(delay)
+                return restart.key
+        self._backoff.succeeded(restart.key)
+        if written is not None:
+            self.applied(c.KIND_WORKLOAD, written)
+            log.info("workload %s requeued: %s", restart.key, restart.message)
+        return restart.key
 
     def _sweep_pods_ready(self, now: datetime) -> str | None:
         """waitForPodsReady's phase before each cycle, over the cache: start the timeout eviction
@@ -570,6 +652,24 @@ def queue_inputs(cache: ClusterCache) -> QueueInputs:
     return QueueInputs(cluster_queues=cache.cluster_queues, local_queues=cache.local_queues, flavors=cache.flavors,
                        topologies=cache.topologies, quotas=snapshot.cluster_queues, used=snapshot.quota.used,
                        workloads=workloads, cohort_cycles=cycles)
+
+
+def _drained(entry: WorkloadEntry) -> bool:
+    """Whether a drain evicted the Workload and it was not requeued since: still terminating (its
+    release is to come), or released (Requeued=False LocalQueueStopped or ClusterQueueStopped)."""
+    evicted = entry.obj.condition(c.CONDITION_EVICTED)
+    if evicted is not None and evicted.status == "True" and evicted.reason in DRAIN_REASONS \
+            and is_terminating(entry.obj):
+        return True
+    return released_by_drain(entry.obj) is not None
+
+
+def _standing(entry: WorkloadEntry) -> StandingWorkload:
+    """The Workload as controller.core.admission.draining reads it."""
+    admission = entry.admission
+    return StandingWorkload(entry.info.key, f"{entry.info.namespace}/{entry.info.queue_name}",
+                            admission.cluster_queue if admission is not None else None, is_evicted(entry.obj),
+                            entry.finished, released_by_drain(entry.obj))
 
 
 async def _read_back_until_answered(api: KubeApi, namespace: str, name: str) -> dict[str, Any] | None:

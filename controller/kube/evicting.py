@@ -1,8 +1,10 @@
 """Evicting admitted Workloads gracefully: the decision written, the Job stopped, then the release.
 
-`Evictor.preempt` writes a victim's eviction for the admission loop; `Evictor.release` gives its
-reservation back for the Job reconciler once no pod of its Job is left (`Evictor` says how). Each
-step reads the API objects only, so a restarted or newly elected operator carries on.
+`Evictor.preempt` writes a victim's eviction for the admission loop (`Evictor.drain` that of a
+Workload whose queue is stopped with HoldAndDrain, `Evictor.time_out` a PodsReady timeout);
+`Evictor.release` gives its reservation back for the Job reconciler once no pod of its Job is left
+(`Evictor` says how). Each step reads the API objects only, so a restarted or newly elected operator
+carries on.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from controller.cache.cluster import ClusterCache, WorkloadEntry
 from controller.core.admission.conditions import (
     is_evicted,
     is_terminating,
+    mark_evicted,
     mark_eviction_done,
     mark_preempted,
     preemption_message,
 )
+from controller.core.admission.draining import Drain
 from controller.core.admission.pods_ready import (
     mark_deactivation_target,
     mark_pods_ready_timeout,
@@ -40,6 +44,10 @@ from controller.kube.routing import Applied
 from controller.kube.statuses import write_workload_status
 
 log = logging.getLogger(__name__)
+
+DRAIN_EVENTS = {c.REASON_LOCAL_QUEUE_STOPPED: c.EVENT_REASON_EVICTED_LOCAL_QUEUE_STOPPED,
+                c.REASON_CLUSTER_QUEUE_STOPPED: c.EVENT_REASON_EVICTED_CLUSTER_QUEUE_STOPPED}
+"""A drain's Evicted reason -> the reason of the Event posted on its Workload."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +147,35 @@ class Evictor:
         if self.metrics is not None:
             self.metrics.preempted(preemption.preempting_cluster_queue, preemption.reason)
             self.metrics.evicted(cluster_queue, c.REASON_PREEMPTED)
+
+    async def drain(self, drain: Drain) -> bool:
+        """Step 1 for an admitted Workload of a queue stopped with HoldAndDrain (the admission loop
+        decides which, controller.core.admission.draining): one resourceVersion-checked status
+        write, Evicted=True reason LocalQueueStopped or ClusterQueueStopped; the Event
+        `EvictedDueTo<reason>` on the Workload and `kueue_evicted_workloads_total`. Steps 2 and 3
+        follow as for a preemption; once released it waits, held by its queue's stopPolicy. Nothing
+        when it is gone, finished, no longer admitted or already being evicted; True when this call
+        wrote it."""
+        entry = self.cache.workloads.get(drain.key)
+        if entry is None or entry.admission is None or entry.finished or is_evicted(entry.obj):
+            return False
+        now = datetime.now(UTC)
+        wrote = [False]
+
+        def change(model: Workload) -> bool:
+            wrote[0] = (model.reserved_admission is not None and not model.is_finished
+                        and mark_evicted(model, drain.reason, drain.message, now))
+            return wrote[0]
+
+        written = await write_workload_status(self.api, entry.obj, change)
+        if written is None or not wrote[0]:
+            return False
+        self.applied(c.KIND_WORKLOAD, written)
+        log.info("workload %s evicted (%s): %s", drain.key, drain.reason, drain.message)
+        self.recorder.emit(written, DRAIN_EVENTS[drain.reason], drain.message)
+        if self.metrics is not None:
+            self.metrics.evicted(drain.cluster_queue, drain.reason)
+        return True
 
     async def time_out(self, entry: WorkloadEntry, settings: WaitForPodsReady) -> bool:
         """waitForPodsReady's step 1 for an admitted Workload whose pods were not all ready in time

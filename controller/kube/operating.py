@@ -31,6 +31,7 @@ from controller.api.meta import object_key
 from controller.api.views import owner_refs
 from controller.cache.cluster import KIND_NODE, KIND_POD, ClusterCache, OwnerKey
 from controller.core.topology.node_failures import NODE_FAILURE_DELAY
+from controller.kube import collecting
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
 from controller.kube.embedding import connection_info, run_kopf
@@ -225,6 +226,7 @@ class Operator:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Prime, start the loops and kopf, and return once `stop` is set (everything stopped)."""
+        collecting.install()
         versions = await self._prime_or_stop(stop)
         if versions is None:
             return

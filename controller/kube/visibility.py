@@ -43,13 +43,14 @@ Queued = Callable[[], list[tuple[WorkloadInfo, str]]]
 
 
 def queued_in(cache: ClusterCache) -> list[tuple[WorkloadInfo, str]]:
-    """Active, unfinished workloads holding no quota whose LocalQueue leads to an existing ClusterQueue."""
+    """Active, unfinished workloads holding no quota whose LocalQueue runs (no stopPolicy holds it:
+    Kueue takes a stopped one out of its queues) and leads to an existing ClusterQueue."""
     out = []
     for entry in cache.workloads.values():
         if entry.fit is not None or not waits_for_quota(entry.obj):
             continue
         local = cache.local_queues.get(f"{entry.info.namespace}/{entry.info.queue_name}")
-        if local is not None and local.spec.cluster_queue in cache.cluster_queues:
+        if local is not None and not local.stopped and local.spec.cluster_queue in cache.cluster_queues:
             out.append((entry.info, local.spec.cluster_queue))
     return out
 

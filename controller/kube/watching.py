@@ -1,11 +1,12 @@
 """Watches that feed the cache: the watched resources, a priming list, one stream per resource.
 
-`prime` lists every watched resource once at start (paginated; so the first admission cycle sees the
-whole cluster, admitted Workloads included; the primed state is then frozen out of the garbage
-collector's full passes) and returns each list's resourceVersion; a resource it may not list (403)
-or that is not served (404: a CRD not installed) is logged at WARNING with the fix and listed again
-until it works. `watch_streams` then makes one `WatchStream` (controller.kube.streaming) per resource,
-each watching on from its priming version. Both go through the operator's `EventRouter`
+`prime` lists every watched resource once at start (page by page, each page applied as it comes; so
+the first admission cycle sees the whole cluster, admitted Workloads included; each page's objects
+are frozen out of the garbage collector's full passes, controller.kube.collecting) and returns each
+list's resourceVersion; a resource it may not list (403) or that is not served (404: a CRD not
+installed) is logged at WARNING with the fix and listed again until it works. `watch_streams` then
+makes one `WatchStream` (controller.kube.streaming) per resource, each watching on from its priming
+version. Both go through the operator's `EventRouter`
 (controller.kube.routing, `apply_event`): the cache takes each object, and the loops its kind
 concerns are woken. Nothing is written on the watched objects.
 """
@@ -16,12 +17,14 @@ import asyncio
 import functools
 import gc
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from controller.api import constants as c
+from controller.api.meta import object_key
 from controller.cache.cluster import KIND_NAMESPACE, KIND_NODE, KIND_POD, KIND_PRIORITY_CLASS
 from controller.core.jobs.integrations import INTEGRATIONS
+from controller.kube import collecting
 from controller.kube.api import ApiError, retrying
 from controller.kube.routing import EventRouter
 from controller.kube.streaming import Sleep, WatchSource, WatchStream
@@ -49,6 +52,9 @@ OPTIONAL_KINDS: frozenset[str] = frozenset(job.gvk.kind for job in INTEGRATIONS 
 """Integrated kinds served by a CRD of their own project (JobSet): a cluster without the CRD is
 normal, so priming skips them (their stream lists them once the CRD appears) instead of waiting."""
 
+Take = Callable[[list[dict[str, Any]], bool], None]
+"""What `list_pages` hands each page to: its objects, and whether it is the list's first page."""
+
 PRIME_ATTEMPTS = 10
 """Tries per resource when priming (doubling from 0.05 s: about 50 s in all) before giving up."""
 BLOCKED_RETRY_S = 2.0
@@ -61,50 +67,66 @@ def _api_version(group: str, version: str) -> str:
 
 async def prime(router: EventRouter, source: WatchSource, blocked: dict[str, str] | None = None,
                 ) -> dict[str, str | None]:
-    """List every watched resource into the cache (each object routed as a change); kind -> the
-    list's resourceVersion to watch from (None: an optional kind not served, its stream lists it).
-    While a list is refused for a reason only an administrator can remove, `blocked` holds it under
-    the resource's plural (what /readyz says), until the list succeeds."""
+    """List every watched resource into the cache (each object routed as a change, page by page: one
+    decoded page in memory at a time); kind -> the list's resourceVersion to watch from (None: an
+    optional kind not served, its stream lists it). While a list is refused for a reason only an
+    administrator can remove, `blocked` holds it under the resource's plural (what /readyz says),
+    until the list succeeds."""
     blocked = {} if blocked is None else blocked
     cache = router.cache
     listed = 0
     versions: dict[str, str | None] = {}
     for kind, (group, version, plural) in RESOURCES.items():
         resource = (_api_version(group, version), plural)
+        seen: set[str] = set()
+
+        def take(objects: list[dict[str, Any]], first: bool, kind: str = kind, seen: set[str] = seen) -> None:
+            nonlocal listed
+            if first:  # a list (re)starts: only what this attempt lists counts as seen
+                seen.clear()
+            for obj in objects:
+                seen.add(object_key(obj))
+                if router.applied(kind, {**obj, "kind": kind}):
+                    listed += 1
+            # Each page's objects live as long as the process: out of the full passes' walk at once.
+            collecting.freeze_young()
+
         if kind in OPTIONAL_KINDS:
-            answer = await _list_if_served(source, resource, blocked)
+            versions[kind] = await _list_if_served(source, resource, blocked, take)
         else:
-            answer = await _list_once_allowed(source, resource, blocked)
-        if answer is None:
-            versions[kind] = None
-            continue
-        objects, versions[kind] = answer
-        for obj in objects:
-            if router.applied(kind, {**obj, "kind": kind}):
-                listed += 1
+            versions[kind] = await _list_once_allowed(source, resource, blocked, take)
+        # A list retried after a failed page may have applied objects its successful attempt lacks.
+        for key in cache.keys_of(kind) - seen:
+            namespace, _, name = key.rpartition("/")
+            router.deleted(kind, {"kind": kind, "metadata": {"name": name, **({"namespace": namespace}
+                                                                             if namespace else {})}})
     cache.primed = cache.stale_events + listed
     # What was just primed (every node's view, the topology trees built from them) lives as long as
     # the process: moved out of the collector's reach, so its full passes stop walking it. At
-    # 10,000 nodes each such pass took 0.3-0.6 s, several times in a burst of admissions.
+    # 10,000 nodes each such pass took 0.3-0.6 s, several times in a burst of admissions. The
+    # decoded pages are freed by now: their pages go back to the system.
     gc.freeze()
+    collecting.release_free_memory()
     return versions
 
 
-async def list_all(source: WatchSource, resource: tuple[str, str]) -> tuple[list[dict[str, Any]], str]:
-    """Every object of `resource`, page after page, and the list's resourceVersion."""
-    objects: list[dict[str, Any]] = []
+async def list_pages(source: WatchSource, resource: tuple[str, str],
+                     take: Take) -> str:
+    """Every object of `resource`, page after page, each page handed to `take` as it arrives (with
+    whether it is the first); the list's resourceVersion."""
     token, version = "", ""
     while True:
         page = await source.list_page(resource, token)
-        objects.extend(page.items)
+        take(page.items, not token)
         version = page.resource_version or version
         token = page.next_token
+        del page
         if not token:
-            return objects, version
+            return version
 
 
 async def _list_once_allowed(source: WatchSource, resource: tuple[str, str], blocked: dict[str, str],
-                             ) -> tuple[list[dict[str, Any]], str]:
+                             take: Take) -> str:
     """Every object of `resource`; while the API refuses the list for a reason only its
     administrator can remove (see `blocking_problem`), say so once, keep it in `blocked` and try
     again."""
@@ -112,7 +134,7 @@ async def _list_once_allowed(source: WatchSource, resource: tuple[str, str], blo
     while True:
         try:
             # A real apiserver answers 429 "storage is (re)initializing" for a while after a CRD appears.
-            answer = await retrying(functools.partial(list_all, source, resource), attempts=PRIME_ATTEMPTS)
+            answer = await retrying(functools.partial(list_pages, source, resource, take), attempts=PRIME_ATTEMPTS)
         except ApiError as e:
             problem = blocking_problem(resource, e)
             if problem is None:
@@ -130,14 +152,14 @@ async def _list_once_allowed(source: WatchSource, resource: tuple[str, str], blo
 
 
 async def _list_if_served(source: WatchSource, resource: tuple[str, str], blocked: dict[str, str],
-                          ) -> tuple[list[dict[str, Any]], str] | None:
+                          take: Take) -> str | None:
     """Every object of an optional integrated kind's resource; None, said once at the default level,
     when the API server does not serve it (its project's CRD is not installed)."""
     try:
-        return await retrying(functools.partial(list_all, source, resource), attempts=PRIME_ATTEMPTS)
+        return await retrying(functools.partial(list_pages, source, resource, take), attempts=PRIME_ATTEMPTS)
     except ApiError as e:
         if not e.not_found:
-            return await _list_once_allowed(source, resource, blocked)
+            return await _list_once_allowed(source, resource, blocked, take)
     log.info("%s is not served (its CRD is not installed): none managed until it appears", _plural(resource))
     return None
 

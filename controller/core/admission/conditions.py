@@ -1,5 +1,5 @@
-"""Workload conditions as Kueue writes them: QuotaReserved, Admitted, Finished, Evicted, Preempted;
-and `status.unhealthyNodes` with the repaired assignment of a failed-node replacement.
+"""Workload conditions as Kueue writes them: QuotaReserved, Admitted, Finished, Evicted, Preempted,
+Requeued; and `status.unhealthyNodes` with the repaired assignment of a failed-node replacement.
 
 Applies admission and eviction decisions to a Workload model (`status.admission` plus conditions)
 with `now` passed in, so the same decision always yields the same status. Called by `tasq simulate`,
@@ -174,6 +174,27 @@ def mark_eviction_done(wl: Workload, now: datetime) -> bool:
 
 REQUEUED_AFTER = frozenset({c.REASON_PREEMPTED, c.REASON_NODE_FAILURES})
 """Eviction reasons after which the released Workload is Requeued=True (Kueue's job reconciler)."""
+DRAIN_REASONS = frozenset({c.REASON_LOCAL_QUEUE_STOPPED, c.REASON_CLUSTER_QUEUE_STOPPED})
+"""Eviction reasons of a queue's HoldAndDrain: the released Workload is Requeued=False with that
+reason until its queue runs again (then `mark_queue_restarted`)."""
+
+
+def released_by_drain(wl: Workload) -> str | None:
+    """LocalQueueStopped or ClusterQueueStopped when a drain released the workload and it has not
+    been requeued since (Requeued=False with that reason, as Kueue marks it); else None."""
+    requeued = wl.condition(c.CONDITION_REQUEUED)
+    if requeued is None or requeued.status != "False" or requeued.reason not in DRAIN_REASONS:
+        return None
+    return requeued.reason
+
+
+def mark_queue_restarted(wl: Workload, reason: str, message: str, now: datetime) -> bool:
+    """The queue whose drain released the workload runs again: Requeued=True with `reason`
+    (LocalQueueRestarted, ClusterQueueRestarted) and `message`. Only while `released_by_drain` still
+    says so; True when it changed."""
+    if released_by_drain(wl) is None:
+        return False
+    return wl.set_condition(c.CONDITION_REQUEUED, "True", reason, message, now)
 
 
 def record_unhealthy_nodes(wl: Workload, names: Sequence[str]) -> bool:

@@ -185,7 +185,8 @@ class AdmissionState:
 
 
 def resolve_cluster_queue(snap: AdmissionSnapshot, wl: WorkloadInfo) -> tuple[str | None, Pending | None]:
-    """LocalQueue -> ClusterQueue, then the ClusterQueue's stop policy, cohort tree and namespaceSelector."""
+    """LocalQueue -> ClusterQueue, then the LocalQueue's and the ClusterQueue's stop policies, the
+    cohort tree and the namespaceSelector."""
     def inadmissible(detail: str, message: str, cq: str | None = None) -> tuple[None, Pending]:
         return None, Pending(wl.key, cq, c.REASON_INADMISSIBLE, detail, message)
 
@@ -195,6 +196,10 @@ def resolve_cluster_queue(snap: AdmissionSnapshot, wl: WorkloadInfo) -> tuple[st
     if cq_name is None:
         return inadmissible(c.REASON_LOCAL_QUEUE_NOT_FOUND,
                             f"LocalQueue \"{wl.queue_name}\" doesn't exist in namespace \"{wl.namespace}\"")
+    held = snap.stopped_local_queues.get(f"{wl.namespace}/{wl.queue_name}")
+    if held is not None:  # Kueue asks the LocalQueue before its ClusterQueue
+        return inadmissible(c.REASON_STOPPED, f"LocalQueue \"{wl.queue_name}\" in namespace \"{wl.namespace}\" is "
+                            f"stopped (stopPolicy {held})", cq_name)
     cq = snap.cluster_queues.get(cq_name)
     if cq is None:
         return inadmissible(c.REASON_CLUSTER_QUEUE_NOT_FOUND, f"ClusterQueue \"{cq_name}\" doesn't exist")

@@ -66,7 +66,8 @@ def waits_for_quota(workload: Workload) -> bool:
 def queued_objects(objects: Iterable[Mapping[str, Any]]) -> list[tuple[WorkloadInfo, str]]:
     """The waiting Workloads among a cluster's objects (as read, with `kind`), each with the
     ClusterQueue its LocalQueue points at; priorities resolved through the PriorityClasses as the
-    operator's cache does. A Workload whose LocalQueue or ClusterQueue is missing is in no queue.
+    operator's cache does. A Workload whose LocalQueue or ClusterQueue is missing, or whose LocalQueue
+    is stopped (Kueue takes a stopped one out of its queues), is in no queue.
 
     Equal priority and creation second: the operator breaks the tie by arrival, which only it saw;
     here (seq 0) the name decides, as it does for what the operator found when it started."""
@@ -77,7 +78,8 @@ def queued_objects(objects: Iterable[Mapping[str, Any]]) -> list[tuple[WorkloadI
     classes = {o["metadata"]["name"]: int(o.get("value", 0)) for o in of_kind.get(c.KIND_PRIORITY_CLASS, [])}
     cluster_queues = {o["metadata"]["name"] for o in of_kind.get(c.KIND_CLUSTER_QUEUE, [])}
     local_queues = {f"{o['metadata'].get('namespace')}/{o['metadata']['name']}": (o.get("spec") or {}).get(
-        "clusterQueue") for o in of_kind.get(c.KIND_LOCAL_QUEUE, [])}
+        "clusterQueue") for o in of_kind.get(c.KIND_LOCAL_QUEUE, [])
+        if (o.get("spec") or {}).get("stopPolicy") in (None, c.STOP_POLICY_NONE)}
     out = []
     for obj in of_kind.get(c.KIND_WORKLOAD, []):
         workload = Workload.from_dict(dict(obj))

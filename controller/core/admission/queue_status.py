@@ -98,8 +98,11 @@ def cluster_queue_active(cq: ClusterQueue, flavors: Mapping[str, ResourceFlavor]
 
 
 def local_queue_active(lq: LocalQueue, cluster_queue_conditions: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
-    """The LocalQueue's Active condition: True (Ready) when its ClusterQueue exists and is active.
-    `cluster_queue_conditions`: ClusterQueue name -> its Active condition."""
+    """The LocalQueue's Active condition: False (Stopped) when its own stopPolicy holds it, else True
+    (Ready) when its ClusterQueue exists and is active. `cluster_queue_conditions`: ClusterQueue
+    name -> its Active condition."""
+    if lq.stopped:
+        return _active(False, c.REASON_STOPPED, f"Cannot admit new Workloads: stopPolicy is {lq.spec.stop_policy}")
     name = lq.spec.cluster_queue
     cq_active = cluster_queue_conditions.get(name)
     if cq_active is None:

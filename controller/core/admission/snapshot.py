@@ -48,6 +48,8 @@ class AdmissionSnapshot:
     usage: Usage
     features: FeatureGates = field(default_factory=FeatureGates)
     """Kueue's placement feature gates (`--feature-gates`); the defaults unless a command sets them."""
+    stopped_local_queues: Mapping[str, str] = field(default_factory=dict)
+    """`namespace/name` of a LocalQueue whose stopPolicy is Hold or HoldAndDrain -> that policy."""
 
     def clone(self) -> AdmissionSnapshot:
         return replace(self, quota=self.quota.clone(), usage=self.usage.clone())
@@ -88,6 +90,7 @@ def build_snapshot(cluster_queues: Iterable[ClusterQueue], local_queues: Iterabl
     taken before the pods are counted, so a bound pod of such a workload replaces its share.
     `cohorts`: the Cohort objects the ClusterQueues' cohorts form a tree with."""
     queues = {cq.name: ClusterQueueQuota.from_model(cq) for cq in cluster_queues}
+    local_queues = list(local_queues)
     usage = Usage()
     for key, held in (reservations or {}).items():
         usage.reserve(key, held)
@@ -100,4 +103,10 @@ def build_snapshot(cluster_queues: Iterable[ClusterQueue], local_queues: Iterabl
         namespaces=dict(namespaces or {}),
         quota=QuotaLedger.build(queues, {co.name: CohortQuota.from_model(co) for co in cohorts}),
         usage=usage,
+        stopped_local_queues=stopped_local_queues(local_queues),
     )
+
+
+def stopped_local_queues(local_queues: Iterable[LocalQueue]) -> dict[str, str]:
+    """`namespace/name` -> stopPolicy of each LocalQueue that admits nothing (Hold, HoldAndDrain)."""
+    return {f"{lq.namespace or 'default'}/{lq.name}": str(lq.spec.stop_policy) for lq in local_queues if lq.stopped}

@@ -116,6 +116,35 @@ def test_managed_fields_are_dropped_as_objects_arrive(cache: ClusterCache) -> No
     assert job["metadata"]["managedFields"] == managed  # the caller's object is left as it was
 
 
+def test_nodes_of_one_rack_share_their_label_strings_and_read_the_labels_they_were_given(cache: ClusterCache) -> None:
+    # Each label value built at run time, as each decoded page has its own copies.
+    given = {name: {RACK: "".join(["r", "9"]), "gpu": "".join(["y", "es"])} for name in ("h8", "h9")}
+    assert given["h8"][RACK] is not given["h9"][RACK]
+    for name, labels in given.items():
+        cache.upsert(KIND_NODE, versioned(make_node(name).labels(labels).allocatable({GPU: 8}).obj(), 5))
+    h8, h9 = cache.nodes["h8"].labels, cache.nodes["h9"].labels
+    assert h8[RACK] is h9[RACK] and h8["gpu"] is h9["gpu"]
+    assert {k: v for k, v in h9.items() if k != c.LABEL_HOSTNAME} == given["h9"]
+
+
+@pytest.mark.parametrize(("held", "arriving", "applied"), [
+    ("12", "12", False),     # the same version again (the watch echoing our own write)
+    ("12", "11", False),     # an older one after a newer one
+    ("12", "13", True),
+    ("abc", "abc", False),   # a version that is not an integer: compared by equality only
+    ("abc", "abb", True),
+    ("12", "abc", True),
+], ids=["same", "older", "newer", "same-opaque", "other-opaque", "opaque-after-integer"])
+def test_a_version_is_applied_unless_it_is_the_one_held_or_an_older_integer(
+        cache: ClusterCache, held: str, arriving: str, applied: bool) -> None:
+    pod = make_pod("p1").obj()
+    pod["metadata"]["resourceVersion"] = held
+    assert cache.upsert(KIND_POD, pod) is True
+    pod = make_pod("p1").obj()
+    pod["metadata"]["resourceVersion"] = arriving
+    assert cache.upsert(KIND_POD, pod) is applied
+
+
 def test_the_keys_of_a_kind_are_those_held(cache: ClusterCache) -> None:
     cache.upsert(KIND_POD, versioned(make_pod("p1").obj(), 3))
     assert "h1" in cache.keys_of(KIND_NODE) and "default/p1" not in cache.keys_of(KIND_NODE)

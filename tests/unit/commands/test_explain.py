@@ -178,3 +178,14 @@ def test_describe_is_explain_under_kubectls_verb(capsys: Any, tmp_path: Any) -> 
     for verb in ("explain", "describe"):
         assert main([verb, "workload", "w", "--kubeconfig", str(missing)]) == 2
         assert capsys.readouterr().err == f"tasq {verb}: kubeconfig {str(missing)!r} is not a file\n"
+
+
+def test_a_workload_of_a_stopped_local_queue_is_explained_by_that_queue() -> None:
+    # The same words the admission loop writes in QuotaReserved (resolve_cluster_queue): nothing
+    # else is tried, and no preemption is suggested for a Workload its own queue holds.
+    objects = [make_cluster_queue("cq").flavor("a100", {GPU: 8}).obj(), make_flavor("a100").obj(),
+               make_local_queue("lq", "cq").set("spec.stopPolicy", "HoldAndDrain").obj(),
+               {**make_workload("w").queue("lq").pod_set("main", 1, {GPU: 1}).obj(), "kind": c.KIND_WORKLOAD}]
+    code, lines = explain_workload(objects, "default", "w")
+    assert code == 0
+    assert lines == ['default/w: Stopped: LocalQueue "lq" in namespace "default" is stopped (stopPolicy HoldAndDrain)']

@@ -193,3 +193,34 @@ def test_a_queued_object_of_any_integrated_kind_gets_its_workload_and_finishes_w
     [workload] = sim.workloads()
     finished = workload.condition(c.CONDITION_FINISHED)
     assert finished is not None and finished.status == "True"
+
+
+def test_a_draining_local_queue_evicts_and_holds_its_workloads_and_its_restart_requeues_them() -> None:
+    # team-a (4 cpu) <- main (drained, then running again) and other; "w" runs in main, "neighbour" in other.
+    sim = Simulation()
+    queue = LocalQueueBuilder("main", "team-a")
+    sim.apply([ResourceFlavorBuilder("cpu").obj(),
+               ClusterQueueBuilder("team-a").group("cpu").flavor("cpu", {"cpu": 4}).obj(),
+               queue.obj(), LocalQueueBuilder("other", "team-a").obj(),
+               WorkloadBuilder("w").queue("main").pod_set("main", 1, {"cpu": 2}).obj(),
+               WorkloadBuilder("neighbour").queue("other").pod_set("main", 1, {"cpu": 2}).obj()])
+    sim.run()
+    assert all(wl.has_quota_reservation for wl in sim.workloads())
+    sim.apply([queue.set("spec.stopPolicy", "HoldAndDrain").obj()])
+    sim.run()
+    by_name = {wl.name: wl for wl in sim.workloads()}
+    drained, neighbour = by_name["w"], by_name["neighbour"]
+    assert neighbour.has_quota_reservation and neighbour.condition(c.CONDITION_EVICTED) is None
+    assert not drained.has_quota_reservation and drained.admission is None
+    conditions = {t: drained.condition(t) for t in (c.CONDITION_EVICTED, c.CONDITION_REQUEUED, c.CONDITION_QUOTA_RESERVED)}
+    assert {t: (x.status, x.reason) for t, x in conditions.items() if x is not None} == {
+        c.CONDITION_EVICTED: ("True", c.REASON_LOCAL_QUEUE_STOPPED),
+        c.CONDITION_REQUEUED: ("False", c.REASON_LOCAL_QUEUE_STOPPED),
+        c.CONDITION_QUOTA_RESERVED: ("False", c.REASON_INADMISSIBLE)}
+    assert [why.detail for why in sim.explanations()] == [c.REASON_STOPPED]
+    sim.apply([queue.set("spec.stopPolicy", "None").obj()])
+    sim.run()
+    again = {wl.name: wl for wl in sim.workloads()}["w"]
+    assert again.has_quota_reservation
+    requeued = again.condition(c.CONDITION_REQUEUED)
+    assert requeued is not None and (requeued.status, requeued.reason) == ("True", c.REASON_LOCAL_QUEUE_RESTARTED)

@@ -600,3 +600,118 @@ async def test_once_its_backoff_ended_it_is_requeued_and_admitted() -> None:
     assert requeued is not None and (requeued.status, requeued.reason) == ("True", "BackoffFinished")
     assert wl.is_admitted and wl.status is not None and wl.status.requeue_state is not None
     assert (wl.status.requeue_state.count, wl.status.requeue_state.requeue_at) == (1, None)
+
+
+class RecordedEvents(EventRecorder):
+    """Events as (Workload name, reason), in the order they were emitted."""
+
+    def __init__(self, api: RecordingApi) -> None:
+        super().__init__(api)  # type: ignore[arg-type]
+        self.seen: list[tuple[str, str]] = []
+
+    def emit(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = c.EVENT_TYPE_NORMAL) -> None:
+        self.seen.append((str(obj["metadata"]["name"]), reason))
+
+
+def stop(cache: ClusterCache, api: RecordingApi, kind: str, policy: str) -> None:
+    """Set the stopPolicy of LocalQueue default/lq (kind LocalQueue) or ClusterQueue cq, as a watch event would."""
+    obj = (cache.local_queues["default/lq"] if kind == c.KIND_LOCAL_QUEUE else cache.cluster_queues["cq"]).to_dict()
+    obj["spec"]["stopPolicy"] = policy
+    api.version += 1
+    obj["metadata"]["resourceVersion"] = str(api.version)
+    assert cache.upsert(kind, obj)
+
+
+def released(cache: ClusterCache, api: RecordingApi, key: str) -> None:
+    """What the Job reconciler writes once the evicted Workload's pods are gone (`Evictor.release`)."""
+    model = workload_model(cache, key)
+    assert mark_eviction_done(model, datetime.now(UTC))
+    obj = model.to_dict()
+    api.version += 1
+    obj["metadata"]["resourceVersion"] = str(api.version)
+    cache.upsert(c.KIND_WORKLOAD, obj)
+
+
+def condition_of(cache: ClusterCache, key: str, type_: str) -> tuple[str, str] | None:
+    cond = cache.workloads[key].obj.condition(type_)
+    return (cond.status, cond.reason) if cond is not None else None
+
+
+async def test_hold_on_a_local_queue_admits_nothing_more_and_leaves_what_runs_running() -> None:
+    cache = cluster(workloads=1)
+    api = RecordingApi(cache)
+    loop = AdmissionLoop(cache, api, RecordedEvents(api), applied=cache.upsert,  # type: ignore[arg-type]
+                         queue_status_interval_s=0.0)
+    await loop.cycle()
+    await settle(loop)
+    stop(cache, api, c.KIND_LOCAL_QUEUE, "Hold")
+    cache.upsert(c.KIND_WORKLOAD, make_workload("late").queue("lq").pod_set("main", 1, {GPU: 1}).obj())
+    await loop.cycle()
+    await settle(loop)
+    assert admitted_keys(cache) == ["default/w0"] and condition_of(cache, "default/w0", c.CONDITION_EVICTED) is None
+    waiting = cache.workloads["default/late"].obj.condition(c.CONDITION_QUOTA_RESERVED)
+    assert waiting is not None and (waiting.status, waiting.reason, waiting.message) == (
+        "False", c.REASON_INADMISSIBLE, 'LocalQueue "lq" in namespace "default" is stopped (stopPolicy Hold)')
+    written = loop._queue_status[(True, "default/lq")]  # as the cycle's queue status write counted it
+    assert (written["pendingWorkloads"], written["admittedWorkloads"]) == (0, 1)  # held: in no queue, as Kueue's
+    assert written["conditions"][0]["reason"] == c.REASON_STOPPED
+
+
+async def test_hold_and_drain_on_a_local_queue_evicts_its_admitted_workloads_once_then_requeues_them_on_restart() -> None:
+    cache = cluster(workloads=2)
+    api = RecordingApi(cache)
+    recorder, metrics = RecordedEvents(api), Metrics()
+    loop = AdmissionLoop(cache, api, recorder, applied=cache.upsert, metrics=metrics)  # type: ignore[arg-type]
+    await loop.cycle()
+    await settle(loop)
+    assert admitted_keys(cache) == ["default/w0", "default/w1"]
+    stop(cache, api, c.KIND_LOCAL_QUEUE, "HoldAndDrain")
+    await loop.cycle()
+    await settle(loop)
+    for key in ("default/w0", "default/w1"):
+        assert condition_of(cache, key, c.CONDITION_EVICTED) == ("True", c.REASON_LOCAL_QUEUE_STOPPED)
+        assert cache.workloads[key].admission is not None  # held until its Job is stopped and its pods gone
+    assert [e for e in recorder.seen if e[1] == c.EVENT_REASON_EVICTED_LOCAL_QUEUE_STOPPED] == [
+        ("w0", c.EVENT_REASON_EVICTED_LOCAL_QUEUE_STOPPED), ("w1", c.EVENT_REASON_EVICTED_LOCAL_QUEUE_STOPPED)]
+    assert scraped_value(metrics, "kueue_evicted_workloads_total", {"reason": c.REASON_LOCAL_QUEUE_STOPPED}) == 2
+    writes = len(api.patches)
+    await loop.cycle()  # being evicted: nothing is written again
+    await settle(loop)
+    assert [name for resource, name in api.patches[writes:] if resource == WORKLOADS] == []
+    for key in ("default/w0", "default/w1"):
+        released(cache, api, key)
+    await loop.cycle()
+    await settle(loop)
+    assert admitted_keys(cache) == []  # released, and held by the stopped queue
+    assert condition_of(cache, "default/w0", c.CONDITION_REQUEUED) == ("False", c.REASON_LOCAL_QUEUE_STOPPED)
+    assert condition_of(cache, "default/w0", c.CONDITION_QUOTA_RESERVED) == ("False", c.REASON_INADMISSIBLE)
+    stop(cache, api, c.KIND_LOCAL_QUEUE, "None")
+    await loop.cycle()
+    await settle(loop)
+    assert admitted_keys(cache) == ["default/w0", "default/w1"]
+    for key in ("default/w0", "default/w1"):
+        assert condition_of(cache, key, c.CONDITION_REQUEUED) == ("True", c.REASON_LOCAL_QUEUE_RESTARTED)
+        assert condition_of(cache, key, c.CONDITION_EVICTED) == ("False", c.REASON_QUOTA_RESERVED)
+
+
+async def test_hold_and_drain_on_a_cluster_queue_evicts_what_it_admitted_and_its_restart_requeues_it() -> None:
+    cache = cluster(workloads=1)
+    api = RecordingApi(cache)
+    loop = AdmissionLoop(cache, api, RecordedEvents(api), applied=cache.upsert)  # type: ignore[arg-type]
+    await loop.cycle()
+    await settle(loop)
+    stop(cache, api, c.KIND_CLUSTER_QUEUE, "HoldAndDrain")
+    await loop.cycle()
+    await settle(loop)
+    assert condition_of(cache, "default/w0", c.CONDITION_EVICTED) == ("True", c.REASON_CLUSTER_QUEUE_STOPPED)
+    stop(cache, api, c.KIND_CLUSTER_QUEUE, "None")  # running again before the eviction was over
+    await loop.cycle()
+    await settle(loop)
+    assert condition_of(cache, "default/w0", c.CONDITION_REQUEUED) is None  # its release is yet to come
+    released(cache, api, "default/w0")
+    await loop.cycle()  # no queue changed since: the Workload is known as drained
+    await settle(loop)
+    assert condition_of(cache, "default/w0", c.CONDITION_REQUEUED) == ("True", c.REASON_CLUSTER_QUEUE_RESTARTED)
+    await loop.cycle()
+    await settle(loop)
+    assert admitted_keys(cache) == ["default/w0"]

@@ -12,6 +12,7 @@ from typing import Any
 from controller.api import constants as c
 from controller.api.workload import Admission
 from controller.cache.cluster import ClusterCache
+from controller.core.admission.draining import Drain
 from controller.kube.api import JOBS, WORKLOADS
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor, Preemption
@@ -176,3 +177,40 @@ def test_a_decided_eviction_claims_its_victim_before_its_write_lands_until_forgo
     assert cache.admission_state().evicting == {key: PREEMPTOR}
     cache.forget_eviction(key)
     assert cache.admission_state().evicting == {}
+
+
+def test_a_drained_workload_is_stopped_like_a_victim_and_released_held_by_its_queue() -> None:
+    # HoldAndDrain on its LocalQueue: the same three steps as a preemption, its own reason and Event,
+    # and once released it is not requeued (Requeued=False LocalQueueStopped) until the queue runs again.
+    api, _, wl = cluster()
+    recorder, metrics = Recording(), Metrics()
+    key = f"ns/{wl['metadata']['name']}"
+    message = 'LocalQueue "lq" in namespace "ns" is stopped (stopPolicy HoldAndDrain): its admitted Workloads are evicted'
+    drain = Drain(key, "cq", c.REASON_LOCAL_QUEUE_STOPPED, message)
+    assert asyncio.run(Evictor(cache_of(api), api, recorder, metrics=metrics).drain(drain))
+    assert not asyncio.run(Evictor(cache_of(api), api, recorder).drain(drain))  # once only, e.g. a new leader
+    written = api.objects[(WORKLOADS, wl["metadata"]["name"])]
+    assert conditions(written)[c.CONDITION_EVICTED] == ("True", c.REASON_LOCAL_QUEUE_STOPPED)
+    held = Admission.model_validate(written["status"]["admission"])
+    assert held == Admission.model_validate(wl["status"]["admission"])  # quota and nodes held meanwhile
+    assert recorder.events == [(c.KIND_WORKLOAD, wl["metadata"]["name"], c.EVENT_REASON_EVICTED_LOCAL_QUEUE_STOPPED,
+                                message)]
+    assert 'kueue_evicted_workloads_total{cluster_queue="cq",priority_class="",reason="LocalQueueStopped",' \
+        in metrics.exposition().decode()
+    reconcile(api, recorder)
+    assert recorder.events[-1][:3] == (c.KIND_JOB, "train", c.EVENT_REASON_STOPPED) and recorder.events[-1][3] == message
+    api.job_controller_suspends("train")
+    reconcile(api, recorder)
+    cache = reconcile(api, recorder)
+    released = api.objects[(WORKLOADS, wl["metadata"]["name"])]
+    assert "admission" not in released["status"]
+    assert conditions(released)[c.CONDITION_REQUEUED] == ("False", c.REASON_LOCAL_QUEUE_STOPPED)
+    assert key not in cache.admission_state().admitted
+
+
+def test_a_workload_no_longer_admitted_is_not_drained() -> None:
+    api, _, wl = cluster()
+    api.objects[(WORKLOADS, wl["metadata"]["name"])]["status"]["conditions"][0]["status"] = "False"
+    drain = Drain(f"ns/{wl['metadata']['name']}", "cq", c.REASON_CLUSTER_QUEUE_STOPPED, "stopped")
+    assert not asyncio.run(Evictor(cache_of(api), api, Recording()).drain(drain))
+    assert api.writes == []

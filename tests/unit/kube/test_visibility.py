@@ -52,6 +52,18 @@ def test_only_active_workloads_without_quota_in_an_existing_queue_wait() -> None
     assert sorted((info.name, cq) for info, cq in queued_in(queued_cache())) == [("first", "cq"), ("second", "cq")]
 
 
+def test_the_workloads_of_a_stopped_local_queue_are_in_no_queue() -> None:
+    # Kueue takes a stopped LocalQueue out of its queues; its ClusterQueue's other LocalQueues stay.
+    cache = queued_cache()
+    cache.upsert(c.KIND_LOCAL_QUEUE, LocalQueueBuilder("blue", "cq", "team").build())
+    cache.upsert(c.KIND_WORKLOAD, WorkloadBuilder("blue-one", "team").queue("blue").pod_set("main").build())
+    held = LocalQueueBuilder("red", "cq", "team").build()
+    held["spec"]["stopPolicy"] = "Hold"
+    held["metadata"]["resourceVersion"] = "99"
+    cache.upsert(c.KIND_LOCAL_QUEUE, held)
+    assert [(info.name, cq) for info, cq in queued_in(cache)] == [("blue-one", "cq")]
+
+
 @asynccontextmanager
 async def served(cache: ClusterCache) -> AsyncIterator[str]:
     server = await serve_metrics("127.0.0.1", 0, Metrics(), None, None, routes=partial(cache_routes, cache=cache))

@@ -137,7 +137,36 @@ async def test_priming_follows_the_pages_and_returns_each_lists_version_to_watch
     versions = await prime(router, source)
     assert sorted(router.cache.nodes) == ["a", "b"] and router.cache.primed == 2
     assert versions[KIND_NODE] == "41" and versions["Pod"] == "7"
-    assert freezes == [1]
+    # A freeze after each page of every resource (the one listed on two pages, each other on one), and at the end.
+    assert len(freezes) == len(watching.RESOURCES) + 1 + 1
+
+
+async def test_priming_applies_each_page_as_it_comes_and_a_retried_list_drops_what_its_success_lacks() -> None:
+    router = quiet_router()
+    cached_when_asked: list[list[str]] = []
+
+    class BreakingOnce(ListingSource):
+        """Nodes on two pages; the first attempt's first page also holds "gone" (deleted before the
+        retry) and its second page fails with a 500."""
+
+        attempt = 0
+
+        async def list_page(self, resource: tuple[str, str], token: str) -> ListPage:
+            if resource[1] != "nodes":
+                return await super().list_page(resource, token)
+            if token == "":
+                self.attempt += 1
+                return ListPage([node("a", 3), node("gone", 2)] if self.attempt == 1 else [node("a", 3)], "40", "next")
+            cached_when_asked.append(sorted(router.cache.nodes))
+            if self.attempt == 1:
+                raise ApiError(500, "the connection broke")
+            return ListPage([node("b", 4)], "41", "")
+
+    versions = await prime(router, BreakingOnce("nodes", []))
+    # Each attempt's first page was in the cache before its second page was asked for.
+    assert cached_when_asked == [["a", "gone"], ["a", "gone"]]
+    # "gone" was only in the failed attempt: deleted once the retried list succeeded without it.
+    assert sorted(router.cache.nodes) == ["a", "b"] and versions[KIND_NODE] == "41"
 
 
 async def test_an_optional_kind_not_served_is_primed_as_none_and_its_stream_lists_it_later() -> None:

@@ -17,8 +17,10 @@ from controller.core.admission.conditions import (
     mark_finished,
     mark_pending,
     mark_preempted,
+    mark_queue_restarted,
     preemption_message,
     record_unhealthy_nodes,
+    released_by_drain,
 )
 from tests.builders.kueue import make_workload
 
@@ -113,6 +115,8 @@ def test_a_second_preemption_of_a_terminating_workload_keeps_the_first_reason() 
 @pytest.mark.parametrize(("evicted_reason", "requeued"), [
     (c.REASON_PREEMPTED, "True"),      # a preempted workload goes back to its queue (Kueue's Requeued)
     (c.REASON_DEACTIVATED, "False"),   # a deactivated one does not
+    (c.REASON_LOCAL_QUEUE_STOPPED, "False"),    # nor one its stopped queue drained, until that queue runs again
+    (c.REASON_CLUSTER_QUEUE_STOPPED, "False"),
 ])
 def test_the_release_of_an_eviction_clears_the_admission_and_says_whether_it_requeues(
         evicted_reason: str, requeued: str) -> None:
@@ -173,3 +177,26 @@ def test_unhealthy_nodes_keep_to_kueues_limit_of_eight() -> None:
     assert record_unhealthy_nodes(wl, [f"n{i}" for i in range(4, 12)])
     assert wl.unhealthy_node_names == [f"n{i}" for i in range(8)]
     assert not record_unhealthy_nodes(wl, ["n9", "n10"])  # full: nothing more is recorded, nothing changed
+
+
+@pytest.mark.parametrize(("evicted_reason", "released_by"), [
+    pytest.param(c.REASON_LOCAL_QUEUE_STOPPED, c.REASON_LOCAL_QUEUE_STOPPED, id="drained-by-its-local-queue"),
+    pytest.param(c.REASON_CLUSTER_QUEUE_STOPPED, c.REASON_CLUSTER_QUEUE_STOPPED, id="drained-by-its-cluster-queue"),
+    pytest.param(c.REASON_PREEMPTED, None, id="preempted-is-requeued-at-once-not-held"),
+    pytest.param(c.REASON_DEACTIVATED, None, id="deactivated-waits-for-reactivation-not-for-a-queue"),
+])
+def test_a_drained_workload_is_requeued_once_its_queue_runs_again_and_only_then(
+        evicted_reason: str, released_by: str | None) -> None:
+    wl = workload()
+    mark_admitted(wl, ADMISSION, T0)
+    assert released_by_drain(wl) is None  # admitted: nothing to requeue
+    wl.set_condition(c.CONDITION_EVICTED, "True", evicted_reason, "stopped", T0 + timedelta(seconds=1))
+    assert released_by_drain(wl) is None  # evicted, its Job not stopped yet
+    mark_eviction_done(wl, T0 + timedelta(seconds=2))
+    assert released_by_drain(wl) == released_by
+    restarted = mark_queue_restarted(wl, c.REASON_LOCAL_QUEUE_RESTARTED, "runs again", T0 + timedelta(seconds=3))
+    assert restarted is (released_by is not None)
+    if released_by is not None:
+        assert conditions(wl)[c.CONDITION_REQUEUED] == ("True", c.REASON_LOCAL_QUEUE_RESTARTED, "runs again")
+        assert released_by_drain(wl) is None
+        assert not mark_queue_restarted(wl, c.REASON_LOCAL_QUEUE_RESTARTED, "again", T0 + timedelta(seconds=4))

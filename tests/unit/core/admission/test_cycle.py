@@ -331,6 +331,50 @@ def test_a_terminating_cluster_queue_admits_nothing_new() -> None:
     assert run_until_quiet(state) == []
 
 
+@pytest.mark.parametrize(("lq_policy", "cq_policy", "want_message"), [
+    pytest.param("Hold", None, 'LocalQueue "lq-a" in namespace "default" is stopped (stopPolicy Hold)',
+                 id="local-queue-on-hold"),
+    pytest.param("HoldAndDrain", None, 'LocalQueue "lq-a" in namespace "default" is stopped (stopPolicy HoldAndDrain)',
+                 id="local-queue-draining"),
+    pytest.param("HoldAndDrain", "Hold", 'LocalQueue "lq-a" in namespace "default" is stopped (stopPolicy '
+                 'HoldAndDrain)', id="both-stopped-the-local-queue-is-named-first-as-kueue-asks-it-first"),
+    pytest.param(None, "HoldAndDrain", 'ClusterQueue "a" is stopped', id="cluster-queue-draining"),
+])
+def test_a_stopped_queue_admits_none_of_its_workloads_and_says_why(
+        lq_policy: str | None, cq_policy: str | None, want_message: str) -> None:
+    # lq-a (stopped or not) and lq-b both feed ClusterQueue "a" (8 GPUs): only lq-b's Workload is admitted.
+    cq = make_cluster_queue("a").flavor("a100", {GPU: 8})
+    if cq_policy is not None:
+        cq.set("spec.stopPolicy", cq_policy)
+    held_queue = make_local_queue("lq-a", "a")
+    if lq_policy is not None:
+        held_queue.set("spec.stopPolicy", lq_policy)
+    state = make_admission_state([cq], flavors(), local_queues=[held_queue, make_local_queue("lq-b", "a")])
+    held, other = submit_all(state, [wl("held", 1).queue("lq-a"), wl("other", 1).queue("lq-b")])
+    decisions = run_until_quiet(state)
+    if cq_policy is None:
+        assert [d.key for d in decisions if isinstance(d, Admit)] == [other.key]
+    why = explain(state, held.key)  # what `tasq explain` and the pending write say
+    assert why is not None and why == state.pending[held.key]
+    assert (why.reason, why.message) == (c.REASON_INADMISSIBLE, want_message)
+    assert held.key in state.waiting() and held.key not in state.queue_of
+
+
+def test_a_local_queue_running_again_lets_its_workloads_be_admitted() -> None:
+    """The same Workload, resubmitted to a state built once its LocalQueue's stopPolicy is None again
+    (the operator rebuilds the state every cycle), is admitted without any change of its own."""
+    held_queue = make_local_queue("lq-a", "a").set("spec.stopPolicy", "Hold")
+    workload = wl("w", 1)
+    state = make_admission_state([make_cluster_queue("a").flavor("a100", {GPU: 8})], flavors(),
+                                 local_queues=[held_queue])
+    submit_all(state, [workload])
+    assert run_until_quiet(state) == []
+    running = make_admission_state([make_cluster_queue("a").flavor("a100", {GPU: 8})], flavors(),
+                                   local_queues=[held_queue.set("spec.stopPolicy", "None")])
+    submit_all(running, [workload])
+    assert [d.key for d in run_until_quiet(running) if isinstance(d, Admit)] == ["default/w"]
+
+
 @dataclass
 class NeedsCase:
     name: str

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from controller.api import constants as c
 from controller.core.admission.pending_workloads import (
     DEFAULT_LIMIT,
     Paging,
     of_local_queue,
     paging,
     pending_positions,
+    queued_objects,
     summary,
 )
 from controller.core.admission.workloads import WorkloadInfo
+from tests.builders.kueue import make_cluster_queue, make_local_queue, make_workload
 
 
 def wl(name: str, queue: str = "lq", priority: int = 0, created: float = 0.0, ns: str = "team", seq: int = 0
@@ -74,3 +78,18 @@ def test_positions_match_a_brute_force_ranking(specs: list[tuple[str, int, int, 
         for cq in ("cq1", "cq2"):
             mine = [r.position_in_local_queue for r in of_local_queue(rows, "team", lq) if r.cluster_queue == cq]
             assert mine == list(range(len(mine)))
+
+
+@pytest.mark.parametrize(("policy", "queued"), [
+    pytest.param(None, ["w"], id="no-stop-policy-queued"),
+    pytest.param("None", ["w"], id="policy-none-queued"),
+    pytest.param("Hold", [], id="held-in-no-queue-as-kueue-takes-a-stopped-local-queue-out"),
+    pytest.param("HoldAndDrain", [], id="draining-in-no-queue"),
+])
+def test_a_stopped_local_queues_workloads_are_listed_in_no_queue(policy: str | None, queued: list[str]) -> None:
+    lq = make_local_queue("lq", "cq")
+    if policy is not None:
+        lq.set("spec.stopPolicy", policy)
+    objects = [{**make_cluster_queue("cq").obj(), "kind": c.KIND_CLUSTER_QUEUE}, {**lq.obj(), "kind": c.KIND_LOCAL_QUEUE},
+               {**make_workload("w").queue("lq").pod_set("main", 1, {"cpu": 1}).obj(), "kind": c.KIND_WORKLOAD}]
+    assert [info.name for info, _ in queued_objects(objects)] == queued

@@ -113,8 +113,10 @@ def active_of(status: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def configured(*, flavor: bool = True, topology: bool = True, stop_policy: str | None = None,
-               lq_target: str = "cq", cycle: tuple[str, ...] | None = None, deleted: bool = False) -> QueueInputs:
-    """ClusterQueue cq over flavor "gpu" (which names Topology "dc"), LocalQueue default/lq -> `lq_target`."""
+               lq_target: str = "cq", cycle: tuple[str, ...] | None = None, deleted: bool = False,
+               lq_stop_policy: str | None = None) -> QueueInputs:
+    """ClusterQueue cq over flavor "gpu" (which names Topology "dc"), LocalQueue default/lq -> `lq_target`
+    (its stopPolicy `lq_stop_policy`)."""
     cq = make_cluster_queue("cq").flavor("gpu", {GPU: 8}).obj()
     if deleted:
         cq["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
@@ -122,7 +124,10 @@ def configured(*, flavor: bool = True, topology: bool = True, stop_policy: str |
         cq["spec"]["stopPolicy"] = stop_policy
     if cycle is not None:
         cq["spec"]["cohortName"] = cycle[0]
-    state = inputs(cqs=[cq], lqs=[make_local_queue("lq", lq_target).obj()],
+    lq = make_local_queue("lq", lq_target)
+    if lq_stop_policy is not None:
+        lq.set("spec.stopPolicy", lq_stop_policy)
+    state = inputs(cqs=[cq], lqs=[lq.obj()],
                    flavors=[make_flavor("gpu").topology_name("dc").obj()] if flavor else [],
                    topologies=[make_topology("dc", "example.com/rack").obj()] if topology else [])
     return state if cycle is None else replace(state, cohort_cycles={"cq": cycle})
@@ -147,6 +152,16 @@ def configured(*, flavor: bool = True, topology: bool = True, stop_policy: str |
                  ("False", c.REASON_CLUSTER_QUEUE_IS_INACTIVE,
                   "Cannot submit new Workloads: ClusterQueue cq is inactive (Stopped)"),
                  id="stopped-queue"),
+    pytest.param(configured(lq_stop_policy="Hold"), ("True", c.REASON_READY, "Can admit new Workloads"),
+                 ("False", c.REASON_STOPPED, "Cannot admit new Workloads: stopPolicy is Hold"),
+                 id="local-queue-on-hold-its-cluster-queue-active"),
+    pytest.param(configured(lq_stop_policy="HoldAndDrain", stop_policy="Hold"),
+                 ("False", c.REASON_STOPPED, "Cannot admit new Workloads: stopPolicy is Hold"),
+                 ("False", c.REASON_STOPPED, "Cannot admit new Workloads: stopPolicy is HoldAndDrain"),
+                 id="local-queue-stopped-says-its-own-policy-before-its-cluster-queues"),
+    pytest.param(configured(lq_stop_policy="None"), ("True", c.REASON_READY, "Can admit new Workloads"),
+                 ("True", c.REASON_READY, "Can submit new Workloads to ClusterQueue cq"),
+                 id="local-queue-policy-none-runs"),
     pytest.param(configured(deleted=True, stop_policy="Hold"),
                  ("False", c.REASON_TERMINATING, "Cannot admit new Workloads: the ClusterQueue is terminating"),
                  ("False", c.REASON_CLUSTER_QUEUE_IS_INACTIVE,

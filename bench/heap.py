@@ -1,0 +1,225 @@
+"""Where the operator's memory goes and how long the garbage collector stops it, at start and in a burst.
+
+Runs bench/operator.py's set-up (a bare devcluster subprocess with `--nodes` GPU nodes, the operator
+on its own thread) and one burst of `--jobs` Jobs, and prints per phase (imported, primed, after the
+burst): the process's RSS and peak RSS (VmHWM), the collector's passes by generation with the longest
+pause (timed with `gc.callbacks` in the operator's process: the pause is what the event loop waits;
+its CPU time, `time.thread_time`, is the part the machine's load does not inflate) and, with `--trace`, tracemalloc's traced and peak bytes and the top allocation sites by line (the
+tracer slows everything about 3x: its times say nothing, its bytes do).
+Results in bench/RESULTS.md under `## operator` ("Memory and collector pauses").
+With `--sizes`, the cache's bytes and objects by part after the burst. Last, the RSS once glibc's free
+pages are handed back (`malloc_trim`): what the process held but no longer used.
+Usage: `.venv/bin/python bench/heap.py [--nodes N] [--jobs N] [--trace [--frames N]] [--top N] [--sizes]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("bench_operator", HERE / "operator.py")
+assert _spec is not None and _spec.loader is not None
+bench_operator = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_operator)
+
+
+def client_process(*args: object) -> None:
+    """bench/operator.py's Job-creating client, importable by the spawned process (from this file)."""
+    _create_jobs(*args)
+
+
+_create_jobs = bench_operator.__dict__["client_process"]
+bench_operator.__dict__["client_process"] = client_process
+
+
+def status_mib(field_name: str) -> float:
+    """A /proc/self/status field (VmRSS, VmHWM) in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@dataclass
+class Pauses:
+    """The collector's passes seen by `gc.callbacks`: count and longest pause per generation."""
+
+    count: list[int] = field(default_factory=lambda: [0, 0, 0])
+    longest: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    total: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    longest_cpu: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    _started: float = 0.0
+    _started_cpu: float = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started, self._started_cpu = time.perf_counter(), time.thread_time()
+            return
+        took, cpu = time.perf_counter() - self._started, time.thread_time() - self._started_cpu
+        generation = info["generation"]
+        self.count[generation] += 1
+        self.total[generation] += took
+        if took > self.longest[generation]:
+            self.longest[generation], self.longest_cpu[generation] = took, cpu
+
+    def take(self) -> str:
+        said = ", ".join(f"gen{g} {self.count[g]} passes (longest {self.longest[g] * 1000:.0f} ms, of it CPU "
+                         f"{self.longest_cpu[g] * 1000:.0f} ms; total {self.total[g] * 1000:.0f} ms)" for g in range(3))
+        self.count, self.total = [0, 0, 0], [0.0, 0.0, 0.0]
+        self.longest, self.longest_cpu = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
+        return said
+
+
+def _freezes() -> int:
+    """How often the operator's collector hook froze survivors (controller.kube.collecting), if it has one."""
+    try:
+        from controller.kube import collecting
+    except ImportError:
+        return 0
+    return collecting.install().freezes
+
+
+def deep_size(root: object, seen: set[int]) -> tuple[int, int]:
+    """Bytes and objects reachable from `root` not already in `seen` (classes, modules and functions
+    not followed: they are the program's, not the data's)."""
+    size = count = 0
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, type | types.ModuleType | types.FunctionType):
+            continue
+        seen.add(id(obj))
+        size += sys.getsizeof(obj)
+        count += 1
+        stack.extend(gc.get_referents(obj))
+    return size, count
+
+
+def cache_sizes(running: object) -> None:
+    """The operator's cache by attribute: bytes and objects reachable from each (shared ones counted
+    once, under the first attribute that reaches them), then the rest of the operator."""
+    operator = getattr(running, "operator", None)
+    if operator is None:
+        return
+    cache = operator.cache
+    seen: set[int] = set()
+    parts = []
+    for name in ("nodes", "pods", "owners", "workloads", "usage", "_flavor_infos", "_ledger", "_versions",
+                 "cluster_queues", "local_queues", "namespaces"):
+        size, count = deep_size(getattr(cache, name), seen)
+        parts.append(f"{name} {size / 2**20:.1f} MiB ({count} objects)")
+    size, count = deep_size(operator, seen)
+    parts.append(f"the rest of the operator {size / 2**20:.1f} MiB ({count} objects)")
+    print("  cache: " + ", ".join(parts), flush=True)
+    entries = list(cache.workloads.values())
+    seen = set()
+    split = []
+    parts_of: list[tuple[str, Callable[[Any], object]]] = [
+        ("metadata", lambda e: e.obj.metadata), ("spec", lambda e: e.obj.spec), ("status", lambda e: e.obj.status),
+        ("the model's own", lambda e: e.obj), ("info", lambda e: e.info), ("fit", lambda e: e.fit)]
+    for name, part in parts_of:
+        size = count = 0
+        for entry in entries:
+            more, n = deep_size(part(entry), seen)
+            size, count = size + more, count + n
+        split.append(f"{name} {size / 2**20:.1f} MiB ({count} objects)")
+    print(f"  its {len(entries)} Workloads: " + ", ".join(split), flush=True)
+
+
+def _release_free_memory() -> None:
+    """glibc's free pages back to the system (through the operator's own call, where it has one)."""
+    try:
+        from controller.kube import collecting
+    except ImportError:
+        return
+    collecting.release_free_memory()
+
+
+def report(phase: str, pauses: Pauses, trace: bool, top: int) -> None:
+    print(f"{phase}: RSS {status_mib('VmRSS'):.0f} MiB, peak {status_mib('VmHWM'):.0f} MiB; "
+          f"frozen {gc.get_freeze_count()} objects ({_freezes()} freezes after a slow full pass); {pauses.take()}",
+          flush=True)
+    if not trace:
+        return
+    current, peak = tracemalloc.get_traced_memory()
+    print(f"  traced {current / 2**20:.1f} MiB, peak {peak / 2**20:.1f} MiB", flush=True)
+    tracemalloc.reset_peak()
+    snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+    for stat in snapshot.statistics("traceback" if tracemalloc.get_traceback_limit() > 1 else "lineno")[:top]:
+        where = " < ".join(f"{_short(frame.filename)}:{frame.lineno}" for frame in reversed(stat.traceback))
+        print(f"  {stat.size / 2**20:7.1f} MiB {stat.count:>8} blocks  {where}", flush=True)
+
+
+def _short(filename: str) -> str:
+    """A source file's name relative to the repository (or its last three parts elsewhere)."""
+    if filename.startswith(str(HERE.parent)) and ".venv" not in filename:
+        return os.path.relpath(filename, HERE.parent)
+    return "/".join(Path(filename).parts[-2:])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--jobs", type=int, default=1_000)
+    parser.add_argument("--trace", action="store_true", help="tracemalloc's bytes and top allocation sites")
+    parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--frames", type=int, default=1, help="with --trace: frames kept per allocation site")
+    parser.add_argument("--sizes", action="store_true", help="the cache's bytes by part after the burst")
+    args = parser.parse_args()
+    pauses = Pauses()
+    gc.callbacks.append(pauses)
+    if args.trace:
+        tracemalloc.start(args.frames)
+    print(f"heap, {args.nodes} nodes, a burst of {args.jobs} Jobs; {bench_operator.machine()}", flush=True)
+    report("imported", pauses, args.trace, args.top)
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        server = subprocess.Popen([sys.executable, "-c", bench_operator.SERVER, str(kubeconfig), str(args.nodes),
+                                   str(bench_operator.NODES_PER_RACK), str(bench_operator.RACKS_PER_BLOCK)],
+                                  cwd=bench_operator.REPO)
+        try:
+            deadline = time.monotonic() + 600
+            while not kubeconfig.exists():
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("the devcluster did not start")
+                time.sleep(0.1)
+            import asyncio
+            asyncio.run(bench_operator.setup(kubeconfig, ["s0"]))
+            pauses.take()
+            started = time.monotonic()
+            running = bench_operator.OperatorThread(kubeconfig).start()
+            report(f"primed in {time.monotonic() - started:.1f} s", pauses, args.trace, args.top)
+            try:
+                row = bench_operator.scenario(running, kubeconfig, "s0", args.jobs, 0)
+                print(row, flush=True)
+                report("after the burst", pauses, args.trace, args.top)
+                if args.sizes:
+                    cache_sizes(running)
+                _release_free_memory()
+                print(f"  after handing glibc's free pages back: RSS {status_mib('VmRSS'):.0f} MiB", flush=True)
+            finally:
+                running.stop()
+        finally:
+            server.terminate()
+            server.wait(30)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except RuntimeError as e:
+        sys.exit(f"bench/heap.py: {e}")
