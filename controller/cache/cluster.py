@@ -59,6 +59,10 @@ WATCHED_KINDS = (KIND_NODE, KIND_POD, *(job.gvk.kind for job in INTEGRATIONS), c
 """The kinds the cache keeps, by Kind name (what `upsert` / `delete` accept): the integrated kinds
 (controller.core.jobs.integrations) among them."""
 
+DELETED_UIDS_KEPT = 65_536
+"""Deleted objects' UIDs kept (about 6 MiB at most): far more than get deleted while one of tasq's
+writes to them is in flight, even when a namespace of thousands goes at once."""
+
 OwnerKey = tuple[str, str]
 """(kind, `namespace/name`) of an integrated object that owns a Workload (a Job)."""
 
@@ -184,6 +188,10 @@ class ClusterCache:
     _versions: dict[str, dict[str, int | str]] = field(default_factory=dict)
     """Kind -> key -> the resourceVersion applied: an int when it is one (as kube-apiserver's and the
     devcluster's are; a tenth of the memory of a tuple key and a string at 50,000 nodes), else as sent."""
+    _deleted_uids: dict[str, None] = field(default_factory=dict)
+    """UIDs of the objects deleted lately, oldest first (at most `DELETED_UIDS_KEPT`): the answer to
+    a write that raced the object's deletion (a status patch sent before, answered after the watch
+    said it was gone) carries such a UID and must not bring the object back."""
     _flavor_infos: dict[str, FlavorInfo] | None = None
     _quotas: dict[str, ClusterQueueQuota] | None = None
     _ledger: QuotaLedger | None = None
@@ -253,6 +261,9 @@ class ClusterCache:
         (etcd revisions) and the devcluster issue; other forms only by equality."""
         key = object_key(obj)
         meta = obj.get("metadata") or {}
+        if self._deleted_uids and meta.get("uid") in self._deleted_uids:
+            self.stale_events += 1  # a version from before its deletion
+            return False
         version = str(meta.get("resourceVersion") or "")
         versions = self._versions.setdefault(kind, {})
         known = versions.get(key)
@@ -284,8 +295,13 @@ class ClusterCache:
         return set(self._versions.get(kind, ()))
 
     def delete(self, kind: str, obj: Mapping[str, Any]) -> None:
-        """An object is gone."""
+        """An object is gone; its UID is remembered a while, so no older version of it comes back."""
         key = object_key(obj)
+        uid = (obj.get("metadata") or {}).get("uid")
+        if isinstance(uid, str) and uid:
+            self._deleted_uids[uid] = None
+            if len(self._deleted_uids) > DELETED_UIDS_KEPT:
+                del self._deleted_uids[next(iter(self._deleted_uids))]
         self._versions.get(kind, {}).pop(key, None)
         self.malformed.pop((kind, key), None)
         self._handlers[kind].delete(key)

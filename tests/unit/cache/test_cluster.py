@@ -160,6 +160,34 @@ def test_an_older_version_arriving_after_a_newer_one_is_ignored(cache: ClusterCa
     assert cache.nodes["h9"].labels.get("gpu") == "yes"
 
 
+def with_uid(obj: dict[str, Any], uid: str) -> dict[str, Any]:
+    obj["metadata"]["uid"] = uid
+    return obj
+
+
+def test_the_answer_to_a_write_that_raced_the_deletion_does_not_bring_the_object_back(cache: ClusterCache) -> None:
+    # A status patch sent before a namespace went, answered after the watch said the Workload was
+    # gone: kept, it was decided again every cycle and patched (404) for ever.
+    cache.upsert(c.KIND_WORKLOAD, with_uid(gang("a", 1, rv=5), "uid-a"))
+    cache.delete(c.KIND_WORKLOAD, with_uid(gang("a", 1, rv=7), "uid-a"))
+    assert cache.upsert(c.KIND_WORKLOAD, with_uid(gang("a", 1, rv=6), "uid-a")) is False
+    assert "default/a" not in cache.workloads and cache.admission_state().waiting() == []
+    # One created again under the name is another object (another UID): it is applied.
+    assert cache.upsert(c.KIND_WORKLOAD, with_uid(gang("a", 1, rv=9), "uid-a2")) is True
+    assert "default/a" in cache.workloads
+
+
+def test_deleted_uids_are_remembered_up_to_a_bound_oldest_forgotten_first(
+        cache: ClusterCache, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("controller.cache.cluster.DELETED_UIDS_KEPT", 2)
+    for name in ("a", "b", "c"):
+        cache.upsert(c.KIND_WORKLOAD, with_uid(gang(name, 1, rv=1), f"uid-{name}"))
+        cache.delete(c.KIND_WORKLOAD, with_uid(gang(name, 1, rv=2), f"uid-{name}"))
+    assert cache.upsert(c.KIND_WORKLOAD, with_uid(gang("a", 1, rv=1), "uid-a")) is True  # forgotten
+    assert cache.upsert(c.KIND_WORKLOAD, with_uid(gang("b", 1, rv=1), "uid-b")) is False
+    assert cache.upsert(c.KIND_WORKLOAD, with_uid(gang("c", 1, rv=1), "uid-c")) is False
+
+
 def test_a_cycle_reserves_in_the_cache_and_a_stale_event_does_not_release_it(cache: ClusterCache) -> None:
     cache.upsert(c.KIND_WORKLOAD, gang("a", 2))
     state = cache.admission_state()
