@@ -41,7 +41,7 @@ from controller.kube.api import WORKLOADS, ApiError, KubeApi, retrying
 from controller.kube.events import EventRecorder
 from controller.kube.metrics import Metrics
 from controller.kube.routing import Applied
-from controller.kube.statuses import write_workload_status
+from controller.kube.statuses import write_reserved_status, write_workload_status
 
 log = logging.getLogger(__name__)
 
@@ -114,15 +114,9 @@ class Evictor:
         message = self.preemption_message(preemption, victim)
         cluster_queue = victim.admission.cluster_queue
         now = datetime.now(UTC)
-        wrote = [False]
-
-        def change(model: Workload) -> bool:
-            wrote[0] = (model.reserved_admission is not None and not model.is_finished
-                        and mark_preempted(model, preemption.reason, message, now))
-            return wrote[0]
-
-        written = await write_workload_status(self.api, victim.obj, change)
-        if written is None or not wrote[0]:
+        written = await write_reserved_status(
+            self.api, victim.obj, lambda model: mark_preempted(model, preemption.reason, message, now))
+        if written is None:
             return False
         self.applied(c.KIND_WORKLOAD, written)
         log.info("workload %s preempted by %s (%s): %s", preemption.victim, preemption.preemptor,
@@ -160,15 +154,9 @@ class Evictor:
         if entry is None or entry.admission is None or entry.finished or is_evicted(entry.obj):
             return False
         now = datetime.now(UTC)
-        wrote = [False]
-
-        def change(model: Workload) -> bool:
-            wrote[0] = (model.reserved_admission is not None and not model.is_finished
-                        and mark_evicted(model, drain.reason, drain.message, now))
-            return wrote[0]
-
-        written = await write_workload_status(self.api, entry.obj, change)
-        if written is None or not wrote[0]:
+        written = await write_reserved_status(
+            self.api, entry.obj, lambda model: mark_evicted(model, drain.reason, drain.message, now))
+        if written is None:
             return False
         self.applied(c.KIND_WORKLOAD, written)
         log.info("workload %s evicted (%s): %s", drain.key, drain.reason, drain.message)

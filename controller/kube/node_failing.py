@@ -32,7 +32,7 @@ from controller.api.meta import object_key
 from controller.api.selectors import NO_EXECUTE
 from controller.api.topology_assignment import TopologyAssignment, encode
 from controller.api.views import NodeView
-from controller.api.workload import MAX_UNHEALTHY_NODES, Admission, Workload
+from controller.api.workload import MAX_UNHEALTHY_NODES, Admission
 from controller.cache.cluster import ClusterCache, WorkloadEntry
 from controller.core.admission.conditions import (
     forget_recovered_nodes,
@@ -55,7 +55,7 @@ from controller.kube.events import EventRecorder
 from controller.kube.metrics import Metrics
 from controller.kube.requeuing import WorkQueue
 from controller.kube.routing import Applied
-from controller.kube.statuses import write_workload_status
+from controller.kube.statuses import write_reserved_status, write_workload_status
 
 log = logging.getLogger(__name__)
 
@@ -265,15 +265,9 @@ class NodeFailureHandler:
         Workload requeued by the Job reconciler), with its Event and metric."""
         now = self.clock()
         cluster_queue = entry.admission.cluster_queue if entry.admission is not None else ""
-        wrote = [False]
-
-        def change(model: Workload) -> bool:
-            wrote[0] = (model.reserved_admission is not None and not model.is_finished
-                        and mark_evicted(model, c.REASON_NODE_FAILURES, failure.message, now))
-            return wrote[0]
-
-        written = await write_workload_status(self.api, entry.obj, change)
-        if written is None or not wrote[0]:
+        written = await write_reserved_status(
+            self.api, entry.obj, lambda model: mark_evicted(model, c.REASON_NODE_FAILURES, failure.message, now))
+        if written is None:
             return False
         self.applied(c.KIND_WORKLOAD, written)
         log.info("workload %s evicted: %s", key, failure.message)

@@ -60,6 +60,22 @@ async def write_workload_status(api: KubeApi, workload: Workload,
     raise ApiError(409, f"workload {namespace}/{name}: still conflicting after {CONFLICT_ATTEMPTS} fresh reads")
 
 
+async def write_reserved_status(api: KubeApi, workload: Workload,
+                                 mark: Callable[[Workload], bool]) -> dict[str, Any] | None:
+    """`write_workload_status` for a change that only a Workload still holding a reservation and not
+    finished may take (an eviction, a preemption): the Workload as written, or None when it is
+    gone, holds none, finished, or `mark` (True when it changed something) had nothing to do."""
+    wrote = False
+
+    def change(model: Workload) -> bool:
+        nonlocal wrote
+        wrote = model.reserved_admission is not None and not model.is_finished and mark(model)
+        return wrote
+
+    written = await write_workload_status(api, workload, change)
+    return written if wrote else None
+
+
 async def write_queue_status(api: KubeApi, kind_local: bool, key: str, status: Mapping[str, Any],
                              current: Mapping[str, Any] | None = None) -> None:
     """Merge-patch one queue's status (tasq is its only writer: no resourceVersion needed); none
