@@ -147,13 +147,20 @@ class PodWatch:
     is the one the API server stored at create (after the admission webhooks)."""
 
     def __init__(self, kubectl: Kubectl, namespace: str, out: Path) -> None:
-        self.out = out
-        self.proc = subprocess.Popen(
-            [str(KUBECTL), "--kubeconfig", str(kubectl.kubeconfig), "get", "pods", "-n", namespace, "-w",
-             "--output-watch-events", "-o", "json"], stdout=out.open("w"), stderr=subprocess.STDOUT)
+        self.out, self.restarts = out, 0
+        self.command = [str(KUBECTL), "--kubeconfig", str(kubectl.kubeconfig), "get", "pods", "-n", namespace, "-w",
+                        "--output-watch-events", "-o", "json"]
+        self.proc = subprocess.Popen(self.command, stdout=out.open("w"), stderr=subprocess.STDOUT)
 
     def first_versions(self) -> dict[str, dict[str, Any]]:
-        """Pod name -> the first version of it the watch delivered so far."""
+        """Pod name -> the first version of it the watch delivered so far. kubectl ends when the API
+        server closes its watch (it drops a watcher that falls behind, as a starved kubectl on a
+        loaded machine is): it is started again, and its listing delivers every pod still there. A
+        pod deleted meanwhile is then missed, and a pod's first version may be a later one (a check
+        that it was stored gated gets stricter, not weaker)."""
+        if self.proc.poll() is not None:
+            self.restarts += 1
+            self.proc = subprocess.Popen(self.command, stdout=self.out.open("a"), stderr=subprocess.STDOUT)
         text, decoder, pos = self.out.read_text(), json.JSONDecoder(), 0
         first: dict[str, dict[str, Any]] = {}
         while True:
