@@ -105,6 +105,8 @@ def deep_size(root: object, seen: set[int]) -> tuple[int, int]:
         size += sys.getsizeof(obj)
         count += 1
         stack.extend(gc.get_referents(obj))
+        if type(obj) is dict:  # a dict of str keys does not give its keys to gc: followed here
+            stack.extend(obj.keys())
     return size, count
 
 

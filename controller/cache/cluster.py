@@ -197,6 +197,9 @@ class ClusterCache:
     _ledger: QuotaLedger | None = None
     _seq: int = 0
     _handlers: dict[str, KindHandlers] = field(init=False)
+    _kept_whole: frozenset[str] = field(init=False)
+    """The kinds held as the API serves them or as a model of their whole object (Workloads, the
+    integrated kinds), by the thousand in a burst: their strings are shared on arrival (`_sharing`)."""
 
     def __post_init__(self) -> None:
         self._handlers = {
@@ -217,6 +220,7 @@ class ClusterCache:
                                                          self._upsert_workload_priority_class,
                                                          self._delete_workload_priority_class),
         }
+        self._kept_whole = frozenset((c.KIND_WORKLOAD, *(job.gvk.kind for job in self.integrations)))
         for job in self.integrations:
             kind = job.gvk.kind
             store = self.owners.setdefault(kind, {})
@@ -271,6 +275,8 @@ class ClusterCache:
             self.stale_events += 1
             return False
         obj = _compact(kind, obj, meta)
+        if kind in self._kept_whole:
+            obj = _sharing(obj)
         handlers = self._handlers[kind]
         try:
             parsed = handlers.parse(obj)
@@ -650,6 +656,34 @@ class ClusterCache:
 def _shared(value: Any) -> Any:
     """The one copy of a string (anything else as it is: the parse judges it)."""
     return sys.intern(value) if type(value) is str else value
+
+
+SHARED_STRING_MAX = 64
+"""Strings up to this long are shared by `_sharing`: names, UIDs, timestamps, images, quantities,
+reasons; longer ones (messages) are left as decoded."""
+
+
+def _sharing(value: Any) -> Any:
+    """`value` rebuilt with every dict key and every string up to SHARED_STRING_MAX long the one copy
+    (`sys.intern`). Each decoded object has its own copies of its keys (the JSON decoder shares
+    them within one document only) and of the values every Job of a kind repeats (a template's image,
+    restartPolicy, terminationMessagePath, the queue label): about half the memory of a Job kept
+    whole. An object nested too deep for that is kept as it came."""
+    try:
+        return _shared_tree(value)
+    except RecursionError:
+        return value
+
+
+def _shared_tree(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {sys.intern(k) if type(k) is str else k: _shared_tree(v) for k, v in value.items()}
+    if kind is list:
+        return [_shared_tree(v) for v in value]
+    if kind is str and len(value) <= SHARED_STRING_MAX:
+        return sys.intern(value)
+    return value
 
 
 def _not_newer(version: str, known: int | str) -> bool:

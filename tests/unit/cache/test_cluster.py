@@ -10,6 +10,7 @@ ClusterQueue `cq` has 32 GPUs of quota; LocalQueue default/lq points at it.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -125,6 +126,31 @@ def test_nodes_of_one_rack_share_their_label_strings_and_read_the_labels_they_we
     h8, h9 = cache.nodes["h8"].labels, cache.nodes["h9"].labels
     assert h8[RACK] is h9[RACK] and h8["gpu"] is h9["gpu"]
     assert {k: v for k, v in h9.items() if k != c.LABEL_HOSTNAME} == given["h9"]
+
+
+def test_jobs_and_workloads_kept_whole_share_their_keys_and_short_strings_and_read_as_they_came(
+        cache: ClusterCache) -> None:
+    # Each object decoded on its own, as each watch event is: no key or value shared between them.
+    def decoded(obj: dict[str, Any]) -> dict[str, Any]:
+        return json.loads(json.dumps(obj))  # type: ignore[no-any-return]
+
+    message = "x" * 100  # longer than what is shared: left as it came
+    jobs = {name: decoded({**make_job(name).queue("lq").obj(), "status": {"note": message}}) for name in ("a", "b")}
+    for job in jobs.values():
+        assert cache.upsert(c.KIND_JOB, job)
+    a, b = cache.jobs["default/a"], cache.jobs["default/b"]
+    assert (a, b) == (jobs["a"], jobs["b"])
+    template_key = next(iter(a["spec"]["template"]))
+    assert template_key is next(iter(b["spec"]["template"]))
+    assert a["metadata"]["labels"][c.LABEL_QUEUE_NAME] is b["metadata"]["labels"][c.LABEL_QUEUE_NAME]
+    assert a["status"]["note"] is not b["status"]["note"]
+    workloads = [decoded(gang(name, 2)) for name in ("w1", "w2")]
+    for wl in workloads:
+        assert cache.upsert(c.KIND_WORKLOAD, wl)
+    w1, w2 = (cache.workloads[f"default/{n}"].obj for n in ("w1", "w2"))
+    assert w1 == Workload.model_validate(workloads[0]) and w2 == Workload.model_validate(workloads[1])
+    t1, t2 = w1.spec.pod_sets[0].template, w2.spec.pod_sets[0].template
+    assert next(iter(t1)) is next(iter(t2))
 
 
 @pytest.mark.parametrize(("held", "arriving", "applied"), [
