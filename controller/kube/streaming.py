@@ -195,7 +195,8 @@ class WatchStream:
                 break
         for key in self.router.cache.keys_of(self.kind) - seen:
             namespace, _, name = key.rpartition("/")
-            metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+            # No UID here: the list's version is what keeps an older answer from bringing it back.
+            metadata = {"name": name, "resourceVersion": version, **({"namespace": namespace} if namespace else {})}
             self.apply(self.router, self.kind, "DELETED", {"metadata": metadata})
         self.relists += 1
         self.version = version
