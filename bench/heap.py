@@ -4,12 +4,14 @@ Runs bench/operator.py's set-up (a bare devcluster subprocess with `--nodes` GPU
 on its own thread) and one burst of `--jobs` Jobs, and prints per phase (imported, primed, after the
 burst): the process's RSS and peak RSS (VmHWM), the collector's passes by generation with the longest
 pause (timed with `gc.callbacks` in the operator's process: the pause is what the event loop waits;
-its CPU time, `time.thread_time`, is the part the machine's load does not inflate) and, with `--trace`, tracemalloc's traced and peak bytes and the top allocation sites by line (the
+its CPU time, `time.thread_time`, is the part the machine's load does not inflate) and, with `--trace`, tracemalloc's traced and peak bytes, the top allocation sites by line and, from the largest
+snapshot a polling thread took during the burst, what it held beyond the burst's end (the
 tracer slows everything about 3x: its times say nothing, its bytes do).
 Results in bench/RESULTS.md under `## operator` ("Memory and collector pauses").
 With `--sizes`, the cache's bytes and objects by part after the burst. Last, the RSS once glibc's free
 pages are handed back (`malloc_trim`): what the process held but no longer used.
-Usage: `.venv/bin/python bench/heap.py [--nodes N] [--jobs N] [--trace [--frames N]] [--top N] [--sizes]`.
+With `--held` the burst goes into a LocalQueue on hold (stopPolicy Hold): Workloads created, none admitted.
+Usage: `.venv/bin/python bench/heap.py [--nodes N] [--jobs N] [--held] [--trace [--frames N]] [--top N] [--sizes]`.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
+import multiprocessing
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
 import types
@@ -43,6 +47,70 @@ def client_process(*args: object) -> None:
 
 _create_jobs = bench_operator.__dict__["client_process"]
 bench_operator.__dict__["client_process"] = client_process
+
+
+async def hold_queue(kubeconfig: Path, namespace: str) -> None:
+    """Put the scenario's LocalQueue on hold (stopPolicy Hold): its Workloads are created and wait."""
+    api_client = await bench_operator.connect(kubeconfig)
+    api = bench_operator.KubeApi(api_client)
+    await api.request("PATCH", bench_operator.path(bench_operator.c.API_VERSION, bench_operator.c.PLURAL_LOCAL_QUEUES,
+                                                    namespace, "lq"),
+                      {"spec": {"stopPolicy": "Hold"}}, content_type="application/merge-patch+json")
+    await api_client.close()
+
+
+def held(running: Any, kubeconfig: Path, namespace: str, jobs: int) -> str:
+    """`jobs` Jobs created at once into a held queue; done once each has its Workload and the
+    operator's Events are posted (as vs_kueue.py's `1000 held`)."""
+    operator = running.operator
+    started = time.monotonic()
+    receiving, sending = multiprocessing.get_context("spawn").Pipe(duplex=False)
+    client = multiprocessing.get_context("spawn").Process(
+        target=client_process, args=(kubeconfig, namespace, jobs, 0.0, sending))
+    client.start()
+    sending.close()
+    sent = receiving.recv()
+    client.join()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not all(key in operator.cache.workloads for key in sent):
+        time.sleep(0.1)
+    while time.monotonic() < deadline and operator.recorder.unsent:
+        time.sleep(0.1)
+    time.sleep(1)
+    waiting = sum(1 for key in sent if key in operator.cache.workloads)
+    return f"held: {waiting} of {jobs} Workloads waiting in {time.monotonic() - started:.1f} s"
+
+
+class PeakCatcher:
+    """With --trace: a thread that polls tracemalloc's traced bytes every 20 ms and, whenever they pass
+    the largest snapshot taken so far by `step` bytes, takes a new one; `show` prints what the
+    largest held beyond the phase's end (the transient part of the peak), by allocation site."""
+
+    def __init__(self, step: int = 2 << 20) -> None:
+        self.step = step
+        self.largest: tuple[int, tracemalloc.Snapshot] | None = None
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while not self.stopped.wait(0.02):
+            current = tracemalloc.get_traced_memory()[0]
+            if self.largest is None or current > self.largest[0] + self.step:
+                self.largest = (current, tracemalloc.take_snapshot())
+
+    def show(self, top: int) -> None:
+        self.stopped.set()
+        self.thread.join()
+        if self.largest is None:
+            return
+        size, peak = self.largest
+        end = tracemalloc.take_snapshot()
+        print(f"  the largest snapshot: {size / 2**20:.1f} MiB traced; what it held beyond the end, by site:", flush=True)
+        key = "traceback" if tracemalloc.get_traceback_limit() > 1 else "lineno"
+        for stat in peak.compare_to(end, key)[:top]:
+            where = " < ".join(f"{_short(frame.filename)}:{frame.lineno}" for frame in reversed(stat.traceback))
+            print(f"  {stat.size_diff / 2**20:7.1f} MiB {stat.count_diff:>8} blocks  {where}", flush=True)
 
 
 def status_mib(field_name: str) -> float:
@@ -180,6 +248,7 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--frames", type=int, default=1, help="with --trace: frames kept per allocation site")
     parser.add_argument("--sizes", action="store_true", help="the cache's bytes by part after the burst")
+    parser.add_argument("--held", action="store_true", help="the burst goes into a held LocalQueue: nothing admitted")
     args = parser.parse_args()
     pauses = Pauses()
     gc.callbacks.append(pauses)
@@ -200,14 +269,20 @@ def main() -> int:
                 time.sleep(0.1)
             import asyncio
             asyncio.run(bench_operator.setup(kubeconfig, ["s0"]))
+            if args.held:
+                asyncio.run(hold_queue(kubeconfig, "s0"))
             pauses.take()
             started = time.monotonic()
             running = bench_operator.OperatorThread(kubeconfig).start()
             report(f"primed in {time.monotonic() - started:.1f} s", pauses, args.trace, args.top)
             try:
-                row = bench_operator.scenario(running, kubeconfig, "s0", args.jobs, 0)
+                catcher = PeakCatcher() if args.trace else None
+                row = (held(running, kubeconfig, "s0", args.jobs) if args.held
+                       else bench_operator.scenario(running, kubeconfig, "s0", args.jobs, 0))
                 print(row, flush=True)
                 report("after the burst", pauses, args.trace, args.top)
+                if catcher is not None:
+                    catcher.show(args.top)
                 if args.sizes:
                     cache_sizes(running)
                 _release_free_memory()

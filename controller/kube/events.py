@@ -59,7 +59,9 @@ class EventRecorder:
         if not isinstance(decision, (Create, Bump)):
             self.dropped += 1
             return
-        task = asyncio.create_task(self._write_in_turn(obj, reason, message, type_, decision))
+        # A task waiting its turn keeps only what the Event names, not the whole object: in a burst
+        # thousands wait, and whole Workloads and Jobs were the operator's largest transient peak.
+        task = asyncio.create_task(self._write_in_turn(_reference(obj), reason, message, type_, decision))
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
@@ -123,6 +125,13 @@ class EventRecorder:
             return None
         self.posted += 1
         return name
+
+
+def _reference(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What `post`, `_bump` and their failure logs read of the object an Event is about."""
+    meta = obj.get("metadata") or {}
+    return {"apiVersion": obj.get("apiVersion", ""), "kind": obj.get("kind", ""),
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}}
 
 
 def _namespace(obj: Mapping[str, Any]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -126,3 +127,29 @@ def test_an_event_that_could_not_be_created_is_created_on_its_next_occurrence() 
     api.error = None
     emit_at(recorder, now, [1])
     assert len(api.created) == 1 and recorder.posted == 1
+
+
+class Whole(dict[str, Any]):
+    """An object as read from the API, whose lifetime a test can follow (a dict takes no weakref)."""
+
+
+def test_an_event_waiting_its_turn_keeps_only_what_it_names_and_posts_the_same_involved_object() -> None:
+    async def scenario() -> tuple[bool, list[Mapping[str, Any]]]:
+        api = RaisingApi(None)
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        job = Whole({**JOB, "metadata": {**JOB["metadata"], "resourceVersion": "7"},  # type: ignore[dict-item]
+                     "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}})
+        watched = weakref.ref(job)
+        recorder.emit(job, "Started", "Admitted by clusterQueue cq")
+        del job
+        gc.collect()
+        kept_whole = watched() is not None  # the task has not run yet: only what it holds keeps the object
+        while recorder.unsent:
+            await asyncio.sleep(0)
+        return kept_whole, api.created
+
+    kept_whole, created = asyncio.run(scenario())
+    assert not kept_whole
+    (event,) = created
+    assert event["involvedObject"] == {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "namespace": "ns",
+                                       "uid": "u1", "resourceVersion": "7"}
