@@ -241,17 +241,21 @@ def control_plane_cpu(up_pid: int) -> dict[str, float]:
 
 
 WEBHOOK_DURATION = "apiserver_admission_webhook_admission_duration_seconds"
+CONVERSION_DURATION = "apiserver_crd_conversion_webhook_duration_seconds"
 
 
 def webhook_calls(admin: Path) -> dict[str, tuple[float, float]]:
-    """kube-apiserver's admission webhook calls so far: "<webhook> <operation>" -> (calls, seconds
-    spent in them), from its histogram's count and sum (rejected or not)."""
+    """kube-apiserver's webhook calls so far: "<webhook> <operation>" (admission) or "convert <crd>
+    <from>-><to>" (CRD conversion) -> (calls, seconds spent in them), from its histograms' count and
+    sum (rejected or not)."""
     out: dict[str, tuple[float, float]] = {}
     for line in kubectl(admin, "get", "--raw", "/metrics").splitlines():
-        for suffix, slot in (("_count{", 0), ("_sum{", 1)):
-            if line.startswith(WEBHOOK_DURATION + suffix):
+        for metric, suffix, slot in ((m, suffix, slot) for m in (WEBHOOK_DURATION, CONVERSION_DURATION)
+                                     for suffix, slot in (("_count{", 0), ("_sum{", 1))):
+            if line.startswith(metric + suffix):
                 labels = dict(LABEL.findall(line))
-                key = f"{labels.get('name', '?')} {labels.get('operation', '?')}"
+                key = (f"{labels.get('name', '?')} {labels.get('operation', '?')}" if metric == WEBHOOK_DURATION else
+                       f"convert {labels.get('crd_name', '?')} {labels.get('from_version')}->{labels.get('to_version')}")
                 pair = list(out.get(key, (0.0, 0.0)))
                 pair[slot] += float(line.rsplit(" ", 1)[1])
                 out[key] = (pair[0], pair[1])
