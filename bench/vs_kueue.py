@@ -262,6 +262,55 @@ def webhook_calls(admin: Path) -> dict[str, tuple[float, float]]:
     return out
 
 
+def webhook_ports(admin: Path) -> set[int]:
+    """The ports of the webhook URLs in the cluster's admission webhook configurations (both
+    operators' webhooks are served on 127.0.0.1 here)."""
+    ports = set()
+    for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+        for item in json.loads(kubectl(admin, "get", kind, "-o", "json"))["items"]:
+            for hook in item.get("webhooks") or []:
+                found = re.match(r"https://[^/]*:(\d+)/", hook["clientConfig"].get("url", ""))
+                if found:
+                    ports.add(int(found[1]))
+    return ports
+
+
+class ConnectionSampler:
+    """Samples /proc/net/tcp every `period` s in a thread while running: the established
+    connections kube-apiserver holds to the webhook server's ports, to tell connection reuse from
+    churn (every new connection is a TLS handshake on both sides). A connection that lives less than
+    a period can be missed, so `seen` is a lower bound."""
+
+    def __init__(self, ports: set[int], period: float = 0.1) -> None:
+        self.ports, self.period = ports, period
+        self.seen: set[tuple[str, str]] = set()
+        self.most = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        now = set()
+        with contextlib.suppress(OSError):
+            for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) in self.ports:
+                    now.add((fields[1], fields[2]))
+        self.seen |= now
+        self.most = max(self.most, len(now))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self._sample()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
 @dataclass
 class Operator:
     name: str
@@ -424,24 +473,34 @@ LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def flow_control_requests(admin: Path) -> tuple[float, dict[str, float]]:
+    total, by_kind, _ = api_requests(admin)
+    return total, by_kind
+
+
+def api_requests(admin: Path) -> tuple[float, dict[str, float], dict[str, float]]:
     """kube-apiserver's dispatched requests of the operator's FlowSchema so far, and every client's
     requests by verb and resource (`apiserver_request_total`: the operator's and the Job
-    controller's, scheduler's and kwok's together, which do the same work for either operator)."""
+    controller's, scheduler's and kwok's together, which do the same work for either operator):
+    writes, then reads with the watch events sent by kind."""
     text = kubectl(admin, "get", "--raw", "/metrics")
     total = 0.0
     by_kind: dict[str, float] = {}
+    reads: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith("apiserver_flowcontrol_dispatched_requests_total{") and \
                 f'flow_schema="{FLOW_SCHEMA}"' in line:
             total += float(line.rsplit(" ", 1)[1])
         elif line.startswith("apiserver_request_total{"):
             labels = dict(LABEL.findall(line))
-            if labels.get("verb") in ("WATCH", "LIST", "GET"):
-                continue  # reads: informers and probes, not the per-Job writes compared here
             resource = labels.get("resource", "?") + (f"/{labels['subresource']}" if labels.get("subresource") else "")
             kind = f"{labels.get('verb', '?')} {resource}"
-            by_kind[kind] = by_kind.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
-    return total, by_kind
+            # reads (informers and probes) apart from the per-Job writes compared between operators
+            into = reads if labels.get("verb") in ("WATCH", "LIST", "GET") else by_kind
+            into[kind] = into.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
+        elif line.startswith("apiserver_watch_events_total{"):
+            kind = f"watch events {dict(LABEL.findall(line)).get('kind', '?')}"
+            reads[kind] = reads.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
+    return total, by_kind, reads
 
 
 SETTLE_POLL_S = 3.0
@@ -504,6 +563,11 @@ class Row:
     settled), by webhook and operation: (calls per Job, mean ms per call)."""
     child_peak_rss_mib: float = 0.0
     """The peak RSS of the operator's child processes alone (tasq's webhook child)."""
+    webhook_connections: tuple[int, int] = (0, 0)
+    """While creating: the connections to the webhook server seen (at least), and the most open at once."""
+    reads_per_job: dict[str, float] = field(default_factory=dict)
+    """Every client's reads per Job over the scenario (GET, LIST, WATCH requests by resource) and the
+    watch events kube-apiserver sent per Job by kind (`watch events <kind>`)."""
     load: float = field(default_factory=lambda: os.getloadavg()[0])
 
 
@@ -600,10 +664,17 @@ def scenario(admin: Path, up_pid: int, operator: Operator, plan: Scenario, index
     idle_per_s = idle_rate(admin)
     (requests_before, by_kind_before), cpu_before = flow_control_requests(admin), operator.cpu_seconds()
     main_cpu_before = operator.cpu_seconds(main_only=True)
-    calls_before, phase_cpu = webhook_calls(admin), [creation_cpu(up_pid, operator)]
-    create_s, sent, admitted = asyncio.run(drive(admin, namespace, count, rate, held,
-                                                 lambda: phase_cpu.append(creation_cpu(up_pid, operator))))
+    calls_before, reads_before = webhook_calls(admin), api_requests(admin)[2]
+    connections = ConnectionSampler(webhook_ports(admin))
+    phase_cpu = [creation_cpu(up_pid, operator)]
+
+    def created() -> None:
+        phase_cpu.append(creation_cpu(up_pid, operator))
+        connections.stop()
+    connections.start()
+    create_s, sent, admitted = asyncio.run(drive(admin, namespace, count, rate, held, created))
     requests_after, by_kind_after = settled_requests(admin, idle_per_s)
+    reads_after = api_requests(admin)[2]
     calls_after = webhook_calls(admin)
     calls = {key: (n - calls_before.get(key, (0.0, 0.0))[0], s - calls_before.get(key, (0.0, 0.0))[1])
              for key, (n, s) in calls_after.items()}
@@ -621,7 +692,9 @@ def scenario(admin: Path, up_pid: int, operator: Operator, plan: Scenario, index
                            if n > by_kind_before.get(kind, 0.0)},
               {name: (seconds - phase_cpu[0].get(name, 0.0)) * 1000 / count for name, seconds in phase_cpu[1].items()},
               {key: (n / count, s * 1000 / n) for key, (n, s) in calls.items() if n > 0},
-              operator.peak_rss_mib(children_only=True))
+              operator.peak_rss_mib(children_only=True), (len(connections.seen), connections.most),
+              {kind: (n - reads_before.get(kind, 0.0)) / count for kind, n in reads_after.items()
+               if n > reads_before.get(kind, 0.0)})
     log(f"{operator.name} {label}: {row}")
     if not final:  # the next scenario starts once the cluster has deleted this one's Jobs and pods
         kubectl(admin, "delete", "namespace", namespace, "--wait=true", "--timeout=600s")
@@ -670,6 +743,10 @@ def report(results: dict[str, list[Row]]) -> None:
                       row.creation_cpu_ms_per_job.items(), key=lambda kv: -kv[1])))
             print(f"{name} {row.scenario}, webhook calls per Job (mean ms): " + ", ".join(
                 f"{key} {n:.2f} ({ms:.1f})" for key, (n, ms) in sorted(row.webhook_calls_per_job.items())))
+            print(f"{name} {row.scenario}, connections to the webhook server while creating: at least "
+                  f"{row.webhook_connections[0]}, at most {row.webhook_connections[1]} open at once; every client's "
+                  "reads and watch events per Job: " + ", ".join(f"{kind} {n:.2f}" for kind, n in sorted(
+                      row.reads_per_job.items(), key=lambda kv: -kv[1])))
             if row.child_peak_rss_mib:
                 print(f"{name} {row.scenario}, webhook child's peak RSS {row.child_peak_rss_mib:.0f} MiB")
     if {"kueue", "tasq"} <= results.keys():
