@@ -346,16 +346,19 @@ class AdmissionServer:
         def body_limit(path: str) -> int:
             return MAX_CONVERSION_BYTES if path == f"/{CONVERSION_PATH}" else MAX_REVIEW_BYTES
 
-        connections: set[asyncio.Task[None]] = set()
+        connections: dict[asyncio.StreamWriter, asyncio.Future[None]] = {}
 
         async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            assert task is not None
-            connections.add(task)
+            connections[writer] = done = asyncio.get_running_loop().create_future()
             try:
                 await serve_connection(reader, writer, answer, body_limit, lambda: self.draining)
+            except asyncio.CancelledError:
+                # Ends here rather than cancelled: asyncio (3.11) logs a cancelled connection
+                # task's CancelledError as an error with a traceback.
+                logger.debug("Webhook connection cancelled")
             finally:
-                connections.discard(task)
+                del connections[writer]
+                done.set_result(None)
 
         server = await asyncio.start_server(connected, self.addr, self.port, ssl=self._reloading.front(),
                                             limit=MAX_HEADER_BYTES, reuse_port=self.reuse_port or None)
@@ -371,9 +374,11 @@ class AdmissionServer:
         finally:
             self._listening.clear()
             server.close()
-            for task in list(connections):  # open keep-alive connections end with the server
-                task.cancel()
-            await asyncio.gather(*connections, return_exceptions=True)
+            ending = list(connections.values())
+            for writer in list(connections):  # open keep-alive connections end with the server
+                writer.transport.abort()
+            if ending:
+                await asyncio.wait(ending, timeout=1.0)
 
     async def _serve(self, fn: ReviewFn, request: Request) -> tuple[int, Any]:
         """One request: 404 for a path that names no webhook (never an allowing answer made up),
