@@ -31,17 +31,21 @@ Answer = Callable[["Request"], Awaitable[tuple[int, Any]]]
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """One request as read: method, path (without a query), headers (names lower case), body."""
+    """One request as read: method, path (without a query), headers (names lower case), body, and
+    whether it came as HTTP/1.0."""
 
     method: str
     path: str
     headers: dict[str, str]
     body: bytes
+    http10: bool = False
 
     @property
     def closes(self) -> bool:
-        """Whether the client asked for the connection to close after this answer."""
-        return "close" in self.headers.get("connection", "").lower()
+        """Whether the connection closes after this answer: the client asked for it, or spoke
+        HTTP/1.0 without asking for keep-alive."""
+        connection = self.headers.get("connection", "").lower()
+        return "close" in connection or (self.http10 and "keep-alive" not in connection)
 
 
 class BadRequest(Exception):
@@ -52,8 +56,8 @@ class BadRequest(Exception):
         self.status = status
 
 
-def _head(raw: bytes) -> tuple[str, str, dict[str, str]]:
-    """(method, path, headers) of a request's head (request line and header lines)."""
+def _head(raw: bytes) -> tuple[str, str, dict[str, str], bool]:
+    """(method, path, headers, HTTP/1.0?) of a request's head (request line and header lines)."""
     lines = raw.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
@@ -66,7 +70,7 @@ def _head(raw: bytes) -> tuple[str, str, dict[str, str]]:
         if not colon or not name or name != name.strip():
             raise BadRequest(400, f"a header line must be 'Name: value', not {line[:80]!r}")
         headers[name.lower()] = value.strip()
-    return parts[0], parts[1].split("?", 1)[0], headers
+    return parts[0], parts[1].split("?", 1)[0], headers, parts[2] == "HTTP/1.0"
 
 
 async def _chunked(reader: asyncio.StreamReader, limit: int) -> bytes:
@@ -99,10 +103,10 @@ async def read_request(reader: asyncio.StreamReader, body_limit: Callable[[str],
         return None
     except asyncio.LimitOverrunError:
         raise BadRequest(431, f"the request head must not exceed {MAX_HEADER_BYTES} bytes") from None
-    method, path, headers = _head(raw[:-4])
+    method, path, headers, http10 = _head(raw[:-4])
     limit = body_limit(path)
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        return Request(method, path, headers, await asyncio.wait_for(_chunked(reader, limit), READ_TIMEOUT_S))
+        return Request(method, path, headers, await asyncio.wait_for(_chunked(reader, limit), READ_TIMEOUT_S), http10)
     try:
         length = int(headers.get("content-length", "0"))
     except ValueError:
@@ -112,9 +116,9 @@ async def read_request(reader: asyncio.StreamReader, body_limit: Callable[[str],
     if length > limit:
         raise BadRequest(413, f"the body must not exceed {limit} bytes")
     if length and headers.get("expect", "").lower() == "100-continue":
-        raise _Continue(Request(method, path, headers, b""), length)
+        raise _Continue(Request(method, path, headers, b"", http10), length)
     body = await asyncio.wait_for(reader.readexactly(length), READ_TIMEOUT_S) if length else b""
-    return Request(method, path, headers, body)
+    return Request(method, path, headers, body, http10)
 
 
 class _Continue(Exception):
@@ -146,7 +150,7 @@ async def _next(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         body = await asyncio.wait_for(reader.readexactly(waiting.length), READ_TIMEOUT_S)
         found = waiting.request
-        return Request(found.method, found.path, found.headers, body)
+        return Request(found.method, found.path, found.headers, body, found.http10)
 
 
 async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answer: Answer,

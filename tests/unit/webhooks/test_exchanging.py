@@ -80,6 +80,18 @@ async def test_a_client_asking_to_close_gets_one_answer_that_says_so() -> None:
     assert [(s, h.get("connection"), b["path"]) for s, h, b in found] == [(200, "close", "/a")]
 
 
+@pytest.mark.parametrize(("version", "connection", "answers"), [
+    pytest.param("HTTP/1.0", "", 1, id="HTTP/1.0 closes by default"),
+    pytest.param("HTTP/1.0", "Connection: keep-alive", 2, id="HTTP/1.0 asking for keep-alive keeps it"),
+    pytest.param("HTTP/1.1", "", 2, id="HTTP/1.1 keeps it by default"),
+])
+async def test_the_protocol_version_decides_keep_alive_unless_the_client_says(
+        version: str, connection: str, answers: int) -> None:
+    first = post("/a", b"1", *([connection] if connection else [])).replace(b"HTTP/1.1", version.encode(), 1)
+    found, _ = await exchange(first + post("/b", b"2"))
+    assert len(found) == answers and (found[0][1].get("connection") == "close") == (answers == 1)
+
+
 async def test_a_draining_server_closes_after_each_answer() -> None:
     found, _ = await exchange(post("/a", b"1") + post("/b", b"2"), closing=True)
     assert [(s, h.get("connection")) for s, h, _ in found] == [(200, "close")]
