@@ -4,7 +4,8 @@ Builds Kueue (`sigs.k8s.io/kueue/cmd/kueue`, the version below) from the Go modu
 ~/.cache/tasq/kueue-<version>/ once, then for each operator in turn starts a fresh
 `hack/realcluster/up` (256 kwok nodes, 4 blocks x 8 racks x 8 nodes x 8 GPUs), runs the operator out
 of cluster as a ServiceAccount bound to cluster-admin (webhooks on 127.0.0.1 with a generated
-certificate; Kueue with its own CRDs and webhook configurations from the module, batch/job only, TAS
+certificate; Kueue with its own CRDs, conversion webhooks (its shipped CRD patches) and webhook
+configurations from the module, batch/job only, TAS
 on by default, its visibility server off as it wants certificates under /visibility; tasq with `--local-webhooks`), both at their shipped log levels (Kueue
 `--zap-log-level=2` as its manager.yaml, tasq `info`), and runs the same scenarios: bursts of Jobs
 created 32 at a time, and a paced run (run first); `--held` bursts go into a LocalQueue on hold, so
@@ -133,6 +134,23 @@ def kueue_webhook_configurations(module: Path, port: int, ca_bundle: bytes) -> l
                                     "caBundle": base64.b64encode(ca_bundle).decode()}
         doc["webhooks"] = hooks
         out.append(doc)
+    return out
+
+
+def kueue_conversion_patches(module: Path, port: int, ca_bundle: bytes) -> dict[str, dict[str, Any]]:
+    """CRD name -> the merge patch that turns on Kueue's conversion webhook for it, as its shipped
+    install does (the `patches/webhook_in_*.yaml` its CRD kustomization lists), pointed at
+    127.0.0.1:port: every CRD serving two versions then pays for the conversions, as tasq's do."""
+    crd = module / "config" / "components" / "crd"
+    listed = yaml.safe_load((crd / "kustomization.yaml").read_text()).get("patches") or []
+    out = {}
+    for entry in listed:
+        doc = yaml.safe_load((crd / entry["path"]).read_text())
+        webhook = doc["spec"]["conversion"]["webhook"]
+        hook_path = webhook["clientConfig"]["service"].get("path", "/convert")
+        webhook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{hook_path}",
+                                   "caBundle": base64.b64encode(ca_bundle).decode()}
+        out[doc["metadata"]["name"]] = {"spec": {"conversion": doc["spec"]["conversion"]}}
     return out
 
 
@@ -363,6 +381,8 @@ def start_kueue(admin: Path, operator_config: Path, work: Path) -> Operator:
     port = free_port()
     for doc in kueue_webhook_configurations(module, port, ca.cert_pem):
         kubectl(admin, "apply", "-f", "-", stdin=json.dumps(doc))
+    for name, patch in kueue_conversion_patches(module, port, ca.cert_pem).items():
+        kubectl(admin, "patch", "crd", name, "--type=merge", "-p", json.dumps(patch))
     config = work / "kueue-config.yaml"
     config.write_text(yaml.safe_dump(kueue_configuration(port, cert_dir)))
     logfile = (work / "kueue.log").open("wb")
