@@ -2,7 +2,8 @@
 
 Fed one watch event at a time (`upsert` / `delete`) by controller.kube; each object is parsed once,
 as it enters, into its model (tasq's kinds) or view (Node, Pod; a plain pod tasq manages is kept whole too, under its group); a Workload entry keeps its model
-beside the WorkloadInfo admission reads, as Kueue's `workload.Info{Obj}`. An object that does not
+beside the WorkloadInfo admission reads, as Kueue's `workload.Info{Obj}`; Workloads' and Jobs' keys
+and short strings are shared with every other's (`_sharing`). An object that does not
 parse is refused whole (recorded in `malformed`, the previous version kept). Patches what the event
 touches (a node patches the flavor trees and the Usage, a pod its node's row, a Workload its
 reservation) and rebuilds only on configuration changes (flavors, topologies, ClusterQueues, Cohorts).
