@@ -72,7 +72,8 @@ log = logging.getLogger(__name__)
 _CYCLE = "<cycle>"
 """The Backoff key of the cycle itself (no Workload key looks like it)."""
 DEBOUNCE_S = 0.05
-"""Changes arriving within this window after the first one are taken by the same cycle."""
+"""While cycles keep coming, changes arriving within this window after a cycle are taken by the next
+one; a change after a quiet spell is decided at once."""
 QUEUE_STATUS_INTERVAL_S = 1.0
 """The shortest time between two writes of the queue statuses while admissions go on."""
 PARALLEL_WRITES = 32
@@ -143,13 +144,17 @@ class AdmissionLoop:
         asyncio.get_running_loop().call_later(delay, self._again)
 
     async def run(self, leading: asyncio.Event | None = None) -> None:
-        """Cycle after every burst of changes, while `leading` is set (always without one)."""
+        """Cycle after every burst of changes, while `leading` is set (always without one). A change
+        after a quiet spell (no cycle ended within `debounce_s`) is decided at once; while changes
+        keep coming, those within `debounce_s` are taken by one cycle (a burst stays batched)."""
         self._wake.set()
+        ended = -math.inf
         while True:
             await self._wake.wait()
             if leading is not None and not leading.is_set():
                 await leading.wait()
-            await asyncio.sleep(self.debounce_s)
+            if time.monotonic() - ended < self.debounce_s:
+                await asyncio.sleep(self.debounce_s)
             self._wake.clear()
             if self.cache.generation == self._seen_generation:
                 continue
@@ -162,6 +167,7 @@ class AdmissionLoop:
                 self._again_later(delay)
             else:
                 self._backoff.succeeded(_CYCLE)
+            ended = time.monotonic()
 
     async def cycle(self) -> None:
         """Phases: decide (the pure core's rounds, admissions recorded in the cache as they come),

@@ -754,3 +754,19 @@ async def test_hold_and_drain_on_a_cluster_queue_evicts_what_it_admitted_and_its
     await loop.cycle()
     await settle(loop)
     assert admitted_keys(cache) == ["default/w0"]
+
+
+async def test_a_change_after_a_quiet_spell_is_decided_at_once_and_changes_that_keep_coming_are_batched() -> None:
+    cache = cluster(workloads=1)
+    api = RecordingApi(cache)
+    loop = AdmissionLoop(cache, api, EventRecorder(api), debounce_s=3600)  # type: ignore[arg-type]
+    running = asyncio.create_task(loop.run())
+    try:
+        await settle(loop)
+        assert loop.cycles == 1 and admitted_keys(cache) == ["default/w0"]  # no debounce before the first
+        cache.upsert(c.KIND_WORKLOAD, make_workload("w1").queue("lq").pod_set("main", 1, {GPU: 1}).obj())
+        loop.notify()
+        await settle(loop)
+        assert loop.cycles == 1  # right after a cycle: waits for the window to gather the burst
+    finally:
+        running.cancel()
