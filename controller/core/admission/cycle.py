@@ -123,16 +123,23 @@ class AdmissionState:
     be queued (a stopped queue...): the snapshot's queues and namespaces are fixed for a state's
     life, and a backlog of thousands names a handful of queues."""
 
-    def submit(self, wl: WorkloadInfo) -> Pending | None:
-        """Queue a new workload in its ClusterQueue; a Pending when it cannot be queued at all."""
-        key = wl.key
-        self.workloads[key] = wl
+    def resolved(self, wl: WorkloadInfo) -> str | Pending:
+        """The ClusterQueue the workload's LocalQueue leads to, or why it cannot be queued at all
+        (`resolve_cluster_queue`, once per queue; the Pending's key is that of the first asker: its
+        text names the queue and namespace, never the workload). Changes nothing else."""
         resolved = self._resolved.get((wl.namespace, wl.queue_name))
         if resolved is None:
             cq_found, problem = resolve_cluster_queue(self.snapshot, wl)
             resolved = self._resolved[(wl.namespace, wl.queue_name)] = problem if problem is not None else cq_found
             assert resolved is not None
-        if isinstance(resolved, Pending):  # its text names the queue and namespace, never the Workload
+        return resolved
+
+    def submit(self, wl: WorkloadInfo) -> Pending | None:
+        """Queue a new workload in its ClusterQueue; a Pending when it cannot be queued at all."""
+        key = wl.key
+        self.workloads[key] = wl
+        resolved = self.resolved(wl)
+        if isinstance(resolved, Pending):
             problem = self.pending[key] = resolved if resolved.key == key else replace(resolved, key=key)
             return problem
         cq_name = resolved
