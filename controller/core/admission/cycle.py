@@ -130,8 +130,12 @@ class AdmissionState:
         resolved = self._resolved.get((wl.namespace, wl.queue_name))
         if resolved is None:
             cq_found, problem = resolve_cluster_queue(self.snapshot, wl)
-            resolved = self._resolved[(wl.namespace, wl.queue_name)] = problem if problem is not None else cq_found
-            assert resolved is not None
+            if problem is not None:
+                resolved = problem
+            else:
+                assert cq_found is not None
+                resolved = cq_found
+            self._resolved[(wl.namespace, wl.queue_name)] = resolved
         return resolved
 
     def submit(self, wl: WorkloadInfo) -> Pending | None:
