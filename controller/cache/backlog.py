@@ -1,9 +1,9 @@
-"""What `ClusterCache.admission_state` read of each waiting Workload's object, kept across cycles.
+"""What a waiting Workload's status already says, read once per version of its object, across cycles.
 
-A cycle looks at every waiting Workload; what it reads of one (finished, active, its requeue time,
-the reason its QuotaReserved=False condition gives) changes only with a new version of the object,
-so it is read once per version here (`BacklogReads.read`) instead of once per cycle. Pure data,
-called by controller.cache.cluster only.
+`ClusterCache.admission_state` leaves out of a cycle a Workload that cannot be queued (its queue
+stopped, missing...) when its QuotaReserved=False condition already says exactly why; that reason
+changes only with a new version of the object, so it is read once per version here
+(`BacklogReads.says`) instead of once per cycle. Pure data, called by controller.cache.cluster only.
 """
 
 from __future__ import annotations
@@ -12,48 +12,36 @@ from dataclasses import dataclass, field
 
 from controller.api import constants as c
 from controller.api.workload import Workload
-from controller.core.admission.pods_ready import requeue_at
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class WaitingRead:
-    """One version of a waiting Workload as admission reads it. `queueable`: not finished and
-    active; `requeue_at`: the end of its requeue backoff (epoch seconds) or None; `says`: (reason,
-    message) of its QuotaReserved=False condition written for its current generation, or None
-    (none, True, or written for an older generation)."""
-
-    obj: Workload
-    queueable: bool
-    requeue_at: float | None
-    says: tuple[str, str] | None
-
-    @classmethod
-    def of(cls, obj: Workload) -> WaitingRead:
-        reserved = obj.condition(c.CONDITION_QUOTA_RESERVED)
-        says = (reserved.reason, reserved.message) if reserved is not None and reserved.status == "False" \
-            and reserved.observed_generation == obj.metadata.generation else None
-        return cls(obj, not obj.is_finished and obj.active, requeue_at(obj), says)
+def said(obj: Workload) -> tuple[str, str] | None:
+    """(reason, message) of the Workload's QuotaReserved=False condition written for its current
+    generation; None when there is none, it is True, or it was written for an older generation."""
+    reserved = obj.condition(c.CONDITION_QUOTA_RESERVED)
+    if reserved is None or reserved.status != "False" or reserved.observed_generation != obj.metadata.generation:
+        return None
+    return reserved.reason, reserved.message
 
 
 @dataclass(slots=True)
 class BacklogReads:
-    """Workload key -> the `WaitingRead` of the version last read. `read` reads a version once;
-    `forget_unseen` drops, once per cycle, what the cycle did not read (deleted, admitted, or
-    finished Workloads), so the map stays the size of the backlog."""
+    """Workload key -> (the version of its object last read, what it `said`). `says` reads a version
+    once; `forget_unseen` drops, once per cycle, what the cycle did not ask about (deleted, admitted,
+    queued again), so the map stays the size of the held backlog and holds no old version long."""
 
-    _reads: dict[str, WaitingRead] = field(default_factory=dict)
-    _seen: dict[str, WaitingRead] = field(default_factory=dict)
+    _reads: dict[str, tuple[Workload, tuple[str, str] | None]] = field(default_factory=dict)
+    _seen: dict[str, tuple[Workload, tuple[str, str] | None]] = field(default_factory=dict)
 
-    def read(self, key: str, obj: Workload) -> WaitingRead:
-        """The read of this version of the Workload (the same object as last time: the same read)."""
+    def says(self, key: str, obj: Workload) -> tuple[str, str] | None:
+        """What this version of the Workload `said` (the same object as last time: not read again)."""
         known = self._seen.get(key) or self._reads.get(key)
-        if known is None or known.obj is not obj:
-            known = WaitingRead.of(obj)
+        if known is None or known[0] is not obj:
+            known = (obj, said(obj))
         self._seen[key] = known
-        return known
+        return known[1]
 
     def forget_unseen(self) -> None:
-        """End of a cycle's pass: keep only the reads it made (the previous versions go with them)."""
+        """End of a cycle's pass: keep only the reads it asked for (the previous versions go)."""
         self._reads, self._seen = self._seen, {}
 
     def __len__(self) -> int:

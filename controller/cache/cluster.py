@@ -35,6 +35,7 @@ from controller.cache.backlog import BacklogReads
 from controller.core.admission.conditions import is_evicted, is_terminating
 from controller.core.admission.cycle import AdmissionState, Pending
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
+from controller.core.admission.pods_ready import in_backoff
 from controller.core.admission.quota import ClusterQueueQuota, CohortQuota, QuotaLedger
 from controller.core.admission.restoring import domain_holdings
 from controller.core.admission.snapshot import (
@@ -197,7 +198,7 @@ class ClusterCache:
     _ledger: QuotaLedger | None = None
     _seq: int = 0
     _backlog: BacklogReads = field(default_factory=BacklogReads)
-    """What `admission_state` read of each waiting Workload, per version of its object."""
+    """What the status of each Workload that cannot be queued says, per version of its object."""
     _handlers: dict[str, KindHandlers] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -633,15 +634,15 @@ class ClusterCache:
         """Queue a waiting Workload unless it finished, is inactive, or is in its requeue backoff at
         `now`. One that cannot be queued at all (its queue stopped, missing...) and whose status
         already says exactly why is left out: there is nothing to decide or write for it, and a held
-        backlog of thousands would otherwise be re-explained every cycle. Its object is read once
-        per version (controller.cache.backlog)."""
-        read = self._backlog.read(key, entry.obj)
-        if not read.queueable or (now is not None and read.requeue_at is not None and read.requeue_at > now):
+        backlog of thousands would otherwise be re-explained every cycle. What its status says is
+        read once per version of its object (controller.cache.backlog)."""
+        obj = entry.obj
+        if obj.is_finished or not obj.active or (now is not None and in_backoff(obj, now)):
             return
         resolved = state.resolved(entry.info)
-        if isinstance(resolved, Pending) and read.says == (resolved.reason, resolved.message):
+        if isinstance(resolved, Pending) and self._backlog.says(key, obj) == (resolved.reason, resolved.message):
             return
-        state.submit(entry.info)
+        state.submit(entry.info, resolved)
 
     def workload_of_pod(self, pod: Mapping[str, Any]) -> tuple[str, str] | None:
         """(namespace, Workload name) a pod belongs to, by its topology-workload annotation."""

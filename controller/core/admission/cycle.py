@@ -138,11 +138,13 @@ class AdmissionState:
             self._resolved[(wl.namespace, wl.queue_name)] = resolved
         return resolved
 
-    def submit(self, wl: WorkloadInfo) -> Pending | None:
-        """Queue a new workload in its ClusterQueue; a Pending when it cannot be queued at all."""
+    def submit(self, wl: WorkloadInfo, resolved: str | Pending | None = None) -> Pending | None:
+        """Queue a new workload in its ClusterQueue; a Pending when it cannot be queued at all.
+        `resolved`: what `resolved(wl)` answered, when the caller asked already."""
         key = wl.key
         self.workloads[key] = wl
-        resolved = self.resolved(wl)
+        if resolved is None:
+            resolved = self.resolved(wl)
         if isinstance(resolved, Pending):
             problem = self.pending[key] = resolved if resolved.key == key else replace(resolved, key=key)
             return problem

@@ -1,4 +1,4 @@
-"""controller.cache.backlog: a waiting Workload's object read once per version, and the state
+"""controller.cache.backlog: a waiting Workload's status read once per version, and the state
 `ClusterCache.admission_state` builds with those reads kept across cycles equal to one built by a
 cache that never read anything before, after any sequence of events."""
 
@@ -7,12 +7,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.api import constants as c
 from controller.api.workload import Workload
-from controller.cache.backlog import BacklogReads, WaitingRead
+from controller.cache.backlog import BacklogReads, said
 from controller.cache.cluster import ClusterCache
 from controller.core.admission.conditions import mark_finished, mark_pending
 from controller.core.admission.cycle import resolve_cluster_queue
@@ -25,32 +26,36 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 def test_a_version_is_read_once_and_a_new_version_read_again() -> None:
     reads = BacklogReads()
     first = Workload.from_dict(make_workload("w").queue("lq").pod_set("main", 1, {GPU: 1}).obj())
-    read = reads.read("default/w", first)
-    assert reads.read("default/w", first) is read
-    assert (read.queueable, read.requeue_at, read.says) == (True, None, None)
+    assert reads.says("default/w", first) is None
+    mark_pending(first, c.REASON_INADMISSIBLE, "held", T0)  # in place: the same version, not read again
+    assert reads.says("default/w", first) is None
     told = first.model_copy(deep=True)
-    mark_pending(told, c.REASON_INADMISSIBLE, "held", T0)
-    assert reads.read("default/w", told).says == (c.REASON_INADMISSIBLE, "held")
+    assert reads.says("default/w", told) == (c.REASON_INADMISSIBLE, "held")
 
 
-def test_what_a_pass_did_not_read_is_forgotten() -> None:
+def test_what_a_pass_did_not_ask_about_is_forgotten() -> None:
     reads = BacklogReads()
     wl = Workload.from_dict(make_workload("w").queue("lq").pod_set("main", 1, {GPU: 1}).obj())
-    reads.read("default/a", wl)
-    reads.read("default/b", wl)
+    reads.says("default/a", wl)
+    reads.says("default/b", wl)
     reads.forget_unseen()
-    reads.read("default/a", wl)
+    reads.says("default/a", wl)
     reads.forget_unseen()
     assert len(reads) == 1
 
 
-def test_a_reason_written_for_an_older_generation_or_a_finished_workload_is_read_as_such() -> None:
+@pytest.mark.parametrize(("status", "older_generation", "expected"), [
+    pytest.param("False", False, (c.REASON_INADMISSIBLE, "held"), id="false-for-this-generation"),
+    pytest.param("False", True, None, id="false-for-an-older-generation"),
+    pytest.param("True", False, None, id="quota-reserved"),
+])
+def test_said_is_a_quota_reserved_false_of_the_current_generation(
+        status: str, older_generation: bool, expected: tuple[str, str] | None) -> None:
     wl = Workload.from_dict(make_workload("w").queue("lq").pod_set("main", 1, {GPU: 1}).obj())
-    mark_pending(wl, c.REASON_INADMISSIBLE, "held", T0)
-    wl.metadata.generation = (wl.metadata.generation or 0) + 1
-    assert WaitingRead.of(wl).says is None
-    mark_finished(wl, True, "done", T0)
-    assert not WaitingRead.of(wl).queueable
+    wl.set_condition(c.CONDITION_QUOTA_RESERVED, status, c.REASON_INADMISSIBLE, "held", T0)  # type: ignore[arg-type]
+    if older_generation:
+        wl.metadata.generation = (wl.metadata.generation or 0) + 1
+    assert said(wl) == expected
 
 
 # -- property: incremental equals from scratch -------------------------------------------------
