@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -61,8 +61,11 @@ WATCHED_KINDS = (KIND_NODE, KIND_POD, *(job.gvk.kind for job in INTEGRATIONS), c
 (controller.core.jobs.integrations) among them."""
 
 DELETED_UIDS_KEPT = 65_536
-"""Deleted objects' UIDs kept (about 6 MiB at most): far more than get deleted while one of tasq's
-writes to them is in flight, even when a namespace of thousands goes at once."""
+"""Deleted objects' UIDs kept (about 6 MiB at most), and as many names a relist found gone: far more
+than get deleted while one of tasq's writes to them is in flight, even when a namespace of
+thousands goes at once."""
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 OwnerKey = tuple[str, str]
 """(kind, `namespace/name`) of an integrated object that owns a Workload (a Job)."""
@@ -193,6 +196,10 @@ class ClusterCache:
     """UIDs of the objects deleted lately, oldest first (at most `DELETED_UIDS_KEPT`): the answer to
     a write that raced the object's deletion (a status patch sent before, answered after the watch
     said it was gone) carries such a UID and must not bring the object back."""
+    _tombstones: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(kind, key) -> the resourceVersion at which an object was found gone, oldest first (at most
+    `DELETED_UIDS_KEPT`): a deletion a relist found (no UID: only the list's version) refuses any
+    version of that name up to it, as the UID does for a deletion the watch told."""
     _flavor_infos: dict[str, FlavorInfo] | None = None
     _quotas: dict[str, ClusterQueueQuota] | None = None
     _ledger: QuotaLedger | None = None
@@ -268,6 +275,11 @@ class ClusterCache:
             self.stale_events += 1  # a version from before its deletion
             return False
         version = str(meta.get("resourceVersion") or "")
+        if self._tombstones and (gone := self._tombstones.get((kind, key))) is not None:
+            if not version.isdigit() or int(version) <= gone:
+                self.stale_events += 1  # a version from before it was found gone
+                return False
+            del self._tombstones[(kind, key)]  # created again since
         versions = self._versions.setdefault(kind, {})
         known = versions.get(key)
         if version and known is not None and _not_newer(version, known):
@@ -298,13 +310,15 @@ class ClusterCache:
         return set(self._versions.get(kind, ()))
 
     def delete(self, kind: str, obj: Mapping[str, Any]) -> None:
-        """An object is gone; its UID is remembered a while, so no older version of it comes back."""
+        """An object is gone; its UID is remembered a while, so no older version of it comes back.
+        Without a UID (a relist found it missing) its name is, up to the version given (the list's)."""
         key = object_key(obj)
-        uid = (obj.get("metadata") or {}).get("uid")
+        meta = obj.get("metadata") or {}
+        uid, version = meta.get("uid"), str(meta.get("resourceVersion") or "")
         if isinstance(uid, str) and uid:
-            self._deleted_uids[uid] = None
-            if len(self._deleted_uids) > DELETED_UIDS_KEPT:
-                del self._deleted_uids[next(iter(self._deleted_uids))]
+            _remember(self._deleted_uids, uid, None)
+        elif version.isdigit():
+            _remember(self._tombstones, (kind, key), int(version))
         self._versions.get(kind, {}).pop(key, None)
         self.malformed.pop((kind, key), None)
         self._handlers[kind].delete(key)
@@ -664,6 +678,14 @@ class ClusterCache:
         ranking = {ps.name: (ps.topology_request, ps.count) for ps in entry.obj.spec.pod_sets}
         pods = [_pod_state(self.pods[p], ranking) for p in sorted(self.pods_of.get(key, ())) if p in self.pods]
         return UngatingInput(namespace=namespace, workload=workload, slices=slices, pods=pods)
+
+
+def _remember(table: dict[_K, _V], key: _K, value: _V) -> None:
+    """Put `key` last in a table of recent deletions, the oldest dropped past `DELETED_UIDS_KEPT`."""
+    table.pop(key, None)
+    table[key] = value
+    if len(table) > DELETED_UIDS_KEPT:
+        del table[next(iter(table))]
 
 
 def _shared(value: Any) -> Any:

@@ -81,6 +81,9 @@ STARTED_WRITES = 4 * PARALLEL_WRITES
 """Status writes that exist as tasks at once (each waits for one of `PARALLEL_WRITES` slots)."""
 STEP_BUDGET_S = 0.02
 """How long a cycle holds the event loop before it lets it run (between two rounds, two reasons)."""
+ADMITTED_AT_KEPT = 20_000
+"""Admission times kept for benchmarks (`AdmissionLoop.admitted_at`), the oldest forgotten first:
+one per admission ever written would grow for as long as the operator runs."""
 
 
 class AdmissionLoop:
@@ -109,7 +112,8 @@ class AdmissionLoop:
         self.debounce_s = debounce_s
         self.cycles = 0
         self.admitted_at: dict[str, float] = {}
-        """Workload key -> monotonic time its admission was written (benchmarks read it)."""
+        """Workload key -> monotonic time its admission was written (benchmarks read it; the latest
+        `ADMITTED_AT_KEPT`)."""
         self._wake = asyncio.Event()
         self._last_cause: dict[str, str] = {}
         self._queue_status: dict[tuple[bool, str], dict[str, Any]] = {}
@@ -542,7 +546,10 @@ class AdmissionLoop:
                 self._again_later(delay)
             return admit.key
         self._backoff.succeeded(admit.key)
+        self.admitted_at.pop(admit.key, None)
         self.admitted_at[admit.key] = time.monotonic()
+        if len(self.admitted_at) > ADMITTED_AT_KEPT:
+            del self.admitted_at[next(iter(self.admitted_at))]
         self._last_cause.pop(admit.key, None)
         self.recorder.emit(written, c.REASON_ADMITTED, quota_reserved_message(admit.cluster_queue))
         waited = queued_seconds(written, now)
@@ -600,6 +607,8 @@ class AdmissionLoop:
         self.applied(c.KIND_WORKLOAD, written)
         if self._owes_event(why):
             self._last_cause[why.key] = why.detail
+            if len(self._last_cause) > 2 * len(self.cache.workloads):  # those deleted while waiting
+                self._last_cause = {k: v for k, v in self._last_cause.items() if k in self.cache.workloads}
             self.recorder.emit(written, why.reason, why.message)
         return why.key
 

@@ -35,12 +35,16 @@ PAGE_SIZE = 5000
 """Objects per list page: one page in memory at a time, few enough requests at 50,000 nodes. Pages
 of 500 (client-go's informers') took 1.6-2x as long to list 10,000 nodes from the devcluster, which
 sorts the whole resource for every page."""
-WATCH_TIMEOUT_S = 10
+WATCH_TIMEOUT_S = 300
 """How long one watch request lasts (the server's timeoutSeconds) before the stream watches again
-from its last resourceVersion: a stream that went quiet (a proxy, a restarted API server) is
-replaced within seconds."""
-READ_SLACK_S = 5
-"""How much longer than WATCH_TIMEOUT_S the client waits for the next bytes before giving up."""
+from its last resourceVersion, as client-go's reflectors do (5-10 minutes). Each new watch is a
+request: with 10 s, the streams alone sent about 1.5 requests a second to an idle API server."""
+QUIET_READ_S = 90
+"""How long the stream waits for the next bytes before it gives up and watches again: a stream that
+went quiet (a proxy, an API server gone without closing it) is replaced within this. Idle watches
+still get a BOOKMARK about once a minute from kube-apiserver (every 5 s from the devcluster)."""
+CONNECT_S = 10
+"""How long opening a watch may take before it counts as failed (and is tried again after a backoff)."""
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 5.0
 """The wait after a failed list or watch doubles from BACKOFF_FIRST_S up to this."""
@@ -93,7 +97,7 @@ class ApiWatchSource:
                  **({"resourceVersion": since} if since else {})}
         url = f"{path(*resource)}?{urlencode(query)}"
         client = self.api.api_client
-        timeout = aiohttp.ClientTimeout(total=None, connect=WATCH_TIMEOUT_S, sock_read=WATCH_TIMEOUT_S + READ_SLACK_S)
+        timeout = aiohttp.ClientTimeout(total=None, connect=CONNECT_S, sock_read=QUIET_READ_S)
         try:
             method, full, headers, _, _ = await client.param_serialize(
                 "GET", url, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
@@ -191,7 +195,8 @@ class WatchStream:
                 break
         for key in self.router.cache.keys_of(self.kind) - seen:
             namespace, _, name = key.rpartition("/")
-            metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+            # No UID here: the list's version is what keeps an older answer from bringing it back.
+            metadata = {"name": name, "resourceVersion": version, **({"namespace": namespace} if namespace else {})}
             self.apply(self.router, self.kind, "DELETED", {"metadata": metadata})
         self.relists += 1
         self.version = version

@@ -494,3 +494,30 @@ def test_plain_pods_tasq_manages_are_kept_whole_under_their_group_and_leave_it_w
     assert [p["metadata"]["name"] for p in cache.group_members("default/h")] == ["b"]
     cache.delete(KIND_POD, a)
     assert "default/g" not in cache.group_pods and cache.group_members("default/g") == []
+
+
+def test_a_deletion_a_relist_found_refuses_versions_up_to_the_lists_and_not_a_later_creation(
+        cache: ClusterCache) -> None:
+    # A relist knows a missing object only by name and the list's version: an answer to a write
+    # sent before the deletion (version 6 < the list's 8) is refused, a creation after the list is not.
+    cache.upsert(c.KIND_WORKLOAD, gang("a", 1, rv=5))
+    cache.delete(c.KIND_WORKLOAD, {"metadata": {"namespace": "default", "name": "a", "resourceVersion": "8"}})
+    assert cache.upsert(c.KIND_WORKLOAD, gang("a", 1, rv=6)) is False
+    assert cache.upsert(c.KIND_WORKLOAD, gang("a", 1, rv=8)) is False
+    assert "default/a" not in cache.workloads and cache.admission_state().waiting() == []
+    assert cache.upsert(c.KIND_WORKLOAD, gang("a", 1, rv=9)) is True
+    assert "default/a" in cache.workloads
+    # Once created again, the name is free: a later deletion by the watch works as before.
+    cache.delete(c.KIND_WORKLOAD, gang("a", 1, rv=10))
+    assert "default/a" not in cache.workloads
+
+
+def test_names_found_gone_are_remembered_up_to_a_bound_oldest_forgotten_first(
+        cache: ClusterCache, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("controller.cache.cluster.DELETED_UIDS_KEPT", 2)
+    for name in ("a", "b", "c"):
+        cache.upsert(c.KIND_WORKLOAD, gang(name, 1, rv=1))
+        cache.delete(c.KIND_WORKLOAD, {"metadata": {"namespace": "default", "name": name, "resourceVersion": "2"}})
+    assert cache.upsert(c.KIND_WORKLOAD, gang("a", 1, rv=1)) is True  # forgotten
+    assert cache.upsert(c.KIND_WORKLOAD, gang("b", 1, rv=1)) is False
+    assert cache.upsert(c.KIND_WORKLOAD, gang("c", 1, rv=1)) is False

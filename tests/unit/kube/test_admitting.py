@@ -770,3 +770,29 @@ async def test_a_change_after_a_quiet_spell_is_decided_at_once_and_changes_that_
         assert loop.cycles == 1  # right after a cycle: waits for the window to gather the burst
     finally:
         running.cancel()
+
+
+async def test_what_the_loop_remembers_per_workload_does_not_grow_with_workloads_gone(monkeypatch: Any) -> None:
+    # Admission times are kept for the latest few only; the last pending cause of a Workload deleted
+    # while it waited is dropped once such causes outnumber the Workloads (a long-running operator
+    # sees millions come and go). A quota of 3 GPUs: three 1-GPU Workloads are admitted, others wait.
+    monkeypatch.setattr("controller.kube.admitting.ADMITTED_AT_KEPT", 2)
+    cache = cluster(workloads=0)
+    cache.upsert(c.KIND_CLUSTER_QUEUE, make_cluster_queue("cq").flavor("gpu", {GPU: 3}).obj())
+    api = RecordingApi(cache)
+    loop = AdmissionLoop(cache, api, EventRecorder(api))  # type: ignore[arg-type]
+
+    async def arrive(*names: str) -> None:
+        for name in names:
+            cache.upsert(c.KIND_WORKLOAD, make_workload(name).queue("lq").pod_set("main", 1, {GPU: 1}).obj())
+        await loop.cycle()
+        await settle(loop)
+
+    await arrive("a0", "a1", "a2")
+    assert list(loop.admitted_at) == ["default/a1", "default/a2"]  # a0, the oldest, forgotten
+    await arrive(*(f"w{i}" for i in range(10)))
+    assert set(loop._last_cause) == {f"default/w{i}" for i in range(10)}
+    for i in range(10):
+        cache.delete(c.KIND_WORKLOAD, cache.workloads[f"default/w{i}"].obj.to_dict())
+    await arrive("w10")  # ten causes for three Workloads held: those of the deleted ones go
+    assert set(loop._last_cause) == {"default/w10"}

@@ -134,6 +134,8 @@ async def test_a_410_lists_again_page_by_page_deleting_what_vanished_and_watches
     # "b" at the version the cache had woke nobody; the new "c", the deleted "a", the changed "b" did
     assert harness.woken == ["c", "a", "b"] and harness.stream.relists == 1
     assert source.closed == 2
+    # An answer to a write sent before "a" went (older than the list) cannot bring it back.
+    assert harness.cache.upsert(KIND_NODE, node("a", 28)) is False and "a" not in harness.cache.nodes
 
 
 async def test_a_stream_without_a_version_lists_first() -> None:
