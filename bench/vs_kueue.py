@@ -4,7 +4,8 @@ Builds Kueue (`sigs.k8s.io/kueue/cmd/kueue`, the version below) from the Go modu
 ~/.cache/tasq/kueue-<version>/ once, then for each operator in turn starts a fresh
 `hack/realcluster/up` (256 kwok nodes, 4 blocks x 8 racks x 8 nodes x 8 GPUs), runs the operator out
 of cluster as a ServiceAccount bound to cluster-admin (webhooks on 127.0.0.1 with a generated
-certificate; Kueue with its own CRDs and webhook configurations from the module, batch/job only, TAS
+certificate; Kueue with its own CRDs, conversion webhooks (its shipped CRD patches) and webhook
+configurations from the module, batch/job only, TAS
 on by default, its visibility server off as it wants certificates under /visibility; tasq with `--local-webhooks`), both at their shipped log levels (Kueue
 `--zap-log-level=2` as its manager.yaml, tasq `info`), and runs the same scenarios: bursts of Jobs
 created 32 at a time, and a paced run (run first); `--held` bursts go into a LocalQueue on hold, so
@@ -16,7 +17,11 @@ RSS (VmHWM, summed over its processes), and API requests per Job (kube-apiserver
 `service-accounts` FlowSchema, which only the operator's ServiceAccount uses here, counted once they
 have settled after the last admission: `settled_requests`); then every
 client's writes per Job by verb and resource (`apiserver_request_total`), which say where the two
-operators' requests differ (the other clients do the same work for both).
+operators' requests differ (the other clients do the same work for both); the CPU ms per Job of each
+process while the Jobs were being created (kube-apiserver, etcd, the other control-plane components,
+the operator's main process and its children: tasq's webhook child); and kube-apiserver's admission
+webhook calls per Job by webhook and operation with their mean duration
+(`apiserver_admission_webhook_admission_duration_seconds`), which say what bounds creates/s.
 With `--profile DIR` tasq's operator process runs under cProfile (stats written to DIR/tasq-operator.prof
 when it stops; its webhook child is not profiled) and each row also gives the CPU of tasq's main process
 alone, so the webhook child's share is the difference.
@@ -42,7 +47,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -132,6 +137,23 @@ def kueue_webhook_configurations(module: Path, port: int, ca_bundle: bytes) -> l
     return out
 
 
+def kueue_conversion_patches(module: Path, port: int, ca_bundle: bytes) -> dict[str, dict[str, Any]]:
+    """CRD name -> the merge patch that turns on Kueue's conversion webhook for it, as its shipped
+    install does (the `patches/webhook_in_*.yaml` its CRD kustomization lists), pointed at
+    127.0.0.1:port: every CRD serving two versions then pays for the conversions, as tasq's do."""
+    crd = module / "config" / "components" / "crd"
+    listed = yaml.safe_load((crd / "kustomization.yaml").read_text()).get("patches") or []
+    out = {}
+    for entry in listed:
+        doc = yaml.safe_load((crd / entry["path"]).read_text())
+        webhook = doc["spec"]["conversion"]["webhook"]
+        hook_path = webhook["clientConfig"]["service"].get("path", "/convert")
+        webhook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{hook_path}",
+                                   "caBundle": base64.b64encode(ca_bundle).decode()}
+        out[doc["metadata"]["name"]] = {"spec": {"conversion": doc["spec"]["conversion"]}}
+    return out
+
+
 def kueue_configuration(port: int, cert_dir: Path) -> dict[str, Any]:
     """Kueue's shipped controller_manager_config.yaml, with loopback ports, no internal cert
     management and the batch/job integration only."""
@@ -155,8 +177,9 @@ def kueue_configuration(port: int, cert_dir: Path) -> dict[str, Any]:
 # -- the cluster and the operators ---------------------------------------------------------------
 
 @contextlib.contextmanager
-def real_cluster(work: Path, crds: bool) -> Iterator[Path]:
-    """A fresh `hack/realcluster/up`; yields its admin kubeconfig."""
+def real_cluster(work: Path, crds: bool) -> Iterator[tuple[Path, int]]:
+    """A fresh `hack/realcluster/up`; yields its admin kubeconfig and the pid of `up` (the control
+    plane's processes are its children)."""
     kubeconfig = work / "admin.kubeconfig"
     logfile = (work / "realcluster.log").open("wb")
     args = [str(UP), "--kubeconfig", str(kubeconfig), "--topology", TOPOLOGY] + ([] if crds else ["--no-crds"])
@@ -172,7 +195,7 @@ def real_cluster(work: Path, crds: bool) -> Iterator[Path]:
     try:
         if not ready.wait(300) or proc.poll() is not None:
             raise RuntimeError(f"hack/realcluster/up did not become ready; see {work / 'realcluster.log'}")
-        yield kubeconfig
+        yield kubeconfig, proc.pid
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -198,6 +221,114 @@ def service_account_kubeconfig(admin: Path, work: Path) -> Path:
     return out
 
 
+def descendants(root: int) -> list[int]:
+    """`root` and every process below it."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    out, frontier = [root], [root]
+    while frontier:
+        frontier = [pid for pid, parent in parents.items() if parent in frontier]
+        out += frontier
+    return out
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime+stime of one process (0 once it is gone)."""
+    with contextlib.suppress(OSError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
+def control_plane_cpu(up_pid: int) -> dict[str, float]:
+    """CPU seconds so far of each control-plane process under `hack/realcluster/up`, by component
+    (kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok: the realcluster binary's
+    first argument, or the program's name)."""
+    out: dict[str, float] = {}
+    for pid in descendants(up_pid)[1:]:
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            program = Path(argv[0].decode()).name
+            name = argv[1].decode() if program == "realcluster" and len(argv) > 1 else program
+            out[name] = out.get(name, 0.0) + process_cpu_seconds(pid)
+    return out
+
+
+WEBHOOK_DURATION = "apiserver_admission_webhook_admission_duration_seconds"
+CONVERSION_DURATION = "apiserver_crd_conversion_webhook_duration_seconds"
+
+
+def webhook_calls(admin: Path) -> dict[str, tuple[float, float]]:
+    """kube-apiserver's webhook calls so far: "<webhook> <operation>" (admission) or "convert <crd>
+    <from>-><to>" (CRD conversion) -> (calls, seconds spent in them), from its histograms' count and
+    sum (rejected or not)."""
+    out: dict[str, tuple[float, float]] = {}
+    for line in kubectl(admin, "get", "--raw", "/metrics").splitlines():
+        for metric, suffix, slot in ((m, suffix, slot) for m in (WEBHOOK_DURATION, CONVERSION_DURATION)
+                                     for suffix, slot in (("_count{", 0), ("_sum{", 1))):
+            if line.startswith(metric + suffix):
+                labels = dict(LABEL.findall(line))
+                key = (f"{labels.get('name', '?')} {labels.get('operation', '?')}" if metric == WEBHOOK_DURATION else
+                       f"convert {labels.get('crd_name', '?')} {labels.get('from_version')}->{labels.get('to_version')}")
+                pair = list(out.get(key, (0.0, 0.0)))
+                pair[slot] += float(line.rsplit(" ", 1)[1])
+                out[key] = (pair[0], pair[1])
+    return out
+
+
+def webhook_ports(admin: Path) -> set[int]:
+    """The ports of the webhook URLs in the cluster's admission webhook configurations (both
+    operators' webhooks are served on 127.0.0.1 here)."""
+    ports = set()
+    for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+        for item in json.loads(kubectl(admin, "get", kind, "-o", "json"))["items"]:
+            for hook in item.get("webhooks") or []:
+                found = re.match(r"https://[^/]*:(\d+)/", hook["clientConfig"].get("url", ""))
+                if found:
+                    ports.add(int(found[1]))
+    return ports
+
+
+class ConnectionSampler:
+    """Samples /proc/net/tcp every `period` s in a thread while running: the established
+    connections kube-apiserver holds to the webhook server's ports, to tell connection reuse from
+    churn (every new connection is a TLS handshake on both sides). A connection that lives less than
+    a period can be missed, so `seen` is a lower bound."""
+
+    def __init__(self, ports: set[int], period: float = 0.1) -> None:
+        self.ports, self.period = ports, period
+        self.seen: set[tuple[str, str]] = set()
+        self.most = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        now = set()
+        with contextlib.suppress(OSError):
+            for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) in self.ports:
+                    now.add((fields[1], fields[2]))
+        self.seen |= now
+        self.most = max(self.most, len(now))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self._sample()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
 @dataclass
 class Operator:
     name: str
@@ -206,31 +337,17 @@ class Operator:
 
     def pids(self) -> list[int]:
         """The operator's process and its descendants."""
-        parents: dict[int, int] = {}
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError):
-                    stat = (entry / "stat").read_text()
-                    parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-        out, frontier = [self.proc.pid], [self.proc.pid]
-        while frontier:
-            frontier = [pid for pid, parent in parents.items() if parent in frontier]
-            out += frontier
-        return out
+        return descendants(self.proc.pid)
 
     def cpu_seconds(self, main_only: bool = False) -> float:
         """utime+stime of the operator's processes (of its main process alone with `main_only`)."""
-        total = 0
-        for pid in [self.proc.pid] if main_only else self.pids():
-            with contextlib.suppress(OSError):
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])
-        return total / os.sysconf("SC_CLK_TCK")
+        return sum(process_cpu_seconds(pid) for pid in ([self.proc.pid] if main_only else self.pids()))
 
-    def peak_rss_mib(self) -> float:
-        """The sum of its processes' peaks (tasq serves its webhooks from a child process)."""
+    def peak_rss_mib(self, children_only: bool = False) -> float:
+        """The sum of its processes' peaks (tasq serves its webhooks from a child process; with
+        `children_only`, that child's alone)."""
         peak = 0
-        for pid in self.pids():
+        for pid in self.pids()[1 if children_only else 0:]:
             with contextlib.suppress(OSError, StopIteration):
                 line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("VmHWM:"))
                 peak += int(line.split()[1])
@@ -264,6 +381,8 @@ def start_kueue(admin: Path, operator_config: Path, work: Path) -> Operator:
     port = free_port()
     for doc in kueue_webhook_configurations(module, port, ca.cert_pem):
         kubectl(admin, "apply", "-f", "-", stdin=json.dumps(doc))
+    for name, patch in kueue_conversion_patches(module, port, ca.cert_pem).items():
+        kubectl(admin, "patch", "crd", name, "--type=merge", "-p", json.dumps(patch))
     config = work / "kueue-config.yaml"
     config.write_text(yaml.safe_dump(kueue_configuration(port, cert_dir)))
     logfile = (work / "kueue.log").open("wb")
@@ -374,24 +493,34 @@ LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def flow_control_requests(admin: Path) -> tuple[float, dict[str, float]]:
+    total, by_kind, _ = api_requests(admin)
+    return total, by_kind
+
+
+def api_requests(admin: Path) -> tuple[float, dict[str, float], dict[str, float]]:
     """kube-apiserver's dispatched requests of the operator's FlowSchema so far, and every client's
     requests by verb and resource (`apiserver_request_total`: the operator's and the Job
-    controller's, scheduler's and kwok's together, which do the same work for either operator)."""
+    controller's, scheduler's and kwok's together, which do the same work for either operator):
+    writes, then reads with the watch events sent by kind."""
     text = kubectl(admin, "get", "--raw", "/metrics")
     total = 0.0
     by_kind: dict[str, float] = {}
+    reads: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith("apiserver_flowcontrol_dispatched_requests_total{") and \
                 f'flow_schema="{FLOW_SCHEMA}"' in line:
             total += float(line.rsplit(" ", 1)[1])
         elif line.startswith("apiserver_request_total{"):
             labels = dict(LABEL.findall(line))
-            if labels.get("verb") in ("WATCH", "LIST", "GET"):
-                continue  # reads: informers and probes, not the per-Job writes compared here
             resource = labels.get("resource", "?") + (f"/{labels['subresource']}" if labels.get("subresource") else "")
             kind = f"{labels.get('verb', '?')} {resource}"
-            by_kind[kind] = by_kind.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
-    return total, by_kind
+            # reads (informers and probes) apart from the per-Job writes compared between operators
+            into = reads if labels.get("verb") in ("WATCH", "LIST", "GET") else by_kind
+            into[kind] = into.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
+        elif line.startswith("apiserver_watch_events_total{"):
+            kind = f"watch events {dict(LABEL.findall(line)).get('kind', '?')}"
+            reads[kind] = reads.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
+    return total, by_kind, reads
 
 
 SETTLE_POLL_S = 3.0
@@ -446,6 +575,19 @@ class Row:
     """The operator's requests per second before the scenario, with nothing to do."""
     writes_by_kind: dict[str, float] = field(default_factory=dict)
     """Every client's writes per Job by verb and resource (see `flow_control_requests`)."""
+    creation_cpu_ms_per_job: dict[str, float] = field(default_factory=dict)
+    """CPU ms per Job of each process while the Jobs were being created (the first create to the
+    last answer): the control plane's components, the operator's main process and its webhook child."""
+    webhook_calls_per_job: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """kube-apiserver's admission webhook calls per Job over the scenario (until its requests
+    settled), by webhook and operation: (calls per Job, mean ms per call)."""
+    child_peak_rss_mib: float = 0.0
+    """The peak RSS of the operator's child processes alone (tasq's webhook child)."""
+    webhook_connections: tuple[int, int] = (0, 0)
+    """While creating: the connections to the webhook server seen (at least), and the most open at once."""
+    reads_per_job: dict[str, float] = field(default_factory=dict)
+    """Every client's reads per Job over the scenario (GET, LIST, WATCH requests by resource) and the
+    watch events kube-apiserver sent per Job by kind (`watch events <kind>`)."""
     load: float = field(default_factory=lambda: os.getloadavg()[0])
 
 
@@ -454,10 +596,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def drive(admin: Path, namespace: str, count: int, rate: float,
-                held: bool = False) -> tuple[float, dict[str, float], dict[str, float]]:
-    """Create the Jobs (rate 0: CREATE_CONCURRENCY at a time) while watching the Workloads, then
-    wait for their admissions (`held`: none come, so not);
+async def drive(admin: Path, namespace: str, count: int, rate: float, held: bool = False,
+                created: Callable[[], None] = lambda: None) -> tuple[float, dict[str, float], dict[str, float]]:
+    """Create the Jobs (rate 0: CREATE_CONCURRENCY at a time) while watching the Workloads, call
+    `created` once the last create is answered, then wait for their admissions (`held`: none come, so not);
     (create seconds, job -> send time, job -> admitted time), monotonic clock."""
     api_client = await connect(admin)
     api = KubeApi(api_client)
@@ -514,6 +656,7 @@ async def drive(admin: Path, namespace: str, count: int, rate: float,
 
     await asyncio.gather(*(one(i) for i in range(count)))
     create_s = time.monotonic() - start
+    created()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(all_admitted.wait(), 0 if held else 900)
     watcher.cancel()
@@ -523,7 +666,15 @@ async def drive(admin: Path, namespace: str, count: int, rate: float,
     return create_s, sent, admitted
 
 
-def scenario(admin: Path, operator: Operator, plan: Scenario, index: int, final: bool = False) -> Row:
+def creation_cpu(up_pid: int, operator: Operator) -> dict[str, float]:
+    """CPU seconds so far of the control plane's components and the operator's main process and
+    children (`<name> main`, `<name> child`)."""
+    main = operator.cpu_seconds(main_only=True)
+    return {**control_plane_cpu(up_pid), f"{operator.name} main": main,
+            f"{operator.name} child": operator.cpu_seconds() - main}
+
+
+def scenario(admin: Path, up_pid: int, operator: Operator, plan: Scenario, index: int, final: bool = False) -> Row:
     """One scenario in a namespace of its own, deleted after (but for the last: its cluster goes)."""
     label, count, rate, held = plan
     namespace = f"s{index}"
@@ -533,8 +684,20 @@ def scenario(admin: Path, operator: Operator, plan: Scenario, index: int, final:
     idle_per_s = idle_rate(admin)
     (requests_before, by_kind_before), cpu_before = flow_control_requests(admin), operator.cpu_seconds()
     main_cpu_before = operator.cpu_seconds(main_only=True)
-    create_s, sent, admitted = asyncio.run(drive(admin, namespace, count, rate, held))
+    calls_before, reads_before = webhook_calls(admin), api_requests(admin)[2]
+    connections = ConnectionSampler(webhook_ports(admin))
+    phase_cpu = [creation_cpu(up_pid, operator)]
+
+    def created() -> None:
+        phase_cpu.append(creation_cpu(up_pid, operator))
+        connections.stop()
+    connections.start()
+    create_s, sent, admitted = asyncio.run(drive(admin, namespace, count, rate, held, created))
     requests_after, by_kind_after = settled_requests(admin, idle_per_s)
+    reads_after = api_requests(admin)[2]
+    calls_after = webhook_calls(admin)
+    calls = {key: (n - calls_before.get(key, (0.0, 0.0))[0], s - calls_before.get(key, (0.0, 0.0))[1])
+             for key, (n, s) in calls_after.items()}
     requests = requests_after - requests_before
     cpu = operator.cpu_seconds() - cpu_before
     main_cpu = operator.cpu_seconds(main_only=True) - main_cpu_before
@@ -546,7 +709,12 @@ def scenario(admin: Path, operator: Operator, plan: Scenario, index: int, final:
               percentile(latencies, 0.99) * 1000 if latencies else float("nan"),
               cpu * 1000 / count, operator.peak_rss_mib(), requests / count, len(latencies),
               main_cpu * 1000 / count, idle_per_s, {kind: (n - by_kind_before.get(kind, 0.0)) / count for kind, n in by_kind_after.items()
-                           if n > by_kind_before.get(kind, 0.0)})
+                           if n > by_kind_before.get(kind, 0.0)},
+              {name: (seconds - phase_cpu[0].get(name, 0.0)) * 1000 / count for name, seconds in phase_cpu[1].items()},
+              {key: (n / count, s * 1000 / n) for key, (n, s) in calls.items() if n > 0},
+              operator.peak_rss_mib(children_only=True), (len(connections.seen), connections.most),
+              {kind: (n - reads_before.get(kind, 0.0)) / count for kind, n in reads_after.items()
+               if n > reads_before.get(kind, 0.0)})
     log(f"{operator.name} {label}: {row}")
     if not final:  # the next scenario starts once the cluster has deleted this one's Jobs and pods
         kubectl(admin, "delete", "namespace", namespace, "--wait=true", "--timeout=600s")
@@ -556,14 +724,14 @@ def scenario(admin: Path, operator: Operator, plan: Scenario, index: int, final:
 def run_operator(name: str, scenarios: list[Scenario], profile: Path | None = None) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix=f"vs-kueue-{name}-") as tmp:
         work = Path(tmp)
-        with real_cluster(work, crds=(name == "tasq")) as admin:
+        with real_cluster(work, crds=(name == "tasq")) as (admin, up_pid):
             kubectl(admin, "label", "nodes", "--all", f"{POOL}=gpu")
             operator_config = service_account_kubeconfig(admin, work)
             operator = (start_kueue(admin, operator_config, work) if name == "kueue"
                         else start_tasq(admin, operator_config, work, profile))
             try:
                 log(f"{name}: serving after {wait_until_serving(admin, operator):.1f} s")
-                return [scenario(admin, operator, plan, i, final=i == len(scenarios) - 1)
+                return [scenario(admin, up_pid, operator, plan, i, final=i == len(scenarios) - 1)
                         for i, plan in enumerate(scenarios)]
             finally:
                 operator.stop()
@@ -590,6 +758,17 @@ def report(results: dict[str, list[Row]]) -> None:
             print(f"{name} {row.scenario}, main process {row.main_cpu_ms_per_job:.1f} CPU ms/Job, "
                   f"idle {row.idle_requests_per_s:.2f} requests/s; every client's writes per Job: " + ", ".join(
                 f"{kind} {n:.2f}" for kind, n in sorted(row.writes_by_kind.items(), key=lambda kv: -kv[1])))
+            print(f"{name} {row.scenario}, CPU ms per Job while creating ({row.creates_per_s:.1f} creates/s, load "
+                  f"{row.load:.1f}): " + ", ".join(f"{proc} {ms:.2f}" for proc, ms in sorted(
+                      row.creation_cpu_ms_per_job.items(), key=lambda kv: -kv[1])))
+            print(f"{name} {row.scenario}, webhook calls per Job (mean ms): " + ", ".join(
+                f"{key} {n:.2f} ({ms:.1f})" for key, (n, ms) in sorted(row.webhook_calls_per_job.items())))
+            print(f"{name} {row.scenario}, connections to the webhook server while creating: at least "
+                  f"{row.webhook_connections[0]}, at most {row.webhook_connections[1]} open at once; every client's "
+                  "reads and watch events per Job: " + ", ".join(f"{kind} {n:.2f}" for kind, n in sorted(
+                      row.reads_per_job.items(), key=lambda kv: -kv[1])))
+            if row.child_peak_rss_mib:
+                print(f"{name} {row.scenario}, webhook child's peak RSS {row.child_peak_rss_mib:.0f} MiB")
     if {"kueue", "tasq"} <= results.keys():
         print("\ntasq / Kueue\n| scenario | " + " | ".join(c[0] for c in COLUMNS) + " |")
         print("|---|" + "---:|" * len(COLUMNS))

@@ -6,7 +6,8 @@ metrics server), so the next handshake uses the new certificate without a restar
 no webhook gets a 404, a malformed AdmissionReview a 400, and the server keeps serving; every request
 is logged with the object it reviews. POST /convert answers CRD ConversionReviews with a converter
 (`controller.api.conversion.convert` unless another is given; `webhooks.converting`). While
-`draining` (a stopping replica) every answer closes its connection. Started by
+`draining` (a stopping replica) every answer closes its connection. HTTP/1.1 is spoken by
+`webhooks.exchanging` (the standard library's asyncio and ssl; no web framework). Started by
 controller.kube.webhooking and the webhook process; tests run it directly.
 """
 
@@ -23,11 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from aiohttp import web
-
 from controller.api.conversion import convert
 from webhooks.configurations import CONVERSION_PATH, MUTATING_ROUTES, VALIDATING_ROUTES
 from webhooks.converting import Converter, answer_conversion
+from webhooks.exchanging import MAX_HEADER_BYTES, Request, serve_connection
 from webhooks.handlers import DENIAL_CODE, GroupMembers, denial_message
 from webhooks.reviewing import Reviewer, UnroutableReview
 from webhooks.validation.errors import ROOT, FieldError, FieldPath
@@ -331,31 +331,39 @@ class AdmissionServer:
     async def __call__(self, fn: ReviewFn) -> AsyncIterator[dict[str, str]]:
         """Serve `fn`; yields the client config once listening ({"url", "caBundle"}), then re-reads
         the certificate files every `reload_interval` s."""
-        app = web.Application(client_max_size=MAX_CONVERSION_BYTES)
-
-        async def serve(request: web.Request) -> web.Response:
+        async def answer(request: Request) -> tuple[int, Any]:
             started = time.perf_counter()
-            response = await self._serve(fn, request)
+            if request.method != "POST":
+                status, body = 405, {"message": f"only POST is served, not {request.method[:16]}"}
+            elif request.path == f"/{CONVERSION_PATH}":
+                return await self._convert(request)
+            else:
+                status, body = await self._serve(fn, request)
             if self.observe is not None:
-                self.observe(request.path, response.status, time.perf_counter() - started)
-            if self.draining:
-                response.force_close()
-            return response
-        async def convert(request: web.Request) -> web.Response:
-            response = await self._convert(request)
-            if self.draining:
-                response.force_close()
-            return response
-        app.router.add_post(f"/{CONVERSION_PATH}", convert)
-        app.router.add_post("/{id:.*}", serve)
-        runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
+                self.observe(request.path, status, time.perf_counter() - started)
+            return status, body
+
+        def body_limit(path: str) -> int:
+            return MAX_CONVERSION_BYTES if path == f"/{CONVERSION_PATH}" else MAX_REVIEW_BYTES
+
+        connections: dict[asyncio.StreamWriter, asyncio.Future[None]] = {}
+
+        async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            connections[writer] = done = asyncio.get_running_loop().create_future()
+            try:
+                await serve_connection(reader, writer, answer, body_limit, lambda: self.draining)
+            except asyncio.CancelledError:
+                # Ends here rather than cancelled: asyncio (3.11) logs a cancelled connection
+                # task's CancelledError as an error with a traceback.
+                logger.debug("Webhook connection cancelled")
+            finally:
+                del connections[writer]
+                done.set_result(None)
+
+        server = await asyncio.start_server(connected, self.addr, self.port, ssl=self._reloading.front(),
+                                            limit=MAX_HEADER_BYTES, reuse_port=self.reuse_port or None)
         try:
-            site = web.TCPSite(runner, self.addr, self.port, ssl_context=self._reloading.front(),
-                               reuse_port=self.reuse_port or None)
-            await site.start()
-            server = site._server
-            if isinstance(server, asyncio.base_events.Server) and server.sockets:
+            if server.sockets:
                 self.port = int(server.sockets[0].getsockname()[1])
             logger.info("Serving admission webhooks at %s", self.url)
             self._listening.set()
@@ -365,34 +373,35 @@ class AdmissionServer:
                 self.reload_if_changed()
         finally:
             self._listening.clear()
-            await runner.cleanup()
+            server.close()
+            ending = list(connections.values())
+            for writer in list(connections):  # open keep-alive connections end with the server
+                writer.transport.abort()
+            if ending:
+                await asyncio.wait(ending, timeout=1.0)
 
-    async def _serve(self, fn: ReviewFn, request: web.Request) -> web.Response:
+    async def _serve(self, fn: ReviewFn, request: Request) -> tuple[int, Any]:
         """One request: 404 for a path that names no webhook (never an allowing answer made up),
         400 when the body is not JSON, else what `answer` says."""
-        webhook = request.match_info.get("id", "")
+        webhook = request.path[1:]
         if webhook not in self.handler_ids:
             logger.warning("Admission request refused: no webhook at %s", request.path)
-            return web.json_response({"message": f"no webhook at {request.path}"}, status=404)
-        raw = await request.read()
-        if len(raw) > MAX_REVIEW_BYTES:
-            return _bad_request(f"an AdmissionReview must not exceed {MAX_REVIEW_BYTES} bytes")
+            return 404, {"message": f"no webhook at {request.path}"}
         try:
-            review = json.loads(raw)
+            review = json.loads(request.body)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             return _bad_request(f"the body is not JSON this server can read: {e}")
         status, body = await answer(fn, review, webhook, request.headers)
         if status == 400:
             logger.warning("Admission request refused: %s", body["message"])
-        return web.json_response(body, status=status)
+        return status, body
 
-
-    async def _convert(self, request: web.Request) -> web.Response:
+    async def _convert(self, request: Request) -> tuple[int, Any]:
         """One ConversionReview: 400 when the body is not JSON or names no request to answer, else a
         review whose result says Success or Failure (why, naming object and field); logged either way."""
         started = time.perf_counter()
         try:
-            review = json.loads(await request.read())
+            review = json.loads(request.body)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             return _bad_request(f"the body is not JSON this server can read: {e}", "Conversion")
         request_body = review.get("request") if isinstance(review, dict) else None
@@ -411,9 +420,9 @@ class AdmissionServer:
             logger.info("Conversion of %s: done (%.1f ms)", what, elapsed)
         else:
             logger.warning("Conversion of %s: failed: %s (%.1f ms)", what, result["message"], elapsed)
-        return web.json_response(body)
+        return 200, body
 
 
-def _bad_request(message: str, what: str = "Admission") -> web.Response:
+def _bad_request(message: str, what: str = "Admission") -> tuple[int, Any]:
     logger.warning("%s request refused: %s", what, message)
-    return web.json_response({"message": message}, status=400)
+    return 400, {"message": message}

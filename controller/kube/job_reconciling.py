@@ -147,6 +147,7 @@ class JobReconciler:
             await self._delete_workload(entry)
             return
         if job is None:
+            self._found_running.discard(owner)  # deleted before its suspension was acknowledged
             return
         if not adapter.queue_name(job) or controller_kind(job) in self.integrated_kinds:
             return

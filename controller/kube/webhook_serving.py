@@ -3,7 +3,7 @@
 `WebhookProcess` stands where an `AdmissionServer` would (same `url`, `tls`, `observe`, `draining`,
 `wait_listening`): `serve_reviews(group_members)` starts a child (`python -m
 controller.kube.webhook_serving`, a fresh interpreter that imports only what serving needs: no kopf,
-no client, no numpy) serving every review with `webhooks.reviewing.Reviewer`, and restarts it, on
+no client, no numpy, no aiohttp) serving every review with `webhooks.reviewing.Reviewer`, and restarts it, on
 the same port, whenever it dies (logged at ERROR; `failure` says why until it listens again, which
 /readyz reports). Parent and child talk over a
 socket pair: the child reports where it listens and each answer (the operator's webhook metrics),

@@ -277,6 +277,21 @@ def test_a_job_found_running_with_no_workload_gets_one_only_once_it_is_stopped(r
     assert api.objects[(JOBS, "train")]["spec"]["template"] == job["spec"]["template"]
 
 
+def test_a_job_found_running_then_deleted_before_its_suspension_was_acknowledged_is_forgotten() -> None:
+    # A namespace going away deletes an admitted Job's Workload before the Job: the Job is found
+    # running without one and suspended; then it goes too, and nothing of it may stay behind.
+    api = JobRulesApi(found_running(authored("bare")))
+    cache = ClusterCache()
+    for obj in api.objects.values():
+        cache.upsert(obj["kind"], obj)
+    reconciler = JobReconciler(cache, api, Quiet())
+    asyncio.run(reconciler.reconcile("ns/train"))
+    assert api.writes == [("jobs", {"spec": {"suspend": True}})] and reconciler._found_running
+    cache.delete(c.KIND_JOB, api.objects[(JOBS, "train")])
+    asyncio.run(reconciler.reconcile("ns/train"))
+    assert not reconciler._found_running
+
+
 @pytest.mark.parametrize(("status", "stopped"), [
     ({}, True),                                           # created suspended by the webhook
     ({"active": 1}, False),                               # the Job controller has not deleted it yet

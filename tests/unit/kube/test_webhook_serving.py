@@ -1,7 +1,7 @@
 """The webhook process: it serves reviews over HTTPS from a child process, reports each answer to
 the operator's metrics, asks the operator for a queued pod's group, drains when told, and is
 restarted on the same port when it dies, saying why until it listens again; it never loads kopf,
-a client or numpy."""
+a client, numpy or aiohttp."""
 
 from __future__ import annotations
 
@@ -146,9 +146,9 @@ def test_a_group_the_operator_cannot_read_is_sent_empty_and_logged(caplog: pytes
     assert _members_of(Operator().group_members, "default/g")[0]["metadata"]["name"] == "a"
 
 
-def test_the_child_never_loads_kopf_a_client_or_numpy_even_while_answering() -> None:
+def test_the_child_never_loads_kopf_a_client_numpy_or_aiohttp_even_while_answering() -> None:
     """What the child runs (its module, then Job, Pod and Workload reviews answered), in a fresh
-    interpreter: none of kopf, the kubernetes client, numpy or jsonpatch is ever imported (each
+    interpreter: none of kopf, the kubernetes client, numpy, jsonpatch or aiohttp is ever imported (each
     costs the process memory it never uses; a package's __init__ counts, which import-linter misses)."""
     probe = textwrap.dedent("""
         import asyncio, json, sys
@@ -170,7 +170,7 @@ def test_the_child_never_loads_kopf_a_client_or_numpy_even_while_answering() -> 
                          check=True, timeout=120)
     statuses, loaded = json.loads(out.stdout)
     assert statuses == [200, 200, 200, 200]
-    assert "webhooks" in loaded and not {"kopf", "kubernetes", "numpy", "jsonpatch"} & set(loaded), loaded
+    assert "webhooks" in loaded and not {"kopf", "kubernetes", "numpy", "jsonpatch", "aiohttp"} & set(loaded), loaded
 
 
 @pytest.mark.parametrize("ca", [Path("/certs/ca.crt"), None], ids=["with a CA file", "without one"])

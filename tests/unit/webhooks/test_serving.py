@@ -338,7 +338,7 @@ async def test_admission_paths_still_refuse_a_review_over_their_limit(
         converting: tuple[AdmissionServer, CertificateAuthority]) -> None:
     server, ca = converting
     status, answer = await post(server, ca.cert_pem, c.WEBHOOK_MUTATE_JOB, b" " * (MAX_REVIEW_BYTES + 1))
-    assert status == 400 and "must not exceed" in answer["message"]
+    assert status == 413 and f"must not exceed {MAX_REVIEW_BYTES} bytes" in answer["message"]  # Content Too Large
 
 
 async def test_by_default_convert_uses_tasqs_conversion(running: tuple[AdmissionServer, CertificateAuthority]) -> None:
