@@ -32,8 +32,9 @@ from controller.api.topology import Topology
 from controller.api.topology_assignment import DomainPods
 from controller.api.views import NodeView, OwnerRef, PodView, owner_refs
 from controller.api.workload import Admission, PodSetTopologyRequest, Workload
+from controller.cache.backlog import BacklogReads
 from controller.core.admission.conditions import is_evicted, is_terminating
-from controller.core.admission.cycle import AdmissionState
+from controller.core.admission.cycle import AdmissionState, Pending
 from controller.core.admission.flavoring import WorkloadFit, fit_from_admission
 from controller.core.admission.pods_ready import in_backoff
 from controller.core.admission.quota import ClusterQueueQuota, CohortQuota, QuotaLedger
@@ -204,6 +205,8 @@ class ClusterCache:
     _quotas: dict[str, ClusterQueueQuota] | None = None
     _ledger: QuotaLedger | None = None
     _seq: int = 0
+    _backlog: BacklogReads = field(default_factory=BacklogReads)
+    """What the status of each Workload that cannot be queued says, per version of its object."""
     _handlers: dict[str, KindHandlers] = field(init=False)
     _kept_whole: frozenset[str] = field(init=False)
     """The kinds held as the API serves them or as a model of their whole object (Workloads, the
@@ -622,8 +625,9 @@ class ClusterCache:
         """One cycle's state: every held admission (with its reservation time, and marked evicting
         while an eviction decided or written has not released it yet, so no preemptor counts on it
         twice), and every waiting active workload queued (in arrival order) unless, at `now`, its
-        requeue backoff has not ended (`status.requeueState.requeueAt`). Admissions the cycle
-        makes are reserved in this cache's Usage and ledger."""
+        requeue backoff has not ended (`status.requeueState.requeueAt`), or it cannot be queued and
+        its status already says why (`_submit_waiting`). Admissions the cycle makes are reserved in
+        this cache's Usage and ledger."""
         snapshot = self.snapshot()
         self._restore(snapshot)
         state = AdmissionState(snapshot)
@@ -642,9 +646,24 @@ class ClusterCache:
                     state.admitted_at[key] = read[0]
                 if entry.evicting_for is not None or read[1]:
                     state.mark_evicting(key, entry.evicting_for)
-            elif not entry.finished and entry.active and (now is None or not in_backoff(entry.obj, now)):
-                state.submit(entry.info)
+            else:
+                self._submit_waiting(state, key, entry, now)
+        self._backlog.forget_unseen()
         return state
+
+    def _submit_waiting(self, state: AdmissionState, key: str, entry: WorkloadEntry, now: float | None) -> None:
+        """Queue a waiting Workload unless it finished, is inactive, or is in its requeue backoff at
+        `now`. One that cannot be queued at all (its queue stopped, missing...) and whose status
+        already says exactly why is left out: there is nothing to decide or write for it, and a held
+        backlog of thousands would otherwise be re-explained every cycle. What its status says is
+        read once per version of its object (controller.cache.backlog)."""
+        obj = entry.obj
+        if obj.is_finished or not obj.active or (now is not None and in_backoff(obj, now)):
+            return
+        resolved = state.resolved(entry.info)
+        if isinstance(resolved, Pending) and self._backlog.says(key, obj) == (resolved.reason, resolved.message):
+            return
+        state.submit(entry.info, resolved)
 
     def workload_of_pod(self, pod: Mapping[str, Any]) -> tuple[str, str] | None:
         """(namespace, Workload name) a pod belongs to, by its topology-workload annotation."""

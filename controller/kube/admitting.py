@@ -3,8 +3,9 @@
 Only while leading. A cycle runs the pure core's rounds (`rounds`) on `ClusterCache.admission_state`
 (so admissions are reserved in the cache at once; a long cycle lets the event loop run between
 rounds), then writes every decision as a Workload status
-patch (resourceVersion-checked, retried), posts Events (Admitted; a pending cause once per new
-cause), starts the eviction of every victim of a `Preempt` decision and of every admitted Workload
+patch (resourceVersion-checked, retried; a reason the status already holds is not written again),
+posts Events (Admitted; a cause the scheduling found once per new cause, none for a Workload that
+cannot be queued, as Kueue), starts the eviction of every victim of a `Preempt` decision and of every admitted Workload
 of a queue stopped with HoldAndDrain (controller.kube.evicting; the Job reconciler carries it on),
 requeues what such a drain released once its queue runs again, and refreshes the ClusterQueue,
 LocalQueue and Cohort statuses. One cycle at a time; its writes run beside the next cycles (at most
@@ -38,6 +39,7 @@ from controller.core.admission.conditions import (
     mark_queue_restarted,
     quota_reserved_message,
     released_by_drain,
+    says_pending,
 )
 from controller.core.admission.cycle import AdmissionState, Admit, Decision, Pending, Preempt, explain, rounds
 from controller.core.admission.draining import Drain, QueueStops, Restart, StandingWorkload, drains, restarts
@@ -70,7 +72,8 @@ log = logging.getLogger(__name__)
 _CYCLE = "<cycle>"
 """The Backoff key of the cycle itself (no Workload key looks like it)."""
 DEBOUNCE_S = 0.05
-"""Changes arriving within this window after the first one are taken by the same cycle."""
+"""While cycles keep coming, changes arriving within this window after a cycle are taken by the next
+one; a change after a quiet spell is decided at once."""
 QUEUE_STATUS_INTERVAL_S = 1.0
 """The shortest time between two writes of the queue statuses while admissions go on."""
 PARALLEL_WRITES = 32
@@ -145,13 +148,17 @@ class AdmissionLoop:
         asyncio.get_running_loop().call_later(delay, self._again)
 
     async def run(self, leading: asyncio.Event | None = None) -> None:
-        """Cycle after every burst of changes, while `leading` is set (always without one)."""
+        """Cycle after every burst of changes, while `leading` is set (always without one). A change
+        after a quiet spell (no cycle ended within `debounce_s`) is decided at once; while changes
+        keep coming, those within `debounce_s` are taken by one cycle (a burst stays batched)."""
         self._wake.set()
+        ended = -math.inf
         while True:
             await self._wake.wait()
             if leading is not None and not leading.is_set():
                 await leading.wait()
-            await asyncio.sleep(self.debounce_s)
+            if time.monotonic() - ended < self.debounce_s:
+                await asyncio.sleep(self.debounce_s)
             self._wake.clear()
             if self.cache.generation == self._seen_generation:
                 continue
@@ -164,6 +171,7 @@ class AdmissionLoop:
                 self._again_later(delay)
             else:
                 self._backoff.succeeded(_CYCLE)
+            ended = time.monotonic()
 
     async def cycle(self) -> None:
         """Phases: decide (the pure core's rounds, admissions recorded in the cache as they come),
@@ -199,7 +207,7 @@ class AdmissionLoop:
         for why in await self._pending(state, waiting_keys) if current else []:
             if why.key in self._writing:
                 self._skipped.add(why.key)  # told again once its write in flight ends
-            else:
+            elif not self._told(why):
                 pendings.append(why)
         for admit in admits:
             self._start_write(admit.key, self._admission_written(admit))
@@ -479,6 +487,21 @@ class AdmissionLoop:
                 out.append(why)
         return out
 
+    def _told(self, why: Pending) -> bool:
+        """Whether the Workload's status already says `why` and no Event is owed for it: then there
+        is nothing to write (a held backlog of thousands is re-explained every cycle, and a write
+        task per Workload per cycle, each copying its model, was most of a cycle's cost)."""
+        entry = self.cache.workloads.get(why.key)
+        return entry is not None and says_pending(entry.obj, why.reason, why.message) \
+            and not self._owes_event(why)
+
+    def _owes_event(self, why: Pending) -> bool:
+        """An Event for a new cause of a Workload the scheduling tried (reason Pending), as Kueue's
+        scheduler posts one; a Workload that cannot be queued at all (reason Inadmissible: its queue
+        stopped, missing or not selecting its namespace) gets its status only, as Kueue's Workload
+        controller writes it: a held backlog of thousands would otherwise post an Event each."""
+        return why.reason == c.REASON_PENDING and self._last_cause.get(why.key) != why.detail
+
     async def _admission_written(self, admit: Admit) -> str:
         """Write `status.admission` + QuotaReserved/Admitted; on a Workload gone, changed (another
         spec) or admitted elsewhere meanwhile, or a write that failed, give the reservation back and
@@ -582,7 +605,7 @@ class AdmissionLoop:
         if written is None:
             return why.key
         self.applied(c.KIND_WORKLOAD, written)
-        if self._last_cause.get(why.key) != why.detail:
+        if self._owes_event(why):
             self._last_cause[why.key] = why.detail
             if len(self._last_cause) > 2 * len(self.cache.workloads):  # those deleted while waiting
                 self._last_cause = {k: v for k, v in self._last_cause.items() if k in self.cache.workloads}

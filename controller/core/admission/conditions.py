@@ -49,6 +49,17 @@ def mark_pending(wl: Workload, reason: str, message: str, now: datetime) -> bool
     return wl.set_condition(c.CONDITION_QUOTA_RESERVED, "False", reason, message, now)
 
 
+def says_pending(wl: Workload, reason: str, message: str) -> bool:
+    """Whether `mark_pending` would leave the Workload as it is: QuotaReserved already False with
+    this reason and message for its generation, or it holds a reservation or finished (no pending
+    status is written then). Lets the admission loop skip a write that would change nothing."""
+    if wl.is_finished or wl.has_quota_reservation:
+        return True
+    cond = wl.condition(c.CONDITION_QUOTA_RESERVED)
+    return cond is not None and cond.status == "False" and cond.reason == reason and cond.message == message \
+        and cond.observed_generation == wl.metadata.generation
+
+
 def mark_finished(wl: Workload, succeeded: bool, message: str, now: datetime) -> bool:
     """Finished=True, reason Succeeded or Failed (Kueue's); the admission stays for the record."""
     reason = c.REASON_SUCCEEDED if succeeded else c.REASON_FAILED

@@ -118,22 +118,37 @@ class AdmissionState:
     """Quota reservation time (seconds) of admitted workloads, where known."""
     now: float | None = None
     """When this state decides (seconds), given by the caller: stamps `admitted_at` of its admissions."""
-    _resolved: dict[tuple[str, str], str] = field(default_factory=dict)
-    """(namespace, queue name) -> the ClusterQueue it resolved to: the snapshot's queues and
-    namespaces are fixed for a state's life, and a backlog of thousands names a handful of queues."""
+    _resolved: dict[tuple[str, str], str | Pending] = field(default_factory=dict)
+    """(namespace, queue name) -> the ClusterQueue it resolved to, or why a Workload naming it cannot
+    be queued (a stopped queue...): the snapshot's queues and namespaces are fixed for a state's
+    life, and a backlog of thousands names a handful of queues."""
 
-    def submit(self, wl: WorkloadInfo) -> Pending | None:
-        """Queue a new workload in its ClusterQueue; a Pending when it cannot be queued at all."""
+    def resolved(self, wl: WorkloadInfo) -> str | Pending:
+        """The ClusterQueue the workload's LocalQueue leads to, or why it cannot be queued at all
+        (`resolve_cluster_queue`, once per queue; the Pending's key is that of the first asker: its
+        text names the queue and namespace, never the workload). Changes nothing else."""
+        resolved = self._resolved.get((wl.namespace, wl.queue_name))
+        if resolved is None:
+            cq_found, problem = resolve_cluster_queue(self.snapshot, wl)
+            if problem is not None:
+                resolved = problem
+            else:
+                assert cq_found is not None
+                resolved = cq_found
+            self._resolved[(wl.namespace, wl.queue_name)] = resolved
+        return resolved
+
+    def submit(self, wl: WorkloadInfo, resolved: str | Pending | None = None) -> Pending | None:
+        """Queue a new workload in its ClusterQueue; a Pending when it cannot be queued at all.
+        `resolved`: what `resolved(wl)` answered, when the caller asked already."""
         key = wl.key
         self.workloads[key] = wl
-        cq_name = self._resolved.get((wl.namespace, wl.queue_name))
-        if cq_name is None:
-            cq_name, problem = resolve_cluster_queue(self.snapshot, wl)
-            if problem is not None:
-                self.pending[key] = problem
-                return problem
-            assert cq_name is not None
-            self._resolved[(wl.namespace, wl.queue_name)] = cq_name
+        if resolved is None:
+            resolved = self.resolved(wl)
+        if isinstance(resolved, Pending):
+            problem = self.pending[key] = resolved if resolved.key == key else replace(resolved, key=key)
+            return problem
+        cq_name = resolved
         cq = self.snapshot.cluster_queues[cq_name]
         self.queue_of[key] = cq_name
         # Workloads of one shape fail alike, so a parked head parks its shape; where preemption may

@@ -657,6 +657,45 @@ async def test_hold_on_a_local_queue_admits_nothing_more_and_leaves_what_runs_ru
     assert written["conditions"][0]["reason"] == c.REASON_STOPPED
 
 
+async def test_a_held_backlog_is_written_once_per_workload_with_no_event_and_later_cycles_write_only_arrivals() -> None:
+    # Kueue's Workload controller writes QuotaReserved=False Inadmissible for a stopped queue and
+    # posts no Event; its scheduler's Pending Event is for a Workload it tried.
+    cache = cluster(workloads=0)
+    api = RecordingApi(cache)
+    recorder = RecordedEvents(api)
+    loop = AdmissionLoop(cache, api, recorder, applied=cache.upsert)  # type: ignore[arg-type]
+    stop(cache, api, c.KIND_LOCAL_QUEUE, "Hold")
+    for i in range(3):
+        cache.upsert(c.KIND_WORKLOAD, make_workload(f"w{i}").queue("lq").pod_set("main", 1, {GPU: 1}).obj())
+    await loop.cycle()
+    await settle(loop)
+    assert sorted(name for resource, name in api.patches if resource == WORKLOADS) == ["w0", "w1", "w2"]
+    cache.upsert(c.KIND_WORKLOAD, make_workload("late").queue("lq").pod_set("main", 1, {GPU: 1}).obj())
+    writes = len(api.patches)
+    await loop.cycle()
+    await settle(loop)
+    assert [name for resource, name in api.patches[writes:] if resource == WORKLOADS] == ["late"]
+    assert recorder.seen == []
+    assert condition_of(cache, "default/late", c.CONDITION_QUOTA_RESERVED) == ("False", c.REASON_INADMISSIBLE)
+
+
+async def test_a_workload_that_does_not_fit_gets_one_pending_event_and_its_unchanged_reason_is_not_written_again() -> None:
+    cache = cluster(workloads=0)  # cq: 64 GPUs of quota
+    api = RecordingApi(cache)
+    recorder = RecordedEvents(api)
+    loop = AdmissionLoop(cache, api, recorder, applied=cache.upsert)  # type: ignore[arg-type]
+    cache.upsert(c.KIND_WORKLOAD, make_workload("big").queue("lq").pod_set("main", 1, {GPU: 100}).obj())
+    await loop.cycle()
+    await settle(loop)
+    assert condition_of(cache, "default/big", c.CONDITION_QUOTA_RESERVED) == ("False", c.REASON_PENDING)
+    assert recorder.seen == [("big", c.REASON_PENDING)]
+    writes = len(api.patches)
+    await loop.cycle()
+    await settle(loop)
+    assert [name for resource, name in api.patches[writes:] if resource == WORKLOADS] == []
+    assert recorder.seen == [("big", c.REASON_PENDING)]
+
+
 async def test_hold_and_drain_on_a_local_queue_evicts_its_admitted_workloads_once_then_requeues_them_on_restart() -> None:
     cache = cluster(workloads=2)
     api = RecordingApi(cache)
@@ -715,6 +754,22 @@ async def test_hold_and_drain_on_a_cluster_queue_evicts_what_it_admitted_and_its
     await loop.cycle()
     await settle(loop)
     assert admitted_keys(cache) == ["default/w0"]
+
+
+async def test_a_change_after_a_quiet_spell_is_decided_at_once_and_changes_that_keep_coming_are_batched() -> None:
+    cache = cluster(workloads=1)
+    api = RecordingApi(cache)
+    loop = AdmissionLoop(cache, api, EventRecorder(api), debounce_s=3600)  # type: ignore[arg-type]
+    running = asyncio.create_task(loop.run())
+    try:
+        await settle(loop)
+        assert loop.cycles == 1 and admitted_keys(cache) == ["default/w0"]  # no debounce before the first
+        cache.upsert(c.KIND_WORKLOAD, make_workload("w1").queue("lq").pod_set("main", 1, {GPU: 1}).obj())
+        loop.notify()
+        await settle(loop)
+        assert loop.cycles == 1  # right after a cycle: waits for the window to gather the burst
+    finally:
+        running.cancel()
 
 
 async def test_what_the_loop_remembers_per_workload_does_not_grow_with_workloads_gone(monkeypatch: Any) -> None:

@@ -4,6 +4,7 @@ preempted, the eviction's release), with `now` passed in."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from controller.core.admission.conditions import (
     preemption_message,
     record_unhealthy_nodes,
     released_by_drain,
+    says_pending,
 )
 from tests.builders.kueue import make_workload
 
@@ -200,3 +202,36 @@ def test_a_drained_workload_is_requeued_once_its_queue_runs_again_and_only_then(
         assert conditions(wl)[c.CONDITION_REQUEUED] == ("True", c.REASON_LOCAL_QUEUE_RESTARTED, "runs again")
         assert released_by_drain(wl) is None
         assert not mark_queue_restarted(wl, c.REASON_LOCAL_QUEUE_RESTARTED, "again", T0 + timedelta(seconds=4))
+
+
+def _pending_as(reason: str, message: str) -> Workload:
+    wl = workload()
+    mark_pending(wl, reason, message, T0)
+    return wl
+
+
+def _of_a_newer_generation() -> Workload:
+    wl = _pending_as(c.REASON_PENDING, "insufficient quota")
+    wl.metadata.generation = (wl.metadata.generation or 0) + 1
+    return wl
+
+
+def _admitted() -> Workload:
+    wl = workload()
+    mark_admitted(wl, ADMISSION, T0)
+    return wl
+
+
+@pytest.mark.parametrize(("build", "says"), [
+    pytest.param(workload, False, id="never-told-anything"),
+    pytest.param(lambda: _pending_as(c.REASON_PENDING, "insufficient quota"), True, id="already-says-it"),
+    pytest.param(lambda: _pending_as(c.REASON_PENDING, "other figures"), False, id="another-message"),
+    pytest.param(lambda: _pending_as(c.REASON_INADMISSIBLE, "insufficient quota"), False, id="another-reason"),
+    pytest.param(_of_a_newer_generation, False, id="said-for-an-older-generation"),
+    pytest.param(_admitted, True, id="holds-a-reservation-nothing-to-write"),
+])
+def test_says_pending_exactly_when_mark_pending_would_change_nothing(build: Any, says: bool) -> None:
+    wl = build()
+    assert says_pending(wl, c.REASON_PENDING, "insufficient quota") is says
+    if not wl.has_quota_reservation:  # the write it stands for: a change exactly when not said yet
+        assert mark_pending(wl, c.REASON_PENDING, "insufficient quota", T0 + timedelta(seconds=1)) is not says
