@@ -16,8 +16,6 @@ import argparse
 import asyncio
 import gc
 import importlib.util
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,12 +40,7 @@ _create_jobs = bench_operator.__dict__["client_process"]
 bench_operator.__dict__["client_process"] = client_process
 
 
-def status_mib(field_name: str) -> float:
-    """A /proc/self/status field (VmRSS, VmHWM) in MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field_name + ":"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+status_mib = bench_operator.status_mib
 
 
 async def delete_namespace(kubeconfig: Path, namespace: str) -> None:
@@ -101,60 +94,47 @@ def main() -> int:
     if args.jobs * bench_operator.PODS_PER_JOB > args.nodes:
         parser.error(f"--jobs {args.jobs} x {bench_operator.PODS_PER_JOB} nodes per Job do not fit on --nodes {args.nodes}")
     print(f"churn, {args.nodes} nodes, {args.rounds} rounds of {args.jobs} Jobs; {bench_operator.machine()}")
-    with tempfile.TemporaryDirectory() as tmp:
-        kubeconfig = Path(tmp) / "kubeconfig"
-        server = subprocess.Popen([sys.executable, "-c", bench_operator.SERVER, str(kubeconfig), str(args.nodes),
-                                   str(bench_operator.NODES_PER_RACK), str(bench_operator.RACKS_PER_BLOCK)],
-                                  cwd=bench_operator.REPO)
+    with tempfile.TemporaryDirectory() as tmp, bench_operator.bare_devcluster(args.nodes, Path(tmp)) as kubeconfig:
+        namespaces = [f"r{i}" for i in range(args.rounds)]
+        asyncio.run(bench_operator.setup(kubeconfig, namespaces))
+        running = bench_operator.OperatorThread(kubeconfig).start()
+        at_ready = census()
+        print(f"ready: RSS {status_mib('VmRSS'):.0f} MiB, peak {status_mib('VmHWM'):.0f} MiB, "
+              f"tracked {len(gc.get_objects())}, frozen {gc.get_freeze_count()}", flush=True)
+        print(f"{'round':>5} {'p99 ms':>8} {'cpu ms/job':>10} {'RSS MiB':>8} {'peak MiB':>9} {'tracked':>9} "
+              f"{'frozen':>9} {'entries':>9} {'wall s':>7}")
+        first: dict[str, int] = {}
+        last: dict[str, int] = {}
         try:
-            deadline = time.monotonic() + 600
-            while not kubeconfig.exists():
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("the devcluster did not start")
-                time.sleep(0.1)
-            namespaces = [f"r{i}" for i in range(args.rounds)]
-            asyncio.run(bench_operator.setup(kubeconfig, namespaces))
-            running = bench_operator.OperatorThread(kubeconfig).start()
-            at_ready = census()
-            print(f"ready: RSS {status_mib('VmRSS'):.0f} MiB, peak {status_mib('VmHWM'):.0f} MiB, "
-                  f"tracked {len(gc.get_objects())}, frozen {gc.get_freeze_count()}", flush=True)
-            print(f"{'round':>5} {'p99 ms':>8} {'cpu ms/job':>10} {'RSS MiB':>8} {'peak MiB':>9} {'tracked':>9} "
-                  f"{'frozen':>9} {'entries':>9} {'wall s':>7}")
-            first: dict[str, int] = {}
-            last: dict[str, int] = {}
-            try:
-                for i, namespace in enumerate(namespaces):
-                    begin = time.monotonic()
-                    row = bench_operator.scenario(running, kubeconfig, namespace, args.jobs, 0).split()
-                    asyncio.run(delete_namespace(kubeconfig, namespace))
-                    gone = time.monotonic() + 300
-                    while held_in(running, namespace) and time.monotonic() < gone:
-                        time.sleep(0.2)
-                    if held_in(running, namespace):
-                        raise RuntimeError(f"namespace {namespace}: the cache still holds its objects after 300 s")
-                    time.sleep(1.0)  # the trailing queue statuses and Events
-                    last = tables(running)
-                    first = first or last
-                    print(f"{i + 1:>5} {row[4]:>8} {row[8]:>10} {status_mib('VmRSS'):>8.0f} {status_mib('VmHWM'):>9.0f} "
-                          f"{len(gc.get_objects()):>9} {gc.get_freeze_count():>9} {sum(last.values()):>9} "
-                          f"{time.monotonic() - begin:>7.1f}", flush=True)
-                grown_types = census() - at_ready
-                print("live objects by type, grown since ready: " + ", ".join(
-                    f"{name} +{n}" for name, n in grown_types.most_common(12)), flush=True)
-                # Garbage the freezes kept: objects frozen while alive that are unreachable cycles now.
-                frozen = gc.get_freeze_count()
-                gc.unfreeze()
-                found = gc.collect()
-                print(f"frozen {frozen} objects; unfrozen, a full collection found {found} unreachable "
-                      f"(garbage the freezes kept), RSS {status_mib('VmRSS'):.0f} MiB after it", flush=True)
-            finally:
-                running.stop()
-            grown = {name: (first.get(name, 0), n) for name, n in last.items() if n > first.get(name, 0)}
-            print("tables grown since round 1: " + (", ".join(
-                f"{name} {was} -> {n}" for name, (was, n) in sorted(grown.items())) or "none"))
+            for i, namespace in enumerate(namespaces):
+                begin = time.monotonic()
+                row = bench_operator.scenario(running, kubeconfig, namespace, args.jobs, 0).split()
+                asyncio.run(delete_namespace(kubeconfig, namespace))
+                gone = time.monotonic() + 300
+                while held_in(running, namespace) and time.monotonic() < gone:
+                    time.sleep(0.2)
+                if held_in(running, namespace):
+                    raise RuntimeError(f"namespace {namespace}: the cache still holds its objects after 300 s")
+                time.sleep(1.0)  # the trailing queue statuses and Events
+                last = tables(running)
+                first = first or last
+                print(f"{i + 1:>5} {row[4]:>8} {row[8]:>10} {status_mib('VmRSS'):>8.0f} {status_mib('VmHWM'):>9.0f} "
+                      f"{len(gc.get_objects()):>9} {gc.get_freeze_count():>9} {sum(last.values()):>9} "
+                      f"{time.monotonic() - begin:>7.1f}", flush=True)
+            grown_types = census() - at_ready
+            print("live objects by type, grown since ready: " + ", ".join(
+                f"{name} +{n}" for name, n in grown_types.most_common(12)), flush=True)
+            # Garbage the freezes kept: objects frozen while alive that are unreachable cycles now.
+            frozen = gc.get_freeze_count()
+            gc.unfreeze()
+            found = gc.collect()
+            print(f"frozen {frozen} objects; unfrozen, a full collection found {found} unreachable "
+                  f"(garbage the freezes kept), RSS {status_mib('VmRSS'):.0f} MiB after it", flush=True)
         finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(30)
+            running.stop()
+        grown = {name: (first.get(name, 0), n) for name, n in last.items() if n > first.get(name, 0)}
+        print("tables grown since round 1: " + (", ".join(
+            f"{name} {was} -> {n}" for name, (was, n) in sorted(grown.items())) or "none"))
     return 0
 
 

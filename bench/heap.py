@@ -21,7 +21,6 @@ import gc
 import importlib.util
 import multiprocessing
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -113,12 +112,7 @@ class PeakCatcher:
             print(f"  {stat.size_diff / 2**20:7.1f} MiB {stat.count_diff:>8} blocks  {where}", flush=True)
 
 
-def status_mib(field_name: str) -> float:
-    """A /proc/self/status field (VmRSS, VmHWM) in MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field_name + ":"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+status_mib = bench_operator.status_mib
 
 
 @dataclass
@@ -256,42 +250,29 @@ def main() -> int:
         tracemalloc.start(args.frames)
     print(f"heap, {args.nodes} nodes, a burst of {args.jobs} Jobs; {bench_operator.machine()}", flush=True)
     report("imported", pauses, args.trace, args.top)
-    with tempfile.TemporaryDirectory() as tmp:
-        kubeconfig = Path(tmp) / "kubeconfig"
-        server = subprocess.Popen([sys.executable, "-c", bench_operator.SERVER, str(kubeconfig), str(args.nodes),
-                                   str(bench_operator.NODES_PER_RACK), str(bench_operator.RACKS_PER_BLOCK)],
-                                  cwd=bench_operator.REPO)
+    with tempfile.TemporaryDirectory() as tmp, bench_operator.bare_devcluster(args.nodes, Path(tmp)) as kubeconfig:
+        import asyncio
+        asyncio.run(bench_operator.setup(kubeconfig, ["s0"]))
+        if args.held:
+            asyncio.run(hold_queue(kubeconfig, "s0"))
+        pauses.take()
+        started = time.monotonic()
+        running = bench_operator.OperatorThread(kubeconfig).start()
+        report(f"primed in {time.monotonic() - started:.1f} s", pauses, args.trace, args.top)
         try:
-            deadline = time.monotonic() + 600
-            while not kubeconfig.exists():
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("the devcluster did not start")
-                time.sleep(0.1)
-            import asyncio
-            asyncio.run(bench_operator.setup(kubeconfig, ["s0"]))
-            if args.held:
-                asyncio.run(hold_queue(kubeconfig, "s0"))
-            pauses.take()
-            started = time.monotonic()
-            running = bench_operator.OperatorThread(kubeconfig).start()
-            report(f"primed in {time.monotonic() - started:.1f} s", pauses, args.trace, args.top)
-            try:
-                catcher = PeakCatcher() if args.trace else None
-                row = (held(running, kubeconfig, "s0", args.jobs) if args.held
-                       else bench_operator.scenario(running, kubeconfig, "s0", args.jobs, 0))
-                print(row, flush=True)
-                report("after the burst", pauses, args.trace, args.top)
-                if catcher is not None:
-                    catcher.show(args.top)
-                if args.sizes:
-                    cache_sizes(running)
-                _release_free_memory()
-                print(f"  after handing glibc's free pages back: RSS {status_mib('VmRSS'):.0f} MiB", flush=True)
-            finally:
-                running.stop()
+            catcher = PeakCatcher() if args.trace else None
+            row = (held(running, kubeconfig, "s0", args.jobs) if args.held
+                   else bench_operator.scenario(running, kubeconfig, "s0", args.jobs, 0))
+            print(row, flush=True)
+            report("after the burst", pauses, args.trace, args.top)
+            if catcher is not None:
+                catcher.show(args.top)
+            if args.sizes:
+                cache_sizes(running)
+            _release_free_memory()
+            print(f"  after handing glibc's free pages back: RSS {status_mib('VmRSS'):.0f} MiB", flush=True)
         finally:
-            server.terminate()
-            server.wait(30)
+            running.stop()
     return 0
 
 

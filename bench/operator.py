@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import multiprocessing
 import multiprocessing.connection
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,11 +103,35 @@ def job(name: str, namespace: str, i: int) -> dict[str, Any]:
                                               "limits": {"nvidia.com/gpu": "8"}}}]}}}}
 
 
-def rss_mib() -> float:
+def status_mib(field_name: str) -> float:
+    """A /proc/self/status field (VmRSS, VmHWM) in MiB."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field_name + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def rss_mib() -> float:
+    return status_mib("VmRSS")
+
+
+@contextlib.contextmanager
+def bare_devcluster(nodes: int, tmp: Path) -> Iterator[Path]:
+    """A bare devcluster subprocess seeded with `nodes` GPU nodes; yields its kubeconfig (in `tmp`)
+    once it serves, and stops it on the way out."""
+    kubeconfig = tmp / "kubeconfig"
+    server = subprocess.Popen([sys.executable, "-c", SERVER, str(kubeconfig), str(nodes),
+                               str(NODES_PER_RACK), str(RACKS_PER_BLOCK)], cwd=REPO)
+    try:
+        deadline = time.monotonic() + 600
+        while not kubeconfig.exists():
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("the devcluster did not start")
+            time.sleep(0.1)
+        yield kubeconfig
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
 
 
 class OperatorThread:
@@ -283,36 +309,24 @@ def main() -> int:
         parser.error(f"--jobs {args.jobs} x {len(rates)} scenarios x {PODS_PER_JOB} nodes per Job do not fit on "
                      f"--nodes {args.nodes}: the later Jobs would wait for capacity, not for the operator")
     print(f"operator, {args.nodes} nodes, {args.jobs} Jobs per scenario; {machine()}")
-    with tempfile.TemporaryDirectory() as tmp:
-        kubeconfig = Path(tmp) / "kubeconfig"
-        server = subprocess.Popen([sys.executable, "-c", SERVER, str(kubeconfig), str(args.nodes),
-                                   str(NODES_PER_RACK), str(RACKS_PER_BLOCK)], cwd=REPO)
+    with tempfile.TemporaryDirectory() as tmp, bare_devcluster(args.nodes, Path(tmp)) as kubeconfig:
+        namespaces = [f"s{i}" for i in range(len(rates))]
+        asyncio.run(setup(kubeconfig, namespaces))
+        rss_before = rss_mib()
+        started = time.monotonic()
+        running = OperatorThread(kubeconfig, args.profile).start()
+        ready = time.monotonic() - started
+        operator = running.operator
+        assert operator is not None
+        print(f"operator ready in {ready:.1f} s (priming {args.nodes} nodes; its watch streams go on from "
+              f"the priming lists); process RSS {rss_before:.0f} -> {rss_mib():.0f} MiB")
+        print(f"{'arrival':<10} {'jobs':>6} {'admitted':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} "
+              f"{'cycles':>7} {'wall s':>8} {'cpu ms/job':>8} {'calls/job':>6} {'RSS MiB':>8} {'stale':>7}")
         try:
-            deadline = time.monotonic() + 600
-            while not kubeconfig.exists():
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("the devcluster did not start")
-                time.sleep(0.1)
-            namespaces = [f"s{i}" for i in range(len(rates))]
-            asyncio.run(setup(kubeconfig, namespaces))
-            rss_before = rss_mib()
-            started = time.monotonic()
-            running = OperatorThread(kubeconfig, args.profile).start()
-            ready = time.monotonic() - started
-            operator = running.operator
-            assert operator is not None
-            print(f"operator ready in {ready:.1f} s (priming {args.nodes} nodes; its watch streams go on from "
-                  f"the priming lists); process RSS {rss_before:.0f} -> {rss_mib():.0f} MiB")
-            print(f"{'arrival':<10} {'jobs':>6} {'admitted':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} "
-                  f"{'cycles':>7} {'wall s':>8} {'cpu ms/job':>8} {'calls/job':>6} {'RSS MiB':>8} {'stale':>7}")
-            try:
-                for namespace, rate in zip(namespaces, rates, strict=True):
-                    print(scenario(running, kubeconfig, namespace, args.jobs, rate), flush=True)
-            finally:
-                running.stop()
+            for namespace, rate in zip(namespaces, rates, strict=True):
+                print(scenario(running, kubeconfig, namespace, args.jobs, rate), flush=True)
         finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(30)
+            running.stop()
     return 0
 
 
