@@ -77,13 +77,15 @@ async def _chunked(reader: asyncio.StreamReader, limit: int) -> bytes:
     """A chunked body (RFC 9112 section 7.1), trailers skipped; 413 past `limit` bytes."""
     body = bytearray()
     while True:
-        size_line = (await reader.readuntil(b"\r\n")).split(b";", 1)[0].strip()
+        size_line = (await _line(reader)).split(b";", 1)[0].strip()
         try:
-            size = int(size_line, 16)
+            size = int(size_line, 16) if size_line.isalnum() else -1
         except ValueError:
-            raise BadRequest(400, f"a chunk size must be hexadecimal, not {size_line[:20]!r}") from None
+            size = -1
+        if size < 0:
+            raise BadRequest(400, f"a chunk size must be hexadecimal, not {size_line[:20]!r}")
         if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":
+            while (await _line(reader)) != b"\r\n":
                 pass
             return bytes(body)
         if len(body) + size > limit:
@@ -91,6 +93,14 @@ async def _chunked(reader: asyncio.StreamReader, limit: int) -> bytes:
         body += await reader.readexactly(size)
         if await reader.readexactly(2) != b"\r\n":
             raise BadRequest(400, "a chunk must end with CRLF")
+
+
+async def _line(reader: asyncio.StreamReader) -> bytes:
+    """One CRLF-ended line of a chunked body; 400 past the stream's limit (MAX_HEADER_BYTES)."""
+    try:
+        return await reader.readuntil(b"\r\n")
+    except asyncio.LimitOverrunError:
+        raise BadRequest(400, f"a line of a chunked body must not exceed {MAX_HEADER_BYTES} bytes") from None
 
 
 async def read_request(reader: asyncio.StreamReader, body_limit: Callable[[str], int]) -> Request | None:

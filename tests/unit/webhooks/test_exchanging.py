@@ -122,6 +122,10 @@ async def test_a_client_expecting_100_continue_gets_it_before_sending_the_body()
                  413, f"must not exceed {LIMIT} bytes", id="chunks adding up past the limit"),
     pytest.param(b"POST / HTTP/1.1\r\nX: " + b"a" * MAX_HEADER_BYTES + b"\r\n\r\n", 431, "request head must not exceed",
                  id="a head over the limit"),
+    pytest.param(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nabc\r\n", 400, "hexadecimal",
+                 id="a negative chunk size"),
+    pytest.param(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * (MAX_HEADER_BYTES + 10) + b"\r\n",
+                 400, "line of a chunked body", id="a chunk size line over the head limit"),
 ])
 async def test_a_request_that_cannot_be_read_gets_a_4xx_naming_why_and_the_connection_closes(
         sent: bytes, status: int, why: str) -> None:
