@@ -68,7 +68,7 @@ def held(running: Any, kubeconfig: Path, namespace: str, jobs: int) -> str:
         target=client_process, args=(kubeconfig, namespace, jobs, 0.0, sending))
     client.start()
     sending.close()
-    sent = receiving.recv()
+    sent = receiving.recv()[0]
     client.join()
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not all(key in operator.cache.workloads for key in sent):
