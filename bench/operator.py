@@ -181,6 +181,8 @@ class Timeline:
         self.idle: list[tuple[float, float]] = []
         self.requests: list[tuple[str, float, float]] = []
         """The operator's requests: (kind, sent, answered)."""
+        self.decided: dict[str, float] = {}
+        """Workload key -> when a cycle decided to admit it (its status write was started)."""
         self.samples: list[tuple[float, int, int, int, int]] = []
         """(time, operator thread, this process, devcluster, client) CPU ticks so far."""
         self.server_pid, self.client_pid = server_pid, 0
@@ -223,6 +225,7 @@ class Timeline:
 
         def counted(admit: Any) -> Any:
             started[0] += 1
+            self.decided.setdefault(admit.key, time.monotonic())
             return written(admit)
 
         async def timed() -> None:
@@ -277,6 +280,8 @@ class Timeline:
                   ("create answered -> Job in operator's cache (watch)", answered, job_seen),
                   ("Job cached -> Workload cached (reconciler's create)", job_seen, wl_seen),
                   ("Workload cached -> Admitted written (admission only)", wl_seen, admitted_at),
+                  ("  of which Workload cached -> decided by a cycle", wl_seen, self.decided),
+                  ("  and decided -> Admitted written (the status write)", self.decided, admitted_at),
                   ("create sent -> Admitted written (the bench's latency)", sent, admitted_at)]
         lines = [f"  {'stage':<56} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"]
         for title, since, until in stages:

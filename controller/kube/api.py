@@ -36,6 +36,11 @@ BACKOFF_S = 0.05
 """The first retry's delay; doubled each time (0.05 s ... 1.6 s)."""
 RAW_TIMEOUT_S = 30.0
 """Give up on one `patch_raw` request after this long (a transient ApiError)."""
+CONNECTIONS = 200
+"""Connections the client keeps at most, the watch streams' included: over HTTP/1.1 each request in
+flight holds one, and the operator's writers alone (64 reconciles, 64 status writes, Events, the
+ungater's patches, 13 watches) outnumber the kubernetes client's default of 100; past it a request
+waits for a free connection behind every other."""
 PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
 T = TypeVar("T")
@@ -127,6 +132,7 @@ async def connect(kubeconfig: Path | None) -> client.ApiClient:
         # every request (two thread hops each, ~10% of a busy operator's CPU): only worth it when
         # a proxy is configured.
         configuration.client_session_kwargs = {"trust_env": False}
+    configuration.connection_pool_maxsize = CONNECTIONS
     return client.ApiClient(configuration)
 
 
