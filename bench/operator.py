@@ -10,9 +10,12 @@ per second or all at once (`0` in `--rates`). Latency is from just before a Job'
 to the return of the operator's Admitted status write (CLOCK_MONOTONIC, one clock for both
 processes). Also per Job: the operator thread's CPU time (`time.thread_time`, far less sensitive
 to the machine's load than latency) and the API requests it sent, by kind, and its Events (posted,
-count bumps, repeats not written), all counted once the trailing Events are posted. `--profile FILE` writes a cProfile of the operator thread.
+count bumps, repeats not written), all counted once the trailing Events are posted, and the CPU per
+Job of the devcluster and the client. `--profile FILE` writes a cProfile of the operator thread,
+`--profile-devcluster FILE` one of the devcluster; `--timeline` prints where each scenario's time
+went (`Timeline`: per-stage latencies of the Jobs, the cycles, per-process CPU every half second).
 Results in bench/RESULTS.md under `## operator`.
-Usage: `.venv/bin/python bench/operator.py [--nodes N] [--jobs N] [--rates 50,0] [--profile FILE]`.
+Usage: `.venv/bin/python bench/operator.py [--nodes N] [--jobs N] [--rates 50,0] [--timeline] [--profile FILE]`.
 """
 
 from __future__ import annotations
