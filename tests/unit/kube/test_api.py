@@ -10,13 +10,29 @@ import json
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 from kubernetes.aio.client import ApiClient, ApiException, Configuration
 
-from controller.kube.api import PODS, WORKLOADS, ApiError, KubeApi, api_error, refused, retrying
+from controller.kube.admitting import PARALLEL_WRITES
+from controller.kube.api import (
+    CONNECTIONS,
+    PODS,
+    WORKLOADS,
+    ApiError,
+    KubeApi,
+    api_error,
+    connect,
+    refused,
+    retrying,
+)
+from controller.kube.events import PARALLEL_POSTS
+from controller.kube.job_reconciling import PARALLEL_RECONCILES
+from controller.kube.watching import RESOURCES
 
 # ------------------------------------------------------------------ the mapping, case by case
 
@@ -271,3 +287,21 @@ async def test_requests_are_counted_by_method_and_resource_without_names(
     await api.list(("v1", "nodes"))
     assert api.calls == 4
     assert dict(api.calls_by) == {"PATCH workloads/status": 2, "POST events": 1, "GET nodes": 1}
+
+
+async def test_the_client_has_a_connection_for_every_writer_and_watch_of_a_burst_at_once(tmp_path: Path) -> None:
+    """Over HTTP/1.1 a request in flight holds a connection: past the client's limit, an Admitted write
+    waits for one behind every Workload create (the kubernetes client's default, 100, was fewer than
+    the operator's writers and watch streams)."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    client = await connect(kubeconfig)
+    try:
+        writers = PARALLEL_RECONCILES + PARALLEL_WRITES + PARALLEL_POSTS + len(RESOURCES)
+        assert client.rest_client.maxsize == CONNECTIONS >= writers
+    finally:
+        await client.close()  # type: ignore[no-untyped-call]
