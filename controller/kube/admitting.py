@@ -76,7 +76,7 @@ DEBOUNCE_S = 0.05
 one; a change after a quiet spell is decided at once."""
 QUEUE_STATUS_INTERVAL_S = 1.0
 """The shortest time between two writes of the queue statuses while admissions go on."""
-PARALLEL_WRITES = 64
+PARALLEL_WRITES = 128
 """Status writes in flight at once: in a burst, a busy API server answers each in 100-300 ms, and
 the Admitted writes must keep pace with the Workloads' creation (controller.kube.job_reconciling runs as many reconciles at once)."""
 STARTED_WRITES = 4 * PARALLEL_WRITES

@@ -36,9 +36,9 @@ BACKOFF_S = 0.05
 """The first retry's delay; doubled each time (0.05 s ... 1.6 s)."""
 RAW_TIMEOUT_S = 30.0
 """Give up on one `patch_raw` request after this long (a transient ApiError)."""
-CONNECTIONS = 200
+CONNECTIONS = 300
 """Connections the client keeps at most, the watch streams' included: over HTTP/1.1 each request in
-flight holds one, and the operator's writers alone (64 reconciles, 64 status writes, Events, the
+flight holds one, and the operator's writers alone (128 reconciles, 128 status writes, Events, the
 ungater's patches, 13 watches) outnumber the kubernetes client's default of 100; past it a request
 waits for a free connection behind every other."""
 PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")

@@ -49,10 +49,11 @@ from controller.kube.statuses import write_workload_status
 
 log = logging.getLogger(__name__)
 
-PARALLEL_RECONCILES = 64
+PARALLEL_RECONCILES = 128
 """Owners reconciled at once. A reconcile mostly waits for the API server (a Workload create, a Job
-patch): with 16, a 1,000-Job burst on a busy API server (each create answered in 100-200 ms) got
-its Workloads at about 120 a second, behind the Jobs' creation (bench/RESULTS.md, "operator")."""
+patch): with 16, a 1,000-Job burst on a busy API server (each create answered in 100-300 ms) got
+its Workloads at about 120 a second, behind the Jobs' creation; 128 kept pace better than 64
+(bench/RESULTS.md, "operator")."""
 PARALLEL_MEMBER_WRITES = 16
 """Writes to the members of one composable job (pod patches, deletions) in flight at once."""
 
