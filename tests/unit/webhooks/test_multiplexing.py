@@ -114,7 +114,7 @@ class Client:
     def on_events(self, events: list[Any]) -> None:
         for event in events:
             if isinstance(event, ResponseReceived):
-                self.responses[event.stream_id].status = int(dict(event.headers)[":status"])
+                self.responses[event.stream_id].status = int({str(k): v for k, v in event.headers}[":status"])
             elif isinstance(event, DataReceived):
                 self.responses[event.stream_id].body += event.data
                 self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
@@ -332,7 +332,7 @@ async def admission(tmp_path: Path) -> AsyncIterator[tuple[AdmissionServer, byte
     ca = write_serving_files(tmp_path, datetime.now(UTC))
     server = AdmissionServer(tls_files(tmp_path))
     serving = server(Admission().fn)
-    await anext(serving)  # type: ignore[arg-type]
+    await anext(serving)
     try:
         yield server, ca.cert_pem
     finally:
