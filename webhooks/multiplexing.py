@@ -1,10 +1,10 @@
 """HTTP/2 exchanges on one connection (TLS with ALPN `h2`), on python-hyper's sans-IO `h2` state machine.
 
-`serve_multiplexed(reader, writer, answer, body_limit, closing)` answers every request stream of the
-connection concurrently with the same `answer` and `Request` as HTTP/1.1 (`webhooks.exchanging`), so
-kube-apiserver multiplexes all its webhook calls over one connection instead of opening one per call
-in flight (each a TLS handshake). Called by `webhooks.serving.AdmissionServer` for each connection
-that negotiated h2.
+`Multiplexer(reader, writer, answer, body_limit, closing).serve()` answers every request stream of
+the connection concurrently with the same `answer` and `Request` as HTTP/1.1 (`webhooks.exchanging`),
+so kube-apiserver multiplexes all its webhook calls over one connection instead of opening one per
+call in flight (each a TLS handshake); `drain()` ends it gracefully (GOAWAY, in-flight streams
+finished). Used by `webhooks.serving.AdmissionServer` for each connection that negotiated h2.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ class _Incoming:
     refused: bool = False
 
 
-class _Multiplexer:
-    """One HTTP/2 connection being served. `incoming`: streams whose requests are still being read;
+class Multiplexer:
+    """One HTTP/2 connection being served (see module). `incoming`: streams whose requests are still being read;
     `answering`: a task per stream being answered (or refused); `waiting`: streams whose response
     waits for the peer to widen a flow-control window; `last_stream` is set once a GOAWAY said that
     no stream above it will be served (a draining server), after which the connection ends as soon
@@ -94,11 +94,14 @@ class _Multiplexer:
 
     async def serve(self) -> None:
         """Send our SETTINGS, then read frames until the peer closes, stays idle past KEEP_ALIVE_S,
-        breaks the protocol (GOAWAY with the error, a log line), or a drain finished; then cancel
+        breaks the protocol (GOAWAY with the error, a log line), or a drain finished (`drain`, or
+        `closing()` true after an answer or at the start); then cancel
         what is still being answered and close."""
         self.conn.initiate_connection()
         self.conn.increment_flow_control_window(CONNECTION_WINDOW - DEFAULT_WINDOW)
         self._flush()
+        if self.closing():  # connected while draining
+            self.drain()
         reading = asyncio.create_task(self._read_frames())
         reading.add_done_callback(lambda _: self._finish())
         try:
@@ -114,6 +117,8 @@ class _Multiplexer:
         """Feed what the peer sends to the state machine and act on its events."""
         try:
             while (data := await self._read()):
+                if self.finished.done():
+                    return  # ended by a drain meanwhile: the state machine takes no more frames
                 try:
                     events = self.conn.receive_data(data)
                 except (H2Error, HyperframeError) as e:
@@ -238,11 +243,24 @@ class _Multiplexer:
             return
         if self.last_stream is None and self.closing():
             self._go_away()
+        self._end_if_gone_away()
+
+    def _end_if_gone_away(self) -> None:
+        """After our GOAWAY, the final GOAWAY and the end once no stream is in flight."""
         if self.last_stream is not None and not self.answering and not self.incoming:
             with contextlib.suppress(H2Error):
                 self.conn.close_connection(ErrorCodes.NO_ERROR, last_stream_id=self.last_stream)
             self._flush()
             self._finish()
+
+    def drain(self) -> None:
+        """A draining server: GOAWAY now, even on a connection with nothing in flight (the peer opens
+        its next connection elsewhere at once), and end the connection once its streams are answered."""
+        if self.finished.done():
+            return
+        if self.last_stream is None:
+            self._go_away()
+        self._end_if_gone_away()
 
     def _go_away(self) -> None:
         """Tell the peer no stream after the highest one seen will be served (it opens its next
@@ -316,10 +334,3 @@ class _Multiplexer:
 def _text(value: str | bytes) -> str:
     return value if isinstance(value, str) else value.decode("utf-8", "replace")
 
-
-async def serve_multiplexed(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answer: Answer,
-                            body_limit: Callable[[str], int], closing: Callable[[], bool]) -> None:
-    """Serve an HTTP/2 connection (see module) until the peer closes it, it idles, breaks the
-    protocol, or `closing()` (a draining server) says so after an answer: then GOAWAY, the streams in
-    flight are finished, and the connection closes."""
-    await _Multiplexer(reader, writer, answer, body_limit, closing).serve()

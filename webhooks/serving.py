@@ -31,7 +31,7 @@ from webhooks.configurations import CONVERSION_PATH, MUTATING_ROUTES, VALIDATING
 from webhooks.converting import Converter, answer_conversion
 from webhooks.exchanging import MAX_HEADER_BYTES, Request, serve_connection
 from webhooks.handlers import DENIAL_CODE, GroupMembers, denial_message
-from webhooks.multiplexing import serve_multiplexed
+from webhooks.multiplexing import Multiplexer
 from webhooks.reviewing import Reviewer, UnroutableReview
 from webhooks.validation.errors import ROOT, FieldError, FieldPath
 
@@ -305,9 +305,8 @@ class AdmissionServer:
         self.handler_ids = handler_ids
         self._reloading = ReloadingTls(tls, alpn=WEBHOOK_ALPN)
         self._listening = asyncio.Event()
-        self.draining = False
-        """Set while stopping: every answer closes its connection, so a client keeping one alive
-        opens its next elsewhere (another replica) instead of meeting a closed socket."""
+        self._draining = False
+        self._multiplexed: set[Multiplexer] = set()
         self.failure: str | None = None
         """Why the webhooks are not served (never set here: a server on the operator's loop fails with it)."""
         self.observe: Callable[[str, int, float], None] | None = None
@@ -316,6 +315,20 @@ class AdmissionServer:
     @property
     def url(self) -> str:
         return f"https://{self.host}:{self.port}"
+
+    @property
+    def draining(self) -> bool:
+        """Set while stopping: every answer closes its connection (HTTP/2: every connection gets
+        GOAWAY at once and ends once its streams are answered), so a client keeping one alive opens
+        its next elsewhere (another replica) instead of meeting a closed socket."""
+        return self._draining
+
+    @draining.setter
+    def draining(self, value: bool) -> None:
+        self._draining = value
+        if value:
+            for multiplexer in list(self._multiplexed):
+                multiplexer.drain()
 
     @property
     def reloads(self) -> int:
@@ -362,9 +375,10 @@ class AdmissionServer:
             connections[writer] = done = asyncio.get_running_loop().create_future()
             try:
                 ssl_object = writer.get_extra_info("ssl_object")
-                h2 = ssl_object is not None and ssl_object.selected_alpn_protocol() == "h2"
-                await (serve_multiplexed if h2 else serve_connection)(
-                    reader, writer, answer, body_limit, lambda: self.draining)
+                if ssl_object is not None and ssl_object.selected_alpn_protocol() == "h2":
+                    await self._multiplex(Multiplexer(reader, writer, answer, body_limit, lambda: self.draining))
+                else:
+                    await serve_connection(reader, writer, answer, body_limit, lambda: self.draining)
             except asyncio.CancelledError:
                 # Ends here rather than cancelled: asyncio (3.11) logs a cancelled connection
                 # task's CancelledError as an error with a traceback.
@@ -392,6 +406,14 @@ class AdmissionServer:
                 writer.transport.abort()
             if ending:
                 await asyncio.wait(ending, timeout=1.0)
+
+    async def _multiplex(self, multiplexer: Multiplexer) -> None:
+        """Serve an HTTP/2 connection, told when the server starts draining."""
+        self._multiplexed.add(multiplexer)
+        try:
+            await multiplexer.serve()
+        finally:
+            self._multiplexed.discard(multiplexer)
 
     async def _serve(self, fn: ReviewFn, request: Request) -> tuple[int, Any]:
         """One request: 404 for a path that names no webhook (never an allowing answer made up),

@@ -1,5 +1,5 @@
 """HTTP/2 on the webhook server's connections: a client built on the same `h2` state machine over a
-real TLS socket with ALPN h2 (the way kube-apiserver's Go client talks), against `serve_multiplexed`
+real TLS socket with ALPN h2 (the way kube-apiserver's Go client talks), against `Multiplexer`
 behind a small server of the test's own (its own answer and body limit), and against the
 `AdmissionServer` (ALPN picks h2; a client that offers only http/1.1 still gets HTTP/1.1)."""
 
@@ -30,7 +30,7 @@ from tests.unit.webhooks.reviews import Admission, review
 from tests.unit.webhooks.test_serving import tls_files, trusting
 from webhooks.certificates import write_serving_files
 from webhooks.exchanging import Request
-from webhooks.multiplexing import MAX_CONCURRENT_STREAMS, serve_multiplexed
+from webhooks.multiplexing import MAX_CONCURRENT_STREAMS, Multiplexer
 from webhooks.serving import WEBHOOK_ALPN, AdmissionServer
 
 LIMIT = 100_000
@@ -144,6 +144,7 @@ class Served:
     ca_pem: bytes
     requests: list[Request]
     draining: list[bool]
+    connections: list[Multiplexer] = field(default_factory=list)
 
 
 @pytest.fixture
@@ -163,7 +164,9 @@ async def serving(tmp_path: Path) -> AsyncIterator[Callable[[Answerer], Any]]:
 
         async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             with contextlib.suppress(asyncio.CancelledError):  # at the test's end, as AdmissionServer does
-                await serve_multiplexed(reader, writer, answering, lambda path: LIMIT, lambda: served.draining[0])
+                multiplexer = Multiplexer(reader, writer, answering, lambda path: LIMIT, lambda: served.draining[0])
+                served.connections.append(multiplexer)
+                await multiplexer.serve()
 
         server = await asyncio.start_server(connected, "127.0.0.1", 0, ssl=context)
         servers.append(server)
@@ -305,6 +308,18 @@ async def test_a_draining_server_sends_goaway_finishes_the_streams_in_flight_the
     assert client.closed and [g.last_stream_id for g in client.goaways] == [5, 5]
 
 
+async def test_drain_sends_goaway_at_once_on_a_connection_with_nothing_in_flight(
+        serving: Callable[[Answerer], Any]) -> None:
+    served = await serving(echo)
+    client = await Client.connect(served.port, served.ca_pem)
+    (answered,) = await client.answered(await client.request("/before", b"{}"))
+    assert answered.status == 200 and not client.goaways
+    served.connections[0].drain()
+    await client.until(lambda: False)  # the server closes the connection
+    assert client.closed and [(g.last_stream_id, g.error_code) for g in client.goaways] == [
+        (1, ErrorCodes.NO_ERROR), (1, ErrorCodes.NO_ERROR)]
+
+
 async def test_a_stream_the_peer_resets_ends_alone(serving: Callable[[Answerer], Any]) -> None:
     release = asyncio.Event()
 
@@ -349,6 +364,19 @@ async def test_the_admission_server_answers_reviews_over_h2(admission: tuple[Adm
     assert [r.status for r in responses] == [200, 200, 200, 404]
     assert all(r.json()["response"]["allowed"] is True for r in responses[:3])
     assert responses[3].json() == {"message": "no webhook at /nowhere"}
+
+
+async def test_a_draining_admission_server_sends_goaway_on_its_h2_connections(
+        admission: tuple[AdmissionServer, bytes]) -> None:
+    server, ca_pem = admission
+    client = await Client.connect(server.port, ca_pem)
+    await client.until(lambda: bool(client.server_settings))
+    server.draining = True
+    await client.until(lambda: False)
+    assert client.closed and [g.error_code for g in client.goaways] == [ErrorCodes.NO_ERROR] * 2
+    late = await Client.connect(server.port, ca_pem)  # connected while draining: told at once
+    await late.until(lambda: False)
+    assert late.closed and [g.last_stream_id for g in late.goaways] == [0, 0]
 
 
 async def test_a_client_offering_only_http11_is_served_http11(admission: tuple[AdmissionServer, bytes]) -> None:
