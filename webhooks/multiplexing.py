@@ -133,12 +133,16 @@ class Multiplexer:
             logger.debug("Webhook HTTP/2 connection from %s ended: %s", self.peer, e)
 
     async def _read(self) -> bytes:
-        """The next bytes; empty when the peer closed, or after a GOAWAY for idleness: KEEP_ALIVE_S
-        with no stream in flight, READ_TIMEOUT_S while a request body is incomplete."""
-        timeout = READ_TIMEOUT_S if self.incoming else None if self.answering else KEEP_ALIVE_S
-        try:
-            return await asyncio.wait_for(self.reader.read(READ_BYTES), timeout)
-        except TimeoutError:
+        """The next bytes; empty when the peer closed, or after a GOAWAY for idleness: nothing came
+        for KEEP_ALIVE_S and no stream is being answered, or READ_TIMEOUT_S while a request body is
+        incomplete."""
+        while True:
+            timeout = READ_TIMEOUT_S if self.incoming else KEEP_ALIVE_S
+            try:
+                return await asyncio.wait_for(self.reader.read(READ_BYTES), timeout)
+            except TimeoutError:
+                if self.answering and not self.incoming:
+                    continue  # quiet, but still answering: not idle
             logger.debug("Webhook HTTP/2 connection from %s idle for %.0f s: closed", self.peer, timeout)
             self.conn.close_connection(ErrorCodes.NO_ERROR)
             self._flush()

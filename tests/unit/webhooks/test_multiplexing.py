@@ -320,6 +320,17 @@ async def test_drain_sends_goaway_at_once_on_a_connection_with_nothing_in_flight
         (1, ErrorCodes.NO_ERROR), (1, ErrorCodes.NO_ERROR)]
 
 
+async def test_an_idle_connection_ends_with_goaway(serving: Callable[[Answerer], Any],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("webhooks.multiplexing.KEEP_ALIVE_S", 0.2)
+    served = await serving(echo)
+    client = await Client.connect(served.port, served.ca_pem)
+    (answered,) = await client.answered(await client.request("/once", b"{}"))
+    await client.until(lambda: False)  # nothing more sent: the server closes the connection
+    assert answered.status == 200 and client.closed
+    assert [(g.last_stream_id, g.error_code) for g in client.goaways] == [(1, ErrorCodes.NO_ERROR)]
+
+
 async def test_a_stream_the_peer_resets_ends_alone(serving: Callable[[Answerer], Any]) -> None:
     release = asyncio.Event()
 
