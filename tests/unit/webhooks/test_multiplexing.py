@@ -30,11 +30,12 @@ from tests.unit.webhooks.reviews import Admission, review
 from tests.unit.webhooks.test_serving import tls_files, trusting
 from webhooks.certificates import write_serving_files
 from webhooks.exchanging import Request
-from webhooks.multiplexing import MAX_CONCURRENT_STREAMS, Multiplexer
+from webhooks.multiplexing import CONNECTION_WINDOW, MAX_CONCURRENT_STREAMS, STREAM_WINDOW, Multiplexer
 from webhooks.serving import WEBHOOK_ALPN, AdmissionServer
 
 LIMIT = 100_000
-"""The body limit of the test server's paths."""
+"""The body limit of the test server's paths, but /large's."""
+LARGE_LIMIT = 16 << 20
 
 
 @dataclass
@@ -164,7 +165,8 @@ async def serving(tmp_path: Path) -> AsyncIterator[Callable[[Answerer], Any]]:
 
         async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             with contextlib.suppress(asyncio.CancelledError):  # at the test's end, as AdmissionServer does
-                multiplexer = Multiplexer(reader, writer, answering, lambda path: LIMIT, lambda: served.draining[0])
+                multiplexer = Multiplexer(reader, writer, answering, lambda path: LARGE_LIMIT if path == "/large" else LIMIT,
+                                          lambda: served.draining[0])
                 served.connections.append(multiplexer)
                 await multiplexer.serve()
 
@@ -230,10 +232,10 @@ async def test_a_body_over_the_limit_gets_413_on_its_stream_while_the_others_suc
 
 async def test_a_large_body_and_a_large_response_cross_flow_control_windows(
         serving: Callable[[Answerer], Any]) -> None:
-    # The request is ~1.5 times the server's stream window (1 MiB) and far past HTTP/2's default
-    # 64 KiB; the response is over 16 times the client's 16 KiB window: neither fits without
+    # The request is 5 times the server's stream window (1 MiB) and past its connection window
+    # (4 MiB); the response is over 16 times the client's 16 KiB window: neither fits without
     # WINDOW_UPDATEs.
-    big = 90_000
+    big = 5 * STREAM_WINDOW
 
     def large(request: Request) -> tuple[int, Any]:
         return 200, {"items": ["y" * 100] * 3000, "size": len(request.body)}
@@ -244,7 +246,7 @@ async def test_a_large_body_and_a_large_response_cross_flow_control_windows(
     (response,) = await client.answered(stream)
     assert response.status == 200 and response.ended
     assert response.json() == {"items": ["y" * 100] * 3000, "size": big}
-    assert len(response.body) > 16 * 16_384
+    assert len(response.body) > 16 * 16_384 and big > CONNECTION_WINDOW
 
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
