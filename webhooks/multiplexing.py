@@ -67,11 +67,11 @@ class _Incoming:
 
 
 class Multiplexer:
-    """One HTTP/2 connection being served (see module). `incoming`: streams whose requests are still being read;
-    `answering`: a task per stream being answered (or refused); `waiting`: streams whose response
-    waits for the peer to widen a flow-control window; `last_stream` is set once a GOAWAY said that
-    no stream above it will be served (a draining server), after which the connection ends as soon
-    as nothing is in flight."""
+    """One HTTP/2 connection being served (see module). `incoming`: streams whose requests are
+    still being read; `answering`: a task per stream being answered (or refused); `waiting`: streams
+    whose response waits for the peer to widen a flow-control window; `last_stream` is set once a
+    GOAWAY said that no stream above it will be served (a draining server), after which the
+    connection ends as soon as nothing is in flight."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answer: Answer,
                  body_limit: Callable[[str], int], closing: Callable[[], bool]) -> None:
@@ -95,8 +95,8 @@ class Multiplexer:
     async def serve(self) -> None:
         """Send our SETTINGS, then read frames until the peer closes, stays idle past KEEP_ALIVE_S,
         breaks the protocol (GOAWAY with the error, a log line), or a drain finished (`drain`, or
-        `closing()` true after an answer or at the start); then cancel
-        what is still being answered and close."""
+        `closing()` true after an answer or at the start); then cancel what is still being answered
+        and close."""
         self.conn.initiate_connection()
         self.conn.increment_flow_control_window(CONNECTION_WINDOW - DEFAULT_WINDOW)
         self._flush()
