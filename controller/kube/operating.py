@@ -34,6 +34,7 @@ from controller.core.topology.node_failures import NODE_FAILURE_DELAY
 from controller.kube import collecting
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
+from controller.kube.arrivals import Arrivals
 from controller.kube.embedding import connection_info, run_kopf
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor
@@ -92,14 +93,18 @@ class Operator:
         pods_ready = options.configuration.wait_for_pods_ready
         self.cache = ClusterCache(features=options.features, order_by_eviction=pods_ready is None
                                   or pods_ready.requeuing_strategy.timestamp == TIMESTAMP_EVICTION)
-        self.recorder = EventRecorder(self.api)
+        self.arrivals = Arrivals()
+        """New Workloads and Jobs: what only explains (pending statuses, Events) waits for their lull."""
+        self.recorder = EventRecorder(self.api, arrivals=self.arrivals)
         self.metrics = Metrics(options.build)
         self.router = EventRouter(self.cache, {Loop.ADMISSION: self._wake_admission, Loop.JOBS: self._wake_jobs,
                                                Loop.UNGATER: self._wake_ungater,
-                                               Loop.NODE_FAILURES: self._wake_node_failures})
+                                               Loop.NODE_FAILURES: self._wake_node_failures},
+                                  arrived=self.arrivals.arrived)
         self.evictor = Evictor(self.cache, self.api, self.recorder, self.router.applied, self.metrics)
         self.admission = AdmissionLoop(self.cache, self.api, self.recorder, metrics=self.metrics,
-                                       applied=self.router.applied, evictor=self.evictor, pods_ready=pods_ready)
+                                       applied=self.router.applied, evictor=self.evictor, pods_ready=pods_ready,
+                                       arrivals=self.arrivals)
         self.jobs = JobReconciler(self.cache, self.api, self.recorder, applied=self.router.applied,
                                   evictor=self.evictor, pods_ready=pods_ready)
         self.node_failures = NodeFailureHandler(self.cache, self.api, self.recorder, self.router.applied,
