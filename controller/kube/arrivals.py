@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-LULL_S: Final = 0.25
-"""No arrival for this long is a lull: a Job created every 250 ms or less keeps the gate shut."""
+LULL_S: Final = 0.1
+"""No arrival for this long is a lull: Jobs created faster than ten a second keep the gate shut, a
+steady few a second (each explained as it comes) do not."""
 DEFER_MAX_S: Final = 5.0
 """The longest a burst keeps the gate shut: past it, what waits is written even while Workloads
 keep arriving, so a steady stream never leaves a Workload unexplained for long."""
