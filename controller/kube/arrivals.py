@@ -38,6 +38,7 @@ class Arrivals:
         """When the current burst began; None while the gate is open."""
         self._open: asyncio.Event | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._released = False
 
     @property
     def quiet(self) -> bool:
@@ -47,11 +48,18 @@ class Arrivals:
     def arrived(self) -> None:
         """A new Workload or Job: the gate shuts if it was open, and stays shut until the next lull."""
         now = self._last = self.clock()
-        if self._burst_began is None:
+        if self._burst_began is None and not self._released:
             self._burst_began = now
             if self._open is not None:
                 self._open.clear()
             self._arm(self.lull_s)
+
+    def release(self) -> None:
+        """Open the gate for good: the operator is stopping, and what waits is written now."""
+        self._released = True
+        self._burst_began = None
+        if self._open is not None:
+            self._open.set()
 
     async def lull(self) -> None:
         """Return once the gate is open (at once when it is)."""

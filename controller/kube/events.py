@@ -50,6 +50,12 @@ class EventRecorder:
         self._slots: asyncio.Semaphore | None = None
         self._serial = itertools.count()
 
+    async def flushed(self, timeout: float) -> int:
+        """Wait, at most `timeout` seconds, for the Events being posted; how many were left unsent."""
+        if self._sending:
+            await asyncio.wait(set(self._sending), timeout=timeout)
+        return len(self._sending)
+
     @property
     def unsent(self) -> int:
         """Events emitted and not yet posted (or given up)."""

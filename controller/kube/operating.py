@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 
 WEBHOOK_DRAIN_S = 1.0
 """How long a stopping replica keeps answering webhooks (each answer closing its connection)."""
+EVENTS_FLUSH_S = 2.0
+"""How long a stopping operator waits for the Events still being posted (some waited for a lull of
+arrivals: controller.kube.arrivals)."""
 
 SettingsHook = Callable[[kopf.OperatorSettings], None]
 
@@ -223,6 +226,7 @@ class Operator:
         to another replica rather than break mid-request during a rollout."""
         try:
             await stop.wait()
+            self.arrivals.release()  # what waited for a lull is written while the rest stops
             if self.admission_server is not None:
                 self.admission_server.draining = True
                 await asyncio.sleep(WEBHOOK_DRAIN_S)
@@ -274,6 +278,9 @@ class Operator:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            self.arrivals.release()
+            if unsent := await self.recorder.flushed(EVENTS_FLUSH_S):
+                log.warning("stopping with %d Event(s) not posted after %.0f s", unsent, EVENTS_FLUSH_S)
             log.info("watch events since start, by kind: %s", ", ".join(
                 f"{kind} {outcome} {n}" for (kind, outcome), n in sorted(self.router.watched.items())) or "none")
 

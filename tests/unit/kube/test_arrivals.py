@@ -88,3 +88,15 @@ async def test_the_loops_timer_opens_the_gate_once_arrivals_stop() -> None:
     waiter = asyncio.create_task(arrivals.lull())
     await asyncio.wait_for(waiter, 5)
     assert arrivals.quiet
+
+
+async def test_a_released_gate_lets_every_waiter_through_and_no_later_arrival_shuts_it() -> None:
+    clock = Clock()
+    arrivals = gate(clock)
+    arrivals.arrived()
+    waiter = asyncio.create_task(arrivals.lull())
+    await asyncio.sleep(0)
+    arrivals.release()
+    await asyncio.wait_for(waiter, 1)
+    arrivals.arrived()
+    assert arrivals.quiet
