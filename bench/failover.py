@@ -231,7 +231,7 @@ async def rollout(api: KubeApi, kubeconfig: Path, logs: Path, api_client: Any, r
     ca = write_serving_files(certs, datetime.now(UTC))
     proxy = ServiceProxy()
     await proxy.start()
-    await register_configurations(api_client, f"https://127.0.0.1:{proxy.port}",
+    await register_configurations(api, f"https://127.0.0.1:{proxy.port}",
                                   base64.b64encode(ca.cert_pem).decode())
 
     def start() -> tuple[Replica, int]:
@@ -292,7 +292,7 @@ async def rollout(api: KubeApi, kubeconfig: Path, logs: Path, api_client: Any, r
     for replica, _ in current:
         replica.stop(signal.SIGTERM)
         await replica.wait()
-    await remove_configurations(api_client)
+    await remove_configurations(api)
     assert proxy.server is not None
     proxy.server.close()
     return {"strategy": "RollingUpdate x2" if rolling else "Recreate x1", "seconds": elapsed,

@@ -91,9 +91,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def kubectl_binary() -> str:
+    return shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
+
+
 def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, check: bool = True) -> str:
-    binary = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
-    done = subprocess.run([binary, "--kubeconfig", str(kubeconfig), *args], input=stdin, text=True,
+    done = subprocess.run([kubectl_binary(), "--kubeconfig", str(kubeconfig), *args], input=stdin, text=True,
                           capture_output=True, check=False)
     if check and done.returncode != 0:
         raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
@@ -177,12 +180,13 @@ def kueue_configuration(port: int, cert_dir: Path) -> dict[str, Any]:
 # -- the cluster and the operators ---------------------------------------------------------------
 
 @contextlib.contextmanager
-def real_cluster(work: Path, crds: bool) -> Iterator[tuple[Path, int]]:
+def real_cluster(work: Path, crds: bool, profiling: bool = False) -> Iterator[tuple[Path, int]]:
     """A fresh `hack/realcluster/up`; yields its admin kubeconfig and the pid of `up` (the control
-    plane's processes are its children)."""
+    plane's processes are its children). `profiling`: kube-apiserver serves /debug/pprof."""
     kubeconfig = work / "admin.kubeconfig"
     logfile = (work / "realcluster.log").open("wb")
-    args = [str(UP), "--kubeconfig", str(kubeconfig), "--topology", TOPOLOGY] + ([] if crds else ["--no-crds"])
+    args = [str(UP), "--kubeconfig", str(kubeconfig), "--topology", TOPOLOGY] + ([] if crds else ["--no-crds"]) \
+        + (["--profiling"] if profiling else [])
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=logfile, stdin=subprocess.DEVNULL)
     ready = threading.Event()
 
@@ -674,8 +678,23 @@ def creation_cpu(up_pid: int, operator: Operator) -> dict[str, float]:
             f"{operator.name} child": operator.cpu_seconds() - main}
 
 
-def scenario(admin: Path, up_pid: int, operator: Operator, plan: Scenario, index: int, final: bool = False) -> Row:
-    """One scenario in a namespace of its own, deleted after (but for the last: its cluster goes)."""
+def apiserver_profile(admin: Path, seconds: int, into: Path) -> threading.Thread:
+    """Starts a CPU profile of kube-apiserver over the next `seconds` (its /debug/pprof, written to
+    `into`, read with `go tool pprof -top FILE`); the thread ends when it is written."""
+    def take() -> None:
+        with into.open("wb") as out:
+            subprocess.run([kubectl_binary(), "--kubeconfig", str(admin), "get", "--raw",
+                            f"/debug/pprof/profile?seconds={seconds}"], stdout=out, check=False,
+                           timeout=seconds + 60)
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    return thread
+
+
+def scenario(admin: Path, up_pid: int, operator: Operator, plan: Scenario, index: int, final: bool = False,
+             profiles: tuple[Path, int] | None = None) -> Row:
+    """One scenario in a namespace of its own, deleted after (but for the last: its cluster goes).
+    `profiles`: (folder, seconds) of a kube-apiserver CPU profile taken from the first create on."""
     label, count, rate, held = plan
     namespace = f"s{index}"
     kubectl(admin, "create", "namespace", namespace)
@@ -692,8 +711,12 @@ def scenario(admin: Path, up_pid: int, operator: Operator, plan: Scenario, index
         phase_cpu.append(creation_cpu(up_pid, operator))
         connections.stop()
     connections.start()
+    profiling = profiles and apiserver_profile(
+        admin, profiles[1], profiles[0] / f"{operator.name}-{label.replace(' ', '-').replace('/', '')}.pprof")
     create_s, sent, admitted = asyncio.run(drive(admin, namespace, count, rate, held, created))
     requests_after, by_kind_after = settled_requests(admin, idle_per_s)
+    if profiling:
+        profiling.join()
     reads_after = api_requests(admin)[2]
     calls_after = webhook_calls(admin)
     calls = {key: (n - calls_before.get(key, (0.0, 0.0))[0], s - calls_before.get(key, (0.0, 0.0))[1])
@@ -721,17 +744,18 @@ def scenario(admin: Path, up_pid: int, operator: Operator, plan: Scenario, index
     return row
 
 
-def run_operator(name: str, scenarios: list[Scenario], profile: Path | None = None) -> list[Row]:
+def run_operator(name: str, scenarios: list[Scenario], profile: Path | None = None,
+                 profiles: tuple[Path, int] | None = None) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix=f"vs-kueue-{name}-") as tmp:
         work = Path(tmp)
-        with real_cluster(work, crds=(name == "tasq")) as (admin, up_pid):
+        with real_cluster(work, crds=(name == "tasq"), profiling=profiles is not None) as (admin, up_pid):
             kubectl(admin, "label", "nodes", "--all", f"{POOL}=gpu")
             operator_config = service_account_kubeconfig(admin, work)
             operator = (start_kueue(admin, operator_config, work) if name == "kueue"
                         else start_tasq(admin, operator_config, work, profile))
             try:
                 log(f"{name}: serving after {wait_until_serving(admin, operator):.1f} s")
-                return [scenario(admin, up_pid, operator, plan, i, final=i == len(scenarios) - 1)
+                return [scenario(admin, up_pid, operator, plan, i, final=i == len(scenarios) - 1, profiles=profiles)
                         for i, plan in enumerate(scenarios)]
             finally:
                 operator.stop()
@@ -789,7 +813,14 @@ def main() -> int:
     parser.add_argument("--only", choices=("kueue", "tasq"), default=None, help="run one operator only")
     parser.add_argument("--profile", type=Path, default=None,
                         help="run tasq's operator process under cProfile; stats into this folder")
+    parser.add_argument("--apiserver-profile", type=Path, default=None, metavar="DIR",
+                        help="take a CPU profile of kube-apiserver in each scenario from its first create "
+                             "(DIR/<operator>-<scenario>.pprof; `go tool pprof -top FILE`)")
+    parser.add_argument("--apiserver-profile-s", type=int, default=10, metavar="S",
+                        help="how long each kube-apiserver profile lasts (default 10 s)")
     args = parser.parse_args()
+    if args.apiserver_profile is not None:
+        args.apiserver_profile.mkdir(parents=True, exist_ok=True)
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     # The held bursts and the paced run first, then the bursts by size: the largest namespace,
@@ -802,7 +833,9 @@ def main() -> int:
                         key=lambda s: s.jobs)
     if args.only != "tasq":
         kueue_binary()
-    results = {name: run_operator(name, scenarios, args.profile) for name in ("kueue", "tasq") if args.only in (None, name)}
+    profiles = None if args.apiserver_profile is None else (args.apiserver_profile, args.apiserver_profile_s)
+    results = {name: run_operator(name, scenarios, args.profile, profiles)
+               for name in ("kueue", "tasq") if args.only in (None, name)}
     report(results)
     return 0
 

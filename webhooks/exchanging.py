@@ -4,7 +4,8 @@
 Content-Length or chunked), passes each (`Request`) to `answer`, which returns (status, JSON body),
 and writes the response with a Content-Length; a request it cannot read gets a 4xx naming why and
 the connection is closed, never a traceback. Called by `webhooks.serving.AdmissionServer` for every
-connection it accepts (kube-apiserver's webhook client speaks HTTP/1.1 to it).
+connection that did not negotiate HTTP/2 (`webhooks.multiplexing` serves those; the devcluster's
+client and tests speak HTTP/1.1).
 """
 
 from __future__ import annotations
@@ -139,9 +140,14 @@ class _Continue(Exception):
         self.request, self.length = request, length
 
 
+def json_bytes(body: Any) -> bytes:
+    """A response body as sent over HTTP/1.1 and HTTP/2 alike: compact JSON in UTF-8."""
+    return json.dumps(body, separators=(",", ":")).encode("utf-8")
+
+
 def response_bytes(status: int, body: Any, close: bool) -> bytes:
     """A whole HTTP/1.1 response: JSON body, its length, and `Connection: close` when closing."""
-    data = json.dumps(body, separators=(",", ":")).encode("utf-8")
+    data = json_bytes(body)
     try:
         reason = HTTPStatus(status).phrase
     except ValueError:

@@ -6,8 +6,10 @@ metrics server), so the next handshake uses the new certificate without a restar
 no webhook gets a 404, a malformed AdmissionReview a 400, and the server keeps serving; every request
 is logged with the object it reviews. POST /convert answers CRD ConversionReviews with a converter
 (`controller.api.conversion.convert` unless another is given; `webhooks.converting`). While
-`draining` (a stopping replica) every answer closes its connection. HTTP/1.1 is spoken by
-`webhooks.exchanging` (the standard library's asyncio and ssl; no web framework). Started by
+`draining` (a stopping replica) every answer closes its connection (HTTP/2: GOAWAY, then the streams
+in flight are finished). TLS offers ALPN h2 and http/1.1: a connection that picks h2 (kube-apiserver's
+does) is served by `webhooks.multiplexing`, others speak HTTP/1.1 with `webhooks.exchanging` (the
+standard library's asyncio and ssl; no web framework). Started by
 controller.kube.webhooking and the webhook process; tests run it directly.
 """
 
@@ -29,6 +31,7 @@ from webhooks.configurations import CONVERSION_PATH, MUTATING_ROUTES, VALIDATING
 from webhooks.converting import Converter, answer_conversion
 from webhooks.exchanging import MAX_HEADER_BYTES, Request, serve_connection
 from webhooks.handlers import DENIAL_CODE, GroupMembers, denial_message
+from webhooks.multiplexing import Multiplexer
 from webhooks.reviewing import Reviewer, UnroutableReview
 from webhooks.validation.errors import ROOT, FieldError, FieldPath
 
@@ -43,6 +46,9 @@ MAX_CONVERSION_BYTES: Final = 256 * 1024 * 1024
 """A ConversionReview may carry a whole list (kube-apiserver sends what one list read needs)."""
 INLINE_CONVERSIONS: Final = 16
 """Reviews with more objects are converted in a worker thread, so the loop keeps serving meanwhile."""
+WEBHOOK_ALPN: Final = ("h2", "http/1.1")
+"""The protocols the webhook server offers, preferred first: HTTP/2 lets kube-apiserver send all its
+calls over one connection (Go's client opens one per call in flight over HTTP/1.1)."""
 ReviewFn = Callable[..., Awaitable[Mapping[str, Any]]]
 """Answers one decoded AdmissionReview: `fn(review, webhook=path, headers=...)`; raises
 `UnroutableReview` for a review it cannot route."""
@@ -219,10 +225,10 @@ class TlsFiles:
                 out.append((st.st_ino, st.st_mtime_ns, st.st_size))
         return tuple(out)
 
-    def context(self, client_ca: str | None = None) -> ssl.SSLContext:
+    def context(self, client_ca: str | None = None, alpn: tuple[str, ...] = ()) -> ssl.SSLContext:
         """The server context; with `client_ca` (PEM) it asks for an optional client certificate and
         verifies one sent against that CA alone (not the system's CAs: a verified certificate is
-        trusted to name its user)."""
+        trusted to name its user); `alpn`: the protocols it offers (none: the client's pick is not asked)."""
         if client_ca is None:
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         else:
@@ -230,6 +236,8 @@ class TlsFiles:
             context.verify_mode = ssl.CERT_OPTIONAL
             context.load_verify_locations(cadata=client_ca)
         context.load_cert_chain(self.cert, self.key)
+        if alpn:
+            context.set_alpn_protocols(list(alpn))
         return context
 
     def ca_bundle(self) -> str:
@@ -241,17 +249,19 @@ class ReloadingTls:
     """A server-side TLS context from `TlsFiles` that follows the files: `front()` is the listening
     socket's context, whose handshakes switch to the newest context `reload_if_changed` loaded."""
 
-    def __init__(self, tls: TlsFiles, what: str = "webhook", client_ca: str | None = None) -> None:
+    def __init__(self, tls: TlsFiles, what: str = "webhook", client_ca: str | None = None,
+                 alpn: tuple[str, ...] = ()) -> None:
         self.tls = tls
         self.what = what
         self.client_ca = client_ca
+        self.alpn = alpn
         self.reloads = 0
         self._fingerprint = tls.fingerprint()
-        self._current = tls.context(client_ca)
+        self._current = tls.context(client_ca, alpn)
 
     def front(self) -> ssl.SSLContext:
         """The listening socket's context: each handshake switches to the newest loaded context."""
-        front = self.tls.context(self.client_ca)
+        front = self.tls.context(self.client_ca, self.alpn)
 
         def pick(sock: ssl.SSLObject, _server_name: str | None, _front: ssl.SSLContext) -> None:
             sock.context = self._current
@@ -265,7 +275,7 @@ class ReloadingTls:
             fingerprint = self.tls.fingerprint()
             if fingerprint == self._fingerprint:
                 return False
-            context = self.tls.context(self.client_ca)
+            context = self.tls.context(self.client_ca, self.alpn)
         except (OSError, ssl.SSLError) as e:
             logger.warning("Cannot load the %s certificate from %s: %s; serving the previous one",
                            self.what, self.tls.cert, e)
@@ -293,11 +303,10 @@ class AdmissionServer:
         self.host = host or addr
         self.reload_interval = reload_interval
         self.handler_ids = handler_ids
-        self._reloading = ReloadingTls(tls)
+        self._reloading = ReloadingTls(tls, alpn=WEBHOOK_ALPN)
         self._listening = asyncio.Event()
-        self.draining = False
-        """Set while stopping: every answer closes its connection, so a client keeping one alive
-        opens its next elsewhere (another replica) instead of meeting a closed socket."""
+        self._draining = False
+        self._multiplexed: set[Multiplexer] = set()
         self.failure: str | None = None
         """Why the webhooks are not served (never set here: a server on the operator's loop fails with it)."""
         self.observe: Callable[[str, int, float], None] | None = None
@@ -306,6 +315,20 @@ class AdmissionServer:
     @property
     def url(self) -> str:
         return f"https://{self.host}:{self.port}"
+
+    @property
+    def draining(self) -> bool:
+        """Set while stopping: every answer closes its connection (HTTP/2: every connection gets
+        GOAWAY at once and ends once its streams are answered), so a client keeping one alive opens
+        its next elsewhere (another replica) instead of meeting a closed socket."""
+        return self._draining
+
+    @draining.setter
+    def draining(self, value: bool) -> None:
+        self._draining = value
+        if value:
+            for multiplexer in list(self._multiplexed):
+                multiplexer.drain()
 
     @property
     def reloads(self) -> int:
@@ -351,7 +374,11 @@ class AdmissionServer:
         async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             connections[writer] = done = asyncio.get_running_loop().create_future()
             try:
-                await serve_connection(reader, writer, answer, body_limit, lambda: self.draining)
+                ssl_object = writer.get_extra_info("ssl_object")
+                if ssl_object is not None and ssl_object.selected_alpn_protocol() == "h2":
+                    await self._multiplex(Multiplexer(reader, writer, answer, body_limit, lambda: self.draining))
+                else:
+                    await serve_connection(reader, writer, answer, body_limit, lambda: self.draining)
             except asyncio.CancelledError:
                 # Ends here rather than cancelled: asyncio (3.11) logs a cancelled connection
                 # task's CancelledError as an error with a traceback.
@@ -379,6 +406,14 @@ class AdmissionServer:
                 writer.transport.abort()
             if ending:
                 await asyncio.wait(ending, timeout=1.0)
+
+    async def _multiplex(self, multiplexer: Multiplexer) -> None:
+        """Serve an HTTP/2 connection, told when the server starts draining."""
+        self._multiplexed.add(multiplexer)
+        try:
+            await multiplexer.serve()
+        finally:
+            self._multiplexed.discard(multiplexer)
 
     async def _serve(self, fn: ReviewFn, request: Request) -> tuple[int, Any]:
         """One request: 404 for a path that names no webhook (never an allowing answer made up),

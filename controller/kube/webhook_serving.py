@@ -128,7 +128,7 @@ class WebhookProcess:
 
     @draining.setter
     def draining(self, value: bool) -> None:
-        """Passed on to the child: while set, each answer closes its connection."""
+        """Passed on to the child: while set, each answer closes its connection (HTTP/2: GOAWAY)."""
         self._draining = value
         if self._writer is not None and not self._writer.is_closing():
             data = pickle.dumps(("drain", value))

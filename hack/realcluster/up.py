@@ -645,8 +645,10 @@ def pod_stages() -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- the control plane
 
 
-def component_argv(realcluster: Path, kwok: Path, workdir: Path, ports: Mapping[str, int]) -> dict[str, list[str]]:
-    """Command lines of every component, in start order."""
+def component_argv(realcluster: Path, kwok: Path, workdir: Path, ports: Mapping[str, int],
+                   profiling: bool = False) -> dict[str, list[str]]:
+    """Command lines of every component, in start order (`profiling`: kube-apiserver serves
+    /debug/pprof to its admin)."""
     pki, kubeconfig = workdir / "pki", str(workdir / "admin.kubeconfig")
     common = ["--kubeconfig", kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1"]
     return {
@@ -670,7 +672,7 @@ def component_argv(realcluster: Path, kwok: Path, workdir: Path, ports: Mapping[
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC",
-            "--allow-privileged=true", "--profiling=false",
+            "--allow-privileged=true", f"--profiling={str(profiling).lower()}",
             # loopback may not be the kubernetes Service's endpoint: no reconciler keeps one
             "--endpoint-reconciler-type=none",
             # The default admission plugins of kube-apiserver (Priority, ServiceAccount, the webhooks...)
@@ -806,7 +808,7 @@ def control_plane(args: argparse.Namespace) -> Iterator[Processes]:
         server = f"https://127.0.0.1:{ports['apiserver']}"
         (workdir / "admin.kubeconfig").write_text(kubeconfig_text(workdir / "pki", server))
         (workdir / "kwok-stages.yaml").write_text("\n---\n".join(json.dumps(s) for s in pod_stages()) + "\n")
-        argv = component_argv(realcluster, kwok, workdir, ports)
+        argv = component_argv(realcluster, kwok, workdir, ports, args.profiling)
         processes.start("etcd", argv["etcd"])
         wait_for("etcd", lambda: _port_open(ports["etcd"]), processes)
         processes.start("kube-apiserver", argv["kube-apiserver"])
@@ -881,6 +883,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--jobset", action="store_true",
                         help="also install JobSet's CRD and run its controller (sigs.k8s.io/jobset, pinned in "
                              "jobset/go.mod), its webhooks served on loopback")
+    parser.add_argument("--profiling", action="store_true",
+                        help="kube-apiserver serves /debug/pprof (CPU and heap profiles) to the admin kubeconfig")
     parser.add_argument("--build-only", action="store_true",
                         help="build (when needed), print the binaries (with --jobset JobSet's too), exit")
     args = parser.parse_args(argv)

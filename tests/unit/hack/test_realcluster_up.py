@@ -106,3 +106,14 @@ def test_kube_apiserver_calls_apiservices_with_a_front_proxy_client_cert_it_publ
     for key in ("requestheader-client-ca-file", "proxy-client-cert-file", "proxy-client-key-file"):
         assert Path(flags[key]).is_file(), key
     assert Path(flags["requestheader-client-ca-file"]).read_bytes() == (pki / "front-proxy-ca.crt").read_bytes()
+
+
+@pytest.mark.parametrize(("argv", "profiling"), [([], "false"), (["--profiling"], "true")],
+                         ids=["no-profiles-by-default", "profiles-when-asked"])
+def test_kube_apiserver_serves_profiles_only_when_asked(up: ModuleType, tmp_path: Path, argv: list[str],
+                                                      profiling: str) -> None:
+    args = up.parse_args(["--kubeconfig", str(tmp_path / "kc"), *argv])
+    apiserver = up.component_argv(Path("/bin/realcluster"), Path("/bin/kwok"), tmp_path,
+                                  {"etcd": 1, "etcd-peer": 2, "apiserver": 3, "kwok": 4},
+                                  args.profiling)["kube-apiserver"]
+    assert f"--profiling={profiling}" in apiserver
