@@ -312,6 +312,10 @@ class ClusterCache:
             self._track_group_member(key, obj)
         return True
 
+    def holds(self, kind: str, key: str) -> bool:
+        """Whether the cache holds an object of `kind` under `key`."""
+        return key in self._versions.get(kind, ())
+
     def keys_of(self, kind: str) -> set[str]:
         """The keys of every object of `kind` the cache holds (a relist deletes those it lacks)."""
         return set(self._versions.get(kind, ()))

@@ -59,6 +59,7 @@ from controller.core.admission.queue_status import (
 )
 from controller.core.admission.workloads import workload_info
 from controller.kube.api import TRANSPORT_ERRORS, WORKLOADS, ApiError, KubeApi
+from controller.kube.arrivals import Arrivals
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor, Preemption
 from controller.kube.finalizing import write_finalizers
@@ -95,8 +96,15 @@ class AdmissionLoop:
     def __init__(self, cache: ClusterCache, api: KubeApi, recorder: EventRecorder,
                  applied: Applied | None = None, debounce_s: float = DEBOUNCE_S,
                  metrics: Metrics | None = None, queue_status_interval_s: float = QUEUE_STATUS_INTERVAL_S,
-                 evictor: Evictor | None = None, pods_ready: WaitForPodsReady | None = None) -> None:
+                 evictor: Evictor | None = None, pods_ready: WaitForPodsReady | None = None,
+                 arrivals: Arrivals | None = None) -> None:
         self.cache = cache
+        self.arrivals = arrivals
+        """While Workloads keep arriving, pending statuses wait for a lull (controller.kube.arrivals);
+        None: each is written as it is decided."""
+        self._explain_later: dict[str, Pending] = {}
+        """Why each waiting Workload waits, as the latest cycle said, kept until the arrivals' lull."""
+        self._explainer: asyncio.Task[None] | None = None
         self.pods_ready = pods_ready
         """waitForPodsReady's settings (None: off): each cycle first evicts the Workloads whose pods
         were not ready in time and ends the backoffs that are over (`_sweep_pods_ready`)."""
@@ -219,9 +227,8 @@ class AdmissionLoop:
                 if victim.key not in self._writing:  # else a cycle after that write decides again
                     self._start_write(victim.key, self._eviction_written(Preemption(
                         victim.key, preempt.key, preempt.cluster_queue, victim.reason)))
-        for why in pendings:
-            self._start_write(why.key, self._pending_written(why))
-            await self._give_turn()
+        if current:
+            await self._explain(pendings)
         waiting = {key: q for key in waiting_keys if (q := state.queue_of.get(key)) is not None}
         self._queues_due = waiting
         if self._queue_writer is None or self._queue_writer.done():
@@ -488,6 +495,34 @@ class AdmissionLoop:
             if why is not None:
                 out.append(why)
         return out
+
+    async def _explain(self, pendings: list[Pending]) -> None:
+        """Start the pending status writes of this cycle's `pendings`, or, while Workloads keep
+        arriving, keep them (replacing what an earlier cycle kept: this cycle's reasons are the
+        latest, and a Workload it admitted or no longer sees needs none) until the arrivals' lull."""
+        if self.arrivals is None or self.arrivals.quiet:
+            self._explain_later.clear()
+            for why in pendings:
+                self._start_write(why.key, self._pending_written(why))
+                await self._give_turn()
+            return
+        self._explain_later = {why.key: why for why in pendings}
+        if self._explainer is None or self._explainer.done():
+            self._explainer = asyncio.create_task(self._explain_after_lull())
+
+    async def _explain_after_lull(self) -> None:
+        """Once the arrivals pause, write what the latest cycle kept (`_explain`), unless a write
+        for that Workload is in flight (it is told again once that ends) or its status says it."""
+        assert self.arrivals is not None
+        while self._explain_later:
+            await self.arrivals.lull()
+            later, self._explain_later = self._explain_later, {}
+            for why in later.values():
+                if why.key in self._writing:
+                    self._skipped.add(why.key)
+                elif not self._told(why):
+                    self._start_write(why.key, self._pending_written(why))
+                    await self._give_turn()
 
     def _told(self, why: Pending) -> bool:
         """Whether the Workload's status already says `why` and no Event is owed for it: then there

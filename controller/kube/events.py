@@ -3,7 +3,8 @@
 `EventRecorder.emit` asks controller.core.event_correlation what a repeat deserves (as Kubernetes'
 recorder: the same object, type, reason and message again is a count bump, written at most every
 30 s, never a new Event; an object's Events past a burst are rate-limited) and then, in the
-background, `post`s a new core/v1 Event or patches the count of the one posted; a failure, whatever
+background (while Workloads and Jobs keep arriving, after the lull: controller.kube.arrivals), `post`s a
+new core/v1 Event or patches the count of the one posted; a failure, whatever
 it is, is logged once and never raised (an Event is a courtesy, the status is the record), so no
 background task ends with an exception. Called by the admission loop, the reconcilers and eviction.
 """
@@ -22,6 +23,7 @@ from controller.api import constants as c
 from controller.api.meta import format_time
 from controller.core.event_correlation import Bump, Create, EventCorrelator
 from controller.kube.api import EVENTS, TRANSPORT_ERRORS, ApiError, KubeApi
+from controller.kube.arrivals import Arrivals
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +35,10 @@ three Events each Job brings (they follow a little later)."""
 
 class EventRecorder:
     def __init__(self, api: KubeApi, correlator: EventCorrelator | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, arrivals: Arrivals | None = None) -> None:
         self.api = api
+        self.arrivals = arrivals
+        """While Workloads and Jobs keep arriving, Events wait for a lull (controller.kube.arrivals)."""
         self.correlator = correlator if correlator is not None else EventCorrelator()
         self.clock = clock
         self.posted = 0
@@ -45,6 +49,12 @@ class EventRecorder:
         self._sending: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
         self._serial = itertools.count()
+
+    async def flushed(self, timeout: float) -> int:
+        """Wait, at most `timeout` seconds, for the Events being posted; how many were left unsent."""
+        if self._sending:
+            await asyncio.wait(set(self._sending), timeout=timeout)
+        return len(self._sending)
 
     @property
     def unsent(self) -> int:
@@ -67,6 +77,8 @@ class EventRecorder:
 
     async def _write_in_turn(self, obj: Mapping[str, Any], reason: str, message: str, type_: str,
                              decision: Create | Bump) -> None:
+        if self.arrivals is not None:
+            await self.arrivals.lull()
         if self._slots is None:  # created on the loop that posts
             self._slots = asyncio.Semaphore(PARALLEL_POSTS)
         async with self._slots:

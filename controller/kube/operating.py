@@ -34,6 +34,7 @@ from controller.core.topology.node_failures import NODE_FAILURE_DELAY
 from controller.kube import collecting
 from controller.kube.admitting import AdmissionLoop
 from controller.kube.api import KubeApi
+from controller.kube.arrivals import Arrivals
 from controller.kube.embedding import connection_info, run_kopf
 from controller.kube.events import EventRecorder
 from controller.kube.evicting import Evictor
@@ -52,6 +53,9 @@ log = logging.getLogger(__name__)
 
 WEBHOOK_DRAIN_S = 1.0
 """How long a stopping replica keeps answering webhooks (each answer closing its connection)."""
+EVENTS_FLUSH_S = 2.0
+"""How long a stopping operator waits for the Events still being posted (some waited for a lull of
+arrivals: controller.kube.arrivals)."""
 
 SettingsHook = Callable[[kopf.OperatorSettings], None]
 
@@ -92,14 +96,18 @@ class Operator:
         pods_ready = options.configuration.wait_for_pods_ready
         self.cache = ClusterCache(features=options.features, order_by_eviction=pods_ready is None
                                   or pods_ready.requeuing_strategy.timestamp == TIMESTAMP_EVICTION)
-        self.recorder = EventRecorder(self.api)
+        self.arrivals = Arrivals()
+        """New Workloads and Jobs: what only explains (pending statuses, Events) waits for their lull."""
+        self.recorder = EventRecorder(self.api, arrivals=self.arrivals)
         self.metrics = Metrics(options.build)
         self.router = EventRouter(self.cache, {Loop.ADMISSION: self._wake_admission, Loop.JOBS: self._wake_jobs,
                                                Loop.UNGATER: self._wake_ungater,
-                                               Loop.NODE_FAILURES: self._wake_node_failures})
+                                               Loop.NODE_FAILURES: self._wake_node_failures},
+                                  arrived=self.arrivals.arrived)
         self.evictor = Evictor(self.cache, self.api, self.recorder, self.router.applied, self.metrics)
         self.admission = AdmissionLoop(self.cache, self.api, self.recorder, metrics=self.metrics,
-                                       applied=self.router.applied, evictor=self.evictor, pods_ready=pods_ready)
+                                       applied=self.router.applied, evictor=self.evictor, pods_ready=pods_ready,
+                                       arrivals=self.arrivals)
         self.jobs = JobReconciler(self.cache, self.api, self.recorder, applied=self.router.applied,
                                   evictor=self.evictor, pods_ready=pods_ready)
         self.node_failures = NodeFailureHandler(self.cache, self.api, self.recorder, self.router.applied,
@@ -218,6 +226,7 @@ class Operator:
         to another replica rather than break mid-request during a rollout."""
         try:
             await stop.wait()
+            self.arrivals.release()  # what waited for a lull is written while the rest stops
             if self.admission_server is not None:
                 self.admission_server.draining = True
                 await asyncio.sleep(WEBHOOK_DRAIN_S)
@@ -269,6 +278,9 @@ class Operator:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            self.arrivals.release()
+            if unsent := await self.recorder.flushed(EVENTS_FLUSH_S):
+                log.warning("stopping with %d Event(s) not posted after %.0f s", unsent, EVENTS_FLUSH_S)
             log.info("watch events since start, by kind: %s", ", ".join(
                 f"{kind} {outcome} {n}" for (kind, outcome), n in sorted(self.router.watched.items())) or "none")
 

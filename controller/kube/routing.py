@@ -95,12 +95,15 @@ when it was news to the cache. A loop built without a router is given the cache'
 class EventRouter:
     """See the module docstring. `wakers` has one Waker per Loop."""
 
-    def __init__(self, cache: ClusterCache, wakers: Mapping[Loop, Waker]) -> None:
+    def __init__(self, cache: ClusterCache, wakers: Mapping[Loop, Waker],
+                 arrived: Callable[[], None] | None = None) -> None:
         missing = [loop.value for loop in Loop if loop not in wakers]
         if missing:
             raise ValueError(f"EventRouter: no waker for {', '.join(missing)}")
         self.cache = cache
         self.wakers = dict(wakers)
+        self.arrived = arrived
+        """Called when a Workload or an integrated Job enters the cache (controller.kube.arrivals)."""
         self.watched: collections.Counter[tuple[str, str]] = collections.Counter()
         """Watch events so far by (kind, outcome): counted by the watch handlers
         (controller.kube.watching), logged when the operator stops."""
@@ -112,7 +115,11 @@ class EventRouter:
         refused it as malformed (then why is logged: see `refused`). A pod whose `pod_usage` did not
         change wakes the others but not the admission loop."""
         before = pod_usage(self.cache.pods.get(object_key(obj))) if kind == KIND_POD else None
+        arrives = self.arrived is not None and kind in ARRIVING and not self.cache.holds(kind, object_key(obj))
         if self.cache.upsert(kind, obj):
+            if arrives:
+                assert self.arrived is not None
+                self.arrived()
             same_usage = kind == KIND_POD and pod_usage(self.cache.pods.get(object_key(obj))) == before
             self.wake(kind, obj, _NOT_ADMISSION if same_usage else _EVERY_LOOP)
             return True
@@ -142,5 +149,7 @@ class EventRouter:
                 self.wakers[loop](kind, obj)
 
 
+ARRIVING: frozenset[str] = frozenset((c.KIND_WORKLOAD, *(job.gvk.kind for job in INTEGRATIONS)))
+"""Kinds whose new objects are arrivals (controller.kube.arrivals): what a user creates in a burst."""
 _EVERY_LOOP: frozenset[Loop] = frozenset(Loop)
 _NOT_ADMISSION: frozenset[Loop] = frozenset(Loop) - {Loop.ADMISSION}

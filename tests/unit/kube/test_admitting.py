@@ -30,6 +30,7 @@ from controller.core.admission.pods_ready import (
 from controller.core.admission.queue_status import queue_statuses
 from controller.kube.admitting import AdmissionLoop, queue_inputs
 from controller.kube.api import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES, WORKLOADS, ApiError
+from controller.kube.arrivals import Arrivals
 from controller.kube.events import EventRecorder
 from controller.kube.metrics import Metrics
 from controller.kube.routing import Applied
@@ -796,3 +797,65 @@ async def test_what_the_loop_remembers_per_workload_does_not_grow_with_workloads
         cache.delete(c.KIND_WORKLOAD, cache.workloads[f"default/w{i}"].obj.to_dict())
     await arrive("w10")  # ten causes for three Workloads held: those of the deleted ones go
     assert set(loop._last_cause) == {"default/w10"}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_while_workloads_keep_arriving_a_pending_status_waits_for_the_lull_and_an_admission_does_not() -> None:
+    # The API server's cores go to the creates and the admissions during a burst; "why it waits"
+    # (status and Event) follows in the lull, with the reason of the latest cycle.
+    cache = cluster(workloads=0)  # cq: 64 GPUs of quota, one 8-GPU node
+    api = RecordingApi(cache)
+    recorder = RecordedEvents(api)
+    clock = Clock()
+    arrivals = Arrivals(clock, lull_s=0.25, defer_max_s=5.0)
+    loop = AdmissionLoop(cache, api, recorder, applied=cache.upsert, arrivals=arrivals)  # type: ignore[arg-type]
+    arrivals.arrived()
+    cache.upsert(c.KIND_WORKLOAD, make_workload("small").queue("lq").pod_set("main", 1, {GPU: 1}).obj())
+    cache.upsert(c.KIND_WORKLOAD, make_workload("big").queue("lq").pod_set("main", 1, {GPU: 100}).obj())
+    await loop.cycle()
+    await settle(loop)
+    assert admitted_keys(cache) == ["default/small"]
+    assert condition_of(cache, "default/big", c.CONDITION_QUOTA_RESERVED) is None
+    assert ("big", c.REASON_PENDING) not in recorder.seen
+    clock.now += 0.1
+    arrivals.arrived()
+    await loop.cycle()  # the same reason again, kept once
+    await settle(loop)
+    assert condition_of(cache, "default/big", c.CONDITION_QUOTA_RESERVED) is None
+    clock.now += 0.3
+    arrivals.check()
+    await settle(loop)
+    assert condition_of(cache, "default/big", c.CONDITION_QUOTA_RESERVED) == ("False", c.REASON_PENDING)
+    assert recorder.seen.count(("big", c.REASON_PENDING)) == 1
+    assert [name for resource, name in api.patches if resource == WORKLOADS].count("big") == 1
+
+
+async def test_a_workload_admitted_before_the_lull_gets_no_pending_status_written_after_it() -> None:
+    cache = cluster(workloads=0)
+    api = RecordingApi(cache)
+    clock = Clock()
+    arrivals = Arrivals(clock, lull_s=0.25, defer_max_s=5.0)
+    loop = AdmissionLoop(cache, api, RecordedEvents(api), applied=cache.upsert, arrivals=arrivals)  # type: ignore[arg-type]
+    arrivals.arrived()
+    for i in range(9):  # 8 fit the quota of 64 GPUs; the ninth waits for room
+        cache.upsert(c.KIND_WORKLOAD, make_workload(f"w{i}").queue("lq").pod_set("main", 1, {GPU: 8}).obj())
+    await loop.cycle()
+    await settle(loop)
+    (waiting,) = [k for k in cache.workloads if k not in admitted_keys(cache)]
+    freed = next(iter(admitted_keys(cache)))
+    cache.delete(c.KIND_WORKLOAD, cache.workloads[freed].obj.to_dict())
+    await loop.cycle()  # room again: admitted, and the reason kept for it dropped
+    await settle(loop)
+    assert waiting in admitted_keys(cache)
+    clock.now += 0.3
+    arrivals.check()
+    await settle(loop)
+    assert condition_of(cache, waiting, c.CONDITION_QUOTA_RESERVED) == ("True", c.REASON_QUOTA_RESERVED)
+    assert [name for resource, name in api.patches if resource == WORKLOADS].count(waiting.split("/")[1]) == 1

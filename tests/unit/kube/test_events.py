@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 
 from controller.kube.api import ApiError
+from controller.kube.arrivals import Arrivals
 from controller.kube.events import EventRecorder
 
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ns", "uid": "u1"}}
@@ -153,3 +154,33 @@ def test_an_event_waiting_its_turn_keeps_only_what_it_names_and_posts_the_same_i
     (event,) = created
     assert event["involvedObject"] == {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "namespace": "ns",
                                        "uid": "u1", "resourceVersion": "7"}
+
+
+async def test_while_objects_keep_arriving_an_event_is_posted_only_in_the_lull() -> None:
+    now = [100.0]
+    arrivals = Arrivals(lambda: now[0], lull_s=0.25, defer_max_s=5.0)
+    api = RaisingApi(None)
+    recorder = EventRecorder(api, arrivals=arrivals)  # type: ignore[arg-type]
+    arrivals.arrived()
+    recorder.emit(JOB, "Started", "Admitted by clusterQueue cq")
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert api.created == [] and recorder.unsent == 1
+    now[0] += 0.3
+    arrivals.check()
+    while recorder.unsent:
+        await asyncio.sleep(0)
+    assert [e["reason"] for e in api.created] == ["Started"]
+
+
+async def test_flushing_waits_for_the_events_being_posted_and_says_how_many_were_left() -> None:
+    now = [100.0]
+    arrivals = Arrivals(lambda: now[0], lull_s=0.25, defer_max_s=5.0)
+    api = RaisingApi(None)
+    recorder = EventRecorder(api, arrivals=arrivals)  # type: ignore[arg-type]
+    arrivals.arrived()
+    recorder.emit(JOB, "Started", "Admitted by clusterQueue cq")
+    assert await recorder.flushed(0.05) == 1  # still waiting for the lull
+    arrivals.release()
+    assert await recorder.flushed(1.0) == 0
+    assert [e["reason"] for e in api.created] == ["Started"]

@@ -278,3 +278,15 @@ async def test_the_operators_wakers_find_the_job_and_workload_concerned() -> Non
         assert list(woken) == [(c.KIND_JOB, "ns/train")]  # suspended: its pods must be gone first
     finally:
         await api_client.close()  # type: ignore[no-untyped-call]  # kubernetes.aio is unannotated
+
+
+@pytest.mark.parametrize("kind", sorted(OBJECTS))
+def test_only_the_first_version_of_a_workload_or_a_job_is_an_arrival(kind: str) -> None:
+    arrivals: list[str] = []
+    router = EventRouter(ClusterCache(), {loop: lambda kind, obj: None for loop in Loop},
+                         arrived=lambda: arrivals.append(kind))
+    router.applied(kind, versioned(OBJECTS[kind](), 1))
+    router.applied(kind, versioned(OBJECTS[kind](), 2))
+    router.applied(kind, versioned(OBJECTS[kind](), 2))
+    arriving = kind in (c.KIND_WORKLOAD, c.KIND_JOB, c.KIND_JOBSET)
+    assert arrivals == ([kind] if arriving else [])

@@ -1,0 +1,102 @@
+"""The arrivals' gate: open while nothing arrives, shut by an arrival, open again after a lull of
+`lull_s` or, under a steady stream, `defer_max_s` after the burst began; a waiter is let through
+when it opens. The clock is a hand-moved one and the timer's `check` is called by hand, except in
+the last test, which lets the loop's own timer open the gate."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from controller.kube.arrivals import Arrivals
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def gate(clock: Clock) -> Arrivals:
+    return Arrivals(clock, lull_s=0.25, defer_max_s=5.0)
+
+
+@pytest.mark.parametrize(("arrivals_at", "checked_at", "quiet"), [
+    ([], 0.0, True),
+    ([0.0], 0.1, False),
+    ([0.0], 0.25, True),
+    ([0.0, 0.2, 0.4], 0.5, False),
+    ([0.0, 0.2, 0.4], 0.65, True),
+    ([i * 0.2 for i in range(25)], 4.9, False),
+    ([i * 0.2 for i in range(25)], 5.0, True),
+], ids=["nothing-arrived", "just-after-one", "a-lull-after-one", "a-stream-going-on",
+        "a-lull-after-a-stream", "a-steady-stream-short-of-the-limit", "a-steady-stream-at-the-limit"])
+def test_the_gate_opens_after_a_lull_or_at_the_limit_of_a_burst(
+        arrivals_at: list[float], checked_at: float, quiet: bool) -> None:
+    clock = Clock()
+    start = clock.now
+    arrivals = gate(clock)
+    for at in arrivals_at:
+        clock.now = start + at
+        arrivals.arrived()
+    clock.now = start + checked_at
+    arrivals.check()
+    assert arrivals.quiet is quiet
+
+
+def test_an_arrival_after_the_gate_opened_shuts_it_again_and_the_limit_counts_from_there() -> None:
+    clock = Clock()
+    arrivals = gate(clock)
+    arrivals.arrived()
+    clock.now += 5.0
+    arrivals.check()
+    assert arrivals.quiet
+    arrivals.arrived()
+    clock.now += 0.1
+    arrivals.check()
+    assert not arrivals.quiet
+
+
+async def test_a_waiter_passes_at_once_when_quiet_and_when_the_gate_opens_otherwise() -> None:
+    clock = Clock()
+    arrivals = gate(clock)
+    await asyncio.wait_for(arrivals.lull(), 1)  # nothing arrived: no wait
+    assert arrivals.deferred == 0
+    arrivals.arrived()
+    waiter = asyncio.create_task(arrivals.lull())
+    await asyncio.sleep(0)
+    clock.now += 0.1
+    arrivals.check()
+    await asyncio.sleep(0)
+    assert not waiter.done() and arrivals.deferred == 1
+    clock.now += 0.2
+    arrivals.check()
+    await asyncio.wait_for(waiter, 1)
+    arrivals.arrived()  # shut again: a new waiter waits, the one let through stays through
+    late = asyncio.create_task(arrivals.lull())
+    await asyncio.sleep(0)
+    assert not late.done()
+    late.cancel()
+
+
+async def test_the_loops_timer_opens_the_gate_once_arrivals_stop() -> None:
+    arrivals = Arrivals(lull_s=0.05, defer_max_s=10.0)
+    arrivals.arrived()
+    waiter = asyncio.create_task(arrivals.lull())
+    await asyncio.wait_for(waiter, 5)
+    assert arrivals.quiet
+
+
+async def test_a_released_gate_lets_every_waiter_through_and_no_later_arrival_shuts_it() -> None:
+    clock = Clock()
+    arrivals = gate(clock)
+    arrivals.arrived()
+    waiter = asyncio.create_task(arrivals.lull())
+    await asyncio.sleep(0)
+    arrivals.release()
+    await asyncio.wait_for(waiter, 1)
+    arrivals.arrived()
+    assert arrivals.quiet
