@@ -156,13 +156,19 @@ def test_an_event_waiting_its_turn_keeps_only_what_it_names_and_posts_the_same_i
                                        "uid": "u1", "resourceVersion": "7"}
 
 
-async def test_while_objects_keep_arriving_an_event_is_posted_only_in_the_lull() -> None:
-    now = [100.0]
+def emitted_in_a_burst(now: list[float]) -> tuple[Arrivals, RaisingApi, EventRecorder]:
+    """A recorder whose arrivals' gate is shut (an arrival just came, at `now[0]`), one Event emitted."""
     arrivals = Arrivals(lambda: now[0], lull_s=0.25, defer_max_s=5.0)
     api = RaisingApi(None)
     recorder = EventRecorder(api, arrivals=arrivals)  # type: ignore[arg-type]
     arrivals.arrived()
     recorder.emit(JOB, "Started", "Admitted by clusterQueue cq")
+    return arrivals, api, recorder
+
+
+async def test_while_objects_keep_arriving_an_event_is_posted_only_in_the_lull() -> None:
+    now = [100.0]
+    arrivals, api, recorder = emitted_in_a_burst(now)
     for _ in range(10):
         await asyncio.sleep(0)
     assert api.created == [] and recorder.unsent == 1
@@ -174,12 +180,7 @@ async def test_while_objects_keep_arriving_an_event_is_posted_only_in_the_lull()
 
 
 async def test_flushing_waits_for_the_events_being_posted_and_says_how_many_were_left() -> None:
-    now = [100.0]
-    arrivals = Arrivals(lambda: now[0], lull_s=0.25, defer_max_s=5.0)
-    api = RaisingApi(None)
-    recorder = EventRecorder(api, arrivals=arrivals)  # type: ignore[arg-type]
-    arrivals.arrived()
-    recorder.emit(JOB, "Started", "Admitted by clusterQueue cq")
+    arrivals, api, recorder = emitted_in_a_burst([100.0])
     assert await recorder.flushed(0.05) == 1  # still waiting for the lull
     arrivals.release()
     assert await recorder.flushed(1.0) == 0
