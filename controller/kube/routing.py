@@ -5,7 +5,8 @@ plugins register the cluster events that concern them. `EventRouter.applied(kind
 object into the cache (a watch event, or what the API answered one of our writes with) and, when
 the cache did not already hold that version, wakes those loops; an object the cache refuses as
 malformed wakes nobody and is reported (logged at WARNING, naming each field path); `deleted` does
-the same for a deletion. A pod change wakes the admission loop only when it changes what the pod
+the same for a deletion. A Workload or integrated Job new to the cache is also told to `arrived`
+(controller.kube.arrivals), so what only explains waits out a burst of them. A pod change wakes the admission loop only when it changes what the pod
 takes from its node (`pod_usage`): admission reads pods through that alone, and most pod events
 (created gated, ungated, Running, Ready) leave it as it was. The watch handlers (controller.kube.watching) and every loop that writes use it; the
 Operator (controller.kube.operating) builds it. docs/architecture.md says the same in words.
@@ -115,11 +116,10 @@ class EventRouter:
         refused it as malformed (then why is logged: see `refused`). A pod whose `pod_usage` did not
         change wakes the others but not the admission loop."""
         before = pod_usage(self.cache.pods.get(object_key(obj))) if kind == KIND_POD else None
-        arrives = self.arrived is not None and kind in ARRIVING and not self.cache.holds(kind, object_key(obj))
+        arrived = self.arrived if kind in ARRIVING and not self.cache.holds(kind, object_key(obj)) else None
         if self.cache.upsert(kind, obj):
-            if arrives:
-                assert self.arrived is not None
-                self.arrived()
+            if arrived is not None:
+                arrived()
             same_usage = kind == KIND_POD and pod_usage(self.cache.pods.get(object_key(obj))) == before
             self.wake(kind, obj, _NOT_ADMISSION if same_usage else _EVERY_LOOP)
             return True
