@@ -22,7 +22,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -502,27 +502,29 @@ class AdmissionLoop:
         latest, and a Workload it admitted or no longer sees needs none) until the arrivals' lull."""
         if self.arrivals is None or self.arrivals.quiet:
             self._explain_later.clear()
-            for why in pendings:
-                self._start_write(why.key, self._pending_written(why))
-                await self._give_turn()
+            await self._start_pending_writes(pendings)
             return
         self._explain_later = {why.key: why for why in pendings}
         if self._explainer is None or self._explainer.done():
             self._explainer = asyncio.create_task(self._explain_after_lull())
 
     async def _explain_after_lull(self) -> None:
-        """Once the arrivals pause, write what the latest cycle kept (`_explain`), unless a write
-        for that Workload is in flight (it is told again once that ends) or its status says it."""
+        """Once the arrivals pause, write what the latest cycle kept (`_explain`)."""
         assert self.arrivals is not None
         while self._explain_later:
             await self.arrivals.lull()
             later, self._explain_later = self._explain_later, {}
-            for why in later.values():
-                if why.key in self._writing:
-                    self._skipped.add(why.key)
-                elif not self._told(why):
-                    self._start_write(why.key, self._pending_written(why))
-                    await self._give_turn()
+            await self._start_pending_writes(later.values())
+
+    async def _start_pending_writes(self, pendings: Iterable[Pending]) -> None:
+        """A pending status write for each, unless a write for that Workload is in flight (it is
+        told again once that ends) or its status already says it."""
+        for why in pendings:
+            if why.key in self._writing:
+                self._skipped.add(why.key)
+            elif not self._told(why):
+                self._start_write(why.key, self._pending_written(why))
+                await self._give_turn()
 
     def _told(self, why: Pending) -> bool:
         """Whether the Workload's status already says `why` and no Event is owed for it: then there
