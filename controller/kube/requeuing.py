@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
@@ -65,7 +66,8 @@ class WorkQueue(Generic[K]):
     """Changed keys worked by `workers` tasks while leading, first changed first served. A key is never
     worked by two tasks at once (a change arriving meanwhile runs it again afterwards); a failure is
     logged (`log_failure`, naming the key with `describe`) and the key is worked again after its
-    backoff, from the cache as it is then, the task free in between."""
+    backoff, from the cache as it is then, the task free in between. A change wakes one idle task,
+    not all of them: with a hundred tasks, waking every one per change cost more than the work."""
 
     def __init__(self, work: Callable[[K], Awaitable[None]], log: logging.Logger,
                  describe: Callable[[K], str], workers: int = 1) -> None:
@@ -73,12 +75,31 @@ class WorkQueue(Generic[K]):
         self._dirty: dict[K, None] = {}
         """Changed keys in the order they changed (a dict as an ordered set)."""
         self._active: set[K] = set()
-        self._wake = asyncio.Event()
+        self._idle: deque[asyncio.Future[None]] = deque()
+        """One future per task waiting for a key, the longest waiting first."""
         self._backoff = Backoff()
 
     def notify(self, key: K) -> None:
         self._dirty[key] = None
-        self._wake.set()
+        if key not in self._active:  # a held key is taken again by its holder when it finishes
+            self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._idle:
+            waiter = self._idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def _idle_until_woken(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._idle.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._wake_one()  # woken and cancelled at once: the wake goes to another task
+            raise
 
     async def run(self, leading: asyncio.Event | None = None) -> None:
         tasks = [asyncio.create_task(self._work(leading)) for _ in range(self._workers)]
@@ -90,9 +111,6 @@ class WorkQueue(Generic[K]):
 
     async def _work(self, leading: asyncio.Event | None) -> None:
         while True:
-            while not self._dirty:
-                self._wake.clear()
-                await self._wake.wait()
             if leading is not None and not leading.is_set():
                 await leading.wait()
                 continue
@@ -100,20 +118,24 @@ class WorkQueue(Generic[K]):
             # costs at most `workers` steps however many keys wait (a burst).
             key = next((k for k in self._dirty if k not in self._active), None)
             if key is None:
-                self._wake.clear()
-                await self._wake.wait()
+                await self._idle_until_woken()
                 continue
             del self._dirty[key]
             self._active.add(key)
-            name = self._describe(key)
-            try:
-                await self._work_on(key)
-            except Exception as e:  # any failure (API, dropped connection, a bug): never dropped
-                delay = self._backoff.failed(name)
-                log_failure(self._log, name, e, delay)
-                asyncio.get_running_loop().call_later(delay, self.notify, key)
-            else:
-                self._backoff.succeeded(name)
-            finally:
-                self._active.discard(key)
-                self._wake.set()  # a change to this key that waited for it, or an idle task
+            if self._dirty:
+                self._wake_one()  # more keys wait: another idle task takes the next
+            await self._work_key(key)
+
+    async def _work_key(self, key: K) -> None:
+        """Work one held key, logging and re-queueing a failure; the key is released afterwards."""
+        name = self._describe(key)
+        try:
+            await self._work_on(key)
+        except Exception as e:  # any failure (API, dropped connection, a bug): never dropped
+            delay = self._backoff.failed(name)
+            log_failure(self._log, name, e, delay)
+            asyncio.get_running_loop().call_later(delay, self.notify, key)
+        else:
+            self._backoff.succeeded(name)
+        finally:
+            self._active.discard(key)

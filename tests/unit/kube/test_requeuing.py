@@ -79,3 +79,58 @@ async def test_a_work_queue_never_works_a_key_twice_at_once_and_retries_a_failur
     await asyncio.sleep(BASE_S + 0.1)
     runner.cancel()
     assert sorted(started) == ["a", "a", "b", "b"] and started[:2] == ["a", "b"]
+
+
+async def test_a_burst_of_keys_is_worked_once_each_by_every_worker_at_once() -> None:
+    running, most, worked = 0, 0, []
+    gate = asyncio.Event()
+
+    async def work(key: int) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await gate.wait()
+        worked.append(key)
+        running -= 1
+
+    queue: WorkQueue[int] = WorkQueue(work, logging.getLogger("test"), str, workers=16)
+    runner = asyncio.create_task(queue.run())
+    await asyncio.sleep(0)
+    for key in range(500):
+        queue.notify(key)
+    await asyncio.sleep(0.01)
+    assert running == 16  # every worker took a key, though only one was woken per change
+    gate.set()
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if len(worked) == 500:
+            break
+    runner.cancel()
+    assert sorted(worked) == list(range(500)) and most == 16
+
+
+async def test_a_change_wakes_one_idle_worker_not_all_of_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    waits = 0
+    idle = WorkQueue._idle_until_woken
+
+    async def counted(self: WorkQueue[str]) -> None:
+        nonlocal waits
+        waits += 1
+        await idle(self)
+
+    monkeypatch.setattr(WorkQueue, "_idle_until_woken", counted)
+    worked: list[str] = []
+
+    async def work(key: str) -> None:
+        worked.append(key)
+
+    queue: WorkQueue[str] = WorkQueue(work, logging.getLogger("test"), str, workers=100)
+    runner = asyncio.create_task(queue.run())
+    await asyncio.sleep(0.01)
+    assert waits == 100
+    for key in ("a", "b", "c"):
+        queue.notify(key)
+        await asyncio.sleep(0.01)
+    runner.cancel()
+    # one task woke for each change and went idle again; the other 99 never stirred
+    assert worked == ["a", "b", "c"] and waits == 103
