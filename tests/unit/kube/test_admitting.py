@@ -814,7 +814,7 @@ async def test_while_workloads_keep_arriving_a_pending_status_waits_for_the_lull
     api = RecordingApi(cache)
     recorder = RecordedEvents(api)
     clock = Clock()
-    arrivals = Arrivals(clock, lull_s=0.25, defer_max_s=5.0)
+    arrivals = Arrivals(clock, window_s=0.25, burst_arrivals=1, defer_max_s=5.0)
     loop = AdmissionLoop(cache, api, recorder, applied=cache.upsert, arrivals=arrivals)  # type: ignore[arg-type]
     arrivals.arrived()
     cache.upsert(c.KIND_WORKLOAD, make_workload("small").queue("lq").pod_set("main", 1, {GPU: 1}).obj())
@@ -841,7 +841,7 @@ async def test_a_workload_admitted_before_the_lull_gets_no_pending_status_writte
     cache = cluster(workloads=0)
     api = RecordingApi(cache)
     clock = Clock()
-    arrivals = Arrivals(clock, lull_s=0.25, defer_max_s=5.0)
+    arrivals = Arrivals(clock, window_s=0.25, burst_arrivals=1, defer_max_s=5.0)
     loop = AdmissionLoop(cache, api, RecordedEvents(api), applied=cache.upsert, arrivals=arrivals)  # type: ignore[arg-type]
     arrivals.arrived()
     for i in range(9):  # 8 fit the quota of 64 GPUs; the ninth waits for room

@@ -1,7 +1,8 @@
-"""The arrivals' gate: open while nothing arrives, shut by an arrival, open again after a lull of
-`lull_s` or, under a steady stream, `defer_max_s` after the burst began; a waiter is let through
-when it opens. The clock is a hand-moved one and the timer's `check` is called by hand, except in
-the last test, which lets the loop's own timer open the gate."""
+"""The arrivals' gate: open while nothing arrives, shut by a burst (`burst_arrivals` within
+`window_s`; most tests take one arrival as a burst), open again once the burst ends or, under a
+steady stream, `defer_max_s` after it began; a waiter is let through when it opens. The clock is a
+hand-moved one and the timer's `check` is called by hand, except in the test that lets the loop's
+own timer open the gate."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ class Clock:
 
 
 def gate(clock: Clock) -> Arrivals:
-    return Arrivals(clock, lull_s=0.25, defer_max_s=5.0)
+    return Arrivals(clock, window_s=0.25, burst_arrivals=1, defer_max_s=5.0)
 
 
 @pytest.mark.parametrize(("arrivals_at", "checked_at", "quiet"), [
@@ -39,6 +40,29 @@ def test_the_gate_opens_after_a_lull_or_at_the_limit_of_a_burst(
     clock = Clock()
     start = clock.now
     arrivals = gate(clock)
+    for at in arrivals_at:
+        clock.now = start + at
+        arrivals.arrived()
+    clock.now = start + checked_at
+    arrivals.check()
+    assert arrivals.quiet is quiet
+
+
+@pytest.mark.parametrize(("arrivals_at", "checked_at", "quiet"), [
+    ([i * 0.25 for i in range(9)], 2.0, True),
+    ([i * 0.1 for i in range(10)], 0.95, False),
+    ([i * 0.1 for i in range(10)] + [1.3 + i * 0.05 for i in range(10)], 1.35, False),
+    ([i * 0.1 for i in range(10)], 1.9, True),
+    ([i * 0.05 for i in range(109)], 5.4, False),
+    ([i * 0.05 for i in range(120)], 5.95, True),
+], ids=["a-steady-four-a-second-never-shuts-it", "ten-within-a-second-shut-it",
+        "a-gap-of-400ms-inside-a-burst-keeps-it-shut", "it-opens-once-fewer-than-ten-came-in-the-last-second",
+        "twenty-a-second-short-of-the-limit", "twenty-a-second-at-the-limit-five-seconds-after-it-shut"])
+def test_ten_arrivals_within_a_second_are_a_burst_and_a_gap_between_batches_does_not_end_it(
+        arrivals_at: list[float], checked_at: float, quiet: bool) -> None:
+    clock = Clock()
+    start = clock.now
+    arrivals = Arrivals(clock, window_s=1.0, burst_arrivals=10, defer_max_s=5.0)
     for at in arrivals_at:
         clock.now = start + at
         arrivals.arrived()
@@ -83,7 +107,7 @@ async def test_a_waiter_passes_at_once_when_quiet_and_when_the_gate_opens_otherw
 
 
 async def test_the_loops_timer_opens_the_gate_once_arrivals_stop() -> None:
-    arrivals = Arrivals(lull_s=0.05, defer_max_s=10.0)
+    arrivals = Arrivals(window_s=0.05, burst_arrivals=1, defer_max_s=10.0)
     arrivals.arrived()
     waiter = asyncio.create_task(arrivals.lull())
     await asyncio.wait_for(waiter, 5)

@@ -158,7 +158,7 @@ def test_an_event_waiting_its_turn_keeps_only_what_it_names_and_posts_the_same_i
 
 def emitted_in_a_burst(now: list[float]) -> tuple[Arrivals, RaisingApi, EventRecorder]:
     """A recorder whose arrivals' gate is shut (an arrival just came, at `now[0]`), one Event emitted."""
-    arrivals = Arrivals(lambda: now[0], lull_s=0.25, defer_max_s=5.0)
+    arrivals = Arrivals(lambda: now[0], window_s=0.25, burst_arrivals=1, defer_max_s=5.0)
     api = RaisingApi(None)
     recorder = EventRecorder(api, arrivals=arrivals)  # type: ignore[arg-type]
     arrivals.arrived()
