@@ -19,7 +19,8 @@ have settled after the last admission: `settled_requests`); then every
 client's writes per Job by verb and resource (`apiserver_request_total`), which say where the two
 operators' requests differ (the other clients do the same work for both); the CPU ms per Job of each
 process while the Jobs were being created (kube-apiserver, etcd, the other control-plane components,
-the operator's main process and its children: tasq's webhook child); and kube-apiserver's admission
+the operator's main process and its children: tasq's webhook child) and every client's writes in
+that time, which say whose work competed with the creates; and kube-apiserver's admission
 webhook calls per Job by webhook and operation with their mean duration
 (`apiserver_admission_webhook_admission_duration_seconds`), which say what bounds creates/s.
 With `--profile DIR` tasq's operator process runs under cProfile (stats written to DIR/tasq-operator.prof
@@ -592,6 +593,8 @@ class Row:
     reads_per_job: dict[str, float] = field(default_factory=dict)
     """Every client's reads per Job over the scenario (GET, LIST, WATCH requests by resource) and the
     watch events kube-apiserver sent per Job by kind (`watch events <kind>`)."""
+    creation_writes_per_job: dict[str, float] = field(default_factory=dict)
+    """Every client's writes per Job while the Jobs were being created (as `writes_by_kind`)."""
     load: float = field(default_factory=lambda: os.getloadavg()[0])
 
 
@@ -706,15 +709,20 @@ def scenario(admin: Path, up_pid: int, operator: Operator, plan: Scenario, index
     calls_before, reads_before = webhook_calls(admin), api_requests(admin)[2]
     connections = ConnectionSampler(webhook_ports(admin))
     phase_cpu = [creation_cpu(up_pid, operator)]
+    phase_writes = [by_kind_before]
+    # read off the event loop: the loop's watch stamps each admission as it sees it
+    writes_read = threading.Thread(target=lambda: phase_writes.append(api_requests(admin)[1]))
 
     def created() -> None:
         phase_cpu.append(creation_cpu(up_pid, operator))
+        writes_read.start()
         connections.stop()
     connections.start()
     profiling = profiles and apiserver_profile(
         admin, profiles[1], profiles[0] / f"{operator.name}-{label.replace(' ', '-').replace('/', '')}.pprof")
     create_s, sent, admitted = asyncio.run(drive(admin, namespace, count, rate, held, created))
     requests_after, by_kind_after = settled_requests(admin, idle_per_s)
+    writes_read.join()
     if profiling:
         profiling.join()
     reads_after = api_requests(admin)[2]
@@ -737,7 +745,9 @@ def scenario(admin: Path, up_pid: int, operator: Operator, plan: Scenario, index
               {key: (n / count, s * 1000 / n) for key, (n, s) in calls.items() if n > 0},
               operator.peak_rss_mib(children_only=True), (len(connections.seen), connections.most),
               {kind: (n - reads_before.get(kind, 0.0)) / count for kind, n in reads_after.items()
-               if n > reads_before.get(kind, 0.0)})
+               if n > reads_before.get(kind, 0.0)},
+              {kind: (n - by_kind_before.get(kind, 0.0)) / count for kind, n in phase_writes[-1].items()
+               if n > by_kind_before.get(kind, 0.0)})
     log(f"{operator.name} {label}: {row}")
     if not final:  # the next scenario starts once the cluster has deleted this one's Jobs and pods
         kubectl(admin, "delete", "namespace", namespace, "--wait=true", "--timeout=600s")
@@ -785,6 +795,8 @@ def report(results: dict[str, list[Row]]) -> None:
             print(f"{name} {row.scenario}, CPU ms per Job while creating ({row.creates_per_s:.1f} creates/s, load "
                   f"{row.load:.1f}): " + ", ".join(f"{proc} {ms:.2f}" for proc, ms in sorted(
                       row.creation_cpu_ms_per_job.items(), key=lambda kv: -kv[1])))
+            print(f"{name} {row.scenario}, every client's writes per Job while creating: " + ", ".join(
+                f"{kind} {n:.2f}" for kind, n in sorted(row.creation_writes_per_job.items(), key=lambda kv: -kv[1])))
             print(f"{name} {row.scenario}, webhook calls per Job (mean ms): " + ", ".join(
                 f"{key} {n:.2f} ({ms:.1f})" for key, (n, ms) in sorted(row.webhook_calls_per_job.items())))
             print(f"{name} {row.scenario}, connections to the webhook server while creating: at least "
