@@ -7,10 +7,11 @@ own timer open the gate."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
-from controller.kube.arrivals import Arrivals
+from controller.kube.arrivals import BURST_ARRIVALS, DEFER_MAX_S, WINDOW_S, Arrivals
 
 
 class Clock:
@@ -25,6 +26,19 @@ def gate(clock: Clock) -> Arrivals:
     return Arrivals(clock, window_s=0.25, burst_arrivals=1, defer_max_s=5.0)
 
 
+def quiet_after(make: Callable[[Clock], Arrivals], arrivals_at: list[float], checked_at: float) -> bool:
+    """Whether the gate `make` builds is open at `checked_at` after arrivals at `arrivals_at` (seconds)."""
+    clock = Clock()
+    start = clock.now
+    arrivals = make(clock)
+    for at in arrivals_at:
+        clock.now = start + at
+        arrivals.arrived()
+    clock.now = start + checked_at
+    arrivals.check()
+    return arrivals.quiet
+
+
 @pytest.mark.parametrize(("arrivals_at", "checked_at", "quiet"), [
     ([], 0.0, True),
     ([0.0], 0.1, False),
@@ -37,15 +51,7 @@ def gate(clock: Clock) -> Arrivals:
         "a-lull-after-a-stream", "a-steady-stream-short-of-the-limit", "a-steady-stream-at-the-limit"])
 def test_the_gate_opens_after_a_lull_or_at_the_limit_of_a_burst(
         arrivals_at: list[float], checked_at: float, quiet: bool) -> None:
-    clock = Clock()
-    start = clock.now
-    arrivals = gate(clock)
-    for at in arrivals_at:
-        clock.now = start + at
-        arrivals.arrived()
-    clock.now = start + checked_at
-    arrivals.check()
-    assert arrivals.quiet is quiet
+    assert quiet_after(gate, arrivals_at, checked_at) is quiet
 
 
 @pytest.mark.parametrize(("arrivals_at", "checked_at", "quiet"), [
@@ -60,15 +66,10 @@ def test_the_gate_opens_after_a_lull_or_at_the_limit_of_a_burst(
         "twenty-a-second-short-of-the-limit", "twenty-a-second-at-the-limit-five-seconds-after-it-shut"])
 def test_ten_arrivals_within_a_second_are_a_burst_and_a_gap_between_batches_does_not_end_it(
         arrivals_at: list[float], checked_at: float, quiet: bool) -> None:
-    clock = Clock()
-    start = clock.now
-    arrivals = Arrivals(clock, window_s=1.0, burst_arrivals=10, defer_max_s=5.0)
-    for at in arrivals_at:
-        clock.now = start + at
-        arrivals.arrived()
-    clock.now = start + checked_at
-    arrivals.check()
-    assert arrivals.quiet is quiet
+    def as_shipped(clock: Clock) -> Arrivals:  # the cases are drawn for 10 within 1 s, a 5 s cap
+        return Arrivals(clock, window_s=WINDOW_S, burst_arrivals=BURST_ARRIVALS, defer_max_s=DEFER_MAX_S)
+
+    assert quiet_after(as_shipped, arrivals_at, checked_at) is quiet
 
 
 def test_an_arrival_after_the_gate_opened_shuts_it_again_and_the_limit_counts_from_there() -> None:
