@@ -209,16 +209,11 @@ class AdmissionLoop:
                 self.metrics.admission_attempted(
                     c.ADMISSION_RESULT_SUCCESS if isinstance(decision, Admit) else c.ADMISSION_RESULT_INADMISSIBLE,
                     share)
-        pendings = []
         waiting_keys = state.waiting()
         current = self._current(state) and blocked is None
         if not current and blocked is None:  # the next cycle decides the rest, and says why, on the rebuilt snapshot
             self._again()
-        for why in await self._pending(state, waiting_keys) if current else []:
-            if why.key in self._writing:
-                self._skipped.add(why.key)  # told again once its write in flight ends
-            elif not self._told(why):
-                pendings.append(why)
+        pendings = await self._pending(state, waiting_keys) if current else []
         for admit in admits:
             self._start_write(admit.key, self._admission_written(admit))
             await self._give_turn()
