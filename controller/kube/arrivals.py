@@ -60,11 +60,16 @@ class Arrivals:
             self._burst_began = now
             if self._open is not None:
                 self._open.clear()
-            self._arm(self._recent[0] + self.window_s - now)
+            self._arm(self._calm_in(now))
+
+    def _calm_in(self, now: float) -> float:
+        """Seconds until the burst ends if nothing more arrives: the oldest of the latest
+        `burst_arrivals` arrivals leaves the window (0 or less: it has ended)."""
+        return self._recent[0] + self.window_s - now
 
     def _bursting(self, now: float) -> bool:
         """Whether the latest `burst_arrivals` arrivals all came within the last `window_s`."""
-        return now - self._recent[0] < self.window_s
+        return self._calm_in(now) > 0
 
     def release(self) -> None:
         """Open the gate for good: the operator is stopping, and what waits is written now."""
@@ -80,7 +85,7 @@ class Arrivals:
         self.deferred += 1
         if self._open is None:
             self._open = asyncio.Event()
-        self._arm(max(self._recent[0] + self.window_s - self.clock(), 0.0))  # `arrived` may have run with no loop
+        self._arm(max(self._calm_in(self.clock()), 0.0))  # `arrived` may have run with no loop
         await self._open.wait()
 
     def check(self) -> None:
@@ -96,7 +101,7 @@ class Arrivals:
             if self._open is not None:
                 self._open.set()
         else:
-            self._arm(min(self._recent[0] + self.window_s - now, self.defer_max_s - lasted))
+            self._arm(min(self._calm_in(now), self.defer_max_s - lasted))
 
     def _arm(self, delay: float) -> None:
         """One timer at a time calls `check`; none without a running loop (a plain call in a test)."""
